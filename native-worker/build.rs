@@ -1,0 +1,28 @@
+//! Makes `target/release/hotlab` run with no environment variables: an rpath to the
+//! libtorch that torch-sys linked, and `torch_cuda` linked even though no symbol of it
+//! is referenced, so that CUDA registers itself on a GPU box.
+use std::path::Path;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
+    let Ok(lib) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
+        return;
+    };
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+    for cuda in ["torch_cuda", "torch_hip"] {
+        if Path::new(&lib).join(format!("lib{cuda}.so")).exists() {
+            println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
+            println!("cargo:rustc-link-arg=-l{cuda}");
+            println!("cargo:rustc-link-arg=-Wl,--as-needed");
+        }
+    }
+    // The libtorch version, for `hotlab system`.
+    let version = Path::new(&lib)
+        .parent()
+        .and_then(|torch| std::fs::read_to_string(torch.join("version.py")).ok())
+        .and_then(|v| {
+            v.lines().find_map(|l| l.strip_prefix("__version__ = ").map(|s| s.trim().trim_matches('\'').to_string()))
+        })
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=HOTLAB_TORCH_VERSION={version}");
+}

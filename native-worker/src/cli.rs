@@ -1,0 +1,273 @@
+//! The `hotlab` subcommands and their flags.
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use hotlab::{checkpoint, eval, serve, system, train};
+use hotlab_shared::spec::{EnvName, Inference, Preset, RunSpec};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "hotlab",
+    version,
+    about = "A lab for the hot path of vectorized RL training",
+    long_about = "hotlab trains PPO agents on libtorch under switchable execution strategies, \
+                  measures where each step's time goes, and serves a web lab to watch and compare runs.\n\n\
+                  Start with `hotlab train --preset cleanrl` or `hotlab serve`."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Train a PPO agent (CleanRL's ppo.py hyperparameters by default).
+    #[command(args_override_self = true, allow_negative_numbers = true)]
+    Train(Box<TrainArgs>),
+    /// Run a trained policy greedily and report its mean return.
+    #[command(allow_negative_numbers = true)]
+    Eval(EvalArgs),
+    /// Show hotlab's and libtorch's versions, devices and cores.
+    System(SystemArgs),
+    /// Serve the web lab and its API.
+    Serve(ServeArgs),
+}
+
+/// A flag value that is not allowed (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct UsageError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Starting point: `cleanrl` (4 envs × 128 steps, 4 epochs, 4 minibatches, 500k steps)
+    /// or `wide` (1024 envs × 128 steps, 4 epochs, 32 minibatches, 5M steps); explicit flags override it.
+    #[arg(long, default_value = "cleanrl")]
+    pub preset: Preset,
+    /// Workload [default: cartpole].
+    #[arg(long)]
+    pub env: Option<EnvName>,
+    /// Parallel environments [cleanrl: 4].
+    #[arg(long)]
+    pub envs: Option<usize>,
+    /// Steps per environment per rollout [cleanrl: 128].
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Environment steps over the whole run [cleanrl: 500000].
+    #[arg(long)]
+    pub total_steps: Option<u64>,
+    /// Passes over each rollout [4].
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Minibatches per epoch; must divide envs × steps [cleanrl: 4].
+    #[arg(long)]
+    pub minibatches: Option<usize>,
+    /// Adam learning rate [2.5e-4].
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Discount factor [0.99].
+    #[arg(long)]
+    pub gamma: Option<f64>,
+    /// GAE lambda [0.95].
+    #[arg(long)]
+    pub gae_lambda: Option<f64>,
+    /// PPO clip range [0.2].
+    #[arg(long)]
+    pub clip: Option<f64>,
+    /// Entropy coefficient [0.01].
+    #[arg(long)]
+    pub ent_coef: Option<f64>,
+    /// Value loss coefficient [0.5].
+    #[arg(long)]
+    pub vf_coef: Option<f64>,
+    /// Gradient norm clip [0.5].
+    #[arg(long)]
+    pub max_grad_norm: Option<f64>,
+    /// Anneal the learning rate linearly to 0 (the default).
+    #[arg(long, overrides_with = "no_anneal_lr")]
+    pub anneal_lr: bool,
+    /// Keep the learning rate constant.
+    #[arg(long)]
+    pub no_anneal_lr: bool,
+    /// Hidden layer widths of actor and critic, comma-separated [64,64].
+    #[arg(long, value_delimiter = ',')]
+    pub hidden: Option<Vec<usize>>,
+    /// Seed of every random stream [1].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// cpu, cuda, cuda:N or auto (a GPU if there is one) [auto].
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Rollout forward: `fused` (native, no per-op dispatch) or `eager` (libtorch ops) [fused].
+    #[arg(long)]
+    pub inference: Option<Inference>,
+    /// libtorch intra-op threads, 0 = one per core [0].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Write the checkpoint, metrics.jsonl and report.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print one JSON object (the run's summary) as the last line, no progress bar.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl TrainArgs {
+    /// The preset with every explicit flag applied on top.
+    pub fn spec(&self) -> RunSpec {
+        let mut s = self.preset.spec();
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field.clone() { s.$field = v; } )* };
+        }
+        set!(env, envs, steps, total_steps, epochs, minibatches, lr, gamma, gae_lambda, clip, ent_coef);
+        set!(vf_coef, max_grad_norm, hidden, seed, device, inference, threads);
+        if self.no_anneal_lr {
+            s.anneal_lr = false;
+        } else if self.anneal_lr {
+            s.anneal_lr = true;
+        }
+        s
+    }
+}
+
+pub fn train(a: TrainArgs) -> Result<()> {
+    let spec = a.spec();
+    spec.validate()?;
+    let mut metrics = match &a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("--out: cannot create {}", dir.display()))?;
+            let path = dir.join("metrics.jsonl");
+            let file =
+                std::fs::File::create(&path).with_context(|| format!("--out: cannot write {}", path.display()))?;
+            Some(std::io::BufWriter::new(file))
+        }
+        None => None,
+    };
+    let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new(spec.updates() * spec.batch_size() as u64) };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}")
+            .expect("valid template"),
+    );
+    let trained = train::train(&spec, &mut |m| {
+        bar.set_position(m.global_step);
+        let ret = m.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
+        bar.set_message(format!("{:.0} SPS  return {ret}", m.sps));
+        if let Some(w) = metrics.as_mut() {
+            let _ = writeln!(w, "{}", serde_json::to_string(m).unwrap_or_default());
+        }
+    })?;
+    bar.finish_and_clear();
+    let report = &trained.report;
+    if let Some(dir) = &a.out {
+        if let Some(mut w) = metrics.take() {
+            w.flush().context("writing metrics.jsonl")?;
+        }
+        checkpoint::save(dir, &spec, &trained.net)?;
+        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(report)?)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        let ret = report.mean_return_last_100.map_or("n/a".into(), |r| format!("{r:.1}"));
+        println!(
+            "{} on {}: {} steps in {:.1} s = {:.0} steps/s; {} episodes, mean return of the last 100: {ret}",
+            report.env, report.device, report.total_steps, report.wall_s, report.sps, report.episodes
+        );
+        if let Some(dir) = &a.out {
+            println!("checkpoint and metrics written to {}", dir.display());
+        }
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// A directory written by `hotlab train --out`.
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Episodes to play (1 to 100000).
+    #[arg(long, default_value_t = 100)]
+    pub episodes: usize,
+    /// Seed of the evaluation envs.
+    #[arg(long, default_value_t = 12_345)]
+    pub seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn eval(a: EvalArgs) -> Result<()> {
+    if !(1..=100_000).contains(&a.episodes) {
+        return Err(UsageError {
+            flag: "--episodes",
+            message: format!("must be between 1 and 100000 (got {})", a.episodes),
+        }
+        .into());
+    }
+    if !a.checkpoint.join(checkpoint::SPEC_FILE).exists() {
+        return Err(UsageError {
+            flag: "--checkpoint",
+            message: format!("{} is not a checkpoint directory (no {})", a.checkpoint.display(), checkpoint::SPEC_FILE),
+        }
+        .into());
+    }
+    let (meta, net) = checkpoint::load(&a.checkpoint)?;
+    let report = eval::evaluate(&meta.spec, &net, a.episodes, a.seed);
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{} greedy over {} episodes: mean return {:.1} (min {:.0}, max {:.0})",
+            report.env, report.episodes, report.mean_return, report.min_return, report.max_return
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct SystemArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn system(a: SystemArgs) -> Result<()> {
+    let info = system::info();
+    if a.json {
+        println!("{}", serde_json::to_string(&info)?);
+        return Ok(());
+    }
+    println!("hotlab {} (libtorch {})", info.version, info.torch_version);
+    println!("CPU cores: {}, libtorch threads: {}", info.cpu_cores, info.torch_threads);
+    println!("CUDA available: {}", info.cuda_available);
+    for d in &info.devices {
+        let mem = d.memory_bytes.map_or(String::new(), |b| format!(", {:.1} GiB", b as f64 / (1u64 << 30) as f64));
+        println!("  {}: {}{mem}", d.id, d.name);
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0 = any free port; the URL is printed).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// The web app's files [./static, or the repository's static/].
+    #[arg(long)]
+    pub static_dir: Option<PathBuf>,
+}
+
+pub fn serve(a: ServeArgs) -> Result<()> {
+    let dir = serve::find_static_dir(a.static_dir);
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(serve::serve(&a.host, a.port, dir))
+}

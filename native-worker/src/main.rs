@@ -1,0 +1,61 @@
+//! `hotlab`: the command line of the lab's worker. Parsing and printing live here;
+//! everything else is in the library.
+
+mod cli;
+
+use anyhow::Result;
+use clap::Parser;
+use hotlab_shared::spec::SpecError;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            use clap::error::ErrorKind::*;
+            if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                return if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            // One line naming the flag and what is allowed; `--help` has the rest.
+            let text = e.to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => report(e),
+    }
+}
+
+fn run(args: cli::Cli) -> Result<()> {
+    match args.command {
+        cli::Command::Train(a) => cli::train(*a),
+        cli::Command::Eval(a) => cli::eval(a),
+        cli::Command::System(a) => cli::system(a),
+        cli::Command::Serve(a) => cli::serve(a),
+    }
+}
+
+/// Invalid values exit with 2 and one line naming the flag; anything else with 1.
+fn report(e: anyhow::Error) -> ExitCode {
+    if let Some(spec) = e.downcast_ref::<SpecError>() {
+        eprintln!("error: {spec}");
+        return ExitCode::from(2);
+    }
+    if let Some(usage) = e.downcast_ref::<cli::UsageError>() {
+        eprintln!("error: {usage}");
+        return ExitCode::from(2);
+    }
+    eprintln!("error: {e:#}");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,108 @@
+//! The PPO update, as CleanRL's `ppo.py` defines it: clipped surrogate objective,
+//! clipped value loss, entropy bonus, per-minibatch advantage normalization, global
+//! gradient-norm clip, Adam.
+
+use crate::adam::FlatAdam;
+use crate::distribution;
+use crate::policy::ActorCritic;
+use crate::rollout::Batch;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::RunSpec;
+use serde::Serialize;
+use tch::{Kind, Tensor};
+
+/// Loss statistics of an update's last minibatch (what CleanRL logs).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct UpdateStats {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+}
+
+/// The loss of one minibatch: `(loss, [pg, v, entropy, approx_kl, clipfrac])`.
+pub fn minibatch_loss(net: &ActorCritic, mb: &Batch, heads: &[usize], spec: &RunSpec) -> (Tensor, Tensor) {
+    let logits = net.logits(&mb.obs);
+    let value = net.value(&mb.obs);
+    let (new_log_prob, entropy) = distribution::log_prob_and_entropy(&logits, None, heads, &mb.actions);
+    let log_ratio = new_log_prob - &mb.log_probs;
+    let ratio = log_ratio.exp();
+
+    let adv = &mb.advantages;
+    let adv = (adv - adv.mean(Kind::Float)) / (adv.std(true) + 1e-8);
+    let pg1 = -&adv * &ratio;
+    let pg2 = -&adv * ratio.clamp(1.0 - spec.clip, 1.0 + spec.clip);
+    let pg_loss = pg1.maximum(&pg2).mean(Kind::Float);
+
+    let v_unclipped = (&value - &mb.returns).square();
+    let v_clipped = &mb.values + (&value - &mb.values).clamp(-spec.clip, spec.clip);
+    let v_loss = v_unclipped.maximum(&(v_clipped - &mb.returns).square()).mean(Kind::Float) * 0.5;
+
+    let entropy = entropy.mean(Kind::Float);
+    let loss = &pg_loss - &entropy * spec.ent_coef + &v_loss * spec.vf_coef;
+
+    let stats = tch::no_grad(|| {
+        let approx_kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
+        let clip_frac = (&ratio - 1.0).abs().gt(spec.clip).to_kind(Kind::Float).mean(Kind::Float);
+        Tensor::stack(&[pg_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clip_frac], 0)
+    });
+    (loss, stats)
+}
+
+/// Runs `epochs × minibatches` gradient steps on one rollout.
+pub fn update(
+    net: &mut ActorCritic,
+    opt: &mut FlatAdam,
+    batch: &Batch,
+    heads: &[usize],
+    spec: &RunSpec,
+    lr: f64,
+    rng: &mut HostRng,
+) -> UpdateStats {
+    let size = spec.batch_size();
+    let mb_size = spec.minibatch_size() as i64;
+    let mut order: Vec<i64> = (0..size as i64).collect();
+    let mut last_stats = None;
+    for _epoch in 0..spec.epochs {
+        rng.shuffle(&mut order);
+        // One gather per field per epoch; minibatches are then contiguous views.
+        let index = Tensor::from_slice(&order).to_device(net.device());
+        let shuffled = batch.select(&index);
+        for m in 0..spec.minibatches as i64 {
+            let mb = shuffled.rows(m * mb_size, mb_size);
+            let (loss, stats) = minibatch_loss(net, &mb, heads, spec);
+            net.zero_grad();
+            loss.backward();
+            clip_grad_norm(&mut net.flat_grad, spec.max_grad_norm);
+            opt.step(&mut net.flat, &net.flat_grad, lr);
+            last_stats = Some(stats);
+        }
+    }
+    let s = Vec::<f64>::try_from(last_stats.expect("at least one minibatch").to_kind(Kind::Double)).unwrap_or_default();
+    UpdateStats { policy_loss: s[0], value_loss: s[1], entropy: s[2], approx_kl: s[3], clip_fraction: s[4] }
+}
+
+/// `torch.nn.utils.clip_grad_norm_` on one flat gradient, without a host sync.
+pub fn clip_grad_norm(grad: &mut Tensor, max_norm: f64) {
+    tch::no_grad(|| {
+        let coef = (grad.norm() + 1e-6).reciprocal() * max_norm;
+        let _ = grad.g_mul_(&coef.clamp_max(1.0));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_scales_only_large_gradients() {
+        let mut g = Tensor::from_slice(&[3.0f32, 4.0]);
+        clip_grad_norm(&mut g, 1.0);
+        let v = Vec::<f32>::try_from(&g).unwrap();
+        assert!((v[0] - 0.6).abs() < 1e-5 && (v[1] - 0.8).abs() < 1e-5);
+        let mut small = Tensor::from_slice(&[0.3f32, 0.4]);
+        clip_grad_norm(&mut small, 1.0);
+        assert_eq!(Vec::<f32>::try_from(&small).unwrap(), vec![0.3, 0.4]);
+    }
+}

@@ -1,0 +1,119 @@
+//! The rollout buffer: one update's transitions, `[T, N, …]`, time first.
+//!
+//! Steps are recorded on the host as they happen (the env and the fused forward run
+//! there); [`Rollout::to_batch`] moves the whole rollout to the trainer's device in one
+//! copy per field, flattened to `[T·N, …]`, so the update only touches device tensors.
+
+use tch::{Device, Kind, Tensor};
+
+pub struct Rollout {
+    pub steps: usize,
+    pub envs: usize,
+    pub obs_dim: usize,
+    pub heads: usize,
+    pub obs: Vec<f32>,
+    pub actions: Vec<i64>,
+    pub log_probs: Vec<f32>,
+    pub values: Vec<f32>,
+    pub rewards: Vec<f32>,
+    pub terminated: Vec<bool>,
+    pub truncated: Vec<bool>,
+    /// Value of the final observation at truncated steps (for GAE's bootstrap).
+    pub final_values: Vec<f32>,
+}
+
+/// A rollout on the device, flattened, with its advantages and returns.
+pub struct Batch {
+    pub obs: Tensor,
+    pub actions: Tensor,
+    pub log_probs: Tensor,
+    pub values: Tensor,
+    pub advantages: Tensor,
+    pub returns: Tensor,
+}
+
+impl Batch {
+    /// The rows in `index` (a permutation slice), for one minibatch.
+    pub fn select(&self, index: &Tensor) -> Batch {
+        let pick = |t: &Tensor| t.index_select(0, index);
+        Batch {
+            obs: pick(&self.obs),
+            actions: pick(&self.actions),
+            log_probs: pick(&self.log_probs),
+            values: pick(&self.values),
+            advantages: pick(&self.advantages),
+            returns: pick(&self.returns),
+        }
+    }
+
+    /// Rows `start .. start + len` (a view, no copy).
+    pub fn rows(&self, start: i64, len: i64) -> Batch {
+        let cut = |t: &Tensor| t.narrow(0, start, len);
+        Batch {
+            obs: cut(&self.obs),
+            actions: cut(&self.actions),
+            log_probs: cut(&self.log_probs),
+            values: cut(&self.values),
+            advantages: cut(&self.advantages),
+            returns: cut(&self.returns),
+        }
+    }
+}
+
+impl Rollout {
+    pub fn new(steps: usize, envs: usize, obs_dim: usize, heads: usize) -> Self {
+        let n = steps * envs;
+        Self {
+            steps,
+            envs,
+            obs_dim,
+            heads,
+            obs: vec![0.0; n * obs_dim],
+            actions: vec![0; n * heads],
+            log_probs: vec![0.0; n],
+            values: vec![0.0; n],
+            rewards: vec![0.0; n],
+            terminated: vec![false; n],
+            truncated: vec![false; n],
+            final_values: vec![0.0; n],
+        }
+    }
+
+    /// Mutable views of step `t`'s rows.
+    pub fn step_mut(&mut self, t: usize) -> StepSlot<'_> {
+        let (n, d, h) = (self.envs, self.obs_dim, self.heads);
+        StepSlot {
+            obs: &mut self.obs[t * n * d..(t + 1) * n * d],
+            actions: &mut self.actions[t * n * h..(t + 1) * n * h],
+            log_probs: &mut self.log_probs[t * n..(t + 1) * n],
+            values: &mut self.values[t * n..(t + 1) * n],
+        }
+    }
+
+    /// The rollout on `device`, flattened, with its advantages and returns.
+    pub fn to_batch(&self, advantages: &[f32], returns: &[f32], device: Device) -> Batch {
+        let b = (self.steps * self.envs) as i64;
+        let up = |v: &[f32], shape: &[i64]| Tensor::from_slice(v).view(shape).to_device(device);
+        Batch {
+            obs: up(&self.obs, &[b, self.obs_dim as i64]),
+            actions: Tensor::from_slice(&self.actions).view([b, self.heads as i64]).to_device(device),
+            log_probs: up(&self.log_probs, &[b]),
+            values: up(&self.values, &[b]),
+            advantages: up(advantages, &[b]),
+            returns: up(returns, &[b]),
+        }
+    }
+}
+
+/// Step `t` of a rollout, filled by the policy.
+pub struct StepSlot<'a> {
+    pub obs: &'a mut [f32],
+    pub actions: &'a mut [i64],
+    pub log_probs: &'a mut [f32],
+    pub values: &'a mut [f32],
+}
+
+/// A host `f32` slice as a `[rows, cols]` tensor on `device`.
+pub fn upload(v: &[f32], rows: usize, cols: usize, device: Device) -> Tensor {
+    Tensor::from_slice(v).view([rows as i64, cols as i64]).to_device(device).to_kind(Kind::Float)
+}

@@ -1,0 +1,61 @@
+//! Describing the machine: hotlab and libtorch versions, devices, cores.
+
+use hotlab_shared::system::{DeviceInfo, SystemInfo};
+
+/// The libtorch version this binary was built against (read from the wheel by build.rs).
+pub const TORCH_VERSION: &str = env!("HOTLAB_TORCH_VERSION");
+
+pub fn info() -> SystemInfo {
+    let cuda_available = tch::Cuda::is_available();
+    let mut devices = vec![DeviceInfo { id: "cpu".into(), name: cpu_name(), memory_bytes: total_memory() }];
+    if cuda_available {
+        let gpus = nvidia_smi();
+        for i in 0..tch::Cuda::device_count() as usize {
+            let (name, memory_bytes) = gpus.get(i).cloned().unwrap_or_else(|| ("CUDA device".into(), None));
+            devices.push(DeviceInfo { id: format!("cuda:{i}"), name, memory_bytes });
+        }
+    }
+    SystemInfo {
+        name: "hotlab".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        torch_version: TORCH_VERSION.into(),
+        cuda_available,
+        devices,
+        cpu_cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        torch_threads: tch::get_num_threads().max(1) as usize,
+    }
+}
+
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+fn total_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 =
+        text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// GPU names and memory from `nvidia-smi`, where it is installed (libtorch has no API for them).
+fn nvidia_smi() -> Vec<(String, Option<u64>)> {
+    let Ok(out) = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (name, mib) = l.rsplit_once(',')?;
+            Some((name.trim().to_string(), mib.trim().parse::<u64>().ok().map(|m| m * 1024 * 1024)))
+        })
+        .collect()
+}

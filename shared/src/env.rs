@@ -1,0 +1,170 @@
+//! Environment traits and the buffers a batch of envs fills.
+//!
+//! Shapes are general from the start, because the scenarios after CartPole need them:
+//! an observation is one or more named fields (f32 or integer indices), an action is one
+//! index per action head, and an env may publish a mask of the allowed actions per head.
+//! CartPole has one f32 field of 4, one head of 2, and no mask.
+
+use serde::{Deserialize, Serialize};
+
+/// Element type of an observation field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldKind {
+    /// Real-valued features.
+    F32,
+    /// Integer indices (for embedding lookups).
+    I64,
+}
+
+/// One observation field: its name, per-env shape and element type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldSpec {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub kind: FieldKind,
+}
+
+impl FieldSpec {
+    /// Elements per env.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// One categorical action head with `n` choices.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadSpec {
+    pub name: String,
+    pub n: usize,
+}
+
+/// What an env observes and accepts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvSpec {
+    pub name: String,
+    pub fields: Vec<FieldSpec>,
+    pub heads: Vec<HeadSpec>,
+    /// Whether observations carry a mask of allowed actions (one flag per choice of every head).
+    pub masked: bool,
+}
+
+impl EnvSpec {
+    /// Total number of choices over all heads (the width of the policy's logits).
+    pub fn total_choices(&self) -> usize {
+        self.heads.iter().map(|h| h.n).sum()
+    }
+}
+
+/// The data of one observation field for a batch of envs (row-major, env first).
+#[derive(Clone, Debug, PartialEq)]
+pub enum FieldData {
+    F32(Vec<f32>),
+    I64(Vec<i64>),
+}
+
+impl FieldData {
+    pub fn zeros(spec: &FieldSpec, envs: usize) -> Self {
+        match spec.kind {
+            FieldKind::F32 => FieldData::F32(vec![0.0; spec.numel() * envs]),
+            FieldKind::I64 => FieldData::I64(vec![0; spec.numel() * envs]),
+        }
+    }
+
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            FieldData::F32(v) => Some(v),
+            FieldData::I64(_) => None,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            FieldData::F32(v) => v.len(),
+            FieldData::I64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Observations of a batch of envs: every field, and the action mask if the env has one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observations {
+    pub fields: Vec<FieldData>,
+    /// `envs × total_choices` flags, true = allowed. `None` for unmasked envs.
+    pub mask: Option<Vec<bool>>,
+}
+
+impl Observations {
+    pub fn zeros(spec: &EnvSpec, envs: usize) -> Self {
+        Self {
+            fields: spec.fields.iter().map(|f| FieldData::zeros(f, envs)).collect(),
+            mask: spec.masked.then(|| vec![true; envs * spec.total_choices()]),
+        }
+    }
+}
+
+/// How one episode ended, reported at the step it ended (before the autoreset).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpisodeEnd {
+    /// Index of the env in its batch.
+    pub env: usize,
+    /// Sum of rewards over the episode.
+    pub episode_return: f64,
+    /// Steps in the episode.
+    pub length: u32,
+    /// True when the env reached a terminal state; false when it was truncated.
+    pub terminated: bool,
+    /// The last observation of the episode, one row per field (the observation returned
+    /// in its place is already the first of the next episode).
+    pub final_obs: Vec<FieldData>,
+}
+
+/// What one step of a batch returns.
+#[derive(Clone, Debug)]
+pub struct StepBatch {
+    /// Observations after the step; for envs that finished, the first of their next episode.
+    pub obs: Observations,
+    pub reward: Vec<f32>,
+    pub terminated: Vec<bool>,
+    pub truncated: Vec<bool>,
+    /// Episodes that ended at this step.
+    pub episodes: Vec<EpisodeEnd>,
+}
+
+impl StepBatch {
+    pub fn new(spec: &EnvSpec, envs: usize) -> Self {
+        Self {
+            obs: Observations::zeros(spec, envs),
+            reward: vec![0.0; envs],
+            terminated: vec![false; envs],
+            truncated: vec![false; envs],
+            episodes: Vec::new(),
+        }
+    }
+}
+
+/// A batch of envs stepped together, with same-step autoreset.
+///
+/// `actions` holds `num_envs × heads` indices, env first.
+pub trait BatchEnv: Send {
+    fn spec(&self) -> &EnvSpec;
+    fn num_envs(&self) -> usize;
+    /// Resets every env and writes the first observations into `out`.
+    fn reset(&mut self, out: &mut Observations);
+    /// Steps every env once; envs that finish are reset in the same step.
+    fn step(&mut self, actions: &[i64], out: &mut StepBatch);
+}
+
+/// One env stepped on its own (the per-env loop of the seeds, and the references).
+pub trait ScalarEnv: Send {
+    fn spec(&self) -> &EnvSpec;
+    /// Starts a new episode and writes its first observation (one row per field).
+    fn reset(&mut self, obs: &mut [FieldData]);
+    /// Applies one action per head; returns (reward, terminated, truncated) and writes
+    /// the next observation.
+    fn step(&mut self, action: &[i64], obs: &mut [FieldData]) -> (f64, bool, bool);
+}

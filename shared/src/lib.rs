@@ -1,0 +1,16 @@
+//! Code shared by the hotlab worker (native) and the web app (wasm32).
+//!
+//! - [`spec`]: the one [`RunSpec`](spec::RunSpec) that the CLI, the REST API and the
+//!   UI all use, with its presets and validation.
+//! - [`env`]: the environment traits (several observation fields, several action heads,
+//!   an optional action mask) and their batch buffers.
+//! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
+//!   struct-of-arrays batch with same-step autoreset.
+//! - [`rng`]: the per-env random streams (32-bit, so a GPU shader can run the same ones).
+//! - [`system`]: what `/api/system` and `hotlab system --json` answer.
+
+pub mod cartpole;
+pub mod env;
+pub mod rng;
+pub mod spec;
+pub mod system;

@@ -1,0 +1,377 @@
+//! The one run specification, shared by the CLI, the REST API and the web UI.
+//!
+//! In JSON its fields are the CLI flag names in snake_case (`--total-steps` →
+//! `total_steps`); omitted fields take the defaults below, which are CleanRL's `ppo.py`
+//! defaults for CartPole. Unknown fields are rejected.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Everything that defines a training run. Defaults = the `cleanrl` preset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunSpec {
+    /// The workload.
+    pub env: EnvName,
+    /// Parallel environments.
+    pub envs: usize,
+    /// Steps per environment per rollout (the rollout is `envs × steps` transitions).
+    pub steps: usize,
+    /// Environment steps over the whole run.
+    pub total_steps: u64,
+    /// Passes over each rollout in the update.
+    pub epochs: usize,
+    /// Minibatches per epoch; must divide `envs × steps`.
+    pub minibatches: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Discount factor γ.
+    pub gamma: f64,
+    /// GAE λ.
+    pub gae_lambda: f64,
+    /// PPO clip range for the ratio and the value function.
+    pub clip: f64,
+    /// Entropy bonus coefficient.
+    pub ent_coef: f64,
+    /// Value loss coefficient.
+    pub vf_coef: f64,
+    /// Global gradient norm clip.
+    pub max_grad_norm: f64,
+    /// Anneal the learning rate linearly to 0 over the run.
+    pub anneal_lr: bool,
+    /// Hidden layer widths of the actor and of the critic (each its own tanh MLP).
+    pub hidden: Vec<usize>,
+    /// Seed of every random stream (envs, init, sampling, shuffling).
+    pub seed: u64,
+    /// `cpu`, `cuda`, `cuda:N` or `auto` (the first GPU if there is one, else the CPU).
+    pub device: String,
+    /// How the rollout's policy forward runs: `eager` (libtorch ops) or `fused` (a native forward).
+    pub inference: Inference,
+    /// libtorch intra-op threads; 0 = one per core.
+    pub threads: usize,
+}
+
+/// Workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvName {
+    #[default]
+    Cartpole,
+}
+
+impl EnvName {
+    pub const ALL: &'static [&'static str] = &["cartpole"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvName::Cartpole => "cartpole",
+        }
+    }
+}
+
+impl std::str::FromStr for EnvName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cartpole" => Ok(EnvName::Cartpole),
+            other => Err(format!("unknown env '{other}'; allowed: {}", EnvName::ALL.join(", "))),
+        }
+    }
+}
+
+/// Rollout inference modes (catalogue row 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Inference {
+    /// libtorch ops under no_grad, one dispatch per op.
+    Eager,
+    /// A native Rust forward of the MLP with the weights copied once per update.
+    #[default]
+    Fused,
+}
+
+impl Inference {
+    pub const ALL: &'static [&'static str] = &["eager", "fused"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Inference::Eager => "eager",
+            Inference::Fused => "fused",
+        }
+    }
+}
+
+impl std::str::FromStr for Inference {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "eager" => Ok(Inference::Eager),
+            "fused" => Ok(Inference::Fused),
+            "graph" => Err("'graph' (CUDA graph replay) is not available in this build; allowed: eager, fused".into()),
+            other => Err(format!("unknown inference mode '{other}'; allowed: {}", Inference::ALL.join(", "))),
+        }
+    }
+}
+
+/// Named starting points; explicit values override them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// CleanRL's CartPole run: 4 envs × 128 steps, 4 epochs, 4 minibatches, 500,000 steps.
+    Cleanrl,
+    /// A throughput run: 1024 envs × 128 steps, 4 epochs, 32 minibatches, 5,000,000 steps.
+    Wide,
+}
+
+impl Preset {
+    pub const ALL: &'static [&'static str] = &["cleanrl", "wide"];
+
+    pub fn spec(self) -> RunSpec {
+        match self {
+            Preset::Cleanrl => RunSpec::default(),
+            Preset::Wide => RunSpec {
+                envs: 1024,
+                steps: 128,
+                epochs: 4,
+                minibatches: 32,
+                total_steps: 5_000_000,
+                ..RunSpec::default()
+            },
+        }
+    }
+}
+
+impl std::str::FromStr for Preset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cleanrl" => Ok(Preset::Cleanrl),
+            "wide" => Ok(Preset::Wide),
+            other => Err(format!("unknown preset '{other}'; allowed: {}", Preset::ALL.join(", "))),
+        }
+    }
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        Self {
+            env: EnvName::Cartpole,
+            envs: 4,
+            steps: 128,
+            total_steps: 500_000,
+            epochs: 4,
+            minibatches: 4,
+            lr: 2.5e-4,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            clip: 0.2,
+            ent_coef: 0.01,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            anneal_lr: true,
+            hidden: vec![64, 64],
+            seed: 1,
+            device: "auto".into(),
+            inference: Inference::Fused,
+            threads: 0,
+        }
+    }
+}
+
+/// A device as written in a spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceName {
+    Cpu,
+    /// `cuda` (index `None` = device 0) or `cuda:N`.
+    Cuda(Option<usize>),
+    Auto,
+}
+
+impl std::str::FromStr for DeviceName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let allowed = "allowed: cpu, cuda, cuda:N, auto";
+        match s {
+            "cpu" => Ok(DeviceName::Cpu),
+            "cuda" => Ok(DeviceName::Cuda(None)),
+            "auto" => Ok(DeviceName::Auto),
+            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(i)) => Ok(DeviceName::Cuda(Some(i))),
+                _ => Err(format!("unknown device '{s}'; {allowed}")),
+            },
+        }
+    }
+}
+
+/// A rejected spec value: which field, and what is allowed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub struct SpecError {
+    /// The field's JSON name (snake_case).
+    pub field: String,
+    pub message: String,
+}
+
+impl SpecError {
+    pub fn new(field: &str, message: impl Into<String>) -> Self {
+        Self { field: field.into(), message: message.into() }
+    }
+
+    /// The CLI flag of the field (`total_steps` → `--total-steps`).
+    pub fn flag(&self) -> String {
+        format!("--{}", self.field.replace('_', "-"))
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.flag(), self.message)
+    }
+}
+
+/// Upper bounds, so a typo cannot ask for a terabyte of rollout.
+pub const MAX_ENVS: usize = 1 << 20;
+pub const MAX_STEPS: usize = 1 << 16;
+pub const MAX_ROLLOUT: usize = 1 << 26;
+pub const MAX_TOTAL_STEPS: u64 = 1 << 40;
+
+fn in_range<T: PartialOrd + fmt::Display + Copy>(field: &str, v: T, lo: T, hi: T) -> Result<(), SpecError> {
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(SpecError::new(field, format!("must be between {lo} and {hi} (got {v})")))
+    }
+}
+
+fn finite_in(field: &str, v: f64, lo: f64, hi: f64, lo_open: bool) -> Result<(), SpecError> {
+    let lower_ok = if lo_open { v > lo } else { v >= lo };
+    if v.is_finite() && lower_ok && v <= hi {
+        Ok(())
+    } else {
+        let bracket = if lo_open { "(" } else { "[" };
+        Err(SpecError::new(field, format!("must be in {bracket}{lo}, {hi}] (got {v})")))
+    }
+}
+
+impl RunSpec {
+    /// Transitions per rollout.
+    pub fn batch_size(&self) -> usize {
+        self.envs * self.steps
+    }
+
+    /// Transitions per minibatch.
+    pub fn minibatch_size(&self) -> usize {
+        self.batch_size() / self.minibatches
+    }
+
+    /// Updates in the run (CleanRL: `total_steps // batch_size`).
+    pub fn updates(&self) -> u64 {
+        self.total_steps / self.batch_size() as u64
+    }
+
+    /// Checks every field; the first bad one is reported with its allowed range.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        in_range("envs", self.envs, 1, MAX_ENVS)?;
+        in_range("steps", self.steps, 1, MAX_STEPS)?;
+        if self.batch_size() > MAX_ROLLOUT {
+            return Err(SpecError::new(
+                "envs",
+                format!("envs × steps must be at most {MAX_ROLLOUT} (got {} × {})", self.envs, self.steps),
+            ));
+        }
+        let batch = self.batch_size() as u64;
+        if self.total_steps < batch || self.total_steps > MAX_TOTAL_STEPS {
+            return Err(SpecError::new(
+                "total_steps",
+                format!("must be between envs × steps = {batch} and {MAX_TOTAL_STEPS} (got {})", self.total_steps),
+            ));
+        }
+        in_range("epochs", self.epochs, 1, 1000)?;
+        in_range("minibatches", self.minibatches, 1, self.batch_size())?;
+        if !self.batch_size().is_multiple_of(self.minibatches) {
+            return Err(SpecError::new(
+                "minibatches",
+                format!(
+                    "must divide envs × steps = {} (got {}); for example {}",
+                    self.batch_size(),
+                    self.minibatches,
+                    divisors_near(self.batch_size(), self.minibatches)
+                ),
+            ));
+        }
+        finite_in("lr", self.lr, 0.0, 1.0, true)?;
+        finite_in("gamma", self.gamma, 0.0, 1.0, false)?;
+        finite_in("gae_lambda", self.gae_lambda, 0.0, 1.0, false)?;
+        finite_in("clip", self.clip, 0.0, 10.0, true)?;
+        finite_in("ent_coef", self.ent_coef, 0.0, 10.0, false)?;
+        finite_in("vf_coef", self.vf_coef, 0.0, 100.0, false)?;
+        finite_in("max_grad_norm", self.max_grad_norm, 0.0, 1e6, true)?;
+        if self.hidden.is_empty() || self.hidden.len() > 8 {
+            return Err(SpecError::new(
+                "hidden",
+                format!("must list 1 to 8 layer widths, e.g. 64,64 (got {} layers)", self.hidden.len()),
+            ));
+        }
+        for &h in &self.hidden {
+            in_range("hidden", h, 1, 4096)?;
+        }
+        self.device.parse::<DeviceName>().map_err(|m| SpecError::new("device", m))?;
+        in_range("threads", self.threads, 0, 1024)?;
+        Ok(())
+    }
+}
+
+/// Two divisors of `n` close to `wanted`, as a hint.
+fn divisors_near(n: usize, wanted: usize) -> String {
+    let below = (1..=wanted.min(n)).rev().find(|d| n.is_multiple_of(*d)).unwrap_or(1);
+    match (wanted + 1..=n).find(|d| n.is_multiple_of(*d)) {
+        Some(above) => format!("{below} or {above}"),
+        None => format!("{below}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_cleanrl_and_valid() {
+        let s = RunSpec::default();
+        s.validate().unwrap();
+        assert_eq!((s.envs, s.steps, s.epochs, s.minibatches, s.total_steps), (4, 128, 4, 4, 500_000));
+        assert_eq!(s.updates(), 976);
+        Preset::Wide.spec().validate().unwrap();
+    }
+
+    #[test]
+    fn json_uses_flag_names_and_rejects_unknown_fields() {
+        let s: RunSpec =
+            serde_json::from_str(r#"{"env":"cartpole","envs":8,"total_steps":20480,"device":"cpu"}"#).unwrap();
+        assert_eq!((s.envs, s.steps, s.total_steps), (8, 128, 20480));
+        let err = serde_json::from_str::<RunSpec>(r#"{"envz":8}"#).unwrap_err();
+        assert!(err.to_string().contains("envz"), "{err}");
+    }
+
+    #[test]
+    fn rejections_name_the_field_and_the_allowed_values() {
+        let bad = |f: fn(&mut RunSpec)| {
+            let mut s = RunSpec::default();
+            f(&mut s);
+            s.validate().unwrap_err()
+        };
+        let e = bad(|s| s.envs = 0);
+        assert_eq!(e.flag(), "--envs");
+        assert!(e.message.contains("between 1 and"));
+        let e = bad(|s| s.minibatches = 3);
+        assert_eq!(e.field, "minibatches");
+        assert!(e.message.contains("must divide envs × steps = 512"), "{e}");
+        assert_eq!(
+            bad(|s| s.device = "gpu".into()).to_string(),
+            "--device: unknown device 'gpu'; allowed: cpu, cuda, cuda:N, auto"
+        );
+        assert_eq!(bad(|s| s.gamma = 1.5).field, "gamma");
+        assert_eq!(bad(|s| s.lr = f64::NAN).field, "lr");
+        assert_eq!(bad(|s| s.total_steps = 100).field, "total_steps");
+        assert_eq!(bad(|s| s.hidden = vec![]).field, "hidden");
+        assert_eq!("cuda:1".parse::<DeviceName>(), Ok(DeviceName::Cuda(Some(1))));
+    }
+}

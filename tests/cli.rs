@@ -1,0 +1,141 @@
+//! The `hotlab` command line: rejected values, the JSON contract, checkpoints, seeding.
+
+mod common;
+use common::*;
+
+/// Runs `hotlab ARGS`, expects exit code 2 and one stderr line naming `flag`.
+fn rejected(args: &[&str], flag: &str) {
+    let out = run(hotlab().args(args));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?} should exit 2; stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected, got: {err}");
+    assert!(err.contains(flag), "{args:?}: the message should name {flag}: {err}");
+}
+
+fn has_cuda() -> bool {
+    let out = run(hotlab().args(["system", "--json"]));
+    last_json(&out)["cuda_available"].as_bool().unwrap()
+}
+
+#[test]
+fn invalid_values_exit_2_naming_the_flag() {
+    rejected(&["train", "--envs", "0"], "--envs");
+    rejected(&["train", "--envs", "-3"], "--envs");
+    rejected(&["train", "--steps", "0"], "--steps");
+    rejected(&["train", "--minibatches", "3"], "--minibatches");
+    rejected(&["train", "--minibatches", "0"], "--minibatches");
+    rejected(&["train", "--epochs", "0"], "--epochs");
+    rejected(&["train", "--total-steps", "100"], "--total-steps");
+    rejected(&["train", "--lr", "abc"], "--lr");
+    rejected(&["train", "--lr", "0"], "--lr");
+    rejected(&["train", "--gamma", "1.5"], "--gamma");
+    rejected(&["train", "--gae-lambda", "-0.1"], "--gae-lambda");
+    rejected(&["train", "--clip", "0"], "--clip");
+    rejected(&["train", "--ent-coef", "-1"], "--ent-coef");
+    rejected(&["train", "--max-grad-norm", "0"], "--max-grad-norm");
+    rejected(&["train", "--hidden", "64,0"], "--hidden");
+    rejected(&["train", "--hidden", "64,x"], "--hidden");
+    rejected(&["train", "--device", "gpu"], "--device");
+    rejected(&["train", "--device", "cuda:99"], "--device");
+    rejected(&["train", "--preset", "huge"], "--preset");
+    rejected(&["train", "--env", "mujoco"], "--env");
+    rejected(&["train", "--inference", "graph"], "--inference");
+    rejected(&["train", "--frobnicate"], "--frobnicate");
+    rejected(&["eval", "--checkpoint", "/nonexistent/dir"], "--checkpoint");
+    rejected(&["serve", "--port", "99999"], "--port");
+    if !has_cuda() {
+        rejected(&["train", "--device", "cuda"], "--device");
+        let out = run(hotlab().args(["train", "--device", "cuda"]));
+        assert!(stderr(&out).contains("no CUDA device is available"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn system_json_reports_versions_devices_and_cores() {
+    let info = last_json(&run(hotlab().args(["system", "--json"])));
+    assert_eq!(info["name"], "hotlab");
+    assert!(info["torch_version"].as_str().unwrap().starts_with("2.11.0"), "{info}");
+    assert!(info["cpu_cores"].as_u64().unwrap() >= 1);
+    assert_eq!(info["devices"][0]["id"], "cpu");
+    let gpus = info["devices"].as_array().unwrap().len() - 1;
+    assert_eq!(gpus > 0, info["cuda_available"].as_bool().unwrap());
+}
+
+fn short_run(dir: &std::path::Path, seed: &str, extra: &[&str]) -> serde_json::Value {
+    let out = run(hotlab()
+        .args(["train", "--device", "cpu", "--total-steps", "4096", "--seed", seed, "--json", "--out"])
+        .arg(dir)
+        .args(extra));
+    assert!(out.status.success(), "train failed: {}", stderr(&out));
+    last_json(&out)
+}
+
+#[test]
+fn train_json_summary_checkpoint_metrics_and_eval() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = short_run(dir.path(), "3", &["--envs", "8", "--steps", "64", "--minibatches", "8"]);
+    for key in ["env", "device", "total_steps", "wall_s", "sps", "episodes", "mean_return_last_100", "config"] {
+        assert!(report.get(key).is_some(), "missing {key}: {report}");
+    }
+    assert_eq!(report["env"], "cartpole");
+    assert_eq!(report["device"], "cpu");
+    assert_eq!(report["total_steps"], 4096);
+    assert_eq!(report["config"]["envs"], 8);
+    assert_eq!(report["config"]["minibatches"], 8);
+    assert_eq!(report["config"]["epochs"], 4, "preset values fill what was not given");
+    let sps = report["sps"].as_f64().unwrap();
+    let wall = report["wall_s"].as_f64().unwrap();
+    assert!((sps * wall - 4096.0).abs() < 1.0, "sps = total_steps / wall_s");
+
+    let metrics = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 8, "one line per update");
+    let last: serde_json::Value = serde_json::from_str(metrics.lines().last().unwrap()).unwrap();
+    assert_eq!(last["global_step"], 4096);
+    assert!(last["policy_loss"].as_f64().unwrap().is_finite());
+
+    let out = run(hotlab().args(["eval", "--episodes", "5", "--json", "--checkpoint"]).arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let eval = last_json(&out);
+    assert_eq!(eval["episodes"], 5);
+    let mean = eval["mean_return"].as_f64().unwrap();
+    assert!((1.0..=500.0).contains(&mean), "{eval}");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run_on_cpu() {
+    let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ra = short_run(a.path(), "7", &[]);
+    let rb = short_run(b.path(), "7", &[]);
+    short_run(c.path(), "8", &[]);
+    let weights = |d: &tempfile::TempDir| std::fs::read(d.path().join("policy.safetensors")).unwrap();
+    assert_eq!(weights(&a), weights(&b), "same seed, same weights");
+    assert_ne!(weights(&a), weights(&c), "another seed, other weights");
+    assert_eq!(ra["episodes"], rb["episodes"]);
+    assert_eq!(ra["mean_return_last_100"], rb["mean_return_last_100"]);
+    let lines = |d: &tempfile::TempDir| {
+        std::fs::read_to_string(d.path().join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                for timing in ["wall_s", "sps", "rollout_s", "update_s"] {
+                    v.as_object_mut().unwrap().remove(timing);
+                }
+                v
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines(&a), lines(&b));
+}
+
+#[test]
+fn eager_and_fused_inference_both_learn() {
+    for mode in ["eager", "fused"] {
+        let dir = tempfile::tempdir().unwrap();
+        let r = short_run(dir.path(), "2", &["--inference", mode, "--total-steps", "16384", "--lr", "1e-3"]);
+        assert_eq!(r["config"]["inference"], mode);
+        let ret = r["mean_return_last_100"].as_f64().unwrap();
+        // Random play averages ~22; a few thousand steps of PPO already beat it clearly.
+        assert!(ret > 35.0, "{mode}: mean return {ret}");
+    }
+}
