@@ -41,22 +41,16 @@ export async function startLab() {
   };
 }
 
-/** Headless Debian Chromium with the flags this machine needs. */
+/** Headless Debian Chromium with the flags this machine needs. playwright gives every
+ * launch a fresh temporary profile (a fresh user-data-dir). */
 export async function launchBrowser(extraArgs = []) {
-  const profile = mkdtempSync(join(tmpdir(), 'hotlab-chromium-'));
-  const browser = await chromium.launch({
+  return chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     headless: true,
     args: [
       '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      `--user-data-dir=${profile}`, ...extraArgs,
+      ...extraArgs,
     ],
   });
-  const close = browser.close.bind(browser);
-  browser.close = async () => {
-    await close();
-    rmSync(profile, { recursive: true, force: true });
-  };
-  return browser;
 }

@@ -170,7 +170,7 @@ fn ensure_wasm_bindgen() -> Result<PathBuf> {
         eprintln!("    already installed");
         return Ok(bin);
     }
-    run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--locked", "--version", &version]))?;
+    run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", &version]))?;
     Ok(bin)
 }
 
