@@ -107,7 +107,7 @@ pub struct TrainArgs {
     /// Rollout forward: `fused` (native, no per-op dispatch) or `eager` (libtorch ops) [fused].
     #[arg(long)]
     pub inference: Option<Inference>,
-    /// libtorch intra-op threads, 0 = one per core [0].
+    /// libtorch intra-op threads; 0 = automatic: 1 for minibatches under 1024 rows, else one per core [0].
     #[arg(long)]
     pub threads: Option<usize>,
     /// Write the checkpoint, metrics.jsonl and report.json here.

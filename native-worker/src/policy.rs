@@ -92,11 +92,17 @@ fn orthogonal(rows: i64, cols: i64, gain: f64) -> Tensor {
     q * gain
 }
 
-/// `tanh(x) = 2·sigmoid(2x) − 1`: the same function, but libtorch's CPU `tanh` costs
-/// about 7× its `sigmoid` (0.72 vs 0.10 ms on 4096×64 floats, one AVX-512 core), and at
-/// the `wide` preset the update's tanh layers were a third of the step.
+/// `tanh`, computed as `2·sigmoid(2x) − 1` on large tensors: the same function, but
+/// libtorch's CPU `tanh` costs about 7× its `sigmoid` (0.72 vs 0.10 ms on 4096×64 floats,
+/// one AVX-512 core), which made the tanh layers a third of the update at the `wide`
+/// preset. Small tensors keep the single op: there dispatch, not arithmetic, is the cost.
 pub fn tanh(x: &Tensor) -> Tensor {
-    (x * 2.0).sigmoid() * 2.0 - 1.0
+    const LARGE: i64 = 1 << 15;
+    if x.numel() as i64 >= LARGE && x.device() == Device::Cpu {
+        (x * 2.0).sigmoid() * 2.0 - 1.0
+    } else {
+        x.tanh()
+    }
 }
 
 impl ActorCritic {

@@ -21,8 +21,15 @@ pub struct UpdateStats {
     pub clip_fraction: f64,
 }
 
-/// The loss of one minibatch: `(loss, [pg, v, entropy, approx_kl, clipfrac])`.
-pub fn minibatch_loss(net: &ActorCritic, mb: &Batch, heads: &[usize], spec: &RunSpec) -> (Tensor, Tensor) {
+/// The loss of one minibatch, and with `want_stats` its `[pg, v, entropy, approx_kl,
+/// clipfrac]` (only the last minibatch's are reported: at CleanRL's sizes every op counts).
+pub fn minibatch_loss(
+    net: &ActorCritic,
+    mb: &Batch,
+    heads: &[usize],
+    spec: &RunSpec,
+    want_stats: bool,
+) -> (Tensor, Option<Tensor>) {
     let logits = net.logits(&mb.obs);
     let value = net.value(&mb.obs);
     let (new_log_prob, entropy) = distribution::log_prob_and_entropy(&logits, None, heads, &mb.actions);
@@ -42,10 +49,12 @@ pub fn minibatch_loss(net: &ActorCritic, mb: &Batch, heads: &[usize], spec: &Run
     let entropy = entropy.mean(Kind::Float);
     let loss = &pg_loss - &entropy * spec.ent_coef + &v_loss * spec.vf_coef;
 
-    let stats = tch::no_grad(|| {
-        let approx_kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
-        let clip_frac = (&ratio - 1.0).abs().gt(spec.clip).to_kind(Kind::Float).mean(Kind::Float);
-        Tensor::stack(&[pg_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clip_frac], 0)
+    let stats = want_stats.then(|| {
+        tch::no_grad(|| {
+            let approx_kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
+            let clip_frac = (&ratio - 1.0).abs().gt(spec.clip).to_kind(Kind::Float).mean(Kind::Float);
+            Tensor::stack(&[pg_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clip_frac], 0)
+        })
     });
     (loss, stats)
 }
@@ -64,19 +73,22 @@ pub fn update(
     let mb_size = spec.minibatch_size() as i64;
     let mut order: Vec<i64> = (0..size as i64).collect();
     let mut last_stats = None;
-    for _epoch in 0..spec.epochs {
+    for epoch in 0..spec.epochs {
         rng.shuffle(&mut order);
         // One gather per field per epoch; minibatches are then contiguous views.
         let index = Tensor::from_slice(&order).to_device(net.device());
         let shuffled = batch.select(&index);
         for m in 0..spec.minibatches as i64 {
             let mb = shuffled.rows(m * mb_size, mb_size);
-            let (loss, stats) = minibatch_loss(net, &mb, heads, spec);
+            let last = epoch + 1 == spec.epochs && m + 1 == spec.minibatches as i64;
+            let (loss, stats) = minibatch_loss(net, &mb, heads, spec, last);
             net.zero_grad();
             loss.backward();
             clip_grad_norm(&mut net.flat_grad, spec.max_grad_norm);
             opt.step(&mut net.flat, &net.flat_grad, lr);
-            last_stats = Some(stats);
+            if stats.is_some() {
+                last_stats = stats;
+            }
         }
     }
     let s = Vec::<f64>::try_from(last_stats.expect("at least one minibatch").to_kind(Kind::Double)).unwrap_or_default();

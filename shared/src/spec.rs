@@ -47,7 +47,7 @@ pub struct RunSpec {
     pub device: String,
     /// How the rollout's policy forward runs: `eager` (libtorch ops) or `fused` (a native forward).
     pub inference: Inference,
-    /// libtorch intra-op threads; 0 = one per core.
+    /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows, else one per core).
     pub threads: usize,
 }
 
