@@ -41,6 +41,14 @@ fn invalid_values_exit_2_naming_the_flag() {
     rejected(&["train", "--env", "mujoco"], "--env");
     rejected(&["train", "--inference", "graph"], "--inference");
     rejected(&["train", "--frobnicate"], "--frobnicate");
+    rejected(&["train", "--backend", "gpu"], "--backend");
+    rejected(&["train", "--backend", "threads", "--envs", "4", "--workers", "9"], "--workers");
+    rejected(&["train", "--wait", "sometimes"], "--wait");
+    rejected(&["train", "--transfer", "teleport"], "--transfer");
+    rejected(&["train", "--action-sync", "never"], "--action-sync");
+    rejected(&["bench", "envs", "--envs", "0"], "--envs");
+    rejected(&["bench", "envs", "--seconds", "0"], "--seconds");
+    rejected(&["bench", "envs", "--peer", "envpool"], "--peer");
     rejected(&["eval", "--checkpoint", "/nonexistent/dir"], "--checkpoint");
     rejected(&["serve", "--port", "99999"], "--port");
     if !has_cuda() {

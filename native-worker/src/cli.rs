@@ -2,8 +2,9 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use hotlab::envs::worker::{self, WorkerArgs};
 use hotlab::{checkpoint, eval, serve, system, train};
-use hotlab_shared::spec::{EnvName, Inference, Preset, RunSpec};
+use hotlab_shared::spec::{ActionSync, Backend, EnvName, Inference, Preset, RunSpec, Transfer, WaitMode};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::PathBuf;
@@ -34,6 +35,19 @@ pub enum Command {
     System(SystemArgs),
     /// Serve the web lab and its API.
     Serve(ServeArgs),
+    /// Benchmarks (`hotlab bench envs --help`).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Internal: one worker process of `--backend subprocess`.
+    #[command(hide = true)]
+    EnvWorker(EnvWorkerArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Env stepping only, random actions: steps/s and counters per backend and env count.
+    #[command(allow_negative_numbers = true)]
+    Envs(crate::bench_cli::BenchEnvsArgs),
 }
 
 /// A flag value that is not allowed (exit code 2).
@@ -107,6 +121,21 @@ pub struct TrainArgs {
     /// Rollout forward: `fused` (native, no per-op dispatch) or `eager` (libtorch ops) [fused].
     #[arg(long)]
     pub inference: Option<Inference>,
+    /// Env backend: sequential, threads, subprocess, vectorized or device [vectorized].
+    #[arg(long)]
+    pub backend: Option<Backend>,
+    /// Worker threads/processes for `threads` and `subprocess`; 0 = one per core [0].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// How to wait for `subprocess` workers: `spin` (busy-poll) or `block` (futex) [block].
+    #[arg(long)]
+    pub wait: Option<WaitMode>,
+    /// Observations to the device for an eager forward: per_tensor, packed or pinned [packed].
+    #[arg(long)]
+    pub transfer: Option<Transfer>,
+    /// Actions back from an eager forward: per_item (a read per element) or stacked [stacked].
+    #[arg(long)]
+    pub action_sync: Option<ActionSync>,
     /// libtorch intra-op threads; 0 = automatic: 1 for minibatches under 1024 rows, else one per core [0].
     #[arg(long)]
     pub threads: Option<usize>,
@@ -127,6 +156,7 @@ impl TrainArgs {
         }
         set!(env, envs, steps, total_steps, epochs, minibatches, lr, gamma, gae_lambda, clip, ent_coef);
         set!(vf_coef, max_grad_norm, hidden, seed, device, inference, threads);
+        set!(backend, workers, wait, transfer, action_sync);
         if self.no_anneal_lr {
             s.anneal_lr = false;
         } else if self.anneal_lr {
@@ -176,9 +206,17 @@ pub fn train(a: TrainArgs) -> Result<()> {
     } else {
         let ret = report.mean_return_last_100.map_or("n/a".into(), |r| format!("{r:.1}"));
         println!(
-            "{} on {}: {} steps in {:.1} s = {:.0} steps/s; {} episodes, mean return of the last 100: {ret}",
-            report.env, report.device, report.total_steps, report.wall_s, report.sps, report.episodes
+            "{} on {} ({} backend): {} steps in {:.1} s = {:.0} steps/s; {} episodes, mean return of the last 100: {ret}",
+            report.env, report.device, report.backend, report.total_steps, report.wall_s, report.sps, report.episodes
         );
+        let k = &report.counters;
+        println!(
+            "counters: {} host syncs, {} h2d copies ({} B), {} d2h copies ({} B), {} IPC round-trips, {} spins, {:.2} s waiting on workers",
+            k.host_syncs, k.h2d_copies, k.h2d_bytes, k.d2h_copies, k.d2h_bytes, k.ipc_round_trips, k.spin_iterations, k.worker_wait_s
+        );
+        for note in &report.notes {
+            println!("note: {note}");
+        }
         if let Some(dir) = &a.out {
             println!("checkpoint and metrics written to {}", dir.display());
         }
@@ -218,7 +256,7 @@ pub fn eval(a: EvalArgs) -> Result<()> {
         .into());
     }
     let (meta, net) = checkpoint::load(&a.checkpoint)?;
-    let report = eval::evaluate(&meta.spec, &net, a.episodes, a.seed);
+    let report = eval::evaluate(&meta.spec, &net, a.episodes, a.seed)?;
     if a.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -270,4 +308,43 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let dir = serve::find_static_dir(a.static_dir);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(serve::serve(&a.host, a.port, dir))
+}
+
+#[derive(Args, Debug)]
+pub struct EnvWorkerArgs {
+    #[arg(long)]
+    pub shm_fd: i32,
+    #[arg(long)]
+    pub worker: usize,
+    #[arg(long)]
+    pub workers: usize,
+    #[arg(long)]
+    pub envs: usize,
+    #[arg(long)]
+    pub first: usize,
+    #[arg(long)]
+    pub count: usize,
+    #[arg(long)]
+    pub env: EnvName,
+    #[arg(long)]
+    pub seed: u64,
+    #[arg(long)]
+    pub wait: WaitMode,
+    #[arg(long)]
+    pub parent: u32,
+}
+
+pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
+    worker::run(WorkerArgs {
+        shm_fd: a.shm_fd,
+        worker: a.worker,
+        workers: a.workers,
+        envs: a.envs,
+        first: a.first,
+        count: a.count,
+        env: a.env,
+        seed: a.seed,
+        wait: a.wait,
+        parent: a.parent,
+    })
 }

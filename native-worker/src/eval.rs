@@ -1,8 +1,8 @@
 //! Running a trained policy greedily (the most likely action of every head).
 
+use crate::envs::vector_env;
 use crate::fused::FusedPolicy;
 use crate::policy::ActorCritic;
-use crate::train::make_env;
 use hotlab_shared::env::{Observations, StepBatch};
 use hotlab_shared::spec::RunSpec;
 use serde::Serialize;
@@ -18,15 +18,14 @@ pub struct EvalReport {
 }
 
 /// Plays `episodes` episodes with the greedy policy on fresh envs seeded with `seed`.
-pub fn evaluate(spec: &RunSpec, net: &ActorCritic, episodes: usize, seed: u64) -> EvalReport {
+pub fn evaluate(spec: &RunSpec, net: &ActorCritic, episodes: usize, seed: u64) -> anyhow::Result<EvalReport> {
     let envs = episodes.clamp(1, 64);
-    let run = RunSpec { envs, seed, ..spec.clone() };
-    let mut env = make_env(&run);
+    let mut env = vector_env(spec.env, envs, seed, 0);
     let heads: Vec<usize> = env.spec().heads.iter().map(|h| h.n).collect();
     let d = net.arch.obs_dim;
     let mut policy = FusedPolicy::new(&net.arch, &net.host_params());
     let mut obs = Observations::zeros(env.spec(), envs);
-    env.reset(&mut obs);
+    env.reset(&mut obs)?;
     let mut out = StepBatch::new(env.spec(), envs);
     let mut actions = vec![0i64; envs * heads.len()];
     let (mut returns, mut lengths) = (Vec::new(), Vec::new());
@@ -42,7 +41,7 @@ pub fn evaluate(spec: &RunSpec, net: &ActorCritic, episodes: usize, seed: u64) -
                 start += n;
             }
         }
-        env.step(&actions, &mut out);
+        env.step(&actions, &mut out)?;
         for end in &out.episodes {
             if returns.len() < episodes {
                 returns.push(end.episode_return);
@@ -52,12 +51,12 @@ pub fn evaluate(spec: &RunSpec, net: &ActorCritic, episodes: usize, seed: u64) -
         std::mem::swap(&mut obs, &mut out.obs);
     }
     let n = returns.len() as f64;
-    EvalReport {
+    Ok(EvalReport {
         env: spec.env.as_str().into(),
         episodes,
         mean_return: returns.iter().sum::<f64>() / n,
         min_return: returns.iter().cloned().fold(f64::INFINITY, f64::min),
         max_return: returns.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
         mean_length: lengths.iter().sum::<f64>() / n,
-    }
+    })
 }

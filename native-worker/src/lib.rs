@@ -2,6 +2,9 @@
 //!
 //! Where to look:
 //! - [`train`]: the training loop, top to bottom (rollout → GAE → update).
+//! - [`envs`]: the env backends (sequential, threads, subprocess, vectorized, device).
+//! - [`actor`], [`transfer`], [`device_rollout`]: the rollout's policy, its host↔device
+//!   traffic (counted), and the all-on-device rollout.
 //! - [`ppo`]: the PPO loss and update, CleanRL's `ppo.py` in one short file.
 //! - [`policy`]: the actor-critic MLPs, their parameters in one flat tensor.
 //! - [`fused`]: the native (non-libtorch) forward used for rollouts.
@@ -12,11 +15,15 @@
 //! - [`device`], [`system`]: resolving `--device` and describing the machine.
 //! - [`serve`]: the HTTP server.
 
+pub mod actor;
 pub mod adam;
 pub mod alloc;
+pub mod bench;
 pub mod checkpoint;
 pub mod device;
+pub mod device_rollout;
 pub mod distribution;
+pub mod envs;
 pub mod eval;
 pub mod fused;
 pub mod gae;
@@ -26,3 +33,4 @@ pub mod rollout;
 pub mod serve;
 pub mod system;
 pub mod train;
+pub mod transfer;

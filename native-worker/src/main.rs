@@ -1,6 +1,7 @@
 //! `hotlab`: the command line of the lab's worker. Parsing and printing live here;
 //! everything else is in the library.
 
+mod bench_cli;
 mod cli;
 
 use anyhow::Result;
@@ -43,6 +44,8 @@ fn run(args: cli::Cli) -> Result<()> {
         cli::Command::Eval(a) => cli::eval(a),
         cli::Command::System(a) => cli::system(a),
         cli::Command::Serve(a) => cli::serve(a),
+        cli::Command::Bench(cli::BenchCommand::Envs(a)) => bench_cli::envs(a),
+        cli::Command::EnvWorker(a) => cli::env_worker(a),
     }
 }
 

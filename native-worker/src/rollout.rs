@@ -3,7 +3,10 @@
 //! Steps are recorded on the host as they happen (the env and the fused forward run
 //! there); [`Rollout::to_batch`] moves the whole rollout to the trainer's device in one
 //! copy per field, flattened to `[T·N, …]`, so the update only touches device tensors.
+//! An eager forward keeps its log-probs and values on the device instead (`device`).
 
+use crate::transfer::Mover;
+use hotlab_shared::counters::Counters;
 use tch::{Device, Kind, Tensor};
 
 pub struct Rollout {
@@ -20,6 +23,8 @@ pub struct Rollout {
     pub truncated: Vec<bool>,
     /// Value of the final observation at truncated steps (for GAE's bootstrap).
     pub final_values: Vec<f32>,
+    /// `[T, N]` log-probs and values on the device (eager forward only).
+    pub device: Option<(Tensor, Tensor)>,
 }
 
 /// A rollout on the device, flattened, with its advantages and returns.
@@ -76,7 +81,16 @@ impl Rollout {
             terminated: vec![false; n],
             truncated: vec![false; n],
             final_values: vec![0.0; n],
+            device: None,
         }
+    }
+
+    /// The device-side `[T, N]` log-prob and value buffers, made on first use.
+    pub fn device_buffers(&mut self, device: Device) -> &(Tensor, Tensor) {
+        let shape = [self.steps as i64, self.envs as i64];
+        self.device.get_or_insert_with(|| {
+            (Tensor::zeros(shape, (Kind::Float, device)), Tensor::zeros(shape, (Kind::Float, device)))
+        })
     }
 
     /// Mutable views of step `t`'s rows.
@@ -90,17 +104,28 @@ impl Rollout {
         }
     }
 
-    /// The rollout on `device`, flattened, with its advantages and returns.
-    pub fn to_batch(&self, advantages: &[f32], returns: &[f32], device: Device) -> Batch {
+    /// The rollout on the device, flattened, with its advantages and returns: one copy
+    /// per field (log-probs and values are already there when `on_device` holds them).
+    pub fn to_batch(
+        &self,
+        advantages: &[f32],
+        returns: &[f32],
+        on_device: Option<(Tensor, Tensor)>,
+        mover: &Mover,
+        c: &mut Counters,
+    ) -> Batch {
         let b = (self.steps * self.envs) as i64;
-        let up = |v: &[f32], shape: &[i64]| Tensor::from_slice(v).view(shape).to_device(device);
+        let (log_probs, values) = match on_device {
+            Some(lv) => lv,
+            None => (mover.upload_f32(&self.log_probs, &[b], c), mover.upload_f32(&self.values, &[b], c)),
+        };
         Batch {
-            obs: up(&self.obs, &[b, self.obs_dim as i64]),
-            actions: Tensor::from_slice(&self.actions).view([b, self.heads as i64]).to_device(device),
-            log_probs: up(&self.log_probs, &[b]),
-            values: up(&self.values, &[b]),
-            advantages: up(advantages, &[b]),
-            returns: up(returns, &[b]),
+            obs: mover.upload_f32(&self.obs, &[b, self.obs_dim as i64], c),
+            actions: mover.upload_i64(&self.actions, &[b, self.heads as i64], c),
+            log_probs,
+            values,
+            advantages: mover.upload_f32(advantages, &[b], c),
+            returns: mover.upload_f32(returns, &[b], c),
         }
     }
 }
@@ -111,9 +136,4 @@ pub struct StepSlot<'a> {
     pub actions: &'a mut [i64],
     pub log_probs: &'a mut [f32],
     pub values: &'a mut [f32],
-}
-
-/// A host `f32` slice as a `[rows, cols]` tensor on `device`.
-pub fn upload(v: &[f32], rows: usize, cols: usize, device: Device) -> Tensor {
-    Tensor::from_slice(v).view([rows as i64, cols as i64]).to_device(device).to_kind(Kind::Float)
 }

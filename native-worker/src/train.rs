@@ -1,22 +1,23 @@
 //! The training loop, top to bottom: rollout → GAE → PPO update, repeated.
 
+use crate::actor::Actor;
 use crate::adam::FlatAdam;
 use crate::device;
-use crate::distribution;
-use crate::fused::{ActOut, FusedPolicy};
+use crate::device_rollout::DeviceRollout;
+use crate::envs::{self, device::DeviceCartPole};
 use crate::gae::{gae, GaeInput};
 use crate::policy::{ActorCritic, Architecture};
 use crate::ppo::{self, UpdateStats};
-use crate::rollout::{upload, Rollout};
-use anyhow::{bail, Result};
-use hotlab_shared::cartpole::CartPoleBatch;
-use hotlab_shared::env::{BatchEnv, FieldData, FieldKind, Observations, StepBatch};
+use crate::rollout::{Batch, Rollout};
+use crate::transfer::Mover;
+use anyhow::{bail, Context, Result};
+use hotlab_shared::counters::Counters;
+use hotlab_shared::env::{BatchEnv, EnvSpec, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{EnvName, Inference, RunSpec};
+use hotlab_shared::spec::{Backend, Inference, RunSpec};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::Instant;
-use tch::{Device, Tensor};
 
 /// What is known after each update (streamed to the progress bar and `metrics.jsonl`).
 #[derive(Clone, Debug, Serialize)]
@@ -35,6 +36,8 @@ pub struct UpdateMetrics {
     pub update_s: f64,
     #[serde(flatten)]
     pub stats: UpdateStats,
+    /// This update's counts.
+    pub counters: Counters,
 }
 
 /// The summary of a finished run (`hotlab train --json` prints it).
@@ -42,6 +45,7 @@ pub struct UpdateMetrics {
 pub struct TrainReport {
     pub env: String,
     pub device: String,
+    pub backend: String,
     pub total_steps: u64,
     pub wall_s: f64,
     pub sps: f64,
@@ -50,6 +54,10 @@ pub struct TrainReport {
     pub updates: u64,
     /// libtorch intra-op threads used.
     pub threads: usize,
+    /// Counts over the whole run.
+    pub counters: Counters,
+    /// Where a knob could not do what it says here, and what happened instead.
+    pub notes: Vec<String>,
     /// The fully resolved spec.
     pub config: RunSpec,
 }
@@ -60,192 +68,14 @@ pub struct Trained {
     pub report: TrainReport,
 }
 
-/// Builds the env of a spec.
-pub fn make_env(spec: &RunSpec) -> Box<dyn BatchEnv> {
-    match spec.env {
-        EnvName::Cartpole => Box::new(CartPoleBatch::new(spec.envs, spec.seed, 0)),
-    }
-}
-
 /// The network shape for an env: one f32 observation field feeds the MLPs.
-pub fn architecture(env: &dyn BatchEnv, hidden: &[usize]) -> Result<Architecture> {
-    let spec = env.spec();
+pub fn architecture(spec: &EnvSpec, hidden: &[usize]) -> Result<Architecture> {
     match spec.fields.as_slice() {
         [field] if field.kind == FieldKind::F32 => {
             Ok(Architecture { obs_dim: field.numel(), hidden: hidden.to_vec(), logits: spec.total_choices() })
         }
         _ => bail!("env '{}' has observation fields the MLP policy cannot read", spec.name),
     }
-}
-
-fn f32_field(obs: &Observations) -> &[f32] {
-    obs.fields[0].as_f32().expect("checked by architecture()")
-}
-
-/// The rollout policy: libtorch ops, or the native forward.
-enum Actor {
-    Eager,
-    Fused(FusedPolicy),
-}
-
-impl Actor {
-    /// Fills step `t` of `rollout` (observations are already there).
-    fn act(&mut self, net: &ActorCritic, rollout: &mut Rollout, t: usize, heads: &[usize], rng: &mut HostRng) {
-        let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
-        let slot = rollout.step_mut(t);
-        match self {
-            Actor::Fused(policy) => policy.act(
-                slot.obs,
-                None,
-                heads,
-                rng,
-                ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values },
-            ),
-            Actor::Eager => tch::no_grad(|| {
-                let obs = upload(slot.obs, envs, obs_dim, net.device());
-                let logits = net.logits(&obs);
-                let actions = distribution::sample(&logits, None, heads);
-                let (log_probs, _) = distribution::log_prob_and_entropy(&logits, None, heads, &actions);
-                let values = net.value(&obs);
-                read_into(&actions, slot.actions);
-                read_into(&log_probs, slot.log_probs);
-                read_into(&values, slot.values);
-            }),
-        }
-    }
-
-    /// Critic values of `rows` observations.
-    fn values(&mut self, net: &ActorCritic, obs: &[f32], obs_dim: usize) -> Vec<f32> {
-        match self {
-            Actor::Fused(policy) => obs.chunks_exact(obs_dim).map(|row| policy.value(row)).collect(),
-            Actor::Eager => tch::no_grad(|| {
-                let t = upload(obs, obs.len() / obs_dim, obs_dim, net.device());
-                Vec::<f32>::try_from(net.value(&t).to_device(Device::Cpu)).expect("f32 values")
-            }),
-        }
-    }
-}
-
-fn read_into<T: tch::kind::Element + Copy>(t: &Tensor, out: &mut [T]) {
-    let host = t.to_device(Device::Cpu).contiguous().view([-1]);
-    host.copy_data(out, out.len());
-}
-
-/// Trains a policy; `observe` is called after every update.
-pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
-    let start = Instant::now();
-    spec.validate()?;
-    crate::alloc::tune();
-    let device = device::resolve(&spec.device)?;
-    let threads = torch_threads(spec);
-    tch::set_num_threads(threads as i32);
-    tch::manual_seed(spec.seed as i64);
-    let mut rng = HostRng::new(spec.seed);
-
-    let mut env = make_env(spec);
-    let heads: Vec<usize> = env.spec().heads.iter().map(|h| h.n).collect();
-    let arch = architecture(env.as_ref(), &spec.hidden)?;
-    let obs_dim = arch.obs_dim;
-    let mut net = ActorCritic::new(arch.clone(), device);
-    let mut opt = FlatAdam::new(&net.flat, 1e-5);
-    let mut actor = match spec.inference {
-        Inference::Eager => Actor::Eager,
-        Inference::Fused => Actor::Fused(FusedPolicy::new(&arch, &net.host_params())),
-    };
-
-    let (envs, steps) = (spec.envs, spec.steps);
-    let mut rollout = Rollout::new(steps, envs, obs_dim, heads.len());
-    let mut obs = Observations::zeros(env.spec(), envs);
-    env.reset(&mut obs);
-    let mut out = StepBatch::new(env.spec(), envs);
-    let mut recent: VecDeque<f64> = VecDeque::with_capacity(100);
-    let mut episodes = 0u64;
-    let updates = spec.updates();
-    let mut global_step = 0u64;
-
-    for update in 0..updates {
-        // CleanRL anneals from lr at the first update towards 0 after the last one.
-        let lr = if spec.anneal_lr { spec.lr * (1.0 - update as f64 / updates as f64) } else { spec.lr };
-        if let Actor::Fused(policy) = &mut actor {
-            policy.load(&net.host_params());
-        }
-
-        let rollout_start = Instant::now();
-        for t in 0..steps {
-            rollout.step_mut(t).obs.copy_from_slice(f32_field(&obs));
-            actor.act(&net, &mut rollout, t, &heads, &mut rng);
-            env.step(&rollout.actions[t * envs * heads.len()..(t + 1) * envs * heads.len()], &mut out);
-            let row = t * envs..(t + 1) * envs;
-            rollout.rewards[row.clone()].copy_from_slice(&out.reward);
-            rollout.terminated[row.clone()].copy_from_slice(&out.terminated);
-            rollout.truncated[row].copy_from_slice(&out.truncated);
-            for end in &out.episodes {
-                episodes += 1;
-                if recent.len() == 100 {
-                    recent.pop_front();
-                }
-                recent.push_back(end.episode_return);
-                if !end.terminated {
-                    let FieldData::F32(final_obs) = &end.final_obs[0] else { unreachable!("f32 field") };
-                    rollout.final_values[t * envs + end.env] = actor.values(&net, final_obs, obs_dim)[0];
-                }
-            }
-            std::mem::swap(&mut obs, &mut out.obs);
-        }
-        global_step += (envs * steps) as u64;
-
-        let next_values = actor.values(&net, f32_field(&obs), obs_dim);
-        let (advantages, returns) = gae(
-            &GaeInput {
-                envs,
-                rewards: &rollout.rewards,
-                values: &rollout.values,
-                terminated: &rollout.terminated,
-                truncated: &rollout.truncated,
-                final_values: &rollout.final_values,
-                next_values: &next_values,
-            },
-            spec.gamma as f32,
-            spec.gae_lambda as f32,
-        );
-        let update_start = Instant::now();
-        let rollout_s = (update_start - rollout_start).as_secs_f64();
-        let batch = rollout.to_batch(&advantages, &returns, device);
-        let stats = ppo::update(&mut net, &mut opt, &batch, &heads, spec, lr, &mut rng);
-        if !stats.policy_loss.is_finite() || !stats.value_loss.is_finite() {
-            bail!("training diverged: the loss is not finite at update {} of {updates}", update + 1);
-        }
-
-        let wall_s = start.elapsed().as_secs_f64();
-        observe(&UpdateMetrics {
-            update: update + 1,
-            updates,
-            global_step,
-            wall_s,
-            sps: global_step as f64 / wall_s,
-            episodes,
-            mean_return_last_100: mean(&recent),
-            lr,
-            rollout_s,
-            update_s: update_start.elapsed().as_secs_f64(),
-            stats,
-        });
-    }
-
-    let wall_s = start.elapsed().as_secs_f64();
-    let report = TrainReport {
-        env: spec.env.as_str().into(),
-        device: device::label(device),
-        total_steps: global_step,
-        wall_s,
-        sps: global_step as f64 / wall_s,
-        episodes,
-        mean_return_last_100: mean(&recent),
-        updates,
-        threads,
-        config: spec.clone(),
-    };
-    Ok(Trained { net, report })
 }
 
 /// libtorch threads: `--threads`, or for 0 one per core, except for small minibatches,
@@ -259,6 +89,209 @@ pub fn torch_threads(spec: &RunSpec) -> usize {
     }
 }
 
-fn mean(values: &VecDeque<f64>) -> Option<f64> {
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+/// The last 100 episode returns and the episode count.
+#[derive(Default)]
+struct Episodes {
+    recent: VecDeque<f64>,
+    count: u64,
+}
+
+impl Episodes {
+    fn push(&mut self, ret: f64) {
+        self.count += 1;
+        if self.recent.len() == 100 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(ret);
+    }
+
+    fn mean(&self) -> Option<f64> {
+        (!self.recent.is_empty()).then(|| self.recent.iter().sum::<f64>() / self.recent.len() as f64)
+    }
+}
+
+/// Where the envs live and the state that goes with them.
+#[allow(clippy::large_enum_variant)] // one per run
+enum Envs {
+    Host { env: Box<dyn BatchEnv>, obs: Observations, out: StepBatch, rollout: Rollout, actor: Actor },
+    Device { env: DeviceCartPole, rollout: DeviceRollout },
+}
+
+/// One update's rollout from host envs: step, record, bootstrap, GAE, upload.
+#[allow(clippy::too_many_arguments)]
+fn collect_host(
+    env: &mut dyn BatchEnv,
+    obs: &mut Observations,
+    out: &mut StepBatch,
+    rollout: &mut Rollout,
+    actor: &mut Actor,
+    net: &ActorCritic,
+    spec: &RunSpec,
+    heads: &[usize],
+    rng: &mut HostRng,
+    mover: &Mover,
+    episodes: &mut Episodes,
+    c: &mut Counters,
+) -> Result<Batch> {
+    let (envs, obs_dim, h) = (rollout.envs, rollout.obs_dim, heads.len());
+    for t in 0..rollout.steps {
+        rollout.step_mut(t).obs.copy_from_slice(obs.fields[0].as_f32().expect("checked by architecture()"));
+        actor.act(net, rollout, t, heads, rng, c);
+        env.step(&rollout.actions[t * envs * h..(t + 1) * envs * h], out)
+            .with_context(|| format!("env backend {}", spec.backend))?;
+        c.env_steps += envs as u64;
+        let row = t * envs..(t + 1) * envs;
+        rollout.rewards[row.clone()].copy_from_slice(&out.reward);
+        rollout.terminated[row.clone()].copy_from_slice(&out.terminated);
+        rollout.truncated[row].copy_from_slice(&out.truncated);
+        for end in &out.episodes {
+            episodes.push(end.episode_return);
+            if !end.terminated {
+                // Truncated: GAE bootstraps from the value of the final observation.
+                let FieldData::F32(final_obs) = &end.final_obs[0] else { unreachable!("f32 field") };
+                rollout.final_values[t * envs + end.env] = actor.values(net, final_obs, obs_dim, c)[0];
+            }
+        }
+        std::mem::swap(obs, &mut out.obs);
+    }
+    let next_values = actor.values(net, obs.fields[0].as_f32().expect("f32"), obs_dim, c);
+    let on_device = actor.finish(rollout, c);
+    let (advantages, returns) = gae(
+        &GaeInput {
+            envs,
+            rewards: &rollout.rewards,
+            values: &rollout.values,
+            terminated: &rollout.terminated,
+            truncated: &rollout.truncated,
+            final_values: &rollout.final_values,
+            next_values: &next_values,
+        },
+        spec.gamma as f32,
+        spec.gae_lambda as f32,
+    );
+    Ok(rollout.to_batch(&advantages, &returns, on_device, mover, c))
+}
+
+/// Trains a policy; `observe` is called after every update.
+pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
+    let start = Instant::now();
+    spec.validate()?;
+    crate::alloc::tune();
+    let device = device::resolve(&spec.device)?;
+    let threads = torch_threads(spec);
+    tch::set_num_threads(threads as i32);
+    tch::manual_seed(spec.seed as i64);
+    let mut rng = HostRng::new(spec.seed);
+    let mut notes = Vec::new();
+    let mut c = Counters::default();
+
+    let env_spec = envs::vector_env(spec.env, 1, spec.seed, 0).spec().clone();
+    let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
+    let arch = architecture(&env_spec, &spec.hidden)?;
+    let mut net = ActorCritic::new(arch.clone(), device);
+    let mut opt = FlatAdam::new(&net.flat, 1e-5);
+    let mover = Mover::new(spec.transfer, device);
+    notes.extend(mover.note());
+
+    let mut envs = if spec.backend == Backend::Device {
+        if spec.inference == Inference::Fused {
+            notes.push("backend device: observations never leave the device, so the policy runs as libtorch ops there (inference eager)".into());
+        }
+        let mut env = DeviceCartPole::new(spec.envs, spec.seed, device);
+        let rollout = DeviceRollout::new(&mut env, spec.steps, arch.obs_dim, heads.len());
+        Envs::Device { env, rollout }
+    } else {
+        let mut env = envs::host_backend(spec)?;
+        let mut obs = Observations::zeros(env.spec(), spec.envs);
+        env.reset(&mut obs).with_context(|| format!("env backend {}", spec.backend))?;
+        let actor = match spec.inference {
+            Inference::Eager => Actor::Eager { mover: Mover::new(spec.transfer, device), sync: spec.action_sync },
+            Inference::Fused => Actor::Fused(crate::fused::FusedPolicy::new(&arch, &net.host_params())),
+        };
+        if spec.inference == Inference::Fused {
+            notes.push("inference fused: the forward runs on the host, so --transfer and --action-sync have nothing to move per step".into());
+        }
+        let out = StepBatch::new(env.spec(), spec.envs);
+        let rollout = Rollout::new(spec.steps, spec.envs, arch.obs_dim, heads.len());
+        Envs::Host { env, obs, out, rollout, actor }
+    };
+
+    let mut episodes = Episodes::default();
+    let updates = spec.updates();
+    let mut global_step = 0u64;
+    for update in 0..updates {
+        let before = c.clone();
+        // CleanRL anneals from lr at the first update towards 0 after the last one.
+        let lr = if spec.anneal_lr { spec.lr * (1.0 - update as f64 / updates as f64) } else { spec.lr };
+        let rollout_start = Instant::now();
+        let batch = match &mut envs {
+            Envs::Host { env, obs, out, rollout, actor } => {
+                actor.sync_weights(&net);
+                let batch = collect_host(
+                    env.as_mut(),
+                    obs,
+                    out,
+                    rollout,
+                    actor,
+                    &net,
+                    spec,
+                    &heads,
+                    &mut rng,
+                    &mover,
+                    &mut episodes,
+                    &mut c,
+                )?;
+                c.set_env(&env.counters());
+                batch
+            }
+            Envs::Device { env, rollout } => {
+                let got = rollout.collect(env, &net, &heads, spec.gamma as f32, spec.gae_lambda as f32, &mover, &mut c);
+                got.episode_returns.iter().for_each(|&r| episodes.push(r));
+                got.batch
+            }
+        };
+        global_step += spec.batch_size() as u64;
+        let update_start = Instant::now();
+        let rollout_s = (update_start - rollout_start).as_secs_f64();
+        let stats = ppo::update(&mut net, &mut opt, &batch, &heads, spec, lr, &mut rng);
+        c.host_syncs += 1; // the loss statistics, read once per update
+        c.d2h_copies += 1;
+        c.d2h_bytes += 5 * 4;
+        if !stats.policy_loss.is_finite() || !stats.value_loss.is_finite() {
+            bail!("training diverged: the loss is not finite at update {} of {updates}", update + 1);
+        }
+        let wall_s = start.elapsed().as_secs_f64();
+        observe(&UpdateMetrics {
+            update: update + 1,
+            updates,
+            global_step,
+            wall_s,
+            sps: global_step as f64 / wall_s,
+            episodes: episodes.count,
+            mean_return_last_100: episodes.mean(),
+            lr,
+            rollout_s,
+            update_s: update_start.elapsed().as_secs_f64(),
+            stats,
+            counters: c.since(&before),
+        });
+    }
+
+    let wall_s = start.elapsed().as_secs_f64();
+    let report = TrainReport {
+        env: spec.env.as_str().into(),
+        device: device::label(device),
+        backend: spec.backend.to_string(),
+        total_steps: global_step,
+        wall_s,
+        sps: global_step as f64 / wall_s,
+        episodes: episodes.count,
+        mean_return_last_100: episodes.mean(),
+        updates,
+        threads,
+        counters: c,
+        notes,
+        config: spec.clone(),
+    };
+    Ok(Trained { net, report })
 }

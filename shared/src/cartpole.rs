@@ -6,7 +6,8 @@
 //! Gymnasium); [`CartPoleBatch`] is the f32 struct-of-arrays batch used for speed.
 
 use crate::env::{
-    BatchEnv, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv, StepBatch,
+    BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv,
+    StepBatch,
 };
 use crate::rng::EnvRng;
 
@@ -111,6 +112,48 @@ impl ScalarEnv for CartPole {
     }
 }
 
+/// One CartPole in f32 with its own random stream: the per-env object of the
+/// `sequential` backend. Same arithmetic as [`CartPoleBatch`], so the same trajectories.
+#[derive(Clone, Debug)]
+pub struct CartPoleF32 {
+    spec: EnvSpec,
+    pub state: [f32; 4],
+    pub elapsed: u32,
+    rng: EnvRng,
+}
+
+impl CartPoleF32 {
+    pub fn new(seed: u64, index: u64) -> Self {
+        Self { spec: spec(), state: [0.0; 4], elapsed: 0, rng: EnvRng::for_env(seed, index) }
+    }
+}
+
+impl ScalarEnv for CartPoleF32 {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    fn reset(&mut self, obs: &mut [FieldData]) {
+        let b = RESET_BOUND as f32;
+        for v in &mut self.state {
+            *v = self.rng.uniform_f32(-b, b);
+        }
+        self.elapsed = 0;
+        if let Some(FieldData::F32(row)) = obs.first_mut() {
+            row.copy_from_slice(&self.state);
+        }
+    }
+
+    fn step(&mut self, action: &[i64], obs: &mut [FieldData]) -> (f64, bool, bool) {
+        self.state = dynamics_f32(self.state, action[0]);
+        self.elapsed += 1;
+        if let Some(FieldData::F32(row)) = obs.first_mut() {
+            row.copy_from_slice(&self.state);
+        }
+        (1.0, terminated_f32(self.state), self.elapsed >= MAX_STEPS)
+    }
+}
+
 /// A batch of CartPoles in f32, struct of arrays, with same-step autoreset.
 #[derive(Clone, Debug)]
 pub struct CartPoleBatch {
@@ -207,16 +250,19 @@ impl BatchEnv for CartPoleBatch {
         self.x.len()
     }
 
-    fn reset(&mut self, out: &mut Observations) {
+    fn reset(&mut self, out: &mut Observations) -> Result<(), EnvError> {
         for i in 0..self.num_envs() {
             self.reset_env(i);
         }
         self.write_obs(out);
+        Ok(())
     }
 
-    fn step(&mut self, actions: &[i64], out: &mut StepBatch) {
+    fn step(&mut self, actions: &[i64], out: &mut StepBatch) -> Result<(), EnvError> {
         let n = self.num_envs();
-        assert_eq!(actions.len(), n, "one action per env");
+        if actions.len() != n {
+            return Err(EnvError(format!("cartpole: {} actions for {n} envs", actions.len())));
+        }
         out.episodes.clear();
         out.reward.resize(n, 0.0);
         out.terminated.resize(n, false);
@@ -243,6 +289,7 @@ impl BatchEnv for CartPoleBatch {
             }
         }
         self.write_obs(&mut out.obs);
+        Ok(())
     }
 }
 
@@ -257,12 +304,12 @@ mod tests {
         let mut rng = crate::rng::HostRng::new(5);
         let mut out = StepBatch::new(batch.spec(), 64);
         let mut obs = Observations::zeros(batch.spec(), 64);
-        batch.reset(&mut obs);
+        batch.reset(&mut obs).unwrap();
         let mut checked = 0;
         for _ in 0..300 {
             let actions: Vec<i64> = (0..64).map(|_| rng.below(2) as i64).collect();
             let before: Vec<[f32; 4]> = (0..64).map(|i| batch.state(i)).collect();
-            batch.step(&actions, &mut out);
+            batch.step(&actions, &mut out).unwrap();
             for i in 0..64 {
                 if out.terminated[i] || out.truncated[i] {
                     continue; // the state is already the next episode's
@@ -285,11 +332,11 @@ mod tests {
     fn autoreset_returns_next_episode_obs_and_reports_the_final_one() {
         let mut batch = CartPoleBatch::new(3, 2, 0);
         let mut obs = Observations::zeros(batch.spec(), 3);
-        batch.reset(&mut obs);
+        batch.reset(&mut obs).unwrap();
         // Put env 1 just past the edge so that any action terminates it.
         batch.set_state(1, [2.39, 5.0, 0.0, 0.0]);
         let mut out = StepBatch::new(batch.spec(), 3);
-        batch.step(&[0, 1, 0], &mut out);
+        batch.step(&[0, 1, 0], &mut out).unwrap();
         assert_eq!(out.terminated, vec![false, true, false]);
         assert_eq!(out.reward, vec![1.0, 1.0, 1.0]);
         assert_eq!(out.episodes.len(), 1);
@@ -306,12 +353,12 @@ mod tests {
     fn truncates_at_500_steps_with_return_500() {
         let mut batch = CartPoleBatch::new(1, 0, 0);
         let mut obs = Observations::zeros(batch.spec(), 1);
-        batch.reset(&mut obs);
+        batch.reset(&mut obs).unwrap();
         let mut out = StepBatch::new(batch.spec(), 1);
         for step in 1..=500u32 {
             // Keep the pole upright by teleporting back to the start: only the clock runs.
             batch.set_state(0, [0.0; 4]);
-            batch.step(&[(step % 2) as i64], &mut out);
+            batch.step(&[(step % 2) as i64], &mut out).unwrap();
             if step < 500 {
                 assert!(out.episodes.is_empty());
             }
@@ -327,9 +374,9 @@ mod tests {
         let mut left = CartPoleBatch::new(3, 9, 0);
         let mut right = CartPoleBatch::new(5, 9, 3);
         let spec = whole.spec().clone();
-        whole.reset(&mut Observations::zeros(&spec, 8));
-        left.reset(&mut Observations::zeros(&spec, 3));
-        right.reset(&mut Observations::zeros(&spec, 5));
+        whole.reset(&mut Observations::zeros(&spec, 8)).unwrap();
+        left.reset(&mut Observations::zeros(&spec, 3)).unwrap();
+        right.reset(&mut Observations::zeros(&spec, 5)).unwrap();
         for i in 0..8 {
             let s = if i < 3 { left.state(i) } else { right.state(i - 3) };
             assert_eq!(whole.state(i), s);

@@ -147,16 +147,27 @@ impl StepBatch {
     }
 }
 
+/// Why a batch of envs could not step (a worker died, a worker hung, …).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EnvError(pub String);
+
 /// A batch of envs stepped together, with same-step autoreset.
 ///
-/// `actions` holds `num_envs × heads` indices, env first.
+/// `actions` holds `num_envs × heads` indices, env first. Backends that run envs
+/// elsewhere (threads, processes) implement the same trait, so the trainer does not
+/// know where its envs live.
 pub trait BatchEnv: Send {
     fn spec(&self) -> &EnvSpec;
     fn num_envs(&self) -> usize;
     /// Resets every env and writes the first observations into `out`.
-    fn reset(&mut self, out: &mut Observations);
+    fn reset(&mut self, out: &mut Observations) -> Result<(), EnvError>;
     /// Steps every env once; envs that finish are reset in the same step.
-    fn step(&mut self, actions: &[i64], out: &mut StepBatch);
+    fn step(&mut self, actions: &[i64], out: &mut StepBatch) -> Result<(), EnvError>;
+    /// The backend's own counts (IPC round-trips, spins, time waiting on workers).
+    fn counters(&self) -> crate::counters::EnvCounters {
+        crate::counters::EnvCounters::default()
+    }
 }
 
 /// One env stepped on its own (the per-env loop of the seeds, and the references).

@@ -10,6 +10,7 @@
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
 
 pub mod cartpole;
+pub mod counters;
 pub mod env;
 pub mod rng;
 pub mod spec;

@@ -18,6 +18,11 @@ impl EnvRng {
         Self { state: (mixed ^ (mixed >> 32)) as u32 }
     }
 
+    /// The current state (for generators that run the same stream elsewhere, e.g. in tensors).
+    pub fn state(&self) -> u32 {
+        self.state
+    }
+
     /// Next 32 random bits.
     #[inline]
     pub fn next_u32(&mut self) -> u32 {

@@ -47,6 +47,16 @@ pub struct RunSpec {
     pub device: String,
     /// How the rollout's policy forward runs: `eager` (libtorch ops) or `fused` (a native forward).
     pub inference: Inference,
+    /// Where and how the envs are stepped.
+    pub backend: Backend,
+    /// Worker threads or processes for `threads` and `subprocess`; 0 = one per core.
+    pub workers: usize,
+    /// How the trainer waits for `subprocess` workers.
+    pub wait: WaitMode,
+    /// How observations reach the device for an eager forward.
+    pub transfer: Transfer,
+    /// How an eager forward's actions are read back to the host.
+    pub action_sync: ActionSync,
     /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows, else one per core).
     pub threads: usize,
 }
@@ -113,6 +123,87 @@ impl std::str::FromStr for Inference {
     }
 }
 
+/// A snake_case enum usable as a CLI value and a JSON string, listing its values in errors.
+macro_rules! knob {
+    ($(#[$doc:meta])* $name:ident, $what:literal { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vdoc])* $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [&'static str] = &[$($text),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!(concat!("unknown ", $what, " '{}'; allowed: {}"), other, Self::ALL.join(", "))),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+knob!(
+    /// Env backends (catalogue rows 1, 3 and 8).
+    Backend, "backend" {
+        /// One scalar env object per env, stepped in a loop on the trainer thread.
+        Sequential = "sequential",
+        /// Worker threads, each owning a slice of envs, woken once per step.
+        Threads = "threads",
+        /// Worker processes with shared-memory buffers.
+        Subprocess = "subprocess",
+        /// The struct-of-arrays batch on the trainer thread.
+        Vectorized = "vectorized",
+        /// Env state in tensors on the trainer's device, stepped by tensor ops.
+        Device = "device",
+    }
+);
+
+knob!(
+    /// How the trainer waits for worker processes.
+    WaitMode, "wait mode" {
+        /// Busy-polls the workers' ready flags.
+        Spin = "spin",
+        /// Sleeps on a futex until a worker wakes it.
+        Block = "block",
+    }
+);
+
+knob!(
+    /// How observations are copied to the device (catalogue row 2).
+    Transfer, "transfer mode" {
+        /// One copy per observation field per env.
+        PerTensor = "per_tensor",
+        /// One contiguous copy per step, split into views.
+        Packed = "packed",
+        /// Staged in page-locked memory, copied without blocking.
+        Pinned = "pinned",
+    }
+);
+
+knob!(
+    /// How sampled actions are read back to the host (catalogue row 4).
+    ActionSync, "action sync mode" {
+        /// One scalar read per env per head.
+        PerItem = "per_item",
+        /// All heads stacked, one read.
+        Stacked = "stacked",
+    }
+);
+
 /// Named starting points; explicit values override them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -173,6 +264,11 @@ impl Default for RunSpec {
             seed: 1,
             device: "auto".into(),
             inference: Inference::Fused,
+            backend: Backend::Vectorized,
+            workers: 0,
+            wait: WaitMode::Block,
+            transfer: Transfer::Packed,
+            action_sync: ActionSync::Stacked,
             threads: 0,
         }
     }
@@ -263,6 +359,12 @@ impl RunSpec {
         self.batch_size() / self.minibatches
     }
 
+    /// Workers for `threads`/`subprocess`: `workers`, or one per core (never more than envs).
+    pub fn resolved_workers(&self, cores: usize) -> usize {
+        let w = if self.workers == 0 { cores } else { self.workers };
+        w.clamp(1, self.envs.max(1))
+    }
+
     /// Updates in the run (CleanRL: `total_steps // batch_size`).
     pub fn updates(&self) -> u64 {
         self.total_steps / self.batch_size() as u64
@@ -316,6 +418,13 @@ impl RunSpec {
         }
         self.device.parse::<DeviceName>().map_err(|m| SpecError::new("device", m))?;
         in_range("threads", self.threads, 0, 1024)?;
+        in_range("workers", self.workers, 0, 256)?;
+        if self.workers > self.envs {
+            return Err(SpecError::new(
+                "workers",
+                format!("must be at most envs = {} (got {}); 0 picks one per core", self.envs, self.workers),
+            ));
+        }
         Ok(())
     }
 }

@@ -1,0 +1,190 @@
+//! Shared memory between the trainer and its env worker processes: one `memfd` mapped
+//! in both, a layout of flags and arrays computed from the batch's shape, and futex
+//! waits on the flags for `--wait block`.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+/// Commands a worker runs (written to its slot before its sequence number is bumped).
+pub const CMD_STEP: u32 = 0;
+pub const CMD_RESET: u32 = 1;
+pub const CMD_EXIT: u32 = 2;
+
+/// Byte offsets of everything in the region, for `envs` envs of `obs_dim` f32 features
+/// and `heads` action heads, split among `workers`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub envs: usize,
+    pub obs_dim: usize,
+    pub heads: usize,
+    pub workers: usize,
+    pub actions: usize,
+    pub obs: usize,
+    pub reward: usize,
+    pub terminated: usize,
+    pub truncated: usize,
+    pub final_obs: usize,
+    pub episode_return: usize,
+    pub episode_length: usize,
+    pub size: usize,
+}
+
+/// Per worker: `seq` (bumped by the trainer), `command`, and `done` (the last `seq`
+/// answered) on its own cache line, so spinning on one does not slow writes to the other.
+const SLOT_BYTES: usize = 128;
+
+fn align(x: usize) -> usize {
+    x.div_ceil(64) * 64
+}
+
+impl Layout {
+    pub fn new(envs: usize, obs_dim: usize, heads: usize, workers: usize) -> Self {
+        let mut at = align(workers * SLOT_BYTES);
+        let mut take = |bytes: usize| {
+            let start = at;
+            at = align(at + bytes);
+            start
+        };
+        let actions = take(envs * heads * 8);
+        let obs = take(envs * obs_dim * 4);
+        let reward = take(envs * 4);
+        let terminated = take(envs);
+        let truncated = take(envs);
+        let final_obs = take(envs * obs_dim * 4);
+        let episode_return = take(envs * 8);
+        let episode_length = take(envs * 4);
+        Self {
+            envs,
+            obs_dim,
+            heads,
+            workers,
+            actions,
+            obs,
+            reward,
+            terminated,
+            truncated,
+            final_obs,
+            episode_return,
+            episode_length,
+            size: at.max(4096),
+        }
+    }
+}
+
+/// A mapped shared-memory region.
+pub struct Region {
+    fd: OwnedFd,
+    base: *mut u8,
+    pub layout: Layout,
+}
+
+// SAFETY: the region is plain memory; concurrent access is coordinated by the atomics
+// in the slots (a side touches the arrays only between a `seq` and its `done`).
+unsafe impl Send for Region {}
+
+impl Region {
+    /// A new zeroed region (trainer side).
+    pub fn create(layout: Layout) -> io::Result<Self> {
+        // SAFETY: plain syscalls with valid arguments; the fd is owned right away.
+        let fd = unsafe { libc::memfd_create(c"hotlab-envs".as_ptr(), 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), layout.size as libc::off_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Self::map(fd, layout)
+    }
+
+    /// Maps an inherited region (worker side).
+    pub fn open(fd: RawFd, layout: Layout) -> io::Result<Self> {
+        // SAFETY: the worker was started with this fd open for it and owns it from here.
+        Self::map(unsafe { OwnedFd::from_raw_fd(fd) }, layout)
+    }
+
+    fn map(fd: OwnedFd, layout: Layout) -> io::Result<Self> {
+        // SAFETY: a fresh shared mapping of the whole file; unmapped in Drop.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                layout.size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { fd, base: base as *mut u8, layout })
+    }
+
+    /// Lets child processes inherit the fd (clears close-on-exec).
+    pub fn share_with_children(&self) -> io::Result<RawFd> {
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: fcntl on an fd we own.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    fn atomic(&self, worker: usize, word: usize) -> &AtomicU32 {
+        assert!(worker < self.layout.workers);
+        // SAFETY: inside the slot area, 4-byte aligned, and only accessed atomically.
+        unsafe { &*(self.base.add(worker * SLOT_BYTES + word) as *const AtomicU32) }
+    }
+
+    /// The sequence number the trainer bumps to start a command.
+    pub fn seq(&self, worker: usize) -> &AtomicU32 {
+        self.atomic(worker, 0)
+    }
+
+    pub fn command(&self, worker: usize) -> &AtomicU32 {
+        self.atomic(worker, 4)
+    }
+
+    /// The last sequence number the worker finished.
+    pub fn done(&self, worker: usize) -> &AtomicU32 {
+        self.atomic(worker, 64)
+    }
+
+    /// A typed array in the region. Callers touch only their own env rows between a
+    /// command and its answer, so the slices never alias across processes in time.
+    #[allow(clippy::mut_from_ref)]
+    pub fn slice<T>(&self, offset: usize, len: usize) -> &mut [T] {
+        assert!(offset + len * std::mem::size_of::<T>() <= self.layout.size);
+        assert_eq!(offset % std::mem::align_of::<T>(), 0);
+        // SAFETY: in bounds and aligned (checked); T is a plain number type here.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(offset) as *mut T, len) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what map() mapped.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.layout.size) };
+    }
+}
+
+/// Sleeps while `word` still holds `expected`, at most `timeout` (spurious wake-ups happen).
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as _ };
+    // SAFETY: a futex wait on a valid aligned u32 shared between processes.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, &ts as *const libc::timespec);
+    }
+}
+
+/// Wakes every process sleeping on `word`.
+pub fn futex_wake(word: &AtomicU32) {
+    // SAFETY: a futex wake on a valid aligned u32.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+    }
+}

@@ -1,0 +1,231 @@
+//! `subprocess`: W worker processes (`hotlab env-worker`, the same binary), each owning
+//! a slice of the envs; actions, observations, rewards and dones live in shared memory.
+//!
+//! `--wait spin` busy-polls the workers' done flags and checks every 64 polls that the
+//! worker is still alive — seed 000's `is_set`/`is_alive` polling, reproduced on purpose
+//! (it collapses when workers outnumber cores). `--wait block` sleeps on a futex.
+//!
+//! A worker that dies is noticed within one poll or 50 ms of sleep: the step fails with
+//! the worker's index, pid and exit status, and the other workers are stopped and reaped.
+//! Workers die with the trainer (`PR_SET_PDEATHSIG`) and exit on their own when their
+//! parent is gone.
+
+use super::partition;
+use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP};
+use hotlab_shared::counters::EnvCounters;
+use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, Observations, StepBatch};
+use hotlab_shared::spec::{EnvName, WaitMode};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How often a spinning waiter checks that the worker is alive.
+const ALIVE_EVERY: u64 = 64;
+/// How long a blocked waiter sleeps before checking that the worker is alive.
+const BLOCK_SLICE: Duration = Duration::from_millis(50);
+
+pub struct Subprocess {
+    spec: EnvSpec,
+    region: Region,
+    children: Vec<Child>,
+    wait: WaitMode,
+    seq: u32,
+    counters: EnvCounters,
+    failure: Option<EnvError>,
+}
+
+impl Subprocess {
+    /// Starts `workers` processes of the current executable.
+    pub fn spawn(env: EnvName, envs: usize, seed: u64, workers: usize, wait: WaitMode) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe()?;
+        Self::spawn_with(&exe, env, envs, seed, workers, wait)
+    }
+
+    pub fn spawn_with(
+        exe: &std::path::Path,
+        env: EnvName,
+        envs: usize,
+        seed: u64,
+        workers: usize,
+        wait: WaitMode,
+    ) -> anyhow::Result<Self> {
+        let spec = super::vector_env(env, 1, seed, 0).spec().clone();
+        let obs_dim = match spec.fields.as_slice() {
+            [f] if f.kind == FieldKind::F32 => f.numel(),
+            _ => anyhow::bail!("--backend subprocess: env '{}' has fields shared memory cannot carry yet", spec.name),
+        };
+        let layout = Layout::new(envs, obs_dim, spec.heads.len(), workers);
+        let region = Region::create(layout)?;
+        let fd = region.share_with_children()?;
+        let parent = std::process::id();
+        let mut children = Vec::new();
+        for (w, (first, count)) in partition(envs, workers).into_iter().enumerate() {
+            let child = Command::new(exe)
+                .arg("env-worker")
+                .args(["--shm-fd", &fd.to_string(), "--worker", &w.to_string(), "--workers", &workers.to_string()])
+                .args(["--envs", &envs.to_string(), "--first", &first.to_string(), "--count", &count.to_string()])
+                .args(["--env", env.as_str(), "--seed", &seed.to_string(), "--wait", wait.as_str()])
+                .args(["--parent", &parent.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn();
+            match child {
+                Ok(c) => children.push(c),
+                Err(e) => {
+                    stop_all(&mut children);
+                    anyhow::bail!("cannot start env worker {w} ({}): {e}", exe.display());
+                }
+            }
+        }
+        Ok(Self { spec, region, children, wait, seq: 0, counters: EnvCounters::default(), failure: None })
+    }
+
+    /// Process ids of the workers (for tests and reports).
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// Sends one command to every worker and waits for every answer.
+    fn round(&mut self, command: u32) -> Result<(), EnvError> {
+        if let Some(e) = &self.failure {
+            return Err(e.clone());
+        }
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        for w in 0..self.children.len() {
+            self.region.command(w).store(command, Ordering::Relaxed);
+            self.region.seq(w).store(seq, Ordering::Release);
+            if self.wait == WaitMode::Block {
+                futex_wake(self.region.seq(w));
+            }
+        }
+        let start = Instant::now();
+        for w in 0..self.children.len() {
+            if let Err(e) = self.wait_for(w, seq) {
+                self.failure = Some(e.clone());
+                stop_all(&mut self.children);
+                return Err(e);
+            }
+        }
+        self.counters.worker_wait_s += start.elapsed().as_secs_f64();
+        self.counters.ipc_round_trips += self.children.len() as u64;
+        Ok(())
+    }
+
+    fn wait_for(&mut self, w: usize, seq: u32) -> Result<(), EnvError> {
+        let done = self.region.done(w);
+        let mut polls = 0u64;
+        loop {
+            let current = done.load(Ordering::Acquire);
+            if current == seq {
+                return Ok(());
+            }
+            match self.wait {
+                WaitMode::Spin => {
+                    polls += 1;
+                    self.counters.spin_iterations += 1;
+                    std::hint::spin_loop();
+                    if !polls.is_multiple_of(ALIVE_EVERY) {
+                        continue;
+                    }
+                }
+                WaitMode::Block => futex_wait(done, current, BLOCK_SLICE),
+            }
+            if done.load(Ordering::Acquire) == seq {
+                return Ok(());
+            }
+            let others = self.children.len() - 1;
+            let child = &mut self.children[w];
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(EnvError(format!(
+                    "env worker {w} (pid {}) died during a step ({status}); the other {others} workers were stopped",
+                    child.id()
+                )));
+            }
+        }
+    }
+
+    fn read_obs(&self, out: &mut Observations) {
+        let l = self.region.layout;
+        if let Some(FieldData::F32(dst)) = out.fields.first_mut() {
+            dst.copy_from_slice(self.region.slice::<f32>(l.obs, l.envs * l.obs_dim));
+        }
+    }
+}
+
+fn stop_all(children: &mut [Child]) {
+    for c in children.iter_mut() {
+        let _ = c.kill();
+    }
+    for c in children.iter_mut() {
+        let _ = c.wait();
+    }
+}
+
+impl BatchEnv for Subprocess {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    fn num_envs(&self) -> usize {
+        self.region.layout.envs
+    }
+
+    fn reset(&mut self, out: &mut Observations) -> Result<(), EnvError> {
+        self.round(CMD_RESET)?;
+        self.read_obs(out);
+        Ok(())
+    }
+
+    fn step(&mut self, actions: &[i64], out: &mut StepBatch) -> Result<(), EnvError> {
+        let l = self.region.layout;
+        self.region.slice::<i64>(l.actions, l.envs * l.heads).copy_from_slice(actions);
+        self.round(CMD_STEP)?;
+        self.read_obs(&mut out.obs);
+        out.reward.copy_from_slice(self.region.slice::<f32>(l.reward, l.envs));
+        let term = self.region.slice::<u8>(l.terminated, l.envs);
+        let trunc = self.region.slice::<u8>(l.truncated, l.envs);
+        let returns = self.region.slice::<f64>(l.episode_return, l.envs);
+        let lengths = self.region.slice::<u32>(l.episode_length, l.envs);
+        let final_obs = self.region.slice::<f32>(l.final_obs, l.envs * l.obs_dim);
+        out.episodes.clear();
+        for e in 0..l.envs {
+            out.terminated[e] = term[e] != 0;
+            out.truncated[e] = trunc[e] != 0;
+            if out.terminated[e] || out.truncated[e] {
+                out.episodes.push(EpisodeEnd {
+                    env: e,
+                    episode_return: returns[e],
+                    length: lengths[e],
+                    terminated: out.terminated[e],
+                    final_obs: vec![FieldData::F32(final_obs[e * l.obs_dim..(e + 1) * l.obs_dim].to_vec())],
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn counters(&self) -> EnvCounters {
+        self.counters
+    }
+}
+
+impl Drop for Subprocess {
+    fn drop(&mut self) {
+        if self.failure.is_none() {
+            self.seq = self.seq.wrapping_add(1);
+            for w in 0..self.children.len() {
+                self.region.command(w).store(CMD_EXIT, Ordering::Relaxed);
+                self.region.seq(w).store(self.seq, Ordering::Release);
+                futex_wake(self.region.seq(w));
+            }
+            let deadline = Instant::now() + Duration::from_secs(2);
+            for c in &mut self.children {
+                while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        stop_all(&mut self.children);
+    }
+}

@@ -1,0 +1,109 @@
+//! The child side of the `subprocess` backend: `hotlab env-worker` (hidden subcommand).
+
+use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET};
+use super::vector_env;
+use anyhow::{bail, Result};
+use hotlab_shared::env::{FieldData, Observations, StepBatch};
+use hotlab_shared::spec::{EnvName, WaitMode};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// What the trainer tells a worker on its command line.
+#[derive(Clone, Debug)]
+pub struct WorkerArgs {
+    pub shm_fd: i32,
+    pub worker: usize,
+    pub workers: usize,
+    pub envs: usize,
+    pub first: usize,
+    pub count: usize,
+    pub env: EnvName,
+    pub seed: u64,
+    pub wait: WaitMode,
+    pub parent: u32,
+}
+
+fn parent_gone(parent: u32) -> bool {
+    // SAFETY: getppid has no preconditions.
+    unsafe { libc::getppid() as u32 != parent }
+}
+
+/// Serves step and reset commands until told to exit or orphaned.
+pub fn run(a: WorkerArgs) -> Result<()> {
+    // SAFETY: prctl with valid constants; makes the kernel kill us when the parent dies.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    if parent_gone(a.parent) {
+        bail!("env worker {}: parent {} is gone", a.worker, a.parent);
+    }
+    let mut batch = vector_env(a.env, a.count, a.seed, a.first as u64);
+    let spec = batch.spec().clone();
+    let obs_dim = spec.fields[0].numel();
+    let region = Region::open(a.shm_fd, Layout::new(a.envs, obs_dim, spec.heads.len(), a.workers))?;
+    let l = region.layout;
+    let (first, count, heads) = (a.first, a.count, l.heads);
+    let mut obs = Observations::zeros(&spec, count);
+    let mut out = StepBatch::new(&spec, count);
+    let mut seen = region.done(a.worker).load(Ordering::Acquire);
+    loop {
+        let seq = region.seq(a.worker);
+        let mut polls = 0u64;
+        let now = loop {
+            let s = seq.load(Ordering::Acquire);
+            if s != seen {
+                break s;
+            }
+            match a.wait {
+                WaitMode::Spin => {
+                    polls += 1;
+                    std::hint::spin_loop();
+                    if polls.is_multiple_of(1 << 20) && parent_gone(a.parent) {
+                        return Ok(());
+                    }
+                }
+                WaitMode::Block => {
+                    futex_wait(seq, s, Duration::from_millis(500));
+                    if parent_gone(a.parent) {
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let command = region.command(a.worker).load(Ordering::Relaxed);
+        if command == CMD_EXIT {
+            return Ok(());
+        }
+        let obs_rows = region.slice::<f32>(l.obs + first * obs_dim * 4, count * obs_dim);
+        if command == CMD_RESET {
+            batch.reset(&mut obs)?;
+            if let FieldData::F32(v) = &obs.fields[0] {
+                obs_rows.copy_from_slice(v);
+            }
+        } else {
+            let actions = region.slice::<i64>(l.actions + first * heads * 8, count * heads);
+            batch.step(actions, &mut out)?;
+            if let FieldData::F32(v) = &out.obs.fields[0] {
+                obs_rows.copy_from_slice(v);
+            }
+            region.slice::<f32>(l.reward + first * 4, count).copy_from_slice(&out.reward);
+            let term = region.slice::<u8>(l.terminated + first, count);
+            let trunc = region.slice::<u8>(l.truncated + first, count);
+            for e in 0..count {
+                term[e] = out.terminated[e] as u8;
+                trunc[e] = out.truncated[e] as u8;
+            }
+            for end in &out.episodes {
+                let g = first + end.env;
+                region.slice::<f64>(l.episode_return + g * 8, 1)[0] = end.episode_return;
+                region.slice::<u32>(l.episode_length + g * 4, 1)[0] = end.length;
+                if let FieldData::F32(v) = &end.final_obs[0] {
+                    region.slice::<f32>(l.final_obs + g * obs_dim * 4, obs_dim).copy_from_slice(v);
+                }
+            }
+        }
+        region.done(a.worker).store(now, Ordering::Release);
+        if a.wait == WaitMode::Block {
+            futex_wake(region.done(a.worker));
+        }
+        seen = now;
+    }
+}

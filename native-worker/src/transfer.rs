@@ -1,0 +1,139 @@
+//! Moving data between the host and the trainer's device, counted (catalogue rows 2 and 4).
+//!
+//! - Observations to the device (`--transfer`): `per_tensor` copies each field of each env
+//!   separately and stacks them there (seed 000's pattern); `packed` copies one contiguous
+//!   buffer per step; `pinned` stages in page-locked memory and copies without blocking
+//!   (on a CPU device there is nothing to pin: it behaves as `packed`, and the run says so).
+//! - Actions back to the host (`--action-sync`): `per_item` reads every element of every
+//!   head as a scalar (each one a device sync on a GPU: seed 002's `.item()` per env);
+//!   `stacked` reads all heads at once.
+
+use hotlab_shared::counters::Counters;
+use hotlab_shared::spec::{ActionSync, Transfer};
+use tch::{Device, Kind, Tensor};
+
+pub struct Mover {
+    pub mode: Transfer,
+    pub device: Device,
+    staging: Option<Tensor>,
+}
+
+impl Mover {
+    pub fn new(mode: Transfer, device: Device) -> Self {
+        Self { mode, device, staging: None }
+    }
+
+    /// A note for the run's report when a mode cannot do what it says here.
+    pub fn note(&self) -> Option<String> {
+        (self.mode == Transfer::Pinned && self.device == Device::Cpu)
+            .then(|| "transfer pinned on a CPU device: nothing to pin, behaves as packed".to_string())
+    }
+
+    /// `rows × dim` host floats (one field) as a `[rows, dim]` tensor on the device.
+    pub fn obs_to_device(&mut self, obs: &[f32], rows: usize, dim: usize, c: &mut Counters) -> Tensor {
+        let bytes = (obs.len() * 4) as u64;
+        match self.mode {
+            Transfer::PerTensor => {
+                let parts: Vec<Tensor> = obs
+                    .chunks_exact(dim)
+                    .map(|row| {
+                        c.h2d_copies += 1;
+                        c.h2d_bytes += (row.len() * 4) as u64;
+                        Tensor::from_slice(row).to_device(self.device)
+                    })
+                    .collect();
+                Tensor::stack(&parts, 0)
+            }
+            Transfer::Pinned if self.device != Device::Cpu => {
+                let shape = [rows as i64, dim as i64];
+                let staging = self
+                    .staging
+                    .get_or_insert_with(|| Tensor::empty(shape, (Kind::Float, Device::Cpu)).pin_memory(self.device));
+                if staging.size() != shape {
+                    *staging = Tensor::empty(shape, (Kind::Float, Device::Cpu)).pin_memory(self.device);
+                }
+                // SAFETY: the staging tensor is a contiguous f32 host buffer of rows × dim
+                // elements that nothing else reads until the copy below is issued.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(obs.as_ptr(), staging.data_ptr() as *mut f32, obs.len());
+                }
+                c.h2d_copies += 1;
+                c.h2d_bytes += bytes;
+                staging.to_device_(self.device, Kind::Float, true, true)
+            }
+            Transfer::Packed | Transfer::Pinned => self.upload_f32(obs, &[rows as i64, dim as i64], c),
+        }
+    }
+
+    /// One bulk host→device copy.
+    pub fn upload_f32(&self, v: &[f32], shape: &[i64], c: &mut Counters) -> Tensor {
+        c.h2d_copies += 1;
+        c.h2d_bytes += (v.len() * 4) as u64;
+        Tensor::from_slice(v).view(shape).to_device(self.device)
+    }
+
+    /// One bulk host→device copy.
+    pub fn upload_i64(&self, v: &[i64], shape: &[i64], c: &mut Counters) -> Tensor {
+        c.h2d_copies += 1;
+        c.h2d_bytes += (v.len() * 8) as u64;
+        Tensor::from_slice(v).view(shape).to_device(self.device)
+    }
+
+    /// Sampled actions `[N, H]` into `out`, by the chosen read-back.
+    pub fn read_actions(&self, actions: &Tensor, out: &mut [i64], sync: ActionSync, c: &mut Counters) {
+        match sync {
+            ActionSync::PerItem => {
+                let heads = actions.size()[1];
+                for (i, slot) in out.iter_mut().enumerate() {
+                    let (e, h) = (i as i64 / heads, i as i64 % heads);
+                    *slot = actions.int64_value(&[e, h]);
+                    c.host_syncs += 1;
+                    c.d2h_copies += 1;
+                    c.d2h_bytes += 8;
+                }
+            }
+            ActionSync::Stacked => read_into(actions, out, c),
+        }
+    }
+}
+
+/// One bulk device→host read (a sync on a GPU).
+pub fn read_into<T: tch::kind::Element>(t: &Tensor, out: &mut [T], c: &mut Counters) {
+    let host = t.to_device(Device::Cpu).contiguous().view([-1]);
+    host.copy_data(out, out.len());
+    c.host_syncs += 1;
+    c.d2h_copies += 1;
+    c.d2h_bytes += std::mem::size_of_val(out) as u64;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_tensor_copies_each_row_packed_copies_once_and_both_agree() {
+        let obs: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let (mut a, mut b) = (Counters::default(), Counters::default());
+        let per = Mover::new(Transfer::PerTensor, Device::Cpu).obs_to_device(&obs, 3, 4, &mut a);
+        let packed = Mover::new(Transfer::Packed, Device::Cpu).obs_to_device(&obs, 3, 4, &mut b);
+        assert!(per.equal(&packed));
+        assert_eq!((a.h2d_copies, a.h2d_bytes), (3, 48));
+        assert_eq!((b.h2d_copies, b.h2d_bytes), (1, 48));
+        let pinned = Mover::new(Transfer::Pinned, Device::Cpu);
+        assert!(pinned.note().unwrap().contains("behaves as packed"));
+    }
+
+    #[test]
+    fn per_item_reads_every_element_stacked_reads_once() {
+        let actions = Tensor::from_slice(&[1i64, 0, 1, 1, 0, 0]).view([3, 2]);
+        let m = Mover::new(Transfer::Packed, Device::Cpu);
+        let (mut a, mut b) = (Counters::default(), Counters::default());
+        let (mut x, mut y) = ([0i64; 6], [0i64; 6]);
+        m.read_actions(&actions, &mut x, ActionSync::PerItem, &mut a);
+        m.read_actions(&actions, &mut y, ActionSync::Stacked, &mut b);
+        assert_eq!(x, [1, 0, 1, 1, 0, 0]);
+        assert_eq!(x, y);
+        assert_eq!(a.host_syncs, 6);
+        assert_eq!(b.host_syncs, 1);
+    }
+}

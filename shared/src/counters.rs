@@ -1,0 +1,56 @@
+//! Exact, cheap counters of what a run's hot path did (catalogue rows 1–4 and 8).
+
+use serde::{Deserialize, Serialize};
+
+/// Counts since the start of a run (or of a window: see [`Counters::since`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Env transitions (one per env per step).
+    pub env_steps: u64,
+    /// Scalar reads of device data by the host (each one a device sync on a GPU).
+    pub host_syncs: u64,
+    /// Host→device copy calls and bytes.
+    pub h2d_copies: u64,
+    pub h2d_bytes: u64,
+    /// Device→host copy calls and bytes.
+    pub d2h_copies: u64,
+    pub d2h_bytes: u64,
+    /// Step requests sent to worker processes and answered.
+    pub ipc_round_trips: u64,
+    /// Polls of a worker's ready flag by a spinning waiter.
+    pub spin_iterations: u64,
+    /// Seconds the trainer thread spent blocked or spinning on workers.
+    pub worker_wait_s: f64,
+}
+
+impl Counters {
+    /// The counts accumulated after `earlier` was taken.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            env_steps: self.env_steps - earlier.env_steps,
+            host_syncs: self.host_syncs - earlier.host_syncs,
+            h2d_copies: self.h2d_copies - earlier.h2d_copies,
+            h2d_bytes: self.h2d_bytes - earlier.h2d_bytes,
+            d2h_copies: self.d2h_copies - earlier.d2h_copies,
+            d2h_bytes: self.d2h_bytes - earlier.d2h_bytes,
+            ipc_round_trips: self.ipc_round_trips - earlier.ipc_round_trips,
+            spin_iterations: self.spin_iterations - earlier.spin_iterations,
+            worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
+        }
+    }
+
+    /// Takes an env backend's own totals (IPC, spins, waits) into these.
+    pub fn set_env(&mut self, env: &EnvCounters) {
+        self.ipc_round_trips = env.ipc_round_trips;
+        self.spin_iterations = env.spin_iterations;
+        self.worker_wait_s = env.worker_wait_s;
+    }
+}
+
+/// What an env backend counts itself (totals since it was made).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvCounters {
+    pub ipc_round_trips: u64,
+    pub spin_iterations: u64,
+    pub worker_wait_s: f64,
+}
