@@ -52,6 +52,9 @@ fn every_host_backend_gives_the_same_trajectories() {
                 assert_eq!(out.terminated, reference.terminated, "terminated: {ctx}");
                 assert_eq!(out.truncated, reference.truncated, "truncated: {ctx}");
                 assert_eq!(out.episodes, reference.episodes, "episode ends: {ctx}");
+                for end in &reference.episodes {
+                    assert_eq!(out.final_row(0, end.env), reference.final_row(0, end.env), "final obs: {ctx}");
+                }
             }
         }
         assert!(ended > envs * 5, "episodes must end and reset mid-run ({ended})");

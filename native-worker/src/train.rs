@@ -12,7 +12,7 @@ use crate::rollout::{Batch, Rollout};
 use crate::transfer::Mover;
 use anyhow::{bail, Context, Result};
 use hotlab_shared::counters::Counters;
-use hotlab_shared::env::{BatchEnv, EnvSpec, FieldData, FieldKind, Observations, StepBatch};
+use hotlab_shared::env::{BatchEnv, EnvSpec, FieldKind, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{Backend, Inference, RunSpec};
 use serde::Serialize;
@@ -148,7 +148,7 @@ fn collect_host(
             episodes.push(end.episode_return);
             if !end.terminated {
                 // Truncated: GAE bootstraps from the value of the final observation.
-                let FieldData::F32(final_obs) = &end.final_obs[0] else { unreachable!("f32 field") };
+                let final_obs = out.final_row(0, end.env);
                 rollout.final_values[t * envs + end.env] = actor.values(net, final_obs, obs_dim, c)[0];
             }
         }

@@ -118,9 +118,6 @@ pub struct EpisodeEnd {
     pub length: u32,
     /// True when the env reached a terminal state; false when it was truncated.
     pub terminated: bool,
-    /// The last observation of the episode, one row per field (the observation returned
-    /// in its place is already the first of the next episode).
-    pub final_obs: Vec<FieldData>,
 }
 
 /// What one step of a batch returns.
@@ -133,6 +130,9 @@ pub struct StepBatch {
     pub truncated: Vec<bool>,
     /// Episodes that ended at this step.
     pub episodes: Vec<EpisodeEnd>,
+    /// The last observation of each episode that ended, at its env's row (other rows are
+    /// stale): `obs` already holds the first observation of the next episode there.
+    pub final_obs: Observations,
 }
 
 impl StepBatch {
@@ -143,7 +143,15 @@ impl StepBatch {
             terminated: vec![false; envs],
             truncated: vec![false; envs],
             episodes: Vec::new(),
+            final_obs: Observations { mask: None, ..Observations::zeros(spec, envs) },
         }
+    }
+
+    /// Row `env` of f32 field `field` of the final observations.
+    pub fn final_row(&self, field: usize, env: usize) -> &[f32] {
+        let data = self.final_obs.fields[field].as_f32().expect("an f32 field");
+        let width = data.len() / self.reward.len().max(1);
+        &data[env * width..(env + 1) * width]
     }
 }
 

@@ -61,8 +61,10 @@ impl BatchEnv for Sequential {
                     episode_return: self.returns[e],
                     length: self.lengths[e],
                     terminated: term,
-                    final_obs: row.clone(),
                 });
+                for (f, field) in row.iter().enumerate() {
+                    write_row(&mut out.final_obs.fields[f], e, field);
+                }
                 env.reset(row);
                 self.returns[e] = 0.0;
                 self.lengths[e] = 0;

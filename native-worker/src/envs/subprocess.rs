@@ -188,6 +188,7 @@ impl BatchEnv for Subprocess {
         let returns = self.region.slice::<f64>(l.episode_return, l.envs);
         let lengths = self.region.slice::<u32>(l.episode_length, l.envs);
         let final_obs = self.region.slice::<f32>(l.final_obs, l.envs * l.obs_dim);
+        let dim = l.obs_dim;
         out.episodes.clear();
         for e in 0..l.envs {
             out.terminated[e] = term[e] != 0;
@@ -198,8 +199,10 @@ impl BatchEnv for Subprocess {
                     episode_return: returns[e],
                     length: lengths[e],
                     terminated: out.terminated[e],
-                    final_obs: vec![FieldData::F32(final_obs[e * l.obs_dim..(e + 1) * l.obs_dim].to_vec())],
                 });
+                if let Some(FieldData::F32(f)) = out.final_obs.fields.first_mut() {
+                    f[e * dim..(e + 1) * dim].copy_from_slice(&final_obs[e * dim..(e + 1) * dim]);
+                }
             }
         }
         Ok(())

@@ -190,6 +190,9 @@ impl BatchEnv for Threads {
             for (dst, src) in out.obs.fields.iter_mut().zip(&s.out.obs.fields) {
                 copy_rows(dst, src, first, count);
             }
+            for (dst, src) in out.final_obs.fields.iter_mut().zip(&s.out.final_obs.fields) {
+                copy_rows(dst, src, first, count);
+            }
             out.episodes.extend(s.out.episodes.iter().map(|e| {
                 let mut e = e.clone();
                 e.env += first;

@@ -95,9 +95,7 @@ pub fn run(a: WorkerArgs) -> Result<()> {
                 let g = first + end.env;
                 region.slice::<f64>(l.episode_return + g * 8, 1)[0] = end.episode_return;
                 region.slice::<u32>(l.episode_length + g * 4, 1)[0] = end.length;
-                if let FieldData::F32(v) = &end.final_obs[0] {
-                    region.slice::<f32>(l.final_obs + g * obs_dim * 4, obs_dim).copy_from_slice(v);
-                }
+                region.slice::<f32>(l.final_obs + g * obs_dim * 4, obs_dim).copy_from_slice(out.final_row(0, end.env));
             }
         }
         region.done(a.worker).store(now, Ordering::Release);
