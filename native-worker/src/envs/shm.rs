@@ -31,8 +31,12 @@ pub struct Layout {
     pub size: usize,
 }
 
-/// Per worker: `seq` (bumped by the trainer), `command`, and `done` (the last `seq`
-/// answered) on its own cache line, so spinning on one does not slow writes to the other.
+/// The header: `go` (the step's sequence number; every worker waits on this one word, so
+/// one wake-up call starts them all) and `remaining` (workers still busy; the last one to
+/// finish wakes the trainer), each on its own cache line.
+const HEADER_BYTES: usize = 128;
+/// Per worker: `command`, and `done` (the last sequence number answered) on its own
+/// cache line, so spinning on one does not slow writes to the other.
 const SLOT_BYTES: usize = 128;
 
 fn align(x: usize) -> usize {
@@ -41,7 +45,7 @@ fn align(x: usize) -> usize {
 
 impl Layout {
     pub fn new(envs: usize, obs_dim: usize, heads: usize, workers: usize) -> Self {
-        let mut at = align(workers * SLOT_BYTES);
+        let mut at = align(HEADER_BYTES + workers * SLOT_BYTES);
         let mut take = |bytes: usize| {
             let start = at;
             at = align(at + bytes);
@@ -134,19 +138,29 @@ impl Region {
         Ok(fd)
     }
 
-    fn atomic(&self, worker: usize, word: usize) -> &AtomicU32 {
-        assert!(worker < self.layout.workers);
-        // SAFETY: inside the slot area, 4-byte aligned, and only accessed atomically.
-        unsafe { &*(self.base.add(worker * SLOT_BYTES + word) as *const AtomicU32) }
+    fn word(&self, offset: usize) -> &AtomicU32 {
+        assert!(offset + 4 <= HEADER_BYTES + self.layout.workers * SLOT_BYTES);
+        // SAFETY: inside the flag area, 4-byte aligned, and only accessed atomically.
+        unsafe { &*(self.base.add(offset) as *const AtomicU32) }
     }
 
-    /// The sequence number the trainer bumps to start a command.
-    pub fn seq(&self, worker: usize) -> &AtomicU32 {
-        self.atomic(worker, 0)
+    fn atomic(&self, worker: usize, word: usize) -> &AtomicU32 {
+        assert!(worker < self.layout.workers);
+        self.word(HEADER_BYTES + worker * SLOT_BYTES + word)
+    }
+
+    /// The sequence number the trainer bumps to start a command on every worker.
+    pub fn go(&self) -> &AtomicU32 {
+        self.word(0)
+    }
+
+    /// Workers that have not finished the current command.
+    pub fn remaining(&self) -> &AtomicU32 {
+        self.word(64)
     }
 
     pub fn command(&self, worker: usize) -> &AtomicU32 {
-        self.atomic(worker, 4)
+        self.atomic(worker, 0)
     }
 
     /// The last sequence number the worker finished.

@@ -1,9 +1,10 @@
 //! `subprocess`: W worker processes (`hotlab env-worker`, the same binary), each owning
 //! a slice of the envs; actions, observations, rewards and dones live in shared memory.
 //!
-//! `--wait spin` busy-polls the workers' done flags and checks every 64 polls that the
-//! worker is still alive — seed 000's `is_set`/`is_alive` polling, reproduced on purpose
-//! (it collapses when workers outnumber cores). `--wait block` sleeps on a futex.
+//! `--wait spin` busy-polls the count of busy workers and checks every 64 polls that the
+//! unfinished workers are alive — seed 000's `is_set`/`is_alive` polling, reproduced on
+//! purpose (it collapses when workers outnumber cores). `--wait block` sleeps on futexes:
+//! one wake-up call starts every worker, the last worker to finish wakes the trainer.
 //!
 //! A worker that dies is noticed within one poll or 50 ms of sleep: the step fails with
 //! the worker's index, pid and exit status, and the other workers are stopped and reaped.
@@ -94,30 +95,31 @@ impl Subprocess {
         let seq = self.seq;
         for w in 0..self.children.len() {
             self.region.command(w).store(command, Ordering::Relaxed);
-            self.region.seq(w).store(seq, Ordering::Release);
-            if self.wait == WaitMode::Block {
-                futex_wake(self.region.seq(w));
-            }
+        }
+        self.region.remaining().store(self.children.len() as u32, Ordering::Release);
+        self.region.go().store(seq, Ordering::Release);
+        if self.wait == WaitMode::Block {
+            futex_wake(self.region.go());
         }
         let start = Instant::now();
-        for w in 0..self.children.len() {
-            if let Err(e) = self.wait_for(w, seq) {
-                self.failure = Some(e.clone());
-                stop_all(&mut self.children);
-                return Err(e);
-            }
+        if let Err(e) = self.wait_all(seq) {
+            self.failure = Some(e.clone());
+            stop_all(&mut self.children);
+            return Err(e);
         }
         self.counters.worker_wait_s += start.elapsed().as_secs_f64();
         self.counters.ipc_round_trips += self.children.len() as u64;
         Ok(())
     }
 
-    fn wait_for(&mut self, w: usize, seq: u32) -> Result<(), EnvError> {
-        let done = self.region.done(w);
+    /// Waits until `remaining` is 0, checking that unfinished workers are alive.
+    fn wait_all(&mut self, seq: u32) -> Result<(), EnvError> {
+        let remaining = self.region.remaining();
         let mut polls = 0u64;
+        let mut last_check = Instant::now();
         loop {
-            let current = done.load(Ordering::Acquire);
-            if current == seq {
+            let left = remaining.load(Ordering::Acquire);
+            if left == 0 {
                 return Ok(());
             }
             match self.wait {
@@ -129,18 +131,28 @@ impl Subprocess {
                         continue;
                     }
                 }
-                WaitMode::Block => futex_wait(done, current, BLOCK_SLICE),
+                WaitMode::Block => {
+                    futex_wait(remaining, left, BLOCK_SLICE);
+                    if last_check.elapsed() < BLOCK_SLICE {
+                        continue;
+                    }
+                    last_check = Instant::now();
+                }
             }
-            if done.load(Ordering::Acquire) == seq {
+            if remaining.load(Ordering::Acquire) == 0 {
                 return Ok(());
             }
             let others = self.children.len() - 1;
-            let child = &mut self.children[w];
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(EnvError(format!(
-                    "env worker {w} (pid {}) died during a step ({status}); the other {others} workers were stopped",
-                    child.id()
-                )));
+            for (w, child) in self.children.iter_mut().enumerate() {
+                if self.region.done(w).load(Ordering::Acquire) == seq {
+                    continue;
+                }
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(EnvError(format!(
+                        "env worker {w} (pid {}) died during a step ({status}); the other {others} workers were stopped",
+                        child.id()
+                    )));
+                }
             }
         }
     }
@@ -219,9 +231,9 @@ impl Drop for Subprocess {
             self.seq = self.seq.wrapping_add(1);
             for w in 0..self.children.len() {
                 self.region.command(w).store(CMD_EXIT, Ordering::Relaxed);
-                self.region.seq(w).store(self.seq, Ordering::Release);
-                futex_wake(self.region.seq(w));
             }
+            self.region.go().store(self.seq, Ordering::Release);
+            futex_wake(self.region.go());
             let deadline = Instant::now() + Duration::from_secs(2);
             for c in &mut self.children {
                 while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {

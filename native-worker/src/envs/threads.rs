@@ -1,10 +1,11 @@
-//! `threads`: W worker threads, each owning a contiguous slice of the envs as a
-//! struct-of-arrays batch, woken once per step.
+//! `threads`: W workers, each owning a contiguous slice of the envs as a struct-of-arrays
+//! batch, woken once per step. The trainer thread is worker 0 (as in EnvPool: no core
+//! sits idle waiting), the other W − 1 are threads.
 //!
 //! A step: the trainer copies each slice's actions into its worker's slot, bumps the
-//! shared epoch and unparks the workers; each worker steps its slice and the last one to
-//! finish unparks the trainer. Workers spin briefly before parking, so back-to-back
-//! steps do not pay a futex round trip when there are cores to spare.
+//! shared epoch and unparks the helpers, steps its own slice, then waits for the last
+//! helper to finish. Helpers spin for a while before parking, so back-to-back steps do
+//! not pay a futex round trip when there are cores to spare.
 
 use super::{copy_rows, partition, vector_env};
 use hotlab_shared::counters::EnvCounters;
@@ -15,8 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-/// Polls before a waiting thread parks.
-const SPIN_BEFORE_PARK: u32 = 2_000;
+/// Polls before a helper parks (tens of microseconds: longer than a policy forward
+/// between two steps, far shorter than an update).
+const SPIN_BEFORE_PARK: u32 = 20_000;
 
 enum Command {
     Reset,
@@ -43,6 +45,10 @@ struct Shared {
 pub struct Threads {
     spec: EnvSpec,
     envs: usize,
+    /// Worker 0: the slice the trainer thread steps itself.
+    local: Box<dyn BatchEnv>,
+    local_count: usize,
+    own_out: StepBatch,
     shared: Arc<Shared>,
     slots: Vec<Arc<Mutex<Slot>>>,
     handles: Vec<JoinHandle<()>>,
@@ -60,7 +66,10 @@ impl Threads {
         });
         let mut slots = Vec::new();
         let mut handles = Vec::new();
-        for (w, (first, count)) in partition(envs, workers.max(1)).into_iter().enumerate() {
+        let parts = partition(envs, workers.max(1));
+        let local_count = parts[0].1;
+        let local = vector_env(env, local_count, seed, 0);
+        for (w, (first, count)) in parts.into_iter().enumerate().skip(1) {
             let slot = Arc::new(Mutex::new(Slot {
                 first,
                 count,
@@ -79,11 +88,17 @@ impl Threads {
             slots.push(slot);
             handles.push(handle);
         }
-        Self { spec, envs, shared, slots, handles, counters: EnvCounters::default() }
+        let own_out = StepBatch::new(&spec, local_count);
+        Self { spec, envs, local, local_count, own_out, shared, slots, handles, counters: EnvCounters::default() }
     }
 
-    /// Wakes every worker for one command and waits until all have answered.
-    fn round(&mut self, command: fn() -> Command) -> Result<(), EnvError> {
+    /// Wakes every helper for one command, runs `own` (the trainer's slice) meanwhile,
+    /// and waits until all helpers have answered.
+    fn round(
+        &mut self,
+        command: fn() -> Command,
+        own: impl FnOnce(&mut dyn BatchEnv) -> Result<(), EnvError>,
+    ) -> Result<(), EnvError> {
         *self.shared.trainer.lock().unwrap() = Some(std::thread::current());
         for slot in &self.slots {
             slot.lock().unwrap().command = command();
@@ -93,6 +108,7 @@ impl Threads {
         for h in &self.handles {
             h.thread().unpark();
         }
+        own(self.local.as_mut())?;
         let start = Instant::now();
         let mut spins = 0u32;
         while self.shared.remaining.load(Ordering::Acquire) != 0 {
@@ -162,7 +178,11 @@ impl BatchEnv for Threads {
     }
 
     fn reset(&mut self, out: &mut Observations) -> Result<(), EnvError> {
-        self.round(|| Command::Reset)?;
+        let mut own = Observations::zeros(&self.spec, self.local_count);
+        self.round(|| Command::Reset, |env| env.reset(&mut own))?;
+        for (dst, src) in out.fields.iter_mut().zip(&own.fields) {
+            copy_rows(dst, src, 0, self.local_count);
+        }
         for slot in &self.slots {
             let s = slot.lock().unwrap();
             for (dst, src) in out.fields.iter_mut().zip(&s.obs.fields) {
@@ -179,8 +199,22 @@ impl BatchEnv for Threads {
             let (a, b) = (s.first * heads, (s.first + s.count) * heads);
             s.actions.copy_from_slice(&actions[a..b]);
         }
-        self.round(|| Command::Step)?;
+        // The trainer's own slice writes straight into `out`'s leading rows.
+        let n0 = self.local_count;
+        let mut own = std::mem::replace(&mut self.own_out, StepBatch::new(&self.spec, 0));
+        self.round(|| Command::Step, |env| env.step(&actions[..n0 * heads], &mut own))?;
         out.episodes.clear();
+        out.reward[..n0].copy_from_slice(&own.reward);
+        out.terminated[..n0].copy_from_slice(&own.terminated);
+        out.truncated[..n0].copy_from_slice(&own.truncated);
+        for (dst, src) in out.obs.fields.iter_mut().zip(&own.obs.fields) {
+            copy_rows(dst, src, 0, n0);
+        }
+        for (dst, src) in out.final_obs.fields.iter_mut().zip(&own.final_obs.fields) {
+            copy_rows(dst, src, 0, n0);
+        }
+        out.episodes.extend_from_slice(&own.episodes);
+        self.own_out = own;
         for slot in &self.slots {
             let s = slot.lock().unwrap();
             let (first, count) = (s.first, s.count);

@@ -8,6 +8,11 @@ use hotlab_shared::spec::{EnvName, WaitMode};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// Polls before a blocking worker sleeps, when the workers and the trainer have cores
+/// of their own: a step's round trip is then a few microseconds, about what a futex
+/// wake-up costs. With more processes than cores, spinning only steals their time.
+const SPIN_FIRST: u64 = 1_000;
+
 /// What the trainer tells a worker on its command line.
 #[derive(Clone, Debug)]
 pub struct WorkerArgs {
@@ -43,9 +48,11 @@ pub fn run(a: WorkerArgs) -> Result<()> {
     let (first, count, heads) = (a.first, a.count, l.heads);
     let mut obs = Observations::zeros(&spec, count);
     let mut out = StepBatch::new(&spec, count);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spin_first = if a.workers < cores { SPIN_FIRST } else { 0 };
     let mut seen = region.done(a.worker).load(Ordering::Acquire);
     loop {
-        let seq = region.seq(a.worker);
+        let seq = region.go();
         let mut polls = 0u64;
         let now = loop {
             let s = seq.load(Ordering::Acquire);
@@ -59,6 +66,10 @@ pub fn run(a: WorkerArgs) -> Result<()> {
                     if polls.is_multiple_of(1 << 20) && parent_gone(a.parent) {
                         return Ok(());
                     }
+                }
+                WaitMode::Block if polls < spin_first => {
+                    polls += 1;
+                    std::hint::spin_loop();
                 }
                 WaitMode::Block => {
                     futex_wait(seq, s, Duration::from_millis(500));
@@ -99,8 +110,8 @@ pub fn run(a: WorkerArgs) -> Result<()> {
             }
         }
         region.done(a.worker).store(now, Ordering::Release);
-        if a.wait == WaitMode::Block {
-            futex_wake(region.done(a.worker));
+        if region.remaining().fetch_sub(1, Ordering::AcqRel) == 1 && a.wait == WaitMode::Block {
+            futex_wake(region.remaining());
         }
         seen = now;
     }
