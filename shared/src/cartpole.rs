@@ -270,24 +270,27 @@ pub fn terminated_f32(s: [f32; 4]) -> bool {
     (s[0] < -xt) | (s[0] > xt) | (s[2] < -tt) | (s[2] > tt)
 }
 
+/// The arrays the physics pass reads and writes, one element per env.
+struct Lanes<'a> {
+    x: &'a mut [f32],
+    x_dot: &'a mut [f32],
+    theta: &'a mut [f32],
+    theta_dot: &'a mut [f32],
+    actions: &'a [i64],
+    elapsed: &'a mut [u32],
+    ret: &'a mut [f64],
+    term: &'a mut [bool],
+    trunc: &'a mut [bool],
+}
+
 /// The physics of every env of a batch, in place: one Euler step, the step counters,
 /// the termination and truncation flags. No branches, no calls: the loop vectorizes.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn physics_body(
-    x: &mut [f32],
-    x_dot: &mut [f32],
-    theta: &mut [f32],
-    theta_dot: &mut [f32],
-    actions: &[i64],
-    elapsed: &mut [u32],
-    ret: &mut [f64],
-    term: &mut [bool],
-    trunc: &mut [bool],
-) {
-    let n = x.len();
-    let (x_dot, theta, theta_dot, actions) = (&mut x_dot[..n], &mut theta[..n], &mut theta_dot[..n], &actions[..n]);
-    let (elapsed, ret, term, trunc) = (&mut elapsed[..n], &mut ret[..n], &mut term[..n], &mut trunc[..n]);
+fn physics_body(l: Lanes<'_>) {
+    let n = l.x.len();
+    let (x, x_dot, theta, theta_dot) = (l.x, &mut l.x_dot[..n], &mut l.theta[..n], &mut l.theta_dot[..n]);
+    let (actions, elapsed, ret) = (&l.actions[..n], &mut l.elapsed[..n], &mut l.ret[..n]);
+    let (term, trunc) = (&mut l.term[..n], &mut l.trunc[..n]);
     for i in 0..n {
         let s = dynamics_f32([x[i], x_dot[i], theta[i], theta_dot[i]], actions[i]);
         [x[i], x_dot[i], theta[i], theta_dot[i]] = s;
@@ -298,41 +301,36 @@ fn physics_body(
     }
 }
 
-/// [`physics_body`] compiled for AVX-512 (the baseline x86-64 target has only SSE2);
-/// chosen at run time. Same bits as the baseline: the arithmetic has no FMA.
+/// [`physics_body`] compiled for AVX-512 (the baseline x86-64 target has only SSE2).
+/// Same bits as the baseline: the arithmetic has no FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn physics_avx512(
-    x: &mut [f32],
-    x_dot: &mut [f32],
-    theta: &mut [f32],
-    theta_dot: &mut [f32],
-    actions: &[i64],
-    elapsed: &mut [u32],
-    ret: &mut [f64],
-    term: &mut [bool],
-    trunc: &mut [bool],
-) {
-    physics_body(x, x_dot, theta, theta_dot, actions, elapsed, ret, term, trunc)
+unsafe fn physics_avx512(l: Lanes<'_>) {
+    physics_body(l)
 }
 
 /// [`physics_body`] compiled for AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn physics_avx2(
-    x: &mut [f32],
-    x_dot: &mut [f32],
-    theta: &mut [f32],
-    theta_dot: &mut [f32],
-    actions: &[i64],
-    elapsed: &mut [u32],
-    ret: &mut [f64],
-    term: &mut [bool],
-    trunc: &mut [bool],
-) {
-    physics_body(x, x_dot, theta, theta_dot, actions, elapsed, ret, term, trunc)
+unsafe fn physics_avx2(l: Lanes<'_>) {
+    physics_body(l)
+}
+
+/// Runs the physics pass with the widest vectors the CPU has (chosen at run time).
+fn physics(l: Lanes<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
+            // SAFETY: the CPU has the features the function was compiled for.
+            return unsafe { physics_avx512(l) };
+        }
+        if has!("avx2") {
+            // SAFETY: as above.
+            return unsafe { physics_avx2(l) };
+        }
+    }
+    physics_body(l)
 }
 
 impl BatchEnv for CartPoleBatch {
@@ -362,29 +360,17 @@ impl BatchEnv for CartPoleBatch {
         out.reward.resize(n, 1.0);
         out.terminated.resize(n, false);
         out.truncated.resize(n, false);
-        let (x, xd, th, thd) = (&mut self.x, &mut self.x_dot, &mut self.theta, &mut self.theta_dot);
-        let (el, ret, term, trunc) = (&mut self.elapsed, &mut self.ret, &mut out.terminated, &mut out.truncated);
-        #[cfg(target_arch = "x86_64")]
-        let done = if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-        {
-            // SAFETY: the CPU has the features the function was compiled for.
-            unsafe { physics_avx512(x, xd, th, thd, actions, el, ret, term, trunc) };
-            true
-        } else if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: as above.
-            unsafe { physics_avx2(x, xd, th, thd, actions, el, ret, term, trunc) };
-            true
-        } else {
-            false
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let done = false;
-        if !done {
-            physics_body(x, xd, th, thd, actions, el, ret, term, trunc);
-        }
+        physics(Lanes {
+            x: &mut self.x,
+            x_dot: &mut self.x_dot,
+            theta: &mut self.theta,
+            theta_dot: &mut self.theta_dot,
+            actions,
+            elapsed: &mut self.elapsed,
+            ret: &mut self.ret,
+            term: &mut out.terminated,
+            trunc: &mut out.truncated,
+        });
         // Autoreset: find the finished envs with a tight scan, then handle each.
         self.finished.clear();
         for (i, (&te, &tr)) in out.terminated.iter().zip(&out.truncated).enumerate() {
