@@ -126,7 +126,7 @@ fn the_same_seed_gives_the_same_run_on_cpu() {
             .lines()
             .map(|l| {
                 let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-                for timing in ["wall_s", "sps", "rollout_s", "update_s"] {
+                for timing in ["wall_s", "sps", "rollout_s", "update_s", "profile"] {
                     v.as_object_mut().unwrap().remove(timing);
                 }
                 v

@@ -3,11 +3,14 @@
 use crate::distribution;
 use crate::fused::{ActOut, FusedPolicy};
 use crate::policy::ActorCritic;
+use crate::profiler::Profiler;
 use crate::rollout::Rollout;
 use crate::transfer::{read_into, Mover};
 use hotlab_shared::counters::Counters;
+use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ActionSync;
+use std::time::Instant;
 use tch::Tensor;
 
 pub enum Actor {
@@ -19,7 +22,9 @@ pub enum Actor {
 }
 
 impl Actor {
-    /// Fills step `t` of `rollout` (its observations are already there).
+    /// Fills step `t` of `rollout` (its observations are already there); profiles from
+    /// `start` and returns the end of its last span.
+    #[allow(clippy::too_many_arguments)]
     pub fn act(
         &mut self,
         net: &ActorCritic,
@@ -28,7 +33,9 @@ impl Actor {
         heads: &[usize],
         rng: &mut HostRng,
         c: &mut Counters,
-    ) {
+        prof: &mut Profiler,
+        start: Instant,
+    ) -> Instant {
         let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
         match self {
             Actor::Fused(policy) => {
@@ -39,19 +46,23 @@ impl Actor {
                     heads,
                     rng,
                     ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values },
-                )
+                );
+                prof.stop(Phase::PolicyForward, start)
             }
             Actor::Eager { mover, sync } => tch::no_grad(|| {
                 let device_buffers = rollout.device_buffers(net.device());
                 let (mut log_probs, mut values) = (device_buffers.0.get(t as i64), device_buffers.1.get(t as i64));
                 let slot = rollout.step_mut(t);
                 let obs = mover.obs_to_device(slot.obs, envs, obs_dim, c);
+                let s = prof.stop(Phase::ObsTransfer, start);
                 let logits = net.logits(&obs);
                 let actions = distribution::sample(&logits, None, heads);
                 let (lp, _) = distribution::log_prob_and_entropy(&logits, None, heads, &actions);
                 log_probs.copy_(&lp);
                 values.copy_(&net.value(&obs));
+                let s = prof.stop(Phase::PolicyForward, s);
                 mover.read_actions(&actions, slot.actions, *sync, c);
+                prof.stop(Phase::ActionReadback, s)
             }),
         }
     }

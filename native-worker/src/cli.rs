@@ -35,6 +35,10 @@ pub enum Command {
     System(SystemArgs),
     /// Serve the web lab and its API.
     Serve(ServeArgs),
+    /// Train with the profiler's report: ranked bottlenecks, the data/forward/backward
+    /// split, and the knobs to turn (same flags as `train`).
+    #[command(args_override_self = true, allow_negative_numbers = true)]
+    Profile(Box<ProfileArgs>),
     /// Benchmarks (`hotlab bench envs --help`).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -166,41 +170,50 @@ impl TrainArgs {
     }
 }
 
-pub fn train(a: TrainArgs) -> Result<()> {
-    let spec = a.spec();
-    spec.validate()?;
-    let mut metrics = match &a.out {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("--out: cannot create {}", dir.display()))?;
-            let path = dir.join("metrics.jsonl");
-            let file =
-                std::fs::File::create(&path).with_context(|| format!("--out: cannot write {}", path.display()))?;
-            Some(std::io::BufWriter::new(file))
-        }
-        None => None,
-    };
-    let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new(spec.updates() * spec.batch_size() as u64) };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}")
-            .expect("valid template"),
-    );
-    let trained = train::train(&spec, &mut |m| {
-        bar.set_position(m.global_step);
-        let ret = m.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
-        bar.set_message(format!("{:.0} SPS  return {ret}", m.sps));
-        if let Some(w) = metrics.as_mut() {
-            let _ = writeln!(w, "{}", serde_json::to_string(m).unwrap_or_default());
-        }
-    })?;
-    bar.finish_and_clear();
-    let report = &trained.report;
-    if let Some(dir) = &a.out {
-        if let Some(mut w) = metrics.take() {
-            w.flush().context("writing metrics.jsonl")?;
-        }
-        checkpoint::save(dir, &spec, &trained.net)?;
-        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(report)?)?;
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub train: TrainArgs,
+    /// Report format: `md` (Markdown) or `json`.
+    #[arg(long, default_value = "md", value_parser = ["md", "json"])]
+    pub report: String,
+    /// Also write Chrome trace-event JSON (opens in Perfetto and chrome://tracing) here.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Rollout steps to trace, `A..B` (a step = every env once).
+    #[arg(long, default_value = "0..64")]
+    pub trace_steps: hotlab::profiler::TraceWindow,
+}
+
+pub fn profile(a: ProfileArgs) -> Result<()> {
+    let trace = a.trace.as_ref().map(|_| a.trace_steps);
+    let json = a.report == "json" || a.train.json;
+    let trained = run_training(&a.train, trace, json)?;
+    let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+    if let (Some(path), Some(events)) = (&a.trace, &trained.trace) {
+        std::fs::write(path, serde_json::to_string(events)?)
+            .with_context(|| format!("--trace: cannot write {}", path.display()))?;
     }
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.markdown());
+        if let Some(path) = &a.trace {
+            println!(
+                "
+trace of steps {}..{} written to {}",
+                a.trace_steps.first,
+                a.trace_steps.end,
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn train(a: TrainArgs) -> Result<()> {
+    let trained = run_training(&a, None, a.json)?;
+    let report = &trained.report;
     if a.json {
         println!("{}", serde_json::to_string(report)?);
     } else {
@@ -222,6 +235,44 @@ pub fn train(a: TrainArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Trains with a progress bar (unless `quiet`), writing `--out` if asked.
+fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, quiet: bool) -> Result<train::Trained> {
+    let spec = a.spec();
+    spec.validate()?;
+    let mut metrics = match &a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("--out: cannot create {}", dir.display()))?;
+            let path = dir.join("metrics.jsonl");
+            let file =
+                std::fs::File::create(&path).with_context(|| format!("--out: cannot write {}", path.display()))?;
+            Some(std::io::BufWriter::new(file))
+        }
+        None => None,
+    };
+    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(spec.updates() * spec.batch_size() as u64) };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}")
+            .expect("valid template"),
+    );
+    let trained = train::train_traced(&spec, trace, &mut |m| {
+        bar.set_position(m.global_step);
+        let ret = m.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
+        bar.set_message(format!("{:.0} SPS  return {ret}", m.sps));
+        if let Some(w) = metrics.as_mut() {
+            let _ = writeln!(w, "{}", serde_json::to_string(m).unwrap_or_default());
+        }
+    })?;
+    bar.finish_and_clear();
+    if let Some(dir) = &a.out {
+        if let Some(mut w) = metrics.take() {
+            w.flush().context("writing metrics.jsonl")?;
+        }
+        checkpoint::save(dir, &spec, &trained.net)?;
+        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&trained.report)?)?;
+    }
+    Ok(trained)
 }
 
 #[derive(Args, Debug)]

@@ -7,9 +7,11 @@ use crate::distribution;
 use crate::envs::device::DeviceCartPole;
 use crate::gae::{gae, GaeInput};
 use crate::policy::ActorCritic;
+use crate::profiler::Profiler;
 use crate::rollout::Batch;
 use crate::transfer::{read_into, Mover};
 use hotlab_shared::counters::Counters;
+use hotlab_shared::profile::Phase;
 use tch::{Kind, Tensor};
 
 pub struct DeviceRollout {
@@ -69,17 +71,25 @@ impl DeviceRollout {
         lambda: f32,
         mover: &Mover,
         c: &mut Counters,
+        prof: &mut Profiler,
+        first_step: u64,
     ) -> Collected {
         tch::no_grad(|| {
             for t in 0..self.steps {
+                prof.set_step(first_step + t as u64);
+                let s = prof.start();
                 let logits = net.logits(&self.current);
                 let actions = distribution::sample(&logits, None, heads);
                 let (lp, _) = distribution::log_prob_and_entropy(&logits, None, heads, &actions);
+                let value = net.value(&self.current);
+                let s = prof.stop(Phase::PolicyForward, s);
                 self.obs.get(t).copy_(&self.current);
                 self.actions.get(t).copy_(&actions);
                 self.log_probs.get(t).copy_(&lp);
-                self.values.get(t).copy_(&net.value(&self.current));
+                self.values.get(t).copy_(&value);
+                let s = prof.stop(Phase::RolloutStore, s);
                 let step = env.step(&actions);
+                let s = prof.stop(Phase::EnvStep, s);
                 self.rewards.get(t).copy_(&step.reward);
                 self.terminated.get(t).copy_(&step.terminated);
                 self.truncated.get(t).copy_(&step.truncated);
@@ -87,7 +97,9 @@ impl DeviceRollout {
                 self.done.get(t).copy_(&step.done);
                 self.episode_return.get(t).copy_(&step.episode_return);
                 self.current = step.obs;
+                prof.stop(Phase::RolloutStore, s);
             }
+            let s = prof.start();
             c.env_steps += (self.steps * self.envs) as u64;
             let d = self.obs.size()[2];
             let final_values = net.value(&self.final_obs.view([-1, d]));
@@ -133,6 +145,7 @@ impl DeviceRollout {
                 returns: mover.upload_f32(&returns, &[b], c),
             };
             let episode_returns = done.iter().zip(&returns_at).filter(|(d, _)| **d).map(|(_, r)| *r).collect();
+            prof.stop(Phase::Gae, s);
             Collected { batch, episode_returns }
         })
     }

@@ -29,6 +29,8 @@ pub mod fused;
 pub mod gae;
 pub mod policy;
 pub mod ppo;
+pub mod ppo_grad;
+pub mod profiler;
 pub mod rollout;
 pub mod serve;
 pub mod system;

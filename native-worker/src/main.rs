@@ -44,6 +44,7 @@ fn run(args: cli::Cli) -> Result<()> {
         cli::Command::Eval(a) => cli::eval(a),
         cli::Command::System(a) => cli::system(a),
         cli::Command::Serve(a) => cli::serve(a),
+        cli::Command::Profile(a) => cli::profile(*a),
         cli::Command::Bench(cli::BenchCommand::Envs(a)) => bench_cli::envs(a),
         cli::Command::EnvWorker(a) => cli::env_worker(a),
     }

@@ -70,6 +70,15 @@ pub struct ActorCritic {
     pub flat_grad: Tensor,
     /// Leaf views into `flat`, in layout order; gradients accumulate into `flat_grad`.
     params: Vec<Tensor>,
+    /// Views into `flat_grad`, in layout order (the hand-written backward writes here).
+    grads: Vec<Tensor>,
+}
+
+/// One network's training forward: each layer's input (the previous layer's tanh
+/// output) and the network's output; what [`ActorCritic::backward_taped`] needs.
+pub struct Tape {
+    inputs: Vec<Tensor>,
+    pub out: Tensor,
 }
 
 /// Gains of CleanRL's `layer_init`: √2 for hidden layers, 0.01 for the policy head, 1 for the value head.
@@ -102,6 +111,22 @@ pub fn tanh(x: &Tensor) -> Tensor {
         (x * 2.0).sigmoid() * 2.0 - 1.0
     } else {
         x.tanh()
+    }
+}
+
+/// `tanh` of a freshly computed tensor that nothing else refers to, in place where that
+/// is safe and faster: libtorch's CPU `tanh` takes 22 µs on 128×64 floats (an add takes
+/// 2), the native vectorized one about 1. Outside autograd only: no backward node is made.
+fn tanh_fresh(z: Tensor) -> Tensor {
+    if z.device() == Device::Cpu && z.kind() == Kind::Float && z.is_contiguous() && !z.requires_grad() {
+        let n = z.numel();
+        // SAFETY: `z` is a contiguous f32 CPU tensor of `n` elements that this function
+        // owns (no view of it exists), so the slice is valid and not aliased.
+        let xs = unsafe { std::slice::from_raw_parts_mut(z.data_ptr() as *mut f32, n) };
+        crate::fused::tanh_in_place(xs);
+        z
+    } else {
+        tanh(&z)
     }
 }
 
@@ -142,7 +167,8 @@ impl ActorCritic {
             let mut g = p.grad();
             g.set_data(&flat_grad.narrow(0, s.offset, s.numel()).view(s.shape.as_slice()));
         }
-        let mut net = Self { arch, layout, flat, flat_grad, params };
+        let grads = layout.iter().map(|s| flat_grad.narrow(0, s.offset, s.numel()).view(s.shape.as_slice())).collect();
+        let mut net = Self { arch, layout, flat, flat_grad, params, grads };
         net.zero_grad();
         net
     }
@@ -176,6 +202,44 @@ impl ActorCritic {
     /// Critic values `[B]`.
     pub fn value(&self, obs: &Tensor) -> Tensor {
         self.mlp(obs, 2 * self.arch.depth()).squeeze_dim(-1)
+    }
+
+    /// Index of the first parameter of the actor or of the critic.
+    fn first(&self, critic: bool) -> usize {
+        if critic {
+            2 * self.arch.depth()
+        } else {
+            0
+        }
+    }
+
+    /// The actor's (`critic = false`) or the critic's forward, keeping each layer's input
+    /// (call under `no_grad`).
+    pub fn forward_taped(&self, x: &Tensor, critic: bool) -> Tape {
+        let (first, depth) = (self.first(critic), self.arch.depth());
+        let mut inputs = Vec::with_capacity(depth);
+        let mut h = x.shallow_clone();
+        for l in 0..depth {
+            let z = self.params[first + 2 * l + 1].addmm(&h, &self.params[first + 2 * l]);
+            inputs.push(h);
+            h = if l + 1 < depth { tanh_fresh(z) } else { z };
+        }
+        Tape { inputs, out: h }
+    }
+
+    /// Writes that network's parameter gradients, given ∂loss/∂output `d_out`, into
+    /// `flat_grad` (overwriting: no zeroing needed), two ops per layer plus two between.
+    pub fn backward_taped(&self, tape: &Tape, d_out: &Tensor, critic: bool) {
+        let (first, depth) = (self.first(critic), self.arch.depth());
+        let mut d = d_out.shallow_clone();
+        for l in (0..depth).rev() {
+            let x = &tape.inputs[l];
+            let _ = x.tr().mm_out(&self.grads[first + 2 * l], &d);
+            let _ = d.sum_intlist_out(&self.grads[first + 2 * l + 1], [0i64].as_slice(), false, Kind::Float);
+            if l > 0 {
+                d = Tensor::tanh_backward(&d.mm(&self.params[first + 2 * l].tr()), x);
+            }
+        }
     }
 
     /// The parameters as host `f32`s, in layout order (for the fused forward and checkpoints).

@@ -5,7 +5,10 @@
 use crate::adam::FlatAdam;
 use crate::distribution;
 use crate::policy::ActorCritic;
+use crate::ppo_grad;
+use crate::profiler::Profiler;
 use crate::rollout::Batch;
+use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::RunSpec;
 use serde::Serialize;
@@ -21,7 +24,8 @@ pub struct UpdateStats {
     pub clip_fraction: f64,
 }
 
-/// The loss of one minibatch, and with `want_stats` its `[pg, v, entropy, approx_kl,
+/// The loss of one minibatch (the definition, differentiated by autograd; the update
+/// uses its hand-written gradient, [`ppo_grad`], checked against it), and with `want_stats` its `[pg, v, entropy, approx_kl,
 /// clipfrac]` (only the last minibatch's are reported: at CleanRL's sizes every op counts).
 pub fn minibatch_loss(
     net: &ActorCritic,
@@ -60,6 +64,7 @@ pub fn minibatch_loss(
 }
 
 /// Runs `epochs × minibatches` gradient steps on one rollout.
+#[allow(clippy::too_many_arguments)]
 pub fn update(
     net: &mut ActorCritic,
     opt: &mut FlatAdam,
@@ -68,6 +73,7 @@ pub fn update(
     spec: &RunSpec,
     lr: f64,
     rng: &mut HostRng,
+    prof: &mut Profiler,
 ) -> UpdateStats {
     let size = spec.batch_size();
     let mb_size = spec.minibatch_size() as i64;
@@ -78,16 +84,21 @@ pub fn update(
         // One gather per field per epoch; minibatches are then contiguous views.
         let index = Tensor::from_slice(&order).to_device(net.device());
         let shuffled = batch.select(&index);
+        let advantages = ppo_grad::normalize_per_minibatch(&shuffled.advantages, spec.minibatches as i64);
         for m in 0..spec.minibatches as i64 {
             let mb = shuffled.rows(m * mb_size, mb_size);
+            let adv = advantages.narrow(0, m * mb_size, mb_size);
             let last = epoch + 1 == spec.epochs && m + 1 == spec.minibatches as i64;
-            let (loss, stats) = minibatch_loss(net, &mb, heads, spec, last);
-            net.zero_grad();
-            loss.backward();
+            let s = prof.start();
+            let grad = ppo_grad::loss_grad(net, &mb, &adv, heads, spec, 1.0, last);
+            let s = prof.stop(Phase::UpdateForward, s);
+            grad.backward(net);
+            let s = prof.stop(Phase::Backward, s);
             clip_grad_norm(&mut net.flat_grad, spec.max_grad_norm);
             opt.step(&mut net.flat, &net.flat_grad, lr);
-            if stats.is_some() {
-                last_stats = stats;
+            prof.stop(Phase::Optimizer, s);
+            if grad.stats.is_some() {
+                last_stats = grad.stats;
             }
         }
     }

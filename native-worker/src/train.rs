@@ -8,11 +8,13 @@ use crate::envs::{self, device::DeviceCartPole};
 use crate::gae::{gae, GaeInput};
 use crate::policy::{ActorCritic, Architecture};
 use crate::ppo::{self, UpdateStats};
+use crate::profiler::{Profiler, TraceWindow};
 use crate::rollout::{Batch, Rollout};
 use crate::transfer::Mover;
 use anyhow::{bail, Context, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{BatchEnv, EnvSpec, FieldKind, Observations, StepBatch};
+use hotlab_shared::profile::{Phase, Profile};
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{Backend, Inference, RunSpec};
 use serde::Serialize;
@@ -38,6 +40,8 @@ pub struct UpdateMetrics {
     pub stats: UpdateStats,
     /// This update's counts.
     pub counters: Counters,
+    /// This update's phases.
+    pub profile: Profile,
 }
 
 /// The summary of a finished run (`hotlab train --json` prints it).
@@ -56,16 +60,19 @@ pub struct TrainReport {
     pub threads: usize,
     /// Counts over the whole run.
     pub counters: Counters,
+    /// Phase totals over the whole run.
+    pub profile: Profile,
     /// Where a knob could not do what it says here, and what happened instead.
     pub notes: Vec<String>,
     /// The fully resolved spec.
     pub config: RunSpec,
 }
 
-/// A trained network and the run's summary.
+/// A trained network, the run's summary, and the trace of the traced window (if any).
 pub struct Trained {
     pub net: ActorCritic,
     pub report: TrainReport,
+    pub trace: Option<serde_json::Value>,
 }
 
 /// The network shape for an env: one f32 observation field feeds the MLPs.
@@ -132,18 +139,31 @@ fn collect_host(
     mover: &Mover,
     episodes: &mut Episodes,
     c: &mut Counters,
+    prof: &mut Profiler,
+    first_step: u64,
 ) -> Result<Batch> {
     let (envs, obs_dim, h) = (rollout.envs, rollout.obs_dim, heads.len());
     for t in 0..rollout.steps {
+        prof.set_step(first_step + t as u64);
+        let s = prof.start();
         rollout.step_mut(t).obs.copy_from_slice(obs.fields[0].as_f32().expect("checked by architecture()"));
-        actor.act(net, rollout, t, heads, rng, c);
+        let s = prof.stop(Phase::RolloutStore, s);
+        let s = actor.act(net, rollout, t, heads, rng, c, prof, s);
+        let waited = env.counters().worker_wait_s;
         env.step(&rollout.actions[t * envs * h..(t + 1) * envs * h], out)
             .with_context(|| format!("env backend {}", spec.backend))?;
+        let waited = env.counters().worker_wait_s - waited;
+        let s = prof.stop_split(Phase::EnvStep, Phase::EnvWait, waited, s);
         c.env_steps += envs as u64;
         let row = t * envs..(t + 1) * envs;
         rollout.rewards[row.clone()].copy_from_slice(&out.reward);
         rollout.terminated[row.clone()].copy_from_slice(&out.terminated);
         rollout.truncated[row].copy_from_slice(&out.truncated);
+        let s = prof.stop(Phase::RolloutStore, s);
+        if out.episodes.is_empty() {
+            std::mem::swap(obs, &mut out.obs);
+            continue;
+        }
         for end in &out.episodes {
             episodes.push(end.episode_return);
             if !end.terminated {
@@ -153,7 +173,9 @@ fn collect_host(
             }
         }
         std::mem::swap(obs, &mut out.obs);
+        prof.stop(Phase::Gae, s);
     }
+    let s = prof.start();
     let next_values = actor.values(net, obs.fields[0].as_f32().expect("f32"), obs_dim, c);
     let on_device = actor.finish(rollout, c);
     let (advantages, returns) = gae(
@@ -169,12 +191,25 @@ fn collect_host(
         spec.gamma as f32,
         spec.gae_lambda as f32,
     );
-    Ok(rollout.to_batch(&advantages, &returns, on_device, mover, c))
+    let s = prof.stop(Phase::Gae, s);
+    let batch = rollout.to_batch(&advantages, &returns, on_device, mover, c);
+    prof.stop(Phase::ObsTransfer, s);
+    Ok(batch)
 }
 
 /// Trains a policy; `observe` is called after every update.
 pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
+    train_traced(spec, None, observe)
+}
+
+/// [`train`], also recording Chrome trace events for the rollout steps in `trace`.
+pub fn train_traced(
+    spec: &RunSpec,
+    trace: Option<TraceWindow>,
+    observe: &mut dyn FnMut(&UpdateMetrics),
+) -> Result<Trained> {
     let start = Instant::now();
+    let mut prof = Profiler::new(trace);
     spec.validate()?;
     crate::alloc::tune();
     let device = device::resolve(&spec.device)?;
@@ -240,12 +275,16 @@ pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<
                     &mover,
                     &mut episodes,
                     &mut c,
+                    &mut prof,
+                    update * spec.steps as u64,
                 )?;
                 c.set_env(&env.counters());
                 batch
             }
             Envs::Device { env, rollout } => {
-                let got = rollout.collect(env, &net, &heads, spec.gamma as f32, spec.gae_lambda as f32, &mover, &mut c);
+                let (gamma, lambda) = (spec.gamma as f32, spec.gae_lambda as f32);
+                let first = update * spec.steps as u64;
+                let got = rollout.collect(env, &net, &heads, gamma, lambda, &mover, &mut c, &mut prof, first);
                 got.episode_returns.iter().for_each(|&r| episodes.push(r));
                 got.batch
             }
@@ -253,7 +292,7 @@ pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<
         global_step += spec.batch_size() as u64;
         let update_start = Instant::now();
         let rollout_s = (update_start - rollout_start).as_secs_f64();
-        let stats = ppo::update(&mut net, &mut opt, &batch, &heads, spec, lr, &mut rng);
+        let stats = ppo::update(&mut net, &mut opt, &batch, &heads, spec, lr, &mut rng, &mut prof);
         c.host_syncs += 1; // the loss statistics, read once per update
         c.d2h_copies += 1;
         c.d2h_bytes += 5 * 4;
@@ -261,6 +300,8 @@ pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<
             bail!("training diverged: the loss is not finite at update {} of {updates}", update + 1);
         }
         let wall_s = start.elapsed().as_secs_f64();
+        let window = prof.take_window(&c.since(&before));
+        let s = prof.start();
         observe(&UpdateMetrics {
             update: update + 1,
             updates,
@@ -274,7 +315,9 @@ pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<
             update_s: update_start.elapsed().as_secs_f64(),
             stats,
             counters: c.since(&before),
+            profile: window,
         });
+        prof.stop(Phase::Publish, s);
     }
 
     let wall_s = start.elapsed().as_secs_f64();
@@ -289,9 +332,11 @@ pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<
         mean_return_last_100: episodes.mean(),
         updates,
         threads,
+        profile: prof.total(&c),
         counters: c,
         notes,
         config: spec.clone(),
     };
-    Ok(Trained { net, report })
+    let trace = trace.map(|_| prof.trace_json());
+    Ok(Trained { net, report, trace })
 }

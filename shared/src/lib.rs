@@ -12,6 +12,8 @@
 pub mod cartpole;
 pub mod counters;
 pub mod env;
+pub mod profile;
+pub mod report;
 pub mod rng;
 pub mod spec;
 pub mod system;

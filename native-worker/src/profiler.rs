@@ -1,0 +1,222 @@
+//! The profiler: every phase of every step is a span; per phase, wall time and calls,
+//! per window (one update) and in total; optionally Chrome trace events for a window of
+//! steps. A span costs one clock read at each boundary (`stop` returns the time it read,
+//! to start the next span); the profiler estimates its own cost from a calibration of
+//! that clock read, and reports it.
+
+use hotlab_shared::counters::Counters;
+use hotlab_shared::profile::{Phase, PhaseTime, Profile};
+use serde_json::json;
+use std::time::Instant;
+
+const PHASES: usize = Phase::ALL.len();
+
+#[derive(Clone, Copy, Default)]
+struct Stat {
+    wall_s: f64,
+    calls: u64,
+}
+
+/// Which steps to trace: global rollout steps `first .. end` (one step = every env once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceWindow {
+    pub first: u64,
+    pub end: u64,
+}
+
+impl std::str::FromStr for TraceWindow {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("expected A..B with A < B, e.g. 0..256 (got '{s}')");
+        let (a, b) = s.split_once("..").ok_or_else(bad)?;
+        let (first, end) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if first < end {
+            Ok(Self { first, end })
+        } else {
+            Err(bad())
+        }
+    }
+}
+
+pub struct Profiler {
+    total: [Stat; PHASES],
+    window: [Stat; PHASES],
+    run_start: Instant,
+    window_start: Instant,
+    clock_reads: u64,
+    clock_reads_window: u64,
+    clock_cost_s: f64,
+    total_wall_s: f64,
+    trace_window: Option<TraceWindow>,
+    step: u64,
+    events: Vec<serde_json::Value>,
+}
+
+/// The cost of one `Instant::now()`, measured.
+fn calibrate() -> f64 {
+    const N: u32 = 20_000;
+    let start = Instant::now();
+    let mut last = start;
+    for _ in 0..N {
+        last = std::hint::black_box(Instant::now());
+    }
+    (last - start).as_secs_f64() / N as f64
+}
+
+impl Profiler {
+    pub fn new(trace_window: Option<TraceWindow>) -> Self {
+        let now = Instant::now();
+        Self {
+            total: [Stat::default(); PHASES],
+            window: [Stat::default(); PHASES],
+            run_start: now,
+            window_start: now,
+            clock_reads: 0,
+            clock_reads_window: 0,
+            clock_cost_s: calibrate(),
+            total_wall_s: 0.0,
+            trace_window,
+            step: 0,
+            events: Vec::new(),
+        }
+    }
+
+    /// The global rollout step now running (for the trace window).
+    pub fn set_step(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    fn tracing(&self) -> bool {
+        self.trace_window.is_some_and(|w| self.step >= w.first && self.step < w.end)
+    }
+
+    /// Starts a span.
+    #[inline]
+    pub fn start(&mut self) -> Instant {
+        self.clock_reads_window += 1;
+        Instant::now()
+    }
+
+    /// Ends a span of `phase` begun at `start`; returns the end time (the next span's start).
+    #[inline]
+    pub fn stop(&mut self, phase: Phase, start: Instant) -> Instant {
+        let now = Instant::now();
+        self.clock_reads_window += 1;
+        self.record(phase, start, (now - start).as_secs_f64());
+        now
+    }
+
+    /// Ends a span begun at `start` whose first `waited` seconds belong to `wait` and the
+    /// rest to `phase` (an env step that includes waiting on workers).
+    #[inline]
+    pub fn stop_split(&mut self, phase: Phase, wait: Phase, waited: f64, start: Instant) -> Instant {
+        let now = Instant::now();
+        self.clock_reads_window += 1;
+        let total = (now - start).as_secs_f64();
+        let waited = waited.clamp(0.0, total);
+        if waited > 0.0 {
+            self.record(wait, start, waited);
+        }
+        self.record(phase, start + std::time::Duration::from_secs_f64(waited), total - waited);
+        now
+    }
+
+    /// Adds `secs` to `phase` as one call that began at `start` (for phases measured
+    /// elsewhere, like the time an env backend spent waiting on its workers).
+    pub fn record(&mut self, phase: Phase, start: Instant, secs: f64) {
+        let s = &mut self.window[phase.index()];
+        s.wall_s += secs;
+        s.calls += 1;
+        if self.tracing() {
+            self.events.push(json!({
+                "name": phase.name(), "cat": "phase", "ph": "X", "pid": 1, "tid": 1,
+                "ts": (start - self.run_start).as_secs_f64() * 1e6, "dur": secs * 1e6,
+                "args": { "step": self.step },
+            }));
+        }
+    }
+
+    /// Closes the current window (one update): its profile, with `other` = wall − phases.
+    pub fn take_window(&mut self, counters: &Counters) -> Profile {
+        let now = Instant::now();
+        let wall = (now - self.window_start).as_secs_f64();
+        let mut window = std::mem::replace(&mut self.window, [Stat::default(); PHASES]);
+        let claimed: f64 = window.iter().map(|s| s.wall_s).sum();
+        window[Phase::Other.index()] = Stat { wall_s: (wall - claimed).max(0.0), calls: 1 };
+        for (t, w) in self.total.iter_mut().zip(&window) {
+            t.wall_s += w.wall_s;
+            t.calls += w.calls;
+        }
+        if self.tracing() {
+            let c = serde_json::to_value(counters).unwrap_or_default();
+            self.events.push(json!({
+                "name": "counters", "ph": "C", "pid": 1, "tid": 1,
+                "ts": (now - self.run_start).as_secs_f64() * 1e6, "args": c,
+            }));
+        }
+        let reads = self.clock_reads_window;
+        self.clock_reads += reads;
+        self.clock_reads_window = 0;
+        self.window_start = now;
+        self.total_wall_s += wall;
+        profile(&window, wall, counters, reads as f64 * self.clock_cost_s)
+    }
+
+    /// Every window so far.
+    pub fn total(&self, counters: &Counters) -> Profile {
+        profile(&self.total, self.total_wall_s, counters, self.clock_reads as f64 * self.clock_cost_s)
+    }
+
+    /// The traced window as a Chrome trace-event document (Perfetto, chrome://tracing).
+    pub fn trace_json(&self) -> serde_json::Value {
+        let mut events = vec![
+            json!({"name": "process_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "hotlab trainer"}}),
+            json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "trainer"}}),
+        ];
+        events.extend(self.events.iter().cloned());
+        json!({ "traceEvents": events, "displayTimeUnit": "ms" })
+    }
+}
+
+fn profile(stats: &[Stat; PHASES], wall_s: f64, counters: &Counters, overhead_s: f64) -> Profile {
+    Profile {
+        wall_s,
+        phases: Phase::ALL
+            .iter()
+            .zip(stats)
+            .map(|(&phase, s)| PhaseTime { phase, wall_s: s.wall_s, calls: s.calls, device_s: None })
+            .collect(),
+        counters: counters.clone(),
+        overhead_s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_add_up_and_other_takes_the_rest() {
+        let mut p = Profiler::new(Some(TraceWindow { first: 0, end: 10 }));
+        let t = p.start();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let t = p.stop(Phase::EnvStep, t);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        p.stop(Phase::Backward, t);
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        let w = p.take_window(&Counters::default());
+        assert!(w.phase(Phase::EnvStep) >= 0.005);
+        assert!(w.phase(Phase::Other) >= 0.003);
+        let sum: f64 = w.phases.iter().map(|t| t.wall_s).sum();
+        assert!((sum - w.wall_s).abs() < 1e-9);
+        assert_eq!(w.calls(Phase::Backward), 1);
+        let total = p.total(&Counters::default());
+        assert_eq!(total.phase(Phase::EnvStep), w.phase(Phase::EnvStep));
+        let trace = p.trace_json();
+        let events = trace["traceEvents"].as_array().unwrap();
+        assert!(events.iter().any(|e| e["ph"] == "X" && e["name"] == "env_step"));
+        assert!(events.iter().any(|e| e["ph"] == "C"));
+        assert_eq!("3..9".parse::<TraceWindow>(), Ok(TraceWindow { first: 3, end: 9 }));
+        assert!("9..3".parse::<TraceWindow>().is_err());
+    }
+}

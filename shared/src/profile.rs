@@ -1,0 +1,117 @@
+//! Where a run's time went: named phases, each with wall time and calls (and device time
+//! on a GPU), per window (one update) and in total.
+
+use crate::counters::Counters;
+use serde::{Deserialize, Serialize};
+
+/// The phases of a training step. `other` is wall time no phase claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Stepping the envs (their own work).
+    EnvStep,
+    /// Waiting on env workers (IPC, barriers).
+    EnvWait,
+    /// Observations (and rollouts) to the device.
+    ObsTransfer,
+    /// The rollout's policy forward and sampling.
+    PolicyForward,
+    /// Sampled actions back to the host.
+    ActionReadback,
+    /// Writing steps into the rollout buffer.
+    RolloutStore,
+    /// Bootstrap values and advantages.
+    Gae,
+    /// The update's forward pass and losses.
+    UpdateForward,
+    /// The update's backward pass.
+    Backward,
+    /// Gradient clip and Adam.
+    Optimizer,
+    /// Gradient statistics.
+    Telemetry,
+    /// Handing metrics to observers.
+    Publish,
+    /// Wall time outside every other phase.
+    Other,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 13] = [
+        Phase::EnvStep,
+        Phase::EnvWait,
+        Phase::ObsTransfer,
+        Phase::PolicyForward,
+        Phase::ActionReadback,
+        Phase::RolloutStore,
+        Phase::Gae,
+        Phase::UpdateForward,
+        Phase::Backward,
+        Phase::Optimizer,
+        Phase::Telemetry,
+        Phase::Publish,
+        Phase::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::EnvStep => "env_step",
+            Phase::EnvWait => "env_wait",
+            Phase::ObsTransfer => "obs_transfer",
+            Phase::PolicyForward => "policy_forward",
+            Phase::ActionReadback => "action_readback",
+            Phase::RolloutStore => "rollout_store",
+            Phase::Gae => "gae",
+            Phase::UpdateForward => "update_forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer",
+            Phase::Telemetry => "telemetry",
+            Phase::Publish => "publish",
+            Phase::Other => "other",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        Phase::ALL.iter().position(|&p| p == self).expect("every phase is listed")
+    }
+}
+
+/// One phase's share of a window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTime {
+    pub phase: Phase,
+    pub wall_s: f64,
+    pub calls: u64,
+    /// Device time from CUDA events, where measured.
+    pub device_s: Option<f64>,
+}
+
+/// A window of a run (an update, or the whole run).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub wall_s: f64,
+    /// Every phase, `other` included, in [`Phase::ALL`] order.
+    pub phases: Vec<PhaseTime>,
+    pub counters: Counters,
+    /// Seconds the profiler itself cost (clock reads), estimated from a calibration.
+    pub overhead_s: f64,
+}
+
+impl Profile {
+    pub fn phase(&self, p: Phase) -> f64 {
+        self.phases.iter().find(|t| t.phase == p).map_or(0.0, |t| t.wall_s)
+    }
+
+    pub fn calls(&self, p: Phase) -> u64 {
+        self.phases.iter().find(|t| t.phase == p).map_or(0, |t| t.calls)
+    }
+
+    /// Share of wall time, 0..1.
+    pub fn share(&self, p: Phase) -> f64 {
+        if self.wall_s > 0.0 {
+            self.phase(p) / self.wall_s
+        } else {
+            0.0
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The bottleneck report: a pure function of a profile and its spec, so the worker's CLI
+//! and the web UI show the same ranking, split and advice.
+//!
+//! - A ranked table like seed 000's: phase, time, % of wall, calls, time per call, diagnosis.
+//! - The data / forward / backward split with seed 004's interpretation table.
+//! - Recommendations: the knob to turn, the measured signature that triggered it, and the
+//!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
+
+use crate::profile::{Phase, Profile};
+use crate::spec::{ActionSync, Backend, Inference, RunSpec, Transfer, WaitMode};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+/// One row of the ranked table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub phase: Phase,
+    pub wall_s: f64,
+    pub percent: f64,
+    pub calls: u64,
+    pub per_call_us: f64,
+    pub diagnosis: String,
+}
+
+/// Seed 004's coarse split.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    /// Env stepping, waiting, transfers, read-back, storage, GAE.
+    pub data_pct: f64,
+    /// Rollout forward and the update's forward.
+    pub forward_pct: f64,
+    /// Backward and optimizer.
+    pub backward_pct: f64,
+    pub verdict: String,
+    pub next_action: String,
+}
+
+/// A knob change the profile argues for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// The flag(s) to change, e.g. `--backend vectorized`.
+    pub knob: String,
+    /// The phase it removes or shrinks.
+    pub phase: Phase,
+    /// What was measured that triggered it.
+    pub signature: String,
+    /// Amdahl: the most the run can speed up if the phase vanished (×).
+    pub max_speedup: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub wall_s: f64,
+    pub env_steps: u64,
+    pub steps_per_s: f64,
+    pub rows: Vec<Row>,
+    pub split: Split,
+    pub recommendations: Vec<Recommendation>,
+    /// The profiler's own cost, % of wall.
+    pub profiler_overhead_pct: f64,
+}
+
+fn amdahl(share: f64) -> f64 {
+    1.0 / (1.0 - share.clamp(0.0, 0.999))
+}
+
+fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
+    let c = &profile.counters;
+    let steps = (c.env_steps / spec.envs.max(1) as u64).max(1);
+    match p {
+        Phase::EnvStep => format!("{} backend, {} envs", spec.backend, spec.envs),
+        Phase::EnvWait => format!(
+            "waiting on {} workers: {} round trips, {} spin polls ({:.1} per step)",
+            spec.backend,
+            c.ipc_round_trips,
+            c.spin_iterations,
+            c.spin_iterations as f64 / steps as f64
+        ),
+        Phase::ObsTransfer => {
+            format!(
+                "{} host→device copies ({:.1} per step), {} bytes",
+                c.h2d_copies,
+                c.h2d_copies as f64 / steps as f64,
+                c.h2d_bytes
+            )
+        }
+        Phase::ActionReadback => {
+            format!(
+                "{} host syncs ({:.1} per step), {} device→host copies",
+                c.host_syncs,
+                c.host_syncs as f64 / steps as f64,
+                c.d2h_copies
+            )
+        }
+        Phase::PolicyForward => format!("{} inference, batch {}", spec.inference.as_str(), spec.envs),
+        Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
+            format!("minibatch {} × {} epochs × {} minibatches", spec.minibatch_size(), spec.epochs, spec.minibatches)
+        }
+        Phase::RolloutStore => "writing steps into the rollout buffer".into(),
+        Phase::Gae => "bootstrap values and advantages".into(),
+        Phase::Telemetry => "gradient statistics".into(),
+        Phase::Publish => "metrics to observers".into(),
+        Phase::Other => "outside every phase (setup, shuffles, bookkeeping)".into(),
+    }
+}
+
+fn split(profile: &Profile) -> Split {
+    let sum = |ps: &[Phase]| ps.iter().map(|&p| profile.phase(p)).sum::<f64>();
+    let data = sum(&[
+        Phase::EnvStep,
+        Phase::EnvWait,
+        Phase::ObsTransfer,
+        Phase::ActionReadback,
+        Phase::RolloutStore,
+        Phase::Gae,
+    ]);
+    let fwd = sum(&[Phase::PolicyForward, Phase::UpdateForward]);
+    let bwd = sum(&[Phase::Backward, Phase::Optimizer]);
+    let total = (data + fwd + bwd).max(1e-12);
+    let (d, f, b) = (100.0 * data / total, 100.0 * fwd / total, 100.0 * bwd / total);
+    let (verdict, next_action) = if d > 50.0 {
+        (
+            "data > 50%: collecting and moving data is the bottleneck",
+            "look at env stepping, worker waits and transfers (rows above)",
+        )
+    } else if f > 50.0 {
+        (
+            "forward > 50%: the forward passes are the bottleneck",
+            "fuse the rollout forward, or batch more envs per forward",
+        )
+    } else if b > 50.0 {
+        (
+            "backward > 50%: the backward pass and optimizer are the bottleneck",
+            "check the model size and the per-op cost of small minibatches",
+        )
+    } else {
+        ("balanced: no phase dominates", "increase the batch (more envs, larger minibatches), then profile again")
+    };
+    Split { data_pct: d, forward_pct: f, backward_pct: b, verdict: verdict.into(), next_action: next_action.into() }
+}
+
+fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
+    let c = &profile.counters;
+    let steps = (c.env_steps / spec.envs.max(1) as u64).max(1) as f64;
+    let mut out = Vec::new();
+    let mut add = |knob: String, phase: Phase, signature: String| {
+        let share = profile.share(phase);
+        out.push(Recommendation { knob, phase, signature, max_speedup: amdahl(share) });
+    };
+    let wait = profile.share(Phase::EnvWait);
+    if matches!(spec.backend, Backend::Subprocess | Backend::Threads) && wait >= 0.10 {
+        let spin = if spec.backend == Backend::Subprocess && spec.wait == WaitMode::Spin {
+            format!(", {} spin polls", c.spin_iterations)
+        } else {
+            String::new()
+        };
+        add(
+            "--backend vectorized".into(),
+            Phase::EnvWait,
+            format!(
+                "{:.0}% of wall waiting on {} workers ({} round trips{spin})",
+                100.0 * wait,
+                spec.backend,
+                c.ipc_round_trips
+            ),
+        );
+    }
+    if spec.backend == Backend::Subprocess && spec.wait == WaitMode::Spin && wait >= 0.10 {
+        add(
+            "--wait block".into(),
+            Phase::EnvWait,
+            format!("{} spin polls while waiting ({:.0}% of wall)", c.spin_iterations, 100.0 * wait),
+        );
+    }
+    let env = profile.share(Phase::EnvStep);
+    if spec.backend == Backend::Sequential && env >= 0.15 {
+        add(
+            "--backend vectorized".into(),
+            Phase::EnvStep,
+            format!("{:.0}% of wall in a per-env loop over {} envs", 100.0 * env, spec.envs),
+        );
+    }
+    let readback = profile.share(Phase::ActionReadback);
+    let syncs_per_step = c.host_syncs as f64 / steps;
+    if spec.action_sync == ActionSync::PerItem && readback >= 0.03 && syncs_per_step > 1.5 {
+        add(
+            "--action-sync stacked".into(),
+            Phase::ActionReadback,
+            format!("{syncs_per_step:.1} host syncs per step, {:.0}% of wall", 100.0 * readback),
+        );
+    }
+    let transfer = profile.share(Phase::ObsTransfer);
+    let copies_per_step = c.h2d_copies as f64 / steps;
+    if spec.transfer == Transfer::PerTensor && transfer >= 0.03 && copies_per_step > 1.5 {
+        add(
+            "--transfer packed".into(),
+            Phase::ObsTransfer,
+            format!("{copies_per_step:.1} host→device copies per step, {:.0}% of wall", 100.0 * transfer),
+        );
+    }
+    let forward = profile.share(Phase::PolicyForward);
+    if spec.inference == Inference::Eager && spec.backend != Backend::Device && forward >= 0.10 {
+        add(
+            "--inference fused".into(),
+            Phase::PolicyForward,
+            format!("{:.0}% of wall in the eager rollout forward (batch {})", 100.0 * forward, spec.envs),
+        );
+    }
+    out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
+    out
+}
+
+/// The report of a profile.
+pub fn analyze(profile: &Profile, spec: &RunSpec) -> Report {
+    let wall = profile.wall_s.max(1e-12);
+    let mut rows: Vec<Row> = profile
+        .phases
+        .iter()
+        .filter(|t| t.wall_s > 0.0)
+        .map(|t| Row {
+            phase: t.phase,
+            wall_s: t.wall_s,
+            percent: 100.0 * t.wall_s / wall,
+            calls: t.calls,
+            per_call_us: if t.calls > 0 { 1e6 * t.wall_s / t.calls as f64 } else { 0.0 },
+            diagnosis: diagnosis(t.phase, profile, spec),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.wall_s.total_cmp(&a.wall_s));
+    Report {
+        wall_s: profile.wall_s,
+        env_steps: profile.counters.env_steps,
+        steps_per_s: profile.counters.env_steps as f64 / wall,
+        rows,
+        split: split(profile),
+        recommendations: recommend(profile, spec),
+        profiler_overhead_pct: 100.0 * profile.overhead_s / wall,
+    }
+}
+
+impl Report {
+    /// The report as Markdown (what `hotlab profile --report md` prints).
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# Bottleneck report\n");
+        let _ = writeln!(
+            s,
+            "{} env steps in {:.2} s = {:.0} steps/s; profiler overhead {:.2}% of wall.\n",
+            self.env_steps, self.wall_s, self.steps_per_s, self.profiler_overhead_pct
+        );
+        let _ = writeln!(s, "| bottleneck | time (s) | % of wall | calls | time per call (µs) | diagnosis |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {:.3} | {:.1} | {} | {:.2} | {} |",
+                r.phase.name(),
+                r.wall_s,
+                r.percent,
+                r.calls,
+                r.per_call_us,
+                r.diagnosis
+            );
+        }
+        let sp = &self.split;
+        let _ = writeln!(
+            s,
+            "\n**Split**: data {:.1}% · forward {:.1}% · backward {:.1}% — {}; next: {}.\n",
+            sp.data_pct, sp.forward_pct, sp.backward_pct, sp.verdict, sp.next_action
+        );
+        if self.recommendations.is_empty() {
+            let _ = writeln!(s, "No knob of the catalogue has its signature in this run.");
+        } else {
+            let _ = writeln!(s, "| recommendation | because | at most |");
+            let _ = writeln!(s, "|---|---|---:|");
+            for r in &self.recommendations {
+                let _ = writeln!(s, "| `{}` | {} | {:.2}× |", r.knob, r.signature, r.max_speedup);
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::Counters;
+    use crate::profile::PhaseTime;
+
+    fn profile(shares: &[(Phase, f64)], counters: Counters) -> Profile {
+        Profile {
+            wall_s: 10.0,
+            phases: Phase::ALL
+                .iter()
+                .map(|&p| PhaseTime {
+                    phase: p,
+                    wall_s: shares.iter().find(|(q, _)| *q == p).map_or(0.0, |(_, s)| s * 10.0),
+                    calls: 100,
+                    device_s: None,
+                })
+                .collect(),
+            counters,
+            overhead_s: 0.01,
+        }
+    }
+
+    fn knobs(r: &Report) -> Vec<&str> {
+        r.recommendations.iter().map(|x| x.knob.as_str()).collect()
+    }
+
+    #[test]
+    fn ranks_phases_by_time_and_computes_the_split() {
+        let p =
+            profile(&[(Phase::Backward, 0.2), (Phase::EnvStep, 0.5), (Phase::UpdateForward, 0.3)], Counters::default());
+        let r = analyze(&p, &RunSpec::default());
+        let order: Vec<Phase> = r.rows.iter().map(|x| x.phase).collect();
+        assert_eq!(order, vec![Phase::EnvStep, Phase::UpdateForward, Phase::Backward]);
+        assert!((r.rows[0].percent - 50.0).abs() < 1e-9);
+        assert!((r.rows[0].per_call_us - 50_000.0).abs() < 1e-6);
+        assert!((r.split.data_pct - 50.0).abs() < 1e-9);
+        assert!(r.split.verdict.starts_with("balanced"));
+        let data_heavy = analyze(
+            &profile(&[(Phase::EnvWait, 0.7), (Phase::Backward, 0.3)], Counters::default()),
+            &RunSpec::default(),
+        );
+        assert!(data_heavy.split.verdict.starts_with("data > 50%"));
+        assert!((r.profiler_overhead_pct - 0.1).abs() < 1e-9);
+        assert!(r.markdown().contains("| env_step | 5.000 | 50.0 |"));
+    }
+
+    #[test]
+    fn each_recommendation_fires_on_its_signature_only() {
+        let steps = Counters {
+            env_steps: 800,
+            host_syncs: 800,
+            h2d_copies: 800,
+            spin_iterations: 5000,
+            ipc_round_trips: 800,
+            ..Counters::default()
+        };
+        let spec = |f: fn(&mut RunSpec)| {
+            let mut s = RunSpec { envs: 8, ..RunSpec::default() };
+            f(&mut s);
+            s
+        };
+        // Worker wait on subprocess + spin: an in-process backend and blocking waits.
+        let sub = spec(|s| {
+            s.backend = Backend::Subprocess;
+            s.wait = WaitMode::Spin;
+        });
+        let r = analyze(&profile(&[(Phase::EnvWait, 0.6)], steps.clone()), &sub);
+        assert_eq!(knobs(&r), vec!["--backend vectorized", "--wait block"]);
+        assert!((r.recommendations[0].max_speedup - 2.5).abs() < 1e-9, "Amdahl: 1 / (1 - 0.6)");
+        // The same wait share on an in-process backend recommends nothing.
+        assert!(analyze(&profile(&[(Phase::EnvWait, 0.6)], steps.clone()), &spec(|_| {})).recommendations.is_empty());
+        // Read-back: only with per_item and more than one sync per step.
+        let per_item = spec(|s| s.action_sync = ActionSync::PerItem);
+        assert_eq!(
+            knobs(&analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &per_item)),
+            vec!["--action-sync stacked"]
+        );
+        let one_sync = Counters { host_syncs: 100, ..steps.clone() };
+        assert!(analyze(&profile(&[(Phase::ActionReadback, 0.2)], one_sync), &per_item).recommendations.is_empty());
+        assert!(analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &spec(|_| {}))
+            .recommendations
+            .is_empty());
+        // Transfers: only per_tensor with several copies per step.
+        let per_tensor = spec(|s| s.transfer = Transfer::PerTensor);
+        assert_eq!(
+            knobs(&analyze(&profile(&[(Phase::ObsTransfer, 0.2)], steps.clone()), &per_tensor)),
+            vec!["--transfer packed"]
+        );
+        assert!(analyze(&profile(&[(Phase::ObsTransfer, 0.01)], steps.clone()), &per_tensor)
+            .recommendations
+            .is_empty());
+        // Eager forward.
+        let eager = spec(|s| s.inference = Inference::Eager);
+        assert_eq!(
+            knobs(&analyze(&profile(&[(Phase::PolicyForward, 0.3)], steps.clone()), &eager)),
+            vec!["--inference fused"]
+        );
+        assert!(analyze(&profile(&[(Phase::PolicyForward, 0.3)], steps.clone()), &spec(|_| {}))
+            .recommendations
+            .is_empty());
+        // The per-env loop.
+        let seq = spec(|s| s.backend = Backend::Sequential);
+        assert_eq!(
+            knobs(&analyze(&profile(&[(Phase::EnvStep, 0.4)], steps.clone()), &seq)),
+            vec!["--backend vectorized"]
+        );
+        assert!(analyze(&profile(&[(Phase::EnvStep, 0.4)], steps), &spec(|_| {})).recommendations.is_empty());
+    }
+}
