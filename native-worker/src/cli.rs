@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use hotlab::envs::worker::{self, WorkerArgs};
 use hotlab::{checkpoint, eval, serve, system, train};
-use hotlab_shared::spec::{ActionSync, Backend, EnvName, Inference, Preset, RunSpec, Transfer, WaitMode};
+use hotlab_shared::spec::{ActionSync, Backend, EnvName, Inference, Precision, Preset, RunSpec, Transfer, WaitMode};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::PathBuf;
@@ -143,6 +143,14 @@ pub struct TrainArgs {
     /// libtorch intra-op threads; 0 = automatic: 1 for minibatches under 1024 rows, else one per core [0].
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto
+    /// (bf16 where the device supports it, else fp32); master weights stay fp32 [fp32].
+    #[arg(long)]
+    pub precision: Option<Precision>,
+    /// Global and per-layer gradient norms every K updates, published from a background
+    /// thread (telemetry.jsonl with --out); 0 = off [0].
+    #[arg(long)]
+    pub telemetry_every: Option<u64>,
     /// Write the checkpoint, metrics.jsonl and report.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -160,7 +168,7 @@ impl TrainArgs {
         }
         set!(env, envs, steps, total_steps, epochs, minibatches, lr, gamma, gae_lambda, clip, ent_coef);
         set!(vf_coef, max_grad_norm, hidden, seed, device, inference, threads);
-        set!(backend, workers, wait, transfer, action_sync);
+        set!(backend, workers, wait, transfer, action_sync, precision, telemetry_every);
         if self.no_anneal_lr {
             s.anneal_lr = false;
         } else if self.anneal_lr {
@@ -256,7 +264,23 @@ fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, qui
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}")
             .expect("valid template"),
     );
-    let trained = train::train_traced(&spec, trace, &mut |m| {
+    let sink: Option<hotlab::telemetry::Sink> = match (&a.out, spec.telemetry_every) {
+        (Some(dir), k) if k > 0 => {
+            let path = dir.join("telemetry.jsonl");
+            let mut file = std::io::BufWriter::new(
+                std::fs::File::create(&path).with_context(|| format!("--out: cannot create {}", path.display()))?,
+            );
+            Some(Box::new(move |e: &hotlab::telemetry::GradNorms| {
+                if let Ok(line) = serde_json::to_string(e) {
+                    let _ = writeln!(file, "{line}");
+                    let _ = file.flush();
+                }
+            }))
+        }
+        _ => None,
+    };
+    let opts = train::TrainOptions { trace, telemetry_sink: sink };
+    let trained = train::train_with(&spec, opts, &mut |m| {
         bar.set_position(m.global_step);
         let ret = m.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
         bar.set_message(format!("{:.0} SPS  return {ret}", m.sps));

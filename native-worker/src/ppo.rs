@@ -6,8 +6,11 @@ use crate::adam::FlatAdam;
 use crate::distribution;
 use crate::policy::ActorCritic;
 use crate::ppo_grad;
+use crate::precision::Precision;
 use crate::profiler::Profiler;
 use crate::rollout::Batch;
+use crate::telemetry::Telemetry;
+use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::RunSpec;
@@ -22,6 +25,11 @@ pub struct UpdateStats {
     pub entropy: f64,
     pub approx_kl: f64,
     pub clip_fraction: f64,
+    /// The fp16 loss scale after this update (fp16 only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
+    /// Steps the fp16 scaler has skipped so far (inf/NaN gradients).
+    pub skipped_steps: u64,
 }
 
 /// The loss of one minibatch (the definition, differentiated by autograd; the update
@@ -63,22 +71,33 @@ pub fn minibatch_loss(
     (loss, stats)
 }
 
-/// Runs `epochs × minibatches` gradient steps on one rollout.
-#[allow(clippy::too_many_arguments)]
+/// What an update needs besides the network and the batch.
+pub struct UpdateCtx<'a> {
+    pub spec: &'a RunSpec,
+    pub heads: &'a [usize],
+    pub lr: f64,
+    pub precision: &'a mut Precision,
+    /// Set to record the last minibatch's per-parameter squared gradient norms (before clipping).
+    pub telemetry: Option<&'a Telemetry>,
+}
+
+/// Runs `epochs × minibatches` gradient steps on one rollout; returns the last
+/// minibatch's statistics and, when asked, its squared gradient norms.
 pub fn update(
     net: &mut ActorCritic,
     opt: &mut FlatAdam,
     batch: &Batch,
-    heads: &[usize],
-    spec: &RunSpec,
-    lr: f64,
+    ctx: UpdateCtx<'_>,
     rng: &mut HostRng,
     prof: &mut Profiler,
-) -> UpdateStats {
+    c: &mut Counters,
+) -> (UpdateStats, Option<Tensor>) {
+    let spec = ctx.spec;
     let size = spec.batch_size();
     let mb_size = spec.minibatch_size() as i64;
     let mut order: Vec<i64> = (0..size as i64).collect();
-    let mut last_stats = None;
+    let (mut last_stats, mut norms) = (None, None);
+    let kind = ctx.precision.kind;
     for epoch in 0..spec.epochs {
         rng.shuffle(&mut order);
         // One gather per field per epoch; minibatches are then contiguous views.
@@ -89,21 +108,45 @@ pub fn update(
             let mb = shuffled.rows(m * mb_size, mb_size);
             let adv = advantages.narrow(0, m * mb_size, mb_size);
             let last = epoch + 1 == spec.epochs && m + 1 == spec.minibatches as i64;
+            let scale = ctx.precision.scaler.as_ref().map_or(1.0, |s| s.scale);
             let s = prof.start();
-            let grad = ppo_grad::loss_grad(net, &mb, &adv, heads, spec, 1.0, last);
+            let grad = ppo_grad::loss_grad(net, &mb, &adv, ctx.heads, spec, kind, scale, last);
             let s = prof.stop(Phase::UpdateForward, s);
-            grad.backward(net);
+            grad.backward(net, kind);
             let s = prof.stop(Phase::Backward, s);
-            clip_grad_norm(&mut net.flat_grad, spec.max_grad_norm);
-            opt.step(&mut net.flat, &net.flat_grad, lr);
-            prof.stop(Phase::Optimizer, s);
             if grad.stats.is_some() {
                 last_stats = grad.stats;
             }
+            if let Some(scaler) = ctx.precision.scaler.as_mut() {
+                c.host_syncs += 1; // the scaler's inf check
+                if !scaler.unscale(&mut net.flat_grad) {
+                    prof.stop(Phase::Optimizer, s);
+                    continue;
+                }
+            }
+            let s = match (last, ctx.telemetry) {
+                (true, Some(t)) => {
+                    norms = Some(t.squared_norms(&net.flat_grad));
+                    prof.stop(Phase::Telemetry, s)
+                }
+                _ => s,
+            };
+            clip_grad_norm(&mut net.flat_grad, spec.max_grad_norm);
+            opt.step(&mut net.flat, &net.flat_grad, ctx.lr);
+            prof.stop(Phase::Optimizer, s);
         }
     }
     let s = Vec::<f64>::try_from(last_stats.expect("at least one minibatch").to_kind(Kind::Double)).unwrap_or_default();
-    UpdateStats { policy_loss: s[0], value_loss: s[1], entropy: s[2], approx_kl: s[3], clip_fraction: s[4] }
+    let stats = UpdateStats {
+        policy_loss: s[0],
+        value_loss: s[1],
+        entropy: s[2],
+        approx_kl: s[3],
+        clip_fraction: s[4],
+        loss_scale: ctx.precision.scaler.as_ref().map(|s| s.scale),
+        skipped_steps: ctx.precision.scaler.as_ref().map_or(0, |s| s.skipped),
+    };
+    (stats, norms)
 }
 
 /// `torch.nn.utils.clip_grad_norm_` on one flat gradient, without a host sync.

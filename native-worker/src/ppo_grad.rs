@@ -32,30 +32,32 @@ pub struct LossGrad {
 }
 
 impl LossGrad {
-    /// Writes the parameter gradients into `net.flat_grad` (overwriting it).
-    pub fn backward(&self, net: &ActorCritic) {
+    /// Writes the parameter gradients into `net.flat_grad` (overwriting it), matmuls in `kind`.
+    pub fn backward(&self, net: &ActorCritic, kind: Kind) {
         tch::no_grad(|| {
-            net.backward_taped(&self.actor, &self.d_logits, false);
-            net.backward_taped(&self.critic, &self.d_value, true);
+            net.backward_taped(&self.actor, &self.d_logits, false, kind);
+            net.backward_taped(&self.critic, &self.d_value, true, kind);
         })
     }
 }
 
-/// The forward of one minibatch and the gradient of its loss times `scale` (the fp16
-/// loss scale, else 1) with respect to the logits and the value. `adv` is the
-/// minibatch's normalized advantages `[B, 1]`.
+/// The forward of one minibatch (matmuls in `kind`) and the gradient of its loss times
+/// `scale` (the fp16 loss scale, else 1) with respect to the logits and the value.
+/// `adv` is the minibatch's normalized advantages `[B, 1]`.
+#[allow(clippy::too_many_arguments)]
 pub fn loss_grad(
     net: &ActorCritic,
     mb: &Batch,
     adv: &Tensor,
     heads: &[usize],
     spec: &RunSpec,
+    kind: Kind,
     scale: f64,
     want_stats: bool,
 ) -> LossGrad {
     tch::no_grad(|| {
-        let actor = net.forward_taped(&mb.obs, false);
-        let critic = net.forward_taped(&mb.obs, true);
+        let actor = net.forward_taped(&mb.obs, false, kind);
+        let critic = net.forward_taped(&mb.obs, true, kind);
         let b = mb.obs.size()[0] as f64;
         let (logits, value) = (&actor.out, &critic.out);
 
@@ -167,8 +169,8 @@ mod tests {
         let want = net.flat_grad.copy();
         let _ = net.flat_grad.fill_(f64::NAN); // the hand-written backward must overwrite every entry
         let adv = normalize_per_minibatch(&mb.advantages, 1);
-        let got = loss_grad(&net, &mb, &adv, heads, &spec, 1.0, true);
-        got.backward(&net);
+        let got = loss_grad(&net, &mb, &adv, heads, &spec, Kind::Float, 1.0, true);
+        got.backward(&net, Kind::Float);
         let err = f64::try_from((&net.flat_grad - &want).abs().max()).unwrap();
         let size = f64::try_from(want.abs().max()).unwrap();
         assert!(err <= 1e-5 * size.max(1.0), "heads {heads:?}: max error {err} (largest gradient {size})");
@@ -184,6 +186,21 @@ mod tests {
     #[test]
     fn hand_written_gradients_match_autograd_on_several_heads() {
         check(&[3, 2, 4]);
+    }
+
+    #[test]
+    fn bf16_gradients_are_close_and_a_loss_scale_scales_them() {
+        let (mut net, mb) = case(&[2]);
+        let spec = RunSpec::default();
+        let adv = normalize_per_minibatch(&mb.advantages, 1);
+        loss_grad(&net, &mb, &adv, &[2], &spec, Kind::Float, 1.0, false).backward(&net, Kind::Float);
+        let fp32 = net.flat_grad.copy();
+        loss_grad(&net, &mb, &adv, &[2], &spec, Kind::BFloat16, 1.0, false).backward(&net, Kind::BFloat16);
+        let rel = f64::try_from((&net.flat_grad - &fp32).norm()).unwrap() / f64::try_from(fp32.norm()).unwrap();
+        assert!(rel < 0.05, "bf16 gradient differs from fp32 by {rel} (relative norm)");
+        loss_grad(&net, &mb, &adv, &[2], &spec, Kind::Float, 256.0, false).backward(&net, Kind::Float);
+        let _ = net.flat_grad.g_div_scalar_(256.0);
+        assert!(net.flat_grad.allclose(&fp32, 1e-5, 1e-7, false));
     }
 
     #[test]

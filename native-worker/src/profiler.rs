@@ -50,6 +50,8 @@ pub struct Profiler {
     trace_window: Option<TraceWindow>,
     step: u64,
     events: Vec<serde_json::Value>,
+    /// Whether this window recorded trace spans (then its counters go in the trace too).
+    traced_window: bool,
 }
 
 /// The cost of one `Instant::now()`, measured.
@@ -78,6 +80,7 @@ impl Profiler {
             trace_window,
             step: 0,
             events: Vec::new(),
+            traced_window: false,
         }
     }
 
@@ -128,6 +131,7 @@ impl Profiler {
         s.wall_s += secs;
         s.calls += 1;
         if self.tracing() {
+            self.traced_window = true;
             self.events.push(json!({
                 "name": phase.name(), "cat": "phase", "ph": "X", "pid": 1, "tid": 1,
                 "ts": (start - self.run_start).as_secs_f64() * 1e6, "dur": secs * 1e6,
@@ -147,7 +151,7 @@ impl Profiler {
             t.wall_s += w.wall_s;
             t.calls += w.calls;
         }
-        if self.tracing() {
+        if std::mem::take(&mut self.traced_window) {
             let c = serde_json::to_value(counters).unwrap_or_default();
             self.events.push(json!({
                 "name": "counters", "ph": "C", "pid": 1, "tid": 1,

@@ -7,9 +7,10 @@ use crate::device_rollout::DeviceRollout;
 use crate::envs::{self, device::DeviceCartPole};
 use crate::gae::{gae, GaeInput};
 use crate::policy::{ActorCritic, Architecture};
-use crate::ppo::{self, UpdateStats};
+use crate::ppo::{self, UpdateCtx, UpdateStats};
 use crate::profiler::{Profiler, TraceWindow};
 use crate::rollout::{Batch, Rollout};
+use crate::telemetry::{Sink, Telemetry, TelemetrySummary};
 use crate::transfer::Mover;
 use anyhow::{bail, Context, Result};
 use hotlab_shared::counters::Counters;
@@ -62,6 +63,10 @@ pub struct TrainReport {
     pub counters: Counters,
     /// Phase totals over the whole run.
     pub profile: Profile,
+    /// The update's resolved precision: fp32, fp16 or bf16.
+    pub precision: String,
+    /// Gradient telemetry: events sent, dropped, published.
+    pub telemetry: TelemetrySummary,
     /// Where a knob could not do what it says here, and what happened instead.
     pub notes: Vec<String>,
     /// The fully resolved spec.
@@ -197,22 +202,29 @@ fn collect_host(
     Ok(batch)
 }
 
-/// Trains a policy; `observe` is called after every update.
-pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
-    train_traced(spec, None, observe)
+/// What a caller can attach to a run besides its spec.
+#[derive(Default)]
+pub struct TrainOptions {
+    /// Record Chrome trace events for these rollout steps.
+    pub trace: Option<TraceWindow>,
+    /// Where gradient telemetry goes (with `telemetry_every` > 0); without one it is counted only.
+    pub telemetry_sink: Option<Sink>,
 }
 
-/// [`train`], also recording Chrome trace events for the rollout steps in `trace`.
-pub fn train_traced(
-    spec: &RunSpec,
-    trace: Option<TraceWindow>,
-    observe: &mut dyn FnMut(&UpdateMetrics),
-) -> Result<Trained> {
+/// Trains a policy; `observe` is called after every update.
+pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
+    train_with(spec, TrainOptions::default(), observe)
+}
+
+/// [`train`] with a trace window and a telemetry sink.
+pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
     let start = Instant::now();
+    let trace = opts.trace;
     let mut prof = Profiler::new(trace);
     spec.validate()?;
     crate::alloc::tune();
     let device = device::resolve(&spec.device)?;
+    let mut precision = crate::precision::resolve(spec.precision, device)?;
     let threads = torch_threads(spec);
     tch::set_num_threads(threads as i32);
     tch::manual_seed(spec.seed as i64);
@@ -225,6 +237,15 @@ pub fn train_traced(
     let arch = architecture(&env_spec, &spec.hidden)?;
     let mut net = ActorCritic::new(arch.clone(), device);
     let mut opt = FlatAdam::new(&net.flat, 1e-5);
+    let mut telemetry =
+        Telemetry::new(spec.telemetry_every, &net, opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {})));
+    if precision.kind != tch::Kind::Float {
+        notes.push(format!(
+            "precision {}: the update's matmuls run in {}; the rollout's forward and the master weights stay fp32",
+            precision.label(),
+            precision.label()
+        ));
+    }
     let mover = Mover::new(spec.transfer, device);
     notes.extend(mover.note());
 
@@ -292,7 +313,15 @@ pub fn train_traced(
         global_step += spec.batch_size() as u64;
         let update_start = Instant::now();
         let rollout_s = (update_start - rollout_start).as_secs_f64();
-        let stats = ppo::update(&mut net, &mut opt, &batch, &heads, spec, lr, &mut rng, &mut prof);
+        let due = telemetry.due(update + 1);
+        let ctx =
+            UpdateCtx { spec, heads: &heads, lr, precision: &mut precision, telemetry: due.then_some(&telemetry) };
+        let (stats, norms) = ppo::update(&mut net, &mut opt, &batch, ctx, &mut rng, &mut prof, &mut c);
+        if let Some(norms) = norms {
+            let s = prof.start();
+            telemetry.publish(update + 1, &norms, &mut c);
+            prof.stop(Phase::Telemetry, s);
+        }
         c.host_syncs += 1; // the loss statistics, read once per update
         c.d2h_copies += 1;
         c.d2h_bytes += 5 * 4;
@@ -333,6 +362,8 @@ pub fn train_traced(
         updates,
         threads,
         profile: prof.total(&c),
+        precision: precision.label().into(),
+        telemetry: telemetry.finish(),
         counters: c,
         notes,
         config: spec.clone(),

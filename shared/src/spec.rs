@@ -59,6 +59,11 @@ pub struct RunSpec {
     pub action_sync: ActionSync,
     /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows, else one per core).
     pub threads: usize,
+    /// The update's matmul precision: `fp32`, `fp16` (CUDA, with a dynamic loss scaler),
+    /// `bf16`, or `auto` (bf16 where the device supports it, else fp32). Master weights stay fp32.
+    pub precision: Precision,
+    /// Gradient norms (global and per layer) every K updates, published off the hot path; 0 = off.
+    pub telemetry_every: u64,
 }
 
 /// Workloads.
@@ -204,6 +209,20 @@ knob!(
     }
 );
 
+knob!(
+    /// The update's precision (catalogue row 6).
+    Precision, "precision" {
+        /// Everything in fp32.
+        Fp32 = "fp32",
+        /// Matmuls in fp16 with a dynamic loss scaler (CUDA only).
+        Fp16 = "fp16",
+        /// Matmuls in bf16, no scaler.
+        Bf16 = "bf16",
+        /// bf16 where the device supports it, else fp32.
+        Auto = "auto",
+    }
+);
+
 /// Named starting points; explicit values override them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -270,6 +289,8 @@ impl Default for RunSpec {
             transfer: Transfer::Packed,
             action_sync: ActionSync::Stacked,
             threads: 0,
+            precision: Precision::Fp32,
+            telemetry_every: 0,
         }
     }
 }
@@ -323,6 +344,10 @@ impl fmt::Display for SpecError {
         write!(f, "{}: {}", self.flag(), self.message)
     }
 }
+
+/// Why `--precision fp16` is refused on the CPU.
+pub const FP16_NEEDS_CUDA: &str =
+    "fp16 needs a CUDA device (its loss scaler exists for GPU tensor cores); allowed on the CPU: fp32, bf16, auto";
 
 /// Upper bounds, so a typo cannot ask for a terabyte of rollout.
 pub const MAX_ENVS: usize = 1 << 20;
@@ -418,6 +443,10 @@ impl RunSpec {
         }
         self.device.parse::<DeviceName>().map_err(|m| SpecError::new("device", m))?;
         in_range("threads", self.threads, 0, 1024)?;
+        if self.precision == Precision::Fp16 && self.device == "cpu" {
+            return Err(SpecError::new("precision", FP16_NEEDS_CUDA));
+        }
+        in_range("telemetry_every", self.telemetry_every, 0, 1_000_000)?;
         in_range("workers", self.workers, 0, 256)?;
         if self.workers > self.envs {
             return Err(SpecError::new(
