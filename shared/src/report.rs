@@ -123,10 +123,15 @@ fn split(profile: &Profile) -> Split {
             "data > 50%: collecting and moving data is the bottleneck",
             "look at env stepping, worker waits and transfers (rows above)",
         )
+    } else if f > 50.0 && profile.phase(Phase::PolicyForward) >= profile.phase(Phase::UpdateForward) {
+        (
+            "forward > 50%: the rollout's forward passes are the bottleneck",
+            "fuse the rollout forward, or batch more envs per forward",
+        )
     } else if f > 50.0 {
         (
-            "forward > 50%: the forward passes are the bottleneck",
-            "fuse the rollout forward, or batch more envs per forward",
+            "forward > 50%: the update's forward passes are the bottleneck",
+            "at small minibatches that is per-op dispatch (larger minibatches, fewer ops); at large ones, arithmetic (bf16)",
         )
     } else if b > 50.0 {
         (
@@ -324,6 +329,16 @@ mod tests {
             &RunSpec::default(),
         );
         assert!(data_heavy.split.verdict.starts_with("data > 50%"));
+        let update_fwd = analyze(
+            &profile(&[(Phase::UpdateForward, 0.6), (Phase::Backward, 0.3)], Counters::default()),
+            &RunSpec::default(),
+        );
+        assert!(update_fwd.split.verdict.contains("update's forward"), "{}", update_fwd.split.verdict);
+        let rollout_fwd = analyze(
+            &profile(&[(Phase::PolicyForward, 0.6), (Phase::Backward, 0.3)], Counters::default()),
+            &RunSpec::default(),
+        );
+        assert!(rollout_fwd.split.verdict.contains("rollout's forward"), "{}", rollout_fwd.split.verdict);
         assert!((r.profiler_overhead_pct - 0.1).abs() < 1e-9);
         assert!(r.markdown().contains("| env_step | 5.000 | 50.0 |"));
     }
