@@ -4,9 +4,9 @@
 //! At CleanRL's 4 envs a libtorch forward costs ~20 dispatched ops per step and the
 //! arithmetic is a few microseconds; here the whole step is one function call. The
 //! inner loops work on 8-wide column blocks so the compiler keeps the accumulator in a
-//! vector register; `tanh` is a rational approximation that vectorizes (max error
-//! below 1e-6, tested against `f32::tanh`).
+//! vector register; `tanh` is [`fast_tanh`], which vectorizes.
 
+use crate::kernels::fast_tanh;
 use crate::policy::{Architecture, ParamSlot};
 use hotlab_shared::rng::HostRng;
 
@@ -50,41 +50,6 @@ impl Dense {
             *yj = acc;
         }
     }
-}
-
-/// tanh as a [13/6] rational function on the clamped input.
-#[inline]
-pub fn fast_tanh(x: f32) -> f32 {
-    const CLAMP: f32 = 7.905_311;
-    const A: [f32; 7] =
-        [4.893_524_6e-3, 6.372_619_3e-4, 1.485_722_4e-5, 5.122_297e-8, -8.604_672e-11, 2.000_188e-13, -2.760_768_5e-16];
-    const B: [f32; 4] = [4.893_525e-3, 2.268_434_6e-3, 1.185_347_1e-4, 1.198_258_4e-6];
-    let x = x.clamp(-CLAMP, CLAMP);
-    let x2 = x * x;
-    let p = ((((((A[6] * x2 + A[5]) * x2 + A[4]) * x2 + A[3]) * x2 + A[2]) * x2 + A[1]) * x2 + A[0]) * x;
-    let q = ((B[3] * x2 + B[2]) * x2 + B[1]) * x2 + B[0];
-    p / q
-}
-
-#[inline(always)]
-fn tanh_body(xs: &mut [f32]) {
-    xs.iter_mut().for_each(|v| *v = fast_tanh(*v));
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tanh_avx2(xs: &mut [f32]) {
-    tanh_body(xs)
-}
-
-/// [`fast_tanh`] over a slice, vectorized (8 lanes with AVX2, chosen at run time).
-pub fn tanh_in_place(xs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the features the function was compiled for.
-        return unsafe { tanh_avx2(xs) };
-    }
-    tanh_body(xs)
 }
 
 #[inline(always)]
@@ -228,14 +193,6 @@ mod tests {
     use super::*;
     use crate::policy::ActorCritic;
     use tch::{Device, Kind, Tensor};
-
-    #[test]
-    fn fast_tanh_is_within_1e6_of_tanh() {
-        let worst =
-            (-200_000..=200_000).map(|i| i as f32 * 1e-4).map(|x| (fast_tanh(x) - x.tanh()).abs()).fold(0f32, f32::max);
-        assert!(worst < 1e-6, "worst error {worst}");
-        assert_eq!(fast_tanh(40.0), 1.0);
-    }
 
     #[test]
     fn fused_forward_matches_libtorch() {

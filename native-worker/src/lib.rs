@@ -8,6 +8,7 @@
 //! - [`ppo`]: the PPO loss and update, CleanRL's `ppo.py` in one short file.
 //! - [`policy`]: the actor-critic MLPs, their parameters in one flat tensor.
 //! - [`fused`]: the native (non-libtorch) forward used for rollouts.
+//! - [`kernels`]: host f32 kernels that replace chains of small libtorch ops on the CPU.
 //! - [`distribution`]: the multi-head masked categorical.
 //! - [`gae`]: generalized advantage estimation, truncation-aware.
 //! - [`adam`]: Adam over the flat parameter tensor.
@@ -27,9 +28,12 @@ pub mod envs;
 pub mod eval;
 pub mod fused;
 pub mod gae;
+pub mod helper;
+pub mod kernels;
 pub mod policy;
 pub mod ppo;
 pub mod ppo_grad;
+pub mod ppo_grad_host;
 pub mod precision;
 pub mod profiler;
 pub mod rollout;

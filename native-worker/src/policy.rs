@@ -5,6 +5,7 @@
 //! so that the optimizer, the gradient clip and zeroing act on one tensor each
 //! (see [`crate::adam`] for why).
 
+use crate::kernels;
 use tch::{Device, Kind, Tensor};
 
 /// Where one parameter lives in the flat vector.
@@ -75,7 +76,7 @@ pub struct ActorCritic {
 }
 
 /// One network's training forward: each layer's input (the previous layer's tanh
-/// output) and the network's output; what [`ActorCritic::backward_taped`] needs.
+/// output) and the network's output; what [`Mlp::backward_taped`] needs.
 pub struct Tape {
     inputs: Vec<Tensor>,
     pub out: Tensor,
@@ -123,7 +124,7 @@ fn tanh_fresh(z: Tensor) -> Tensor {
         // SAFETY: `z` is a contiguous f32 CPU tensor of `n` elements that this function
         // owns (no view of it exists), so the slice is valid and not aliased.
         let xs = unsafe { std::slice::from_raw_parts_mut(z.data_ptr() as *mut f32, n) };
-        crate::fused::tanh_in_place(xs);
+        crate::kernels::tanh_in_place(xs);
         z
     } else {
         tanh(&z)
@@ -204,28 +205,60 @@ impl ActorCritic {
         self.mlp(obs, 2 * self.arch.depth()).squeeze_dim(-1)
     }
 
-    /// Index of the first parameter of the actor or of the critic.
-    fn first(&self, critic: bool) -> usize {
-        if critic {
-            2 * self.arch.depth()
-        } else {
-            0
-        }
+    /// The actor (`critic = false`) or the critic, as handles onto its parameters.
+    pub fn network(&self, critic: bool) -> Mlp {
+        let (first, n) = (if critic { 2 * self.arch.depth() } else { 0 }, 2 * self.arch.depth());
+        let take = |ts: &[Tensor]| ts[first..first + n].iter().map(Tensor::shallow_clone).collect();
+        Mlp { params: take(&self.params), grads: take(&self.grads) }
     }
 
-    /// The actor's (`critic = false`) or the critic's forward, keeping each layer's input
-    /// (call under `no_grad`). Matmuls run in `kind` (fp32, or bf16/fp16 as autocast
-    /// would); biases, activations and the output stay fp32.
+    /// [`Mlp::forward_taped`] of the actor or the critic.
     pub fn forward_taped(&self, x: &Tensor, critic: bool, kind: Kind) -> Tape {
-        let (first, depth) = (self.first(critic), self.arch.depth());
+        self.network(critic).forward_taped(x, kind)
+    }
+
+    /// [`Mlp::backward_taped`] of the actor or the critic.
+    pub fn backward_taped(&self, tape: &Tape, d_out: &Tensor, critic: bool, kind: Kind) {
+        self.network(critic).backward_taped(tape, d_out, kind)
+    }
+
+    /// The parameters as host `f32`s, in layout order (for the fused forward and checkpoints).
+    pub fn host_params(&self) -> Vec<f32> {
+        let host = self.flat.to_device(Device::Cpu);
+        Vec::<f32>::try_from(&host).expect("flat params are f32")
+    }
+}
+
+/// One of the two networks: handles (shallow clones) onto its weights and biases in
+/// `flat` and its gradients in `flat_grad`. Owned rather than borrowed so that the actor
+/// and the critic can run on two threads (`Tensor` is `Send` but not `Sync`).
+pub struct Mlp {
+    /// `w0, b0, w1, b1, …`
+    params: Vec<Tensor>,
+    /// The matching views into `flat_grad`.
+    grads: Vec<Tensor>,
+}
+
+impl Mlp {
+    fn depth(&self) -> usize {
+        self.params.len() / 2
+    }
+
+    /// The training forward, keeping each layer's input (call under `no_grad`). Matmuls
+    /// run in `kind` (fp32, or bf16/fp16 as autocast would); biases, activations and the
+    /// output stay fp32.
+    pub fn forward_taped(&self, x: &Tensor, kind: Kind) -> Tape {
+        let depth = self.depth();
         let mut inputs = Vec::with_capacity(depth);
         let mut h = x.shallow_clone();
         for l in 0..depth {
-            let (w, b) = (&self.params[first + 2 * l], &self.params[first + 2 * l + 1]);
-            let z = if kind == Kind::Float {
-                b.addmm(&h, w)
-            } else {
+            let (w, b) = (&self.params[2 * l], &self.params[2 * l + 1]);
+            let z = if kind != Kind::Float {
                 h.to_kind(kind).mm(&w.to_kind(kind)) + b // reduced + fp32 promotes to fp32
+            } else if let Some(z) = small_linear(&h, w, b) {
+                z
+            } else {
+                b.addmm(&h, w)
             };
             inputs.push(h);
             h = if l + 1 < depth { tanh_fresh(z) } else { z };
@@ -233,16 +266,24 @@ impl ActorCritic {
         Tape { inputs, out: h }
     }
 
-    /// Writes that network's parameter gradients, given ∂loss/∂output `d_out`, into
+    /// Writes this network's parameter gradients, given ∂loss/∂output `d_out`, into
     /// `flat_grad` (overwriting: no zeroing needed); matmuls in `kind`, as in the forward.
-    pub fn backward_taped(&self, tape: &Tape, d_out: &Tensor, critic: bool, kind: Kind) {
-        let (first, depth) = (self.first(critic), self.arch.depth());
+    /// On the CPU in fp32 the bias sums and the tanh gradients are host kernels.
+    pub fn backward_taped(&self, tape: &Tape, d_out: &Tensor, kind: Kind) {
+        let host = kind == Kind::Float && kernels::is_host_f32(d_out);
         let mut d = d_out.shallow_clone();
-        for l in (0..depth).rev() {
-            let (x, w) = (&tape.inputs[l], &self.params[first + 2 * l]);
-            let mut grad_w = self.grads[first + 2 * l].shallow_clone();
-            let _ = d.sum_intlist_out(&self.grads[first + 2 * l + 1], [0i64].as_slice(), false, Kind::Float);
-            if kind == Kind::Float {
+        for l in (0..self.depth()).rev() {
+            let (x, w) = (&tape.inputs[l], &self.params[2 * l]);
+            let (mut grad_w, grad_b) = (self.grads[2 * l].shallow_clone(), &self.grads[2 * l + 1]);
+            if host {
+                // SAFETY: `d` is a fresh gradient and `grad_b` a view that only this network writes.
+                unsafe { kernels::column_sums(kernels::host(&d), kernels::host_mut(grad_b)) };
+            } else {
+                let _ = d.sum_intlist_out(grad_b, [0i64].as_slice(), false, Kind::Float);
+            }
+            if host && kernels::is_host_f32(x) && is_small(w) {
+                small_backward(x, w, &d, &grad_w, l > 0).into_iter().for_each(|next| d = next);
+            } else if kind == Kind::Float {
                 if d.size()[1] < x.size()[1] {
                     // Narrow outputs (the heads): MKL's `xᵀ·d` with 2 columns takes 0.2 ms
                     // at 4096 rows, `(dᵀ·x)ᵀ` a quarter of that.
@@ -251,7 +292,14 @@ impl ActorCritic {
                     let _ = x.tr().mm_out(&grad_w, &d);
                 }
                 if l > 0 {
-                    d = Tensor::tanh_backward(&d.mm(&w.tr()), x);
+                    let next = d.mm(&w.tr());
+                    if host && kernels::is_host_f32(x) {
+                        // SAFETY: `next` is fresh; `x` (the tape's tanh output) is only read.
+                        unsafe { kernels::tanh_backward_in_place(kernels::host_mut(&next), kernels::host(x)) };
+                        d = next;
+                    } else {
+                        d = Tensor::tanh_backward(&next, x);
+                    }
                 }
             } else {
                 let dk = d.to_kind(kind);
@@ -262,11 +310,63 @@ impl ActorCritic {
             }
         }
     }
+}
 
-    /// The parameters as host `f32`s, in layout order (for the fused forward and checkpoints).
-    pub fn host_params(&self) -> Vec<f32> {
-        let host = self.flat.to_device(Device::Cpu);
-        Vec::<f32>::try_from(&host).expect("flat params are f32")
+/// Whether a layer has an input or an output of at most [`kernels::SMALL`].
+fn is_small(w: &Tensor) -> bool {
+    let s = w.size();
+    s[0] as usize <= kernels::SMALL || s[1] as usize <= kernels::SMALL
+}
+
+/// `x·w + b` by a host kernel where MKL is slow (a small input or output), else `None`.
+fn small_linear(x: &Tensor, w: &Tensor, b: &Tensor) -> Option<Tensor> {
+    if !(is_small(w) && [x, w, b].iter().all(|t| kernels::is_host_f32(t))) {
+        return None;
+    }
+    let (k, n) = (w.size()[0] as usize, w.size()[1] as usize);
+    let y = Tensor::empty([x.size()[0], n as i64], (Kind::Float, Device::Cpu));
+    // SAFETY: `y` is new; `x`, `w` and `b` are only read.
+    unsafe {
+        let (xs, ws, bs, ys) = (kernels::host(x), kernels::host(w), kernels::host(b), kernels::host_mut(&y));
+        if n <= kernels::SMALL {
+            let mut wt = vec![0f32; k * n];
+            kernels::transpose(ws, k, &mut wt);
+            kernels::matmul_narrow_n(xs, &wt, Some(bs), ys, n);
+        } else {
+            kernels::matmul_small_k(xs, ws, Some(bs), ys, n);
+        }
+    }
+    Some(y)
+}
+
+/// A small layer's backward on the host: writes `grad_w = xᵀ·d` and, with `want_input`,
+/// returns `(d·wᵀ) ⊙ tanh'` for the layer below (`x` is that layer's tanh output).
+fn small_backward(x: &Tensor, w: &Tensor, d: &Tensor, grad_w: &Tensor, want_input: bool) -> Option<Tensor> {
+    let (k, n) = (w.size()[0] as usize, w.size()[1] as usize);
+    // SAFETY: `grad_w` is this layer's own gradient view, written only here; the rest is read.
+    unsafe {
+        let (xs, ws, ds, gw) = (kernels::host(x), kernels::host(w), kernels::host(d), kernels::host_mut(grad_w));
+        if n <= kernels::SMALL {
+            let mut gwt = vec![0f32; n * k];
+            kernels::outer_sum_small(ds, xs, &mut gwt, n);
+            kernels::transpose(&gwt, n, gw);
+        } else {
+            kernels::outer_sum_small(xs, ds, gw, k);
+        }
+        want_input.then(|| {
+            let next = Tensor::empty([x.size()[0], k as i64], (Kind::Float, Device::Cpu));
+            let out = kernels::host_mut(&next);
+            if n <= kernels::SMALL {
+                let mut wt = vec![0f32; k * n];
+                kernels::transpose(ws, k, &mut wt);
+                kernels::matmul_small_k(ds, &wt, None, out, k);
+            } else {
+                // d·wᵀ with a small input k: one dot product per output, w's rows as wᵀ's columns.
+                kernels::matmul_narrow_n(ds, ws, None, out, k);
+            }
+            kernels::tanh_backward_in_place(out, xs);
+            next
+        })
     }
 }
 

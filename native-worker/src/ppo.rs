@@ -4,8 +4,12 @@
 
 use crate::adam::FlatAdam;
 use crate::distribution;
+use crate::helper::Helper;
+use crate::kernels;
 use crate::policy::ActorCritic;
+use crate::policy::Mlp;
 use crate::ppo_grad;
+use crate::ppo_grad_host;
 use crate::precision::Precision;
 use crate::profiler::Profiler;
 use crate::rollout::Batch;
@@ -79,6 +83,9 @@ pub struct UpdateCtx<'a> {
     pub precision: &'a mut Precision,
     /// Set to record the last minibatch's per-parameter squared gradient norms (before clipping).
     pub telemetry: Option<&'a Telemetry>,
+    /// A thread for the critic on the CPU path ([`ppo_grad_host`]); without it the
+    /// actor and the critic run one after the other.
+    pub helper: Option<&'a Helper>,
 }
 
 /// Runs `epochs × minibatches` gradient steps on one rollout; returns the last
@@ -98,6 +105,9 @@ pub fn update(
     let mut order: Vec<i64> = (0..size as i64).collect();
     let (mut last_stats, mut norms) = (None, None);
     let kind = ctx.precision.kind;
+    // The CPU in fp32 takes the host path: host loss heads, actor ∥ critic.
+    let host = net.device() == tch::Device::Cpu && kind == Kind::Float && ctx.precision.scaler.is_none();
+    let (actor, mut critic) = (net.network(false), Some(net.network(true)));
     for epoch in 0..spec.epochs {
         rng.shuffle(&mut order);
         // One gather per field per epoch; minibatches are then contiguous views.
@@ -108,15 +118,26 @@ pub fn update(
             let mb = shuffled.rows(m * mb_size, mb_size);
             let adv = advantages.narrow(0, m * mb_size, mb_size);
             let last = epoch + 1 == spec.epochs && m + 1 == spec.minibatches as i64;
-            let scale = ctx.precision.scaler.as_ref().map_or(1.0, |s| s.scale);
             let s = prof.start();
-            let grad = ppo_grad::loss_grad(net, &mb, &adv, ctx.heads, spec, kind, scale, last);
-            let s = prof.stop(Phase::UpdateForward, s);
-            grad.backward(net, kind);
-            let s = prof.stop(Phase::Backward, s);
-            if grad.stats.is_some() {
-                last_stats = grad.stats;
-            }
+            let s = if host {
+                let c = critic.take().expect("the critic is back after each minibatch");
+                let (stats, forward_share, c) = host_minibatch(&actor, c, &mb, &adv, ctx.heads, spec, ctx.helper);
+                critic = Some(c);
+                if last {
+                    last_stats = Some(stats);
+                }
+                let wall = s.elapsed().as_secs_f64();
+                prof.stop_split(Phase::Backward, Phase::UpdateForward, wall * forward_share, s)
+            } else {
+                let scale = ctx.precision.scaler.as_ref().map_or(1.0, |s| s.scale);
+                let grad = ppo_grad::loss_grad(net, &mb, &adv, ctx.heads, spec, kind, scale, last);
+                let s = prof.stop(Phase::UpdateForward, s);
+                grad.backward(net, kind);
+                if let Some(stats) = grad.stats {
+                    last_stats = Some(Vec::<f64>::try_from(stats.to_kind(Kind::Double)).unwrap_or_default());
+                }
+                prof.stop(Phase::Backward, s)
+            };
             if let Some(scaler) = ctx.precision.scaler.as_mut() {
                 c.host_syncs += 1; // the scaler's inf check
                 if !scaler.unscale(&mut net.flat_grad) {
@@ -136,7 +157,7 @@ pub fn update(
             prof.stop(Phase::Optimizer, s);
         }
     }
-    let s = Vec::<f64>::try_from(last_stats.expect("at least one minibatch").to_kind(Kind::Double)).unwrap_or_default();
+    let s = last_stats.expect("at least one minibatch");
     let stats = UpdateStats {
         policy_loss: s[0],
         value_loss: s[1],
@@ -149,8 +170,65 @@ pub fn update(
     (stats, norms)
 }
 
+/// One minibatch on the host path: the actor's and the critic's forward, head gradient
+/// and backward, the critic's on the helper thread when there is one; returns the loss
+/// statistics, the share of the time that went to the forward, and the critic back.
+fn host_minibatch(
+    actor: &Mlp,
+    critic: Mlp,
+    mb: &Batch,
+    adv: &Tensor,
+    heads: &[usize],
+    spec: &RunSpec,
+    helper: Option<&Helper>,
+) -> (Vec<f64>, f64, Mlp) {
+    use ppo_grad_host::{actor_step, critic_step, PolicyInputs, ValueInputs};
+    let p = PolicyInputs {
+        obs: mb.obs.shallow_clone(),
+        actions: mb.actions.shallow_clone(),
+        old_log_probs: mb.log_probs.shallow_clone(),
+        advantages: adv.shallow_clone(),
+    };
+    let v = ValueInputs {
+        obs: mb.obs.shallow_clone(),
+        returns: mb.returns.shallow_clone(),
+        old_values: mb.values.shallow_clone(),
+        clip: spec.clip,
+        vf_coef: spec.vf_coef,
+    };
+    let ((ps, at), (vs, ct), critic) = match helper {
+        Some(helper) => {
+            let pending = helper.spawn(move || {
+                let r = critic_step(&critic, v);
+                (r, critic)
+            });
+            let a = actor_step(actor, p, heads, spec);
+            let (c, critic) = pending.wait();
+            (a, c, critic)
+        }
+        None => {
+            let c = critic_step(&critic, v);
+            (actor_step(actor, p, heads, spec), c, critic)
+        }
+    };
+    let rows = mb.obs.size()[0] as f64;
+    let stats = vec![ps.pg_loss / rows, 0.5 * vs / rows, ps.entropy / rows, ps.approx_kl / rows, ps.clipped / rows];
+    let forward = (at.forward + ct.forward).as_secs_f64();
+    let total = forward + (at.backward + ct.backward).as_secs_f64();
+    (stats, if total > 0.0 { forward / total } else { 0.5 }, critic)
+}
+
 /// `torch.nn.utils.clip_grad_norm_` on one flat gradient, without a host sync.
 pub fn clip_grad_norm(grad: &mut Tensor, max_norm: f64) {
+    if kernels::is_host_f32(grad) {
+        // SAFETY: the flat gradient is only touched here until the optimizer reads it.
+        let g = unsafe { kernels::host_mut(grad) };
+        let coef = max_norm as f32 / (kernels::sum_squares(g).sqrt() + 1e-6);
+        if coef < 1.0 {
+            kernels::scale(g, coef);
+        }
+        return;
+    }
     tch::no_grad(|| {
         let coef = (grad.norm() + 1e-6).reciprocal() * max_norm;
         let _ = grad.g_mul_(&coef.clamp_max(1.0));

@@ -130,7 +130,7 @@ pub fn normalize_per_minibatch(advantages: &Tensor, minibatches: i64) -> Tensor 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::policy::Architecture;
     use crate::ppo::minibatch_loss;
@@ -138,10 +138,10 @@ mod tests {
 
     /// A net with larger weights than the init, and a batch whose old log-probs and
     /// values put some rows beyond both clips, so every branch of the loss is taken.
-    fn case(heads: &[usize]) -> (ActorCritic, Batch) {
+    pub(crate) fn case(heads: &[usize], hidden: &[usize]) -> (ActorCritic, Batch) {
         tch::manual_seed(11);
         let logits: usize = heads.iter().sum();
-        let mut net = ActorCritic::new(Architecture { obs_dim: 5, hidden: vec![16, 8], logits }, Device::Cpu);
+        let mut net = ActorCritic::new(Architecture { obs_dim: 5, hidden: hidden.to_vec(), logits }, Device::Cpu);
         tch::no_grad(|| {
             let _ = net.flat.g_add_(&(Tensor::randn_like(&net.flat) * 0.4));
         });
@@ -161,7 +161,7 @@ mod tests {
     }
 
     fn check(heads: &[usize]) {
-        let (mut net, mb) = case(heads);
+        let (mut net, mb) = case(heads, &[16, 8]);
         let spec = RunSpec { ent_coef: 0.05, ..RunSpec::default() };
         let (loss, want_stats) = minibatch_loss(&net, &mb, heads, &spec, true);
         net.zero_grad();
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn bf16_gradients_are_close_and_a_loss_scale_scales_them() {
-        let (mut net, mb) = case(&[2]);
+        let (mut net, mb) = case(&[2], &[16, 8]);
         let spec = RunSpec::default();
         let adv = normalize_per_minibatch(&mb.advantages, 1);
         loss_grad(&net, &mb, &adv, &[2], &spec, Kind::Float, 1.0, false).backward(&net, Kind::Float);

@@ -6,6 +6,7 @@ use crate::device;
 use crate::device_rollout::DeviceRollout;
 use crate::envs::{self, device::DeviceCartPole};
 use crate::gae::{gae, GaeInput};
+use crate::helper::Helper;
 use crate::policy::{ActorCritic, Architecture};
 use crate::ppo::{self, UpdateCtx, UpdateStats};
 use crate::profiler::{Profiler, TraceWindow};
@@ -21,6 +22,7 @@ use hotlab_shared::spec::{Backend, Inference, RunSpec};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::Instant;
+use tch::Device;
 
 /// What is known after each update (streamed to the progress bar and `metrics.jsonl`).
 #[derive(Clone, Debug, Serialize)]
@@ -99,6 +101,21 @@ pub fn torch_threads(spec: &RunSpec) -> usize {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     }
+}
+
+/// A second thread for the update's critic, on a CPU with two cores or more in fp32
+/// (unless `--threads 1`); each side gets half of the libtorch threads.
+fn update_helper(spec: &RunSpec, device: Device, precision: &crate::precision::Precision) -> Result<Option<Helper>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let host_path = device == Device::Cpu && precision.kind == tch::Kind::Float && precision.scaler.is_none();
+    if !host_path || spec.threads == 1 || cores < 2 {
+        return Ok(None);
+    }
+    let per_side = (torch_threads(spec) / 2).max(1) as i32;
+    tch::set_num_threads(per_side);
+    let helper = Helper::new("update-critic", move || tch::set_num_threads(per_side))
+        .context("starting the update's critic thread")?;
+    Ok(Some(helper))
 }
 
 /// The last 100 episode returns and the episode count.
@@ -248,6 +265,10 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     }
     let mover = Mover::new(spec.transfer, device);
     notes.extend(mover.note());
+    let helper = update_helper(spec, device, &precision)?;
+    if helper.is_some() {
+        notes.push("update: the actor and the critic train on two threads (CPU, fp32)".into());
+    }
 
     let mut envs = if spec.backend == Backend::Device {
         if spec.inference == Inference::Fused {
@@ -314,8 +335,14 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         let update_start = Instant::now();
         let rollout_s = (update_start - rollout_start).as_secs_f64();
         let due = telemetry.due(update + 1);
-        let ctx =
-            UpdateCtx { spec, heads: &heads, lr, precision: &mut precision, telemetry: due.then_some(&telemetry) };
+        let ctx = UpdateCtx {
+            spec,
+            heads: &heads,
+            lr,
+            precision: &mut precision,
+            telemetry: due.then_some(&telemetry),
+            helper: helper.as_ref(),
+        };
         let (stats, norms) = ppo::update(&mut net, &mut opt, &batch, ctx, &mut rng, &mut prof, &mut c);
         if let Some(norms) = norms {
             let s = prof.start();
