@@ -109,6 +109,24 @@ fn train_json_summary_checkpoint_metrics_and_eval() {
     assert!((1.0..=500.0).contains(&mean), "{eval}");
 }
 
+/// The helper thread (the critic's half of each minibatch, half of each rollout step
+/// at 64 envs) changes where the work runs, not what it computes: `--threads 2` and
+/// `--threads 1` train the same weights.
+#[test]
+fn the_helper_thread_does_not_change_the_run() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let shape = ["--envs", "64", "--steps", "16", "--minibatches", "4"];
+    let ra = short_run(a.path(), "5", &[&shape[..], &["--threads", "2"]].concat());
+    let rb = short_run(b.path(), "5", &[&shape[..], &["--threads", "1"]].concat());
+    let weights = |d: &tempfile::TempDir| std::fs::read(d.path().join("policy.safetensors")).unwrap();
+    assert_eq!(weights(&a), weights(&b), "two threads and one thread give the same weights");
+    assert_eq!(ra["episodes"], rb["episodes"]);
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        let notes = ra["notes"].to_string();
+        assert!(notes.contains("two threads"), "the helper ran: {notes}");
+    }
+}
+
 #[test]
 fn the_same_seed_gives_the_same_run_on_cpu() {
     let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -1,7 +1,8 @@
 //! The rollout policy for host envs: libtorch ops (`eager`) or the native forward (`fused`).
 
 use crate::distribution;
-use crate::fused::{ActOut, FusedPolicy};
+use crate::fused::{draw_uniforms, ActOut, FusedPolicy};
+use crate::helper::Helper;
 use crate::policy::ActorCritic;
 use crate::profiler::Profiler;
 use crate::rollout::Rollout;
@@ -10,6 +11,7 @@ use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ActionSync;
+use std::sync::Arc;
 use std::time::Instant;
 use tch::Tensor;
 
@@ -18,8 +20,13 @@ pub enum Actor {
     /// back (`--action-sync`); log-probs and values stay on the device in `Rollout::device`.
     Eager { mover: Mover, sync: ActionSync },
     /// The native forward on the host; nothing crosses to the device until the update.
-    Fused(FusedPolicy),
+    /// With a helper thread, a large batch's second half runs there on `twin`.
+    Fused { policy: Box<FusedPolicy>, twin: Option<(Box<FusedPolicy>, Arc<Helper>)> },
 }
+
+/// Below this many envs a step is a few microseconds: handing half to another thread
+/// would cost as much as it saves.
+const SPLIT_ENVS: usize = 64;
 
 impl Actor {
     /// Fills step `t` of `rollout` (its observations are already there); profiles from
@@ -38,15 +45,42 @@ impl Actor {
     ) -> Instant {
         let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
         match self {
-            Actor::Fused(policy) => {
+            Actor::Fused { policy, twin } => {
                 let slot = rollout.step_mut(t);
-                policy.act(
-                    slot.obs,
-                    None,
-                    heads,
-                    rng,
-                    ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values },
-                );
+                let uniforms = draw_uniforms(envs * heads.len(), rng);
+                match twin.take() {
+                    Some((other, helper)) if envs >= SPLIT_ENVS => {
+                        let half = envs / 2;
+                        let (obs, u) = (slot.obs[half * obs_dim..].to_vec(), uniforms[half * heads.len()..].to_vec());
+                        let owned_heads = heads.to_vec();
+                        let pending = helper.spawn(move || {
+                            let mut other = other;
+                            let n = obs.len() / obs_dim;
+                            let (mut a, mut lp, mut v) =
+                                (vec![0i64; n * owned_heads.len()], vec![0f32; n], vec![0f32; n]);
+                            let out = ActOut { actions: &mut a, log_probs: &mut lp, values: &mut v };
+                            other.act_with(&obs, None, &owned_heads, &u, out);
+                            (other, a, lp, v)
+                        });
+                        let k = half * heads.len();
+                        let out = ActOut {
+                            actions: &mut slot.actions[..k],
+                            log_probs: &mut slot.log_probs[..half],
+                            values: &mut slot.values[..half],
+                        };
+                        policy.act_with(&slot.obs[..half * obs_dim], None, heads, &uniforms[..k], out);
+                        let (other, a, lp, v) = pending.wait();
+                        slot.actions[k..].copy_from_slice(&a);
+                        slot.log_probs[half..].copy_from_slice(&lp);
+                        slot.values[half..].copy_from_slice(&v);
+                        *twin = Some((other, helper));
+                    }
+                    not_split => {
+                        *twin = not_split;
+                        let out = ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values };
+                        policy.act_with(slot.obs, None, heads, &uniforms, out);
+                    }
+                }
                 prof.stop(Phase::PolicyForward, start)
             }
             Actor::Eager { mover, sync } => tch::no_grad(|| {
@@ -70,7 +104,7 @@ impl Actor {
     /// Critic values of host observations (`rows × obs_dim`).
     pub fn values(&mut self, net: &ActorCritic, obs: &[f32], obs_dim: usize, c: &mut Counters) -> Vec<f32> {
         match self {
-            Actor::Fused(policy) => obs.chunks_exact(obs_dim).map(|row| policy.value(row)).collect(),
+            Actor::Fused { policy, .. } => obs.chunks_exact(obs_dim).map(|row| policy.value(row)).collect(),
             Actor::Eager { mover, .. } => tch::no_grad(|| {
                 let rows = obs.len() / obs_dim;
                 let t = mover.upload_f32(obs, &[rows as i64, obs_dim as i64], c);
@@ -83,15 +117,19 @@ impl Actor {
 
     /// Re-reads the weights after an update (the fused forward keeps its own copy).
     pub fn sync_weights(&mut self, net: &ActorCritic) {
-        if let Actor::Fused(policy) = self {
-            policy.load(&net.host_params());
+        if let Actor::Fused { policy, twin } = self {
+            let params = net.host_params();
+            policy.load(&params);
+            if let Some((other, _)) = twin {
+                other.load(&params);
+            }
         }
     }
 
     /// The rollout's log-probs and values on the device, and the values on the host.
     pub fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         match self {
-            Actor::Fused(_) => None,
+            Actor::Fused { .. } => None,
             Actor::Eager { .. } => {
                 let (lp, v) = rollout.device.as_ref().map(|(a, b)| (a.shallow_clone(), b.shallow_clone()))?;
                 read_into(&v, &mut rollout.values, c);

@@ -4,12 +4,13 @@
 //! At CleanRL's 4 envs a libtorch forward costs ~20 dispatched ops per step and the
 //! arithmetic is a few microseconds; here the whole step is one function call. The
 //! inner loops work on 8-wide column blocks so the compiler keeps the accumulator in a
-//! vector register; `tanh` is [`fast_tanh`], which vectorizes.
+//! vector register; `tanh` is [`crate::kernels::fast_tanh`], which vectorizes.
 
-use crate::kernels::fast_tanh;
+use crate::kernels::tanh_with;
 use crate::policy::{Architecture, ParamSlot};
 use hotlab_shared::rng::HostRng;
 
+#[derive(Clone)]
 struct Dense {
     inp: usize,
     out: usize,
@@ -60,7 +61,7 @@ fn mlp_body<const FMA: bool>(layers: &[Dense], x: &[f32], a: &mut Vec<f32>, b: &
         b.resize(layer.out, 0.0);
         layer.forward::<FMA>(a, b);
         if l + 1 < layers.len() {
-            b.iter_mut().for_each(|v| *v = fast_tanh(*v));
+            b.iter_mut().for_each(|v| *v = tanh_with::<FMA>(*v));
         }
         std::mem::swap(a, b);
     }
@@ -85,6 +86,7 @@ fn mlp(layers: &[Dense], x: &[f32], a: &mut Vec<f32>, b: &mut Vec<f32>) {
 }
 
 /// The actor-critic's rollout forward on the host.
+#[derive(Clone)]
 pub struct FusedPolicy {
     arch: Architecture,
     actor: Vec<Dense>,
@@ -143,6 +145,13 @@ impl FusedPolicy {
     /// Samples an action for every env of `obs` (`[N, obs_dim]`) and records its
     /// log-probability and the state's value. `mask` is `[N, logits]`, true = allowed.
     pub fn act(&mut self, obs: &[f32], mask: Option<&[bool]>, heads: &[usize], rng: &mut HostRng, out: ActOut<'_>) {
+        let uniforms = draw_uniforms(obs.len() / self.arch.obs_dim * heads.len(), rng);
+        self.act_with(obs, mask, heads, &uniforms, out);
+    }
+
+    /// [`FusedPolicy::act`] with the sampling's uniforms given (`[N, heads]`, in the order
+    /// `act` draws them), so that a batch split across threads samples what one thread would.
+    pub fn act_with(&mut self, obs: &[f32], mask: Option<&[bool]>, heads: &[usize], uniforms: &[f32], out: ActOut<'_>) {
         let d = self.arch.obs_dim;
         let width = self.arch.logits;
         for (e, x) in obs.chunks_exact(d).enumerate() {
@@ -153,7 +162,7 @@ impl FusedPolicy {
             for (h, &n) in heads.iter().enumerate() {
                 let logits = &self.a[start..start + n];
                 let allowed = |k: usize| mask.is_none_or(|m| m[e * width + start + k]);
-                let (pick, lp) = sample_head(logits, allowed, rng.next_f32());
+                let (pick, lp) = sample_head(logits, allowed, uniforms[e * heads.len() + h]);
                 out.actions[e * heads.len() + h] = pick as i64;
                 log_prob += lp;
                 start += n;
@@ -161,6 +170,11 @@ impl FusedPolicy {
             out.log_probs[e] = log_prob;
         }
     }
+}
+
+/// `n` uniforms from `rng`, in order.
+pub fn draw_uniforms(n: usize, rng: &mut HostRng) -> Vec<f32> {
+    (0..n).map(|_| rng.next_f32()).collect()
 }
 
 /// Inverse-CDF sample of one categorical head; returns (choice, log-probability).

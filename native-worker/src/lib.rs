@@ -6,6 +6,8 @@
 //! - [`actor`], [`transfer`], [`device_rollout`]: the rollout's policy, its host↔device
 //!   traffic (counted), and the all-on-device rollout.
 //! - [`ppo`]: the PPO loss and update, CleanRL's `ppo.py` in one short file.
+//! - [`ppo_grad`], [`ppo_grad_host`]: the loss's gradient by hand; its CPU fp32 path
+//!   (host loss heads, actor and critic on two threads via [`helper`], [`kernels`]).
 //! - [`policy`]: the actor-critic MLPs, their parameters in one flat tensor.
 //! - [`fused`]: the native (non-libtorch) forward used for rollouts.
 //! - [`kernels`]: host f32 kernels that replace chains of small libtorch ops on the CPU.

@@ -108,12 +108,18 @@ pub fn update(
     // The CPU in fp32 takes the host path: host loss heads, actor ∥ critic.
     let host = net.device() == tch::Device::Cpu && kind == Kind::Float && ctx.precision.scaler.is_none();
     let (actor, mut critic) = (net.network(false), Some(net.network(true)));
+    let host_epoch = host.then(|| batch.empty_like());
     for epoch in 0..spec.epochs {
         rng.shuffle(&mut order);
         // One gather per field per epoch; minibatches are then contiguous views.
-        let index = Tensor::from_slice(&order).to_device(net.device());
-        let shuffled = batch.select(&index);
-        let advantages = ppo_grad::normalize_per_minibatch(&shuffled.advantages, spec.minibatches as i64);
+        let shuffled = match &host_epoch {
+            Some(out) if batch.select_host(&order, out) => out.shallow_clone(),
+            _ => batch.select(&Tensor::from_slice(&order).to_device(net.device())),
+        };
+        let advantages = match host {
+            true => ppo_grad_host::normalize_per_minibatch(&shuffled.advantages, spec.minibatches),
+            false => ppo_grad::normalize_per_minibatch(&shuffled.advantages, spec.minibatches as i64),
+        };
         for m in 0..spec.minibatches as i64 {
             let mb = shuffled.rows(m * mb_size, mb_size);
             let adv = advantages.narrow(0, m * mb_size, mb_size);

@@ -125,6 +125,23 @@ pub fn value_head(
     sum
 }
 
+/// [`crate::ppo_grad::normalize_per_minibatch`] in one host pass: rows `[M·B]` →
+/// `[M·B, 1]`, each block of `B` rows to mean 0 and (unbiased) std 1.
+pub fn normalize_per_minibatch(advantages: &Tensor, minibatches: usize) -> Tensor {
+    let src = advantages.contiguous();
+    let out = Tensor::empty([src.numel() as i64, 1], (Kind::Float, tch::Device::Cpu));
+    // SAFETY: `out` is new; `src` is only read.
+    let (xs, ys) = unsafe { (host(&src), host_mut(&out)) };
+    let rows = xs.len() / minibatches.max(1);
+    for (x, y) in xs.chunks_exact(rows.max(1)).zip(ys.chunks_exact_mut(rows.max(1))) {
+        let mean = x.iter().map(|&v| v as f64).sum::<f64>() / rows as f64;
+        let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / (rows as f64 - 1.0).max(1.0);
+        let scale = 1.0 / (var.sqrt() + 1e-8);
+        y.iter_mut().zip(x).for_each(|(y, &v)| *y = ((v as f64 - mean) * scale) as f32);
+    }
+    out
+}
+
 /// Where one network's step spent its time.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timing {
@@ -206,6 +223,13 @@ mod tests {
         for (g, w) in got.iter().zip(&want_stats) {
             assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "stats {got:?} vs the autograd loss {want_stats:?}");
         }
+    }
+
+    #[test]
+    fn host_normalization_matches_libtorch() {
+        let adv = Tensor::randn([96], (Kind::Float, tch::Device::Cpu)) * 3.0 + 1.0;
+        let want = crate::ppo_grad::normalize_per_minibatch(&adv, 4);
+        assert!(normalize_per_minibatch(&adv, 4).allclose(&want, 1e-5, 1e-6, false));
     }
 
     #[test]

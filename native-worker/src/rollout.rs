@@ -51,6 +51,54 @@ impl Batch {
         }
     }
 
+    /// [`Batch::select`] for a batch in host memory: the rows in `order` copied into
+    /// `out` (same shapes) by plain row copies, with no index tensor and no op dispatch.
+    /// Returns false (and copies nothing) when a field is not a contiguous CPU tensor.
+    pub fn select_host(&self, order: &[i64], out: &Batch) -> bool {
+        let pairs = [
+            (&self.obs, &out.obs),
+            (&self.actions, &out.actions),
+            (&self.log_probs, &out.log_probs),
+            (&self.values, &out.values),
+            (&self.advantages, &out.advantages),
+            (&self.returns, &out.returns),
+        ];
+        let fits = |t: &Tensor| {
+            t.device() == Device::Cpu && t.is_contiguous() && t.size().first() == Some(&(order.len() as i64))
+        };
+        if !pairs.iter().all(|(a, b)| fits(a) && fits(b) && a.size() == b.size() && a.kind() == b.kind()) {
+            return false;
+        }
+        for (src, dst) in pairs {
+            let row = src.numel() / order.len().max(1) * src.kind().elt_size_in_bytes();
+            let (from, to) = (src.data_ptr() as *const u8, dst.data_ptr() as *mut u8);
+            for (i, &r) in order.iter().enumerate() {
+                assert!((r as usize) < order.len(), "select_host: row {r} out of range");
+                // SAFETY: both tensors are contiguous with `order.len()` rows of `row` bytes,
+                // `r` is in range, and `out` is a different set of tensors than `self`.
+                unsafe { std::ptr::copy_nonoverlapping(from.add(r as usize * row), to.add(i * row), row) };
+            }
+        }
+        true
+    }
+
+    /// New handles onto the same tensors.
+    pub fn shallow_clone(&self) -> Batch {
+        self.rows(0, self.obs.size()[0])
+    }
+
+    /// Fresh tensors of this batch's shapes and kinds.
+    pub fn empty_like(&self) -> Batch {
+        Batch {
+            obs: self.obs.empty_like(),
+            actions: self.actions.empty_like(),
+            log_probs: self.log_probs.empty_like(),
+            values: self.values.empty_like(),
+            advantages: self.advantages.empty_like(),
+            returns: self.returns.empty_like(),
+        }
+    }
+
     /// Rows `start .. start + len` (a view, no copy).
     pub fn rows(&self, start: i64, len: i64) -> Batch {
         let cut = |t: &Tensor| t.narrow(0, start, len);

@@ -21,6 +21,7 @@ use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{Backend, Inference, RunSpec};
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 use tch::Device;
 
@@ -103,9 +104,14 @@ pub fn torch_threads(spec: &RunSpec) -> usize {
     }
 }
 
-/// A second thread for the update's critic, on a CPU with two cores or more in fp32
-/// (unless `--threads 1`); each side gets half of the libtorch threads.
-fn update_helper(spec: &RunSpec, device: Device, precision: &crate::precision::Precision) -> Result<Option<Helper>> {
+/// A second thread for the update's critic and half of a large fused rollout step, on a
+/// CPU with two cores or more in fp32 (unless `--threads 1`); each side gets half of the
+/// libtorch threads.
+fn update_helper(
+    spec: &RunSpec,
+    device: Device,
+    precision: &crate::precision::Precision,
+) -> Result<Option<Arc<Helper>>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let host_path = device == Device::Cpu && precision.kind == tch::Kind::Float && precision.scaler.is_none();
     if !host_path || spec.threads == 1 || cores < 2 {
@@ -113,9 +119,9 @@ fn update_helper(spec: &RunSpec, device: Device, precision: &crate::precision::P
     }
     let per_side = (torch_threads(spec) / 2).max(1) as i32;
     tch::set_num_threads(per_side);
-    let helper = Helper::new("update-critic", move || tch::set_num_threads(per_side))
-        .context("starting the update's critic thread")?;
-    Ok(Some(helper))
+    let helper =
+        Helper::new("hotlab-helper", move || tch::set_num_threads(per_side)).context("starting the helper thread")?;
+    Ok(Some(Arc::new(helper)))
 }
 
 /// The last 100 episode returns and the episode count.
@@ -243,7 +249,9 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     let device = device::resolve(&spec.device)?;
     let mut precision = crate::precision::resolve(spec.precision, device)?;
     let threads = torch_threads(spec);
-    tch::set_num_threads(threads as i32);
+    // The orthogonal init's QR runs on one thread: its rounding depends on the thread
+    // count, and the same seed must give the same run whatever `--threads` says.
+    tch::set_num_threads(1);
     tch::manual_seed(spec.seed as i64);
     let mut rng = HostRng::new(spec.seed);
     let mut notes = Vec::new();
@@ -253,6 +261,7 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
     let arch = architecture(&env_spec, &spec.hidden)?;
     let mut net = ActorCritic::new(arch.clone(), device);
+    tch::set_num_threads(threads as i32);
     let mut opt = FlatAdam::new(&net.flat, 1e-5);
     let mut telemetry =
         Telemetry::new(spec.telemetry_every, &net, opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {})));
@@ -267,7 +276,7 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     notes.extend(mover.note());
     let helper = update_helper(spec, device, &precision)?;
     if helper.is_some() {
-        notes.push("update: the actor and the critic train on two threads (CPU, fp32)".into());
+        notes.push("two threads: the update's actor and critic, and the halves of a fused rollout step of 64 envs or more (CPU, fp32)".into());
     }
 
     let mut envs = if spec.backend == Backend::Device {
@@ -283,7 +292,11 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         env.reset(&mut obs).with_context(|| format!("env backend {}", spec.backend))?;
         let actor = match spec.inference {
             Inference::Eager => Actor::Eager { mover: Mover::new(spec.transfer, device), sync: spec.action_sync },
-            Inference::Fused => Actor::Fused(crate::fused::FusedPolicy::new(&arch, &net.host_params())),
+            Inference::Fused => {
+                let policy = Box::new(crate::fused::FusedPolicy::new(&arch, &net.host_params()));
+                let twin = helper.as_ref().map(|h| (policy.clone(), Arc::clone(h)));
+                Actor::Fused { policy, twin }
+            }
         };
         if spec.inference == Inference::Fused {
             notes.push("inference fused: the forward runs on the host, so --transfer and --action-sync have nothing to move per step".into());
@@ -341,7 +354,7 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
             lr,
             precision: &mut precision,
             telemetry: due.then_some(&telemetry),
-            helper: helper.as_ref(),
+            helper: helper.as_deref(),
         };
         let (stats, norms) = ppo::update(&mut net, &mut opt, &batch, ctx, &mut rng, &mut prof, &mut c);
         if let Some(norms) = norms {
