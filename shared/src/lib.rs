@@ -6,6 +6,7 @@
 //!   an optional action mask) and their batch buffers.
 //! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
 //!   struct-of-arrays batch with same-step autoreset.
+//! - [`prolog`]: the proof environment's Prolog subset (parser, printer).
 //! - [`rng`]: the per-env random streams (32-bit, so a GPU shader can run the same ones).
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
 
@@ -13,6 +14,7 @@ pub mod cartpole;
 pub mod counters;
 pub mod env;
 pub mod profile;
+pub mod prolog;
 pub mod report;
 pub mod rng;
 pub mod spec;
