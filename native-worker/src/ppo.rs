@@ -188,20 +188,8 @@ fn host_minibatch(
     spec: &RunSpec,
     helper: Option<&Helper>,
 ) -> (Vec<f64>, f64, Mlp) {
-    use ppo_grad_host::{actor_step, critic_step, PolicyInputs, ValueInputs};
-    let p = PolicyInputs {
-        obs: mb.obs.shallow_clone(),
-        actions: mb.actions.shallow_clone(),
-        old_log_probs: mb.log_probs.shallow_clone(),
-        advantages: adv.shallow_clone(),
-    };
-    let v = ValueInputs {
-        obs: mb.obs.shallow_clone(),
-        returns: mb.returns.shallow_clone(),
-        old_values: mb.values.shallow_clone(),
-        clip: spec.clip,
-        vf_coef: spec.vf_coef,
-    };
+    use ppo_grad_host::{actor_step, critic_step};
+    let (p, v) = ppo_grad_host::split_inputs(mb, adv, spec);
     let ((ps, at), (vs, ct), critic) = match helper {
         Some(helper) => {
             let pending = helper.spawn(move || {

@@ -136,46 +136,79 @@ pub(crate) mod tests {
     use crate::ppo::minibatch_loss;
     use tch::Device;
 
+    /// `shape` standard normals from a local stream (Box–Muller): tests run in parallel
+    /// and libtorch's generator is global, so its draws would depend on the other tests.
+    fn normal(rng: &mut hotlab_shared::rng::HostRng, shape: &[i64]) -> Tensor {
+        let n: i64 = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|_| {
+                let (u, w) = (1.0 - rng.next_f64(), rng.next_f64());
+                ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * w).cos()) as f32
+            })
+            .collect();
+        Tensor::from_slice(&v).view(shape)
+    }
+
     /// A net with larger weights than the init, and a batch whose old log-probs and
     /// values put some rows beyond both clips, so every branch of the loss is taken.
+    /// (The orthogonal init still draws from libtorch's generator; the perturbation that
+    /// dominates the weights, and the batch, do not.)
     pub(crate) fn case(heads: &[usize], hidden: &[usize]) -> (ActorCritic, Batch) {
         tch::manual_seed(11);
+        let mut rng = hotlab_shared::rng::HostRng::new(11);
         let logits: usize = heads.iter().sum();
         let mut net = ActorCritic::new(Architecture { obs_dim: 5, hidden: hidden.to_vec(), logits }, Device::Cpu);
         tch::no_grad(|| {
-            let _ = net.flat.g_add_(&(Tensor::randn_like(&net.flat) * 0.4));
+            let _ = net.flat.g_add_(&(normal(&mut rng, &net.flat.size()) * 0.4));
         });
         let n = 64;
-        let opts = (Kind::Float, Device::Cpu);
-        let actions: Vec<Tensor> =
-            heads.iter().map(|&k| Tensor::randint(k as i64, [n, 1], (Kind::Int64, Device::Cpu))).collect();
+        let actions: Vec<i64> = (0..n)
+            .flat_map(|_| heads.iter().map(|&k| (rng.next_u64() % k as u64) as i64).collect::<Vec<_>>())
+            .collect();
         let batch = Batch {
-            obs: Tensor::randn([n, 5], opts),
-            actions: Tensor::cat(&actions, 1),
-            log_probs: Tensor::randn([n], opts) * 0.5 - 1.0,
-            values: Tensor::randn([n], opts),
-            advantages: Tensor::randn([n], opts),
-            returns: Tensor::randn([n], opts),
+            obs: normal(&mut rng, &[n, 5]),
+            actions: Tensor::from_slice(&actions).view([n, heads.len() as i64]),
+            log_probs: normal(&mut rng, &[n]) * 0.5 - 1.0,
+            values: normal(&mut rng, &[n]),
+            advantages: normal(&mut rng, &[n]),
+            returns: normal(&mut rng, &[n]),
         };
         (net, batch)
+    }
+
+    /// Autograd's gradient and statistics of the loss's definition; `flat_grad` is then
+    /// filled with NaN, so a hand-written backward must overwrite every entry.
+    pub(crate) fn autograd_reference(
+        net: &mut ActorCritic,
+        mb: &Batch,
+        heads: &[usize],
+        spec: &RunSpec,
+    ) -> (Tensor, Tensor) {
+        let (loss, stats) = minibatch_loss(net, mb, heads, spec, true);
+        net.zero_grad();
+        loss.backward();
+        let want = net.flat_grad.copy();
+        let _ = net.flat_grad.fill_(f64::NAN);
+        (want, stats.expect("asked for"))
+    }
+
+    /// `net.flat_grad` is `want` to 1e-5 of the largest gradient.
+    pub(crate) fn assert_gradient_matches(net: &ActorCritic, want: &Tensor, heads: &[usize]) {
+        let err = f64::try_from((&net.flat_grad - want).abs().max()).unwrap();
+        let size = f64::try_from(want.abs().max()).unwrap();
+        assert!(err <= 1e-5 * size.max(1.0), "heads {heads:?}: max error {err} (largest gradient {size})");
     }
 
     fn check(heads: &[usize]) {
         let (mut net, mb) = case(heads, &[16, 8]);
         let spec = RunSpec { ent_coef: 0.05, ..RunSpec::default() };
-        let (loss, want_stats) = minibatch_loss(&net, &mb, heads, &spec, true);
-        net.zero_grad();
-        loss.backward();
-        let want = net.flat_grad.copy();
-        let _ = net.flat_grad.fill_(f64::NAN); // the hand-written backward must overwrite every entry
+        let (want, want_stats) = autograd_reference(&mut net, &mb, heads, &spec);
         let adv = normalize_per_minibatch(&mb.advantages, 1);
         let got = loss_grad(&net, &mb, &adv, heads, &spec, Kind::Float, 1.0, true);
         got.backward(&net, Kind::Float);
-        let err = f64::try_from((&net.flat_grad - &want).abs().max()).unwrap();
-        let size = f64::try_from(want.abs().max()).unwrap();
-        assert!(err <= 1e-5 * size.max(1.0), "heads {heads:?}: max error {err} (largest gradient {size})");
+        assert_gradient_matches(&net, &want, heads);
         let stats = got.stats.unwrap();
-        assert!(stats.allclose(&want_stats.unwrap(), 1e-5, 1e-6, false), "{stats} vs the autograd loss");
+        assert!(stats.allclose(&want_stats, 1e-5, 1e-6, false), "{stats} vs the autograd loss");
     }
 
     #[test]

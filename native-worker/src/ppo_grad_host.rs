@@ -8,6 +8,7 @@
 
 use crate::kernels::{host, host_mut};
 use crate::policy::Mlp;
+use crate::rollout::Batch;
 use hotlab_shared::spec::RunSpec;
 use std::time::{Duration, Instant};
 use tch::{Kind, Tensor};
@@ -32,6 +33,24 @@ pub struct ValueInputs {
     pub old_values: Tensor,
     pub clip: f64,
     pub vf_coef: f64,
+}
+
+/// One minibatch's inputs for the two threads (new handles onto the same tensors).
+pub fn split_inputs(mb: &Batch, adv: &Tensor, spec: &RunSpec) -> (PolicyInputs, ValueInputs) {
+    let p = PolicyInputs {
+        obs: mb.obs.shallow_clone(),
+        actions: mb.actions.shallow_clone(),
+        old_log_probs: mb.log_probs.shallow_clone(),
+        advantages: adv.shallow_clone(),
+    };
+    let v = ValueInputs {
+        obs: mb.obs.shallow_clone(),
+        returns: mb.returns.shallow_clone(),
+        old_values: mb.values.shallow_clone(),
+        clip: spec.clip,
+        vf_coef: spec.vf_coef,
+    };
+    (p, v)
 }
 
 /// Sums over the minibatch's rows, before the division by its size.
@@ -185,41 +204,23 @@ pub fn critic_step(net: &Mlp, x: ValueInputs) -> (f64, Timing) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ppo::minibatch_loss;
-    use crate::ppo_grad::{normalize_per_minibatch, tests::case};
+    use crate::ppo_grad::normalize_per_minibatch;
+    use crate::ppo_grad::tests::{assert_gradient_matches, autograd_reference, case};
 
     /// The host path (both threads' halves) against autograd on the loss's definition,
     /// with layers that take each kernel (small input, small output, MKL in between).
     fn check(heads: &[usize]) {
         let (mut net, mb) = case(heads, &[24, 16]);
         let spec = RunSpec { ent_coef: 0.05, ..RunSpec::default() };
-        let (loss, want_stats) = minibatch_loss(&net, &mb, heads, &spec, true);
-        net.zero_grad();
-        loss.backward();
-        let want = net.flat_grad.copy();
-        let _ = net.flat_grad.fill_(f64::NAN);
+        let (want, want_stats) = autograd_reference(&mut net, &mb, heads, &spec);
         let adv = normalize_per_minibatch(&mb.advantages, 1);
-        let p = PolicyInputs {
-            obs: mb.obs.shallow_clone(),
-            actions: mb.actions.shallow_clone(),
-            old_log_probs: mb.log_probs.shallow_clone(),
-            advantages: adv,
-        };
-        let v = ValueInputs {
-            obs: mb.obs.shallow_clone(),
-            returns: mb.returns.shallow_clone(),
-            old_values: mb.values.shallow_clone(),
-            clip: spec.clip,
-            vf_coef: spec.vf_coef,
-        };
+        let (p, v) = split_inputs(&mb, &adv, &spec);
         let (ps, _) = actor_step(&net.network(false), p, heads, &spec);
         let (vs, _) = critic_step(&net.network(true), v);
-        let err = f64::try_from((&net.flat_grad - &want).abs().max()).unwrap();
-        let size = f64::try_from(want.abs().max()).unwrap();
-        assert!(err <= 1e-5 * size.max(1.0), "heads {heads:?}: max error {err} (largest gradient {size})");
+        assert_gradient_matches(&net, &want, heads);
         let rows = 64.0;
         let got = [ps.pg_loss / rows, 0.5 * vs / rows, ps.entropy / rows, ps.approx_kl / rows, ps.clipped / rows];
-        let want_stats = Vec::<f64>::try_from(want_stats.unwrap().to_kind(Kind::Double)).unwrap();
+        let want_stats = Vec::<f64>::try_from(want_stats.to_kind(Kind::Double)).unwrap();
         for (g, w) in got.iter().zip(&want_stats) {
             assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "stats {got:?} vs the autograd loss {want_stats:?}");
         }
