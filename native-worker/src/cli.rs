@@ -42,6 +42,9 @@ pub enum Command {
     /// Benchmarks (`hotlab bench envs --help`).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Prove a query on a knowledge base by depth-bounded SLD resolution (the proof env's
+    /// successor relation) and print one shortest proof.
+    Prove(crate::prove_cli::ProveArgs),
     /// Internal: one worker process of `--backend subprocess`.
     #[command(hide = true)]
     EnvWorker(EnvWorkerArgs),

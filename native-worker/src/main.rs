@@ -3,6 +3,7 @@
 
 mod bench_cli;
 mod cli;
+mod prove_cli;
 
 use anyhow::Result;
 use clap::Parser;
@@ -46,6 +47,7 @@ fn run(args: cli::Cli) -> Result<()> {
         cli::Command::Serve(a) => cli::serve(a),
         cli::Command::Profile(a) => cli::profile(*a),
         cli::Command::Bench(cli::BenchCommand::Envs(a)) => bench_cli::envs(a),
+        cli::Command::Prove(a) => prove_cli::prove_cmd(a),
         cli::Command::EnvWorker(a) => cli::env_worker(a),
     }
 }

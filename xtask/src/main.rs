@@ -4,7 +4,7 @@
 //! - `build`: set up and build: libtorch (PyTorch 2.11.0 wheel in `.venv`), the wasm32
 //!   target, `wasm-bindgen-cli` at Cargo.lock's version, the web bundle into
 //!   `static/pkg/`, and `target/release/hotlab` (runs directly: rpath to libtorch).
-//! - `test`:  `build`, plus what the tests need (gymnasium, Chromium from Debian,
+//! - `test`:  `build`, plus what the tests need (gymnasium, Chromium and SWI-Prolog from Debian,
 //!   playwright-core from npm), then every suite and a summary table.
 //!
 //! Each step checks before it installs, so a second run installs nothing.
@@ -16,7 +16,7 @@ use std::time::Instant;
 
 const TORCH_VERSION: &str = "2.11.0";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
-const APT_PACKAGES: &[&str] = &["chromium", "chromium-driver"];
+const APT_PACKAGES: &[&str] = &["chromium", "chromium-driver", "swi-prolog-nox"];
 
 const HELP: &str = "\
 cargo xtask <command>
@@ -29,7 +29,7 @@ Commands:
 Set-up (each step is skipped when already done):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
   wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium, Debian's chromium and
-  chromium-driver, and playwright-core in e2e/.
+  chromium-driver, swi-prolog-nox (the reference Prolog), and playwright-core in e2e/
 ";
 
 fn main() -> ExitCode {
