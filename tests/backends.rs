@@ -6,6 +6,7 @@ use hotlab::envs::device::DeviceCartPole;
 use hotlab::envs::sequential::Sequential;
 use hotlab::envs::subprocess::Subprocess;
 use hotlab::envs::threads::Threads;
+use hotlab::envs::{vector_env, EnvDef};
 use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
@@ -13,22 +14,44 @@ use hotlab_shared::spec::{EnvName, WaitMode};
 use std::time::Duration;
 use tch::{Device, Tensor};
 
-fn backends(envs: usize, seed: u64, workers: usize) -> Vec<(String, Box<dyn BatchEnv>)> {
+fn backends(def: &EnvDef, envs: usize, seed: u64, workers: usize) -> Vec<(String, Box<dyn BatchEnv>)> {
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_hotlab"));
-    let sub = |wait| Subprocess::spawn_with(exe, EnvName::Cartpole, envs, seed, workers, wait).unwrap();
+    let sub = |wait| Subprocess::spawn_with(exe, def, envs, seed, workers, wait).unwrap();
     vec![
-        ("vectorized".into(), Box::new(CartPoleBatch::new(envs, seed, 0))),
-        ("sequential".into(), Box::new(Sequential::new(EnvName::Cartpole, envs, seed))),
-        ("threads".into(), Box::new(Threads::new(EnvName::Cartpole, envs, seed, workers))),
+        ("vectorized".into(), vector_env(def, envs, seed, 0)),
+        ("sequential".into(), Box::new(Sequential::new(def, envs, seed))),
+        ("threads".into(), Box::new(Threads::new(def, envs, seed, workers))),
         ("subprocess spin".into(), Box::new(sub(WaitMode::Spin))),
         ("subprocess block".into(), Box::new(sub(WaitMode::Block))),
     ]
 }
 
+/// Row `e` (of `envs`) of every field, as bytes.
+fn row(obs: &Observations, envs: usize, e: usize) -> Vec<u8> {
+    obs.fields
+        .iter()
+        .flat_map(|f| {
+            let per_env = f.as_bytes().len() / envs;
+            f.as_bytes()[e * per_env..(e + 1) * per_env].to_vec()
+        })
+        .collect()
+}
+
 #[test]
 fn every_host_backend_gives_the_same_trajectories() {
+    same_trajectories(&EnvDef::Cartpole, 300);
+}
+
+#[test]
+fn every_host_backend_gives_the_same_proof_trajectories() {
+    // Seed 000's three index fields through every backend (shared memory included).
+    let def = EnvDef::new(EnvName::Proof, "family:people=40,seed=2", None, 6).unwrap();
+    same_trajectories(&def, 120);
+}
+
+fn same_trajectories(def: &EnvDef, steps: usize) {
     for (envs, workers, seed) in [(7, 3, 1), (10, 4, 2), (5, 2, 3), (1, 1, 4)] {
-        let mut all = backends(envs, seed, workers);
+        let mut all = backends(def, envs, seed, workers);
         let spec = all[0].1.spec().clone();
         let mut obs: Vec<Observations> = all.iter().map(|_| Observations::zeros(&spec, envs)).collect();
         for ((_, b), o) in all.iter_mut().zip(&mut obs) {
@@ -38,8 +61,9 @@ fn every_host_backend_gives_the_same_trajectories() {
         let mut outs: Vec<StepBatch> = all.iter().map(|_| StepBatch::new(&spec, envs)).collect();
         let mut rng = HostRng::new(seed);
         let mut ended = 0;
-        for step in 0..300 {
-            let actions: Vec<i64> = (0..envs).map(|_| rng.below(2) as i64).collect();
+        let choices = spec.total_choices() as u64;
+        for step in 0..steps {
+            let actions: Vec<i64> = (0..envs).map(|_| rng.below(choices) as i64).collect();
             for ((_, b), out) in all.iter_mut().zip(&mut outs) {
                 b.step(&actions, out).unwrap();
             }
@@ -53,7 +77,11 @@ fn every_host_backend_gives_the_same_trajectories() {
                 assert_eq!(out.truncated, reference.truncated, "truncated: {ctx}");
                 assert_eq!(out.episodes, reference.episodes, "episode ends: {ctx}");
                 for end in &reference.episodes {
-                    assert_eq!(out.final_row(0, end.env), reference.final_row(0, end.env), "final obs: {ctx}");
+                    assert_eq!(
+                        row(&out.final_obs, envs, end.env),
+                        row(&reference.final_obs, envs, end.env),
+                        "final obs: {ctx}"
+                    );
                 }
             }
         }
@@ -110,7 +138,7 @@ fn alive(pid: u32) -> bool {
 fn a_killed_worker_fails_the_step_clearly_and_leaves_no_process() {
     for wait in [WaitMode::Spin, WaitMode::Block] {
         let exe = std::path::Path::new(env!("CARGO_BIN_EXE_hotlab"));
-        let mut env = Subprocess::spawn_with(exe, EnvName::Cartpole, 6, 1, 3, wait).unwrap();
+        let mut env = Subprocess::spawn_with(exe, &EnvDef::Cartpole, 6, 1, 3, wait).unwrap();
         let pids = env.pids();
         let spec = env.spec().clone();
         let mut obs = Observations::zeros(&spec, 6);
@@ -249,4 +277,39 @@ fn bench_envs_reports_every_backend_and_the_gymnasium_peer() {
     let bad = run(hotlab().args(["bench", "envs", "--backends", "gpu"]));
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("--backends"));
+}
+
+#[test]
+fn the_proof_env_trains_under_every_transfer_and_read_back_mode() {
+    // Seed 000's copy pattern: per_tensor copies each of the three fields of each env.
+    let run_with = |extra: &[&str]| {
+        let out = run(hotlab()
+            .args(["train", "--env", "proof", "--kb", "family:people=30,seed=1", "--device", "cpu"])
+            .args(["--envs", "4", "--steps", "8", "--total-steps", "64", "--minibatches", "2", "--json"])
+            .args(extra));
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        last_json(&out)
+    };
+    let (envs, steps, updates, fields) = (4u64, 8u64, 2u64, 3u64);
+    let packed = run_with(&["--transfer", "packed"]);
+    let per_tensor = run_with(&["--transfer", "per_tensor"]);
+    let pinned = run_with(&["--transfer", "pinned", "--action-sync", "per_item"]);
+    let copies = |r: &serde_json::Value| r["counters"]["h2d_copies"].as_u64().unwrap();
+    assert_eq!(copies(&per_tensor) - copies(&packed), (fields * envs - fields) * steps * updates);
+    assert_eq!(per_tensor["counters"]["h2d_bytes"], packed["counters"]["h2d_bytes"]);
+    assert_eq!(copies(&pinned), copies(&packed), "pinned on a CPU behaves as packed");
+    assert_eq!(pinned["episodes"], packed["episodes"], "the transfer mode does not change the run");
+    let lookups = packed["profile"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "embedding_lookup")
+        .expect("an embedding_lookup phase");
+    assert!(lookups["calls"].as_u64().unwrap() >= steps * updates, "{lookups}");
+
+    let bad = run(hotlab().args(["train", "--env", "proof", "--kb", "/nonexistent.pl", "--queries", "/no.q"]));
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--kb"), "{}", stderr(&bad));
+    let bad = run(hotlab().args(["train", "--env", "proof", "--backend", "device"]));
+    assert!(stderr(&bad).contains("--backend") && stderr(&bad).contains("host"), "{}", stderr(&bad));
 }

@@ -3,11 +3,12 @@
 use crate::distribution;
 use crate::fused::{draw_uniforms, ActOut, FusedPolicy};
 use crate::helper::Helper;
-use crate::policy::ActorCritic;
+use crate::model::Model;
 use crate::profiler::Profiler;
 use crate::rollout::Rollout;
 use crate::transfer::{read_into, Mover};
 use hotlab_shared::counters::Counters;
+use hotlab_shared::env::{FieldData, Observations};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ActionSync;
@@ -22,6 +23,9 @@ pub enum Actor {
     /// The native forward on the host; nothing crosses to the device until the update.
     /// With a helper thread, a large batch's second half runs there on `twin`.
     Fused { policy: Box<FusedPolicy>, twin: Option<(Box<FusedPolicy>, Arc<Helper>)> },
+    /// The proof env's embedding policy as libtorch ops: its three index fields go to the
+    /// device (`--transfer`, one copy per field or per env and field), actions come back.
+    Proof { mover: Mover, sync: ActionSync },
 }
 
 /// Below this many envs a step is a few microseconds: handing half to another thread
@@ -34,7 +38,7 @@ impl Actor {
     #[allow(clippy::too_many_arguments)]
     pub fn act(
         &mut self,
-        net: &ActorCritic,
+        model: &Model,
         rollout: &mut Rollout,
         t: usize,
         heads: &[usize],
@@ -83,7 +87,26 @@ impl Actor {
                 }
                 prof.stop(Phase::PolicyForward, start)
             }
+            Actor::Proof { mover, sync } => tch::no_grad(|| {
+                let net = model.proof();
+                let device_buffers = rollout.device_buffers(net.device());
+                let (mut log_probs, mut values) = (device_buffers.0.get(t as i64), device_buffers.1.get(t as i64));
+                let fields: Vec<Tensor> = (rollout.index_step(t).into_iter().enumerate())
+                    .map(|(f, (rows, width))| mover.field_to_device(f, rows, envs, width, c))
+                    .collect();
+                let s = prof.stop(Phase::ObsTransfer, start);
+                let out = net.forward(&fields[0], &fields[1]);
+                let mask = fields[2].ne(0);
+                let actions = distribution::sample(&out.logits, Some(&mask), heads);
+                let (lp, _) = distribution::log_prob_and_entropy(&out.logits, Some(&mask), heads, &actions);
+                log_probs.copy_(&lp);
+                values.copy_(&out.value);
+                let s = prof.stop_split(Phase::PolicyForward, Phase::EmbeddingLookup, out.lookup_s, s);
+                mover.read_actions(&actions, rollout.step_mut(t).actions, *sync, c);
+                prof.stop(Phase::ActionReadback, s)
+            }),
             Actor::Eager { mover, sync } => tch::no_grad(|| {
+                let net = model.mlp();
                 let device_buffers = rollout.device_buffers(net.device());
                 let (mut log_probs, mut values) = (device_buffers.0.get(t as i64), device_buffers.1.get(t as i64));
                 let slot = rollout.step_mut(t);
@@ -101,24 +124,50 @@ impl Actor {
         }
     }
 
-    /// Critic values of host observations (`rows × obs_dim`).
-    pub fn values(&mut self, net: &ActorCritic, obs: &[f32], obs_dim: usize, c: &mut Counters) -> Vec<f32> {
+    /// Critic values of the `envs` observations in `obs`, or only of env `row`'s.
+    pub fn values(
+        &mut self,
+        model: &Model,
+        obs: &Observations,
+        envs: usize,
+        row: Option<usize>,
+        c: &mut Counters,
+    ) -> Vec<f32> {
+        let (first, rows) = row.map_or((0, envs), |e| (e, 1));
         match self {
-            Actor::Fused { policy, .. } => obs.chunks_exact(obs_dim).map(|row| policy.value(row)).collect(),
+            Actor::Fused { policy, .. } => {
+                let x = obs.fields[0].as_f32().expect("an f32 env");
+                let w = x.len() / envs;
+                x[first * w..(first + rows) * w].chunks_exact(w).map(|r| policy.value(r)).collect()
+            }
             Actor::Eager { mover, .. } => tch::no_grad(|| {
-                let rows = obs.len() / obs_dim;
-                let t = mover.upload_f32(obs, &[rows as i64, obs_dim as i64], c);
+                let x = obs.fields[0].as_f32().expect("an f32 env");
+                let w = x.len() / envs;
+                let t = mover.upload_f32(&x[first * w..(first + rows) * w], &[rows as i64, w as i64], c);
                 let mut out = vec![0f32; rows];
-                read_into(&net.value(&t), &mut out, c);
+                read_into(&model.mlp().value(&t), &mut out, c);
+                out
+            }),
+            Actor::Proof { mover, .. } => tch::no_grad(|| {
+                let fields: Vec<Tensor> = obs.fields[..2]
+                    .iter()
+                    .map(|f| {
+                        let FieldData::I64(v) = f else { unreachable!("index fields") };
+                        let w = v.len() / envs;
+                        mover.upload_i64(&v[first * w..(first + rows) * w], &[rows as i64, w as i64], c)
+                    })
+                    .collect();
+                let mut out = vec![0f32; rows];
+                read_into(&model.proof().forward(&fields[0], &fields[1]).value, &mut out, c);
                 out
             }),
         }
     }
 
     /// Re-reads the weights after an update (the fused forward keeps its own copy).
-    pub fn sync_weights(&mut self, net: &ActorCritic) {
+    pub fn sync_weights(&mut self, model: &Model) {
         if let Actor::Fused { policy, twin } = self {
-            let params = net.host_params();
+            let params = model.mlp().host_params();
             policy.load(&params);
             if let Some((other, _)) = twin {
                 other.load(&params);
@@ -130,7 +179,7 @@ impl Actor {
     pub fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         match self {
             Actor::Fused { .. } => None,
-            Actor::Eager { .. } => {
+            Actor::Eager { .. } | Actor::Proof { .. } => {
                 let (lp, v) = rollout.device.as_ref().map(|(a, b)| (a.shallow_clone(), b.shallow_clone()))?;
                 read_into(&v, &mut rollout.values, c);
                 Some((lp.view([-1]), v.view([-1])))

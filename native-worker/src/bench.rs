@@ -1,11 +1,11 @@
 //! `hotlab bench envs`: env stepping only, random actions, per backend and env count.
 
-use crate::envs::{self, device::DeviceCartPole};
+use crate::envs::{self, device::DeviceCartPole, EnvDef};
 use anyhow::{Context, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{Backend, EnvName, RunSpec, WaitMode};
+use hotlab_shared::spec::{Backend, RunSpec, WaitMode};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
@@ -29,7 +29,7 @@ pub struct EnvBench {
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct EnvBenchSpec {
-    pub env: EnvName,
+    pub env: EnvDef,
     pub backend: Backend,
     pub envs: usize,
     pub workers: usize,
@@ -43,7 +43,7 @@ pub struct EnvBenchSpec {
 pub fn run(s: &EnvBenchSpec) -> Result<EnvBench> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let spec = RunSpec {
-        env: s.env,
+        env: s.env.name(),
         envs: s.envs,
         backend: s.backend,
         workers: s.workers,
@@ -78,7 +78,7 @@ pub fn run(s: &EnvBenchSpec) -> Result<EnvBench> {
         }
         (steps, start.elapsed())
     } else {
-        let mut env = envs::host_backend(&spec)?;
+        let mut env = envs::host_backend(&spec, &s.env)?;
         let mut obs = Observations::zeros(env.spec(), s.envs);
         env.reset(&mut obs).context("reset")?;
         let mut out = StepBatch::new(env.spec(), s.envs);
@@ -112,7 +112,7 @@ pub fn run(s: &EnvBenchSpec) -> Result<EnvBench> {
     counters.env_steps = steps;
     let pooled = matches!(s.backend, Backend::Threads | Backend::Subprocess);
     Ok(EnvBench {
-        env: s.env.as_str().into(),
+        env: s.env.name().as_str().into(),
         backend: s.backend.to_string(),
         envs: s.envs,
         workers: pooled.then(|| spec.resolved_workers(cores)),

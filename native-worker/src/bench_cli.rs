@@ -14,6 +14,15 @@ pub struct BenchEnvsArgs {
     /// Workload.
     #[arg(long, default_value = "cartpole")]
     pub env: EnvName,
+    /// Proof env: knowledge base (a Prolog file or a world such as family:people=200,seed=3).
+    #[arg(long, default_value = "family:people=200,seed=3")]
+    pub kb: String,
+    /// Proof env: query file (generated for a world when absent).
+    #[arg(long)]
+    pub queries: Option<String>,
+    /// Proof env: depth limit.
+    #[arg(long, default_value_t = 10)]
+    pub proof_depth: usize,
     /// Backends to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "sequential,threads,subprocess,vectorized,device")]
     pub backends: Vec<Backend>,
@@ -79,6 +88,14 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
         }
     }
     let device = hotlab::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;
+    if a.env == EnvName::Proof && a.backends.contains(&Backend::Device) {
+        return Err(usage(
+            "--backends",
+            "the proof env runs on the host; drop 'device' (allowed: sequential, threads, subprocess, vectorized)"
+                .into(),
+        ));
+    }
+    let env = hotlab::envs::EnvDef::new(a.env, &a.kb, a.queries.as_deref(), a.proof_depth)?;
 
     let runs: Vec<(Backend, usize)> = a.backends.iter().flat_map(|&b| a.envs.iter().map(move |&n| (b, n))).collect();
     let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new(runs.len() as u64) };
@@ -88,7 +105,7 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
         bar.set_message(format!("{backend} × {n} envs"));
         let workers = if a.workers == 0 { 0 } else { a.workers.min(n) };
         let r = bench::run(&EnvBenchSpec {
-            env: a.env,
+            env: env.clone(),
             backend,
             envs: n,
             workers,

@@ -154,6 +154,20 @@ pub struct TrainArgs {
     /// thread (telemetry.jsonl with --out); 0 = off [0].
     #[arg(long)]
     pub telemetry_every: Option<u64>,
+    /// Proof env: a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world,
+    /// `family:people=N,seed=S` or `geography:places=N,seed=S` [family:people=200,seed=3].
+    #[arg(long)]
+    pub kb: Option<String>,
+    /// Proof env: a query file, one ground atom per line, `% test` before the held-out
+    /// ones (needed with a --kb file; generated for a world when absent).
+    #[arg(long)]
+    pub queries: Option<String>,
+    /// Proof env: most resolution steps per episode [10].
+    #[arg(long)]
+    pub proof_depth: Option<usize>,
+    /// Proof env: width of the policy's index embeddings [32].
+    #[arg(long)]
+    pub embed_dim: Option<usize>,
     /// Write the checkpoint, metrics.jsonl and report.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -172,6 +186,10 @@ impl TrainArgs {
         set!(env, envs, steps, total_steps, epochs, minibatches, lr, gamma, gae_lambda, clip, ent_coef);
         set!(vf_coef, max_grad_norm, hidden, seed, device, inference, threads);
         set!(backend, workers, wait, transfer, action_sync, precision, telemetry_every);
+        set!(kb, proof_depth, embed_dim);
+        if self.queries.is_some() {
+            s.queries = self.queries.clone();
+        }
         if self.no_anneal_lr {
             s.anneal_lr = false;
         } else if self.anneal_lr {
@@ -296,7 +314,11 @@ fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, qui
         if let Some(mut w) = metrics.take() {
             w.flush().context("writing metrics.jsonl")?;
         }
-        checkpoint::save(dir, &spec, &trained.net)?;
+        match &trained.model {
+            hotlab::model::Model::Mlp(net) => checkpoint::save(dir, &spec, net)?,
+            // The proof policy's checkpoint needs its vocabulary with it: not written yet.
+            hotlab::model::Model::Proof(_) => {}
+        }
         std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&trained.report)?)?;
     }
     Ok(trained)
@@ -404,6 +426,12 @@ pub struct EnvWorkerArgs {
     pub count: usize,
     #[arg(long)]
     pub env: EnvName,
+    #[arg(long, default_value = "")]
+    pub kb: String,
+    #[arg(long)]
+    pub queries: Option<String>,
+    #[arg(long, default_value_t = 10)]
+    pub proof_depth: usize,
     #[arg(long)]
     pub seed: u64,
     #[arg(long)]
@@ -421,6 +449,9 @@ pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
         first: a.first,
         count: a.count,
         env: a.env,
+        kb: a.kb,
+        queries: a.queries,
+        proof_depth: a.proof_depth,
         seed: a.seed,
         wait: a.wait,
         parent: a.parent,

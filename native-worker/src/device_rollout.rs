@@ -138,6 +138,7 @@ impl DeviceRollout {
             let b = len as i64;
             let batch = Batch {
                 obs: self.obs.view([b, d]),
+                extra: Vec::new(),
                 actions: self.actions.view([b, -1]),
                 log_probs: self.log_probs.view([b]),
                 values: self.values.view([b]),

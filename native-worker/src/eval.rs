@@ -1,6 +1,6 @@
 //! Running a trained policy greedily (the most likely action of every head).
 
-use crate::envs::vector_env;
+use crate::envs::{vector_env, EnvDef};
 use crate::fused::FusedPolicy;
 use crate::policy::ActorCritic;
 use hotlab_shared::env::{Observations, StepBatch};
@@ -20,7 +20,10 @@ pub struct EvalReport {
 /// Plays `episodes` episodes with the greedy policy on fresh envs seeded with `seed`.
 pub fn evaluate(spec: &RunSpec, net: &ActorCritic, episodes: usize, seed: u64) -> anyhow::Result<EvalReport> {
     let envs = episodes.clamp(1, 64);
-    let mut env = vector_env(spec.env, envs, seed, 0);
+    if spec.env != hotlab_shared::spec::EnvName::Cartpole {
+        anyhow::bail!("eval runs MLP policies (cartpole); a proof run reports its held-out proof rate itself");
+    }
+    let mut env = vector_env(&EnvDef::Cartpole, envs, seed, 0);
     let heads: Vec<usize> = env.spec().heads.iter().map(|h| h.n).collect();
     let d = net.arch.obs_dim;
     let mut policy = FusedPolicy::new(&net.arch, &net.host_params());

@@ -8,7 +8,8 @@
 //! - [`ppo`]: the PPO loss and update, CleanRL's `ppo.py` in one short file.
 //! - [`ppo_grad`], [`ppo_grad_host`]: the loss's gradient by hand; its CPU fp32 path
 //!   (host loss heads, actor and critic on two threads via [`helper`], [`kernels`]).
-//! - [`policy`]: the actor-critic MLPs, their parameters in one flat tensor.
+//! - [`policy`]: the actor-critic MLPs, their parameters in one flat tensor;
+//!   [`proof_policy`]: the proof env's embedding policy; [`model`]: either, per env.
 //! - [`fused`]: the native (non-libtorch) forward used for rollouts.
 //! - [`kernels`]: host f32 kernels that replace chains of small libtorch ops on the CPU.
 //! - [`distribution`]: the multi-head masked categorical.
@@ -32,12 +33,14 @@ pub mod fused;
 pub mod gae;
 pub mod helper;
 pub mod kernels;
+pub mod model;
 pub mod policy;
 pub mod ppo;
 pub mod ppo_grad;
 pub mod ppo_grad_host;
 pub mod precision;
 pub mod profiler;
+pub mod proof_policy;
 pub mod rollout;
 pub mod serve;
 pub mod system;

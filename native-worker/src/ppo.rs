@@ -12,6 +12,7 @@ use crate::ppo_grad;
 use crate::ppo_grad_host;
 use crate::precision::Precision;
 use crate::profiler::Profiler;
+use crate::proof_policy::ProofNet;
 use crate::rollout::Batch;
 use crate::telemetry::Telemetry;
 use hotlab_shared::counters::Counters;
@@ -46,9 +47,20 @@ pub fn minibatch_loss(
     spec: &RunSpec,
     want_stats: bool,
 ) -> (Tensor, Option<Tensor>) {
-    let logits = net.logits(&mb.obs);
-    let value = net.value(&mb.obs);
-    let (new_log_prob, entropy) = distribution::log_prob_and_entropy(&logits, None, heads, &mb.actions);
+    loss_from(&net.logits(&mb.obs), &net.value(&mb.obs), None, mb, heads, spec, want_stats)
+}
+
+/// [`minibatch_loss`] from a forward's logits (masked by `mask`) and values.
+pub fn loss_from(
+    logits: &Tensor,
+    value: &Tensor,
+    mask: Option<&Tensor>,
+    mb: &Batch,
+    heads: &[usize],
+    spec: &RunSpec,
+    want_stats: bool,
+) -> (Tensor, Option<Tensor>) {
+    let (new_log_prob, entropy) = distribution::log_prob_and_entropy(logits, mask, heads, &mb.actions);
     let log_ratio = new_log_prob - &mb.log_probs;
     let ratio = log_ratio.exp();
 
@@ -58,8 +70,8 @@ pub fn minibatch_loss(
     let pg2 = -&adv * ratio.clamp(1.0 - spec.clip, 1.0 + spec.clip);
     let pg_loss = pg1.maximum(&pg2).mean(Kind::Float);
 
-    let v_unclipped = (&value - &mb.returns).square();
-    let v_clipped = &mb.values + (&value - &mb.values).clamp(-spec.clip, spec.clip);
+    let v_unclipped = (value - &mb.returns).square();
+    let v_clipped = &mb.values + (value - &mb.values).clamp(-spec.clip, spec.clip);
     let v_loss = v_unclipped.maximum(&(v_clipped - &mb.returns).square()).mean(Kind::Float) * 0.5;
 
     let entropy = entropy.mean(Kind::Float);
@@ -172,6 +184,63 @@ pub fn update(
         clip_fraction: s[4],
         loss_scale: ctx.precision.scaler.as_ref().map(|s| s.scale),
         skipped_steps: ctx.precision.scaler.as_ref().map_or(0, |s| s.skipped),
+    };
+    (stats, norms)
+}
+
+/// The proof policy's update: the same loss and epochs, differentiated by autograd (its
+/// embedding bag and scoring have no hand-written gradient); the lookups are timed as
+/// their own phase.
+pub fn update_proof(
+    net: &mut ProofNet,
+    opt: &mut FlatAdam,
+    batch: &Batch,
+    ctx: UpdateCtx<'_>,
+    rng: &mut HostRng,
+    prof: &mut Profiler,
+) -> (UpdateStats, Option<Tensor>) {
+    let spec = ctx.spec;
+    let mb_size = spec.minibatch_size() as i64;
+    let mut order: Vec<i64> = (0..spec.batch_size() as i64).collect();
+    let (mut last_stats, mut norms) = (None, None);
+    for epoch in 0..spec.epochs {
+        rng.shuffle(&mut order);
+        let shuffled = batch.select(&Tensor::from_slice(&order).to_device(net.device()));
+        for m in 0..spec.minibatches as i64 {
+            let mb = shuffled.rows(m * mb_size, mb_size);
+            let last = epoch + 1 == spec.epochs && m + 1 == spec.minibatches as i64;
+            let s = prof.start();
+            net.zero_grad();
+            let out = net.forward(&mb.obs, &mb.extra[0]);
+            let mask = mb.extra[1].ne(0);
+            let (loss, stats) = loss_from(&out.logits, &out.value, Some(&mask), &mb, ctx.heads, spec, last);
+            let s = prof.stop_split(Phase::UpdateForward, Phase::EmbeddingLookup, out.lookup_s, s);
+            loss.backward();
+            if let Some(stats) = stats {
+                last_stats = Some(Vec::<f64>::try_from(stats.to_kind(Kind::Double)).unwrap_or_default());
+            }
+            let s = prof.stop(Phase::Backward, s);
+            let s = match (last, ctx.telemetry) {
+                (true, Some(t)) => {
+                    norms = Some(t.squared_norms(&net.flat_grad));
+                    prof.stop(Phase::Telemetry, s)
+                }
+                _ => s,
+            };
+            clip_grad_norm(&mut net.flat_grad, spec.max_grad_norm);
+            opt.step(&mut net.flat, &net.flat_grad, ctx.lr);
+            prof.stop(Phase::Optimizer, s);
+        }
+    }
+    let s = last_stats.expect("at least one minibatch");
+    let stats = UpdateStats {
+        policy_loss: s[0],
+        value_loss: s[1],
+        entropy: s[2],
+        approx_kl: s[3],
+        clip_fraction: s[4],
+        loss_scale: None,
+        skipped_steps: 0,
     };
     (stats, norms)
 }

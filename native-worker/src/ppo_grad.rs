@@ -167,6 +167,7 @@ pub(crate) mod tests {
             .collect();
         let batch = Batch {
             obs: normal(&mut rng, &[n, 5]),
+            extra: Vec::new(),
             actions: Tensor::from_slice(&actions).view([n, heads.len() as i64]),
             log_probs: normal(&mut rng, &[n]) * 0.5 - 1.0,
             values: normal(&mut rng, &[n]),

@@ -15,6 +15,9 @@ pub struct Rollout {
     pub obs_dim: usize,
     pub heads: usize,
     pub obs: Vec<f32>,
+    /// Index fields (the proof env's state, successors and mask), `[T, N, width]` each,
+    /// with their widths; empty for an f32 env.
+    pub index: Vec<(Vec<i64>, usize)>,
     pub actions: Vec<i64>,
     pub log_probs: Vec<f32>,
     pub values: Vec<f32>,
@@ -29,7 +32,10 @@ pub struct Rollout {
 
 /// A rollout on the device, flattened, with its advantages and returns.
 pub struct Batch {
+    /// The first observation field (f32 features, or the proof env's state indices).
     pub obs: Tensor,
+    /// The other observation fields (the proof env's successors and mask).
+    pub extra: Vec<Tensor>,
     pub actions: Tensor,
     pub log_probs: Tensor,
     pub values: Tensor,
@@ -43,6 +49,7 @@ impl Batch {
         let pick = |t: &Tensor| t.index_select(0, index);
         Batch {
             obs: pick(&self.obs),
+            extra: self.extra.iter().map(pick).collect(),
             actions: pick(&self.actions),
             log_probs: pick(&self.log_probs),
             values: pick(&self.values),
@@ -55,7 +62,7 @@ impl Batch {
     /// `out` (same shapes) by plain row copies, with no index tensor and no op dispatch.
     /// Returns false (and copies nothing) when a field is not a contiguous CPU tensor.
     pub fn select_host(&self, order: &[i64], out: &Batch) -> bool {
-        let pairs = [
+        let mut pairs = vec![
             (&self.obs, &out.obs),
             (&self.actions, &out.actions),
             (&self.log_probs, &out.log_probs),
@@ -63,6 +70,7 @@ impl Batch {
             (&self.advantages, &out.advantages),
             (&self.returns, &out.returns),
         ];
+        pairs.extend(self.extra.iter().zip(&out.extra));
         let fits = |t: &Tensor| {
             t.device() == Device::Cpu && t.is_contiguous() && t.size().first() == Some(&(order.len() as i64))
         };
@@ -91,6 +99,7 @@ impl Batch {
     pub fn empty_like(&self) -> Batch {
         Batch {
             obs: self.obs.empty_like(),
+            extra: self.extra.iter().map(Tensor::empty_like).collect(),
             actions: self.actions.empty_like(),
             log_probs: self.log_probs.empty_like(),
             values: self.values.empty_like(),
@@ -104,6 +113,7 @@ impl Batch {
         let cut = |t: &Tensor| t.narrow(0, start, len);
         Batch {
             obs: cut(&self.obs),
+            extra: self.extra.iter().map(cut).collect(),
             actions: cut(&self.actions),
             log_probs: cut(&self.log_probs),
             values: cut(&self.values),
@@ -114,7 +124,8 @@ impl Batch {
 }
 
 impl Rollout {
-    pub fn new(steps: usize, envs: usize, obs_dim: usize, heads: usize) -> Self {
+    /// `index_widths`: per index field, its width per env (none for an f32 env).
+    pub fn new(steps: usize, envs: usize, obs_dim: usize, index_widths: &[usize], heads: usize) -> Self {
         let n = steps * envs;
         Self {
             steps,
@@ -122,6 +133,7 @@ impl Rollout {
             obs_dim,
             heads,
             obs: vec![0.0; n * obs_dim],
+            index: index_widths.iter().map(|&w| (vec![0; n * w], w)).collect(),
             actions: vec![0; n * heads],
             log_probs: vec![0.0; n],
             values: vec![0.0; n],
@@ -139,6 +151,28 @@ impl Rollout {
         self.device.get_or_insert_with(|| {
             (Tensor::zeros(shape, (Kind::Float, device)), Tensor::zeros(shape, (Kind::Float, device)))
         })
+    }
+
+    /// Records step `t`'s observations (the f32 field or the index fields).
+    pub fn store_obs(&mut self, t: usize, obs: &hotlab_shared::env::Observations) {
+        use hotlab_shared::env::FieldData;
+        let n = self.envs;
+        let mut index = self.index.iter_mut();
+        for field in &obs.fields {
+            match field {
+                FieldData::F32(v) => self.obs[t * n * self.obs_dim..(t + 1) * n * self.obs_dim].copy_from_slice(v),
+                FieldData::I64(v) => {
+                    let (buf, w) = index.next().expect("one buffer per index field");
+                    buf[t * n * *w..(t + 1) * n * *w].copy_from_slice(v);
+                }
+            }
+        }
+    }
+
+    /// Step `t`'s index fields: `(rows, width)` each.
+    pub fn index_step(&self, t: usize) -> Vec<(&[i64], usize)> {
+        let n = self.envs;
+        self.index.iter().map(|(buf, w)| (&buf[t * n * w..(t + 1) * n * w], *w)).collect()
     }
 
     /// Mutable views of step `t`'s rows.
@@ -167,8 +201,15 @@ impl Rollout {
             Some(lv) => lv,
             None => (mover.upload_f32(&self.log_probs, &[b], c), mover.upload_f32(&self.values, &[b], c)),
         };
+        let mut fields: Vec<Tensor> =
+            self.index.iter().map(|(buf, w)| mover.upload_i64(buf, &[b, *w as i64], c)).collect();
+        let obs = match fields.is_empty() {
+            true => mover.upload_f32(&self.obs, &[b, self.obs_dim as i64], c),
+            false => fields.remove(0),
+        };
         Batch {
-            obs: mover.upload_f32(&self.obs, &[b, self.obs_dim as i64], c),
+            obs,
+            extra: fields,
             actions: mover.upload_i64(&self.actions, &[b, self.heads as i64], c),
             log_probs,
             values,

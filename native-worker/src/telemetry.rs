@@ -3,12 +3,12 @@
 //! go through a bounded queue to a background thread that publishes them. The trainer
 //! never waits: when the queue is full the event is dropped and counted.
 
-use crate::policy::ActorCritic;
+use crate::policy::ParamSlot;
 use hotlab_shared::counters::Counters;
 use serde::Serialize;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::thread::JoinHandle;
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 /// Events the queue holds before new ones are dropped.
 pub const QUEUE: usize = 64;
@@ -51,13 +51,9 @@ pub struct Telemetry {
 
 impl Telemetry {
     /// Telemetry every `every` updates (0 = off), published to `sink` from a background thread.
-    pub fn new(every: u64, net: &ActorCritic, mut sink: Sink) -> Self {
-        let ids: Vec<i64> = net
-            .layout
-            .iter()
-            .enumerate()
-            .flat_map(|(i, s)| std::iter::repeat_n(i as i64, s.numel() as usize))
-            .collect();
+    pub fn new(every: u64, layout: &[ParamSlot], device: Device, mut sink: Sink) -> Self {
+        let ids: Vec<i64> =
+            layout.iter().enumerate().flat_map(|(i, s)| std::iter::repeat_n(i as i64, s.numel() as usize)).collect();
         let (tx, worker) = if every > 0 {
             let (tx, rx) = sync_channel::<GradNorms>(QUEUE);
             let worker = std::thread::Builder::new()
@@ -77,8 +73,8 @@ impl Telemetry {
         };
         Self {
             every,
-            ids: Tensor::from_slice(&ids).to_device(net.device()),
-            names: net.layout.iter().map(|s| s.name.clone()).collect(),
+            ids: Tensor::from_slice(&ids).to_device(device),
+            names: layout.iter().map(|s| s.name.clone()).collect(),
             tx,
             worker,
             sent: 0,
@@ -129,9 +125,8 @@ impl Telemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Architecture;
+    use crate::policy::{ActorCritic, Architecture};
     use std::sync::{Arc, Barrier, Mutex};
-    use tch::Device;
 
     fn net() -> ActorCritic {
         tch::manual_seed(0);
@@ -143,7 +138,8 @@ mod tests {
         let net = net();
         let got = Arc::new(Mutex::new(Vec::new()));
         let sink_got = got.clone();
-        let mut t = Telemetry::new(2, &net, Box::new(move |e| sink_got.lock().unwrap().push(e.clone())));
+        let mut t =
+            Telemetry::new(2, &net.layout, net.device(), Box::new(move |e| sink_got.lock().unwrap().push(e.clone())));
         assert!(!t.due(1) && t.due(2) && t.due(4));
         let grad = Tensor::ones([net.arch.num_params()], (Kind::Float, Device::Cpu));
         let mut c = Counters::default();
@@ -165,7 +161,8 @@ mod tests {
         let mut first = true;
         let mut t = Telemetry::new(
             1,
-            &net,
+            &net.layout,
+            net.device(),
             Box::new(move |_| {
                 if first {
                     first = false;

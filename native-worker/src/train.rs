@@ -4,12 +4,14 @@ use crate::actor::Actor;
 use crate::adam::FlatAdam;
 use crate::device;
 use crate::device_rollout::DeviceRollout;
-use crate::envs::{self, device::DeviceCartPole};
+use crate::envs::{self, device::DeviceCartPole, EnvDef};
 use crate::gae::{gae, GaeInput};
 use crate::helper::Helper;
+use crate::model::Model;
 use crate::policy::{ActorCritic, Architecture};
 use crate::ppo::{self, UpdateCtx, UpdateStats};
 use crate::profiler::{Profiler, TraceWindow};
+use crate::proof_policy::{ProofArch, ProofNet};
 use crate::rollout::{Batch, Rollout};
 use crate::telemetry::{Sink, Telemetry, TelemetrySummary};
 use crate::transfer::Mover;
@@ -78,7 +80,7 @@ pub struct TrainReport {
 
 /// A trained network, the run's summary, and the trace of the traced window (if any).
 pub struct Trained {
-    pub net: ActorCritic,
+    pub model: Model,
     pub report: TrainReport,
     pub trace: Option<serde_json::Value>,
 }
@@ -160,7 +162,7 @@ fn collect_host(
     out: &mut StepBatch,
     rollout: &mut Rollout,
     actor: &mut Actor,
-    net: &ActorCritic,
+    net: &Model,
     spec: &RunSpec,
     heads: &[usize],
     rng: &mut HostRng,
@@ -170,11 +172,11 @@ fn collect_host(
     prof: &mut Profiler,
     first_step: u64,
 ) -> Result<Batch> {
-    let (envs, obs_dim, h) = (rollout.envs, rollout.obs_dim, heads.len());
+    let (envs, h) = (rollout.envs, heads.len());
     for t in 0..rollout.steps {
         prof.set_step(first_step + t as u64);
         let s = prof.start();
-        rollout.step_mut(t).obs.copy_from_slice(obs.fields[0].as_f32().expect("checked by architecture()"));
+        rollout.store_obs(t, obs);
         let s = prof.stop(Phase::RolloutStore, s);
         let s = actor.act(net, rollout, t, heads, rng, c, prof, s);
         let waited = env.counters().worker_wait_s;
@@ -196,15 +198,14 @@ fn collect_host(
             episodes.push(end.episode_return);
             if !end.terminated {
                 // Truncated: GAE bootstraps from the value of the final observation.
-                let final_obs = out.final_row(0, end.env);
-                rollout.final_values[t * envs + end.env] = actor.values(net, final_obs, obs_dim, c)[0];
+                rollout.final_values[t * envs + end.env] = actor.values(net, &out.final_obs, envs, Some(end.env), c)[0];
             }
         }
         std::mem::swap(obs, &mut out.obs);
         prof.stop(Phase::Gae, s);
     }
     let s = prof.start();
-    let next_values = actor.values(net, obs.fields[0].as_f32().expect("f32"), obs_dim, c);
+    let next_values = actor.values(net, obs, envs, None, c);
     let on_device = actor.finish(rollout, c);
     let (advantages, returns) = gae(
         &GaeInput {
@@ -257,14 +258,28 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     let mut notes = Vec::new();
     let mut c = Counters::default();
 
-    let env_spec = envs::vector_env(spec.env, 1, spec.seed, 0).spec().clone();
+    let env_def = EnvDef::from_spec(spec)?;
+    let env_spec = envs::vector_env(&env_def, 1, spec.seed, 0).spec().clone();
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
-    let arch = architecture(&env_spec, &spec.hidden)?;
-    let mut net = ActorCritic::new(arch.clone(), device);
+    let (mut net, arch) = match &env_def {
+        EnvDef::Proof(task) => {
+            let arch = ProofArch {
+                vocab: task.vocab.size(),
+                embed: spec.embed_dim,
+                hidden: spec.hidden[0],
+                successors: env_spec.total_choices(),
+            };
+            (Model::Proof(ProofNet::new(arch, device)), None)
+        }
+        EnvDef::Cartpole => {
+            let arch = architecture(&env_spec, &spec.hidden)?;
+            (Model::Mlp(ActorCritic::new(arch.clone(), device)), Some(arch))
+        }
+    };
     tch::set_num_threads(threads as i32);
-    let mut opt = FlatAdam::new(&net.flat, 1e-5);
-    let mut telemetry =
-        Telemetry::new(spec.telemetry_every, &net, opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {})));
+    let mut opt = FlatAdam::new(net.flat(), 1e-5);
+    let sink = opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {}));
+    let mut telemetry = Telemetry::new(spec.telemetry_every, net.layout(), device, sink);
     if precision.kind != tch::Kind::Float {
         notes.push(format!(
             "precision {}: the update's matmuls run in {}; the rollout's forward and the master weights stay fp32",
@@ -274,7 +289,14 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     }
     let mover = Mover::new(spec.transfer, device);
     notes.extend(mover.note());
-    let helper = update_helper(spec, device, &precision)?;
+    let helper = match &net {
+        Model::Mlp(_) => update_helper(spec, device, &precision)?,
+        Model::Proof(_) => None,
+    };
+    if matches!(net, Model::Proof(_)) && precision.kind != tch::Kind::Float {
+        notes
+            .push("env proof: the embedding policy's update runs in fp32 (autograd), whatever --precision says".into());
+    }
     if helper.is_some() {
         notes.push("two threads: the update's actor and critic, and the halves of a fused rollout step of 64 envs or more (CPU, fp32)".into());
     }
@@ -284,25 +306,34 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
             notes.push("backend device: observations never leave the device, so the policy runs as libtorch ops there (inference eager)".into());
         }
         let mut env = DeviceCartPole::new(spec.envs, spec.seed, device);
-        let rollout = DeviceRollout::new(&mut env, spec.steps, arch.obs_dim, heads.len());
+        let obs_dim = arch.as_ref().map_or(0, |a| a.obs_dim);
+        let rollout = DeviceRollout::new(&mut env, spec.steps, obs_dim, heads.len());
         Envs::Device { env, rollout }
     } else {
-        let mut env = envs::host_backend(spec)?;
+        let mut env = envs::host_backend(spec, &env_def)?;
         let mut obs = Observations::zeros(env.spec(), spec.envs);
         env.reset(&mut obs).with_context(|| format!("env backend {}", spec.backend))?;
-        let actor = match spec.inference {
-            Inference::Eager => Actor::Eager { mover: Mover::new(spec.transfer, device), sync: spec.action_sync },
-            Inference::Fused => {
-                let policy = Box::new(crate::fused::FusedPolicy::new(&arch, &net.host_params()));
+        let mover = Mover::new(spec.transfer, device);
+        let actor = match (&arch, spec.inference) {
+            (None, inference) => {
+                if inference == Inference::Fused {
+                    notes.push("env proof: the embedding policy runs as libtorch ops (inference eager)".into());
+                }
+                Actor::Proof { mover, sync: spec.action_sync }
+            }
+            (Some(_), Inference::Eager) => Actor::Eager { mover, sync: spec.action_sync },
+            (Some(arch), Inference::Fused) => {
+                notes.push("inference fused: the forward runs on the host, so --transfer and --action-sync have nothing to move per step".into());
+                let policy = Box::new(crate::fused::FusedPolicy::new(arch, &net.mlp().host_params()));
                 let twin = helper.as_ref().map(|h| (policy.clone(), Arc::clone(h)));
                 Actor::Fused { policy, twin }
             }
         };
-        if spec.inference == Inference::Fused {
-            notes.push("inference fused: the forward runs on the host, so --transfer and --action-sync have nothing to move per step".into());
-        }
         let out = StepBatch::new(env.spec(), spec.envs);
-        let rollout = Rollout::new(spec.steps, spec.envs, arch.obs_dim, heads.len());
+        let obs_dim = arch.as_ref().map_or(0, |a| a.obs_dim);
+        let index: Vec<usize> =
+            env_spec.fields.iter().filter(|f| f.kind == FieldKind::I64).map(|f| f.numel()).collect();
+        let rollout = Rollout::new(spec.steps, spec.envs, obs_dim, &index, heads.len());
         Envs::Host { env, obs, out, rollout, actor }
     };
 
@@ -339,7 +370,7 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
             Envs::Device { env, rollout } => {
                 let (gamma, lambda) = (spec.gamma as f32, spec.gae_lambda as f32);
                 let first = update * spec.steps as u64;
-                let got = rollout.collect(env, &net, &heads, gamma, lambda, &mover, &mut c, &mut prof, first);
+                let got = rollout.collect(env, net.mlp(), &heads, gamma, lambda, &mover, &mut c, &mut prof, first);
                 got.episode_returns.iter().for_each(|&r| episodes.push(r));
                 got.batch
             }
@@ -356,7 +387,10 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
             telemetry: due.then_some(&telemetry),
             helper: helper.as_deref(),
         };
-        let (stats, norms) = ppo::update(&mut net, &mut opt, &batch, ctx, &mut rng, &mut prof, &mut c);
+        let (stats, norms) = match &mut net {
+            Model::Mlp(net) => ppo::update(net, &mut opt, &batch, ctx, &mut rng, &mut prof, &mut c),
+            Model::Proof(net) => ppo::update_proof(net, &mut opt, &batch, ctx, &mut rng, &mut prof),
+        };
         if let Some(norms) = norms {
             let s = prof.start();
             telemetry.publish(update + 1, &norms, &mut c);
@@ -409,5 +443,5 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         config: spec.clone(),
     };
     let trace = trace.map(|_| prof.trace_json());
-    Ok(Trained { net, report, trace })
+    Ok(Trained { model: net, report, trace })
 }

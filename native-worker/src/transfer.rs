@@ -10,17 +10,18 @@
 
 use hotlab_shared::counters::Counters;
 use hotlab_shared::spec::{ActionSync, Transfer};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 pub struct Mover {
     pub mode: Transfer,
     pub device: Device,
-    staging: Option<Tensor>,
+    /// Page-locked staging buffers, one per observation field.
+    staging: Vec<Option<Tensor>>,
 }
 
 impl Mover {
     pub fn new(mode: Transfer, device: Device) -> Self {
-        Self { mode, device, staging: None }
+        Self { mode, device, staging: Vec::new() }
     }
 
     /// A note for the run's report when a mode cannot do what it says here.
@@ -31,14 +32,26 @@ impl Mover {
 
     /// `rows × dim` host floats (one field) as a `[rows, dim]` tensor on the device.
     pub fn obs_to_device(&mut self, obs: &[f32], rows: usize, dim: usize, c: &mut Counters) -> Tensor {
-        let bytes = (obs.len() * 4) as u64;
+        self.field_to_device(0, obs, rows, dim, c)
+    }
+
+    /// Field number `field` of a step, `rows × dim` host values, as a `[rows, dim]`
+    /// tensor on the device, moved the way `--transfer` says.
+    pub fn field_to_device<T: tch::kind::Element + Copy>(
+        &mut self,
+        field: usize,
+        data: &[T],
+        rows: usize,
+        dim: usize,
+        c: &mut Counters,
+    ) -> Tensor {
         match self.mode {
             Transfer::PerTensor => {
-                let parts: Vec<Tensor> = obs
+                let parts: Vec<Tensor> = data
                     .chunks_exact(dim)
                     .map(|row| {
                         c.h2d_copies += 1;
-                        c.h2d_bytes += (row.len() * 4) as u64;
+                        c.h2d_bytes += std::mem::size_of_val(row) as u64;
                         Tensor::from_slice(row).to_device(self.device)
                     })
                     .collect();
@@ -46,22 +59,28 @@ impl Mover {
             }
             Transfer::Pinned if self.device != Device::Cpu => {
                 let shape = [rows as i64, dim as i64];
-                let staging = self
-                    .staging
-                    .get_or_insert_with(|| Tensor::empty(shape, (Kind::Float, Device::Cpu)).pin_memory(self.device));
-                if staging.size() != shape {
-                    *staging = Tensor::empty(shape, (Kind::Float, Device::Cpu)).pin_memory(self.device);
+                if self.staging.len() <= field {
+                    self.staging.resize_with(field + 1, || None);
                 }
-                // SAFETY: the staging tensor is a contiguous f32 host buffer of rows × dim
-                // elements that nothing else reads until the copy below is issued.
+                let fresh = || Tensor::empty(shape, (T::KIND, Device::Cpu)).pin_memory(self.device);
+                let staging = self.staging[field].get_or_insert_with(fresh);
+                if staging.size() != shape || staging.kind() != T::KIND {
+                    *staging = fresh();
+                }
+                // SAFETY: the staging tensor is a contiguous host buffer of rows × dim
+                // elements of T that nothing else reads until the copy below is issued.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(obs.as_ptr(), staging.data_ptr() as *mut f32, obs.len());
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), staging.data_ptr() as *mut T, data.len());
                 }
                 c.h2d_copies += 1;
-                c.h2d_bytes += bytes;
-                staging.to_device_(self.device, Kind::Float, true, true)
+                c.h2d_bytes += std::mem::size_of_val(data) as u64;
+                staging.to_device_(self.device, T::KIND, true, true)
             }
-            Transfer::Packed | Transfer::Pinned => self.upload_f32(obs, &[rows as i64, dim as i64], c),
+            Transfer::Packed | Transfer::Pinned => {
+                c.h2d_copies += 1;
+                c.h2d_bytes += std::mem::size_of_val(data) as u64;
+                Tensor::from_slice(data).view([rows as i64, dim as i64]).to_device(self.device)
+            }
         }
     }
 

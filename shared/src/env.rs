@@ -2,7 +2,7 @@
 //!
 //! Shapes are general from the start, because the scenarios after CartPole need them:
 //! an observation is one or more named fields (f32 or integer indices), an action is one
-//! index per action head, and an env may publish a mask of the allowed actions per head.
+//! index per action head, and an env may publish a mask of the allowed actions (its last field).
 //! CartPole has one f32 field of 4, one head of 2, and no mask.
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +30,15 @@ impl FieldSpec {
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
+
+    /// Bytes per env.
+    pub fn row_bytes(&self) -> usize {
+        self.numel()
+            * match self.kind {
+                FieldKind::F32 => 4,
+                FieldKind::I64 => 8,
+            }
+    }
 }
 
 /// One categorical action head with `n` choices.
@@ -45,7 +54,8 @@ pub struct EnvSpec {
     pub name: String,
     pub fields: Vec<FieldSpec>,
     pub heads: Vec<HeadSpec>,
-    /// Whether observations carry a mask of allowed actions (one flag per choice of every head).
+    /// Whether the last field is a mask of allowed actions: `total_choices` integers per
+    /// env, 1 = allowed (a field like any other, so every backend carries it).
     pub masked: bool,
 }
 
@@ -88,22 +98,35 @@ impl FieldData {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The data as bytes (native endianness), for copies that do not care about the kind.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            // SAFETY: f32 and i64 have no padding and every byte pattern is a valid u8.
+            FieldData::F32(v) => unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len() * 4) },
+            FieldData::I64(v) => unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len() * 8) },
+        }
+    }
+
+    /// The data as mutable bytes; any bytes written are a valid f32 or i64.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            // SAFETY: as in `as_bytes`; every byte pattern is a valid f32 and i64.
+            FieldData::F32(v) => unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), v.len() * 4) },
+            FieldData::I64(v) => unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), v.len() * 8) },
+        }
+    }
 }
 
-/// Observations of a batch of envs: every field, and the action mask if the env has one.
+/// Observations of a batch of envs: every field (a masked env's last field is its mask).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observations {
     pub fields: Vec<FieldData>,
-    /// `envs × total_choices` flags, true = allowed. `None` for unmasked envs.
-    pub mask: Option<Vec<bool>>,
 }
 
 impl Observations {
     pub fn zeros(spec: &EnvSpec, envs: usize) -> Self {
-        Self {
-            fields: spec.fields.iter().map(|f| FieldData::zeros(f, envs)).collect(),
-            mask: spec.masked.then(|| vec![true; envs * spec.total_choices()]),
-        }
+        Self { fields: spec.fields.iter().map(|f| FieldData::zeros(f, envs)).collect() }
     }
 }
 
@@ -143,7 +166,7 @@ impl StepBatch {
             terminated: vec![false; envs],
             truncated: vec![false; envs],
             episodes: Vec::new(),
-            final_obs: Observations { mask: None, ..Observations::zeros(spec, envs) },
+            final_obs: Observations::zeros(spec, envs),
         }
     }
 

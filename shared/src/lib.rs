@@ -6,7 +6,10 @@
 //!   an optional action mask) and their batch buffers.
 //! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
 //!   struct-of-arrays batch with same-step autoreset.
-//! - [`prolog`]: the proof environment's Prolog subset (parser, printer).
+//! - [`prolog`]: the proof environment's Prolog subset: parser and printer, SLD
+//!   resolution, depth-bounded proof search and checking, generated worlds and queries.
+//! - [`proof`]: the proof environment (seed 000): goal lists encoded as index fields,
+//!   successors with an action mask, scalar and batched.
 //! - [`rng`]: the per-env random streams (32-bit, so a GPU shader can run the same ones).
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
 
@@ -15,6 +18,7 @@ pub mod counters;
 pub mod env;
 pub mod profile;
 pub mod prolog;
+pub mod proof;
 pub mod report;
 pub mod rng;
 pub mod spec;

@@ -24,6 +24,8 @@ pub enum Phase {
     Gae,
     /// The update's forward pass and losses.
     UpdateForward,
+    /// Embedding lookups (the proof policy's index embeddings), rollout and update.
+    EmbeddingLookup,
     /// The update's backward pass.
     Backward,
     /// Gradient clip and Adam.
@@ -37,7 +39,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 13] = [
+    pub const ALL: [Phase; 14] = [
         Phase::EnvStep,
         Phase::EnvWait,
         Phase::ObsTransfer,
@@ -46,6 +48,7 @@ impl Phase {
         Phase::RolloutStore,
         Phase::Gae,
         Phase::UpdateForward,
+        Phase::EmbeddingLookup,
         Phase::Backward,
         Phase::Optimizer,
         Phase::Telemetry,
@@ -63,6 +66,7 @@ impl Phase {
             Phase::RolloutStore => "rollout_store",
             Phase::Gae => "gae",
             Phase::UpdateForward => "update_forward",
+            Phase::EmbeddingLookup => "embedding_lookup",
             Phase::Backward => "backward",
             Phase::Optimizer => "optimizer",
             Phase::Telemetry => "telemetry",

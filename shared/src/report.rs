@@ -96,6 +96,7 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
         Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
             format!("minibatch {} × {} epochs × {} minibatches", spec.minibatch_size(), spec.epochs, spec.minibatches)
         }
+        Phase::EmbeddingLookup => format!("index embeddings (embedding_bag), embed dim {}", spec.embed_dim),
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
         Phase::Gae => "bootstrap values and advantages".into(),
         Phase::Telemetry => "gradient statistics".into(),
@@ -114,7 +115,7 @@ fn split(profile: &Profile) -> Split {
         Phase::RolloutStore,
         Phase::Gae,
     ]);
-    let fwd = sum(&[Phase::PolicyForward, Phase::UpdateForward]);
+    let fwd = sum(&[Phase::PolicyForward, Phase::UpdateForward, Phase::EmbeddingLookup]);
     let bwd = sum(&[Phase::Backward, Phase::Optimizer]);
     let total = (data + fwd + bwd).max(1e-12);
     let (d, f, b) = (100.0 * data / total, 100.0 * fwd / total, 100.0 * bwd / total);

@@ -64,6 +64,16 @@ pub struct RunSpec {
     pub precision: Precision,
     /// Gradient norms (global and per layer) every K updates, published off the hot path; 0 = off.
     pub telemetry_every: u64,
+    /// Proof env: the knowledge base, a Prolog file or a generated world
+    /// (`family:people=N,seed=S`, `geography:places=N,seed=S`).
+    pub kb: String,
+    /// Proof env: a query file (ground atoms; `% test` starts the held-out part); for a
+    /// generated world the queries are generated when this is absent.
+    pub queries: Option<String>,
+    /// Proof env: most resolution steps in an episode (the depth limit).
+    pub proof_depth: usize,
+    /// Proof env: width of the policy's index embeddings.
+    pub embed_dim: usize,
 }
 
 /// Workloads.
@@ -72,14 +82,17 @@ pub struct RunSpec {
 pub enum EnvName {
     #[default]
     Cartpole,
+    /// Seed 000's proof search over a Prolog knowledge base.
+    Proof,
 }
 
 impl EnvName {
-    pub const ALL: &'static [&'static str] = &["cartpole"];
+    pub const ALL: &'static [&'static str] = &["cartpole", "proof"];
 
     pub fn as_str(self) -> &'static str {
         match self {
             EnvName::Cartpole => "cartpole",
+            EnvName::Proof => "proof",
         }
     }
 }
@@ -89,6 +102,7 @@ impl std::str::FromStr for EnvName {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "cartpole" => Ok(EnvName::Cartpole),
+            "proof" => Ok(EnvName::Proof),
             other => Err(format!("unknown env '{other}'; allowed: {}", EnvName::ALL.join(", "))),
         }
     }
@@ -291,6 +305,10 @@ impl Default for RunSpec {
             threads: 0,
             precision: Precision::Fp32,
             telemetry_every: 0,
+            kb: "family:people=200,seed=3".into(),
+            queries: None,
+            proof_depth: 10,
+            embed_dim: 32,
         }
     }
 }
@@ -448,6 +466,14 @@ impl RunSpec {
         }
         in_range("telemetry_every", self.telemetry_every, 0, 1_000_000)?;
         in_range("workers", self.workers, 0, 256)?;
+        in_range("proof_depth", self.proof_depth, 1, 64)?;
+        in_range("embed_dim", self.embed_dim, 1, 1024)?;
+        if self.env == EnvName::Proof && self.backend == Backend::Device {
+            return Err(SpecError::new(
+                "backend",
+                "the proof env runs on the host (resolution is symbolic); allowed with --env proof: sequential, threads, subprocess, vectorized",
+            ));
+        }
         if self.workers > self.envs {
             return Err(SpecError::new(
                 "workers",

@@ -9,7 +9,7 @@
 //! | `sequential` | [`sequential`] | one scalar env object per env, in a loop on the trainer thread |
 //! | `threads` | [`threads`] | worker threads, each owning a slice (struct of arrays) |
 //! | `subprocess` | [`subprocess`] | worker processes (`hotlab env-worker`), buffers in shared memory |
-//! | `vectorized` | `hotlab_shared::cartpole::CartPoleBatch` | the struct-of-arrays batch on the trainer thread |
+//! | `vectorized` | `CartPoleBatch`, `ProofBatch` (shared crate) | the batch on the trainer thread |
 //! | `device` | [`device`] | tensors on the trainer's device, stepped by tensor ops |
 
 pub mod device;
@@ -22,19 +22,67 @@ pub mod worker;
 use anyhow::Result;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
 use hotlab_shared::env::{BatchEnv, FieldData, ScalarEnv};
-use hotlab_shared::spec::{Backend, EnvName, RunSpec, WaitMode};
+use hotlab_shared::proof::{ProofBatch, ProofScalar, ProofTask};
+use hotlab_shared::spec::{Backend, EnvName, RunSpec, SpecError, WaitMode};
+use std::sync::Arc;
 
-/// A struct-of-arrays batch of `count` envs whose streams start at global index `first`.
-pub fn vector_env(env: EnvName, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv> {
+/// A workload ready to instantiate: cheap to clone, shared by every env of a run.
+#[derive(Clone, Debug)]
+pub enum EnvDef {
+    Cartpole,
+    /// The knowledge base, queries and limits, loaded once.
+    Proof(Arc<ProofTask>),
+}
+
+impl EnvDef {
+    /// The workload of a spec (for `proof`: its `kb`, `queries` and `proof_depth`).
+    pub fn new(env: EnvName, kb: &str, queries: Option<&str>, depth: usize) -> Result<Self, SpecError> {
+        Ok(match env {
+            EnvName::Cartpole => EnvDef::Cartpole,
+            EnvName::Proof => EnvDef::Proof(Arc::new(
+                ProofTask::load(kb, queries, depth).map_err(|(field, m)| SpecError::new(field, m))?,
+            )),
+        })
+    }
+
+    pub fn from_spec(spec: &RunSpec) -> Result<Self, SpecError> {
+        Self::new(spec.env, &spec.kb, spec.queries.as_deref(), spec.proof_depth)
+    }
+
+    pub fn name(&self) -> EnvName {
+        match self {
+            EnvDef::Cartpole => EnvName::Cartpole,
+            EnvDef::Proof(_) => EnvName::Proof,
+        }
+    }
+
+    /// The flags that make a worker process load the same workload.
+    pub fn worker_flags(&self) -> Vec<String> {
+        let mut flags = vec!["--env".to_string(), self.name().as_str().to_string()];
+        if let EnvDef::Proof(task) = self {
+            flags.extend(["--kb".into(), task.source.clone(), "--proof-depth".into(), task.depth.to_string()]);
+            if let Some(q) = &task.queries_file {
+                flags.extend(["--queries".into(), q.clone()]);
+            }
+        }
+        flags
+    }
+}
+
+/// A batch of `count` envs on one thread whose streams start at global index `first`
+/// (CartPole's struct of arrays; a vector of proof envs).
+pub fn vector_env(env: &EnvDef, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv> {
     match env {
-        EnvName::Cartpole => Box::new(CartPoleBatch::new(count, seed, first)),
+        EnvDef::Cartpole => Box::new(CartPoleBatch::new(count, seed, first)),
+        EnvDef::Proof(task) => Box::new(ProofBatch::new(Arc::clone(task), count, seed, first)),
     }
 }
 
 /// One scalar env with the stream of global index `index`.
-pub fn scalar_env(env: EnvName, seed: u64, index: u64) -> Box<dyn ScalarEnv> {
+pub fn scalar_env(env: &EnvDef, seed: u64, index: u64) -> Box<dyn ScalarEnv> {
     match env {
-        EnvName::Cartpole => Box::new(CartPoleF32::new(seed, index)),
+        EnvDef::Cartpole => Box::new(CartPoleF32::new(seed, index)),
+        EnvDef::Proof(task) => Box::new(ProofScalar::new(Arc::clone(task), seed, index)),
     }
 }
 
@@ -53,16 +101,14 @@ pub fn partition(envs: usize, workers: usize) -> Vec<(usize, usize)> {
 }
 
 /// The host backend a spec asks for (`device` is not a host backend: see [`device`]).
-pub fn host_backend(spec: &RunSpec) -> Result<Box<dyn BatchEnv>> {
+pub fn host_backend(spec: &RunSpec, env: &EnvDef) -> Result<Box<dyn BatchEnv>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = spec.resolved_workers(cores);
     Ok(match spec.backend {
-        Backend::Vectorized | Backend::Device => vector_env(spec.env, spec.envs, spec.seed, 0),
-        Backend::Sequential => Box::new(sequential::Sequential::new(spec.env, spec.envs, spec.seed)),
-        Backend::Threads => Box::new(threads::Threads::new(spec.env, spec.envs, spec.seed, workers)),
-        Backend::Subprocess => {
-            Box::new(subprocess::Subprocess::spawn(spec.env, spec.envs, spec.seed, workers, spec.wait)?)
-        }
+        Backend::Vectorized | Backend::Device => vector_env(env, spec.envs, spec.seed, 0),
+        Backend::Sequential => Box::new(sequential::Sequential::new(env, spec.envs, spec.seed)),
+        Backend::Threads => Box::new(threads::Threads::new(env, spec.envs, spec.seed, workers)),
+        Backend::Subprocess => Box::new(subprocess::Subprocess::spawn(env, spec.envs, spec.seed, workers, spec.wait)?),
     })
 }
 

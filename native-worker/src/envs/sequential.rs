@@ -2,9 +2,8 @@
 //! trainer thread, with a dynamic call per env per step — the per-env loop of seeds 000
 //! and 003 (catalogue row 8's "CPU trench").
 
-use super::{scalar_env, write_row};
+use super::{scalar_env, write_row, EnvDef};
 use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, Observations, ScalarEnv, StepBatch};
-use hotlab_shared::spec::EnvName;
 
 pub struct Sequential {
     spec: EnvSpec,
@@ -16,7 +15,7 @@ pub struct Sequential {
 }
 
 impl Sequential {
-    pub fn new(env: EnvName, count: usize, seed: u64) -> Self {
+    pub fn new(env: &EnvDef, count: usize, seed: u64) -> Self {
         let envs: Vec<Box<dyn ScalarEnv>> = (0..count as u64).map(|i| scalar_env(env, seed, i)).collect();
         let spec = envs[0].spec().clone();
         let rows = (0..count).map(|_| spec.fields.iter().map(|f| FieldData::zeros(f, 1)).collect()).collect();

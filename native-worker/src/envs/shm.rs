@@ -12,20 +12,25 @@ pub const CMD_STEP: u32 = 0;
 pub const CMD_RESET: u32 = 1;
 pub const CMD_EXIT: u32 = 2;
 
-/// Byte offsets of everything in the region, for `envs` envs of `obs_dim` f32 features
-/// and `heads` action heads, split among `workers`.
+/// Most observation fields an env may have (seed 000's proof env has three).
+pub const MAX_FIELDS: usize = 4;
+
+/// Byte offsets of everything in the region, for `envs` envs whose observation fields
+/// take `row_bytes` bytes each per env, and `heads` action heads, split among `workers`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub envs: usize,
-    pub obs_dim: usize,
+    pub fields: usize,
+    pub row_bytes: [usize; MAX_FIELDS],
     pub heads: usize,
     pub workers: usize,
     pub actions: usize,
-    pub obs: usize,
+    /// Per field: `envs × row_bytes`.
+    pub obs: [usize; MAX_FIELDS],
     pub reward: usize,
     pub terminated: usize,
     pub truncated: usize,
-    pub final_obs: usize,
+    pub final_obs: [usize; MAX_FIELDS],
     pub episode_return: usize,
     pub episode_length: usize,
     pub size: usize,
@@ -44,7 +49,10 @@ fn align(x: usize) -> usize {
 }
 
 impl Layout {
-    pub fn new(envs: usize, obs_dim: usize, heads: usize, workers: usize) -> Self {
+    /// Panics with more than [`MAX_FIELDS`] fields (the caller checks).
+    pub fn new(envs: usize, fields: &[usize], heads: usize, workers: usize) -> Self {
+        let mut row_bytes = [0; MAX_FIELDS];
+        row_bytes[..fields.len()].copy_from_slice(fields);
         let mut at = align(HEADER_BYTES + workers * SLOT_BYTES);
         let mut take = |bytes: usize| {
             let start = at;
@@ -52,16 +60,17 @@ impl Layout {
             start
         };
         let actions = take(envs * heads * 8);
-        let obs = take(envs * obs_dim * 4);
+        let obs = row_bytes.map(|b| take(envs * b));
         let reward = take(envs * 4);
         let terminated = take(envs);
         let truncated = take(envs);
-        let final_obs = take(envs * obs_dim * 4);
+        let final_obs = row_bytes.map(|b| take(envs * b));
         let episode_return = take(envs * 8);
         let episode_length = take(envs * 4);
         Self {
             envs,
-            obs_dim,
+            fields: fields.len(),
+            row_bytes,
             heads,
             workers,
             actions,

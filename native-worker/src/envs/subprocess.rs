@@ -11,11 +11,11 @@
 //! Workers die with the trainer (`PR_SET_PDEATHSIG`) and exit on their own when their
 //! parent is gone.
 
-use super::partition;
-use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP};
+use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP, MAX_FIELDS};
+use super::{partition, EnvDef};
 use hotlab_shared::counters::EnvCounters;
-use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, Observations, StepBatch};
-use hotlab_shared::spec::{EnvName, WaitMode};
+use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
+use hotlab_shared::spec::WaitMode;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -37,25 +37,25 @@ pub struct Subprocess {
 
 impl Subprocess {
     /// Starts `workers` processes of the current executable.
-    pub fn spawn(env: EnvName, envs: usize, seed: u64, workers: usize, wait: WaitMode) -> anyhow::Result<Self> {
+    pub fn spawn(env: &EnvDef, envs: usize, seed: u64, workers: usize, wait: WaitMode) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         Self::spawn_with(&exe, env, envs, seed, workers, wait)
     }
 
     pub fn spawn_with(
         exe: &std::path::Path,
-        env: EnvName,
+        env: &EnvDef,
         envs: usize,
         seed: u64,
         workers: usize,
         wait: WaitMode,
     ) -> anyhow::Result<Self> {
         let spec = super::vector_env(env, 1, seed, 0).spec().clone();
-        let obs_dim = match spec.fields.as_slice() {
-            [f] if f.kind == FieldKind::F32 => f.numel(),
-            _ => anyhow::bail!("--backend subprocess: env '{}' has fields shared memory cannot carry yet", spec.name),
-        };
-        let layout = Layout::new(envs, obs_dim, spec.heads.len(), workers);
+        if spec.fields.len() > MAX_FIELDS {
+            anyhow::bail!("--backend subprocess: env '{}' has more than {MAX_FIELDS} observation fields", spec.name);
+        }
+        let rows: Vec<usize> = spec.fields.iter().map(|f| f.row_bytes()).collect();
+        let layout = Layout::new(envs, &rows, spec.heads.len(), workers);
         let region = Region::create(layout)?;
         let fd = region.share_with_children()?;
         let parent = std::process::id();
@@ -65,7 +65,8 @@ impl Subprocess {
                 .arg("env-worker")
                 .args(["--shm-fd", &fd.to_string(), "--worker", &w.to_string(), "--workers", &workers.to_string()])
                 .args(["--envs", &envs.to_string(), "--first", &first.to_string(), "--count", &count.to_string()])
-                .args(["--env", env.as_str(), "--seed", &seed.to_string(), "--wait", wait.as_str()])
+                .args(env.worker_flags())
+                .args(["--seed", &seed.to_string(), "--wait", wait.as_str()])
                 .args(["--parent", &parent.to_string()])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -159,8 +160,8 @@ impl Subprocess {
 
     fn read_obs(&self, out: &mut Observations) {
         let l = self.region.layout;
-        if let Some(FieldData::F32(dst)) = out.fields.first_mut() {
-            dst.copy_from_slice(self.region.slice::<f32>(l.obs, l.envs * l.obs_dim));
+        for (f, dst) in out.fields.iter_mut().enumerate() {
+            dst.as_bytes_mut().copy_from_slice(self.region.slice::<u8>(l.obs[f], l.envs * l.row_bytes[f]));
         }
     }
 }
@@ -199,8 +200,6 @@ impl BatchEnv for Subprocess {
         let trunc = self.region.slice::<u8>(l.truncated, l.envs);
         let returns = self.region.slice::<f64>(l.episode_return, l.envs);
         let lengths = self.region.slice::<u32>(l.episode_length, l.envs);
-        let final_obs = self.region.slice::<f32>(l.final_obs, l.envs * l.obs_dim);
-        let dim = l.obs_dim;
         out.episodes.clear();
         for e in 0..l.envs {
             out.terminated[e] = term[e] != 0;
@@ -212,8 +211,10 @@ impl BatchEnv for Subprocess {
                     length: lengths[e],
                     terminated: out.terminated[e],
                 });
-                if let Some(FieldData::F32(f)) = out.final_obs.fields.first_mut() {
-                    f[e * dim..(e + 1) * dim].copy_from_slice(&final_obs[e * dim..(e + 1) * dim]);
+                for (f, dst) in out.final_obs.fields.iter_mut().enumerate() {
+                    let b = l.row_bytes[f];
+                    let src = self.region.slice::<u8>(l.final_obs[f] + e * b, b);
+                    dst.as_bytes_mut()[e * b..(e + 1) * b].copy_from_slice(src);
                 }
             }
         }

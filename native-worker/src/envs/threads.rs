@@ -7,10 +7,9 @@
 //! helper to finish. Helpers spin for a while before parking, so back-to-back steps do
 //! not pay a futex round trip when there are cores to spare.
 
-use super::{copy_rows, partition, vector_env};
+use super::{copy_rows, partition, vector_env, EnvDef};
 use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, Observations, StepBatch};
-use hotlab_shared::spec::EnvName;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
@@ -56,7 +55,7 @@ pub struct Threads {
 }
 
 impl Threads {
-    pub fn new(env: EnvName, envs: usize, seed: u64, workers: usize) -> Self {
+    pub fn new(env: &EnvDef, envs: usize, seed: u64, workers: usize) -> Self {
         let spec = vector_env(env, 1, seed, 0).spec().clone();
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),

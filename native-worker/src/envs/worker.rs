@@ -1,9 +1,9 @@
 //! The child side of the `subprocess` backend: `hotlab env-worker` (hidden subcommand).
 
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET};
-use super::vector_env;
+use super::{vector_env, EnvDef};
 use anyhow::{bail, Result};
-use hotlab_shared::env::{FieldData, Observations, StepBatch};
+use hotlab_shared::env::{Observations, StepBatch};
 use hotlab_shared::spec::{EnvName, WaitMode};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -23,6 +23,10 @@ pub struct WorkerArgs {
     pub first: usize,
     pub count: usize,
     pub env: EnvName,
+    /// The proof env's knowledge base, query file and depth limit (as the trainer's spec).
+    pub kb: String,
+    pub queries: Option<String>,
+    pub proof_depth: usize,
     pub seed: u64,
     pub wait: WaitMode,
     pub parent: u32,
@@ -40,10 +44,11 @@ pub fn run(a: WorkerArgs) -> Result<()> {
     if parent_gone(a.parent) {
         bail!("env worker {}: parent {} is gone", a.worker, a.parent);
     }
-    let mut batch = vector_env(a.env, a.count, a.seed, a.first as u64);
+    let def = EnvDef::new(a.env, &a.kb, a.queries.as_deref(), a.proof_depth)?;
+    let mut batch = vector_env(&def, a.count, a.seed, a.first as u64);
     let spec = batch.spec().clone();
-    let obs_dim = spec.fields[0].numel();
-    let region = Region::open(a.shm_fd, Layout::new(a.envs, obs_dim, spec.heads.len(), a.workers))?;
+    let rows: Vec<usize> = spec.fields.iter().map(|f| f.row_bytes()).collect();
+    let region = Region::open(a.shm_fd, Layout::new(a.envs, &rows, spec.heads.len(), a.workers))?;
     let l = region.layout;
     let (first, count, heads) = (a.first, a.count, l.heads);
     let mut obs = Observations::zeros(&spec, count);
@@ -83,18 +88,19 @@ pub fn run(a: WorkerArgs) -> Result<()> {
         if command == CMD_EXIT {
             return Ok(());
         }
-        let obs_rows = region.slice::<f32>(l.obs + first * obs_dim * 4, count * obs_dim);
+        let write_obs = |obs: &Observations| {
+            for (f, field) in obs.fields.iter().enumerate() {
+                let b = l.row_bytes[f];
+                region.slice::<u8>(l.obs[f] + first * b, count * b).copy_from_slice(field.as_bytes());
+            }
+        };
         if command == CMD_RESET {
             batch.reset(&mut obs)?;
-            if let FieldData::F32(v) = &obs.fields[0] {
-                obs_rows.copy_from_slice(v);
-            }
+            write_obs(&obs);
         } else {
             let actions = region.slice::<i64>(l.actions + first * heads * 8, count * heads);
             batch.step(actions, &mut out)?;
-            if let FieldData::F32(v) = &out.obs.fields[0] {
-                obs_rows.copy_from_slice(v);
-            }
+            write_obs(&out.obs);
             region.slice::<f32>(l.reward + first * 4, count).copy_from_slice(&out.reward);
             let term = region.slice::<u8>(l.terminated + first, count);
             let trunc = region.slice::<u8>(l.truncated + first, count);
@@ -106,7 +112,11 @@ pub fn run(a: WorkerArgs) -> Result<()> {
                 let g = first + end.env;
                 region.slice::<f64>(l.episode_return + g * 8, 1)[0] = end.episode_return;
                 region.slice::<u32>(l.episode_length + g * 4, 1)[0] = end.length;
-                region.slice::<f32>(l.final_obs + g * obs_dim * 4, obs_dim).copy_from_slice(out.final_row(0, end.env));
+                for (f, field) in out.final_obs.fields.iter().enumerate() {
+                    let b = l.row_bytes[f];
+                    let row = &field.as_bytes()[end.env * b..(end.env + 1) * b];
+                    region.slice::<u8>(l.final_obs[f] + g * b, b).copy_from_slice(row);
+                }
             }
         }
         region.done(a.worker).store(now, Ordering::Release);
