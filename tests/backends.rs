@@ -281,10 +281,11 @@ fn bench_envs_reports_every_backend_and_the_gymnasium_peer() {
 
 #[test]
 fn the_proof_env_trains_under_every_transfer_and_read_back_mode() {
-    // Seed 000's copy pattern: per_tensor copies each of the three fields of each env.
+    // Seed 000's copy pattern (an eager forward): per_tensor copies each of the three
+    // fields of each env.
     let run_with = |extra: &[&str]| {
         let out = run(hotlab()
-            .args(["train", "--env", "proof", "--kb", "family:people=30,seed=1", "--device", "cpu"])
+            .args(["train", "--env", "proof", "--kb", "family:people=30,seed=1", "--device", "cpu", "--inference", "eager"])
             .args(["--envs", "4", "--steps", "8", "--total-steps", "64", "--minibatches", "2", "--json"])
             .args(extra));
         assert!(out.status.success(), "{extra:?}: {}", stderr(&out));

@@ -5,6 +5,7 @@ use crate::fused::{draw_uniforms, ActOut, FusedPolicy};
 use crate::helper::Helper;
 use crate::model::Model;
 use crate::profiler::Profiler;
+use crate::proof_fused::ProofHost;
 use crate::rollout::Rollout;
 use crate::transfer::{read_into, Mover};
 use hotlab_shared::counters::Counters;
@@ -26,6 +27,8 @@ pub enum Actor {
     /// The proof env's embedding policy as libtorch ops: its three index fields go to the
     /// device (`--transfer`, one copy per field or per env and field), actions come back.
     Proof { mover: Mover, sync: ActionSync },
+    /// The proof env's embedding policy on the host ([`ProofHost`]).
+    ProofFused { policy: Box<ProofHost> },
 }
 
 /// Below this many envs a step is a few microseconds: handing half to another thread
@@ -86,6 +89,13 @@ impl Actor {
                     }
                 }
                 prof.stop(Phase::PolicyForward, start)
+            }
+            Actor::ProofFused { policy } => {
+                let uniforms = draw_uniforms(envs, rng);
+                let (fields, slot) = rollout.index_and_slot(t);
+                let out = ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values };
+                let lookup_s = policy.act(fields[0], fields[1], fields[2], &uniforms, out);
+                prof.stop_split(Phase::PolicyForward, Phase::EmbeddingLookup, lookup_s, start)
             }
             Actor::Proof { mover, sync } => tch::no_grad(|| {
                 let net = model.proof();
@@ -148,6 +158,11 @@ impl Actor {
                 read_into(&model.mlp().value(&t), &mut out, c);
                 out
             }),
+            Actor::ProofFused { policy } => {
+                let FieldData::I64(state) = &obs.fields[0] else { unreachable!("index fields") };
+                let w = state.len() / envs;
+                policy.values(&state[first * w..(first + rows) * w])
+            }
             Actor::Proof { mover, .. } => tch::no_grad(|| {
                 let fields: Vec<Tensor> = obs.fields[..2]
                     .iter()
@@ -166,19 +181,23 @@ impl Actor {
 
     /// Re-reads the weights after an update (the fused forward keeps its own copy).
     pub fn sync_weights(&mut self, model: &Model) {
-        if let Actor::Fused { policy, twin } = self {
-            let params = model.mlp().host_params();
-            policy.load(&params);
-            if let Some((other, _)) = twin {
-                other.load(&params);
+        match self {
+            Actor::Fused { policy, twin } => {
+                let params = model.mlp().host_params();
+                policy.load(&params);
+                if let Some((other, _)) = twin {
+                    other.load(&params);
+                }
             }
+            Actor::ProofFused { policy } => policy.load(&model.proof().host_params()),
+            Actor::Eager { .. } | Actor::Proof { .. } => {}
         }
     }
 
     /// The rollout's log-probs and values on the device, and the values on the host.
     pub fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         match self {
-            Actor::Fused { .. } => None,
+            Actor::Fused { .. } | Actor::ProofFused { .. } => None,
             Actor::Eager { .. } | Actor::Proof { .. } => {
                 let (lp, v) = rollout.device.as_ref().map(|(a, b)| (a.shallow_clone(), b.shallow_clone()))?;
                 read_into(&v, &mut rollout.values, c);

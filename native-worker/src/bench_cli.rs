@@ -23,9 +23,9 @@ pub struct BenchEnvsArgs {
     /// Proof env: depth limit.
     #[arg(long, default_value_t = 10)]
     pub proof_depth: usize,
-    /// Backends to measure, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "sequential,threads,subprocess,vectorized,device")]
-    pub backends: Vec<Backend>,
+    /// Backends to measure, comma-separated [all five; for the proof env the four host ones].
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Option<Vec<Backend>>,
     /// Env counts to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "8,64,4096")]
     pub envs: Vec<usize>,
@@ -88,7 +88,14 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
         }
     }
     let device = hotlab::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;
-    if a.env == EnvName::Proof && a.backends.contains(&Backend::Device) {
+    let backends = a.backends.clone().unwrap_or_else(|| {
+        let mut all = vec![Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized];
+        if a.env != EnvName::Proof {
+            all.push(Backend::Device);
+        }
+        all
+    });
+    if a.env == EnvName::Proof && backends.contains(&Backend::Device) {
         return Err(usage(
             "--backends",
             "the proof env runs on the host; drop 'device' (allowed: sequential, threads, subprocess, vectorized)"
@@ -97,7 +104,7 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
     }
     let env = hotlab::envs::EnvDef::new(a.env, &a.kb, a.queries.as_deref(), a.proof_depth)?;
 
-    let runs: Vec<(Backend, usize)> = a.backends.iter().flat_map(|&b| a.envs.iter().map(move |&n| (b, n))).collect();
+    let runs: Vec<(Backend, usize)> = backends.iter().flat_map(|&b| a.envs.iter().map(move |&n| (b, n))).collect();
     let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new(runs.len() as u64) };
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
     let mut results: Vec<EnvBench> = Vec::new();

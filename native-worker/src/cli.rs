@@ -67,8 +67,9 @@ pub struct UsageError {
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// Starting point: `cleanrl` (4 envs × 128 steps, 4 epochs, 4 minibatches, 500k steps)
-    /// or `wide` (1024 envs × 128 steps, 4 epochs, 32 minibatches, 5M steps); explicit flags override it.
+    /// Starting point: `cleanrl` (4 envs × 128 steps, 4 epochs, 4 minibatches, 500k steps),
+    /// `wide` (1024 envs × 128 steps, 4 epochs, 32 minibatches, 5M steps) or `proof` (the
+    /// proof env, 64 envs × 128 steps, lr 0.003, 1M steps); explicit flags override it.
     #[arg(long, default_value = "cleanrl")]
     pub preset: Preset,
     /// Workload [default: cartpole].
@@ -248,14 +249,17 @@ pub fn train(a: TrainArgs) -> Result<()> {
     } else {
         let ret = report.mean_return_last_100.map_or("n/a".into(), |r| format!("{r:.1}"));
         println!(
-            "{} on {} ({} backend): {} steps in {:.1} s = {:.0} steps/s; {} episodes, mean return of the last 100: {ret}",
-            report.env, report.device, report.backend, report.total_steps, report.wall_s, report.sps, report.episodes
+            "{} on {} ({} backend): {} steps in {:.1} s = {:.0} steps/s (set-up {:.2} s before); {} episodes, mean return of the last 100: {ret}",
+            report.env, report.device, report.backend, report.total_steps, report.wall_s, report.sps, report.setup_s, report.episodes
         );
         let k = &report.counters;
         println!(
             "counters: {} host syncs, {} h2d copies ({} B), {} d2h copies ({} B), {} IPC round-trips, {} spins, {:.2} s waiting on workers",
             k.host_syncs, k.h2d_copies, k.h2d_bytes, k.d2h_copies, k.d2h_bytes, k.ipc_round_trips, k.spin_iterations, k.worker_wait_s
         );
+        if let Some(p) = &report.proof {
+            println!("{}", p.summary());
+        }
         for note in &report.notes {
             println!("note: {note}");
         }
@@ -314,11 +318,7 @@ fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, qui
         if let Some(mut w) = metrics.take() {
             w.flush().context("writing metrics.jsonl")?;
         }
-        match &trained.model {
-            hotlab::model::Model::Mlp(net) => checkpoint::save(dir, &spec, net)?,
-            // The proof policy's checkpoint needs its vocabulary with it: not written yet.
-            hotlab::model::Model::Proof(_) => {}
-        }
+        checkpoint::save(dir, &spec, &trained.model, trained.task.as_deref())?;
         std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&trained.report)?)?;
     }
     Ok(trained)
@@ -329,7 +329,7 @@ pub struct EvalArgs {
     /// A directory written by `hotlab train --out`.
     #[arg(long)]
     pub checkpoint: PathBuf,
-    /// Episodes to play (1 to 100000).
+    /// Episodes to play (1 to 100000); for a proof policy, tries per held-out query (at most 1000).
     #[arg(long, default_value_t = 100)]
     pub episodes: usize,
     /// Seed of the evaluation envs.
@@ -355,8 +355,19 @@ pub fn eval(a: EvalArgs) -> Result<()> {
         }
         .into());
     }
-    let (meta, net) = checkpoint::load(&a.checkpoint)?;
-    let report = eval::evaluate(&meta.spec, &net, a.episodes, a.seed)?;
+    let loaded = checkpoint::load(&a.checkpoint)?;
+    if let (hotlab::model::Model::Proof(net), Some(task)) = (&loaded.model, &loaded.task) {
+        // A proof policy: its held-out proof rate against random choice, `--episodes`
+        // tries per query for the sampled policy and the baseline.
+        let mut policy = hotlab::proof_fused::ProofHost::new(net.arch.clone(), &net.host_params());
+        let report = hotlab::proof_eval::evaluate(task, &mut policy, a.episodes.min(1000), a.seed);
+        match a.json {
+            true => println!("{}", serde_json::to_string(&report)?),
+            false => println!("{}", report.summary()),
+        }
+        return Ok(());
+    }
+    let report = eval::evaluate(&loaded.meta.spec, loaded.model.mlp(), a.episodes, a.seed)?;
     if a.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

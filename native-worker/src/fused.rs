@@ -178,7 +178,7 @@ pub fn draw_uniforms(n: usize, rng: &mut HostRng) -> Vec<f32> {
 }
 
 /// Inverse-CDF sample of one categorical head; returns (choice, log-probability).
-fn sample_head(logits: &[f32], allowed: impl Fn(usize) -> bool, u: f32) -> (usize, f32) {
+pub(crate) fn sample_head(logits: &[f32], allowed: impl Fn(usize) -> bool, u: f32) -> (usize, f32) {
     let max = (0..logits.len()).filter(|&k| allowed(k)).map(|k| logits[k]).fold(f32::NEG_INFINITY, f32::max);
     let mut total = 0.0;
     for (k, &l) in logits.iter().enumerate() {

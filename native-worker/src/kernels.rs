@@ -318,6 +318,32 @@ pub unsafe fn host_mut(t: &Tensor) -> &mut [f32] {
     unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel()) }
 }
 
+/// The elements of a contiguous int64 CPU tensor.
+///
+/// # Safety
+/// No one may write to `t`'s storage while the slice lives.
+pub unsafe fn host_i64(t: &Tensor) -> &[i64] {
+    assert!(
+        t.device() == Device::Cpu && t.kind() == Kind::Int64 && t.is_contiguous(),
+        "host kernels need a contiguous int64 CPU tensor"
+    );
+    // SAFETY: contiguous i64 storage of `numel` elements; the caller rules out writers.
+    unsafe { std::slice::from_raw_parts(t.data_ptr() as *const i64, t.numel()) }
+}
+
+/// The elements of a contiguous int64 CPU tensor, writable.
+///
+/// # Safety
+/// No other slice of, or libtorch op on, `t`'s storage may run while this one lives.
+#[allow(clippy::mut_from_ref)] // the tensor is a handle; the exclusivity is the caller's promise
+pub unsafe fn host_i64_mut(t: &Tensor) -> &mut [i64] {
+    // SAFETY: checked and contiguous as in `host_i64`; the caller guarantees exclusivity.
+    unsafe {
+        let len = host_i64(t).len();
+        std::slice::from_raw_parts_mut(t.data_ptr() as *mut i64, len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ use crate::ppo_grad;
 use crate::ppo_grad_host;
 use crate::precision::Precision;
 use crate::profiler::Profiler;
+use crate::proof_grad::{ProofGrad, ProofRows};
 use crate::proof_policy::ProofNet;
 use crate::rollout::Batch;
 use crate::telemetry::Telemetry;
@@ -188,9 +189,9 @@ pub fn update(
     (stats, norms)
 }
 
-/// The proof policy's update: the same loss and epochs, differentiated by autograd (its
-/// embedding bag and scoring have no hand-written gradient); the lookups are timed as
-/// their own phase.
+/// The proof policy's update: the same loss and epochs; on the CPU the native forward
+/// and hand-written backward of [`ProofGrad`], elsewhere libtorch ops and autograd. The
+/// embedding lookups are timed as their own phase.
 pub fn update_proof(
     net: &mut ProofNet,
     opt: &mut FlatAdam,
@@ -203,23 +204,67 @@ pub fn update_proof(
     let mb_size = spec.minibatch_size() as i64;
     let mut order: Vec<i64> = (0..spec.batch_size() as i64).collect();
     let (mut last_stats, mut norms) = (None, None);
+    let host = net.device() == tch::Device::Cpu && kernels::is_host_f32(&net.flat);
+    let mut grad_state = host.then(|| ProofGrad::new(net.arch.clone(), &net.host_params()));
+    let mut gathered = Gathered::default();
     for epoch in 0..spec.epochs {
         rng.shuffle(&mut order);
-        let shuffled = batch.select(&Tensor::from_slice(&order).to_device(net.device()));
+        // On the host the three index fields are read in place at each minibatch's rows
+        // (they are most of the batch's bytes); only the per-row scalars are gathered.
+        let shuffled = match host {
+            true => {
+                // A minibatch's rows in memory order: the same minibatch (the loss is a
+                // mean over its rows), read with far fewer cache misses.
+                order.chunks_mut(mb_size as usize).for_each(|mb| mb.sort_unstable());
+                gathered.fill(batch, &order, spec.minibatches);
+                None
+            }
+            false => Some(batch.select(&Tensor::from_slice(&order).to_device(net.device()))),
+        };
         for m in 0..spec.minibatches as i64 {
-            let mb = shuffled.rows(m * mb_size, mb_size);
             let last = epoch + 1 == spec.epochs && m + 1 == spec.minibatches as i64;
             let s = prof.start();
-            net.zero_grad();
-            let out = net.forward(&mb.obs, &mb.extra[0]);
-            let mask = mb.extra[1].ne(0);
-            let (loss, stats) = loss_from(&out.logits, &out.value, Some(&mask), &mb, ctx.heads, spec, last);
-            let s = prof.stop_split(Phase::UpdateForward, Phase::EmbeddingLookup, out.lookup_s, s);
-            loss.backward();
-            if let Some(stats) = stats {
-                last_stats = Some(Vec::<f64>::try_from(stats.to_kind(Kind::Double)).unwrap_or_default());
-            }
-            let s = prof.stop(Phase::Backward, s);
+            let s = match (&mut grad_state, &shuffled) {
+                (Some(pg), None) => {
+                    let rows = (m * mb_size) as usize..((m + 1) * mb_size) as usize;
+                    // SAFETY: the batch's tensors and the weights are only read here, and
+                    // the flat gradient is written by `backward` alone.
+                    let (rows, flat, grad) = unsafe {
+                        let rows = ProofRows {
+                            state: kernels::host_i64(&batch.obs),
+                            succ: kernels::host_i64(&batch.extra[0]),
+                            mask: kernels::host_i64(&batch.extra[1]),
+                            index: &order[rows.clone()],
+                            actions: &gathered.actions[rows.clone()],
+                            old_log_probs: &gathered.log_probs[rows.clone()],
+                            advantages: &gathered.advantages[rows.clone()],
+                            returns: &gathered.returns[rows.clone()],
+                            old_values: &gathered.values[rows],
+                        };
+                        (rows, kernels::host(&net.flat), kernels::host_mut(&net.flat_grad))
+                    };
+                    let (stats, lookup_s) = pg.forward(flat, rows, spec);
+                    if last {
+                        last_stats = Some(stats.to_vec());
+                    }
+                    let s = prof.stop_split(Phase::UpdateForward, Phase::EmbeddingLookup, lookup_s, s);
+                    pg.backward(flat, rows, grad);
+                    prof.stop(Phase::Backward, s)
+                }
+                (_, shuffled) => {
+                    let mb = shuffled.as_ref().expect("a shuffled batch off the host path").rows(m * mb_size, mb_size);
+                    net.zero_grad();
+                    let out = net.forward(&mb.obs, &mb.extra[0]);
+                    let mask = mb.extra[1].ne(0);
+                    let (loss, stats) = loss_from(&out.logits, &out.value, Some(&mask), &mb, ctx.heads, spec, last);
+                    let s = prof.stop_split(Phase::UpdateForward, Phase::EmbeddingLookup, out.lookup_s, s);
+                    loss.backward();
+                    if let Some(stats) = stats {
+                        last_stats = Some(Vec::<f64>::try_from(stats.to_kind(Kind::Double)).unwrap_or_default());
+                    }
+                    prof.stop(Phase::Backward, s)
+                }
+            };
             let s = match (last, ctx.telemetry) {
                 (true, Some(t)) => {
                     norms = Some(t.squared_norms(&net.flat_grad));
@@ -243,6 +288,44 @@ pub fn update_proof(
         skipped_steps: 0,
     };
     (stats, norms)
+}
+
+/// An epoch's per-row scalars in shuffled order, advantages normalized per minibatch.
+#[derive(Default)]
+struct Gathered {
+    actions: Vec<i64>,
+    log_probs: Vec<f32>,
+    values: Vec<f32>,
+    returns: Vec<f32>,
+    advantages: Vec<f32>,
+}
+
+impl Gathered {
+    fn fill(&mut self, batch: &Batch, order: &[i64], minibatches: usize) {
+        // SAFETY: the batch's host tensors are only read while the update runs.
+        let (a, lp, v, r, adv) = unsafe {
+            (
+                kernels::host_i64(&batch.actions),
+                kernels::host(&batch.log_probs),
+                kernels::host(&batch.values),
+                kernels::host(&batch.returns),
+                kernels::host(&batch.advantages),
+            )
+        };
+        let pick = |src: &[f32], dst: &mut Vec<f32>| {
+            dst.clear();
+            dst.extend(order.iter().map(|&i| src[i as usize]));
+        };
+        self.actions.clear();
+        self.actions.extend(order.iter().map(|&i| a[i as usize]));
+        pick(lp, &mut self.log_probs);
+        pick(v, &mut self.values);
+        pick(r, &mut self.returns);
+        let mut raw = Vec::new();
+        pick(adv, &mut raw);
+        self.advantages.resize(raw.len(), 0.0);
+        ppo_grad_host::normalize_blocks(&raw, minibatches, &mut self.advantages);
+    }
 }
 
 /// One minibatch on the host path: the actor's and the critic's forward, head gradient

@@ -150,7 +150,12 @@ pub fn normalize_per_minibatch(advantages: &Tensor, minibatches: usize) -> Tenso
     let src = advantages.contiguous();
     let out = Tensor::empty([src.numel() as i64, 1], (Kind::Float, tch::Device::Cpu));
     // SAFETY: `out` is new; `src` is only read.
-    let (xs, ys) = unsafe { (host(&src), host_mut(&out)) };
+    unsafe { normalize_blocks(host(&src), minibatches, host_mut(&out)) };
+    out
+}
+
+/// [`normalize_per_minibatch`] on slices.
+pub fn normalize_blocks(xs: &[f32], minibatches: usize, ys: &mut [f32]) {
     let rows = xs.len() / minibatches.max(1);
     for (x, y) in xs.chunks_exact(rows.max(1)).zip(ys.chunks_exact_mut(rows.max(1))) {
         let mean = x.iter().map(|&v| v as f64).sum::<f64>() / rows as f64;
@@ -158,7 +163,6 @@ pub fn normalize_per_minibatch(advantages: &Tensor, minibatches: usize) -> Tenso
         let scale = 1.0 / (var.sqrt() + 1e-8);
         y.iter_mut().zip(x).for_each(|(y, &v)| *y = ((v as f64 - mean) * scale) as f32);
     }
-    out
 }
 
 /// Where one network's step spent its time.

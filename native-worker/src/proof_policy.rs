@@ -110,6 +110,11 @@ impl ProofNet {
         self.flat.device()
     }
 
+    /// The flat parameters, copied to the host.
+    pub fn host_params(&self) -> Vec<f32> {
+        Vec::<f32>::try_from(&self.flat.to_device(Device::Cpu)).expect("flat params are f32")
+    }
+
     pub fn zero_grad(&mut self) {
         let _ = self.flat_grad.zero_();
     }

@@ -15,9 +15,9 @@ pub struct Rollout {
     pub obs_dim: usize,
     pub heads: usize,
     pub obs: Vec<f32>,
-    /// Index fields (the proof env's state, successors and mask), `[T, N, width]` each,
-    /// with their widths; empty for an f32 env.
-    pub index: Vec<(Vec<i64>, usize)>,
+    /// Index fields (the proof env's state, successors and mask), `[T, N, width]` each;
+    /// empty for an f32 env.
+    pub index: Vec<IndexBuf>,
     pub actions: Vec<i64>,
     pub log_probs: Vec<f32>,
     pub values: Vec<f32>,
@@ -133,7 +133,7 @@ impl Rollout {
             obs_dim,
             heads,
             obs: vec![0.0; n * obs_dim],
-            index: index_widths.iter().map(|&w| (vec![0; n * w], w)).collect(),
+            index: index_widths.iter().map(|&w| IndexBuf::new(n, w)).collect(),
             actions: vec![0; n * heads],
             log_probs: vec![0.0; n],
             values: vec![0.0; n],
@@ -162,8 +162,9 @@ impl Rollout {
             match field {
                 FieldData::F32(v) => self.obs[t * n * self.obs_dim..(t + 1) * n * self.obs_dim].copy_from_slice(v),
                 FieldData::I64(v) => {
-                    let (buf, w) = index.next().expect("one buffer per index field");
-                    buf[t * n * *w..(t + 1) * n * *w].copy_from_slice(v);
+                    let buf = index.next().expect("one buffer per index field");
+                    let w = buf.width;
+                    buf.as_mut_slice()[t * n * w..(t + 1) * n * w].copy_from_slice(v);
                 }
             }
         }
@@ -172,18 +173,25 @@ impl Rollout {
     /// Step `t`'s index fields: `(rows, width)` each.
     pub fn index_step(&self, t: usize) -> Vec<(&[i64], usize)> {
         let n = self.envs;
-        self.index.iter().map(|(buf, w)| (&buf[t * n * w..(t + 1) * n * w], *w)).collect()
+        self.index.iter().map(|b| (&b.as_slice()[t * n * b.width..(t + 1) * n * b.width], b.width)).collect()
     }
 
-    /// Mutable views of step `t`'s rows.
-    pub fn step_mut(&mut self, t: usize) -> StepSlot<'_> {
+    /// Step `t`'s index fields (rows only) and its mutable slot, at once.
+    pub fn index_and_slot(&mut self, t: usize) -> (Vec<&[i64]>, StepSlot<'_>) {
         let (n, d, h) = (self.envs, self.obs_dim, self.heads);
-        StepSlot {
+        let fields = self.index.iter().map(|b| &b.as_slice()[t * n * b.width..(t + 1) * n * b.width]).collect();
+        let slot = StepSlot {
             obs: &mut self.obs[t * n * d..(t + 1) * n * d],
             actions: &mut self.actions[t * n * h..(t + 1) * n * h],
             log_probs: &mut self.log_probs[t * n..(t + 1) * n],
             values: &mut self.values[t * n..(t + 1) * n],
-        }
+        };
+        (fields, slot)
+    }
+
+    /// Mutable views of step `t`'s rows.
+    pub fn step_mut(&mut self, t: usize) -> StepSlot<'_> {
+        self.index_and_slot(t).1
     }
 
     /// The rollout on the device, flattened, with its advantages and returns: one copy
@@ -202,7 +210,7 @@ impl Rollout {
             None => (mover.upload_f32(&self.log_probs, &[b], c), mover.upload_f32(&self.values, &[b], c)),
         };
         let mut fields: Vec<Tensor> =
-            self.index.iter().map(|(buf, w)| mover.upload_i64(buf, &[b, *w as i64], c)).collect();
+            self.index.iter().map(|buf| mover.upload_i64_tensor(&buf.tensor.view([b, buf.width as i64]), c)).collect();
         let obs = match fields.is_empty() {
             true => mover.upload_f32(&self.obs, &[b, self.obs_dim as i64], c),
             false => fields.remove(0),
@@ -216,6 +224,31 @@ impl Rollout {
             advantages: mover.upload_f32(advantages, &[b], c),
             returns: mover.upload_f32(returns, &[b], c),
         }
+    }
+}
+
+/// An index field's rollout buffer, `[T·N·width]`: a libtorch CPU tensor, so that an
+/// update on the CPU reads it in place (the proof env's successors are 4.8 KB per step
+/// and env: copying them per update cost more than the update's forward).
+pub struct IndexBuf {
+    tensor: Tensor,
+    pub width: usize,
+}
+
+impl IndexBuf {
+    fn new(rows: usize, width: usize) -> Self {
+        Self { tensor: Tensor::zeros([(rows * width) as i64], (Kind::Int64, Device::Cpu)), width }
+    }
+
+    pub fn as_slice(&self) -> &[i64] {
+        // SAFETY: the tensor is written only through `as_mut_slice`, which borrows `self`
+        // mutably; batches that share it are read by the update, never while a rollout writes.
+        unsafe { crate::kernels::host_i64(&self.tensor) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [i64] {
+        // SAFETY: as above; `&mut self` rules out other slices of this buffer.
+        unsafe { crate::kernels::host_i64_mut(&self.tensor) }
     }
 }
 

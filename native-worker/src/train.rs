@@ -11,6 +11,8 @@ use crate::model::Model;
 use crate::policy::{ActorCritic, Architecture};
 use crate::ppo::{self, UpdateCtx, UpdateStats};
 use crate::profiler::{Profiler, TraceWindow};
+use crate::proof_eval::{evaluate, ProofEval};
+use crate::proof_fused::ProofHost;
 use crate::proof_policy::{ProofArch, ProofNet};
 use crate::rollout::{Batch, Rollout};
 use crate::telemetry::{Sink, Telemetry, TelemetrySummary};
@@ -57,8 +59,12 @@ pub struct TrainReport {
     pub device: String,
     pub backend: String,
     pub total_steps: u64,
+    /// Seconds of training (rollouts and updates), what `sps` divides by.
     pub wall_s: f64,
     pub sps: f64,
+    /// Seconds before the first step: loading the workload (a proof world's queries are
+    /// generated and labelled), starting workers, the network.
+    pub setup_s: f64,
     pub episodes: u64,
     pub mean_return_last_100: Option<f64>,
     pub updates: u64,
@@ -76,11 +82,19 @@ pub struct TrainReport {
     pub notes: Vec<String>,
     /// The fully resolved spec.
     pub config: RunSpec,
+    /// The proof env: the trained policy's held-out proof rate against random choice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof: Option<ProofEval>,
 }
+
+/// Episodes per held-out query for the sampled policy and the random baseline.
+const EVAL_TRIES: usize = 16;
 
 /// A trained network, the run's summary, and the trace of the traced window (if any).
 pub struct Trained {
     pub model: Model,
+    /// The proof env's task (its vocabulary goes into the checkpoint).
+    pub task: Option<Arc<hotlab_shared::proof::ProofTask>>,
     pub report: TrainReport,
     pub trace: Option<serde_json::Value>,
 }
@@ -242,9 +256,8 @@ pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<
 
 /// [`train`] with a trace window and a telemetry sink.
 pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
-    let start = Instant::now();
+    let begin = Instant::now();
     let trace = opts.trace;
-    let mut prof = Profiler::new(trace);
     spec.validate()?;
     crate::alloc::tune();
     let device = device::resolve(&spec.device)?;
@@ -294,8 +307,7 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         Model::Proof(_) => None,
     };
     if matches!(net, Model::Proof(_)) && precision.kind != tch::Kind::Float {
-        notes
-            .push("env proof: the embedding policy's update runs in fp32 (autograd), whatever --precision says".into());
+        notes.push("env proof: the embedding policy's update runs in fp32, whatever --precision says".into());
     }
     if helper.is_some() {
         notes.push("two threads: the update's actor and critic, and the halves of a fused rollout step of 64 envs or more (CPU, fp32)".into());
@@ -315,11 +327,11 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         env.reset(&mut obs).with_context(|| format!("env backend {}", spec.backend))?;
         let mover = Mover::new(spec.transfer, device);
         let actor = match (&arch, spec.inference) {
-            (None, inference) => {
-                if inference == Inference::Fused {
-                    notes.push("env proof: the embedding policy runs as libtorch ops (inference eager)".into());
-                }
-                Actor::Proof { mover, sync: spec.action_sync }
+            (None, Inference::Eager) => Actor::Proof { mover, sync: spec.action_sync },
+            (None, Inference::Fused) => {
+                notes.push("inference fused: the forward runs on the host, so --transfer and --action-sync have nothing to move per step".into());
+                let net = net.proof();
+                Actor::ProofFused { policy: Box::new(ProofHost::new(net.arch.clone(), &net.host_params())) }
             }
             (Some(_), Inference::Eager) => Actor::Eager { mover, sync: spec.action_sync },
             (Some(arch), Inference::Fused) => {
@@ -337,6 +349,10 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         Envs::Host { env, obs, out, rollout, actor }
     };
 
+    // Like CleanRL's SPS, the clock starts at the first step; the set-up is its own figure.
+    let setup_s = begin.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let mut prof = Profiler::new(trace);
     let mut episodes = Episodes::default();
     let updates = spec.updates();
     let mut global_step = 0u64;
@@ -424,7 +440,7 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     }
 
     let wall_s = start.elapsed().as_secs_f64();
-    let report = TrainReport {
+    let mut report = TrainReport {
         env: spec.env.as_str().into(),
         device: device::label(device),
         backend: spec.backend.to_string(),
@@ -441,7 +457,17 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         counters: c,
         notes,
         config: spec.clone(),
+        setup_s,
+        proof: None,
     };
+    if let (EnvDef::Proof(task), Model::Proof(net)) = (&env_def, &net) {
+        let mut policy = ProofHost::new(net.arch.clone(), &net.host_params());
+        report.proof = Some(evaluate(task, &mut policy, EVAL_TRIES, spec.seed));
+    }
     let trace = trace.map(|_| prof.trace_json());
-    Ok(Trained { model: net, report, trace })
+    let task = match env_def {
+        EnvDef::Proof(task) => Some(task),
+        EnvDef::Cartpole => None,
+    };
+    Ok(Trained { model: net, task, report, trace })
 }

@@ -98,6 +98,17 @@ impl Mover {
         Tensor::from_slice(v).view(shape).to_device(self.device)
     }
 
+    /// A host tensor on the device: shared as it is on the CPU (no copy), one copy
+    /// elsewhere.
+    pub fn upload_i64_tensor(&self, t: &Tensor, c: &mut Counters) -> Tensor {
+        if self.device == Device::Cpu {
+            return t.shallow_clone();
+        }
+        c.h2d_copies += 1;
+        c.h2d_bytes += (t.numel() * 8) as u64;
+        t.to_device(self.device)
+    }
+
     /// Sampled actions `[N, H]` into `out`, by the chosen read-back.
     pub fn read_actions(&self, actions: &Tensor, out: &mut [i64], sync: ActionSync, c: &mut Counters) {
         match sync {

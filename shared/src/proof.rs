@@ -15,7 +15,7 @@
 use crate::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations};
 use crate::env::{ScalarEnv, StepBatch};
 use crate::prolog::kb::{var_index, CTerm, Dropped, Goals, Kb, Successor, MAX_ATOMS, MAX_VARS, NO_ARG};
-use crate::prolog::prove::{prove, SUCCESSORS};
+use crate::prolog::prove::{Prover, SUCCESSORS};
 use crate::prolog::worlds::{load_kb, parse_queries, queries, WorldSpec};
 use crate::rng::EnvRng;
 use std::sync::Arc;
@@ -90,8 +90,11 @@ impl ProofTask {
         let (program, (train_atoms, test_atoms)) = match queries_file {
             Some(path) => {
                 let program = load_kb(kb).map_err(|m| ("kb", m))?;
-                let text =
-                    std::fs::read_to_string(path).map_err(|e| ("queries", format!("cannot read '{path}': {e}")))?;
+                let text = match path {
+                    "-" => std::io::read_to_string(std::io::stdin()),
+                    _ => std::fs::read_to_string(path),
+                };
+                let text = text.map_err(|e| ("queries", format!("cannot read '{path}': {e}")))?;
                 (program, parse_queries(&text).map_err(|m| ("queries", format!("{path}: {m}")))?)
             }
             None if std::path::Path::new(kb).exists() => {
@@ -114,7 +117,8 @@ impl ProofTask {
         };
         let train = compile(train_atoms)?;
         let test = compile(test_atoms)?;
-        let test_provable = test.iter().map(|q| prove(&kb_c, q, depth, SUCCESSORS).provable).collect();
+        let mut prover = Prover::new(&kb_c, SUCCESSORS);
+        let test_provable = test.iter().map(|q| prover.provable(q, depth)).collect();
         let vocab = Vocab { preds: kb_c.preds.len(), consts: kb_c.consts.len() };
         Ok(ProofTask {
             kb: kb_c,
@@ -126,6 +130,13 @@ impl ProofTask {
             source: kb.to_string(),
             queries_file: queries_file.map(str::to_string),
         })
+    }
+
+    /// The training queries as a query file (what worker processes load instead of
+    /// generating the queries again).
+    pub fn train_text(&self) -> String {
+        let atom = |q: &Goals| q.as_slice().iter().map(|a| self.kb.atom_text(a)).collect::<Vec<_>>().join(", ");
+        self.train.iter().map(|q| format!("{}.\n", atom(q))).collect()
     }
 
     pub fn env_spec(&self) -> EnvSpec {
@@ -355,6 +366,18 @@ impl BatchEnv for ProofBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_training_queries_round_trip_through_a_query_file() {
+        let task = ProofTask::load("family:people=40,seed=1", None, 8).unwrap();
+        let path = std::env::temp_dir().join(format!("hotlab-train-queries-{}.pl", std::process::id()));
+        std::fs::write(&path, task.train_text()).unwrap();
+        let again = ProofTask::load("family:people=40,seed=1", Some(path.to_str().unwrap()), 8).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(again.train, task.train, "same queries, same order, same indices");
+        assert_eq!(again.vocab, task.vocab);
+        assert!(again.test.is_empty());
+    }
 
     const KB: &str = "parent(a, b).\nparent(b, c).\nparent(a, d).\nloop(X) :- loop(X).\n\
         ancestor(X, Y) :- parent(X, Y).\nancestor(X, Y) :- parent(X, Z), ancestor(Z, Y).\n";

@@ -96,7 +96,12 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
         Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
             format!("minibatch {} × {} epochs × {} minibatches", spec.minibatch_size(), spec.epochs, spec.minibatches)
         }
-        Phase::EmbeddingLookup => format!("index embeddings (embedding_bag), embed dim {}", spec.embed_dim),
+        Phase::EmbeddingLookup => match spec.inference {
+            Inference::Fused => {
+                format!("goal lists as sums of projected embedding rows (host), embed dim {}", spec.embed_dim)
+            }
+            Inference::Eager => format!("index embeddings (embedding_bag), embed dim {}", spec.embed_dim),
+        },
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
         Phase::Gae => "bootstrap values and advantages".into(),
         Phase::Telemetry => "gradient statistics".into(),

@@ -56,16 +56,18 @@ impl EnvDef {
         }
     }
 
-    /// The flags that make a worker process load the same workload.
-    pub fn worker_flags(&self) -> Vec<String> {
+    /// The flags that make a worker process load the same workload, and what to write
+    /// to its standard input: a proof task's training queries (`--queries -`), so that
+    /// no worker generates and labels them again.
+    pub fn worker_flags(&self) -> (Vec<String>, Option<String>) {
         let mut flags = vec!["--env".to_string(), self.name().as_str().to_string()];
+        let mut stdin = None;
         if let EnvDef::Proof(task) = self {
             flags.extend(["--kb".into(), task.source.clone(), "--proof-depth".into(), task.depth.to_string()]);
-            if let Some(q) = &task.queries_file {
-                flags.extend(["--queries".into(), q.clone()]);
-            }
+            flags.extend(["--queries".into(), "-".into()]);
+            stdin = Some(task.train_text());
         }
-        flags
+        (flags, stdin)
     }
 }
 

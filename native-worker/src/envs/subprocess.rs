@@ -60,19 +60,31 @@ impl Subprocess {
         let fd = region.share_with_children()?;
         let parent = std::process::id();
         let mut children = Vec::new();
+        let (flags, input) = env.worker_flags();
         for (w, (first, count)) in partition(envs, workers).into_iter().enumerate() {
             let child = Command::new(exe)
                 .arg("env-worker")
                 .args(["--shm-fd", &fd.to_string(), "--worker", &w.to_string(), "--workers", &workers.to_string()])
                 .args(["--envs", &envs.to_string(), "--first", &first.to_string(), "--count", &count.to_string()])
-                .args(env.worker_flags())
+                .args(&flags)
                 .args(["--seed", &seed.to_string(), "--wait", wait.as_str()])
                 .args(["--parent", &parent.to_string()])
-                .stdin(Stdio::null())
+                .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
                 .stdout(Stdio::null())
                 .spawn();
             match child {
-                Ok(c) => children.push(c),
+                Ok(mut c) => {
+                    // Closing the pipe (dropping it) is the end of the input.
+                    let written = match (c.stdin.take(), &input) {
+                        (Some(mut pipe), Some(text)) => std::io::Write::write_all(&mut pipe, text.as_bytes()),
+                        _ => Ok(()),
+                    };
+                    children.push(c);
+                    if let Err(e) = written {
+                        stop_all(&mut children);
+                        anyhow::bail!("cannot hand env worker {w} its input: {e}");
+                    }
+                }
                 Err(e) => {
                     stop_all(&mut children);
                     anyhow::bail!("cannot start env worker {w} ({}): {e}", exe.display());

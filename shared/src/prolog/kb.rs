@@ -208,6 +208,18 @@ impl Kb {
         Ok(Goals::one(a))
     }
 
+    /// A ground query over names the knowledge base already has (`None` otherwise),
+    /// without interning anything.
+    pub fn ground_query(&self, atom: &Atom) -> Option<Goals> {
+        let pred = self.pred_id(&atom.pred, atom.args.len())?;
+        let mut args = [NO_ARG; 2];
+        for (slot, term) in args.iter_mut().zip(&atom.args) {
+            let Term::Const(c) = term else { return None };
+            *slot = *self.const_ids.get(c)? as CTerm;
+        }
+        Some(Goals::one(CAtom { pred, args }))
+    }
+
     pub fn pred_id(&self, name: &str, arity: usize) -> Option<u32> {
         self.pred_ids.get(&(name.to_string(), arity)).copied()
     }

@@ -98,18 +98,42 @@ impl Search<'_> {
     }
 }
 
+impl<'a> Search<'a> {
+    fn new(kb: &'a Kb, limit: usize) -> Self {
+        Search {
+            kb,
+            limit,
+            failed: HashMap::new(),
+            path: HashSet::new(),
+            expanded: 0,
+            counted: HashSet::new(),
+            dropped: Dropped::default(),
+            scratch: Vec::new(),
+        }
+    }
+}
+
+/// Answers "provable within depth?" for many queries of one knowledge base, keeping the
+/// goal lists that failed from one query to the next (a failure that did not depend on
+/// the path is a fact about the knowledge base). Labelling a world's random queries,
+/// most of them unprovable, goes from seconds to milliseconds.
+pub struct Prover<'a>(Search<'a>);
+
+impl<'a> Prover<'a> {
+    pub fn new(kb: &'a Kb, limit: usize) -> Self {
+        Prover(Search::new(kb, limit))
+    }
+
+    /// Whether `query` has a proof of at most `depth` steps (the same answer as [`prove`]).
+    pub fn provable(&mut self, query: &Goals, depth: usize) -> bool {
+        self.0.path.clear();
+        self.0.solve(query, depth, 0, &mut Vec::new()).0
+    }
+}
+
 /// Searches for a proof of `query` of at most `depth` steps.
 pub fn prove(kb: &Kb, query: &Goals, depth: usize, limit: usize) -> Outcome {
-    let mut search = Search {
-        kb,
-        limit,
-        failed: HashMap::new(),
-        path: HashSet::new(),
-        expanded: 0,
-        counted: HashSet::new(),
-        dropped: Dropped::default(),
-        scratch: Vec::new(),
-    };
+    let mut search = Search::new(kb, limit);
     let mut proof = Vec::new();
     let provable = (0..=depth).any(|d| {
         proof.clear();

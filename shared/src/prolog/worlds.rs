@@ -13,7 +13,7 @@
 //! a held-out entity, so no test query is a training query and each needs the rules.
 
 use super::kb::Kb;
-use super::prove::{prove, SUCCESSORS};
+use super::prove::{Prover, SUCCESSORS};
 use super::syntax::{Atom, Program, Term};
 use crate::rng::HostRng;
 use std::collections::HashSet;
@@ -264,7 +264,8 @@ impl QuerySet {
 /// in the held-out quarter of the entities.
 pub fn queries(world: &World, count: usize, depth: usize, seed: u64) -> QuerySet {
     let mut rng = HostRng::new(seed ^ 0x51E5);
-    let mut kb = Kb::new(&world.program);
+    let kb = Kb::new(&world.program);
+    let mut prover = Prover::new(&kb, SUCCESSORS);
     let mut held_out: Vec<&String> = world.entities.iter().collect();
     rng.shuffle(&mut held_out);
     let held_out: HashSet<&String> = held_out[..world.entities.len() / 4].iter().copied().collect();
@@ -281,8 +282,8 @@ pub fn queries(world: &World, count: usize, depth: usize, seed: u64) -> QuerySet
         if !seen.insert(atom.clone()) {
             continue;
         }
-        let goals = kb.query(&atom).expect("ground");
-        let ok = prove(&kb, &goals, depth, SUCCESSORS).provable;
+        let goals = kb.ground_query(&atom).expect("a query over the world's own names");
+        let ok = prover.provable(&goals, depth);
         if (ok && provable >= half) || (!ok && unprovable >= count - half) {
             continue;
         }
