@@ -285,7 +285,17 @@ fn the_proof_env_trains_under_every_transfer_and_read_back_mode() {
     // fields of each env.
     let run_with = |extra: &[&str]| {
         let out = run(hotlab()
-            .args(["train", "--env", "proof", "--kb", "family:people=30,seed=1", "--device", "cpu", "--inference", "eager"])
+            .args([
+                "train",
+                "--env",
+                "proof",
+                "--kb",
+                "family:people=30,seed=1",
+                "--device",
+                "cpu",
+                "--inference",
+                "eager",
+            ])
             .args(["--envs", "4", "--steps", "8", "--total-steps", "64", "--minibatches", "2", "--json"])
             .args(extra));
         assert!(out.status.success(), "{extra:?}: {}", stderr(&out));

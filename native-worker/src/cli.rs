@@ -144,7 +144,7 @@ pub struct TrainArgs {
     /// Actions back from an eager forward: per_item (a read per element) or stacked [stacked].
     #[arg(long)]
     pub action_sync: Option<ActionSync>,
-    /// libtorch intra-op threads; 0 = automatic: 1 for minibatches under 1024 rows, else one per core [0].
+    /// libtorch intra-op threads; 0 = automatic: 1 for minibatches under 1024 rows or beside env workers (threads, subprocess), else one per core [0].
     #[arg(long)]
     pub threads: Option<usize>,
     /// The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto

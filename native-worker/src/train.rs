@@ -111,10 +111,14 @@ pub fn architecture(spec: &EnvSpec, hidden: &[usize]) -> Result<Architecture> {
 
 /// libtorch threads: `--threads`, or for 0 one per core, except for small minibatches,
 /// where a second thread only adds synchronization to ops too small to split (measured:
-/// the same wall time at the cleanrl preset, twice the CPU time).
+/// the same wall time at the cleanrl preset, twice the CPU time), and beside env worker
+/// threads or processes: libtorch's OpenMP threads spin for a while after each parallel
+/// op, on the cores the workers step on (the proof env at 64 envs under `threads`:
+/// 39,000 steps/s with two libtorch threads, 100,000 with one).
 pub fn torch_threads(spec: &RunSpec) -> usize {
+    let workers_share_the_cores = matches!(spec.backend, Backend::Threads | Backend::Subprocess);
     match spec.threads {
-        0 if spec.minibatch_size() < 1024 => 1,
+        0 if spec.minibatch_size() < 1024 || workers_share_the_cores => 1,
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     }

@@ -57,7 +57,7 @@ pub struct RunSpec {
     pub transfer: Transfer,
     /// How an eager forward's actions are read back to the host.
     pub action_sync: ActionSync,
-    /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows, else one per core).
+    /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows or beside env worker threads or processes, else one per core).
     pub threads: usize,
     /// The update's matmul precision: `fp32`, `fp16` (CUDA, with a dynamic loss scaler),
     /// `bf16`, or `auto` (bf16 where the device supports it, else fp32). Master weights stay fp32.
