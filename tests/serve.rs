@@ -9,6 +9,7 @@ use std::process::{Child, Stdio};
 struct Server {
     child: Child,
     addr: String,
+    _data: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -19,9 +20,12 @@ impl Drop for Server {
 }
 
 fn start(static_dir: &std::path::Path) -> Server {
+    let data = tempfile::tempdir().unwrap();
     let mut child = hotlab()
         .args(["serve", "--host", "127.0.0.1", "--port", "0", "--static-dir"])
         .arg(static_dir)
+        .arg("--data-dir")
+        .arg(data.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -29,7 +33,7 @@ fn start(static_dir: &std::path::Path) -> Server {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let addr = line.split("http://").nth(1).and_then(|r| r.split('/').next()).expect("URL printed").to_string();
-    Server { child, addr }
+    Server { child, addr, _data: data }
 }
 
 /// A plain HTTP/1.1 GET: (status, body).

@@ -304,7 +304,7 @@ fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, qui
         }
         _ => None,
     };
-    let opts = train::TrainOptions { trace, telemetry_sink: sink };
+    let opts = train::TrainOptions { trace, telemetry_sink: sink, ..Default::default() };
     let trained = train::train_with(&spec, opts, &mut |m| {
         bar.set_position(m.global_step);
         let ret = m.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
@@ -413,12 +413,29 @@ pub struct ServeArgs {
     /// The web app's files [./static, or the repository's static/].
     #[arg(long)]
     pub static_dir: Option<PathBuf>,
+    /// Where the run history (SQLite) and knowledge-base files for API runs live.
+    #[arg(long, default_value = "hotlab-data")]
+    pub data_dir: PathBuf,
+    /// The operator token needed to launch and stop runs [$HOTLAB_TOKEN, else generated and printed].
+    #[arg(long, env = "HOTLAB_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Runs at once, the rest wait in a queue; 0 = one per GPU, one on a CPU-only machine.
+    #[arg(long, default_value_t = 0)]
+    pub max_runs: usize,
 }
 
 pub fn serve(a: ServeArgs) -> Result<()> {
-    let dir = serve::find_static_dir(a.static_dir);
+    let static_dir = serve::find_static_dir(a.static_dir);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(serve::serve(&a.host, a.port, dir))
+    let cfg = serve::ServeConfig {
+        host: a.host,
+        port: a.port,
+        static_dir,
+        data_dir: a.data_dir,
+        token: a.token,
+        max_runs: a.max_runs,
+    };
+    runtime.block_on(serve::serve(cfg))
 }
 
 #[derive(Args, Debug)]

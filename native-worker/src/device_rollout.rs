@@ -60,6 +60,12 @@ impl DeviceRollout {
         }
     }
 
+    /// The last step's observations `[envs, d]` and actions `[envs, heads]` (for a frame).
+    pub fn last_step(&self) -> (Tensor, Tensor) {
+        let t = self.steps - 1;
+        (self.obs.get(t), self.actions.get(t))
+    }
+
     /// Runs `steps` steps of every env with the policy, all on the device.
     #[allow(clippy::too_many_arguments)]
     pub fn collect(

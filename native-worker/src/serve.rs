@@ -1,57 +1,37 @@
-//! The lab's HTTP server: `/api/system` and the web app's static files.
-//! (Runs, streaming and the store come with the lab-server issue.)
+//! `hotlab serve`: the lab's API ([`crate::lab`]) and the web app's static files.
 
-use crate::system;
+use crate::lab;
 use anyhow::{Context, Result};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
-use hotlab_shared::system::SystemInfo;
+use axum::Router;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tower_http::services::{ServeDir, ServeFile};
 
-/// An API error that renders itself as `{"error": {"code", "message", "field"}}`.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    pub field: Option<String>,
+/// The kernel's send buffer per connection. Linux lets one grow to megabytes, which a
+/// viewer on a slow link would see as seconds of stale rollout frames; at this size its
+/// stream backs up soon and it gets the newest frame instead (and loopback or a LAN
+/// still carries tens of MB/s).
+const SEND_BUFFER: usize = 64 * 1024;
+
+/// How the server is set up.
+pub struct ServeConfig {
+    pub host: String,
+    pub port: u16,
+    pub static_dir: PathBuf,
+    pub data_dir: PathBuf,
+    /// The operator token (generated when absent).
+    pub token: Option<String>,
+    /// Runs at once; 0 = one per GPU, one on a CPU-only machine.
+    pub max_runs: usize,
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = serde_json::json!({
-            "error": { "code": self.code, "message": self.message, "field": self.field }
-        });
-        (self.status, Json(body)).into_response()
-    }
-}
-
-async fn system_info(state: axum::extract::State<Arc<SystemInfo>>) -> Json<SystemInfo> {
-    Json((*state.0).clone())
-}
-
-async fn api_not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError {
-        status: StatusCode::NOT_FOUND,
-        code: "not_found",
-        message: format!("no API endpoint at {}", uri.path()),
-        field: None,
-    }
-}
-
-/// The router: API routes, then the single-page app (unknown paths get index.html).
-pub fn router(static_dir: &Path) -> Router {
-    let info = Arc::new(system::info());
+/// The router: the API, then the single-page app (unknown paths get index.html).
+pub fn router(lab: lab::api::Lab, static_dir: &Path) -> Router {
     let index = ServeFile::new(static_dir.join("index.html"));
-    Router::new()
-        .route("/api/system", get(system_info))
-        .route("/api/{*rest}", get(api_not_found).post(api_not_found))
-        .with_state(info)
+    let token = Arc::clone(&lab.token);
+    lab::router(lab)
         .fallback_service(ServeDir::new(static_dir).fallback(index))
+        .layer(axum::middleware::from_fn_with_state(token, lab::auth::cookie_from_query))
 }
 
 /// Where the web app's files are: `--static-dir`, else `./static`, else next to the
@@ -72,8 +52,10 @@ pub fn find_static_dir(explicit: Option<PathBuf>) -> PathBuf {
     }
 }
 
-/// Serves until Ctrl-C. Prints the URL (with the real port when `port` is 0) first.
-pub async fn serve(host: &str, port: u16, static_dir: PathBuf) -> Result<()> {
+/// Serves until Ctrl-C. Prints the URL (with the real port when `port` is 0, and the
+/// token) first.
+pub async fn serve(cfg: ServeConfig) -> Result<()> {
+    let static_dir = cfg.static_dir;
     if !static_dir.join("index.html").exists() {
         tracing::warn!(
             "{} has no index.html: the API works, the page does not (build it with `cargo xtask build`)",
@@ -82,12 +64,36 @@ pub async fn serve(host: &str, port: u16, static_dir: PathBuf) -> Result<()> {
     } else if !static_dir.join("pkg").exists() {
         tracing::warn!("{}/pkg is missing: build the web app with `cargo xtask build`", static_dir.display());
     }
-    let listener = tokio::net::TcpListener::bind((host, port))
+    let store = lab::store::Store::open(&cfg.data_dir)?;
+    let system = Arc::new(crate::system::info());
+    let max_runs = match cfg.max_runs {
+        0 => system.devices.iter().filter(|d| d.id.starts_with("cuda")).count().max(1),
+        n => n,
+    };
+    let manager = lab::runs::Manager::new(store, max_runs)?;
+    let token = match cfg.token {
+        Some(t) if !t.is_empty() => t,
+        _ => lab::auth::generate().context("generating the operator token")?,
+    };
+    let data_dir = cfg.data_dir.canonicalize().unwrap_or(cfg.data_dir);
+    let state = lab::api::Lab { manager, token: Arc::new(token.clone()), data_dir: data_dir.clone(), system };
+    let listener = tokio::net::TcpListener::bind((cfg.host.as_str(), cfg.port))
         .await
-        .with_context(|| format!("cannot listen on {host}:{port} (--host/--port)"))?;
+        .with_context(|| format!("cannot listen on {}:{} (--host/--port)", cfg.host, cfg.port))?;
     let addr = listener.local_addr()?;
-    println!("hotlab lab serving on http://{addr}/ (static files from {})", static_dir.display());
-    axum::serve(listener, router(&static_dir))
+    // One write, whose failure (stdout closed by whoever started us) is not fatal.
+    let banner = format!(
+        "hotlab lab serving on http://{addr}/?token={token}\n  the token launches and stops runs; anyone who can reach the port can watch; data in {}, {max_runs} run(s) at once, static files from {}\n",
+        data_dir.display(),
+        static_dir.display()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), banner.as_bytes());
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        // Best effort: the default buffers only make a slow viewer's frames older.
+        let _ = socket2::SockRef::from(&*tcp).set_send_buffer_size(SEND_BUFFER);
+    });
+    axum::serve(listener, router(state, &static_dir))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -5,6 +5,7 @@ use crate::adam::FlatAdam;
 use crate::device;
 use crate::device_rollout::DeviceRollout;
 use crate::envs::{self, device::DeviceCartPole, EnvDef};
+use crate::frames::{FrameFeed, Frames};
 use crate::gae::{gae, GaeInput};
 use crate::helper::Helper;
 use crate::model::Model;
@@ -188,6 +189,7 @@ fn collect_host(
     episodes: &mut Episodes,
     c: &mut Counters,
     prof: &mut Profiler,
+    frames: &mut Frames,
     first_step: u64,
 ) -> Result<Batch> {
     let (envs, h) = (rollout.envs, heads.len());
@@ -197,6 +199,12 @@ fn collect_host(
         rollout.store_obs(t, obs);
         let s = prof.stop(Phase::RolloutStore, s);
         let s = actor.act(net, rollout, t, heads, rng, c, prof, s);
+        let s = if frames.due() {
+            frames.host(first_step + t as u64, obs, &rollout.actions[t * envs * h..(t + 1) * envs * h]);
+            prof.stop(Phase::Publish, s)
+        } else {
+            s
+        };
         let waited = env.counters().worker_wait_s;
         env.step(&rollout.actions[t * envs * h..(t + 1) * envs * h], out)
             .with_context(|| format!("env backend {}", spec.backend))?;
@@ -251,6 +259,10 @@ pub struct TrainOptions {
     pub trace: Option<TraceWindow>,
     /// Where gradient telemetry goes (with `telemetry_every` > 0); without one it is counted only.
     pub telemetry_sink: Option<Sink>,
+    /// Set from another thread to end the run after the update in progress.
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Where rollout frames go (none are taken without a feed).
+    pub frames: Option<FrameFeed>,
 }
 
 /// Trains a policy; `observe` is called after every update.
@@ -357,10 +369,19 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     let setup_s = begin.elapsed().as_secs_f64();
     let start = Instant::now();
     let mut prof = Profiler::new(trace);
+    let task = match &env_def {
+        EnvDef::Proof(task) => Some(Arc::clone(task)),
+        EnvDef::Cartpole => None,
+    };
+    let mut frames = Frames::new(opts.frames, task);
     let mut episodes = Episodes::default();
     let updates = spec.updates();
     let mut global_step = 0u64;
     for update in 0..updates {
+        if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+            notes.push(format!("stopped after {update} of {updates} updates"));
+            break;
+        }
         let before = c.clone();
         // CleanRL anneals from lr at the first update towards 0 after the last one.
         let lr = if spec.anneal_lr { spec.lr * (1.0 - update as f64 / updates as f64) } else { spec.lr };
@@ -382,6 +403,7 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
                     &mut episodes,
                     &mut c,
                     &mut prof,
+                    &mut frames,
                     update * spec.steps as u64,
                 )?;
                 c.set_env(&env.counters());
@@ -392,6 +414,14 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
                 let first = update * spec.steps as u64;
                 let got = rollout.collect(env, net.mlp(), &heads, gamma, lambda, &mover, &mut c, &mut prof, first);
                 got.episode_returns.iter().for_each(|&r| episodes.push(r));
+                if frames.due() {
+                    let s = prof.start();
+                    let (obs, actions) = rollout.last_step();
+                    frames.device(first + spec.steps as u64 - 1, &obs, &actions);
+                    c.host_syncs += 1;
+                    c.d2h_copies += 2;
+                    prof.stop(Phase::Publish, s);
+                }
                 got.batch
             }
         };

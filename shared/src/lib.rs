@@ -19,6 +19,7 @@ pub mod env;
 pub mod profile;
 pub mod prolog;
 pub mod proof;
+pub mod protocol;
 pub mod report;
 pub mod rng;
 pub mod spec;

@@ -132,6 +132,37 @@ impl ProofTask {
         })
     }
 
+    /// An encoded goal list ([`Vocab::encode`]'s `GOAL_WIDTH` indices) as Prolog text;
+    /// variable slots print as `_V0`, `_V1`, …
+    pub fn decode(&self, row: &[i64]) -> String {
+        let v = self.vocab;
+        let first_pred = FIRST_VAR + MAX_VARS as i64;
+        let first_const = first_pred + v.preds as i64;
+        let name = |t: i64| -> String {
+            match t {
+                EMPTY => "true".into(),
+                t if (FIRST_VAR..first_pred).contains(&t) => format!("_V{}", t - FIRST_VAR),
+                t if (first_pred..first_const).contains(&t) => self.kb.preds[(t - first_pred) as usize].0.clone(),
+                t if t >= first_const && ((t - first_const) as usize) < v.consts => {
+                    self.kb.consts[(t - first_const) as usize].clone()
+                }
+                t => format!("?{t}"),
+            }
+        };
+        if row.first() == Some(&EMPTY) {
+            return "[]".into();
+        }
+        let atoms: Vec<String> = row
+            .chunks_exact(3)
+            .take_while(|a| a[0] != PAD)
+            .map(|a| {
+                let args: Vec<String> = a[1..].iter().filter(|&&t| t != PAD).map(|&t| name(t)).collect();
+                format!("{}({})", name(a[0]), args.join(", "))
+            })
+            .collect();
+        format!("[{}]", atoms.join(", "))
+    }
+
     /// The training queries as a query file (what worker processes load instead of
     /// generating the queries again).
     pub fn train_text(&self) -> String {
@@ -424,6 +455,13 @@ mod tests {
         assert!(o[1][60..].iter().all(|&x| x == PAD), "rows past the successors are padding");
         assert_eq!(o[2][..3], [1, 1, 0]);
         assert_eq!(o[2].iter().sum::<i64>(), 2);
+        // Decoding gives the text back, variable slots as _V0, _V1, …
+        assert_eq!(t.decode(&o[0][..30]), "[ancestor(a, c)]");
+        assert_eq!(t.decode(&o[1][..30]), "[parent(a, c)]");
+        assert_eq!(t.decode(&o[1][30..60]), "[parent(a, _V0), ancestor(_V0, c)]");
+        let mut empty = [0; GOAL_WIDTH];
+        t.vocab.encode(&Goals::default(), &mut empty);
+        assert_eq!(t.decode(&empty), "[]");
     }
 
     #[test]

@@ -1,0 +1,42 @@
+//! The lab server's parts: the run manager ([`runs`]), the SQLite history ([`store`]),
+//! the operator token ([`auth`]) and the HTTP/WebSocket handlers ([`api`]).
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /api/system` | versions, devices, cores |
+//! | `GET /api/runs`, `POST /api/runs` (token) | the runs; launch one (a `RunSpec` as JSON) → 201 `{"id"}` |
+//! | `GET /api/runs/{id}`, `POST /api/runs/{id}/stop` (token) | one run; stop it |
+//! | `GET /api/runs/{id}/events?since=SEQ`, `/metrics?since=SEQ` | its history, all kinds or metrics |
+//! | `GET /api/runs/{id}/report[?format=md]`, `/trace`, `/export.csv`, `/policy` | its outputs |
+//! | `GET /api/ws?run=ID&since=SEQ` | what the client missed, then live events |
+
+pub mod api;
+pub mod auth;
+pub mod runs;
+pub mod store;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+
+/// Request bodies above this are refused (a run spec is well under 2 KB).
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// The API routes (the caller adds the page's static files, then [`auth::cookie_from_query`]).
+pub fn router(lab: api::Lab) -> Router {
+    Router::new()
+        .route("/api/system", get(api::system))
+        .route("/api/runs", get(api::list_runs).post(api::create_run))
+        .route("/api/runs/{id}", get(api::get_run))
+        .route("/api/runs/{id}/stop", post(api::stop_run))
+        .route("/api/runs/{id}/events", get(api::run_events))
+        .route("/api/runs/{id}/metrics", get(api::metrics))
+        .route("/api/runs/{id}/report", get(api::report))
+        .route("/api/runs/{id}/trace", get(api::trace))
+        .route("/api/runs/{id}/export.csv", get(api::export_csv))
+        .route("/api/runs/{id}/policy", get(api::policy))
+        .route("/api/ws", get(api::ws))
+        .route("/api/{*rest}", get(api::not_found).post(api::not_found))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(lab)
+}

@@ -1,0 +1,196 @@
+//! The lab's event protocol, version [`PROTOCOL_VERSION`]: what a run's history over REST
+//! and its WebSocket stream carry, in the same form.
+//!
+//! A run is a sequence of events numbered from 1 (`seq`). Every event is a JSON object
+//! with `v`, `run`, `seq` and `kind`, and the fields of its kind:
+//!
+//! | kind | fields |
+//! |---|---|
+//! | `status` | `status` (`queued`, `running`, `finished`, `failed`, `stopped`, `interrupted`), `message` when there is one |
+//! | `metrics` | `metrics`: one update's [`MetricsPoint`] |
+//! | `profile` | `profile`: that update's phase times ([`Profile`]) |
+//! | `report` | `report`: the bottleneck report ([`Report`]) at the end of the run |
+//! | `rollout` | `frame`: what a few envs are doing ([`Frame`]), at most 30 per second |
+
+use crate::profile::Profile;
+use crate::report::Report;
+use serde::{Deserialize, Serialize};
+
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Where a run is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Finished,
+    Failed,
+    Stopped,
+    /// It was queued or running when the server died.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Finished => "finished",
+            RunStatus::Failed => "failed",
+            RunStatus::Stopped => "stopped",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Queued, Self::Running, Self::Finished, Self::Failed, Self::Stopped, Self::Interrupted]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+
+    /// No event follows a final status.
+    pub fn is_final(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+}
+
+/// One update's figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricsPoint {
+    pub update: u64,
+    pub updates: u64,
+    pub global_step: u64,
+    pub wall_s: f64,
+    pub sps: f64,
+    pub episodes: u64,
+    pub mean_return_last_100: Option<f64>,
+    pub lr: f64,
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+    /// Seconds of this update's rollout and of its PPO epochs.
+    pub rollout_s: f64,
+    pub update_s: f64,
+}
+
+impl MetricsPoint {
+    /// The CSV header of [`MetricsPoint::csv_row`].
+    pub const CSV_HEADER: &'static str = "update,updates,global_step,wall_s,sps,episodes,mean_return_last_100,lr,\
+policy_loss,value_loss,entropy,approx_kl,clip_fraction,rollout_s,update_s";
+
+    pub fn csv_row(&self) -> String {
+        let ret = self.mean_return_last_100.map_or(String::new(), |r| r.to_string());
+        format!(
+            "{},{},{},{},{},{},{ret},{},{},{},{},{},{},{},{}",
+            self.update,
+            self.updates,
+            self.global_step,
+            self.wall_s,
+            self.sps,
+            self.episodes,
+            self.lr,
+            self.policy_loss,
+            self.value_loss,
+            self.entropy,
+            self.approx_kl,
+            self.clip_fraction,
+            self.rollout_s,
+            self.update_s
+        )
+    }
+}
+
+/// A glimpse of the rollout, for watching it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "env", rename_all = "snake_case")]
+pub enum Frame {
+    /// The first few envs' states `[x, x_dot, theta, theta_dot]` and the actions taken.
+    Cartpole { step: u64, states: Vec<[f32; 4]>, actions: Vec<i64> },
+    /// Env 0: its goal list, the successors offered (with whether each is allowed) and
+    /// the one chosen.
+    Proof { step: u64, goals: String, successors: Vec<String>, allowed: Vec<bool>, choice: i64 },
+}
+
+/// What happened, by kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventBody {
+    Status {
+        status: RunStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    Metrics {
+        metrics: MetricsPoint,
+    },
+    Profile {
+        profile: Profile,
+    },
+    Report {
+        report: Report,
+    },
+    Rollout {
+        frame: Frame,
+    },
+}
+
+impl EventBody {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::Status { .. } => "status",
+            EventBody::Metrics { .. } => "metrics",
+            EventBody::Profile { .. } => "profile",
+            EventBody::Report { .. } => "report",
+            EventBody::Rollout { .. } => "rollout",
+        }
+    }
+}
+
+/// One event of one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub v: u32,
+    pub run: u64,
+    pub seq: u64,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// A run as `GET /api/runs` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub id: u64,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    pub spec: crate::spec::RunSpec,
+    /// Events so far (the last `seq`).
+    pub events: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_flat_json_objects_with_seq_and_kind() {
+        let e = Event {
+            v: PROTOCOL_VERSION,
+            run: 3,
+            seq: 7,
+            body: EventBody::Status { status: RunStatus::Failed, message: Some("NaN".into()) },
+        };
+        let j = serde_json::to_value(&e).unwrap();
+        assert_eq!(j["seq"], 7);
+        assert_eq!(j["kind"], "status");
+        assert_eq!(j["status"], "failed");
+        assert_eq!(serde_json::from_value::<Event>(j).unwrap(), e);
+        assert!(RunStatus::Interrupted.is_final() && !RunStatus::Queued.is_final());
+        assert_eq!(RunStatus::parse("stopped"), Some(RunStatus::Stopped));
+    }
+}

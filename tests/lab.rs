@@ -1,0 +1,404 @@
+//! The lab server (issue 6): a real `hotlab serve` on a loopback port with a real SQLite
+//! file, plain HTTP/1.1 for REST and tokio-tungstenite for the WebSocket.
+
+mod common;
+use common::*;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "test-token-123";
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(data: &std::path::Path, extra: &[&str]) -> Server {
+    let mut child = hotlab()
+        .args(["serve", "--host", "127.0.0.1", "--port", "0", "--token", TOKEN, "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    // Keep reading, so that the server's later output never meets a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let addr = line.split("http://").nth(1).and_then(|r| r.split('/').next()).expect("URL printed").to_string();
+    assert!(line.contains(&format!("token={TOKEN}")), "the URL carries the token: {line}");
+    Server { child, addr }
+}
+
+/// One HTTP/1.1 request: (status, body).
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()));
+    s.write_all(head.as_bytes()).unwrap();
+    let _ = s.write_all(body);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+fn get(addr: &str, path: &str) -> (u16, String) {
+    http(addr, "GET", path, &[], b"")
+}
+
+fn get_json(addr: &str, path: &str) -> Value {
+    let (status, body) = get(addr, path);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+const AUTH: (&str, &str) = ("Authorization", "Bearer test-token-123");
+
+fn launch(addr: &str, spec: Value) -> u64 {
+    let (status, body) = http(addr, "POST", "/api/runs", &[AUTH], spec.to_string().as_bytes());
+    assert_eq!(status, 201, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["id"].as_u64().unwrap()
+}
+
+fn wait_for(addr: &str, id: u64, statuses: &[&str]) -> Value {
+    let start = Instant::now();
+    loop {
+        let run = get_json(addr, &format!("/api/runs/{id}"));
+        if statuses.contains(&run["status"].as_str().unwrap()) {
+            return run;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "run {id} still {}", run["status"]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn small_run() -> Value {
+    json!({"env": "cartpole", "envs": 8, "steps": 128, "total_steps": 20480, "device": "cpu", "backend": "vectorized"})
+}
+
+/// Reads a WebSocket until the run's final status (or the socket closes).
+async fn follow(addr: &str, query: &str) -> Vec<Value> {
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/api/ws?{query}")).await.unwrap();
+    let mut got = Vec::new();
+    while let Some(Ok(msg)) = ws.next().await {
+        let tokio_tungstenite::tungstenite::Message::Text(text) = msg else { continue };
+        let e: Value = serde_json::from_str(&text).unwrap();
+        let done = e["kind"] == "status" && !matches!(e["status"].as_str(), Some("queued" | "running"));
+        got.push(e);
+        if done {
+            break;
+        }
+    }
+    got
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn a_run_streams_every_kind_in_order_and_the_history_equals_the_stream() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let id = launch(&server.addr, small_run());
+    let rt = runtime();
+    let streamed = rt.block_on(follow(&server.addr, &format!("run={id}&since=0")));
+    let kinds: Vec<&str> = streamed.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    for kind in ["status", "metrics", "profile", "report", "rollout"] {
+        assert!(kinds.contains(&kind), "a {kind} event: {kinds:?}");
+    }
+    let statuses: Vec<&str> = streamed.iter().filter_map(|e| e["status"].as_str()).collect();
+    assert_eq!(statuses, ["queued", "running", "finished"]);
+    assert_eq!(streamed.iter().filter(|e| e["kind"] == "metrics").count(), 20, "20480 / (8 × 128) updates");
+    assert!(streamed.iter().all(|e| e["v"] == 1 && e["run"] == id));
+    for frame in streamed.iter().filter(|e| e["kind"] == "rollout").map(|e| &e["frame"]) {
+        assert_eq!(frame["env"], "cartpole");
+        let states = frame["states"].as_array().unwrap();
+        assert!((1..=4).contains(&states.len()) && states.iter().all(|s| s.as_array().unwrap().len() == 4));
+        assert_eq!(frame["actions"].as_array().unwrap().len(), states.len(), "an action per env shown");
+    }
+
+    // The history over REST is what was streamed: the same events in sequence order;
+    // only rollout frames may have been coalesced away for a client that fell behind.
+    let history = get_json(&server.addr, &format!("/api/runs/{id}/events"));
+    let history = history.as_array().unwrap();
+    let seqs: Vec<u64> = history.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=history.len() as u64).collect::<Vec<_>>(), "every event once, in order");
+    let streamed_seqs: Vec<u64> = streamed.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(streamed_seqs.windows(2).all(|w| w[0] < w[1]), "streamed in order, once each: {streamed_seqs:?}");
+    let by_seq: std::collections::HashMap<u64, &Value> = streamed_seqs.iter().copied().zip(&streamed).collect();
+    for e in history {
+        match by_seq.get(&e["seq"].as_u64().unwrap()) {
+            Some(got) => assert_eq!(*got, e, "as streamed"),
+            None => assert_eq!(e["kind"], "rollout", "only frames are coalesced: {e}"),
+        }
+    }
+    assert!(streamed_seqs.iter().all(|&q| q <= history.len() as u64), "nothing streamed that the history lacks");
+    let metrics = get_json(&server.addr, &format!("/api/runs/{id}/metrics?since=10"));
+    assert!(metrics.as_array().unwrap().iter().all(|e| e["kind"] == "metrics" && e["seq"].as_u64().unwrap() > 10));
+
+    // The run's outputs.
+    let report = get_json(&server.addr, &format!("/api/runs/{id}/report"));
+    assert!(report["rows"].as_array().unwrap().iter().any(|r| r["phase"] == "env_step"));
+    let (status, md) = get(&server.addr, &format!("/api/runs/{id}/report?format=md"));
+    assert!(status == 200 && md.contains("# Bottleneck report"));
+    let trace = get_json(&server.addr, &format!("/api/runs/{id}/trace"));
+    assert!(!trace["traceEvents"].as_array().unwrap().is_empty());
+    let policy = get_json(&server.addr, &format!("/api/runs/{id}/policy"));
+    let n: i64 = policy["layout"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["shape"].as_array().unwrap().iter().map(|d| d.as_i64().unwrap()).product::<i64>())
+        .sum();
+    assert_eq!(policy["params"].as_array().unwrap().len() as i64, n, "the weights match their layout");
+    let (status, csv) = get(&server.addr, &format!("/api/runs/{id}/export.csv"));
+    assert_eq!(status, 200);
+    assert_eq!(csv.lines().count(), 21, "a header and 20 updates");
+    assert!(csv.starts_with("update,updates,global_step"));
+
+    // Reconnecting with `since` gets exactly what came after.
+    let again = rt.block_on(follow(&server.addr, &format!("run={id}&since=5")));
+    assert_eq!(again.as_slice(), &history[5..]);
+}
+
+#[test]
+fn a_proof_run_streams_goal_lists_successors_and_choices() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let spec =
+        json!({"env": "proof", "kb": "family:people=30,seed=3", "envs": 8, "total_steps": 163840, "device": "cpu"});
+    let id = launch(&server.addr, spec);
+    let streamed = runtime().block_on(follow(&server.addr, &format!("run={id}")));
+    assert_eq!(streamed.last().unwrap()["status"], "finished", "{:?}", streamed.last());
+    let frames: Vec<&Value> = streamed.iter().filter(|e| e["kind"] == "rollout").map(|e| &e["frame"]).collect();
+    assert!(!frames.is_empty(), "frames while someone watches");
+    for f in &frames {
+        assert_eq!(f["env"], "proof");
+        let goals = f["goals"].as_str().unwrap();
+        assert!(goals.starts_with('[') && goals.ends_with(']') && !goals.contains('?'), "Prolog text: {goals}");
+        let successors = f["successors"].as_array().unwrap();
+        let allowed: Vec<bool> = f["allowed"].as_array().unwrap().iter().map(|a| a.as_bool().unwrap()).collect();
+        assert_eq!(successors.len(), allowed.len());
+        assert!(successors.len() <= 20);
+        // The masked policy picks an allowed successor whenever there is one.
+        let choice = f["choice"].as_i64().unwrap() as usize;
+        if allowed.contains(&true) {
+            assert!(allowed.get(choice) == Some(&true), "choice {choice} among {allowed:?} for {goals}");
+        }
+    }
+    assert!(frames.iter().any(|f| !f["successors"].as_array().unwrap().is_empty()), "some frames offer moves");
+    let steps: Vec<u64> = frames.iter().map(|f| f["step"].as_u64().unwrap()).collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "frames in rollout order: {steps:?}");
+}
+
+#[test]
+fn many_viewers_and_one_that_never_reads_all_end_well() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let spec = json!({"envs": 8, "total_steps": 102400, "device": "cpu"});
+    let id = launch(&server.addr, spec);
+    let rt = runtime();
+    // A client that connects and never reads.
+    let stuck = rt.block_on(tokio_tungstenite::connect_async(format!("ws://{}/api/ws?run={id}", server.addr))).unwrap();
+    let viewers: Vec<_> = (0..200)
+        .map(|_| {
+            rt.spawn({
+                let a = server.addr.clone();
+                async move { follow(&a, &format!("run={id}")).await }
+            })
+        })
+        .collect();
+    let results = rt.block_on(async {
+        let mut out = Vec::new();
+        for v in viewers {
+            out.push(v.await.unwrap());
+        }
+        out
+    });
+    for got in &results {
+        assert_eq!(got.last().unwrap()["status"], "finished", "every viewer gets the final status");
+    }
+    let run = wait_for(&server.addr, id, &["finished"]);
+    assert!(run["events"].as_u64().unwrap() > 100);
+    drop(stuck);
+}
+
+#[test]
+fn a_client_that_falls_behind_gets_the_newest_frame_and_every_other_event() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let spec =
+        json!({"env": "proof", "kb": "family:people=30,seed=3", "envs": 8, "total_steps": 600_000, "device": "cpu"});
+    let id = launch(&server.addr, spec);
+    let got = runtime().block_on(async {
+        // A small receive window, and no reading for a while: the server's sends back up.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let tcp = socket.connect(server.addr.parse().unwrap()).await.unwrap();
+        let url = format!("ws://{}/api/ws?run={id}", server.addr);
+        let (mut ws, _) = tokio_tungstenite::client_async(url, tcp).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mut got = Vec::new();
+        while let Some(Ok(msg)) = ws.next().await {
+            let tokio_tungstenite::tungstenite::Message::Text(text) = msg else { continue };
+            got.push(serde_json::from_str::<Value>(&text).unwrap());
+        }
+        got
+    });
+    let history = get_json(&server.addr, &format!("/api/runs/{id}/events"));
+    let history = history.as_array().unwrap();
+    assert_eq!(got.last().unwrap()["status"], "finished");
+    let not_frames = |v: &[Value]| v.iter().filter(|e| e["kind"] != "rollout").cloned().collect::<Vec<_>>();
+    assert_eq!(not_frames(&got), not_frames(history), "every other event, in order");
+    let frames = |v: &[Value]| v.iter().filter(|e| e["kind"] == "rollout").count();
+    eprintln!("frames: {} of {} delivered", frames(&got), frames(history));
+    assert!(frames(&got) < frames(history), "frames coalesced: {} of {}", frames(&got), frames(history));
+}
+
+#[test]
+fn a_killed_server_lists_its_live_run_as_interrupted_with_its_metrics() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = start(data.path(), &[]);
+    let id = launch(&server.addr, json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"}));
+    let start_t = Instant::now();
+    while get_json(&server.addr, &format!("/api/runs/{id}/metrics")).as_array().unwrap().len() < 20 {
+        assert!(start_t.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Past the store's flush interval, so what was streamed is on disk.
+    std::thread::sleep(Duration::from_millis(600));
+    let last_wall = |m: &Value| m.as_array().unwrap().last().unwrap()["metrics"]["wall_s"].as_f64().unwrap();
+    let seen = last_wall(&get_json(&server.addr, &format!("/api/runs/{id}/metrics")));
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
+    let _ = server.child.wait();
+
+    let again = start(data.path(), &[]);
+    let runs = get_json(&again.addr, "/api/runs");
+    let run = runs.as_array().unwrap().iter().find(|r| r["id"] == id).expect("listed after the restart");
+    assert_eq!(run["status"], "interrupted", "{run}");
+    let kept = last_wall(&get_json(&again.addr, &format!("/api/runs/{id}/metrics")));
+    assert!(kept >= seen - 1.0, "metrics kept up to {kept:.2} s of the run; {seen:.2} s were streamed before the kill");
+    // The replay ends with the interrupted status; new runs get new ids.
+    let events = get_json(&again.addr, &format!("/api/runs/{id}/events"));
+    assert_eq!(events.as_array().unwrap().last().unwrap()["status"], "interrupted");
+    let next = launch(&again.addr, small_run());
+    assert!(next > id);
+    let stopped = http(&again.addr, "POST", &format!("/api/runs/{id}/stop"), &[AUTH], b"");
+    assert_eq!(stopped.0, 409, "an interrupted run cannot be stopped: {}", stopped.1);
+}
+
+#[test]
+fn stop_and_the_queue() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &["--max-runs", "1"]);
+    let long = json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"});
+    let first = launch(&server.addr, long.clone());
+    let second = launch(&server.addr, long);
+    wait_for(&server.addr, first, &["running"]);
+    assert_eq!(get_json(&server.addr, &format!("/api/runs/{second}"))["status"], "queued", "one run at a time");
+    let (status, body) = http(&server.addr, "POST", &format!("/api/runs/{second}/stop"), &[AUTH], b"");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(wait_for(&server.addr, second, &["stopped"])["status"], "stopped");
+    let (status, _) = http(&server.addr, "POST", &format!("/api/runs/{first}/stop"), &[AUTH], b"");
+    assert_eq!(status, 200);
+    wait_for(&server.addr, first, &["stopped"]);
+    // A run that fails ends as failed with its message, and the server keeps serving.
+    let bad = launch(&server.addr, json!({"envs": 8, "total_steps": 20480, "device": "cuda:7"}));
+    let run = wait_for(&server.addr, bad, &["failed", "finished"]);
+    assert_eq!(run["status"], "failed", "{run}");
+    assert!(!run["message"].as_str().unwrap_or("").is_empty());
+    let ok = launch(&server.addr, small_run());
+    assert_eq!(wait_for(&server.addr, ok, &["finished", "failed"])["status"], "finished");
+}
+
+#[test]
+fn bad_requests_are_refused_naming_the_field() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let post = |body: &[u8], headers: &[(&str, &str)]| {
+        let (status, text) = http(&server.addr, "POST", "/api/runs", headers, body);
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (
+            status,
+            v["error"]["code"].as_str().unwrap_or("").to_string(),
+            v["error"]["field"].as_str().unwrap_or("").to_string(),
+            v["error"]["message"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    // No token: 401 on POST, 200 on GET; a wrong token is no token.
+    assert_eq!(post(small_run().to_string().as_bytes(), &[]).0, 401);
+    assert_eq!(post(small_run().to_string().as_bytes(), &[("Authorization", "Bearer nope")]).0, 401);
+    assert_eq!(get(&server.addr, "/api/runs").0, 200);
+    assert_eq!(http(&server.addr, "POST", "/api/runs/1/stop", &[], b"").0, 401);
+    // The token once in the URL sets a cookie that then works on its own.
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    write!(s, "GET /?token={TOKEN} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", server.addr).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    assert!(raw.contains(&format!("hotlab_token={TOKEN}")), "a cookie is set: {raw}");
+    let cookie = format!("hotlab_token={TOKEN}");
+    assert_eq!(post(small_run().to_string().as_bytes(), &[("Cookie", &cookie)]).0, 201);
+
+    let cases: &[(&[u8], u16, &str, &str)] = &[
+        (b"{\"envs\": 8", 400, "malformed_json", "body"),
+        (b"[1, 2]", 400, "malformed_json", "body"),
+        (b"{\"envz\": 8}", 400, "unknown_field", "envz"),
+        (b"{\"envs\": \"eight\"}", 400, "invalid_value", "envs"),
+        (b"{\"envs\": 0}", 400, "invalid_value", "envs"),
+        (b"{\"lr\": -1}", 400, "invalid_value", "lr"),
+        (b"{\"backend\": \"gpu\"}", 400, "invalid_value", "backend"),
+        (b"{\"minibatches\": 3}", 400, "invalid_value", "minibatches"),
+        (b"{\"env\": \"proof\", \"kb\": \"/etc/passwd\", \"queries\": \"q.pl\"}", 400, "outside_data_dir", "kb"),
+        (b"{\"env\": \"proof\", \"kb\": \"../x.pl\", \"queries\": \"q.pl\"}", 400, "outside_data_dir", "kb"),
+        (b"{\"env\": \"proof\", \"kb\": \"family:people=2\"}", 400, "invalid_value", "kb"),
+    ];
+    for (body, status, code, field) in cases {
+        let (s, c, f, m) = post(body, &[AUTH]);
+        assert_eq!((s, c.as_str(), f.as_str()), (*status, *code, *field), "{}: {m}", String::from_utf8_lossy(body));
+        assert!(!m.is_empty());
+    }
+    let (s, _, f, m) = post(b"{\"envs\": 0}", &[AUTH]);
+    assert!(s == 400 && f == "envs" && m.contains("between 1 and"), "the allowed range is named: {m}");
+    let big = format!("{{\"kb\": \"{}\"}}", "x".repeat(100_000));
+    let (s, code, field, _) = post(big.as_bytes(), &[AUTH]);
+    assert_eq!((s, code.as_str(), field.as_str()), (413, "body_too_large", "body"));
+    assert_eq!(get(&server.addr, "/api/runs/999").0, 404);
+    assert_eq!(get(&server.addr, "/api/runs/1/metrics?sinse=2").0, 400, "unknown query fields are refused");
+
+    // The WebSocket refuses a page from another origin.
+    let rt = runtime();
+    let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
+        "ws://{}/api/ws?run=1",
+        server.addr
+    ))
+    .unwrap();
+    req.headers_mut().insert("Origin", "http://evil.example".parse().unwrap());
+    assert!(rt.block_on(tokio_tungstenite::connect_async(req)).is_err(), "a foreign Origin is refused");
+    let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
+        "ws://{}/api/ws?run=1",
+        server.addr
+    ))
+    .unwrap();
+    req.headers_mut().insert("Origin", format!("http://{}", server.addr).parse().unwrap());
+    assert!(rt.block_on(tokio_tungstenite::connect_async(req)).is_ok(), "the server's own origin is accepted");
+}
