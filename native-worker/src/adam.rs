@@ -59,7 +59,7 @@ mod tests {
     /// The host step and libtorch's own `torch.optim.Adam` (eps 1e-5) agree over several steps.
     #[test]
     fn host_adam_matches_torch_adam() {
-        tch::manual_seed(9);
+        let _seeded = crate::testing::torch_seed(9);
         let p0 = Tensor::randn([300], (Kind::Float, Device::Cpu));
         let grads: Vec<Tensor> = (0..6).map(|_| Tensor::randn([300], (Kind::Float, Device::Cpu))).collect();
         let vs = nn::VarStore::new(Device::Cpu);

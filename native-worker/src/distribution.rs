@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn masked_actions_are_never_sampled() {
-        tch::manual_seed(3);
+        let _seeded = crate::testing::torch_seed(3);
         // Large logits on the masked choices: sampling must still avoid them.
         let logits = Tensor::from_slice(&[9.0f32, 0.0, 9.0, 0.0, 5.0, -1.0]).view([1, 6]).repeat([4096, 1]);
         let mask = Tensor::from_slice(&[false, true, false, true, false, true]).view([1, 6]).repeat([4096, 1]);

@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn fused_forward_matches_libtorch() {
-        tch::manual_seed(4);
+        let _seeded = crate::testing::torch_seed(4);
         let arch = Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2 };
         let mut net = ActorCritic::new(arch.clone(), Device::Cpu);
         // Bigger weights than the init so that the tanh are not all near-linear.

@@ -50,5 +50,7 @@ pub mod rollout;
 pub mod serve;
 pub mod system;
 pub mod telemetry;
+#[cfg(test)]
+mod testing;
 pub mod train;
 pub mod transfer;

@@ -375,7 +375,7 @@ mod tests {
     use super::*;
 
     fn net() -> ActorCritic {
-        tch::manual_seed(0);
+        let _seeded = crate::testing::torch_seed(0);
         ActorCritic::new(Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2 }, Device::Cpu)
     }
 

@@ -154,7 +154,7 @@ pub(crate) mod tests {
     /// (The orthogonal init still draws from libtorch's generator; the perturbation that
     /// dominates the weights, and the batch, do not.)
     pub(crate) fn case(heads: &[usize], hidden: &[usize]) -> (ActorCritic, Batch) {
-        tch::manual_seed(11);
+        let _seeded = crate::testing::torch_seed(11);
         let mut rng = hotlab_shared::rng::HostRng::new(11);
         let logits: usize = heads.iter().sum();
         let mut net = ActorCritic::new(Architecture { obs_dim: 5, hidden: hidden.to_vec(), logits }, Device::Cpu);

@@ -403,7 +403,7 @@ pub(crate) mod tests {
 
     /// A network with weights large enough that the tanh are not near-linear.
     pub fn net(arch: &ProofArch) -> ProofNet {
-        tch::manual_seed(11);
+        let _seeded = crate::testing::torch_seed(11);
         let mut net = ProofNet::new(arch.clone(), Device::Cpu);
         tch::no_grad(|| {
             let _ = net.flat.g_add_(&(Tensor::randn_like(&net.flat) * 0.3));

@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn shapes_padding_and_gradients_land_in_the_flat_vector() {
-        tch::manual_seed(0);
+        let _seeded = crate::testing::torch_seed(0);
         let net = ProofNet::new(arch(), Device::Cpu);
         let state = Tensor::zeros([2, 1, 10, 3], (Kind::Int64, Device::Cpu));
         let _ = state.narrow(3, 0, 1).narrow(2, 0, 1).fill_(12);

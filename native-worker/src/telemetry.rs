@@ -129,7 +129,7 @@ mod tests {
     use std::sync::{Arc, Barrier, Mutex};
 
     fn net() -> ActorCritic {
-        tch::manual_seed(0);
+        let _seeded = crate::testing::torch_seed(0);
         ActorCritic::new(Architecture { obs_dim: 3, hidden: vec![4], logits: 2 }, Device::Cpu)
     }
 
