@@ -9,11 +9,17 @@ import { chromium } from 'playwright-core';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
+/** The operator token every test server gets. */
+export const TOKEN = 'e2e-operator-token';
+
+/** Where screenshots go (a test artifact, not committed). */
+export const ARTIFACTS = join(repo, 'target', 'e2e-artifacts');
+
 /** Starts `hotlab serve --port 0` and resolves with { url, stop } once it prints its URL. */
 export async function startLab() {
   const bin = process.env.HOTLAB_BIN ?? join(repo, 'target/release/hotlab');
   const data = mkdtempSync(join(tmpdir(), 'hotlab-e2e-'));
-  const child = spawn(bin, ['serve', '--host', '127.0.0.1', '--port', '0', '--static-dir', join(repo, 'static')], {
+  const child = spawn(bin, ['serve', '--host', '127.0.0.1', '--port', '0', '--token', TOKEN, '--static-dir', join(repo, 'static')], {
     cwd: data,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -34,6 +40,26 @@ export async function startLab() {
   });
   return {
     url,
+    /** POSTs a run spec with the token; the new run's id. */
+    async launch(spec) {
+      const res = await fetch(new URL('/api/runs', url), {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify(spec),
+      });
+      if (res.status !== 201) throw new Error(`launch: ${res.status} ${await res.text()}`);
+      return (await res.json()).id;
+    },
+    /** Waits until run `id` has one of `statuses`. */
+    async waitFor(id, statuses, timeoutMs = 120_000) {
+      const start = Date.now();
+      for (;;) {
+        const run = await (await fetch(new URL(`/api/runs/${id}`, url))).json();
+        if (statuses.includes(run.status)) return run;
+        if (Date.now() - start > timeoutMs) throw new Error(`run ${id} still ${run.status}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
     stop() {
       child.kill('SIGTERM');
       rmSync(data, { recursive: true, force: true });

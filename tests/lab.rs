@@ -141,6 +141,9 @@ fn a_run_streams_every_kind_in_order_and_the_history_equals_the_stream() {
     // only rollout frames may have been coalesced away for a client that fell behind.
     let history = get_json(&server.addr, &format!("/api/runs/{id}/events"));
     let history = history.as_array().unwrap();
+    let listed = get_json(&server.addr, "/api/runs");
+    let listed = listed.as_array().unwrap().iter().find(|r| r["id"] == id).unwrap().clone();
+    assert!(listed["sps"].as_f64().unwrap() > 0.0, "the list carries the last steps/s: {listed}");
     let seqs: Vec<u64> = history.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=history.len() as u64).collect::<Vec<_>>(), "every event once, in order");
     let streamed_seqs: Vec<u64> = streamed.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
@@ -349,6 +352,11 @@ fn bad_requests_are_refused_naming_the_field() {
     assert_eq!(post(small_run().to_string().as_bytes(), &[]).0, 401);
     assert_eq!(post(small_run().to_string().as_bytes(), &[("Authorization", "Bearer nope")]).0, 401);
     assert_eq!(get(&server.addr, "/api/runs").0, 200);
+    assert_eq!(get_json(&server.addr, "/api/auth")["operator"], false);
+    assert_eq!(
+        serde_json::from_str::<Value>(&http(&server.addr, "GET", "/api/auth", &[AUTH], b"").1).unwrap()["operator"],
+        true
+    );
     assert_eq!(http(&server.addr, "POST", "/api/runs/1/stop", &[], b"").0, 401);
     // The token once in the URL sets a cookie that then works on its own.
     let mut s = TcpStream::connect(&server.addr).unwrap();

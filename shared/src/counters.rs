@@ -39,6 +39,19 @@ impl Counters {
         }
     }
 
+    /// Adds another window's counts to these.
+    pub fn add(&mut self, o: &Counters) {
+        self.env_steps += o.env_steps;
+        self.host_syncs += o.host_syncs;
+        self.h2d_copies += o.h2d_copies;
+        self.h2d_bytes += o.h2d_bytes;
+        self.d2h_copies += o.d2h_copies;
+        self.d2h_bytes += o.d2h_bytes;
+        self.ipc_round_trips += o.ipc_round_trips;
+        self.spin_iterations += o.spin_iterations;
+        self.worker_wait_s += o.worker_wait_s;
+    }
+
     /// Takes an env backend's own totals (IPC, spins, waits) into these.
     pub fn set_env(&mut self, env: &EnvCounters) {
         self.ipc_round_trips = env.ipc_round_trips;

@@ -12,10 +12,14 @@
 //!   successors with an action mask, scalar and batched.
 //! - [`rng`]: the per-env random streams (32-bit, so a GPU shader can run the same ones).
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
+//! - [`protocol`]: the lab's events (REST history and WebSocket stream).
+//! - [`report`]: the bottleneck report, a pure function of a profile and its spec.
+//! - [`knobs`]: every spec field as a launch-form field (group, kind, help).
 
 pub mod cartpole;
 pub mod counters;
 pub mod env;
+pub mod knobs;
 pub mod profile;
 pub mod prolog;
 pub mod proof;

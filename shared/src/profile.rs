@@ -103,6 +103,26 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Adds a later window to these totals (phases matched by name, counters summed).
+    pub fn accumulate(&mut self, window: &Profile) {
+        self.wall_s += window.wall_s;
+        self.overhead_s += window.overhead_s;
+        self.counters.add(&window.counters);
+        for w in &window.phases {
+            match self.phases.iter_mut().find(|t| t.phase == w.phase) {
+                Some(t) => {
+                    t.wall_s += w.wall_s;
+                    t.calls += w.calls;
+                    t.device_s = match (t.device_s, w.device_s) {
+                        (None, None) => None,
+                        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+                    };
+                }
+                None => self.phases.push(w.clone()),
+            }
+        }
+    }
+
     pub fn phase(&self, p: Phase) -> f64 {
         self.phases.iter().find(|t| t.phase == p).map_or(0.0, |t| t.wall_s)
     }

@@ -171,6 +171,9 @@ pub struct RunInfo {
     pub spec: crate::spec::RunSpec,
     /// Events so far (the last `seq`).
     pub events: u64,
+    /// Steps per second at the last update, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sps: Option<f64>,
 }
 
 #[cfg(test)]

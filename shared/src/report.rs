@@ -60,6 +60,21 @@ pub struct Report {
     pub profiler_overhead_pct: f64,
 }
 
+impl Recommendation {
+    /// The spec fields to change, from the knob's flags: `--action-sync stacked` →
+    /// `[("action_sync", "stacked")]`.
+    pub fn overrides(&self) -> Vec<(String, String)> {
+        let words: Vec<&str> = self.knob.split_whitespace().collect();
+        words
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [flag, value] => Some((flag.strip_prefix("--")?.replace('-', "_"), value.to_string())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 fn amdahl(share: f64) -> f64 {
     1.0 / (1.0 - share.clamp(0.0, 0.999))
 }
@@ -371,6 +386,7 @@ mod tests {
         });
         let r = analyze(&profile(&[(Phase::EnvWait, 0.6)], steps.clone()), &sub);
         assert_eq!(knobs(&r), vec!["--backend vectorized", "--wait block"]);
+        assert_eq!(r.recommendations[0].overrides(), vec![("backend".to_string(), "vectorized".to_string())]);
         assert!((r.recommendations[0].max_speedup - 2.5).abs() < 1e-9, "Amdahl: 1 / (1 - 0.6)");
         // The same wait share on an in-process backend recommends nothing.
         assert!(analyze(&profile(&[(Phase::EnvWait, 0.6)], steps.clone()), &spec(|_| {})).recommendations.is_empty());
@@ -380,6 +396,8 @@ mod tests {
             knobs(&analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &per_item)),
             vec!["--action-sync stacked"]
         );
+        let rec = &analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &per_item).recommendations[0];
+        assert_eq!(rec.overrides(), vec![("action_sync".to_string(), "stacked".to_string())], "a spec field");
         let one_sync = Counters { host_syncs: 100, ..steps.clone() };
         assert!(analyze(&profile(&[(Phase::ActionReadback, 0.2)], one_sync), &per_item).recommendations.is_empty());
         assert!(analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &spec(|_| {}))

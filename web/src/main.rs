@@ -1,75 +1,129 @@
 //! The hotlab web lab (Leptos, client-side rendered, wasm32).
 //!
-//! For now: the lab's name and what the worker says about itself (`GET /api/system`).
-//! The launch panel, live charts and the rest come with the web front-end issue.
+//! - `#/` the lab: the launch panel, the run history and the system panel;
+//! - `#/run/ID` one run, live over its WebSocket (or replayed when it is over);
+//! - `#/compare/A,B,…` runs side by side.
+//!
+//! The pure parts (folding events, chart data, ratios, formatting, routes, form values)
+//! are plain functions with native unit tests; the rest is views.
+
+mod api;
+mod charts;
+mod compare;
+mod compare_view;
+mod format;
+mod history;
+mod launch;
+mod phases;
+mod rollout;
+mod route;
+mod run_data;
+mod run_view;
+mod stream;
 
 use hotlab_shared::system::SystemInfo;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
-use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
-
-/// GETs a JSON document from the worker.
-async fn get_json<T: serde::de::DeserializeOwned>(path: &str) -> Result<T, String> {
-    let window = web_sys::window().ok_or("no window")?;
-    let response = JsFuture::from(window.fetch_with_str(path)).await.map_err(|e| format!("{path}: {e:?}"))?;
-    let response: web_sys::Response = response.dyn_into().map_err(|_| format!("{path}: not a response"))?;
-    let text = JsFuture::from(response.text().map_err(|e| format!("{e:?}"))?)
-        .await
-        .map_err(|e| format!("{path}: {e:?}"))?
-        .as_string()
-        .unwrap_or_default();
-    if !response.ok() {
-        return Err(format!("{path}: HTTP {} {text}", response.status()));
-    }
-    serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))
-}
+use route::Route;
 
 fn gib(bytes: Option<u64>) -> String {
     bytes.map_or(String::new(), |b| format!(" · {:.1} GiB", b as f64 / (1u64 << 30) as f64))
 }
 
 #[component]
-fn SystemPanel(info: SystemInfo) -> impl IntoView {
-    let cuda = if info.cuda_available { "available" } else { "not available" };
+fn SystemPanel() -> impl IntoView {
+    let system = RwSignal::new(None::<Result<SystemInfo, String>>);
+    leptos::task::spawn_local(async move {
+        system.set(Some(api::get::<SystemInfo>("/api/system").await.map_err(|e| e.message)));
+    });
     view! {
-        <dl class="facts">
-            <dt>"hotlab"</dt><dd data-testid="hotlab-version">{info.version.clone()}</dd>
-            <dt>"libtorch"</dt><dd data-testid="torch-version">{info.torch_version.clone()}</dd>
-            <dt>"CUDA"</dt><dd data-testid="cuda">{cuda}</dd>
-            <dt>"CPU cores"</dt><dd data-testid="cpu-cores">{info.cpu_cores}</dd>
-            <dt>"libtorch threads"</dt><dd>{info.torch_threads}</dd>
-        </dl>
-        <h3>"Devices"</h3>
-        <ul class="devices">
-            {info.devices.into_iter().map(|d| view! {
-                <li data-testid="device"><code>{d.id}</code>" "{d.name}{gib(d.memory_bytes)}</li>
-            }).collect_view()}
-        </ul>
+        <section class="panel" data-testid="system-panel">
+            <h2>"System"</h2>
+            {move || match system.get() {
+                None => view! { <p class="muted">"asking the worker…"</p> }.into_any(),
+                Some(Err(e)) => view! { <p class="error" data-testid="system-error">"The worker did not answer: "{e}</p> }.into_any(),
+                Some(Ok(info)) => {
+                    let cuda = if info.cuda_available { "available" } else { "not available" };
+                    view! {
+                        <dl class="facts">
+                            <dt>"hotlab"</dt><dd data-testid="hotlab-version">{info.version.clone()}</dd>
+                            <dt>"libtorch"</dt><dd data-testid="torch-version">{info.torch_version.clone()}</dd>
+                            <dt>"CUDA"</dt><dd data-testid="cuda">{cuda}</dd>
+                            <dt>"CPU cores"</dt><dd data-testid="cpu-cores">{info.cpu_cores}</dd>
+                            <dt>"libtorch threads"</dt><dd>{info.torch_threads}</dd>
+                        </dl>
+                        <h3>"Devices"</h3>
+                        <ul class="devices">
+                            {info.devices.into_iter().map(|d| view! {
+                                <li data-testid="device"><code>{d.id}</code>" "{d.name}{gib(d.memory_bytes)}</li>
+                            }).collect_view()}
+                        </ul>
+                    }.into_any()
+                }
+            }}
+        </section>
     }
+}
+
+fn current_route() -> Route {
+    Route::parse(&web_sys::window().and_then(|w| w.location().hash().ok()).unwrap_or_default())
 }
 
 #[component]
 fn App() -> impl IntoView {
-    let (system, set_system) = signal(None::<Result<SystemInfo, String>>);
-    spawn_local(async move {
-        set_system.set(Some(get_json::<SystemInfo>("/api/system").await));
+    let route = RwSignal::new(current_route());
+    // Setting the same route again would rebuild its view (and reconnect a run's stream).
+    let handle = window_event_listener(leptos::ev::hashchange, move |_| {
+        let now = current_route();
+        if route.get_untracked() != now {
+            route.set(now);
+        }
     });
+    on_cleanup(move || handle.remove());
+    let go = Callback::new(move |r: Route| {
+        if let Some(w) = web_sys::window() {
+            let _ = w.location().set_hash(&r.hash());
+        }
+        if route.get_untracked() != r {
+            route.set(r);
+        }
+    });
+    let operator = RwSignal::new(false);
+    leptos::task::spawn_local(async move {
+        if let Ok(v) = api::get::<serde_json::Value>("/api/auth").await {
+            operator.set(v["operator"].as_bool().unwrap_or(false));
+        }
+    });
+    let operator = Signal::from(operator);
+    let launched = Callback::new(move |id: u64| go.run(Route::Run(id)));
     view! {
         <header class="top">
-            <h1>"hotlab"</h1>
+            <h1><a href="#/">"hotlab"</a></h1>
             <p class="tagline">"A lab for the hot path of vectorized reinforcement-learning training"</p>
+            <span class="role" data-testid="role">{move || if operator.get() { "operator" } else { "viewer" }}</span>
         </header>
-        <main>
-            <section class="panel" data-testid="system-panel">
-                <h2>"System"</h2>
-                {move || match system.get() {
-                    None => view! { <p class="muted">"asking the worker…"</p> }.into_any(),
-                    Some(Ok(info)) => view! { <SystemPanel info=info/> }.into_any(),
-                    Some(Err(e)) => view! { <p class="error" data-testid="system-error">"The worker did not answer: "{e}</p> }.into_any(),
-                }}
-            </section>
-        </main>
+        {move || match route.get() {
+            Route::Home => view! {
+                <main class="home">
+                    <section class="panel launch-panel">
+                        <h2>"Launch a run"</h2>
+                        <launch::LaunchPanel operator on_launched=launched/>
+                    </section>
+                    <div class="side">
+                        <section class="panel">
+                            <h2>"History"</h2>
+                            <history::History go/>
+                        </section>
+                        <SystemPanel/>
+                    </div>
+                </main>
+            }.into_any(),
+            Route::Run(id) => view! {
+                <main class="run"><run_view::RunView id operator on_launched=launched/></main>
+            }.into_any(),
+            Route::Compare(ids) => view! {
+                <main class="run"><compare_view::CompareView ids/></main>
+            }.into_any(),
+        }}
     }
 }
 

@@ -70,6 +70,12 @@ pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
     Json((*lab.system).clone())
 }
 
+/// `GET /api/auth`: whether this request carries the operator token (the page enables
+/// its launch and stop buttons by it; the cookie itself is HttpOnly).
+pub async fn auth(State(lab): State<Lab>, headers: HeaderMap, uri: Uri) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "operator": auth::authorized(&lab.token, &headers, uri.query()) }))
+}
+
 pub async fn not_found(uri: Uri) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no API endpoint at {}", uri.path()))
 }

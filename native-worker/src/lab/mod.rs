@@ -4,6 +4,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /api/system` | versions, devices, cores |
+//! | `GET /api/auth` | `{"operator": bool}`: whether the request carries the token |
 //! | `GET /api/runs`, `POST /api/runs` (token) | the runs; launch one (a `RunSpec` as JSON) → 201 `{"id"}` |
 //! | `GET /api/runs/{id}`, `POST /api/runs/{id}/stop` (token) | one run; stop it |
 //! | `GET /api/runs/{id}/events?since=SEQ`, `/metrics?since=SEQ` | its history, all kinds or metrics |
@@ -26,6 +27,7 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 pub fn router(lab: api::Lab) -> Router {
     Router::new()
         .route("/api/system", get(api::system))
+        .route("/api/auth", get(api::auth))
         .route("/api/runs", get(api::list_runs).post(api::create_run))
         .route("/api/runs/{id}", get(api::get_run))
         .route("/api/runs/{id}/stop", post(api::stop_run))

@@ -36,6 +36,7 @@ struct RunState {
     status: RunStatus,
     message: Option<String>,
     events: Vec<Arc<Logged>>,
+    sps: Option<f64>,
 }
 
 impl Run {
@@ -48,6 +49,7 @@ impl Run {
             created_ms: self.created_ms,
             spec: self.spec.clone(),
             events: s.events.len() as u64,
+            sps: s.sps,
         }
     }
 
@@ -115,7 +117,7 @@ impl Manager {
             spec,
             created_ms: now_ms(),
             stop: Arc::new(AtomicBool::new(false)),
-            state: Mutex::new(RunState { status: RunStatus::Queued, message: None, events: Vec::new() }),
+            state: Mutex::new(RunState { status: RunStatus::Queued, message: None, events: Vec::new(), sps: None }),
             live,
         });
         self.store.add_run(id, run.created_ms, &run.spec);
@@ -148,9 +150,13 @@ impl Manager {
     /// Appends an event to the run's log, the store and the live stream.
     fn publish(&self, run: &Run, body: EventBody) {
         let mut s = run.state.lock().expect("run state");
-        if let EventBody::Status { status, message } = &body {
-            s.status = *status;
-            s.message = message.clone();
+        match &body {
+            EventBody::Status { status, message } => {
+                s.status = *status;
+                s.message = message.clone();
+            }
+            EventBody::Metrics { metrics } => s.sps = Some(metrics.sps),
+            _ => {}
         }
         let e = Logged::new(Event { v: PROTOCOL_VERSION, run: run.id, seq: s.events.len() as u64 + 1, body });
         self.store.add_event(&e);

@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS runs (
     spec TEXT NOT NULL,
     status TEXT NOT NULL,
     message TEXT,
-    events INTEGER NOT NULL DEFAULT 0
+    events INTEGER NOT NULL DEFAULT 0,
+    sps REAL
 );
 CREATE TABLE IF NOT EXISTS events (
     run INTEGER NOT NULL,
@@ -133,7 +134,7 @@ impl Store {
 
     pub fn runs(&self) -> Result<Vec<RunInfo>> {
         let c = self.read()?;
-        let mut q = c.prepare("SELECT id, created_ms, spec, status, message, events FROM runs ORDER BY id")?;
+        let mut q = c.prepare("SELECT id, created_ms, spec, status, message, events, sps FROM runs ORDER BY id")?;
         let rows = q.query_map([], run_info)?;
         Ok(rows.filter_map(|r| r.ok().flatten()).collect())
     }
@@ -142,7 +143,7 @@ impl Store {
         let c = self.read()?;
         let row = c
             .query_row(
-                "SELECT id, created_ms, spec, status, message, events FROM runs WHERE id = ?1",
+                "SELECT id, created_ms, spec, status, message, events, sps FROM runs WHERE id = ?1",
                 [id as i64],
                 run_info,
             )
@@ -180,6 +181,7 @@ fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<RunInfo>> {
         status,
         message: r.get(4)?,
         events: r.get::<_, i64>(5)? as u64,
+        sps: r.get(6)?,
     }))
 }
 
@@ -215,11 +217,17 @@ fn apply(c: &Connection, w: &Write) -> rusqlite::Result<()> {
                 params![e.run as i64, e.seq as i64, e.body.kind(), logged.json.as_str()],
             )?;
             c.execute("UPDATE runs SET events = MAX(events, ?2) WHERE id = ?1", params![e.run as i64, e.seq as i64])?;
-            if let EventBody::Status { status, message } = &e.body {
-                c.execute(
-                    "UPDATE runs SET status = ?2, message = ?3 WHERE id = ?1",
-                    params![e.run as i64, status.as_str(), message],
-                )?;
+            match &e.body {
+                EventBody::Status { status, message } => {
+                    c.execute(
+                        "UPDATE runs SET status = ?2, message = ?3 WHERE id = ?1",
+                        params![e.run as i64, status.as_str(), message],
+                    )?;
+                }
+                EventBody::Metrics { metrics } => {
+                    c.execute("UPDATE runs SET sps = ?2 WHERE id = ?1", params![e.run as i64, metrics.sps])?;
+                }
+                _ => {}
             }
         }
         Write::Blob { run, name, body } => {

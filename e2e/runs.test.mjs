@@ -1,0 +1,139 @@
+// The lab in a browser: launching from the form, a live run, a reload mid-run, comparing
+// runs, a viewer without the token, a bad value at its field; a screenshot of each view.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startLab, launchBrowser, TOKEN, ARTIFACTS } from './lab.mjs';
+
+let lab;
+let browser;
+before(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  lab = await startLab();
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  lab?.stop();
+});
+
+/** A page as the operator (the token once in the URL sets the cookie) or as a viewer. */
+async function open(path, { operator = true } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  // A Rust panic is logged (console_error_panic_hook) before the wasm trap.
+  // (The browser also logs each 4xx answer; those are expected where a test provokes one.)
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
+  });
+  await page.goto(new URL(operator ? `/?token=${TOKEN}${path}` : `/${path}`, lab.url).href);
+  await page.getByTestId('role').filter({ hasText: operator ? 'operator' : 'viewer' }).waitFor({ timeout: 20_000 });
+  return { page, errors, context };
+}
+
+const shot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+async function setKnob(page, name, value) {
+  const input = page.getByTestId('launch-form').locator(`[name="${name}"]`);
+  await input.fill(value);
+  await input.dispatchEvent('change');
+}
+
+test('launch a CartPole run from the form: SPS streams, bottleneck rows appear, it finishes', async () => {
+  const { page, errors, context } = await open('#/');
+  await shot(page, 'home');
+  await setKnob(page, 'envs', '8');
+  await setKnob(page, 'total_steps', '3000000');
+  await page.getByTestId('launch-button').click();
+  await page.waitForURL(/#\/run\/\d+$/);
+  const sps = page.getByTestId('sps');
+  const seen = new Set();
+  await page.getByTestId('run-status').filter({ hasText: 'running' }).waitFor({ timeout: 30_000 });
+  const start = Date.now();
+  while (Date.now() - start < 60_000) {
+    const status = await page.getByTestId('run-status').textContent();
+    const text = await sps.textContent();
+    if (status === 'running' && text !== '–') seen.add(text);
+    if (seen.size >= 3 || status !== 'running') break;
+    await page.waitForTimeout(200);
+  }
+  assert.ok(seen.size >= 2, `steps/s changed while running: ${[...seen]}`);
+  await page.getByTestId('bottleneck-row').first().waitFor({ timeout: 30_000 });
+  await page.getByTestId('run-status').filter({ hasText: 'finished' }).waitFor({ timeout: 120_000 });
+  assert.ok((await page.getByTestId('bottleneck-row').count()) >= 3);
+  await page.getByTestId('phase-split').locator('rect').first().waitFor();
+  assert.match(await page.getByTestId('counters').textContent(), /host syncs/);
+  await shot(page, 'run');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('reload in the middle of a run: the history comes back and the stream continues', async () => {
+  const id = await lab.launch({ env: 'cartpole', envs: 8, total_steps: 4_000_000, device: 'cpu' });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const progress = async () => Number((await page.getByTestId('progress').textContent()).split(' / ')[0]);
+  await page.getByTestId('run-status').filter({ hasText: 'running' }).waitFor({ timeout: 30_000 });
+  await page.waitForFunction(() => document.querySelector('[data-testid=progress]')?.textContent.includes('/'));
+  const before = await progress();
+  await page.reload();
+  await page.waitForFunction(() => document.querySelector('[data-testid=progress]')?.textContent.includes('/'));
+  const replayed = await progress();
+  assert.ok(replayed >= before, `after the reload the page has updates up to ${replayed} (had ${before})`);
+  await page.waitForFunction(
+    (n) => Number(document.querySelector('[data-testid=progress]').textContent.split(' / ')[0]) > n,
+    replayed,
+    { timeout: 60_000 },
+  );
+  await page.getByTestId('run-status').filter({ hasText: 'finished' }).waitFor({ timeout: 120_000 });
+  const run = await (await fetch(new URL(`/api/runs/${id}`, lab.url))).json();
+  const [done, all] = (await page.getByTestId('progress').textContent()).split(' / ').map(Number);
+  assert.equal(done, all, 'every update shown');
+  assert.equal(run.status, 'finished');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('compare two finished runs with different backends: ratios are shown', async () => {
+  const a = await lab.launch({ env: 'cartpole', envs: 8, total_steps: 200_000, device: 'cpu', backend: 'vectorized' });
+  await lab.waitFor(a, ['finished']);
+  const b = await lab.launch({ env: 'cartpole', envs: 8, total_steps: 200_000, device: 'cpu', backend: 'threads', workers: 2 });
+  await lab.waitFor(b, ['finished']);
+  const { page, errors, context } = await open('#/');
+  for (const id of [a, b]) {
+    await page.locator(`[data-testid=history-row][data-run="${id}"] [data-testid=pick]`).check();
+  }
+  await page.getByTestId('compare-button').click();
+  await page.waitForURL(new RegExp(`#/compare/${a},${b}$`));
+  const view = page.getByTestId('compare-view');
+  await view.getByTestId('compare-row').first().waitFor({ timeout: 20_000 });
+  assert.match(await view.textContent(), /backend.*vectorized.*threads/s, 'what differs is named');
+  const ratios = await view.getByTestId('ratio').allTextContents();
+  assert.ok(ratios.length >= 3 && ratios.some((r) => /^\d+\.\d\d×$/.test(r)), `ratios: ${ratios}`);
+  await view.getByTestId('compare-phases').locator('rect').first().waitFor();
+  await shot(page, 'compare');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a viewer cannot launch; a bad value shows the server message at its field', async () => {
+  const viewer = await open('#/', { operator: false });
+  assert.ok(await viewer.page.getByTestId('launch-button').isDisabled(), 'the button is disabled for a viewer');
+  await viewer.page.getByTestId('launch-hint').waitFor();
+  await viewer.page.getByTestId('system-panel').getByTestId('torch-version').waitFor({ timeout: 20_000 });
+  await shot(viewer.page, 'viewer');
+  await viewer.context.close();
+
+  const { page, errors, context } = await open('#/');
+  await setKnob(page, 'envs', '0');
+  await page.getByTestId('launch-button').click();
+  const message = page.getByTestId('error-envs');
+  await message.filter({ hasText: /between 1 and/ }).waitFor({ timeout: 10_000 });
+  assert.match(await message.textContent(), /got 0/, 'the server message, at the field it names');
+  assert.match(page.url(), /#\/$/, 'nothing launched');
+  await shot(page, 'launch-error');
+  assert.deepEqual(errors, []);
+  await context.close();
+});

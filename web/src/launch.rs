@@ -1,0 +1,177 @@
+//! The launch panel: every `RunSpec` knob in its group, presets, and the server's
+//! validation message next to the field it names.
+
+use crate::api::{self, ApiError};
+use hotlab_shared::knobs::{Knob, KnobKind, GROUPS, KNOBS};
+use hotlab_shared::spec::Preset;
+use leptos::prelude::*;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+pub type Spec = Map<String, Value>;
+
+/// A preset's spec as JSON fields.
+pub fn preset(p: Preset) -> Spec {
+    serde_json::to_value(p.spec()).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default()
+}
+
+/// A field's value as the form shows it.
+pub fn shown(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => items.iter().map(|i| shown(Some(i))).collect::<Vec<_>>().join(","),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// What the form sends for a typed value. Text that does not parse is sent as it is, so
+/// that the server (the one judge of a spec) names the field and what it allows.
+pub fn parsed(kind: KnobKind, text: &str) -> Value {
+    let t = text.trim();
+    let raw = || Value::String(text.to_string());
+    match kind {
+        KnobKind::Int => t.parse::<u64>().map_or_else(|_| raw(), Value::from),
+        KnobKind::Float => {
+            t.parse::<f64>().ok().and_then(|f| serde_json::Number::from_f64(f).map(Value::Number)).unwrap_or_else(raw)
+        }
+        KnobKind::Bool => Value::Bool(t == "true"),
+        KnobKind::Choice(_) | KnobKind::Text => Value::String(t.to_string()),
+        KnobKind::OptionalText if t.is_empty() => Value::Null,
+        KnobKind::OptionalText => Value::String(t.to_string()),
+        KnobKind::IntList => {
+            let items: Option<Vec<Value>> =
+                t.split(',').map(|i| i.trim().parse::<u64>().ok().map(Value::from)).collect();
+            items.map_or_else(raw, Value::Array)
+        }
+    }
+}
+
+/// POSTs a spec; the new run's id.
+pub async fn launch(spec: &Spec) -> Result<u64, ApiError> {
+    let body = Value::Object(spec.clone()).to_string();
+    let created: Value = api::post("/api/runs", &body).await?;
+    created["id"].as_u64().ok_or_else(|| ApiError::from_body(201, &created.to_string()))
+}
+
+#[component]
+fn Field(knob: &'static Knob, spec: RwSignal<Spec>, errors: RwSignal<HashMap<String, String>>) -> impl IntoView {
+    let name = knob.name;
+    let value = move || spec.with(|s| shown(s.get(name)));
+    let set = move |text: String| {
+        spec.update(|s| {
+            s.insert(name.to_string(), parsed(knob.kind, &text));
+        });
+        errors.update(|e| {
+            e.remove(name);
+        });
+    };
+    let input = match knob.kind {
+        KnobKind::Bool => view! {
+            <input type="checkbox" name=name prop:checked=move || value() == "true"
+                on:change=move |ev| set(event_target_checked(&ev).to_string())/>
+        }
+        .into_any(),
+        KnobKind::Choice(options) => view! {
+            <select name=name prop:value=value on:change=move |ev| set(event_target_value(&ev))>
+                {options.iter().map(|&o| view! { <option value=o selected=move || value() == o>{o}</option> }).collect_view()}
+            </select>
+        }
+        .into_any(),
+        _ => view! {
+            <input type="text" name=name prop:value=value on:change=move |ev| set(event_target_value(&ev))/>
+        }
+        .into_any(),
+    };
+    let error = move || errors.with(|e| e.get(name).cloned());
+    view! {
+        <label class="knob" class:invalid=move || error().is_some() title=knob.help>
+            <span class="name">{name}</span>
+            {input}
+            <span class="help">{knob.help}</span>
+            <span class="field-error" data-testid=format!("error-{name}")>{move || error().unwrap_or_default()}</span>
+        </label>
+    }
+}
+
+#[component]
+pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>) -> impl IntoView {
+    let spec = RwSignal::new(preset(Preset::Cleanrl));
+    let errors = RwSignal::new(HashMap::<String, String>::new());
+    let general = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        busy.set(true);
+        general.set(None);
+        let body = spec.get_untracked();
+        leptos::task::spawn_local(async move {
+            match launch(&body).await {
+                Ok(id) => on_launched.run(id),
+                Err(e) => match e.field.filter(|f| KNOBS.iter().any(|k| k.name == f)) {
+                    Some(field) => errors.update(|m| {
+                        m.insert(field, e.message);
+                    }),
+                    None => general.set(Some(e.message)),
+                },
+            }
+            busy.set(false);
+        });
+    };
+    let presets = Preset::ALL.iter().map(|&name| {
+        let p: Preset = serde_json::from_value(Value::String(name.into())).expect("a preset");
+        view! {
+            <button type="button" class="preset" on:click=move |_| {
+                spec.set(preset(p));
+                errors.set(HashMap::new());
+            }>{name}</button>
+        }
+    });
+    view! {
+        <form class="launch" data-testid="launch-form" on:submit=submit>
+            <div class="presets"><span class="muted">"presets "</span>{presets.collect_view()}</div>
+            <fieldset class="knobs" prop:disabled=move || !operator.get()>
+                {GROUPS.iter().map(|&group| view! {
+                    <fieldset class="group">
+                        <legend>{group}</legend>
+                        {KNOBS.iter().filter(|k| k.group == group).map(|k| view! { <Field knob=k spec errors/> }).collect_view()}
+                    </fieldset>
+                }).collect_view()}
+            </fieldset>
+            <div class="actions">
+                <button type="submit" data-testid="launch-button" prop:disabled=move || !operator.get() || busy.get()>
+                    "Launch run"
+                </button>
+                {move || (!operator.get()).then(|| view! {
+                    <span class="hint" data-testid="launch-hint">
+                        "Watching only: launching needs the operator token. Open the URL that "
+                        <code>"hotlab serve"</code>" printed (it ends in ?token=…)."
+                    </span>
+                })}
+                <span class="error" data-testid="launch-error">{move || general.get().unwrap_or_default()}</span>
+            </div>
+        </form>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_text_becomes_typed_json_and_back() {
+        assert_eq!(parsed(KnobKind::Int, " 8 "), Value::from(8u64));
+        assert_eq!(parsed(KnobKind::Int, "eight"), Value::from("eight"), "left for the server to name");
+        assert_eq!(parsed(KnobKind::Float, "2.5e-4"), Value::from(2.5e-4));
+        assert_eq!(parsed(KnobKind::IntList, "64, 64"), serde_json::json!([64, 64]));
+        assert_eq!(parsed(KnobKind::OptionalText, ""), Value::Null);
+        assert_eq!(parsed(KnobKind::Bool, "true"), Value::Bool(true));
+        let spec = preset(Preset::Cleanrl);
+        assert_eq!(shown(spec.get("hidden")), "64,64");
+        assert_eq!(shown(spec.get("backend")), "vectorized");
+        assert_eq!(shown(spec.get("queries")), "");
+        for k in KNOBS {
+            assert!(spec.contains_key(k.name), "{} is a spec field", k.name);
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! A run as the page knows it: its events folded into series, totals and the latest
+//! frame. Pure (no browser), so it is unit-tested natively.
+
+use hotlab_shared::profile::Profile;
+use hotlab_shared::protocol::{Event, EventBody, Frame, MetricsPoint, RunStatus};
+use hotlab_shared::report::{analyze, Report};
+use hotlab_shared::spec::RunSpec;
+
+/// Profile windows kept for the phase-split bars.
+pub const WINDOWS: usize = 60;
+
+#[derive(Clone, Debug, Default)]
+pub struct RunData {
+    /// The last event applied (what a reconnect asks to continue after).
+    pub last_seq: u64,
+    pub status: Option<RunStatus>,
+    pub message: Option<String>,
+    pub metrics: Vec<MetricsPoint>,
+    /// The latest [`WINDOWS`] profile windows, oldest first.
+    pub windows: Vec<Profile>,
+    /// Every window so far, summed.
+    pub total: Profile,
+    /// The report at the end of the run.
+    pub report: Option<Report>,
+    pub frame: Option<Frame>,
+}
+
+impl RunData {
+    /// Folds one event in; an event already seen (a replay after a reconnect) is ignored.
+    pub fn apply(&mut self, e: Event) -> bool {
+        if e.seq <= self.last_seq {
+            return false;
+        }
+        self.last_seq = e.seq;
+        match e.body {
+            EventBody::Status { status, message } => {
+                self.status = Some(status);
+                self.message = message;
+            }
+            EventBody::Metrics { metrics } => self.metrics.push(metrics),
+            EventBody::Profile { profile } => {
+                self.total.accumulate(&profile);
+                if self.windows.len() == WINDOWS {
+                    self.windows.remove(0);
+                }
+                self.windows.push(profile);
+            }
+            EventBody::Report { report } => self.report = Some(report),
+            EventBody::Rollout { frame } => self.frame = Some(frame),
+        }
+        true
+    }
+
+    /// Steps per second so far (the last update's figure).
+    pub fn sps(&self) -> Option<f64> {
+        self.metrics.last().map(|m| m.sps)
+    }
+
+    /// The bottleneck report: the run's own at the end, before that the same analysis of
+    /// the windows so far.
+    pub fn report(&self, spec: &RunSpec) -> Option<Report> {
+        match &self.report {
+            Some(r) => Some(r.clone()),
+            None if self.total.wall_s > 0.0 => Some(analyze(&self.total, spec)),
+            None => None,
+        }
+    }
+}
+
+/// At most `max` points of a series for a chart: evenly strided, always with the last.
+pub fn chart_points(series: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if series.len() <= max || max < 2 {
+        return series.to_vec();
+    }
+    let stride = series.len().div_ceil(max - 1);
+    let mut out: Vec<(f64, f64)> = series.iter().step_by(stride).copied().collect();
+    if out.last() != series.last() {
+        out.push(*series.last().expect("not empty"));
+    }
+    out
+}
+
+/// One metric over env steps, skipping updates without a value.
+pub fn series(metrics: &[MetricsPoint], value: impl Fn(&MetricsPoint) -> Option<f64>) -> Vec<(f64, f64)> {
+    metrics.iter().filter_map(|m| value(m).filter(|v| v.is_finite()).map(|v| (m.global_step as f64, v))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlab_shared::profile::{Phase, PhaseTime};
+
+    fn event(seq: u64, body: EventBody) -> Event {
+        Event { v: 1, run: 1, seq, body }
+    }
+
+    fn point(update: u64, sps: f64) -> MetricsPoint {
+        MetricsPoint {
+            update,
+            updates: 10,
+            global_step: update * 1024,
+            wall_s: update as f64,
+            sps,
+            episodes: 0,
+            mean_return_last_100: (update > 1).then_some(20.0),
+            lr: 2.5e-4,
+            policy_loss: 0.0,
+            value_loss: 0.0,
+            entropy: 0.69,
+            approx_kl: 0.0,
+            clip_fraction: 0.0,
+            rollout_s: 0.5,
+            update_s: 0.5,
+        }
+    }
+
+    fn window(env: f64, other: f64) -> Profile {
+        let mut p = Profile { wall_s: env + other, ..Profile::default() };
+        p.phases = Phase::ALL
+            .iter()
+            .map(|&phase| PhaseTime {
+                phase,
+                wall_s: match phase {
+                    Phase::EnvStep => env,
+                    Phase::Other => other,
+                    _ => 0.0,
+                },
+                calls: 1,
+                device_s: None,
+            })
+            .collect();
+        p.counters.env_steps = 1024;
+        p
+    }
+
+    #[test]
+    fn events_fold_in_once_and_windows_sum() {
+        let mut d = RunData::default();
+        assert!(d.apply(event(1, EventBody::Status { status: RunStatus::Running, message: None })));
+        assert!(d.apply(event(2, EventBody::Metrics { metrics: point(1, 100.0) })));
+        assert!(d.apply(event(3, EventBody::Profile { profile: window(1.0, 1.0) })));
+        assert!(d.apply(event(4, EventBody::Profile { profile: window(3.0, 1.0) })));
+        assert!(!d.apply(event(3, EventBody::Metrics { metrics: point(9, 1.0) })), "a replayed event is skipped");
+        assert_eq!(d.metrics.len(), 1);
+        assert_eq!(d.sps(), Some(100.0));
+        assert_eq!(d.total.wall_s, 6.0);
+        assert_eq!(d.total.phase(Phase::EnvStep), 4.0);
+        assert_eq!(d.total.counters.env_steps, 2048);
+        let report = d.report(&RunSpec::default()).unwrap();
+        assert_eq!(report.rows[0].phase, Phase::EnvStep, "ranked by time");
+        assert!((report.rows[0].percent - 66.67).abs() < 0.01);
+        d.apply(event(5, EventBody::Status { status: RunStatus::Finished, message: None }));
+        assert_eq!(d.status, Some(RunStatus::Finished));
+    }
+
+    #[test]
+    fn windows_keep_the_latest() {
+        let mut d = RunData::default();
+        for seq in 1..=(WINDOWS as u64 + 5) {
+            d.apply(event(seq, EventBody::Profile { profile: window(seq as f64, 0.0) }));
+        }
+        assert_eq!(d.windows.len(), WINDOWS);
+        assert_eq!(d.windows[0].wall_s, 6.0);
+    }
+
+    #[test]
+    fn chart_data_is_strided_down_to_a_bound_and_keeps_the_last_point() {
+        let s: Vec<(f64, f64)> = (0..1000).map(|i| (i as f64, i as f64)).collect();
+        let c = chart_points(&s, 100);
+        assert!(c.len() <= 101, "{}", c.len());
+        assert_eq!(c.first(), Some(&(0.0, 0.0)));
+        assert_eq!(c.last(), Some(&(999.0, 999.0)));
+        assert_eq!(chart_points(&s[..10], 100).len(), 10);
+        let m = [point(1, 10.0), point(2, 20.0)];
+        assert_eq!(series(&m, |m| m.mean_return_last_100), vec![(2048.0, 20.0)], "updates without a value skipped");
+    }
+}

@@ -1,0 +1,288 @@
+//! One run, live: status, steps/s, charts, the ranked bottleneck table with its
+//! recommendations (each launches the variant), the phase split, the counters and the
+//! rollout viewer. A finished run renders the same from its stored events.
+
+use crate::charts::{Chart, Line};
+use crate::format::{bytes, percent, seconds, si};
+use crate::phases::PhaseBars;
+use crate::rollout::RolloutView;
+use crate::run_data::{chart_points, series, RunData};
+use crate::stream::{self, Link};
+use hotlab_shared::protocol::{Event, RunInfo, RunStatus};
+use hotlab_shared::report::Report;
+use leptos::prelude::*;
+use std::time::Duration;
+
+/// Points per chart line.
+const CHART_POINTS: usize = 300;
+
+/// How often buffered events reach the page (charts redraw at most this often).
+const FLUSH: Duration = Duration::from_millis(150);
+
+#[component]
+pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> impl IntoView {
+    let data = RwSignal::new(RunData::default());
+    let info = RwSignal::new(None::<RunInfo>);
+    let load_error = RwSignal::new(None::<String>);
+    let link = RwSignal::new(Link::Connecting);
+    let alive = StoredValue::new(true);
+    let pending = StoredValue::new(Vec::<Event>::new());
+    let seen = StoredValue::new(0u64);
+
+    let fetch_info = move || {
+        leptos::task::spawn_local(async move {
+            match crate::api::get::<RunInfo>(&format!("/api/runs/{id}")).await {
+                Ok(i) => info.set(Some(i)),
+                Err(e) => load_error.set(Some(e.message)),
+            }
+        })
+    };
+    fetch_info();
+    stream::follow(
+        id,
+        // The view may be gone when the socket's handlers run: `try_` throughout.
+        move || seen.try_get_value().unwrap_or(0),
+        move |e| {
+            if e.seq > seen.try_get_value().unwrap_or(0) {
+                seen.try_update_value(|s| *s = e.seq);
+            }
+            let final_status =
+                matches!(&e.body, hotlab_shared::protocol::EventBody::Status { status, .. } if status.is_final());
+            pending.try_update_value(|p| p.push(e));
+            final_status
+        },
+        link,
+        alive,
+    );
+    let flush = move || {
+        let events = pending.try_update_value(std::mem::take).unwrap_or_default();
+        if events.is_empty() {
+            return;
+        }
+        let status_changed = events.iter().any(|e| matches!(e.body, hotlab_shared::protocol::EventBody::Status { .. }));
+        data.update(|d| {
+            events.into_iter().for_each(|e| {
+                d.apply(e);
+            })
+        });
+        if status_changed {
+            fetch_info();
+        }
+    };
+    if let Ok(handle) = set_interval_with_handle(flush, FLUSH) {
+        on_cleanup(move || handle.clear());
+    }
+    on_cleanup(move || {
+        alive.set_value(false);
+        stream::close(id);
+    });
+
+    let status = move || data.with(|d| d.status).or_else(|| info.with(|i| i.as_ref().map(|i| i.status)));
+    let status_text = move || status().map_or("…", RunStatus::as_str);
+    let message = move || data.with(|d| d.message.clone());
+    let live = move || status().is_some_and(|s| !s.is_final());
+    let report = Memo::new(move |_| {
+        let spec = info.with(|i| i.as_ref().map(|i| i.spec.clone()))?;
+        data.with(|d| d.report(&spec))
+    });
+    let sps_line = Signal::derive(move || {
+        data.with(|d| {
+            vec![Line {
+                name: "steps/s",
+                color: (0xf0, 0xa0, 0x30),
+                points: chart_points(&series(&d.metrics, |m| Some(m.sps)), CHART_POINTS),
+            }]
+        })
+    });
+    let return_line = Signal::derive(move || {
+        data.with(|d| {
+            vec![Line {
+                name: "return",
+                color: (0x4c, 0xc3, 0x8a),
+                points: chart_points(&series(&d.metrics, |m| m.mean_return_last_100), CHART_POINTS),
+            }]
+        })
+    });
+    let loss_lines = Signal::derive(move || {
+        data.with(|d| {
+            let l = |name, color, f: fn(&hotlab_shared::protocol::MetricsPoint) -> f64| Line {
+                name,
+                color,
+                points: chart_points(&series(&d.metrics, |m| Some(f(m))), CHART_POINTS),
+            };
+            vec![
+                l("policy loss", (0xf0, 0xa0, 0x30), |m| m.policy_loss),
+                l("value loss", (0x4a, 0x90, 0xe2), |m| m.value_loss),
+                l("entropy", (0x4c, 0xc3, 0x8a), |m| m.entropy),
+            ]
+        })
+    });
+    let windows = Signal::derive(move || data.with(|d| d.windows.clone()));
+    let frame = Signal::derive(move || data.with(|d| d.frame.clone()));
+    let stop = move |_| {
+        leptos::task::spawn_local(async move {
+            if let Err(e) = crate::api::post::<serde_json::Value>(&format!("/api/runs/{id}/stop"), "").await {
+                load_error.set(Some(e.message));
+            }
+        });
+    };
+    let launch_variant = move |overrides: Vec<(String, String)>| {
+        let Some(spec) = info.with_untracked(|i| i.as_ref().map(|i| i.spec.clone())) else { return };
+        let mut fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+        for (k, v) in overrides {
+            fields.insert(k, serde_json::Value::String(v));
+        }
+        leptos::task::spawn_local(async move {
+            match crate::launch::launch(&fields).await {
+                Ok(new) => on_launched.run(new),
+                Err(e) => load_error.set(Some(e.message)),
+            }
+        });
+    };
+
+    view! {
+        <section class="panel run-head">
+            <h2>"Run "{id}" "<span class=move || format!("status {}", status_text()) data-testid="run-status">{status_text}</span></h2>
+            {move || (link.get() == Link::Lost).then(|| view! {
+                <div class="banner" data-testid="connection-banner">"Disconnected from the lab — reconnecting…"</div>
+            })}
+            <p class="error" data-testid="run-message">{move || message().unwrap_or_default()}{move || load_error.get().unwrap_or_default()}</p>
+            <div class="tiles">
+                <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="sps">{move || data.with(|d| d.sps().map_or("–".into(), si))}</span></div>
+                <div class="tile"><span class="label">"updates"</span><span class="value" data-testid="progress">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| format!("{} / {}", m.update, m.updates)))}</span></div>
+                <div class="tile"><span class="label">"env steps"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
+                <div class="tile"><span class="label">"return (last 100)"</span><span class="value">{move || data.with(|d| d.metrics.last().and_then(|m| m.mean_return_last_100).map_or("–".into(), |r| format!("{r:.1}")))}</span></div>
+                <div class="tile"><span class="label">"episodes"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| m.episodes.to_string()))}</span></div>
+            </div>
+            <p class="links">
+                {move || info.with(|i| i.as_ref().map(|i| summary(&i.spec)))}
+                " · "<a href=format!("/api/runs/{id}/report?format=md") target="_blank">"report"</a>
+                " · "<a href=format!("/api/runs/{id}/trace") target="_blank">"trace"</a>
+                " · "<a href=format!("/api/runs/{id}/export.csv")>"CSV"</a>
+                " · "<a href=format!("/api/runs/{id}/policy") target="_blank">"policy"</a>
+                {move || (live() && operator.get()).then(|| view! { " " <button class="stop" data-testid="stop-button" on:click=stop>"Stop"</button> })}
+            </p>
+        </section>
+        <section class="panel charts">
+            <Chart title="steps/s" testid="chart-sps" lines=sps_line/>
+            <Chart title="mean return (last 100 episodes)" testid="chart-return" lines=return_line/>
+            <Chart title="losses" testid="chart-loss" lines=loss_lines/>
+        </section>
+        <section class="panel">
+            <h2>"Bottlenecks"</h2>
+            {move || report.get().map(|r| view! { <ReportView report=r operator launch=launch_variant/> })}
+        </section>
+        <section class="panel">
+            <h2>"Phase split per update"</h2>
+            <PhaseBars bars=windows testid="phase-split"/>
+        </section>
+        <section class="panel">
+            <h2>"Counters"</h2>
+            <Counters data/>
+        </section>
+        <section class="panel">
+            <h2>"Rollout"</h2>
+            <RolloutView frame/>
+        </section>
+    }
+}
+
+/// The spec in a line: the knobs that matter most for speed.
+pub fn summary(spec: &hotlab_shared::spec::RunSpec) -> String {
+    format!(
+        "{} · {} envs × {} steps · {} · {} · {} · {}",
+        spec.env.as_str(),
+        spec.envs,
+        spec.steps,
+        spec.backend,
+        spec.inference.as_str(),
+        spec.device,
+        spec.precision
+    )
+}
+
+#[component]
+fn ReportView(
+    report: Report,
+    operator: Signal<bool>,
+    launch: impl Fn(Vec<(String, String)>) + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let split = report.split.clone();
+    view! {
+        <table class="bottlenecks">
+            <thead><tr><th>"phase"</th><th>"time"</th><th>"% of wall"</th><th>"calls"</th><th>"per call"</th><th>"diagnosis"</th></tr></thead>
+            <tbody>
+                {report.rows.iter().map(|r| view! {
+                    <tr data-testid="bottleneck-row">
+                        <td><span class="swatch" style:background=crate::phases::color(r.phase)></span>{r.phase.name()}</td>
+                        <td class="num">{seconds(r.wall_s)}</td>
+                        <td class="num">{percent(r.percent)}</td>
+                        <td class="num">{r.calls}</td>
+                        <td class="num">{seconds(r.per_call_us / 1e6)}</td>
+                        <td>{r.diagnosis.clone()}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <div class="split" data-testid="split">
+            <div class="split-bar">
+                <span style:width=format!("{}%", split.data_pct) class="data">"data "{format!("{:.0} %", split.data_pct)}</span>
+                <span style:width=format!("{}%", split.forward_pct) class="forward">"forward "{format!("{:.0} %", split.forward_pct)}</span>
+                <span style:width=format!("{}%", split.backward_pct) class="backward">"backward "{format!("{:.0} %", split.backward_pct)}</span>
+            </div>
+            <p><strong>{split.verdict.clone()}</strong>" — "{split.next_action.clone()}</p>
+        </div>
+        <h3>"Recommendations"</h3>
+        {if report.recommendations.is_empty() {
+            view! { <p class="muted">"No knob's signature in this profile: nothing to turn."</p> }.into_any()
+        } else {
+            view! {
+                <ul class="recommendations">
+                    {report.recommendations.iter().map(|rec| {
+                        let overrides = rec.overrides();
+                        view! {
+                            <li data-testid="recommendation">
+                                <code>{rec.knob.clone()}</code>" — "{rec.signature.clone()}
+                                " (up to "{format!("{:.2}×", rec.max_speedup)}")"
+                                <button data-testid="recommendation-launch" prop:disabled=move || !operator.get()
+                                    on:click=move |_| launch(overrides.clone())>"Launch this variant"</button>
+                            </li>
+                        }
+                    }).collect_view()}
+                </ul>
+            }.into_any()
+        }}
+        <p class="muted small">{format!("{} env steps, {:.0} steps/s while profiled; profiler overhead {:.2} % of wall", report.env_steps, report.steps_per_s, report.profiler_overhead_pct)}</p>
+    }
+}
+
+/// A count per env step.
+fn per(d: &RunData, x: f64) -> String {
+    match d.total.counters.env_steps {
+        0 => "–".to_string(),
+        n => format!("{:.3}", x / n as f64),
+    }
+}
+
+#[component]
+fn Counters(data: RwSignal<RunData>) -> impl IntoView {
+    let row = move |label: &'static str, total: fn(&RunData) -> String, per_step: fn(&RunData) -> String| {
+        view! { <tr><td>{label}</td><td class="num">{move || data.with(total)}</td><td class="num">{move || data.with(per_step)}</td></tr> }
+    };
+    view! {
+        <table class="counters" data-testid="counters">
+            <thead><tr><th></th><th>"total"</th><th>"per env step"</th></tr></thead>
+            <tbody>
+                {row("env steps", |d| si(d.total.counters.env_steps as f64), |_| "1".into())}
+                {row("host syncs", |d| si(d.total.counters.host_syncs as f64), |d| per(d, d.total.counters.host_syncs as f64))}
+                {row("host→device copies", |d| si(d.total.counters.h2d_copies as f64), |d| per(d, d.total.counters.h2d_copies as f64))}
+                {row("host→device bytes", |d| bytes(d.total.counters.h2d_bytes as f64), |d| per(d, d.total.counters.h2d_bytes as f64))}
+                {row("device→host copies", |d| si(d.total.counters.d2h_copies as f64), |d| per(d, d.total.counters.d2h_copies as f64))}
+                {row("device→host bytes", |d| bytes(d.total.counters.d2h_bytes as f64), |d| per(d, d.total.counters.d2h_bytes as f64))}
+                {row("IPC round trips", |d| si(d.total.counters.ipc_round_trips as f64), |d| per(d, d.total.counters.ipc_round_trips as f64))}
+                {row("spin polls", |d| si(d.total.counters.spin_iterations as f64), |d| per(d, d.total.counters.spin_iterations as f64))}
+                {row("worker wait", |d| seconds(d.total.counters.worker_wait_s), |d| per(d, d.total.counters.worker_wait_s))}
+            </tbody>
+        </table>
+    }
+}
