@@ -15,11 +15,14 @@ export const TOKEN = 'e2e-operator-token';
 /** Where screenshots go (a test artifact, not committed). */
 export const ARTIFACTS = join(repo, 'target', 'e2e-artifacts');
 
-/** Starts `hotlab serve --port 0` and resolves with { url, stop } once it prints its URL. */
-export async function startLab() {
+/** Starts `hotlab serve` (on `port`, 0 = a free one, with the data dir `data`, else a
+ * fresh temporary one) and resolves once it prints its URL. */
+export async function startLab({ port = 0, data: given } = {}) {
   const bin = process.env.HOTLAB_BIN ?? join(repo, 'target/release/hotlab');
-  const data = mkdtempSync(join(tmpdir(), 'hotlab-e2e-'));
-  const child = spawn(bin, ['serve', '--host', '127.0.0.1', '--port', '0', '--token', TOKEN, '--static-dir', join(repo, 'static')], {
+  const data = given ?? mkdtempSync(join(tmpdir(), 'hotlab-e2e-'));
+  const args = ['serve', '--host', '127.0.0.1', '--port', String(port), '--token', TOKEN,
+    '--data-dir', join(data, 'hotlab-data'), '--static-dir', join(repo, 'static')];
+  const child = spawn(bin, args, {
     cwd: data,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -40,6 +43,8 @@ export async function startLab() {
   });
   return {
     url,
+    data,
+    port: Number(new URL(url).port),
     /** POSTs a run spec with the token; the new run's id. */
     async launch(spec) {
       const res = await fetch(new URL('/api/runs', url), {
@@ -59,6 +64,10 @@ export async function startLab() {
         if (Date.now() - start > timeoutMs) throw new Error(`run ${id} still ${run.status}`);
         await new Promise((r) => setTimeout(r, 100));
       }
+    },
+    /** Kills the server as a crash would, keeping its data dir. */
+    kill() {
+      child.kill('SIGKILL');
     },
     stop() {
       child.kill('SIGTERM');

@@ -19,7 +19,7 @@ after(async () => {
 });
 
 /** A page as the operator (the token once in the URL sets the cookie) or as a viewer. */
-async function open(path, { operator = true } = {}) {
+async function open(path, { operator = true, on = lab } = {}) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
   const page = await context.newPage();
   const errors = [];
@@ -29,7 +29,7 @@ async function open(path, { operator = true } = {}) {
   page.on('console', (m) => {
     if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
   });
-  await page.goto(new URL(operator ? `/?token=${TOKEN}${path}` : `/${path}`, lab.url).href);
+  await page.goto(new URL(operator ? `/?token=${TOKEN}${path}` : `/${path}`, on.url).href);
   await page.getByTestId('role').filter({ hasText: operator ? 'operator' : 'viewer' }).waitFor({ timeout: 20_000 });
   return { page, errors, context };
 }
@@ -136,4 +136,54 @@ test('a viewer cannot launch; a bad value shows the server message at its field'
   await shot(page, 'launch-error');
   assert.deepEqual(errors, []);
   await context.close();
+});
+
+test('a recommendation launches the recommended variant of the run', async () => {
+  const id = await lab.launch({ env: 'cartpole', envs: 8, total_steps: 100_000, device: 'cpu', inference: 'eager' });
+  await lab.waitFor(id, ['finished']);
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const rec = page.getByTestId('recommendation').filter({ hasText: '--inference fused' });
+  await rec.waitFor({ timeout: 20_000 });
+  await rec.getByTestId('recommendation-launch').click();
+  await page.waitForURL((url) => /#\/run\/\d+$/.test(url.hash) && !url.hash.endsWith(`/run/${id}`));
+  const variant = Number(page.url().match(/#\/run\/(\d+)$/)[1]);
+  const run = await (await fetch(new URL(`/api/runs/${variant}`, lab.url))).json();
+  assert.equal(run.spec.inference, 'fused', 'the recommended knob is turned');
+  assert.equal(run.spec.envs, 8, 'the rest of the spec is kept');
+  await lab.waitFor(variant, ['finished']);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('the proof env shows its goal list, the successors and the choice', async () => {
+  const id = await lab.launch({ env: 'proof', kb: 'family:people=30,seed=3', envs: 8, total_steps: 2_000_000, device: 'cpu' });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const proof = page.getByTestId('rollout-proof');
+  await proof.locator('li.chosen').first().waitFor({ timeout: 60_000 });
+  assert.match(await proof.textContent(), /goals \[/);
+  await shot(page, 'run-proof');
+  await page.getByTestId('stop-button').click();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('after a server crash the page shows a banner, reconnects by itself and shows the outcome', async () => {
+  const first = await startLab();
+  const id = await first.launch({ env: 'cartpole', envs: 8, total_steps: 50_000_000, device: 'cpu' });
+  const { page, errors, context } = await open(`#/run/${id}`, { on: first });
+  await page.getByTestId('run-status').filter({ hasText: 'running' }).waitFor({ timeout: 30_000 });
+  first.kill();
+  await page.getByTestId('connection-banner').waitFor({ timeout: 20_000 });
+  await shot(page, 'disconnected');
+  const again = await startLab({ port: first.port, data: first.data });
+  try {
+    await page.getByTestId('run-status').filter({ hasText: 'interrupted' }).waitFor({ timeout: 30_000 });
+    await page.getByTestId('connection-banner').waitFor({ state: 'detached', timeout: 10_000 });
+    assert.notEqual(await page.getByTestId('sps').textContent(), '–', 'the metrics up to the crash are shown');
+    assert.deepEqual(errors.filter((e) => !/WebSocket/.test(e)), []);
+  } finally {
+    await context.close();
+    again.stop();
+  }
 });

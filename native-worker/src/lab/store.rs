@@ -185,6 +185,11 @@ fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<RunInfo>> {
     }))
 }
 
+/// How far past the last committed event an `interrupted` status is numbered: viewers
+/// saw events that had not been committed when the server died (up to [`FLUSH`] of them),
+/// and a viewer that reconnects with its `since` must still receive the outcome.
+const SEQ_GAP_AFTER_CRASH: u64 = 1_000_000;
+
 fn mark_interrupted(conn: &Connection) -> Result<()> {
     let mut q = conn.prepare("SELECT id, events FROM runs WHERE status IN ('queued', 'running')")?;
     let live: Vec<(i64, i64)> = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.filter_map(|r| r.ok()).collect();
@@ -193,7 +198,7 @@ fn mark_interrupted(conn: &Connection) -> Result<()> {
         let e = Event {
             v: PROTOCOL_VERSION,
             run: id as u64,
-            seq: events as u64 + 1,
+            seq: events as u64 + SEQ_GAP_AFTER_CRASH,
             body: EventBody::Status { status: RunStatus::Interrupted, message: Some(message.into()) },
         };
         apply(conn, &Write::Event(Logged::new(e)))?;
