@@ -306,9 +306,9 @@ fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, qui
     };
     let opts = train::TrainOptions { trace, telemetry_sink: sink, ..Default::default() };
     let trained = train::train_with(&spec, opts, &mut |m| {
-        bar.set_position(m.global_step);
-        let ret = m.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
-        bar.set_message(format!("{:.0} SPS  return {ret}", m.sps));
+        bar.set_position(m.point.global_step);
+        let ret = m.point.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
+        bar.set_message(format!("{:.0} SPS  return {ret}", m.point.sps));
         if let Some(w) = metrics.as_mut() {
             let _ = writeln!(w, "{}", serde_json::to_string(m).unwrap_or_default());
         }

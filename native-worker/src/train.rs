@@ -10,7 +10,7 @@ use crate::gae::{gae, GaeInput};
 use crate::helper::Helper;
 use crate::model::Model;
 use crate::policy::{ActorCritic, Architecture};
-use crate::ppo::{self, UpdateCtx, UpdateStats};
+use crate::ppo::{self, UpdateCtx};
 use crate::profiler::{Profiler, TraceWindow};
 use crate::proof_eval::{evaluate, ProofEval};
 use crate::proof_fused::ProofHost;
@@ -22,6 +22,7 @@ use anyhow::{bail, Context, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{BatchEnv, EnvSpec, FieldKind, Observations, StepBatch};
 use hotlab_shared::profile::{Phase, Profile};
+use hotlab_shared::protocol::MetricsPoint;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{Backend, Inference, RunSpec};
 use serde::Serialize;
@@ -33,20 +34,14 @@ use tch::Device;
 /// What is known after each update (streamed to the progress bar and `metrics.jsonl`).
 #[derive(Clone, Debug, Serialize)]
 pub struct UpdateMetrics {
-    pub update: u64,
-    pub updates: u64,
-    pub global_step: u64,
-    pub wall_s: f64,
-    pub sps: f64,
-    pub episodes: u64,
-    pub mean_return_last_100: Option<f64>,
-    pub lr: f64,
-    /// Seconds of this update's rollout (env steps, policy forward, GAE).
-    pub rollout_s: f64,
-    /// Seconds of this update's PPO epochs (upload included).
-    pub update_s: f64,
+    /// The figures the lab streams (the same keys in `metrics.jsonl`).
     #[serde(flatten)]
-    pub stats: UpdateStats,
+    pub point: MetricsPoint,
+    /// The fp16 loss scale after this update (fp16 only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
+    /// Steps the fp16 scaler has skipped so far (inf/NaN gradients).
+    pub skipped_steps: u64,
     /// This update's counts.
     pub counters: Counters,
     /// This update's phases.
@@ -456,17 +451,25 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         let window = prof.take_window(&c.since(&before));
         let s = prof.start();
         observe(&UpdateMetrics {
-            update: update + 1,
-            updates,
-            global_step,
-            wall_s,
-            sps: global_step as f64 / wall_s,
-            episodes: episodes.count,
-            mean_return_last_100: episodes.mean(),
-            lr,
-            rollout_s,
-            update_s: update_start.elapsed().as_secs_f64(),
-            stats,
+            point: MetricsPoint {
+                update: update + 1,
+                updates,
+                global_step,
+                wall_s,
+                sps: global_step as f64 / wall_s,
+                episodes: episodes.count,
+                mean_return_last_100: episodes.mean(),
+                lr,
+                policy_loss: stats.policy_loss,
+                value_loss: stats.value_loss,
+                entropy: stats.entropy,
+                approx_kl: stats.approx_kl,
+                clip_fraction: stats.clip_fraction,
+                rollout_s,
+                update_s: update_start.elapsed().as_secs_f64(),
+            },
+            loss_scale: stats.loss_scale,
+            skipped_steps: stats.skipped_steps,
             counters: c.since(&before),
             profile: window,
         });

@@ -5,7 +5,7 @@
 use super::store::{Logged, Store};
 use crate::frames::FrameFeed;
 use crate::train::{train_with, TrainOptions, UpdateMetrics};
-use hotlab_shared::protocol::{Event, EventBody, MetricsPoint, RunInfo, RunStatus, PROTOCOL_VERSION};
+use hotlab_shared::protocol::{Event, EventBody, RunInfo, RunStatus, PROTOCOL_VERSION};
 use hotlab_shared::spec::RunSpec;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -211,7 +211,7 @@ impl Manager {
             frames: Some(frames),
         };
         let mut observe = |m: &UpdateMetrics| {
-            self.publish(run, EventBody::Metrics { metrics: point(m) });
+            self.publish(run, EventBody::Metrics { metrics: m.point.clone() });
             self.publish(run, EventBody::Profile { profile: m.profile.clone() });
         };
         let outcome =
@@ -260,24 +260,4 @@ fn policy_json(trained: &crate::train::Trained) -> anyhow::Result<String> {
         .map(|s| serde_json::json!({"name": s.name, "shape": s.shape, "offset": s.offset}))
         .collect();
     Ok(serde_json::json!({"env": trained.report.env, "shape": shape, "layout": layout, "params": params}).to_string())
-}
-
-fn point(m: &UpdateMetrics) -> MetricsPoint {
-    MetricsPoint {
-        update: m.update,
-        updates: m.updates,
-        global_step: m.global_step,
-        wall_s: m.wall_s,
-        sps: m.sps,
-        episodes: m.episodes,
-        mean_return_last_100: m.mean_return_last_100,
-        lr: m.lr,
-        policy_loss: m.stats.policy_loss,
-        value_loss: m.stats.value_loss,
-        entropy: m.stats.entropy,
-        approx_kl: m.stats.approx_kl,
-        clip_fraction: m.stats.clip_fraction,
-        rollout_s: m.rollout_s,
-        update_s: m.update_s,
-    }
 }
