@@ -193,6 +193,12 @@ impl CartPoleBatch {
         [self.x[i], self.x_dot[i], self.theta[i], self.theta_dot[i]]
     }
 
+    /// Env `i`'s reset stream, where its next reset draws from (for kernels that
+    /// continue the batch on a GPU).
+    pub fn rng(&self, i: usize) -> EnvRng {
+        self.rngs[i]
+    }
+
     pub fn set_state(&mut self, i: usize, s: [f32; 4]) {
         [self.x[i], self.x_dot[i], self.theta[i], self.theta_dot[i]] = s;
     }

@@ -4,8 +4,8 @@
 //! - `build`: set up and build: libtorch (PyTorch 2.11.0 wheel in `.venv`), the wasm32
 //!   target, `wasm-bindgen-cli` at Cargo.lock's version, the web bundle into
 //!   `static/pkg/`, and `target/release/hotlab` (runs directly: rpath to libtorch).
-//! - `test`:  `build`, plus what the tests need (gymnasium, Chromium and SWI-Prolog from Debian,
-//!   playwright-core from npm), then every suite and a summary table.
+//! - `test`:  `build`, plus what the tests need (gymnasium, Chromium, SWI-Prolog and Mesa's
+//!   software Vulkan from Debian, playwright-core from npm), then every suite and a summary table.
 //!
 //! Each step checks before it installs, so a second run installs nothing.
 
@@ -16,7 +16,9 @@ use std::time::Instant;
 
 const TORCH_VERSION: &str = "2.11.0";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
-const APT_PACKAGES: &[&str] = &["chromium", "chromium-driver", "swi-prolog-nox"];
+/// Chromium for the browser tests, SWI-Prolog as the reference Prolog, Mesa's software
+/// Vulkan (lavapipe) for the WGSL kernel's native tests.
+const APT_PACKAGES: &[&str] = &["chromium", "chromium-driver", "swi-prolog-nox", "mesa-vulkan-drivers", "libvulkan1"];
 
 const HELP: &str = "\
 cargo xtask <command>
@@ -29,7 +31,8 @@ Commands:
 Set-up (each step is skipped when already done):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
   wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium, Debian's chromium and
-  chromium-driver, swi-prolog-nox (the reference Prolog), and playwright-core in e2e/
+  chromium-driver, swi-prolog-nox (the reference Prolog), mesa-vulkan-drivers and libvulkan1
+  (software Vulkan for the WGSL tests), and playwright-core in e2e/
 ";
 
 fn main() -> ExitCode {
