@@ -77,14 +77,16 @@ export async function startLab({ port = 0, data: given } = {}) {
 }
 
 /** Headless Debian Chromium with the flags this machine needs. playwright gives every
- * launch a fresh temporary profile (a fresh user-data-dir). */
-export async function launchBrowser(extraArgs = []) {
+ * launch a fresh temporary profile (a fresh user-data-dir). With `webgpu`, WebGPU is on
+ * (SwiftShader, Chromium's software GPU); without it the page has no `navigator.gpu`. */
+export async function launchBrowser(extraArgs = [], { webgpu = false } = {}) {
   return chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     headless: true,
     args: [
-      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--no-sandbox', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      ...(webgpu ? ['--enable-unsafe-webgpu'] : ['--disable-gpu']),
       ...extraArgs,
     ],
   });

@@ -60,6 +60,11 @@ pub async fn get<T: DeserializeOwned>(path: &str) -> Result<T, ApiError> {
     serde_json::from_str(&text).map_err(|e| ApiError::local(format!("{path}: {e}")))
 }
 
+/// A body as text (for files the caller parses itself, like a run's policy).
+pub async fn get_text(path: &str) -> Result<String, ApiError> {
+    request("GET", path, None).await
+}
+
 pub async fn post<T: DeserializeOwned>(path: &str, body: &str) -> Result<T, ApiError> {
     let text = request("POST", path, Some(body)).await?;
     serde_json::from_str(&text).map_err(|e| ApiError::local(format!("{path}: {e}")))

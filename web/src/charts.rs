@@ -1,7 +1,7 @@
 //! Line charts drawn by plotters on a `<canvas>` (pure Rust; the browser draws the text,
 //! so no font files ship with the app). A chart redraws when its lines change.
 
-use crate::format::si;
+use crate::format::{envs_label, si};
 use leptos::prelude::*;
 use plotters::prelude::*;
 use plotters_canvas::CanvasBackend;
@@ -42,7 +42,27 @@ pub fn bounds(lines: &[Line]) -> ((f64, f64), (f64, f64)) {
     ((x0, x1), (y0 - pad, y1 + pad))
 }
 
-fn draw(canvas: web_sys::HtmlCanvasElement, title: &str, lines: &[Line]) -> Result<(), String> {
+/// Points on log axes: x as log₂, y as log₁₀ (non-positive values dropped).
+pub fn log_points(lines: &[Line]) -> Vec<Line> {
+    lines
+        .iter()
+        .map(|l| Line {
+            points: l.points.iter().filter(|p| p.0 > 0.0 && p.1 > 0.0).map(|&(x, y)| (x.log2(), y.log10())).collect(),
+            ..l.clone()
+        })
+        .collect()
+}
+
+fn draw(canvas: web_sys::HtmlCanvasElement, title: &str, lines: &[Line], log: bool) -> Result<(), String> {
+    let logged;
+    let lines = if log {
+        logged = log_points(lines);
+        &logged[..]
+    } else {
+        lines
+    };
+    type Format = fn(f64) -> String;
+    let (fx, fy): (Format, Format) = if log { (|x| envs_label(x.exp2()), |y| si(10f64.powf(y))) } else { (si, si) };
     let backend = CanvasBackend::with_canvas_object(canvas).ok_or("the canvas has no 2D context")?;
     let root = backend.into_drawing_area();
     let e = |e: &dyn std::fmt::Debug| format!("{e:?}");
@@ -63,13 +83,16 @@ fn draw(canvas: web_sys::HtmlCanvasElement, title: &str, lines: &[Line]) -> Resu
         .label_style(("sans-serif", 11).into_font().color(&MUTED))
         .x_labels(5)
         .y_labels(5)
-        .x_label_formatter(&|x| si(*x))
-        .y_label_formatter(&|y| si(*y))
+        .x_label_formatter(&|x| fx(*x))
+        .y_label_formatter(&|y| fy(*y))
         .draw()
         .map_err(|x| e(&x))?;
     for line in lines {
         let (r, g, b) = line.color;
         let color = RGBColor(r, g, b);
+        // Measured points (log charts) get a marker; streamed series are dense lines.
+        let markers = if log { line.points.clone() } else { Vec::new() };
+        chart.draw_series(markers.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(|x| e(&x))?;
         chart
             .draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))
             .map_err(|x| e(&x))?
@@ -89,14 +112,20 @@ fn draw(canvas: web_sys::HtmlCanvasElement, title: &str, lines: &[Line]) -> Resu
     root.present().map_err(|x| e(&x))
 }
 
-/// A fixed-size chart (no layout jump while data streams).
+/// A fixed-size chart (no layout jump while data streams); `log` puts both axes on a
+/// log scale (x base 2, labelled as batch sizes; y base 10).
 #[component]
-pub fn Chart(title: &'static str, testid: &'static str, lines: Signal<Vec<Line>>) -> impl IntoView {
+pub fn Chart(
+    title: &'static str,
+    testid: &'static str,
+    lines: Signal<Vec<Line>>,
+    #[prop(optional)] log: bool,
+) -> impl IntoView {
     let node = NodeRef::<leptos::html::Canvas>::new();
     Effect::new(move |_| {
         let lines = lines.get();
         if let Some(canvas) = node.get() {
-            if let Err(e) = draw(canvas, title, &lines) {
+            if let Err(e) = draw(canvas, title, &lines, log) {
                 leptos::logging::warn!("chart {title}: {e}");
             }
         }
@@ -117,5 +146,12 @@ mod tests {
         assert!(y0 < 10.0 && y1 > 30.0);
         let ((x0, x1), (y0, y1)) = bounds(&line(vec![(5.0, 500.0)]));
         assert!(x1 > x0 && y1 > y0, "one point still has a range");
+    }
+
+    #[test]
+    fn log_axes_take_log2_of_x_and_log10_of_y_and_drop_what_has_no_log() {
+        let l =
+            log_points(&[Line { name: "x", color: (0, 0, 0), points: vec![(1.0, 10.0), (1024.0, 1e6), (0.0, 5.0)] }]);
+        assert_eq!(l[0].points, vec![(0.0, 1.0), (10.0, 6.0)]);
     }
 }

@@ -1,6 +1,16 @@
 //! Numbers as the lab shows them: short, with units, tabular.
 
 /// Steps per second and other large counts: `272.9 k`, `1.23 M`.
+/// A batch size, short and exact for powers of two: `1`, `256`, `4k`, `64k`, `1M`.
+pub fn envs_label(n: f64) -> String {
+    let n = n.round() as u64;
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}M", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}k", n >> 10),
+        n => n.to_string(),
+    }
+}
+
 pub fn si(x: f64) -> String {
     let a = x.abs();
     match a {
@@ -57,6 +67,12 @@ pub fn times(r: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_sizes_read_as_powers_of_two() {
+        let labels: Vec<String> = [1.0, 256.0, 4096.0, 65536.0, 1048576.0, 1000.0].map(envs_label).to_vec();
+        assert_eq!(labels, ["1", "256", "4k", "64k", "1M", "1000"]);
+    }
 
     #[test]
     fn numbers_are_short_and_carry_their_unit() {

@@ -2,7 +2,8 @@
 //!
 //! - `#/` the lab: the launch panel, the run history and the system panel;
 //! - `#/run/ID` one run, live over its WebSocket (or replayed when it is over);
-//! - `#/compare/A,B,…` runs side by side.
+//! - `#/compare/A,B,…` runs side by side;
+//! - `#/playground` (or `/playground`) CartPole stepped in the browser, WebGPU or wasm CPU.
 //!
 //! The pure parts (folding events, chart data, ratios, formatting, routes, form values)
 //! are plain functions with native unit tests; the rest is views.
@@ -14,7 +15,9 @@ mod compare_view;
 mod format;
 mod history;
 mod launch;
+mod pg_engine;
 mod phases;
+mod playground;
 mod rollout;
 mod route;
 mod run_data;
@@ -65,7 +68,11 @@ fn SystemPanel() -> impl IntoView {
 }
 
 fn current_route() -> Route {
-    Route::parse(&web_sys::window().and_then(|w| w.location().hash().ok()).unwrap_or_default())
+    let location = web_sys::window().map(|w| w.location());
+    let get = |f: fn(&web_sys::Location) -> Result<String, wasm_bindgen::JsValue>| {
+        location.as_ref().and_then(|l| f(l).ok()).unwrap_or_default()
+    };
+    Route::from_location(&get(web_sys::Location::pathname), &get(web_sys::Location::hash))
 }
 
 #[component]
@@ -99,6 +106,10 @@ fn App() -> impl IntoView {
         <header class="top">
             <h1><a href="#/">"hotlab"</a></h1>
             <p class="tagline">"A lab for the hot path of vectorized reinforcement-learning training"</p>
+            <nav class="nav">
+                <a href="#/" data-testid="nav-lab">"Lab"</a>
+                <a href="#/playground" data-testid="nav-playground">"Playground"</a>
+            </nav>
             <span class="role" data-testid="role">{move || if operator.get() { "operator" } else { "viewer" }}</span>
         </header>
         {move || match route.get() {
@@ -123,6 +134,7 @@ fn App() -> impl IntoView {
             Route::Compare(ids) => view! {
                 <main class="run"><compare_view::CompareView ids/></main>
             }.into_any(),
+            Route::Playground => view! { <main class="pg"><playground::Playground/></main> }.into_any(),
         }}
     }
 }

@@ -30,11 +30,10 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> out_flags: array<u32>;
 // The state an env ended in before its autoreset (only when recording).
 @group(0) @binding(6) var<storage, read_write> final_state: array<vec4<f32>>;
-// [episodes ended, sum of their lengths]: reduced per workgroup, then one atomic each.
+// [episodes ended, sum of their lengths]: one atomic add per invocation and dispatch
+// (summed over its steps first). No workgroup reduction: a barrier makes SwiftShader,
+// the browser's software WebGPU, run every invocation as a coroutine.
 @group(0) @binding(7) var<storage, read_write> stats: array<atomic<u32>, 2>;
-
-var<workgroup> wg_episodes: atomic<u32>;
-var<workgroup> wg_lengths: atomic<u32>;
 
 // PCG-RXS-M-XS 32, as `EnvRng::next_u32`.
 fn next_u32(rng: ptr<function, u32>) -> u32 {
@@ -131,7 +130,7 @@ fn choose(s: vec4<f32>, arng: ptr<function, u32>, i: u32) -> u32 {
 }
 
 @compute @workgroup_size(WORKGROUP)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
     var episodes = 0u;
     var lengths = 0u;
@@ -168,15 +167,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
         env_meta[i] = m;
     }
     if (episodes > 0u) {
-        atomicAdd(&wg_episodes, episodes);
-        atomicAdd(&wg_lengths, lengths);
-    }
-    workgroupBarrier();
-    if (lid == 0u) {
-        let e = atomicLoad(&wg_episodes);
-        if (e > 0u) {
-            atomicAdd(&stats[0], e);
-            atomicAdd(&stats[1], atomicLoad(&wg_lengths));
-        }
+        atomicAdd(&stats[0], episodes);
+        atomicAdd(&stats[1], lengths);
     }
 }

@@ -19,7 +19,7 @@ pub struct GpuError(pub String);
 pub struct Gpu {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
-    /// The adapter's name and backend (`SwiftShader Device (Subzero) · BrowserWebGpu`).
+    /// The adapter's name, type and backend (`llvmpipe (LLVM 15.0.6, 256 bits) (Cpu, Vulkan)`).
     pub adapter: String,
 }
 
@@ -46,7 +46,9 @@ impl Gpu {
             .request_device(&wgpu::DeviceDescriptor { label: Some("hotlab playground"), ..Default::default() })
             .await
             .map_err(|e| GpuError(format!("the adapter gave no device ({e})")))?;
-        Ok(Self { device, queue, adapter: format!("{} · {:?}", info.name, info.backend) })
+        // Browsers may hide the adapter's name; its type still says CPU (SwiftShader) or GPU.
+        let name = if info.name.is_empty() { "an adapter whose name the browser hides" } else { &info.name };
+        Ok(Self { device, queue, adapter: format!("{name} ({:?}, {:?})", info.device_type, info.backend) })
     }
 }
 

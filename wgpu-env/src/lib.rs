@@ -6,7 +6,7 @@
 //! - [`gpu::GpuCartPole`]: one WGSL kernel ([`shader_source`]) that steps every env
 //!   `steps` times per dispatch with the state in registers: dynamics, autoreset from the
 //!   env's own PCG stream, the actor's forward pass and the action draw, and the episode
-//!   tallies reduced per workgroup. It runs on the browser's WebGPU (wasm32) and natively
+//!   tallies summed per invocation before one atomic add. It runs on the browser's WebGPU (wasm32) and natively
 //!   on Vulkan (Mesa's lavapipe in the tests);
 //! - [`cpu::CpuCartPole`]: `hotlab_shared`'s f32 batch env with the same policy rule
 //!   ([`actor::choose`]), the wasm fallback when the browser has no WebGPU.

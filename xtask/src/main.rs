@@ -316,6 +316,9 @@ fn test() -> Result<()> {
     suite("workspace tests", &mut || {
         run(torch_env(Command::new("cargo").args(["test", "--release"]), &python).env("HOTLAB_PYTHON", &python))
     });
+    // The web app's pure parts (routes, folding events, charts' data, the playground's
+    // bookkeeping) compile natively too; the default members above do not include it.
+    suite("web unit tests", &mut || run(Command::new("cargo").args(["test", "--release", "-p", "hotlab-web"])));
     suite("browser tests", &mut || {
         build_worker(&python)?;
         run(Command::new("node")

@@ -1,0 +1,400 @@
+//! `/playground`: CartPole stepped in the browser, on WebGPU (the WGSL kernel through
+//! wgpu) or, where the browser has none, in wasm on the CPU (the worker's own batch
+//! env). A random policy, or the actor of a finished CartPole run fetched from the
+//! worker. It needs no run and no GPU box: the lab's demo when neither is around.
+//!
+//! One async loop owns the engine (wgpu objects are not `Send`, so they live in the
+//! task, not in signals): it rebuilds the engine when the form changes, steps a frame,
+//! draws a sample of the envs, reports through signals, and waits for the next frame.
+
+use crate::charts::{Chart, Line};
+use crate::format::{envs_label, si};
+use crate::pg_engine::{self, now_s, Engine, Measurement, Path, SpsMeter, SWEEP};
+use hotlab_shared::protocol::{RunInfo, RunStatus};
+use hotlab_shared::spec::EnvName;
+use hotlab_wgpu::gpu::Gpu;
+use hotlab_wgpu::{Actor, Policy, Setup, Tally};
+use leptos::prelude::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use wasm_bindgen::JsCast;
+
+/// Which path the form asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Choice {
+    /// WebGPU when the browser has an adapter, else the CPU.
+    Auto,
+    WebGpu,
+    Cpu,
+}
+
+/// What the form asks for; the loop rebuilds its engine when this changes.
+#[derive(Clone, Debug, PartialEq)]
+struct Config {
+    choice: Choice,
+    envs: usize,
+    /// A run whose actor acts; `None`: the uniform random policy.
+    policy: Option<u64>,
+    greedy: bool,
+    seed: u64,
+}
+
+/// What the loop reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Live {
+    path: Option<Path>,
+    envs: usize,
+    sps: Option<f64>,
+    tally: Tally,
+    error: Option<String>,
+}
+
+/// The signals the loop reads and writes (all `Copy`).
+#[derive(Clone, Copy)]
+struct Sigs {
+    config: RwSignal<Config>,
+    paused: RwSignal<bool>,
+    live: RwSignal<Live>,
+    webgpu: RwSignal<Option<Result<String, String>>>,
+    points: RwSignal<Vec<Measurement>>,
+    sweep_asked: RwSignal<u32>,
+    sweeping: RwSignal<Option<String>>,
+    canvas: NodeRef<leptos::html::Canvas>,
+}
+
+/// Resolves at the next animation frame (the browser's own pacing; paused when hidden).
+async fn next_frame() {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(w) = web_sys::window() {
+            let _ = w.request_animation_frame(&resolve);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// The browser's WebGPU adapter, or why there is none.
+async fn find_gpu() -> Result<Gpu, String> {
+    let navigator = web_sys::window().ok_or("no window")?.navigator();
+    let gpu = js_sys::Reflect::get(&navigator, &"gpu".into()).unwrap_or_default();
+    if gpu.is_undefined() || gpu.is_null() {
+        return Err("this browser has no WebGPU (navigator.gpu is absent)".into());
+    }
+    Gpu::new().await.map_err(|e| e.0)
+}
+
+async fn policy_of(cfg: &Config, actors: &mut HashMap<u64, Arc<Actor>>) -> Result<Policy, String> {
+    let Some(id) = cfg.policy else { return Ok(Policy::Random) };
+    let actor = match actors.get(&id) {
+        Some(a) => a.clone(),
+        None => {
+            let text = crate::api::get_text(&format!("/api/runs/{id}/policy"))
+                .await
+                .map_err(|e| format!("run {id}'s policy: {}", e.message))?;
+            let actor = Arc::new(Actor::from_policy_json(&text).map_err(|e| format!("run {id}'s {e}"))?);
+            actors.insert(id, actor.clone());
+            actor
+        }
+    };
+    Ok(Policy::Actor { actor, greedy: cfg.greedy })
+}
+
+fn path_for(choice: Choice, gpu: Option<&Gpu>) -> Path {
+    match (choice, gpu) {
+        (Choice::WebGpu, _) | (Choice::Auto, Some(_)) => Path::WebGpu,
+        (Choice::Cpu, _) | (Choice::Auto, None) => Path::Cpu,
+    }
+}
+
+/// Sky, track, cart and pole for each sampled env, in an 8-wide grid.
+fn draw_grid(canvas: &web_sys::HtmlCanvasElement, states: &[[f32; 4]]) -> Option<()> {
+    let ctx: web_sys::CanvasRenderingContext2d = canvas.get_context("2d").ok()??.dyn_into().ok()?;
+    let (w, h) = (canvas.width() as f64, canvas.height() as f64);
+    ctx.set_fill_style_str("#182029");
+    ctx.fill_rect(0.0, 0.0, w, h);
+    let cols = 8.0;
+    let rows = (states.len() as f64 / cols).ceil().max(1.0);
+    let (cw, ch) = (w / cols, h / rows);
+    for (i, s) in states.iter().enumerate() {
+        let (left, top) = ((i % 8) as f64 * cw, (i / 8) as f64 * ch);
+        let track = top + ch * 0.8;
+        // Gymnasium's track is x ∈ [−2.4, 2.4]; the pole is 1.0 long.
+        let scale = (cw - 8.0) / 4.8;
+        let cx = left + cw / 2.0 + s[0] as f64 * scale;
+        ctx.set_stroke_style_str("#3a4656");
+        ctx.set_line_width(1.0);
+        ctx.begin_path();
+        ctx.move_to(left + 4.0, track);
+        ctx.line_to(left + cw - 4.0, track);
+        ctx.stroke();
+        ctx.set_fill_style_str("#8a96a3");
+        ctx.fill_rect(cx - 6.0, track - 4.0, 12.0, 6.0);
+        let len = (ch * 0.65).min(scale);
+        ctx.set_stroke_style_str("#f0a030");
+        ctx.set_line_width(2.0);
+        ctx.begin_path();
+        ctx.move_to(cx, track - 4.0);
+        ctx.line_to(cx + len * (s[2] as f64).sin(), track - 4.0 - len * (s[2] as f64).cos());
+        ctx.stroke();
+    }
+    Some(())
+}
+
+/// Measures every available path at every size of [`SWEEP`] under the current policy.
+async fn sweep(s: Sigs, gpu: Option<&Gpu>, policy: &Policy, alive: &AtomicBool) -> Result<(), String> {
+    let paths: &[Path] = if gpu.is_some() { &[Path::WebGpu, Path::Cpu] } else { &[Path::Cpu] };
+    let total = paths.len() * SWEEP.len();
+    let mut k = 0;
+    for &path in paths {
+        for envs in SWEEP {
+            k += 1;
+            s.sweeping.set(Some(format!("{} · {envs} envs ({k}/{total})", path.as_str())));
+            let setup = Setup { envs, seed: s.config.get_untracked().seed, policy: policy.clone() };
+            let mut engine = Engine::new(path, gpu, &setup).await?;
+            engine.frame().await?; // warm-up: the first dispatch compiles the kernel
+            let (mut meter, start) = (SpsMeter::default(), now_s());
+            while alive.load(Ordering::Relaxed)
+                && (meter.busy_s() < 0.5 || meter.sps().is_none())
+                && now_s() - start < 20.0
+            {
+                let f = engine.frame().await?;
+                meter.add(now_s(), f.tally.steps, f.busy_s, f64::INFINITY);
+                if let Some(canvas) = s.canvas.get_untracked() {
+                    draw_grid(&canvas, &f.sample);
+                }
+                next_frame().await;
+            }
+            if let Some(sps) = meter.sps() {
+                s.points.update(|p| pg_engine::record(p, Measurement { path, envs, sps }));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The loop: one engine at a time, a frame of stepping per animation frame.
+async fn run_loop(s: Sigs, alive: Arc<AtomicBool>) {
+    let gpu = find_gpu().await;
+    s.webgpu.set(Some(gpu.as_ref().map(|g| g.adapter.clone()).map_err(Clone::clone)));
+    let gpu = gpu.ok();
+    let mut actors = HashMap::new();
+    let mut engine: Option<(Config, Engine)> = None;
+    let mut failed: Option<Config> = None;
+    let (mut meter, mut tally, mut recorded_at) = (SpsMeter::default(), Tally::default(), 0.0);
+    let mut sweeps_done = s.sweep_asked.get_untracked();
+    while alive.load(Ordering::Relaxed) {
+        let cfg = s.config.get_untracked();
+        if s.sweep_asked.get_untracked() != sweeps_done {
+            sweeps_done = s.sweep_asked.get_untracked();
+            engine = None;
+            let outcome = match policy_of(&cfg, &mut actors).await {
+                Ok(policy) => sweep(s, gpu.as_ref(), &policy, &alive).await,
+                Err(e) => Err(e),
+            };
+            s.sweeping.set(None);
+            if let Err(e) = outcome {
+                s.live.update(|l| l.error = Some(format!("sweep: {e}")));
+            }
+            continue;
+        }
+        if s.paused.get_untracked() || failed.as_ref() == Some(&cfg) {
+            next_frame().await;
+            continue;
+        }
+        if engine.as_ref().map(|e| &e.0) != Some(&cfg) {
+            s.live.set(Live { envs: cfg.envs, ..Live::default() });
+            let built = match policy_of(&cfg, &mut actors).await {
+                Ok(policy) => {
+                    let setup = Setup { envs: cfg.envs, seed: cfg.seed, policy };
+                    Engine::new(path_for(cfg.choice, gpu.as_ref()), gpu.as_ref(), &setup).await
+                }
+                Err(e) => Err(e),
+            };
+            match built {
+                Ok(e) => {
+                    engine = Some((cfg.clone(), e));
+                    failed = None;
+                    (meter, tally, recorded_at) = (SpsMeter::default(), Tally::default(), now_s());
+                }
+                Err(e) => {
+                    s.live.set(Live { envs: cfg.envs, error: Some(e), ..Live::default() });
+                    engine = None;
+                    failed = Some(cfg);
+                    continue;
+                }
+            }
+        }
+        let Some((_, e)) = engine.as_mut() else { continue };
+        match e.frame().await {
+            Ok(f) => {
+                let now = now_s();
+                meter.add(now, f.tally.steps, f.busy_s, 2.0);
+                tally.add(f.tally);
+                let path = e.path();
+                s.live.set(Live { path: Some(path), envs: cfg.envs, sps: meter.sps(), tally, error: None });
+                if let Some(canvas) = s.canvas.get_untracked() {
+                    draw_grid(&canvas, &f.sample);
+                }
+                // The chart also keeps what the live loop measures, once a second.
+                if let Some(sps) = meter.sps().filter(|_| now - recorded_at > 1.0 && meter.busy_s() > 0.25) {
+                    recorded_at = now;
+                    s.points.update(|p| pg_engine::record(p, Measurement { path, envs: cfg.envs, sps }));
+                }
+            }
+            Err(err) => {
+                s.live.set(Live { envs: cfg.envs, error: Some(err), ..Live::default() });
+                engine = None;
+                failed = Some(cfg);
+            }
+        }
+        next_frame().await;
+    }
+}
+
+#[component]
+pub fn Playground() -> impl IntoView {
+    let s = Sigs {
+        config: RwSignal::new(Config { choice: Choice::Auto, envs: 4096, policy: None, greedy: false, seed: 1 }),
+        paused: RwSignal::new(false),
+        live: RwSignal::new(Live::default()),
+        webgpu: RwSignal::new(None),
+        points: RwSignal::new(Vec::new()),
+        sweep_asked: RwSignal::new(0),
+        sweeping: RwSignal::new(None),
+        canvas: NodeRef::new(),
+    };
+    let alive = Arc::new(AtomicBool::new(true));
+    leptos::task::spawn_local(run_loop(s, alive.clone()));
+    on_cleanup(move || alive.store(false, Ordering::Relaxed));
+
+    // Finished CartPole runs: their actors can act here.
+    let runs = RwSignal::new(Vec::<RunInfo>::new());
+    leptos::task::spawn_local(async move {
+        if let Ok(list) = crate::api::get::<Vec<RunInfo>>("/api/runs").await {
+            let usable = |r: &RunInfo| {
+                r.spec.env == EnvName::Cartpole && matches!(r.status, RunStatus::Finished | RunStatus::Stopped)
+            };
+            runs.set(list.into_iter().rev().filter(usable).collect());
+        }
+    });
+
+    let envs_text = RwSignal::new("4096".to_string());
+    let envs_error = RwSignal::new(None::<String>);
+    let apply_envs = move || match pg_engine::parse_envs(&envs_text.get_untracked()) {
+        Ok(n) => {
+            envs_error.set(None);
+            s.config.update(|c| c.envs = n);
+        }
+        Err(e) => envs_error.set(Some(e)),
+    };
+    let lines = Signal::derive(move || {
+        s.points.with(|p| {
+            [(Path::WebGpu, "webgpu", (240, 160, 48)), (Path::Cpu, "wasm cpu", (90, 160, 230))]
+                .into_iter()
+                .map(|(path, name, color)| Line {
+                    name,
+                    color,
+                    points: p.iter().filter(|m| m.path == path).map(|m| (m.envs as f64, m.sps)).collect(),
+                })
+                .filter(|l| !l.points.is_empty())
+                .collect()
+        })
+    });
+    let live = s.live;
+    let fmt_mean = move || live.with(|l| l.tally.mean_length().map_or("–".into(), |m| format!("{m:.1}")));
+
+    view! {
+        <section class="panel playground" data-testid="playground">
+            <h2>"Playground: CartPole in this browser"</h2>
+            <p class="muted small">
+                "Every env steps here: on WebGPU a WGSL kernel (the worker's f32 CartPole, its autoreset and random streams, the policy) runs "
+                "many steps per dispatch with the state on the GPU; without WebGPU the worker's own batch env runs in wasm on the CPU. "
+                "No run and no GPU box needed."
+            </p>
+            <div class="pg-form">
+                <label>"path "
+                    <select data-testid="pg-path" on:change=move |ev| {
+                        let choice = match event_target_value(&ev).as_str() {
+                            "webgpu" => Choice::WebGpu,
+                            "cpu" => Choice::Cpu,
+                            _ => Choice::Auto,
+                        };
+                        s.config.update(|c| c.choice = choice);
+                    }>
+                        <option value="auto">"auto (WebGPU when there is one)"</option>
+                        <option value="webgpu" prop:disabled=move || !matches!(s.webgpu.get(), Some(Ok(_)))>"WebGPU"</option>
+                        <option value="cpu">"wasm CPU"</option>
+                    </select>
+                </label>
+                <label>"envs "
+                    <input data-testid="pg-envs" type="text" inputmode="numeric" size="9" prop:value=move || envs_text.get()
+                        on:input=move |ev| envs_text.set(event_target_value(&ev))
+                        on:change=move |_| apply_envs()
+                        on:keydown=move |ev: web_sys::KeyboardEvent| if ev.key() == "Enter" { apply_envs() }/>
+                </label>
+                <span class="pg-sizes">
+                    {[1usize, 256, 4096, 65_536, 1_048_576].into_iter().map(|n| view! {
+                        <button data-testid="pg-size" title=format!("{n} envs") on:click=move |_| { envs_text.set(n.to_string()); apply_envs(); }>{envs_label(n as f64)}</button>
+                    }).collect_view()}
+                </span>
+                <label>"policy "
+                    <select data-testid="pg-policy" on:change=move |ev| {
+                        let id = event_target_value(&ev).parse::<u64>().ok();
+                        s.config.update(|c| c.policy = id);
+                    }>
+                        <option value="random">"uniform random"</option>
+                        {move || runs.get().into_iter().map(|r| view! {
+                            <option value=r.id.to_string()>{format!("run #{} ({} steps, {})", r.id, si(r.spec.total_steps as f64), r.status.as_str())}</option>
+                        }).collect_view()}
+                    </select>
+                </label>
+                <label title="the most likely action instead of a draw from the policy">
+                    <input type="checkbox" data-testid="pg-greedy" on:change=move |ev| {
+                        let on = event_target_checked(&ev);
+                        s.config.update(|c| c.greedy = on);
+                    }/>" greedy"
+                </label>
+                <button data-testid="pg-pause" on:click=move |_| s.paused.update(|p| *p = !*p)>
+                    {move || if s.paused.get() { "Resume" } else { "Pause" }}
+                </button>
+                <button data-testid="pg-sweep" prop:disabled=move || s.sweeping.with(Option::is_some)
+                    on:click=move |_| s.sweep_asked.update(|n| *n += 1)>"Measure steps/s against N"</button>
+            </div>
+            <p class="field-error" data-testid="pg-envs-error">{move || envs_error.get().unwrap_or_default()}</p>
+            <p class="error" data-testid="pg-error">{move || live.with(|l| l.error.clone().unwrap_or_default())}</p>
+            <div class="tiles">
+                <div class="tile"><span class="label">"running on"</span><span class="value" data-testid="pg-backend">{move || live.with(|l| l.path.map_or("–", Path::as_str))}</span></div>
+                <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="pg-sps">{move || live.with(|l| l.sps.map_or("–".into(), si))}</span></div>
+                <div class="tile"><span class="label">"mean episode length"</span><span class="value" data-testid="pg-mean-length">{fmt_mean}</span></div>
+                <div class="tile"><span class="label">"mean return"</span><span class="value" data-testid="pg-mean-return">{fmt_mean}</span></div>
+                <div class="tile"><span class="label">"episodes ended"</span><span class="value" data-testid="pg-episodes">{move || live.with(|l| l.tally.episodes.to_string())}</span></div>
+            </div>
+            <p class="muted small">
+                <span data-testid="pg-adapter">{move || match s.webgpu.get() {
+                    None => "looking for a WebGPU adapter…".to_string(),
+                    Some(Ok(name)) => format!("WebGPU adapter: {name}"),
+                    Some(Err(why)) => format!("No WebGPU: {why}. The CPU path runs."),
+                }}</span>
+                " · "{move || live.with(|l| format!("{} envs, {} env steps so far", l.envs, si(l.tally.steps as f64)))}
+                " · steps/s counts stepping time (GPU: submit to read-back), not the wait for the next frame."
+            </p>
+            <p class="muted small" data-testid="pg-sweep-status">{move || s.sweeping.get().map(|t| format!("measuring {t}…")).unwrap_or_default()}</p>
+            <div class="pg-views">
+                <canvas node_ref=s.canvas width="640" height="320" class="pg-canvas" data-testid="pg-canvas"></canvas>
+                <div data-testid="pg-chart-wrap" data-points=move || s.points.with(Vec::len)>
+                    <Chart title="steps/s against envs (log–log)" testid="pg-chart" lines log=true/>
+                    <table class="pg-measurements">
+                        <thead><tr><th>"path"</th><th class="num">"envs"</th><th class="num">"steps/s"</th></tr></thead>
+                        <tbody>
+                            {move || s.points.get().into_iter().map(|m| view! {
+                                <tr data-testid="pg-measurement" data-path=m.path.as_str() data-envs=m.envs data-sps=m.sps.round()>
+                                    <td>{m.path.as_str()}</td><td class="num">{m.envs}</td><td class="num">{si(m.sps)}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            </div>
+        </section>
+    }
+}
