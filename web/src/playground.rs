@@ -10,6 +10,7 @@
 use crate::charts::{Chart, Line};
 use crate::format::{envs_label, si};
 use crate::pg_engine::{self, now_s, Engine, Measurement, Path, SpsMeter, SWEEP};
+use crate::rollout::{draw_one, Cell};
 use hotlab_shared::protocol::{RunInfo, RunStatus};
 use hotlab_shared::spec::EnvName;
 use hotlab_wgpu::gpu::Gpu;
@@ -117,25 +118,15 @@ fn draw_grid(canvas: &web_sys::HtmlCanvasElement, states: &[[f32; 4]]) -> Option
     let (cw, ch) = (w / cols, h / rows);
     for (i, s) in states.iter().enumerate() {
         let (left, top) = ((i % 8) as f64 * cw, (i / 8) as f64 * ch);
-        let track = top + ch * 0.8;
-        // Gymnasium's track is x ∈ [−2.4, 2.4]; the pole is 1.0 long.
-        let scale = (cw - 8.0) / 4.8;
-        let cx = left + cw / 2.0 + s[0] as f64 * scale;
-        ctx.set_stroke_style_str("#3a4656");
-        ctx.set_line_width(1.0);
-        ctx.begin_path();
-        ctx.move_to(left + 4.0, track);
-        ctx.line_to(left + cw - 4.0, track);
-        ctx.stroke();
-        ctx.set_fill_style_str("#8a96a3");
-        ctx.fill_rect(cx - 6.0, track - 4.0, 12.0, 6.0);
-        let len = (ch * 0.65).min(scale);
-        ctx.set_stroke_style_str("#f0a030");
-        ctx.set_line_width(2.0);
-        ctx.begin_path();
-        ctx.move_to(cx, track - 4.0);
-        ctx.line_to(cx + len * (s[2] as f64).sin(), track - 4.0 - len * (s[2] as f64).cos());
-        ctx.stroke();
+        let cell = Cell {
+            left,
+            width: cw,
+            track_y: top + ch * 0.8,
+            margin: 4.0,
+            cart: (12.0, 6.0, 4.0),
+            pole: (ch * 0.65, 2.0),
+        };
+        draw_one(&ctx, &cell, *s);
     }
     Some(())
 }

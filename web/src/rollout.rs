@@ -8,6 +8,42 @@ use wasm_bindgen::JsCast;
 const W: f64 = 560.0;
 const H: f64 = 170.0;
 
+/// Where and how one CartPole is drawn.
+pub struct Cell {
+    pub left: f64,
+    pub width: f64,
+    pub track_y: f64,
+    /// Track's inset from the cell's sides.
+    pub margin: f64,
+    /// The cart's width, height and how far its top is above the track.
+    pub cart: (f64, f64, f64),
+    /// The pole's longest drawn length and its line width.
+    pub pole: (f64, f64),
+}
+
+/// The track, the cart at x and the pole at θ. Gymnasium's track is x ∈ [−2.4, 2.4]
+/// and the pole is 1.0 long (2 × half-length), drawn to the same scale where it fits.
+pub fn draw_one(ctx: &web_sys::CanvasRenderingContext2d, c: &Cell, s: [f32; 4]) {
+    let scale = (c.width - 2.0 * c.margin) / 4.8;
+    let cx = c.left + c.width / 2.0 + s[0] as f64 * scale;
+    let (cart_w, cart_h, cart_top) = c.cart;
+    ctx.set_stroke_style_str("#3a4656");
+    ctx.set_line_width(1.0);
+    ctx.begin_path();
+    ctx.move_to(c.left + c.margin, c.track_y);
+    ctx.line_to(c.left + c.width - c.margin, c.track_y);
+    ctx.stroke();
+    ctx.set_fill_style_str("#8a96a3");
+    ctx.fill_rect(cx - cart_w / 2.0, c.track_y - cart_top, cart_w, cart_h);
+    let (len, pivot) = (scale.min(c.pole.0), c.track_y - cart_top);
+    ctx.set_stroke_style_str("#f0a030");
+    ctx.set_line_width(c.pole.1);
+    ctx.begin_path();
+    ctx.move_to(cx, pivot);
+    ctx.line_to(cx + len * (s[2] as f64).sin(), pivot - len * (s[2] as f64).cos());
+    ctx.stroke();
+}
+
 fn draw_cartpole(canvas: &web_sys::HtmlCanvasElement, states: &[[f32; 4]], actions: &[i64]) -> Option<()> {
     let ctx: web_sys::CanvasRenderingContext2d = canvas.get_context("2d").ok()??.dyn_into().ok()?;
     ctx.set_fill_style_str("#182029");
@@ -16,26 +52,9 @@ fn draw_cartpole(canvas: &web_sys::HtmlCanvasElement, states: &[[f32; 4]], actio
     let lane = W / lanes;
     for (i, s) in states.iter().enumerate() {
         let left = i as f64 * lane;
-        let track_y = H - 40.0;
-        // Gymnasium's track is x ∈ [-2.4, 2.4]; the pole is 1.0 long (2 × half-length).
-        let scale = (lane - 20.0) / 4.8;
-        let cx = left + lane / 2.0 + s[0] as f64 * scale;
-        ctx.set_stroke_style_str("#3a4656");
-        ctx.set_line_width(1.0);
-        ctx.begin_path();
-        ctx.move_to(left + 10.0, track_y);
-        ctx.line_to(left + lane - 10.0, track_y);
-        ctx.stroke();
-        ctx.set_fill_style_str("#8a96a3");
-        ctx.fill_rect(cx - 18.0, track_y - 12.0, 36.0, 16.0);
-        let len = scale.min(100.0);
-        let (px, py) = (cx + len * (s[2] as f64).sin(), track_y - 12.0 - len * (s[2] as f64).cos());
-        ctx.set_stroke_style_str("#f0a030");
-        ctx.set_line_width(5.0);
-        ctx.begin_path();
-        ctx.move_to(cx, track_y - 12.0);
-        ctx.line_to(px, py);
-        ctx.stroke();
+        let cell =
+            Cell { left, width: lane, track_y: H - 40.0, margin: 10.0, cart: (36.0, 16.0, 12.0), pole: (100.0, 5.0) };
+        draw_one(&ctx, &cell, *s);
         ctx.set_fill_style_str("#e6e9ee");
         ctx.set_font("12px sans-serif");
         let push = match actions.get(i) {
