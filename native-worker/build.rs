@@ -9,6 +9,21 @@ fn main() {
         return;
     };
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+    // NVRTC for the CUDA kernels: the torch wheel's CUDA libraries beside torch
+    // (site-packages/nvidia/*/lib); elsewhere scripts/gpu-check sets LD_LIBRARY_PATH.
+    if let Some(site) = Path::new(&lib).parent().and_then(Path::parent) {
+        let nvidia = site.join("nvidia");
+        for dir in std::fs::read_dir(&nvidia).into_iter().flatten().flatten() {
+            let libdir = dir.path().join("lib");
+            if libdir.join("libnvrtc.so.13").exists() {
+                println!("cargo:rustc-link-arg=-Wl,-rpath,{}", libdir.display());
+                println!("cargo:rustc-env=HOTLAB_NVRTC_DIR={}", libdir.display());
+            }
+        }
+    }
+    if Path::new(&lib).join("libtorch_hip.so").exists() {
+        println!("cargo:rustc-env=HOTLAB_TORCH_HIP=1");
+    }
     for cuda in ["torch_cuda", "torch_hip"] {
         if Path::new(&lib).join(format!("lib{cuda}.so")).exists() {
             println!("cargo:rustc-link-arg=-Wl,--no-as-needed");

@@ -51,7 +51,14 @@ fn invalid_values_exit_2_naming_the_flag() {
     rejected(&["bench", "envs", "--peer", "envpool"], "--peer");
     rejected(&["eval", "--checkpoint", "/nonexistent/dir"], "--checkpoint");
     rejected(&["serve", "--port", "99999"], "--port");
+    rejected(&["train", "--backend", "device", "--inference", "graph", "--device", "cpu"], "--inference");
+    rejected(&["train", "--env", "proof", "--inference", "graph", "--device", "cuda"], "--inference");
+    rejected(&["gpu-check", "--max-log2-envs", "30"], "--max-log2-envs");
     if !has_cuda() {
+        // `auto` resolves to the CPU here: the graph needs CUDA.
+        rejected(&["train", "--backend", "device", "--inference", "graph"], "--inference");
+        let out = run(hotlab().args(["train", "--backend", "device", "--inference", "graph"]));
+        assert!(stderr(&out).contains("needs a CUDA GPU"), "{}", stderr(&out));
         rejected(&["train", "--device", "cuda"], "--device");
         let out = run(hotlab().args(["train", "--device", "cuda"]));
         assert!(stderr(&out).contains("no CUDA device is available"), "{}", stderr(&out));
@@ -67,6 +74,62 @@ fn system_json_reports_versions_devices_and_cores() {
     assert_eq!(info["devices"][0]["id"], "cpu");
     let gpus = info["devices"].as_array().unwrap().len() - 1;
     assert_eq!(gpus > 0, info["cuda_available"].as_bool().unwrap());
+}
+
+/// Every NVRTC kernel compiles here (no GPU: NVRTC is a library of the torch wheel), and
+/// `scripts/gpu-check` finds the venv, sees no GPU and falls back to compiling only.
+#[test]
+fn gpu_check_compiles_every_kernel_without_a_gpu_and_the_script_falls_back() {
+    let out = run(hotlab().args(["gpu-check", "--compile-only", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = last_json(&out);
+    assert_eq!(s["ok"], true, "{s}");
+    assert!(s["nvrtc"]["version"].as_str().unwrap().starts_with("13."), "{s}");
+    let compiled = s["nvrtc"]["compiled"].as_array().unwrap();
+    assert_eq!(compiled.len(), 3);
+    assert!(compiled.iter().all(|c| c["ok"] == true && c["ptx_bytes"].as_u64().unwrap() > 1000), "{s}");
+    assert_eq!(s["nvrtc"]["kernels"].as_array().unwrap().len(), 3);
+    if has_cuda() {
+        return; // on a GPU box the script runs the whole check instead
+    }
+    let plain = run(hotlab().args(["gpu-check", "--no-bench"]));
+    assert_eq!(plain.status.code(), Some(1), "no GPU: the full check fails");
+    assert!(stdout(&plain).contains("--compile-only"), "and says what runs here: {}", stdout(&plain));
+
+    let results = tempfile::tempdir().unwrap();
+    let docs_before = std::fs::read_to_string(repo().join("docs/gpu-results.md")).unwrap();
+    let script = run(std::process::Command::new(repo().join("scripts/gpu-check"))
+        .arg(python().parent().and_then(|bin| bin.parent()).unwrap())
+        .arg(results.path())
+        .env("HOTLAB_BIN", env!("CARGO_BIN_EXE_hotlab")));
+    assert!(script.status.success(), "{}{}", stdout(&script), stderr(&script));
+    assert!(stdout(&script).contains("no GPU on this machine"), "{}", stdout(&script));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.path().join("gpu-check.json")).unwrap()).unwrap();
+    assert_eq!((json["ok"].clone(), json["gpu"].clone()), (true.into(), serde_json::Value::Null));
+    let md = std::fs::read_to_string(results.path().join("gpu-results.md")).unwrap();
+    assert!(md.contains("no GPU (compile only)") && md.contains("| compute_90 |"), "{md}");
+    assert!(std::fs::read_to_string(results.path().join("gpu-check.log")).unwrap().contains("compiling the kernels"));
+    assert_eq!(std::fs::read_to_string(repo().join("docs/gpu-results.md")).unwrap(), docs_before, "docs untouched");
+
+    let bad = run(std::process::Command::new(repo().join("scripts/gpu-check")).arg("/nonexistent/venv"));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("VENV"), "{}", stderr(&bad));
+}
+
+/// Off CUDA the device backend's fused env kernel falls back to tensor ops, and says so;
+/// no device timer runs, so no phase has device time.
+#[test]
+fn the_device_backend_says_what_falls_back_without_cuda() {
+    if has_cuda() {
+        return; // gpu-check covers the CUDA side
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = short_run(dir.path(), "3", &["--backend", "device", "--inference", "fused"]);
+    let notes = s["notes"].to_string();
+    assert!(notes.contains("the envs step as tensor ops (the fused env kernel needs CUDA)"), "{notes}");
+    assert!(s["profile"]["phases"].as_array().unwrap().iter().all(|p| p["device_s"].is_null()), "{s}");
+    assert!(s["profile"].get("gpu_memory").is_none(), "{s}");
 }
 
 fn short_run(dir: &std::path::Path, seed: &str, extra: &[&str]) -> serde_json::Value {

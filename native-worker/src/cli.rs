@@ -42,6 +42,9 @@ pub enum Command {
     /// Benchmarks (`hotlab bench envs --help`).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Compile every CUDA kernel (NVRTC; no GPU needed with --compile-only); on a CUDA GPU
+    /// check every GPU path against its CPU reference, then benchmark them.
+    GpuCheck(crate::gpu_cli::GpuCheckArgs),
     /// Prove a query on a knowledge base by depth-bounded SLD resolution (the proof env's
     /// successor relation) and print one shortest proof.
     Prove(crate::prove_cli::ProveArgs),

@@ -3,6 +3,7 @@
 //! once per update the few `[T, N]` arrays GAE needs come to the host and the advantages
 //! go back (a handful of bulk copies, counted).
 
+use crate::cuda::graph::{Buffers, GraphRollout};
 use crate::distribution;
 use crate::envs::device::DeviceCartPole;
 use crate::gae::{gae, GaeInput};
@@ -29,6 +30,8 @@ pub struct DeviceRollout {
     episode_return: Tensor,
     /// The observation the next step starts from.
     current: Tensor,
+    /// `--inference graph`: the steps below replayed as one captured CUDA graph.
+    graph: Option<GraphRollout>,
 }
 
 /// What a device rollout hands to the update.
@@ -57,7 +60,42 @@ impl DeviceRollout {
             done: Tensor::zeros([t, n], (Kind::Bool, dev)),
             episode_return: Tensor::zeros([t, n], (Kind::Double, dev)),
             current: env.reset(),
+            graph: None,
         }
+    }
+
+    /// Runs every rollout as a replay of a captured CUDA graph from now on.
+    pub fn use_graph(&mut self, graph: GraphRollout) {
+        self.graph = Some(graph);
+    }
+
+    /// The rollout arrays, `[T, N, …]` on the device.
+    pub fn buffers(&self) -> Buffers<'_> {
+        Buffers {
+            obs: &self.obs,
+            actions: &self.actions,
+            log_probs: &self.log_probs,
+            values: &self.values,
+            rewards: &self.rewards,
+            terminated: &self.terminated,
+            truncated: &self.truncated,
+            final_obs: &self.final_obs,
+            done: &self.done,
+            episode_return: &self.episode_return,
+        }
+    }
+
+    /// One rollout as a graph replay: no host work per step, the env state stepped in place.
+    fn replay(&mut self, env: &DeviceCartPole, net: &ActorCritic, prof: &mut Profiler, first_step: u64) {
+        prof.set_step(first_step);
+        let s = prof.start();
+        let mut graph = self.graph.take().expect("graph mode");
+        let steps = self.steps as usize;
+        // A failed replay means a broken CUDA context: nothing sensible can continue.
+        graph.run(steps, &net.flat, env, &self.buffers(), false).unwrap_or_else(|e| panic!("graph rollout: {e}"));
+        self.graph = Some(graph);
+        self.current = env.observations();
+        prof.stop(Phase::PolicyForward, s);
     }
 
     /// The last step's observations `[envs, d]` and actions `[envs, heads]` (for a frame).
@@ -81,7 +119,10 @@ impl DeviceRollout {
         first_step: u64,
     ) -> Collected {
         tch::no_grad(|| {
-            for t in 0..self.steps {
+            if self.graph.is_some() {
+                self.replay(env, net, prof, first_step);
+            }
+            for t in (0..self.steps).take_while(|_| self.graph.is_none()) {
                 prof.set_step(first_step + t as u64);
                 let s = prof.start();
                 let logits = net.logits(&self.current);

@@ -12,6 +12,8 @@
 //!   [`proof_policy`]: the proof env's embedding policy; [`model`]: either, per env.
 //! - [`fused`]: the native (non-libtorch) forward used for rollouts.
 //! - [`kernels`]: host f32 kernels that replace chains of small libtorch ops on the CPU.
+//! - [`cuda`]: the CUDA hot path: NVRTC kernels (fused env step, graph rollout), CUDA
+//!   event timing, and `hotlab gpu-check`.
 //! - [`distribution`]: the multi-head masked categorical.
 //! - [`gae`]: generalized advantage estimation, truncation-aware.
 //! - [`adam`]: Adam over the flat parameter tensor.
@@ -24,6 +26,7 @@ pub mod adam;
 pub mod alloc;
 pub mod bench;
 pub mod checkpoint;
+pub mod cuda;
 pub mod device;
 pub mod device_rollout;
 pub mod distribution;

@@ -3,6 +3,7 @@
 
 mod bench_cli;
 mod cli;
+mod gpu_cli;
 mod prove_cli;
 
 use anyhow::Result;
@@ -48,6 +49,7 @@ fn run(args: cli::Cli) -> Result<()> {
         cli::Command::Profile(a) => cli::profile(*a),
         cli::Command::Bench(cli::BenchCommand::Envs(a)) => bench_cli::envs(a),
         cli::Command::Prove(a) => prove_cli::prove_cmd(a),
+        cli::Command::GpuCheck(a) => gpu_cli::gpu_check(a),
         cli::Command::EnvWorker(a) => cli::env_worker(a),
     }
 }

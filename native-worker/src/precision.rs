@@ -65,11 +65,11 @@ impl Precision {
     }
 }
 
-/// Whether the device computes bf16 natively: CUDA (the lab's GPUs are Ampere or newer)
-/// or a CPU with AVX512-BF16.
+/// Whether the device computes bf16 natively: a CUDA GPU of compute capability 8.0 or
+/// more (Ampere on), a ROCm GPU (HIP: the capability is not CUDA's), or a CPU with AVX512-BF16.
 fn has_bf16(device: Device) -> bool {
     match device {
-        Device::Cuda(_) => true,
+        Device::Cuda(i) => crate::cuda::gpu::capability(i).is_none_or(|(major, _)| major >= 8),
         #[cfg(target_arch = "x86_64")]
         Device::Cpu => std::arch::is_x86_feature_detected!("avx512bf16"),
         _ => false,
@@ -82,6 +82,8 @@ pub fn resolve(wanted: spec::Precision, device: Device) -> Result<Precision, Spe
         spec::Precision::Fp32 => Kind::Float,
         spec::Precision::Bf16 => Kind::BFloat16,
         spec::Precision::Auto if has_bf16(device) => Kind::BFloat16,
+        // Older GPUs (Volta, Turing) have fp16 tensor cores: fp16 with the loss scaler.
+        spec::Precision::Auto if device.is_cuda() => Kind::Half,
         spec::Precision::Auto => Kind::Float,
         spec::Precision::Fp16 if device.is_cuda() => Kind::Half,
         spec::Precision::Fp16 => return Err(SpecError::new("precision", FP16_NEEDS_CUDA)),

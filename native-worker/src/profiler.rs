@@ -5,7 +5,7 @@
 //! that clock read, and reports it.
 
 use hotlab_shared::counters::Counters;
-use hotlab_shared::profile::{Phase, PhaseTime, Profile};
+use hotlab_shared::profile::{GpuMemory, Phase, PhaseTime, Profile};
 use serde_json::json;
 use std::time::Instant;
 
@@ -29,6 +29,10 @@ pub trait DeviceTimer {
     /// Device seconds per phase since the last drain, as `(phase, seconds)` pairs (may wait
     /// for the device: it is called once per window).
     fn drain(&mut self) -> Vec<(Phase, f64)>;
+    /// The device's memory at the last drain, where known.
+    fn memory(&self) -> Option<GpuMemory> {
+        None
+    }
 }
 
 /// Which steps to trace: global rollout steps `first .. end` (one step = every env once).
@@ -197,13 +201,17 @@ impl Profiler {
         self.clock_reads_window = 0;
         self.window_start = now;
         self.total_wall_s += wall;
-        profile(&window, wall, counters, reads as f64 * self.clock_cost_s, self.device.is_some())
+        let mut p = profile(&window, wall, counters, reads as f64 * self.clock_cost_s, self.device.is_some());
+        p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
+        p
     }
 
     /// Every window so far.
     pub fn total(&self, counters: &Counters) -> Profile {
         let overhead = self.clock_reads as f64 * self.clock_cost_s;
-        profile(&self.total, self.total_wall_s, counters, overhead, self.device.is_some())
+        let mut p = profile(&self.total, self.total_wall_s, counters, overhead, self.device.is_some());
+        p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
+        p
     }
 
     /// The traced window as a Chrome trace-event document (Perfetto, chrome://tracing).
@@ -232,6 +240,7 @@ fn profile(stats: &[Stat; PHASES], wall_s: f64, counters: &Counters, overhead_s:
             .collect(),
         counters: counters.clone(),
         overhead_s,
+        gpu_memory: None,
     }
 }
 

@@ -2,6 +2,9 @@
 
 use crate::actor::Actor;
 use crate::adam::FlatAdam;
+use crate::cuda::events::EventTimer;
+use crate::cuda::gpu::{Gpu, Support};
+use crate::cuda::graph::GraphRollout;
 use crate::device;
 use crate::device_rollout::DeviceRollout;
 use crate::envs::{self, device::DeviceCartPole, EnvDef};
@@ -24,7 +27,7 @@ use hotlab_shared::env::{BatchEnv, EnvSpec, FieldKind, Observations, StepBatch};
 use hotlab_shared::profile::{Phase, Profile};
 use hotlab_shared::protocol::MetricsPoint;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{Backend, Inference, RunSpec};
+use hotlab_shared::spec::{Backend, Inference, RunSpec, SpecError, GRAPH_NEEDS_CUDA};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -103,6 +106,59 @@ pub fn architecture(spec: &EnvSpec, hidden: &[usize]) -> Result<Architecture> {
         }
         _ => bail!("env '{}' has observation fields the MLP policy cannot read", spec.name),
     }
+}
+
+/// The CUDA kernels for a run on a CUDA GPU (events time its phases; the device backend
+/// steps with them). Elsewhere, or if NVRTC fails, None and a note on what falls back.
+fn open_gpu(device: Device, arch: Option<&Architecture>, notes: &mut Vec<String>) -> Option<Arc<Gpu>> {
+    let Device::Cuda(ordinal) = device else { return None };
+    if let Some(why) = Support::probe().why_not() {
+        notes.push(format!("{why}: libtorch ops only, and no device timing"));
+        return None;
+    }
+    let width = arch.map_or(4, |a| a.hidden.iter().copied().chain([a.obs_dim, a.logits]).max().unwrap_or(4));
+    match Gpu::open(ordinal, width) {
+        Ok(gpu) => Some(Arc::new(gpu)),
+        Err(e) => {
+            notes.push(format!("the CUDA kernels are unavailable ({e}): libtorch ops only, and no device timing"));
+            None
+        }
+    }
+}
+
+/// The `device` backend: CartPole state in device tensors, stepped by tensor ops
+/// (`eager`, or anywhere without CUDA), by one fused kernel per step (`fused` on CUDA),
+/// or inside the captured rollout graph (`graph`, CUDA only).
+fn device_envs(
+    spec: &RunSpec,
+    device: Device,
+    gpu: Option<&Arc<Gpu>>,
+    arch: &Architecture,
+    heads: usize,
+    notes: &mut Vec<String>,
+) -> Result<Envs> {
+    let mut env = DeviceCartPole::new(spec.envs, spec.seed, device);
+    let mut rollout = DeviceRollout::new(&mut env, spec.steps, arch.obs_dim, heads);
+    match (spec.inference, gpu) {
+        (Inference::Eager, _) => {}
+        (Inference::Fused, Some(gpu)) => {
+            env.use_kernel(Arc::clone(gpu)).map_err(anyhow::Error::msg)?;
+            notes.push("inference fused, backend device: the envs step in one fused CUDA kernel per step; the policy runs as libtorch ops".into());
+        }
+        (Inference::Fused, None) => notes.push("inference fused, backend device: the policy runs as libtorch ops on the device, and without CUDA the envs step as tensor ops (the fused env kernel needs CUDA)".into()),
+        (Inference::Graph, Some(gpu)) => {
+            rollout.use_graph(GraphRollout::new(Arc::clone(gpu), &env, arch, spec.seed).map_err(anyhow::Error::msg)?);
+            notes.push("inference graph: each rollout is one replay of a captured CUDA graph (forward, sampling, env step and storage in one kernel per step)".into());
+        }
+        (Inference::Graph, None) if device == Device::Cpu => {
+            return Err(SpecError::new("inference", GRAPH_NEEDS_CUDA).into());
+        }
+        (Inference::Graph, None) => notes.push(format!(
+            "inference graph fell back to eager: {}",
+            Support::probe().why_not().unwrap_or("the CUDA kernels are unavailable")
+        )),
+    }
+    Ok(Envs::Device { env, rollout })
 }
 
 /// libtorch threads: `--threads`, or for 0 one per core, except for small minibatches,
@@ -324,27 +380,24 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
         notes.push("two threads: the update's actor and critic, and the halves of a fused rollout step of 64 envs or more (CPU, fp32)".into());
     }
 
+    let gpu = open_gpu(device, arch.as_ref(), &mut notes);
     let mut envs = if spec.backend == Backend::Device {
-        if spec.inference == Inference::Fused {
-            notes.push("backend device: observations never leave the device, so the policy runs as libtorch ops there (inference eager)".into());
-        }
-        let mut env = DeviceCartPole::new(spec.envs, spec.seed, device);
-        let obs_dim = arch.as_ref().map_or(0, |a| a.obs_dim);
-        let rollout = DeviceRollout::new(&mut env, spec.steps, obs_dim, heads.len());
-        Envs::Device { env, rollout }
+        let arch = arch.as_ref().context("backend device runs the MLP policy")?;
+        device_envs(spec, device, gpu.as_ref(), arch, heads.len(), &mut notes)?
     } else {
         let mut env = envs::host_backend(spec, &env_def)?;
         let mut obs = Observations::zeros(env.spec(), spec.envs);
         env.reset(&mut obs).with_context(|| format!("env backend {}", spec.backend))?;
         let mover = Mover::new(spec.transfer, device);
         let actor = match (&arch, spec.inference) {
-            (None, Inference::Eager) => Actor::Proof { mover, sync: spec.action_sync },
+            // Graph is validated away off the device backend.
+            (None, Inference::Eager | Inference::Graph) => Actor::Proof { mover, sync: spec.action_sync },
             (None, Inference::Fused) => {
                 notes.push("inference fused: the forward runs on the host, so --transfer and --action-sync have nothing to move per step".into());
                 let net = net.proof();
                 Actor::ProofFused { policy: Box::new(ProofHost::new(net.arch.clone(), &net.host_params())) }
             }
-            (Some(_), Inference::Eager) => Actor::Eager { mover, sync: spec.action_sync },
+            (Some(_), Inference::Eager | Inference::Graph) => Actor::Eager { mover, sync: spec.action_sync },
             (Some(arch), Inference::Fused) => {
                 notes.push("inference fused: the forward runs on the host, so --transfer and --action-sync have nothing to move per step".into());
                 let policy = Box::new(crate::fused::FusedPolicy::new(arch, &net.mlp().host_params()));
@@ -364,6 +417,9 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     let setup_s = begin.elapsed().as_secs_f64();
     let start = Instant::now();
     let mut prof = Profiler::new(trace);
+    if let Some(gpu) = &gpu {
+        prof.set_device_timer(Box::new(EventTimer::new(Arc::clone(gpu))));
+    }
     let task = match &env_def {
         EnvDef::Proof(task) => Some(Arc::clone(task)),
         EnvDef::Cartpole => None,
@@ -448,6 +504,9 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
             bail!("training diverged: the loss is not finite at update {} of {updates}", update + 1);
         }
         let wall_s = start.elapsed().as_secs_f64();
+        if gpu.is_some() {
+            c.host_syncs += 1; // the device timer waits for the window's last event
+        }
         let window = prof.take_window(&c.since(&before));
         let s = prof.start();
         observe(&UpdateMetrics {

@@ -67,7 +67,12 @@ pub const KNOBS: &[Knob] = &[
     knob("threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic"),
     knob("transfer", "Transfer", Choice(Transfer::ALL), "how observations reach the device for an eager forward"),
     knob("action_sync", "Action read-back", Choice(ActionSync::ALL), "how an eager forward's actions come back"),
-    knob("inference", "Inference", Choice(Inference::ALL), "the rollout's forward: libtorch ops or a native one"),
+    knob(
+        "inference",
+        "Inference",
+        Choice(Inference::ALL),
+        "the rollout's forward: libtorch ops, a native one, or a CUDA graph",
+    ),
     knob("precision", "Precision", Choice(Precision::ALL), "the update's matmul precision"),
     knob("epochs", "PPO hyperparameters", Int, "passes over each rollout"),
     knob("minibatches", "PPO hyperparameters", Int, "minibatches per epoch; must divide envs × steps"),

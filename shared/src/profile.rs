@@ -100,6 +100,20 @@ pub struct Profile {
     pub counters: Counters,
     /// Seconds the profiler itself cost (clock reads), estimated from a calibration.
     pub overhead_s: f64,
+    /// The GPU's memory, where the run is on one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory: Option<GpuMemory>,
+}
+
+/// GPU memory as the driver reports it (the whole device: libtorch's cache, the CUDA
+/// context, other processes), sampled once per window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuMemory {
+    /// In use at the last sample.
+    pub used_bytes: u64,
+    /// The most seen in use at any sample so far.
+    pub peak_bytes: u64,
+    pub total_bytes: u64,
 }
 
 impl Profile {
@@ -108,6 +122,10 @@ impl Profile {
         self.wall_s += window.wall_s;
         self.overhead_s += window.overhead_s;
         self.counters.add(&window.counters);
+        if let Some(w) = window.gpu_memory {
+            let peak = self.gpu_memory.map_or(0, |m| m.peak_bytes).max(w.peak_bytes);
+            self.gpu_memory = Some(GpuMemory { peak_bytes: peak, ..w });
+        }
         for w in &window.phases {
             match self.phases.iter_mut().find(|t| t.phase == w.phase) {
                 Some(t) => {

@@ -115,7 +115,9 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             Inference::Fused => {
                 format!("goal lists as sums of projected embedding rows (host), embed dim {}", spec.embed_dim)
             }
-            Inference::Eager => format!("index embeddings (embedding_bag), embed dim {}", spec.embed_dim),
+            Inference::Eager | Inference::Graph => {
+                format!("index embeddings (embedding_bag), embed dim {}", spec.embed_dim)
+            }
         },
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
         Phase::Gae => "bootstrap values and advantages".into(),
@@ -232,6 +234,19 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             format!("{:.0}% of wall in the eager rollout forward (batch {})", 100.0 * forward, spec.envs),
         );
     }
+    // On a GPU the device rollout's per-step launches are the cost a graph removes.
+    let step = forward + profile.share(Phase::EnvStep) + profile.share(Phase::RolloutStore);
+    if spec.backend == Backend::Device
+        && spec.device.starts_with("cuda")
+        && spec.inference != Inference::Graph
+        && step >= 0.10
+    {
+        add(
+            "--inference graph".into(),
+            Phase::PolicyForward,
+            format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
+        );
+    }
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
     out
 }
@@ -327,6 +342,7 @@ mod tests {
                 .collect(),
             counters,
             overhead_s: 0.01,
+            gpu_memory: None,
         }
     }
 
@@ -421,6 +437,21 @@ mod tests {
         assert!(analyze(&profile(&[(Phase::PolicyForward, 0.3)], steps.clone()), &spec(|_| {}))
             .recommendations
             .is_empty());
+        // The device rollout on a GPU: a graph removes the per-step launches.
+        let on_gpu = spec(|s| {
+            s.backend = Backend::Device;
+            s.device = "cuda".into();
+        });
+        let launches = profile(&[(Phase::PolicyForward, 0.2), (Phase::EnvStep, 0.2)], steps.clone());
+        assert_eq!(knobs(&analyze(&launches, &on_gpu)), vec!["--inference graph"]);
+        let on_cpu = spec(|s| s.backend = Backend::Device);
+        assert!(analyze(&launches, &on_cpu).recommendations.is_empty(), "no graph without CUDA");
+        let graph = spec(|s| {
+            s.backend = Backend::Device;
+            s.device = "cuda".into();
+            s.inference = Inference::Graph;
+        });
+        assert!(analyze(&launches, &graph).recommendations.is_empty(), "already replaying");
         // The per-env loop.
         let seq = spec(|s| s.backend = Backend::Sequential);
         assert_eq!(

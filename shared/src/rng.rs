@@ -45,6 +45,13 @@ impl EnvRng {
     }
 }
 
+/// The action stream of env `i` (random and sampled actions of the GPU kernels and the
+/// playground): separate from its reset stream, so that the env's trajectory given its
+/// actions is exactly the batch env's.
+pub fn action_rng(seed: u64, i: u64) -> EnvRng {
+    EnvRng::for_env(seed ^ 0xAC71_0A5E_ED00_0001, i)
+}
+
 /// SplitMix64: a good 64-bit mixer, used to derive seeds.
 pub fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);

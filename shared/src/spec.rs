@@ -45,7 +45,8 @@ pub struct RunSpec {
     pub seed: u64,
     /// `cpu`, `cuda`, `cuda:N` or `auto` (the first GPU if there is one, else the CPU).
     pub device: String,
-    /// How the rollout's policy forward runs: `eager` (libtorch ops) or `fused` (a native forward).
+    /// How the rollout's policy forward runs: `eager` (libtorch ops), `fused` (a native
+    /// forward; on CUDA with `--backend device`, a fused env kernel) or `graph` (CUDA graph replay).
     pub inference: Inference,
     /// Where and how the envs are stepped.
     pub backend: Backend,
@@ -60,7 +61,8 @@ pub struct RunSpec {
     /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows or beside env worker threads or processes, else one per core).
     pub threads: usize,
     /// The update's matmul precision: `fp32`, `fp16` (CUDA, with a dynamic loss scaler),
-    /// `bf16`, or `auto` (bf16 where the device supports it, else fp32). Master weights stay fp32.
+    /// `bf16`, or `auto` (bf16 on CUDA compute capability ≥ 8.0, ROCm and AVX512-BF16 CPUs; fp16 on older
+    /// CUDA GPUs; fp32 elsewhere). Master weights stay fp32.
     pub precision: Precision,
     /// Gradient norms (global and per layer) every K updates, published off the hot path; 0 = off.
     pub telemetry_every: u64,
@@ -114,18 +116,23 @@ impl std::str::FromStr for EnvName {
 pub enum Inference {
     /// libtorch ops under no_grad, one dispatch per op.
     Eager,
-    /// A native Rust forward of the MLP with the weights copied once per update.
+    /// A native Rust forward of the MLP with the weights copied once per update; with
+    /// `--backend device` on CUDA, the envs step in one fused kernel per step.
     #[default]
     Fused,
+    /// `--backend device` on CUDA: the rollout (forward, sampling, env step, storage in
+    /// one kernel per step) captured once as a CUDA graph and replayed per rollout.
+    Graph,
 }
 
 impl Inference {
-    pub const ALL: &'static [&'static str] = &["eager", "fused"];
+    pub const ALL: &'static [&'static str] = &["eager", "fused", "graph"];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Inference::Eager => "eager",
             Inference::Fused => "fused",
+            Inference::Graph => "graph",
         }
     }
 }
@@ -136,7 +143,7 @@ impl std::str::FromStr for Inference {
         match s {
             "eager" => Ok(Inference::Eager),
             "fused" => Ok(Inference::Fused),
-            "graph" => Err("'graph' (CUDA graph replay) is not available in this build; allowed: eager, fused".into()),
+            "graph" => Ok(Inference::Graph),
             other => Err(format!("unknown inference mode '{other}'; allowed: {}", Inference::ALL.join(", "))),
         }
     }
@@ -232,7 +239,7 @@ knob!(
         Fp16 = "fp16",
         /// Matmuls in bf16, no scaler.
         Bf16 = "bf16",
-        /// bf16 where the device supports it, else fp32.
+        /// bf16 where the device supports it (CUDA ≥ 8.0, ROCm, AVX512-BF16), fp16 on older CUDA GPUs, else fp32.
         Auto = "auto",
     }
 );
@@ -374,6 +381,10 @@ impl fmt::Display for SpecError {
 pub const FP16_NEEDS_CUDA: &str =
     "fp16 needs a CUDA device (its loss scaler exists for GPU tensor cores); allowed on the CPU: fp32, bf16, auto";
 
+/// Why `--inference graph` is refused off a CUDA device.
+pub const GRAPH_NEEDS_CUDA: &str =
+    "graph replays a captured CUDA graph, so it needs a CUDA GPU; allowed on the CPU: eager, fused";
+
 /// Upper bounds, so a typo cannot ask for a terabyte of rollout.
 pub const MAX_ENVS: usize = 1 << 20;
 pub const MAX_STEPS: usize = 1 << 16;
@@ -470,6 +481,17 @@ impl RunSpec {
         in_range("threads", self.threads, 0, 1024)?;
         if self.precision == Precision::Fp16 && self.device == "cpu" {
             return Err(SpecError::new("precision", FP16_NEEDS_CUDA));
+        }
+        if self.inference == Inference::Graph {
+            if self.device == "cpu" {
+                return Err(SpecError::new("inference", GRAPH_NEEDS_CUDA));
+            }
+            if self.env != EnvName::Cartpole || self.backend != Backend::Device {
+                return Err(SpecError::new(
+                    "inference",
+                    "graph captures the whole rollout step (forward, sampling, env step) on the GPU, so it needs --env cartpole --backend device; allowed otherwise: eager, fused",
+                ));
+            }
         }
         in_range("telemetry_every", self.telemetry_every, 0, 1_000_000)?;
         in_range("workers", self.workers, 0, 256)?;

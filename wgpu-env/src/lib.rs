@@ -19,7 +19,6 @@ pub mod cpu;
 pub mod gpu;
 
 use hotlab_shared::cartpole as cp;
-use hotlab_shared::rng::EnvRng;
 
 pub use actor::{Actor, Policy, PolicyError};
 
@@ -48,11 +47,7 @@ impl Setup {
     }
 }
 
-/// The action stream of env `i`: separate from its reset stream, so that the env's
-/// trajectory given its actions is exactly the batch env's.
-pub fn action_rng(seed: u64, i: u64) -> EnvRng {
-    EnvRng::for_env(seed ^ 0xAC71_0A5E_ED00_0001, i)
-}
+pub use hotlab_shared::rng::action_rng;
 
 /// What a stretch of stepping did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

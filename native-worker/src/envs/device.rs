@@ -5,11 +5,14 @@
 //! same f32 expressions (libtorch's `sin`/`cos` may differ from Rust's by an ulp, so
 //! trajectories agree to ~1e-6, not bit for bit).
 
+use crate::cuda::gpu::{ptr, Arg, Gpu};
+use cudarc::driver::CudaFunction;
 use hotlab_shared::cartpole::{
     FORCE_MAG, GRAVITY, LENGTH, MASS_POLE, MAX_STEPS, POLE_MASS_LENGTH, RESET_BOUND, TAU, THETA_THRESHOLD, TOTAL_MASS,
     X_THRESHOLD,
 };
 use hotlab_shared::rng::EnvRng;
+use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 
 const MASK32: i64 = 0xFFFF_FFFF;
@@ -41,6 +44,8 @@ pub struct DeviceCartPole {
     ret: Tensor,
     /// PCG state per env (u32 held in i64).
     rng: Tensor,
+    /// The fused CUDA kernel that replaces the tensor ops of [`Self::step`], when set.
+    kernel: Option<(Arc<Gpu>, CudaFunction)>,
 }
 
 /// One PCG-RXS-M-XS step on every element: (next state, 32 output bits).
@@ -67,7 +72,26 @@ impl DeviceCartPole {
             elapsed: Tensor::zeros([envs as i64], (Kind::Int64, device)),
             ret: Tensor::zeros([envs as i64], (Kind::Double, device)),
             rng: Tensor::from_slice(&states).to_device(device),
+            kernel: None,
         }
+    }
+
+    /// Steps with the fused `cartpole_step` kernel from now on (CUDA only): one launch
+    /// per step instead of ~60 tensor ops, the same transitions to rounding.
+    pub fn use_kernel(&mut self, gpu: Arc<Gpu>) -> Result<(), String> {
+        let f = gpu.function("cartpole_step")?;
+        self.kernel = Some((gpu, f));
+        Ok(())
+    }
+
+    pub fn fused(&self) -> bool {
+        self.kernel.is_some()
+    }
+
+    /// The state tensors the rollout kernel steps in place: x, x_dot, theta, theta_dot,
+    /// elapsed, ret, rng.
+    pub fn state_tensors(&self) -> [&Tensor; 7] {
+        [&self.x, &self.x_dot, &self.theta, &self.theta_dot, &self.elapsed, &self.ret, &self.rng]
     }
 
     pub fn device(&self) -> Device {
@@ -87,6 +111,11 @@ impl DeviceCartPole {
         unit * ((b - (-b)) as f64) + (-b) as f64
     }
 
+    /// The current observations `[N, 4]`.
+    pub fn observations(&self) -> Tensor {
+        self.obs()
+    }
+
     fn obs(&self) -> Tensor {
         Tensor::stack(&[&self.x, &self.x_dot, &self.theta, &self.theta_dot], 1)
     }
@@ -104,6 +133,9 @@ impl DeviceCartPole {
 
     /// One step of every env with `actions` (`[N]` or `[N, 1]`, int64), with autoreset.
     pub fn step(&mut self, actions: &Tensor) -> DeviceStep {
+        if let Some((gpu, f)) = &self.kernel {
+            return self.step_fused(gpu, f, actions);
+        }
         let f = |v: f64| v as f32 as f64;
         let a = actions.reshape([-1]);
         let force = Tensor::where_scalar(&a.eq(1), f(FORCE_MAG), f(-FORCE_MAG)).to_kind(Kind::Float);
@@ -146,5 +178,33 @@ impl DeviceCartPole {
             episode_return,
             episode_length,
         }
+    }
+
+    /// [`Self::step`] as one launch of `cartpole_step` on libtorch's stream.
+    fn step_fused(&self, gpu: &Gpu, f: &CudaFunction, actions: &Tensor) -> DeviceStep {
+        let n = self.envs as i64;
+        let opts = |kind| (kind, self.device);
+        let out = DeviceStep {
+            obs: Tensor::empty([n, 4], opts(Kind::Float)),
+            reward: Tensor::empty([n], opts(Kind::Float)),
+            terminated: Tensor::empty([n], opts(Kind::Bool)),
+            truncated: Tensor::empty([n], opts(Kind::Bool)),
+            done: Tensor::empty([n], opts(Kind::Bool)),
+            final_obs: Tensor::empty([n, 4], opts(Kind::Float)),
+            episode_return: Tensor::empty([n], opts(Kind::Double)),
+            episode_length: Tensor::empty([n], opts(Kind::Int64)),
+        };
+        let actions = actions.reshape([-1]).to_kind(Kind::Int64).contiguous();
+        let mut args = vec![Arg::I32(n as i32), ptr(&actions)];
+        args.extend(self.state_tensors().map(ptr));
+        args.extend(
+            [&out.obs, &out.reward, &out.terminated, &out.truncated, &out.done, &out.final_obs]
+                .map(ptr)
+                .into_iter()
+                .chain([ptr(&out.episode_return), ptr(&out.episode_length)]),
+        );
+        // A failed launch means a broken GPU context: nothing sensible can continue.
+        gpu.launch(f, &gpu.torch_stream, self.envs, &args).unwrap_or_else(|e| panic!("cartpole_step: {e}"));
+        out
     }
 }
