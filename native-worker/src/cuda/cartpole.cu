@@ -63,12 +63,41 @@ __device__ __forceinline__ bool is_terminated(float4 s) {
     return (s.x < -X_T) | (s.x > X_T) | (s.z < -THETA_T) | (s.z > THETA_T);
 }
 
+// Row k of an [.., 4] array of observations.
+__device__ __forceinline__ void write4(float* p, int k, float4 s) {
+    p[4 * k + 0] = s.x;
+    p[4 * k + 1] = s.y;
+    p[4 * k + 2] = s.z;
+    p[4 * k + 3] = s.w;
+}
+
 __device__ __forceinline__ float4 reset_state(u32* rng) {
     float4 s;
     s.x = reset_draw(rng);
     s.y = reset_draw(rng);
     s.z = reset_draw(rng);
     s.w = reset_draw(rng);
+    return s;
+}
+
+// Autoreset where the episode ended (d), then the env's state back to its tensors;
+// returns the state the next step starts from.
+__device__ __forceinline__ float4 store_state(
+    int i, float4 s, bool d, i64 e, double r,
+    float* x, float* x_dot, float* theta, float* theta_dot, i64* elapsed, double* ret, i64* rng) {
+    if (d) {
+        u32 g = (u32)rng[i];
+        s = reset_state(&g);
+        rng[i] = (i64)g;
+        e = 0;
+        r = 0.0;
+    }
+    x[i] = s.x;
+    x_dot[i] = s.y;
+    theta[i] = s.z;
+    theta_dot[i] = s.w;
+    elapsed[i] = e;
+    ret[i] = r;
     return s;
 }
 
@@ -87,29 +116,11 @@ extern "C" __global__ void cartpole_step(
     bool term = is_terminated(s);
     bool trunc = e >= MAX_STEPS;
     bool d = term | trunc;
-    final_obs[4 * i + 0] = s.x;
-    final_obs[4 * i + 1] = s.y;
-    final_obs[4 * i + 2] = s.z;
-    final_obs[4 * i + 3] = s.w;
+    write4(final_obs, i, s);
     episode_return[i] = r;
     episode_length[i] = e;
-    if (d) {
-        u32 g = (u32)rng[i];
-        s = reset_state(&g);
-        rng[i] = (i64)g;
-        e = 0;
-        r = 0.0;
-    }
-    x[i] = s.x;
-    x_dot[i] = s.y;
-    theta[i] = s.z;
-    theta_dot[i] = s.w;
-    elapsed[i] = e;
-    ret[i] = r;
-    obs[4 * i + 0] = s.x;
-    obs[4 * i + 1] = s.y;
-    obs[4 * i + 2] = s.z;
-    obs[4 * i + 3] = s.w;
+    s = store_state(i, s, d, e, r, x, x_dot, theta, theta_dot, elapsed, ret, rng);
+    write4(obs, i, s);
     reward[i] = 1.0f;
     terminated[i] = term;
     truncated[i] = trunc;
@@ -177,10 +188,7 @@ extern "C" __global__ void rollout_step(
     float h[2 * MAX_WIDTH];
     float4 s = make_float4(x[i], x_dot[i], theta[i], theta_dot[i]);
     int at = t * n + i;
-    obs[4 * at + 0] = s.x;
-    obs[4 * at + 1] = s.y;
-    obs[4 * at + 2] = s.z;
-    obs[4 * at + 3] = s.w;
+    write4(obs, at, s);
 
     h[0] = s.x; h[1] = s.y; h[2] = s.z; h[3] = s.w;
     int top = mlp(flat + critic_offset, widths + depth + 1, depth, h);
@@ -212,26 +220,11 @@ extern "C" __global__ void rollout_step(
     bool term = is_terminated(s);
     bool trunc = e >= MAX_STEPS;
     bool d = term | trunc;
-    final_obs[4 * at + 0] = s.x;
-    final_obs[4 * at + 1] = s.y;
-    final_obs[4 * at + 2] = s.z;
-    final_obs[4 * at + 3] = s.w;
+    write4(final_obs, at, s);
     episode_return[at] = r;
     rewards[at] = 1.0f;
     terminated[at] = term ? 1.0f : 0.0f;
     truncated[at] = trunc ? 1.0f : 0.0f;
     done[at] = d;
-    if (d) {
-        u32 g = (u32)rng[i];
-        s = reset_state(&g);
-        rng[i] = (i64)g;
-        e = 0;
-        r = 0.0;
-    }
-    x[i] = s.x;
-    x_dot[i] = s.y;
-    theta[i] = s.z;
-    theta_dot[i] = s.w;
-    elapsed[i] = e;
-    ret[i] = r;
+    store_state(i, s, d, e, r, x, x_dot, theta, theta_dot, elapsed, ret, rng);
 }
