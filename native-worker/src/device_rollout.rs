@@ -119,10 +119,14 @@ impl DeviceRollout {
         first_step: u64,
     ) -> Collected {
         tch::no_grad(|| {
-            if self.graph.is_some() {
+            // A graph replays every step at once; otherwise step by step below.
+            let steps = if self.graph.is_some() {
                 self.replay(env, net, prof, first_step);
-            }
-            for t in (0..self.steps).take_while(|_| self.graph.is_none()) {
+                0
+            } else {
+                self.steps
+            };
+            for t in 0..steps {
                 prof.set_step(first_step + t as u64);
                 let s = prof.start();
                 let logits = net.logits(&self.current);

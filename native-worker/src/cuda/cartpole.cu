@@ -80,6 +80,26 @@ __device__ __forceinline__ float4 reset_state(u32* rng) {
     return s;
 }
 
+// One step's outcome before the autoreset: the new state, the episode's length and
+// return so far, and whether it ended.
+struct Outcome {
+    float4 s;
+    i64 e;
+    double r;
+    bool term, trunc, done;
+};
+
+__device__ __forceinline__ Outcome advance(float4 s, int action, i64 elapsed, double ret) {
+    Outcome o;
+    o.s = dynamics(s, action);
+    o.e = elapsed + 1;
+    o.r = ret + 1.0;
+    o.term = is_terminated(o.s);
+    o.trunc = o.e >= MAX_STEPS;
+    o.done = o.term | o.trunc;
+    return o;
+}
+
 // Autoreset where the episode ended (d), then the env's state back to its tensors;
 // returns the state the next step starts from.
 __device__ __forceinline__ float4 store_state(
@@ -110,21 +130,16 @@ extern "C" __global__ void cartpole_step(
     float* final_obs, double* episode_return, i64* episode_length) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float4 s = dynamics(make_float4(x[i], x_dot[i], theta[i], theta_dot[i]), (int)actions[i]);
-    i64 e = elapsed[i] + 1;
-    double r = ret[i] + 1.0;
-    bool term = is_terminated(s);
-    bool trunc = e >= MAX_STEPS;
-    bool d = term | trunc;
-    write4(final_obs, i, s);
-    episode_return[i] = r;
-    episode_length[i] = e;
-    s = store_state(i, s, d, e, r, x, x_dot, theta, theta_dot, elapsed, ret, rng);
+    Outcome o = advance(make_float4(x[i], x_dot[i], theta[i], theta_dot[i]), (int)actions[i], elapsed[i], ret[i]);
+    write4(final_obs, i, o.s);
+    episode_return[i] = o.r;
+    episode_length[i] = o.e;
+    float4 s = store_state(i, o.s, o.done, o.e, o.r, x, x_dot, theta, theta_dot, elapsed, ret, rng);
     write4(obs, i, s);
     reward[i] = 1.0f;
-    terminated[i] = term;
-    truncated[i] = trunc;
-    done[i] = d;
+    terminated[i] = o.term;
+    truncated[i] = o.trunc;
+    done[i] = o.done;
 }
 
 // `steps` steps of every env with uniform random actions from each env's action stream,
@@ -214,17 +229,12 @@ extern "C" __global__ void rollout_step(
     actions[at] = a;
     log_probs[at] = h[top + a] - mx - logf(sum);
 
-    s = dynamics(s, a);
-    i64 e = elapsed[i] + 1;
-    double r = ret[i] + 1.0;
-    bool term = is_terminated(s);
-    bool trunc = e >= MAX_STEPS;
-    bool d = term | trunc;
-    write4(final_obs, at, s);
-    episode_return[at] = r;
+    Outcome o = advance(s, a, elapsed[i], ret[i]);
+    write4(final_obs, at, o.s);
+    episode_return[at] = o.r;
     rewards[at] = 1.0f;
-    terminated[at] = term ? 1.0f : 0.0f;
-    truncated[at] = trunc ? 1.0f : 0.0f;
-    done[at] = d;
-    store_state(i, s, d, e, r, x, x_dot, theta, theta_dot, elapsed, ret, rng);
+    terminated[at] = o.term ? 1.0f : 0.0f;
+    truncated[at] = o.trunc ? 1.0f : 0.0f;
+    done[at] = o.done;
+    store_state(i, o.s, o.done, o.e, o.r, x, x_dot, theta, theta_dot, elapsed, ret, rng);
 }
