@@ -2,23 +2,25 @@
 
 mod common;
 use common::*;
-use hotlab::envs::device::DeviceCartPole;
-use hotlab::envs::sequential::Sequential;
-use hotlab::envs::subprocess::Subprocess;
-use hotlab::envs::threads::Threads;
-use hotlab::envs::{vector_env, EnvDef};
+use hotlab::exec::sequential::Sequential;
+use hotlab::exec::subprocess::Subprocess;
+use hotlab::exec::threads::Threads;
+use hotlab::exec::EnvMaker;
+use hotlab::workloads::cartpole::device::env::DeviceCartPole;
+use hotlab::workloads::cartpole::CartPole;
+use hotlab::workloads::proof::Proof;
 use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{EnvName, WaitMode};
+use hotlab_shared::spec::WaitMode;
 use std::time::Duration;
 use tch::{Device, Tensor};
 
-fn backends(def: &EnvDef, envs: usize, seed: u64, workers: usize) -> Vec<(String, Box<dyn BatchEnv>)> {
+fn backends(def: &dyn EnvMaker, envs: usize, seed: u64, workers: usize) -> Vec<(String, Box<dyn BatchEnv>)> {
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_hotlab"));
     let sub = |wait| Subprocess::spawn_with(exe, def, envs, seed, workers, wait).unwrap();
     vec![
-        ("vectorized".into(), vector_env(def, envs, seed, 0)),
+        ("vectorized".into(), def.vector_env(envs, seed, 0)),
         ("sequential".into(), Box::new(Sequential::new(def, envs, seed))),
         ("threads".into(), Box::new(Threads::new(def, envs, seed, workers))),
         ("subprocess spin".into(), Box::new(sub(WaitMode::Spin))),
@@ -39,17 +41,17 @@ fn row(obs: &Observations, envs: usize, e: usize) -> Vec<u8> {
 
 #[test]
 fn every_host_backend_gives_the_same_trajectories() {
-    same_trajectories(&EnvDef::Cartpole, 300);
+    same_trajectories(&CartPole, 300);
 }
 
 #[test]
 fn every_host_backend_gives_the_same_proof_trajectories() {
     // Seed 000's three index fields through every backend (shared memory included).
-    let def = EnvDef::new(EnvName::Proof, "family:people=40,seed=2", None, 6).unwrap();
+    let def = Proof::load("family:people=40,seed=2", None, 6).unwrap();
     same_trajectories(&def, 120);
 }
 
-fn same_trajectories(def: &EnvDef, steps: usize) {
+fn same_trajectories(def: &dyn EnvMaker, steps: usize) {
     for (envs, workers, seed) in [(7, 3, 1), (10, 4, 2), (5, 2, 3), (1, 1, 4)] {
         let mut all = backends(def, envs, seed, workers);
         let spec = all[0].1.spec().clone();
@@ -138,7 +140,7 @@ fn alive(pid: u32) -> bool {
 fn a_killed_worker_fails_the_step_clearly_and_leaves_no_process() {
     for wait in [WaitMode::Spin, WaitMode::Block] {
         let exe = std::path::Path::new(env!("CARGO_BIN_EXE_hotlab"));
-        let mut env = Subprocess::spawn_with(exe, &EnvDef::Cartpole, 6, 1, 3, wait).unwrap();
+        let mut env = Subprocess::spawn_with(exe, &CartPole, 6, 1, 3, wait).unwrap();
         let pids = env.pids();
         let spec = env.spec().clone();
         let mut obs = Observations::zeros(&spec, 6);

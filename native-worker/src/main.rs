@@ -1,12 +1,8 @@
 //! `hotlab`: the command line of the lab's worker. Parsing and printing live here;
 //! everything else is in the library.
 
-mod bench_cli;
 mod cli;
-mod gpu_cli;
-mod prove_cli;
 
-use anyhow::Result;
 use clap::Parser;
 use hotlab_shared::spec::SpecError;
 use std::process::ExitCode;
@@ -34,23 +30,9 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
-    match run(args) {
+    match cli::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => report(e),
-    }
-}
-
-fn run(args: cli::Cli) -> Result<()> {
-    match args.command {
-        cli::Command::Train(a) => cli::train(*a),
-        cli::Command::Eval(a) => cli::eval(a),
-        cli::Command::System(a) => cli::system(a),
-        cli::Command::Serve(a) => cli::serve(a),
-        cli::Command::Profile(a) => cli::profile(*a),
-        cli::Command::Bench(cli::BenchCommand::Envs(a)) => bench_cli::envs(a),
-        cli::Command::Prove(a) => prove_cli::prove_cmd(a),
-        cli::Command::GpuCheck(a) => gpu_cli::gpu_check(a),
-        cli::Command::EnvWorker(a) => cli::env_worker(a),
     }
 }
 

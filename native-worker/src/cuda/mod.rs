@@ -4,16 +4,16 @@
 //!
 //! - [`nvrtc`]: the kernels' source and their compilation (no GPU needed);
 //! - [`gpu`]: what GPU support this process has, and launching the kernels;
-//! - [`graph`]: `--inference graph`, the rollout captured as a CUDA graph;
-//! - [`events`]: device time per phase from CUDA events, and GPU memory;
-//! - [`check`]: `hotlab gpu-check`, every GPU path against its CPU reference.
+//! - [`events`]: device time per phase from CUDA events, and GPU memory.
+//!
+//! The kernels are CartPole's (`cartpole.cu`); what drives them is CartPole's device
+//! backend (`workloads::cartpole::device`, with the captured rollout graph), and
+//! `hotlab gpu-check` (`bench::gpu_check`) checks every GPU path against its CPU reference.
 //!
 //! Where a path needs CUDA and there is none (the CPU, or torch on ROCm, where HIP looks
 //! like CUDA to libtorch but our kernels cannot run), the worker says so and falls back
 //! to libtorch's tensor ops.
 
-pub mod check;
 pub mod events;
 pub mod gpu;
-pub mod graph;
 pub mod nvrtc;

@@ -306,7 +306,7 @@ pub fn parse_spec(body: &[u8], data_dir: &std::path::Path) -> ApiResult<RunSpec>
             spec.queries = Some(inside_data_dir(q, data_dir, "queries", false)?);
         }
         // Loading now reports a bad knowledge base at once, as the CLI does.
-        crate::envs::EnvDef::from_spec(&spec).map_err(|e| ApiError::bad("invalid_value", &e.field, e.message))?;
+        crate::workloads::load(&spec).map_err(|e| ApiError::bad("invalid_value", &e.field, e.message))?;
     }
     Ok(spec)
 }

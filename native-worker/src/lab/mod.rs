@@ -14,6 +14,7 @@
 pub mod api;
 pub mod auth;
 pub mod runs;
+pub mod server;
 pub mod store;
 
 use axum::extract::DefaultBodyLimit;

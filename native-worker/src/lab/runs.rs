@@ -3,8 +3,9 @@
 //! and to live subscribers.
 
 use super::store::{Logged, Store};
-use crate::frames::FrameFeed;
-use crate::train::{train_with, TrainOptions, UpdateMetrics};
+use crate::train::frames::FrameFeed;
+use crate::train::{TrainOptions, UpdateMetrics};
+use crate::workloads::train_with;
 use hotlab_shared::protocol::{Event, EventBody, RunInfo, RunStatus, PROTOCOL_VERSION};
 use hotlab_shared::spec::RunSpec;
 use std::collections::{HashMap, VecDeque};
@@ -248,16 +249,12 @@ impl Manager {
 
 /// The trained weights for the in-browser env: the shape and the flat parameters.
 fn policy_json(trained: &crate::train::Trained) -> anyhow::Result<String> {
-    use crate::model::Model;
-    let (shape, params) = match &trained.model {
-        Model::Mlp(net) => (serde_json::to_value(&net.arch)?, net.host_params()),
-        Model::Proof(net) => (serde_json::to_value(&net.arch)?, net.host_params()),
-    };
-    let layout: Vec<serde_json::Value> = trained
-        .model
+    let policy = &trained.policy;
+    let layout: Vec<serde_json::Value> = policy
         .layout()
         .iter()
         .map(|s| serde_json::json!({"name": s.name, "shape": s.shape, "offset": s.offset}))
         .collect();
-    Ok(serde_json::json!({"env": trained.report.env, "shape": shape, "layout": layout, "params": params}).to_string())
+    let (env, shape, params) = (&trained.report.env, policy.shape(), policy.host_params());
+    Ok(serde_json::json!({"env": env, "shape": shape, "layout": layout, "params": params}).to_string())
 }

@@ -1,0 +1,88 @@
+//! The `hotlab` subcommands: one file each, with its flags and its printout. Everything
+//! they run is in the library.
+
+mod bench;
+mod env_worker;
+mod eval;
+mod gpu_check;
+mod prove;
+mod serve;
+mod system;
+mod train;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "hotlab",
+    version,
+    about = "A lab for the hot path of vectorized RL training",
+    long_about = "hotlab trains PPO agents on libtorch under switchable execution strategies, \
+                  measures where each step's time goes, and serves a web lab to watch and compare runs.\n\n\
+                  Start with `hotlab train --preset cleanrl` or `hotlab serve`."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Train a PPO agent (CleanRL's ppo.py hyperparameters by default).
+    #[command(args_override_self = true, allow_negative_numbers = true)]
+    Train(Box<train::TrainArgs>),
+    /// Run a trained policy greedily and report its mean return.
+    #[command(allow_negative_numbers = true)]
+    Eval(eval::EvalArgs),
+    /// Show hotlab's and libtorch's versions, devices and cores.
+    System(system::SystemArgs),
+    /// Serve the web lab and its API.
+    Serve(serve::ServeArgs),
+    /// Train with the profiler's report: ranked bottlenecks, the data/forward/backward
+    /// split, and the knobs to turn (same flags as `train`).
+    #[command(args_override_self = true, allow_negative_numbers = true)]
+    Profile(Box<train::ProfileArgs>),
+    /// Benchmarks (`hotlab bench envs --help`).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Compile every CUDA kernel (NVRTC; no GPU needed with --compile-only); on a CUDA GPU
+    /// check every GPU path against its CPU reference, then benchmark them.
+    GpuCheck(gpu_check::GpuCheckArgs),
+    /// Prove a query on a knowledge base by depth-bounded SLD resolution (the proof env's
+    /// successor relation) and print one shortest proof.
+    Prove(prove::ProveArgs),
+    /// Internal: one worker process of `--backend subprocess`.
+    #[command(hide = true)]
+    EnvWorker(env_worker::EnvWorkerArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Env stepping only, random actions: steps/s and counters per backend and env count.
+    #[command(allow_negative_numbers = true)]
+    Envs(bench::BenchEnvsArgs),
+}
+
+/// A flag value that is not allowed (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct UsageError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Train(a) => train::train(*a),
+        Command::Eval(a) => eval::eval(a),
+        Command::System(a) => system::system(a),
+        Command::Serve(a) => serve::serve(a),
+        Command::Profile(a) => train::profile(*a),
+        Command::Bench(BenchCommand::Envs(a)) => bench::envs(a),
+        Command::Prove(a) => prove::prove_cmd(a),
+        Command::GpuCheck(a) => gpu_check::gpu_check(a),
+        Command::EnvWorker(a) => env_worker::env_worker(a),
+    }
+}

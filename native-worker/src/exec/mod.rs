@@ -1,0 +1,116 @@
+//! Execution: where a batch of envs steps and how the trainer talks to it (catalogue rows
+//! 1, 2, 4 and 8), whatever the workload.
+//!
+//! Every host backend implements [`BatchEnv`], so the trainer does not know where its envs
+//! live; all of them give the same trajectories for the same seed and actions, because
+//! every env owns its random stream (keyed by its global index) and runs the same code.
+//! A workload tells the backends how to make its envs through [`EnvMaker`].
+//!
+//! | backend | file | where the envs step |
+//! |---|---|---|
+//! | `sequential` | [`sequential`] | one scalar env object per env, in a loop on the trainer thread |
+//! | `threads` | [`threads`] | worker threads, each owning a slice (struct of arrays) |
+//! | `subprocess` | [`subprocess`] | worker processes (`hotlab env-worker`, [`worker`]), buffers in shared memory ([`shm`]) |
+//! | `vectorized` | the workload's own batch env | the batch on the trainer thread |
+//! | `device` | the workload's (CartPole: `workloads::cartpole::device`) | tensors on the trainer's device |
+//!
+//! Beside them: [`transfer`] (observations to the device, actions back, every copy
+//! counted), [`helper`] (a second thread for halves of the work), [`device`] (resolving
+//! `--device`) and [`alloc`] (the allocator's settings).
+
+pub mod alloc;
+pub mod device;
+pub mod helper;
+pub mod sequential;
+pub mod shm;
+pub mod subprocess;
+pub mod threads;
+pub mod transfer;
+pub mod worker;
+
+use anyhow::Result;
+use hotlab_shared::env::{BatchEnv, FieldData, ScalarEnv};
+use hotlab_shared::spec::{Backend, RunSpec, WaitMode};
+
+/// How a workload's envs are made: what every host backend needs to know of a workload.
+/// Cheap to share: one per run, used by every backend thread.
+pub trait EnvMaker: Send + Sync {
+    /// The workload's name (`--env`).
+    fn name(&self) -> &'static str;
+    /// A batch of `count` envs on one thread whose streams start at global index `first`.
+    fn vector_env(&self, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv>;
+    /// One scalar env with the stream of global index `index`.
+    fn scalar_env(&self, seed: u64, index: u64) -> Box<dyn ScalarEnv>;
+    /// The flags that make a worker process (`hotlab env-worker`) load the same workload,
+    /// and what to write to its standard input (data too large or too costly to rebuild).
+    fn worker_flags(&self) -> (Vec<String>, Option<String>);
+}
+
+/// Splits `envs` into `workers` contiguous slices as even as possible: `(first, count)`.
+pub fn partition(envs: usize, workers: usize) -> Vec<(usize, usize)> {
+    let (base, extra) = (envs / workers, envs % workers);
+    let mut first = 0;
+    (0..workers)
+        .map(|w| {
+            let count = base + usize::from(w < extra);
+            let slice = (first, count);
+            first += count;
+            slice
+        })
+        .collect()
+}
+
+/// The host backend a spec asks for (`device` is not a host backend: see [`device`]).
+pub fn host_backend(spec: &RunSpec, env: &dyn EnvMaker) -> Result<Box<dyn BatchEnv>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = spec.resolved_workers(cores);
+    Ok(match spec.backend {
+        Backend::Vectorized | Backend::Device => env.vector_env(spec.envs, spec.seed, 0),
+        Backend::Sequential => Box::new(sequential::Sequential::new(env, spec.envs, spec.seed)),
+        Backend::Threads => Box::new(threads::Threads::new(env, spec.envs, spec.seed, workers)),
+        Backend::Subprocess => Box::new(subprocess::Subprocess::spawn(env, spec.envs, spec.seed, workers, spec.wait)?),
+    })
+}
+
+/// Copies one env's row of a field into a batch field at env `e`.
+pub fn write_row(dst: &mut FieldData, e: usize, row: &FieldData) {
+    match (dst, row) {
+        (FieldData::F32(d), FieldData::F32(r)) => d[e * r.len()..(e + 1) * r.len()].copy_from_slice(r),
+        (FieldData::I64(d), FieldData::I64(r)) => d[e * r.len()..(e + 1) * r.len()].copy_from_slice(r),
+        _ => unreachable!("field kinds come from the same spec"),
+    }
+}
+
+/// Copies rows `[first, first + count)` of `src` into `dst` at the same rows.
+pub fn copy_rows(dst: &mut FieldData, src: &FieldData, first: usize, count: usize) {
+    match (dst, src) {
+        (FieldData::F32(d), FieldData::F32(s)) => {
+            let w = s.len() / count.max(1);
+            d[first * w..(first + count) * w].copy_from_slice(&s[..count * w]);
+        }
+        (FieldData::I64(d), FieldData::I64(s)) => {
+            let w = s.len() / count.max(1);
+            d[first * w..(first + count) * w].copy_from_slice(&s[..count * w]);
+        }
+        _ => unreachable!("field kinds come from the same spec"),
+    }
+}
+
+/// Whether a wait mode spins (for reports).
+pub fn spins(wait: WaitMode) -> bool {
+    wait == WaitMode::Spin
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_contiguous_and_cover_everything() {
+        assert_eq!(partition(10, 3), vec![(0, 4), (4, 3), (7, 3)]);
+        assert_eq!(partition(2, 2), vec![(0, 1), (1, 1)]);
+        let p = partition(4097, 8);
+        assert_eq!(p.iter().map(|s| s.1).sum::<usize>(), 4097);
+        assert!(p.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0));
+    }
+}

@@ -1,0 +1,259 @@
+//! `subprocess`: W worker processes (`hotlab env-worker`, the same binary), each owning
+//! a slice of the envs; actions, observations, rewards and dones live in shared memory.
+//!
+//! `--wait spin` busy-polls the count of busy workers and checks every 64 polls that the
+//! unfinished workers are alive — seed 000's `is_set`/`is_alive` polling, reproduced on
+//! purpose (it collapses when workers outnumber cores). `--wait block` sleeps on futexes:
+//! one wake-up call starts every worker, the last worker to finish wakes the trainer.
+//!
+//! A worker that dies is noticed within one poll or 50 ms of sleep: the step fails with
+//! the worker's index, pid and exit status, and the other workers are stopped and reaped.
+//! Workers die with the trainer (`PR_SET_PDEATHSIG`) and exit on their own when their
+//! parent is gone.
+
+use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP, MAX_FIELDS};
+use super::{partition, EnvMaker};
+use hotlab_shared::counters::EnvCounters;
+use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
+use hotlab_shared::spec::WaitMode;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How often a spinning waiter checks that the worker is alive.
+const ALIVE_EVERY: u64 = 64;
+/// How long a blocked waiter sleeps before checking that the worker is alive.
+const BLOCK_SLICE: Duration = Duration::from_millis(50);
+
+pub struct Subprocess {
+    spec: EnvSpec,
+    region: Region,
+    children: Vec<Child>,
+    wait: WaitMode,
+    seq: u32,
+    counters: EnvCounters,
+    failure: Option<EnvError>,
+}
+
+impl Subprocess {
+    /// Starts `workers` processes of the current executable.
+    pub fn spawn(env: &dyn EnvMaker, envs: usize, seed: u64, workers: usize, wait: WaitMode) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe()?;
+        Self::spawn_with(&exe, env, envs, seed, workers, wait)
+    }
+
+    pub fn spawn_with(
+        exe: &std::path::Path,
+        env: &dyn EnvMaker,
+        envs: usize,
+        seed: u64,
+        workers: usize,
+        wait: WaitMode,
+    ) -> anyhow::Result<Self> {
+        let spec = env.vector_env(1, seed, 0).spec().clone();
+        if spec.fields.len() > MAX_FIELDS {
+            anyhow::bail!("--backend subprocess: env '{}' has more than {MAX_FIELDS} observation fields", spec.name);
+        }
+        let rows: Vec<usize> = spec.fields.iter().map(|f| f.row_bytes()).collect();
+        let layout = Layout::new(envs, &rows, spec.heads.len(), workers);
+        let region = Region::create(layout)?;
+        let fd = region.share_with_children()?;
+        let parent = std::process::id();
+        let mut children = Vec::new();
+        let (flags, input) = env.worker_flags();
+        for (w, (first, count)) in partition(envs, workers).into_iter().enumerate() {
+            let child = Command::new(exe)
+                .arg("env-worker")
+                .args(["--shm-fd", &fd.to_string(), "--worker", &w.to_string(), "--workers", &workers.to_string()])
+                .args(["--envs", &envs.to_string(), "--first", &first.to_string(), "--count", &count.to_string()])
+                .args(&flags)
+                .args(["--seed", &seed.to_string(), "--wait", wait.as_str()])
+                .args(["--parent", &parent.to_string()])
+                .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+                .stdout(Stdio::null())
+                .spawn();
+            match child {
+                Ok(mut c) => {
+                    // Closing the pipe (dropping it) is the end of the input.
+                    let written = match (c.stdin.take(), &input) {
+                        (Some(mut pipe), Some(text)) => std::io::Write::write_all(&mut pipe, text.as_bytes()),
+                        _ => Ok(()),
+                    };
+                    children.push(c);
+                    if let Err(e) = written {
+                        stop_all(&mut children);
+                        anyhow::bail!("cannot hand env worker {w} its input: {e}");
+                    }
+                }
+                Err(e) => {
+                    stop_all(&mut children);
+                    anyhow::bail!("cannot start env worker {w} ({}): {e}", exe.display());
+                }
+            }
+        }
+        Ok(Self { spec, region, children, wait, seq: 0, counters: EnvCounters::default(), failure: None })
+    }
+
+    /// Process ids of the workers (for tests and reports).
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// Sends one command to every worker and waits for every answer.
+    fn round(&mut self, command: u32) -> Result<(), EnvError> {
+        if let Some(e) = &self.failure {
+            return Err(e.clone());
+        }
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        for w in 0..self.children.len() {
+            self.region.command(w).store(command, Ordering::Relaxed);
+        }
+        self.region.remaining().store(self.children.len() as u32, Ordering::Release);
+        self.region.go().store(seq, Ordering::Release);
+        if self.wait == WaitMode::Block {
+            futex_wake(self.region.go());
+        }
+        let start = Instant::now();
+        if let Err(e) = self.wait_all(seq) {
+            self.failure = Some(e.clone());
+            stop_all(&mut self.children);
+            return Err(e);
+        }
+        self.counters.worker_wait_s += start.elapsed().as_secs_f64();
+        self.counters.ipc_round_trips += self.children.len() as u64;
+        Ok(())
+    }
+
+    /// Waits until `remaining` is 0, checking that unfinished workers are alive.
+    fn wait_all(&mut self, seq: u32) -> Result<(), EnvError> {
+        let remaining = self.region.remaining();
+        let mut polls = 0u64;
+        let mut last_check = Instant::now();
+        loop {
+            let left = remaining.load(Ordering::Acquire);
+            if left == 0 {
+                return Ok(());
+            }
+            match self.wait {
+                WaitMode::Spin => {
+                    polls += 1;
+                    self.counters.spin_iterations += 1;
+                    std::hint::spin_loop();
+                    if !polls.is_multiple_of(ALIVE_EVERY) {
+                        continue;
+                    }
+                }
+                WaitMode::Block => {
+                    futex_wait(remaining, left, BLOCK_SLICE);
+                    if last_check.elapsed() < BLOCK_SLICE {
+                        continue;
+                    }
+                    last_check = Instant::now();
+                }
+            }
+            if remaining.load(Ordering::Acquire) == 0 {
+                return Ok(());
+            }
+            let others = self.children.len() - 1;
+            for (w, child) in self.children.iter_mut().enumerate() {
+                if self.region.done(w).load(Ordering::Acquire) == seq {
+                    continue;
+                }
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(EnvError(format!(
+                        "env worker {w} (pid {}) died during a step ({status}); the other {others} workers were stopped",
+                        child.id()
+                    )));
+                }
+            }
+        }
+    }
+
+    fn read_obs(&self, out: &mut Observations) {
+        let l = self.region.layout;
+        for (f, dst) in out.fields.iter_mut().enumerate() {
+            dst.as_bytes_mut().copy_from_slice(self.region.slice::<u8>(l.obs[f], l.envs * l.row_bytes[f]));
+        }
+    }
+}
+
+fn stop_all(children: &mut [Child]) {
+    for c in children.iter_mut() {
+        let _ = c.kill();
+    }
+    for c in children.iter_mut() {
+        let _ = c.wait();
+    }
+}
+
+impl BatchEnv for Subprocess {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    fn num_envs(&self) -> usize {
+        self.region.layout.envs
+    }
+
+    fn reset(&mut self, out: &mut Observations) -> Result<(), EnvError> {
+        self.round(CMD_RESET)?;
+        self.read_obs(out);
+        Ok(())
+    }
+
+    fn step(&mut self, actions: &[i64], out: &mut StepBatch) -> Result<(), EnvError> {
+        let l = self.region.layout;
+        self.region.slice::<i64>(l.actions, l.envs * l.heads).copy_from_slice(actions);
+        self.round(CMD_STEP)?;
+        self.read_obs(&mut out.obs);
+        out.reward.copy_from_slice(self.region.slice::<f32>(l.reward, l.envs));
+        let term = self.region.slice::<u8>(l.terminated, l.envs);
+        let trunc = self.region.slice::<u8>(l.truncated, l.envs);
+        let returns = self.region.slice::<f64>(l.episode_return, l.envs);
+        let lengths = self.region.slice::<u32>(l.episode_length, l.envs);
+        out.episodes.clear();
+        for e in 0..l.envs {
+            out.terminated[e] = term[e] != 0;
+            out.truncated[e] = trunc[e] != 0;
+            if out.terminated[e] || out.truncated[e] {
+                out.episodes.push(EpisodeEnd {
+                    env: e,
+                    episode_return: returns[e],
+                    length: lengths[e],
+                    terminated: out.terminated[e],
+                });
+                for (f, dst) in out.final_obs.fields.iter_mut().enumerate() {
+                    let b = l.row_bytes[f];
+                    let src = self.region.slice::<u8>(l.final_obs[f] + e * b, b);
+                    dst.as_bytes_mut()[e * b..(e + 1) * b].copy_from_slice(src);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn counters(&self) -> EnvCounters {
+        self.counters
+    }
+}
+
+impl Drop for Subprocess {
+    fn drop(&mut self) {
+        if self.failure.is_none() {
+            self.seq = self.seq.wrapping_add(1);
+            for w in 0..self.children.len() {
+                self.region.command(w).store(CMD_EXIT, Ordering::Relaxed);
+            }
+            self.region.go().store(self.seq, Ordering::Release);
+            futex_wake(self.region.go());
+            let deadline = Instant::now() + Duration::from_secs(2);
+            for c in &mut self.children {
+                while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        stop_all(&mut self.children);
+    }
+}

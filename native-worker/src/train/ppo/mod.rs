@@ -1,0 +1,205 @@
+//! PPO as a [`Learner`]: each iteration collects one rollout (`envs × steps`
+//! transitions), computes GAE, and runs the update. CleanRL's `ppo.py`, with the network
+//! left to the workload.
+//!
+//! A workload's network plugs in through two traits: [`PpoPolicy`] (its parameters and
+//! the gradient of the loss on a minibatch, by autograd or by hand) and [`Actor`] (its
+//! forward in the rollout: libtorch ops or a native one). Where the rollout happens is a
+//! [`Collect`]: host envs on any backend ([`collect::HostCollector`]), or a workload's
+//! own device rollout.
+//!
+//! - [`update`]: the epochs × minibatches loop, the clip and Adam;
+//! - [`loss`]: the loss's definition;
+//! - [`collect`]: the rollout from host envs.
+
+pub mod collect;
+pub mod loss;
+pub mod update;
+
+use super::adam::FlatAdam;
+use super::params::ParamSlot;
+use super::precision::Precision;
+use super::rollout::{Batch, Rollout};
+use super::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
+use crate::exec::transfer::{read_into, Mover};
+use crate::profiler::Profiler;
+use anyhow::Result;
+use hotlab_shared::counters::Counters;
+use hotlab_shared::env::Observations;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::RunSpec;
+use std::time::Instant;
+use tch::Tensor;
+use update::UpdateCtx;
+
+/// A workload's network as PPO trains it.
+pub trait PpoPolicy: Sized {
+    /// One update's working state (buffers reused across its epochs).
+    type Pass<'a>: Pass
+    where
+        Self: 'a;
+    /// The flat parameter vector (Adam's state is shaped after it).
+    fn flat(&self) -> &Tensor;
+    fn layout(&self) -> &[ParamSlot];
+    /// Starts an update over `batch`.
+    fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, precision: &Precision) -> Self::Pass<'a>;
+    /// The trained network, for checkpoints and evaluation.
+    fn into_trained(self) -> Box<dyn TrainedPolicy>;
+}
+
+/// One update of a [`PpoPolicy`].
+pub trait Pass {
+    /// A new epoch over the rows in `order` (freshly shuffled; a pass may reorder rows
+    /// inside each minibatch, which the next shuffle then starts from).
+    fn epoch(&mut self, order: &mut [i64]);
+    /// Minibatch `m`'s gradient into the flat gradient, and its loss statistics
+    /// `[pg, v, entropy, approx_kl, clipfrac]` when `last`. Profiles from `start` and
+    /// returns the end of its last span.
+    fn gradient(
+        &mut self,
+        order: &[i64],
+        m: usize,
+        last: bool,
+        ctx: &UpdateCtx<'_>,
+        prof: &mut Profiler,
+        start: Instant,
+    ) -> (Option<Vec<f64>>, Instant);
+    /// The flat parameters and their gradient, for the scaler, the clip and Adam.
+    fn params(&mut self) -> (&mut Tensor, &mut Tensor);
+}
+
+/// A rollout forward of network `P` on host observations.
+pub trait Actor<P> {
+    /// Fills step `t` of `rollout` (its observations are already there): actions,
+    /// log-probs, values. Profiles from `start` and returns the end of its last span.
+    #[allow(clippy::too_many_arguments)]
+    fn act(
+        &mut self,
+        net: &P,
+        rollout: &mut Rollout,
+        t: usize,
+        heads: &[usize],
+        rng: &mut HostRng,
+        c: &mut Counters,
+        prof: &mut Profiler,
+        start: Instant,
+    ) -> Instant;
+    /// Critic values of the `envs` observations in `obs`, or only of env `row`'s.
+    fn values(&mut self, net: &P, obs: &Observations, envs: usize, row: Option<usize>, c: &mut Counters) -> Vec<f32>;
+    /// Re-reads the weights after an update (a native forward keeps its own copy).
+    fn sync_weights(&mut self, net: &P);
+    /// The rollout's log-probs and values on the device, and the values on the host.
+    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)>;
+}
+
+/// An eager actor's [`Actor::finish`]: its log-probs and values stayed on the device.
+pub fn device_outputs(rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+    let (lp, v) = rollout.device.as_ref().map(|(a, b)| (a.shallow_clone(), b.shallow_clone()))?;
+    read_into(&v, &mut rollout.values, c);
+    Some((lp.view([-1]), v.view([-1])))
+}
+
+/// What a rollout needs besides the network.
+pub struct CollectCtx<'a, 'i> {
+    pub spec: &'a RunSpec,
+    pub heads: &'a [usize],
+    pub rng: &'a mut HostRng,
+    pub mover: &'a Mover,
+    /// The global index of the rollout's first step (for the profiler and frames).
+    pub first_step: u64,
+    pub it: &'a mut Iteration<'i>,
+}
+
+/// Where a rollout happens.
+pub trait Collect<P> {
+    /// One rollout with `net`, with its advantages and returns, on the update's device.
+    fn collect(&mut self, net: &P, cx: &mut CollectCtx<'_, '_>) -> Result<Batch>;
+}
+
+/// The note a native (`fused`) rollout forward adds to a run.
+pub const FUSED_NOTE: &str =
+    "inference fused: the forward runs on the host, so --transfer and --action-sync have nothing to move per step";
+
+/// What every PPO learner does once its network is initialized, in this order: the run's
+/// libtorch threads, Adam, the precision's note, the mover for advantages and returns.
+pub fn after_init(setup: &mut Setup<'_>, flat: &Tensor) -> (FlatAdam, Mover) {
+    tch::set_num_threads(setup.threads as i32);
+    let opt = FlatAdam::new(flat, 1e-5);
+    let p = setup.precision.label();
+    if setup.precision.kind != tch::Kind::Float {
+        setup.notes.push(format!(
+            "precision {p}: the update's matmuls run in {p}; the rollout's forward and the master weights stay fp32"
+        ));
+    }
+    let mover = Mover::new(setup.spec.transfer, setup.device);
+    setup.notes.extend(mover.note());
+    (opt, mover)
+}
+
+/// PPO over a workload's network `P`.
+pub struct PpoLearner<P: PpoPolicy> {
+    pub spec: RunSpec,
+    pub net: P,
+    pub opt: FlatAdam,
+    pub rng: HostRng,
+    pub heads: Vec<usize>,
+    /// Moves the advantages and returns to the device.
+    pub mover: Mover,
+    pub collector: Box<dyn Collect<P>>,
+    pub precision: Precision,
+}
+
+impl<P: PpoPolicy> PpoLearner<P> {
+    pub fn new(
+        setup: &Setup<'_>,
+        net: P,
+        opt: FlatAdam,
+        mover: Mover,
+        collector: Box<dyn Collect<P>>,
+        heads: Vec<usize>,
+    ) -> Self {
+        let (spec, precision) = (setup.spec.clone(), setup.precision.clone());
+        Self { rng: HostRng::new(spec.seed), spec, net, opt, heads, mover, collector, precision }
+    }
+}
+
+impl<P: PpoPolicy> Learner for PpoLearner<P> {
+    fn iterations(&self) -> u64 {
+        self.spec.updates()
+    }
+
+    fn layout(&self) -> &[ParamSlot] {
+        self.net.layout()
+    }
+
+    fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Outcome> {
+        let spec = &self.spec;
+        let updates = spec.updates();
+        // CleanRL anneals from lr at the first update towards 0 after the last one.
+        let lr = if spec.anneal_lr { spec.lr * (1.0 - it.index as f64 / updates as f64) } else { spec.lr };
+        let rollout_start = Instant::now();
+        let mut cx = CollectCtx {
+            spec,
+            heads: &self.heads,
+            rng: &mut self.rng,
+            mover: &self.mover,
+            first_step: it.index * spec.steps as u64,
+            it,
+        };
+        let batch = self.collector.collect(&self.net, &mut cx)?;
+        let learn_start = Instant::now();
+        let rollout_s = (learn_start - rollout_start).as_secs_f64();
+        let ctx = UpdateCtx { spec, heads: &self.heads, lr, precision: &mut self.precision, telemetry: it.telemetry };
+        let (stats, norms) =
+            update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters);
+        let c = &mut *it.counters;
+        c.host_syncs += 1; // the loss statistics, read once per update
+        c.d2h_copies += 1;
+        c.d2h_bytes += 5 * 4;
+        Ok(Outcome { env_steps: spec.batch_size() as u64, lr, stats, norms, learn_start, rollout_s })
+    }
+
+    fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy> {
+        self.net.into_trained()
+    }
+}

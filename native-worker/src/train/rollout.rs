@@ -1,0 +1,261 @@
+//! The rollout buffer: one update's transitions, `[T, N, …]`, time first.
+//!
+//! Steps are recorded on the host as they happen (the env and the fused forward run
+//! there); [`Rollout::to_batch`] moves the whole rollout to the trainer's device in one
+//! copy per field, flattened to `[T·N, …]`, so the update only touches device tensors.
+//! An eager forward keeps its log-probs and values on the device instead (`device`).
+
+use crate::exec::transfer::Mover;
+use hotlab_shared::counters::Counters;
+use tch::{Device, Kind, Tensor};
+
+pub struct Rollout {
+    pub steps: usize,
+    pub envs: usize,
+    pub obs_dim: usize,
+    pub heads: usize,
+    pub obs: Vec<f32>,
+    /// Index fields (the proof env's state, successors and mask), `[T, N, width]` each;
+    /// empty for an f32 env.
+    pub index: Vec<IndexBuf>,
+    pub actions: Vec<i64>,
+    pub log_probs: Vec<f32>,
+    pub values: Vec<f32>,
+    pub rewards: Vec<f32>,
+    pub terminated: Vec<bool>,
+    pub truncated: Vec<bool>,
+    /// Value of the final observation at truncated steps (for GAE's bootstrap).
+    pub final_values: Vec<f32>,
+    /// `[T, N]` log-probs and values on the device (eager forward only).
+    pub device: Option<(Tensor, Tensor)>,
+}
+
+/// A rollout on the device, flattened, with its advantages and returns.
+pub struct Batch {
+    /// The first observation field (f32 features, or the proof env's state indices).
+    pub obs: Tensor,
+    /// The other observation fields (the proof env's successors and mask).
+    pub extra: Vec<Tensor>,
+    pub actions: Tensor,
+    pub log_probs: Tensor,
+    pub values: Tensor,
+    pub advantages: Tensor,
+    pub returns: Tensor,
+}
+
+impl Batch {
+    /// The rows in `index` (a permutation slice), for one minibatch.
+    pub fn select(&self, index: &Tensor) -> Batch {
+        let pick = |t: &Tensor| t.index_select(0, index);
+        Batch {
+            obs: pick(&self.obs),
+            extra: self.extra.iter().map(pick).collect(),
+            actions: pick(&self.actions),
+            log_probs: pick(&self.log_probs),
+            values: pick(&self.values),
+            advantages: pick(&self.advantages),
+            returns: pick(&self.returns),
+        }
+    }
+
+    /// [`Batch::select`] for a batch in host memory: the rows in `order` copied into
+    /// `out` (same shapes) by plain row copies, with no index tensor and no op dispatch.
+    /// Returns false (and copies nothing) when a field is not a contiguous CPU tensor.
+    pub fn select_host(&self, order: &[i64], out: &Batch) -> bool {
+        let mut pairs = vec![
+            (&self.obs, &out.obs),
+            (&self.actions, &out.actions),
+            (&self.log_probs, &out.log_probs),
+            (&self.values, &out.values),
+            (&self.advantages, &out.advantages),
+            (&self.returns, &out.returns),
+        ];
+        pairs.extend(self.extra.iter().zip(&out.extra));
+        let fits = |t: &Tensor| {
+            t.device() == Device::Cpu && t.is_contiguous() && t.size().first() == Some(&(order.len() as i64))
+        };
+        if !pairs.iter().all(|(a, b)| fits(a) && fits(b) && a.size() == b.size() && a.kind() == b.kind()) {
+            return false;
+        }
+        for (src, dst) in pairs {
+            let row = src.numel() / order.len().max(1) * src.kind().elt_size_in_bytes();
+            let (from, to) = (src.data_ptr() as *const u8, dst.data_ptr() as *mut u8);
+            for (i, &r) in order.iter().enumerate() {
+                assert!((r as usize) < order.len(), "select_host: row {r} out of range");
+                // SAFETY: both tensors are contiguous with `order.len()` rows of `row` bytes,
+                // `r` is in range, and `out` is a different set of tensors than `self`.
+                unsafe { std::ptr::copy_nonoverlapping(from.add(r as usize * row), to.add(i * row), row) };
+            }
+        }
+        true
+    }
+
+    /// New handles onto the same tensors.
+    pub fn shallow_clone(&self) -> Batch {
+        self.rows(0, self.obs.size()[0])
+    }
+
+    /// Fresh tensors of this batch's shapes and kinds.
+    pub fn empty_like(&self) -> Batch {
+        Batch {
+            obs: self.obs.empty_like(),
+            extra: self.extra.iter().map(Tensor::empty_like).collect(),
+            actions: self.actions.empty_like(),
+            log_probs: self.log_probs.empty_like(),
+            values: self.values.empty_like(),
+            advantages: self.advantages.empty_like(),
+            returns: self.returns.empty_like(),
+        }
+    }
+
+    /// Rows `start .. start + len` (a view, no copy).
+    pub fn rows(&self, start: i64, len: i64) -> Batch {
+        let cut = |t: &Tensor| t.narrow(0, start, len);
+        Batch {
+            obs: cut(&self.obs),
+            extra: self.extra.iter().map(cut).collect(),
+            actions: cut(&self.actions),
+            log_probs: cut(&self.log_probs),
+            values: cut(&self.values),
+            advantages: cut(&self.advantages),
+            returns: cut(&self.returns),
+        }
+    }
+}
+
+impl Rollout {
+    /// `index_widths`: per index field, its width per env (none for an f32 env).
+    pub fn new(steps: usize, envs: usize, obs_dim: usize, index_widths: &[usize], heads: usize) -> Self {
+        let n = steps * envs;
+        Self {
+            steps,
+            envs,
+            obs_dim,
+            heads,
+            obs: vec![0.0; n * obs_dim],
+            index: index_widths.iter().map(|&w| IndexBuf::new(n, w)).collect(),
+            actions: vec![0; n * heads],
+            log_probs: vec![0.0; n],
+            values: vec![0.0; n],
+            rewards: vec![0.0; n],
+            terminated: vec![false; n],
+            truncated: vec![false; n],
+            final_values: vec![0.0; n],
+            device: None,
+        }
+    }
+
+    /// The device-side `[T, N]` log-prob and value buffers, made on first use.
+    pub fn device_buffers(&mut self, device: Device) -> &(Tensor, Tensor) {
+        let shape = [self.steps as i64, self.envs as i64];
+        self.device.get_or_insert_with(|| {
+            (Tensor::zeros(shape, (Kind::Float, device)), Tensor::zeros(shape, (Kind::Float, device)))
+        })
+    }
+
+    /// Records step `t`'s observations (the f32 field or the index fields).
+    pub fn store_obs(&mut self, t: usize, obs: &hotlab_shared::env::Observations) {
+        use hotlab_shared::env::FieldData;
+        let n = self.envs;
+        let mut index = self.index.iter_mut();
+        for field in &obs.fields {
+            match field {
+                FieldData::F32(v) => self.obs[t * n * self.obs_dim..(t + 1) * n * self.obs_dim].copy_from_slice(v),
+                FieldData::I64(v) => {
+                    let buf = index.next().expect("one buffer per index field");
+                    let w = buf.width;
+                    buf.as_mut_slice()[t * n * w..(t + 1) * n * w].copy_from_slice(v);
+                }
+            }
+        }
+    }
+
+    /// Step `t`'s index fields: `(rows, width)` each.
+    pub fn index_step(&self, t: usize) -> Vec<(&[i64], usize)> {
+        let n = self.envs;
+        self.index.iter().map(|b| (&b.as_slice()[t * n * b.width..(t + 1) * n * b.width], b.width)).collect()
+    }
+
+    /// Step `t`'s index fields (rows only) and its mutable slot, at once.
+    pub fn index_and_slot(&mut self, t: usize) -> (Vec<&[i64]>, StepSlot<'_>) {
+        let (n, d, h) = (self.envs, self.obs_dim, self.heads);
+        let fields = self.index.iter().map(|b| &b.as_slice()[t * n * b.width..(t + 1) * n * b.width]).collect();
+        let slot = StepSlot {
+            obs: &mut self.obs[t * n * d..(t + 1) * n * d],
+            actions: &mut self.actions[t * n * h..(t + 1) * n * h],
+            log_probs: &mut self.log_probs[t * n..(t + 1) * n],
+            values: &mut self.values[t * n..(t + 1) * n],
+        };
+        (fields, slot)
+    }
+
+    /// Mutable views of step `t`'s rows.
+    pub fn step_mut(&mut self, t: usize) -> StepSlot<'_> {
+        self.index_and_slot(t).1
+    }
+
+    /// The rollout on the device, flattened, with its advantages and returns: one copy
+    /// per field (log-probs and values are already there when `on_device` holds them).
+    pub fn to_batch(
+        &self,
+        advantages: &[f32],
+        returns: &[f32],
+        on_device: Option<(Tensor, Tensor)>,
+        mover: &Mover,
+        c: &mut Counters,
+    ) -> Batch {
+        let b = (self.steps * self.envs) as i64;
+        let (log_probs, values) = match on_device {
+            Some(lv) => lv,
+            None => (mover.upload_f32(&self.log_probs, &[b], c), mover.upload_f32(&self.values, &[b], c)),
+        };
+        let mut fields: Vec<Tensor> =
+            self.index.iter().map(|buf| mover.upload_i64_tensor(&buf.tensor.view([b, buf.width as i64]), c)).collect();
+        let obs = match fields.is_empty() {
+            true => mover.upload_f32(&self.obs, &[b, self.obs_dim as i64], c),
+            false => fields.remove(0),
+        };
+        Batch {
+            obs,
+            extra: fields,
+            actions: mover.upload_i64(&self.actions, &[b, self.heads as i64], c),
+            log_probs,
+            values,
+            advantages: mover.upload_f32(advantages, &[b], c),
+            returns: mover.upload_f32(returns, &[b], c),
+        }
+    }
+}
+
+/// An index field's rollout buffer, `[T·N·width]`: a libtorch CPU tensor, so that an
+/// update on the CPU reads it in place (the proof env's successors are 4.8 KB per step
+/// and env: copying them per update cost more than the update's forward).
+pub struct IndexBuf {
+    tensor: Tensor,
+    pub width: usize,
+}
+
+impl IndexBuf {
+    fn new(rows: usize, width: usize) -> Self {
+        Self { tensor: Tensor::zeros([(rows * width) as i64], (Kind::Int64, Device::Cpu)), width }
+    }
+
+    pub fn as_slice(&self) -> &[i64] {
+        // SAFETY: the tensor is written only through `as_mut_slice`, which borrows `self`
+        // mutably; batches that share it are read by the update, never while a rollout writes.
+        unsafe { crate::kernels::host_i64(&self.tensor) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [i64] {
+        // SAFETY: as above; `&mut self` rules out other slices of this buffer.
+        unsafe { crate::kernels::host_i64_mut(&self.tensor) }
+    }
+}
+
+/// Step `t` of a rollout, filled by the policy.
+pub struct StepSlot<'a> {
+    pub obs: &'a mut [f32],
+    pub actions: &'a mut [i64],
+    pub log_probs: &'a mut [f32],
+    pub values: &'a mut [f32],
+}

@@ -1,0 +1,151 @@
+//! The workload seam: what a workload gives the training loop, and what the loop gives it.
+//!
+//! The loop ([`super::run`]) knows no workload by name. A workload is a [`Workload`]: it
+//! makes its envs for every backend ([`EnvMaker`]) and builds the [`Learner`] that trains
+//! it. A learner does one *iteration* at a time (PPO: one rollout and its update; a world
+//! model: env steps into a replay buffer, then train steps from it) inside the loop's
+//! profiler, counters, frames and telemetry, and hands back its [`TrainedPolicy`] at the
+//! end (checkpoint, the lab's policy blob, evaluation).
+//!
+//! `docs/architecture.md` says how to add a workload.
+
+use super::checkpoint::Stored;
+use super::episodes::Episodes;
+use super::frames::Frames;
+use super::params::ParamSlot;
+use super::ppo::update::UpdateStats;
+use super::precision::Precision;
+use super::telemetry::Telemetry;
+use crate::cuda::gpu::{Gpu, Support};
+use crate::exec::EnvMaker;
+use crate::profiler::Profiler;
+use anyhow::Result;
+use hotlab_shared::counters::Counters;
+use hotlab_shared::env::Observations;
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::spec::{Backend, RunSpec};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::{Device, Tensor};
+
+/// A workload: its envs (for every host backend), how its rollouts look to a viewer, and
+/// the learner that trains it.
+pub trait Workload: EnvMaker {
+    /// A frame for the viewer from host observations and the actions just chosen for
+    /// them (None when the observations show nothing worth drawing).
+    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame>;
+    /// The env backends it runs on (all of them, unless its envs cannot live on the device).
+    fn backends(&self) -> &'static [Backend] {
+        &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized, Backend::Device]
+    }
+    /// Builds the run's learner: its network, optimizer, envs and rollout.
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>>;
+    /// A policy this workload trained, from its checkpoint.
+    fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>>;
+}
+
+/// What the loop resolved before the learner is built, and what the learner adds.
+pub struct Setup<'a> {
+    pub spec: &'a RunSpec,
+    pub device: Device,
+    /// The update's precision; a learner that cannot honour it sets fp32 and says so.
+    pub precision: Precision,
+    /// libtorch intra-op threads for the run (set by the learner once its network exists:
+    /// the initialization runs on one thread so that its rounding does not depend on it).
+    pub threads: usize,
+    /// Where a knob could not do what it says, and what happened instead.
+    pub notes: Vec<String>,
+    /// The CUDA kernels, when the learner opened them (then the profiler times phases
+    /// with CUDA events).
+    pub gpu: Option<Arc<Gpu>>,
+}
+
+impl Setup<'_> {
+    /// Opens the CUDA kernels on a CUDA device (`width`: the widest layer the rollout
+    /// kernel evaluates); elsewhere, or if NVRTC fails, None and a note on what falls back.
+    pub fn open_gpu(&mut self, width: usize) -> Option<Arc<Gpu>> {
+        let Device::Cuda(ordinal) = self.device else { return None };
+        if let Some(why) = Support::probe().why_not() {
+            self.notes.push(format!("{why}: libtorch ops only, and no device timing"));
+            return None;
+        }
+        match Gpu::open(ordinal, width) {
+            Ok(gpu) => {
+                self.gpu = Some(Arc::new(gpu));
+                self.gpu.clone()
+            }
+            Err(e) => {
+                self.notes
+                    .push(format!("the CUDA kernels are unavailable ({e}): libtorch ops only, and no device timing"));
+                None
+            }
+        }
+    }
+}
+
+/// What one iteration may use: the loop's profiler, counters, episode tally and frames.
+pub struct Iteration<'a> {
+    /// 0-based.
+    pub index: u64,
+    pub prof: &'a mut Profiler,
+    pub counters: &'a mut Counters,
+    pub episodes: &'a mut Episodes,
+    pub frames: &'a mut Frames,
+    /// Gradient telemetry, when this iteration is due for it.
+    pub telemetry: Option<&'a Telemetry>,
+}
+
+/// What one iteration did.
+pub struct Outcome {
+    /// Env steps taken.
+    pub env_steps: u64,
+    /// The learning rate used.
+    pub lr: f64,
+    /// The loss statistics of the iteration's last minibatch.
+    pub stats: UpdateStats,
+    /// Squared gradient norms per parameter, when telemetry was due.
+    pub norms: Option<Tensor>,
+    /// When the learning part began (what came before it is the rollout).
+    pub learn_start: Instant,
+    /// Seconds of experience collection.
+    pub rollout_s: f64,
+}
+
+/// A workload's trainer: the part of the loop that differs between workloads.
+pub trait Learner {
+    /// Iterations in the run.
+    fn iterations(&self) -> u64;
+    /// The parameters' layout (gradient telemetry names them).
+    fn layout(&self) -> &[ParamSlot];
+    /// One iteration: collect experience and learn from it.
+    fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Outcome>;
+    /// The trained policy.
+    fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy>;
+}
+
+/// A workload's evaluation of a policy: a JSON object and a line for people.
+#[derive(Clone, Debug)]
+pub struct Evaluation {
+    /// Its key in the run's report (`proof`), if it goes there.
+    pub key: &'static str,
+    pub json: serde_json::Value,
+    pub summary: String,
+}
+
+/// A trained (or loaded) policy.
+pub trait TrainedPolicy: Send {
+    /// The network's shape as JSON (what the lab serves beside the parameters).
+    fn shape(&self) -> serde_json::Value;
+    fn layout(&self) -> &[ParamSlot];
+    /// The flat parameters on the host.
+    fn host_params(&self) -> Vec<f32>;
+    /// Writes the checkpoint (`spec.json` and `policy.safetensors`).
+    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()>;
+    /// The evaluation that goes into the run's report, when the workload has one.
+    fn report_evaluation(&self, _seed: u64) -> Option<Evaluation> {
+        None
+    }
+    /// `hotlab eval`: the policy over `episodes` episodes (or tries) from `seed`.
+    fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation>;
+}
