@@ -148,7 +148,7 @@ test('a recommendation launches the recommended variant of the run', async () =>
   await page.waitForURL((url) => /#\/run\/\d+$/.test(url.hash) && !url.hash.endsWith(`/run/${id}`));
   const variant = Number(page.url().match(/#\/run\/(\d+)$/)[1]);
   const run = await (await fetch(new URL(`/api/runs/${variant}`, lab.url))).json();
-  assert.equal(run.spec.inference, 'fused', 'the recommended knob is turned');
+  assert.equal(run.spec.exec.inference, 'fused', 'the recommended knob is turned');
   assert.equal(run.spec.envs, 8, 'the rest of the spec is kept');
   await lab.waitFor(variant, ['finished']);
   assert.deepEqual(errors, []);

@@ -12,7 +12,7 @@ use hotlab::workloads::proof::Proof;
 use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::WaitMode;
+use hotlab_shared::spec::{ProofSpec, WaitMode};
 use std::time::Duration;
 use tch::{Device, Tensor};
 
@@ -47,7 +47,8 @@ fn every_host_backend_gives_the_same_trajectories() {
 #[test]
 fn every_host_backend_gives_the_same_proof_trajectories() {
     // Seed 000's three index fields through every backend (shared memory included).
-    let def = Proof::load("family:people=40,seed=2", None, 6).unwrap();
+    let settings = ProofSpec { kb: "family:people=40,seed=2".into(), depth: 6, ..ProofSpec::default() };
+    let def = Proof::load(&settings).unwrap();
     same_trajectories(&def, 120);
 }
 

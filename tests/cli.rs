@@ -152,8 +152,8 @@ fn train_json_summary_checkpoint_metrics_and_eval() {
     assert_eq!(report["device"], "cpu");
     assert_eq!(report["total_steps"], 4096);
     assert_eq!(report["config"]["envs"], 8);
-    assert_eq!(report["config"]["minibatches"], 8);
-    assert_eq!(report["config"]["epochs"], 4, "preset values fill what was not given");
+    assert_eq!(report["config"]["ppo"]["minibatches"], 8);
+    assert_eq!(report["config"]["ppo"]["epochs"], 4, "preset values fill what was not given");
     let sps = report["sps"].as_f64().unwrap();
     let wall = report["wall_s"].as_f64().unwrap();
     assert!((sps * wall - 4096.0).abs() < 1.0, "sps = total_steps / wall_s");
@@ -222,7 +222,7 @@ fn eager_and_fused_inference_both_learn() {
     for mode in ["eager", "fused"] {
         let dir = tempfile::tempdir().unwrap();
         let r = short_run(dir.path(), "2", &["--inference", mode, "--total-steps", "16384", "--lr", "1e-3"]);
-        assert_eq!(r["config"]["inference"], mode);
+        assert_eq!(r["config"]["exec"]["inference"], mode);
         let ret = r["mean_return_last_100"].as_f64().unwrap();
         // Random play averages ~22; a few thousand steps of PPO already beat it clearly.
         assert!(ret > 35.0, "{mode}: mean return {ret}");

@@ -410,3 +410,38 @@ fn bad_requests_are_refused_naming_the_field() {
     req.headers_mut().insert("Origin", format!("http://{}", server.addr).parse().unwrap());
     assert!(rt.block_on(tokio_tungstenite::connect_async(req)).is_ok(), "the server's own origin is accepted");
 }
+
+/// A store written by the version before the spec was nested (flat specs in SQLite) opens,
+/// lists its runs with their specs migrated, and serves their history; a spec posted in
+/// the nested form launches, as one in the flat form does.
+#[test]
+fn runs_stored_in_the_flat_form_load_and_both_forms_launch() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::copy(repo().join("tests/fixtures/flat-store/hotlab.sqlite"), data.path().join("hotlab.sqlite")).unwrap();
+    let server = start(data.path(), &[]);
+    let runs = get_json(&server.addr, "/api/runs");
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0]["spec"]["workload"], json!({"cartpole": {}}), "a flat CartPole spec keeps no proof settings");
+    assert_eq!((runs[0]["spec"]["seed"].as_u64(), runs[0]["status"].as_str()), (Some(3), Some("finished")));
+    let proof = &runs[1]["spec"]["workload"]["proof"];
+    assert_eq!((proof["kb"].as_str(), proof["depth"].as_u64()), (Some("family:people=30,seed=3"), Some(10)));
+    assert_eq!(runs[1]["spec"]["ppo"]["lr"], 0.00025);
+    let metrics = get_json(&server.addr, "/api/runs/1/metrics");
+    assert_eq!(metrics.as_array().map(Vec::len), Some(4), "the stored history: {metrics}");
+
+    let nested = json!({"workload": {"proof": {"kb": "family:people=30,seed=3", "depth": 6}}, "envs": 8, "steps": 16,
+        "total_steps": 1024, "device": "cpu", "exec": {"backend": "threads", "workers": 2}, "ppo": {"lr": 0.003}});
+    let id = launch(&server.addr, nested);
+    let run = wait_for(&server.addr, id, &["finished"]);
+    assert_eq!(run["spec"]["workload"]["proof"]["depth"], 6);
+    assert_eq!(
+        (run["spec"]["exec"]["backend"].as_str(), run["spec"]["ppo"]["lr"].as_f64()),
+        (Some("threads"), Some(0.003))
+    );
+    let (status, body) = http(&server.addr, "POST", "/api/runs", &[AUTH], br#"{"ppo": {"lr": "fast"}}"#);
+    let e: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, e["error"]["field"].as_str(), e["error"]["path"].as_str()), (400, Some("lr"), Some("ppo.lr")));
+    let (status, body) = http(&server.addr, "POST", "/api/runs", &[AUTH], br#"{"lr": 0.1, "ppo": {"epochs": 2}}"#);
+    assert_eq!(status, 400, "two forms at once are refused: {body}");
+}

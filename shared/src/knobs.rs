@@ -1,8 +1,11 @@
-//! Every [`RunSpec`](crate::spec::RunSpec) field as a form field: its group, its kind and
-//! a one-line help, in the order the launch panel shows them. A test keeps this table
-//! and the spec's fields the same set.
+//! Every [`RunSpec`](crate::spec::RunSpec) field as a knob: its name (the CLI flag in
+//! snake_case, the name of the flat form and of the launch form's field), its path in the
+//! nested JSON, its group, its kind and a one-line help, in the order the launch panel
+//! shows them. A workload's own settings name their workload: the form shows them only
+//! for it. A test keeps this table and the spec's fields the same set.
 
 use crate::spec::{ActionSync, Backend, EnvName, Inference, Precision, Transfer, WaitMode};
+use serde_json::{Map, Value};
 
 /// What a knob's value is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +28,13 @@ pub enum KnobKind {
 /// One field of the launch form.
 #[derive(Clone, Copy, Debug)]
 pub struct Knob {
-    /// The spec's field (the CLI flag in snake_case).
+    /// The CLI flag in snake_case (`--total-steps` → `total_steps`).
     pub name: &'static str,
+    /// Where it sits in the nested spec (`ppo.lr`, `workload.proof.depth`); `workload` for
+    /// the workload's name itself.
+    pub path: &'static str,
+    /// The workload whose own setting this is (None: every workload's).
+    pub workload: Option<EnvName>,
     pub group: &'static str,
     pub kind: KnobKind,
     pub help: &'static str,
@@ -44,53 +52,183 @@ pub const GROUPS: &[&str] = &[
     "PPO hyperparameters",
 ];
 
-const fn knob(name: &'static str, group: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, group, kind, help }
+const fn knob(name: &'static str, path: &'static str, group: &'static str, kind: KnobKind, help: &'static str) -> Knob {
+    Knob { name, path, workload: None, group, kind, help }
+}
+
+/// A setting of the proof env's own.
+const fn proof(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
+    Knob { name, path, workload: Some(EnvName::Proof), group: "Scenario", kind, help }
 }
 
 use KnobKind::*;
 
 pub const KNOBS: &[Knob] = &[
-    knob("env", "Scenario", Choice(EnvName::ALL), "the workload: CartPole-v1, or seed 000's proof search"),
-    knob("kb", "Scenario", Text, "proof: a generated world (family:people=N,seed=S) or a .pl file in the data dir"),
-    knob("queries", "Scenario", OptionalText, "proof: a query file in the data dir (generated for a world when empty)"),
-    knob("proof_depth", "Scenario", Int, "proof: most resolution steps per episode"),
-    knob("embed_dim", "Scenario", Int, "proof: width of the policy's index embeddings"),
-    knob("device", "Scenario", Text, "cpu, cuda, cuda:N or auto"),
-    knob("seed", "Scenario", Int, "seed of every random stream"),
-    knob("envs", "Envs and steps", Int, "parallel environments"),
-    knob("steps", "Envs and steps", Int, "steps per env per rollout"),
-    knob("total_steps", "Envs and steps", Int, "env steps over the whole run"),
-    knob("backend", "Backend, workers and wait", Choice(Backend::ALL), "where and how the envs are stepped"),
-    knob("workers", "Backend, workers and wait", Int, "threads or processes for threads/subprocess; 0 = one per core"),
-    knob("wait", "Backend, workers and wait", Choice(WaitMode::ALL), "how the trainer waits for worker processes"),
-    knob("threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic"),
-    knob("transfer", "Transfer", Choice(Transfer::ALL), "how observations reach the device for an eager forward"),
-    knob("action_sync", "Action read-back", Choice(ActionSync::ALL), "how an eager forward's actions come back"),
+    knob("env", "workload", "Scenario", Choice(EnvName::ALL), "the workload: CartPole-v1, or seed 000's proof search"),
+    proof(
+        "kb",
+        "workload.proof.kb",
+        Text,
+        "proof: a generated world (family:people=N,seed=S) or a .pl file in the data dir",
+    ),
+    proof(
+        "queries",
+        "workload.proof.queries",
+        OptionalText,
+        "proof: a query file in the data dir (generated for a world when empty)",
+    ),
+    proof("proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode"),
+    proof("embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings"),
+    knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto"),
+    knob("seed", "seed", "Scenario", Int, "seed of every random stream"),
+    knob("envs", "envs", "Envs and steps", Int, "parallel environments"),
+    knob("steps", "steps", "Envs and steps", Int, "steps per env per rollout"),
+    knob("total_steps", "total_steps", "Envs and steps", Int, "env steps over the whole run"),
+    knob(
+        "backend",
+        "exec.backend",
+        "Backend, workers and wait",
+        Choice(Backend::ALL),
+        "where and how the envs are stepped",
+    ),
+    knob(
+        "workers",
+        "exec.workers",
+        "Backend, workers and wait",
+        Int,
+        "threads or processes for threads/subprocess; 0 = one per core",
+    ),
+    knob(
+        "wait",
+        "exec.wait",
+        "Backend, workers and wait",
+        Choice(WaitMode::ALL),
+        "how the trainer waits for worker processes",
+    ),
+    knob("threads", "exec.threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic"),
+    knob(
+        "transfer",
+        "exec.transfer",
+        "Transfer",
+        Choice(Transfer::ALL),
+        "how observations reach the device for an eager forward",
+    ),
+    knob(
+        "action_sync",
+        "exec.action_sync",
+        "Action read-back",
+        Choice(ActionSync::ALL),
+        "how an eager forward's actions come back",
+    ),
     knob(
         "inference",
+        "exec.inference",
         "Inference",
         Choice(Inference::ALL),
         "the rollout's forward: libtorch ops, a native one, or a CUDA graph",
     ),
-    knob("precision", "Precision", Choice(Precision::ALL), "the update's matmul precision"),
-    knob("epochs", "PPO hyperparameters", Int, "passes over each rollout"),
-    knob("minibatches", "PPO hyperparameters", Int, "minibatches per epoch; must divide envs × steps"),
-    knob("lr", "PPO hyperparameters", Float, "Adam learning rate"),
-    knob("anneal_lr", "PPO hyperparameters", Bool, "anneal the learning rate linearly to 0"),
-    knob("gamma", "PPO hyperparameters", Float, "discount factor γ"),
-    knob("gae_lambda", "PPO hyperparameters", Float, "GAE λ"),
-    knob("clip", "PPO hyperparameters", Float, "PPO clip range"),
-    knob("ent_coef", "PPO hyperparameters", Float, "entropy bonus coefficient"),
-    knob("vf_coef", "PPO hyperparameters", Float, "value loss coefficient"),
-    knob("max_grad_norm", "PPO hyperparameters", Float, "global gradient norm clip"),
-    knob("hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64"),
-    knob("telemetry_every", "PPO hyperparameters", Int, "gradient norms every K updates; 0 = off"),
+    knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision"),
+    knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout"),
+    knob(
+        "minibatches",
+        "ppo.minibatches",
+        "PPO hyperparameters",
+        Int,
+        "minibatches per epoch; must divide envs × steps",
+    ),
+    knob("lr", "ppo.lr", "PPO hyperparameters", Float, "Adam learning rate"),
+    knob("anneal_lr", "ppo.anneal_lr", "PPO hyperparameters", Bool, "anneal the learning rate linearly to 0"),
+    knob("gamma", "ppo.gamma", "PPO hyperparameters", Float, "discount factor γ"),
+    knob("gae_lambda", "ppo.gae_lambda", "PPO hyperparameters", Float, "GAE λ"),
+    knob("clip", "ppo.clip", "PPO hyperparameters", Float, "PPO clip range"),
+    knob("ent_coef", "ppo.ent_coef", "PPO hyperparameters", Float, "entropy bonus coefficient"),
+    knob("vf_coef", "ppo.vf_coef", "PPO hyperparameters", Float, "value loss coefficient"),
+    knob("max_grad_norm", "ppo.max_grad_norm", "PPO hyperparameters", Float, "global gradient norm clip"),
+    knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64"),
+    knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates; 0 = off"),
 ];
 
-/// The knob of a spec field.
+/// The knob of a spec field, by its name (the flag in snake_case).
 pub fn find(name: &str) -> Option<&'static Knob> {
     KNOBS.iter().find(|k| k.name == name)
+}
+
+/// The knob at a JSON path of the nested spec.
+pub fn at_path(path: &str) -> Option<&'static Knob> {
+    KNOBS.iter().find(|k| k.path == path)
+}
+
+impl Knob {
+    /// Whether a spec of workload `env` has this knob.
+    pub fn applies_to(&self, env: EnvName) -> bool {
+        self.workload.is_none_or(|w| w == env)
+    }
+
+    /// This knob's value in a nested spec as JSON (the workload's name for `env`).
+    pub fn get(&self, spec: &Map<String, Value>) -> Option<Value> {
+        if self.path == "workload" {
+            return workload_name(spec).map(Value::from);
+        }
+        get_path(spec, self.path).cloned()
+    }
+
+    /// Sets this knob in a nested spec as JSON. Setting `env` to another workload replaces
+    /// the workload's settings with that workload's defaults; a workload's own setting is
+    /// ignored for another workload.
+    pub fn set(&self, spec: &mut Map<String, Value>, value: Value) {
+        if self.path == "workload" {
+            let wanted = value.as_str().unwrap_or_default().to_string();
+            if workload_name(spec).as_deref() != Some(wanted.as_str()) {
+                let settings = wanted
+                    .parse::<EnvName>()
+                    .ok()
+                    .and_then(|e| serde_json::to_value(crate::spec::WorkloadSpec::default_for(e)).ok())
+                    .unwrap_or_else(|| serde_json::json!({ wanted: {} }));
+                spec.insert("workload".into(), settings);
+            }
+            return;
+        }
+        if let Some(w) = self.workload {
+            if workload_name(spec).as_deref() != Some(w.as_str()) {
+                return;
+            }
+        }
+        set_path(spec, self.path, value);
+    }
+}
+
+/// The workload's name in a nested spec as JSON.
+pub fn workload_name(spec: &Map<String, Value>) -> Option<String> {
+    match spec.get("workload")? {
+        Value::String(name) => Some(name.clone()),
+        Value::Object(o) if o.len() == 1 => o.keys().next().cloned(),
+        _ => None,
+    }
+}
+
+/// The value at a dotted path (`ppo.lr`).
+pub fn get_path<'a>(spec: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
+    let mut parts = path.split('.');
+    let mut at = spec.get(parts.next()?)?;
+    for part in parts {
+        at = at.as_object()?.get(part)?;
+    }
+    Some(at)
+}
+
+/// Sets the value at a dotted path, making the objects on the way.
+pub fn set_path(spec: &mut Map<String, Value>, path: &str, value: Value) {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let last = parts.pop().unwrap_or_default();
+    let mut at = spec;
+    for part in parts {
+        let next = at.entry(part.to_string()).or_insert_with(|| Value::Object(Map::new()));
+        if !next.is_object() {
+            *next = Value::Object(Map::new());
+        }
+        at = next.as_object_mut().expect("made an object above");
+    }
+    at.insert(last.to_string(), value);
 }
 
 #[cfg(test)]
@@ -98,15 +236,55 @@ mod tests {
     use super::*;
     use crate::spec::RunSpec;
 
+    /// Every leaf's path of a nested spec as JSON, and `workload` (the workload's name).
+    fn leaves(v: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {
+        for (k, v) in v {
+            let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            if path == "workload" {
+                out.push(path.clone());
+            }
+            match v {
+                Value::Object(o) => leaves(o, &path, out),
+                _ => out.push(path),
+            }
+        }
+    }
+
     #[test]
     fn every_spec_field_has_one_knob_in_a_known_group() {
-        let spec = serde_json::to_value(RunSpec::default()).unwrap();
-        let mut fields: Vec<&str> = spec.as_object().unwrap().keys().map(String::as_str).collect();
-        let mut knobs: Vec<&str> = KNOBS.iter().map(|k| k.name).collect();
-        fields.sort();
-        knobs.sort();
-        assert_eq!(fields, knobs);
+        for env in EnvName::ALL {
+            let env: EnvName = env.parse().unwrap();
+            let spec = RunSpec { workload: crate::spec::WorkloadSpec::default_for(env), ..RunSpec::default() };
+            let json = serde_json::to_value(spec).unwrap();
+            let mut fields = Vec::new();
+            leaves(json.as_object().unwrap(), "", &mut fields);
+            let mut fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+            let mut knobs: Vec<&str> = KNOBS.iter().filter(|k| k.applies_to(env)).map(|k| k.path).collect();
+            fields.sort();
+            knobs.sort();
+            assert_eq!(fields, knobs, "{env}");
+        }
+        let mut names: Vec<&str> = KNOBS.iter().map(|k| k.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), KNOBS.len(), "one knob per name");
         assert!(KNOBS.iter().all(|k| GROUPS.contains(&k.group)));
         assert!(GROUPS.iter().all(|g| KNOBS.iter().any(|k| k.group == *g)), "no empty group");
+    }
+
+    #[test]
+    fn knobs_read_and_write_the_nested_spec_by_path() {
+        let mut spec = serde_json::to_value(RunSpec::default()).unwrap().as_object().unwrap().clone();
+        find("lr").unwrap().set(&mut spec, Value::from(0.001));
+        assert_eq!(spec["ppo"]["lr"], 0.001);
+        find("kb").unwrap().set(&mut spec, Value::from("x.pl"));
+        assert!(get_path(&spec, "workload.proof").is_none(), "a proof setting does not apply to cartpole");
+        find("env").unwrap().set(&mut spec, Value::from("proof"));
+        assert_eq!(find("env").unwrap().get(&spec), Some(Value::from("proof")));
+        assert_eq!(find("proof_depth").unwrap().get(&spec), Some(Value::from(10)), "the proof env's defaults");
+        find("kb").unwrap().set(&mut spec, Value::from("x.pl"));
+        assert_eq!(spec["workload"]["proof"]["kb"], "x.pl");
+        let back: RunSpec = serde_json::from_value(Value::Object(spec)).unwrap();
+        assert_eq!((back.env(), back.ppo.lr, back.proof().unwrap().kb.as_str()), (EnvName::Proof, 0.001, "x.pl"));
     }
 }

@@ -1,7 +1,9 @@
 //! Code shared by the hotlab worker (native) and the web app (wasm32).
+//! `docs/architecture.md` (in the repository) shows where it sits in a run's data flow.
 //!
 //! - [`spec`]: the one [`RunSpec`](spec::RunSpec) that the CLI, the REST API and the
-//!   UI all use, with its presets and validation.
+//!   UI all use, nested by concern (the workload with its own settings, `ppo`, `exec`,
+//!   `telemetry`), with its presets, validation and the flat form's migration.
 //! - [`env`]: the environment traits (several observation fields, several action heads,
 //!   an optional action mask) and their batch buffers.
 //! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
@@ -14,7 +16,8 @@
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
 //! - [`protocol`]: the lab's events (REST history and WebSocket stream).
 //! - [`report`]: the bottleneck report, a pure function of a profile and its spec.
-//! - [`knobs`]: every spec field as a launch-form field (group, kind, help).
+//! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
+//!   help (the launch form, the CLI's errors and the flat form's migration use it).
 
 pub mod cartpole;
 pub mod counters;

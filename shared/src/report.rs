@@ -83,10 +83,10 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
     let c = &profile.counters;
     let steps = (c.env_steps / spec.envs.max(1) as u64).max(1);
     match p {
-        Phase::EnvStep => format!("{} backend, {} envs", spec.backend, spec.envs),
+        Phase::EnvStep => format!("{} backend, {} envs", spec.exec.backend, spec.envs),
         Phase::EnvWait => format!(
             "waiting on {} workers: {} round trips, {} spin polls ({:.1} per step)",
-            spec.backend,
+            spec.exec.backend,
             c.ipc_round_trips,
             c.spin_iterations,
             c.spin_iterations as f64 / steps as f64
@@ -107,16 +107,24 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 c.d2h_copies
             )
         }
-        Phase::PolicyForward => format!("{} inference, batch {}", spec.inference.as_str(), spec.envs),
+        Phase::PolicyForward => format!("{} inference, batch {}", spec.exec.inference.as_str(), spec.envs),
         Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
-            format!("minibatch {} × {} epochs × {} minibatches", spec.minibatch_size(), spec.epochs, spec.minibatches)
+            format!(
+                "minibatch {} × {} epochs × {} minibatches",
+                spec.minibatch_size(),
+                spec.ppo.epochs,
+                spec.ppo.minibatches
+            )
         }
-        Phase::EmbeddingLookup => match spec.inference {
+        Phase::EmbeddingLookup => match spec.exec.inference {
             Inference::Fused => {
-                format!("goal lists as sums of projected embedding rows (host), embed dim {}", spec.embed_dim)
+                format!(
+                    "goal lists as sums of projected embedding rows (host), embed dim {}",
+                    spec.proof().map_or(0, |p| p.embed_dim)
+                )
             }
             Inference::Eager | Inference::Graph => {
-                format!("index embeddings (embedding_bag), embed dim {}", spec.embed_dim)
+                format!("index embeddings (embedding_bag), embed dim {}", spec.proof().map_or(0, |p| p.embed_dim))
             }
         },
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
@@ -176,8 +184,8 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         out.push(Recommendation { knob, phase, signature, max_speedup: amdahl(share) });
     };
     let wait = profile.share(Phase::EnvWait);
-    if matches!(spec.backend, Backend::Subprocess | Backend::Threads) && wait >= 0.10 {
-        let spin = if spec.backend == Backend::Subprocess && spec.wait == WaitMode::Spin {
+    if matches!(spec.exec.backend, Backend::Subprocess | Backend::Threads) && wait >= 0.10 {
+        let spin = if spec.exec.backend == Backend::Subprocess && spec.exec.wait == WaitMode::Spin {
             format!(", {} spin polls", c.spin_iterations)
         } else {
             String::new()
@@ -188,12 +196,12 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             format!(
                 "{:.0}% of wall waiting on {} workers ({} round trips{spin})",
                 100.0 * wait,
-                spec.backend,
+                spec.exec.backend,
                 c.ipc_round_trips
             ),
         );
     }
-    if spec.backend == Backend::Subprocess && spec.wait == WaitMode::Spin && wait >= 0.10 {
+    if spec.exec.backend == Backend::Subprocess && spec.exec.wait == WaitMode::Spin && wait >= 0.10 {
         add(
             "--wait block".into(),
             Phase::EnvWait,
@@ -201,7 +209,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         );
     }
     let env = profile.share(Phase::EnvStep);
-    if spec.backend == Backend::Sequential && env >= 0.15 {
+    if spec.exec.backend == Backend::Sequential && env >= 0.15 {
         add(
             "--backend vectorized".into(),
             Phase::EnvStep,
@@ -210,7 +218,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     }
     let readback = profile.share(Phase::ActionReadback);
     let syncs_per_step = c.host_syncs as f64 / steps;
-    if spec.action_sync == ActionSync::PerItem && readback >= 0.03 && syncs_per_step > 1.5 {
+    if spec.exec.action_sync == ActionSync::PerItem && readback >= 0.03 && syncs_per_step > 1.5 {
         add(
             "--action-sync stacked".into(),
             Phase::ActionReadback,
@@ -219,7 +227,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     }
     let transfer = profile.share(Phase::ObsTransfer);
     let copies_per_step = c.h2d_copies as f64 / steps;
-    if spec.transfer == Transfer::PerTensor && transfer >= 0.03 && copies_per_step > 1.5 {
+    if spec.exec.transfer == Transfer::PerTensor && transfer >= 0.03 && copies_per_step > 1.5 {
         add(
             "--transfer packed".into(),
             Phase::ObsTransfer,
@@ -227,7 +235,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         );
     }
     let forward = profile.share(Phase::PolicyForward);
-    if spec.inference == Inference::Eager && spec.backend != Backend::Device && forward >= 0.10 {
+    if spec.exec.inference == Inference::Eager && spec.exec.backend != Backend::Device && forward >= 0.10 {
         add(
             "--inference fused".into(),
             Phase::PolicyForward,
@@ -236,9 +244,9 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     }
     // On a GPU the device rollout's per-step launches are the cost a graph removes.
     let step = forward + profile.share(Phase::EnvStep) + profile.share(Phase::RolloutStore);
-    if spec.backend == Backend::Device
+    if spec.exec.backend == Backend::Device
         && spec.device.starts_with("cuda")
-        && spec.inference != Inference::Graph
+        && spec.exec.inference != Inference::Graph
         && step >= 0.10
     {
         add(
@@ -397,8 +405,8 @@ mod tests {
         };
         // Worker wait on subprocess + spin: an in-process backend and blocking waits.
         let sub = spec(|s| {
-            s.backend = Backend::Subprocess;
-            s.wait = WaitMode::Spin;
+            s.exec.backend = Backend::Subprocess;
+            s.exec.wait = WaitMode::Spin;
         });
         let r = analyze(&profile(&[(Phase::EnvWait, 0.6)], steps.clone()), &sub);
         assert_eq!(knobs(&r), vec!["--backend vectorized", "--wait block"]);
@@ -407,7 +415,7 @@ mod tests {
         // The same wait share on an in-process backend recommends nothing.
         assert!(analyze(&profile(&[(Phase::EnvWait, 0.6)], steps.clone()), &spec(|_| {})).recommendations.is_empty());
         // Read-back: only with per_item and more than one sync per step.
-        let per_item = spec(|s| s.action_sync = ActionSync::PerItem);
+        let per_item = spec(|s| s.exec.action_sync = ActionSync::PerItem);
         assert_eq!(
             knobs(&analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &per_item)),
             vec!["--action-sync stacked"]
@@ -420,7 +428,7 @@ mod tests {
             .recommendations
             .is_empty());
         // Transfers: only per_tensor with several copies per step.
-        let per_tensor = spec(|s| s.transfer = Transfer::PerTensor);
+        let per_tensor = spec(|s| s.exec.transfer = Transfer::PerTensor);
         assert_eq!(
             knobs(&analyze(&profile(&[(Phase::ObsTransfer, 0.2)], steps.clone()), &per_tensor)),
             vec!["--transfer packed"]
@@ -429,7 +437,7 @@ mod tests {
             .recommendations
             .is_empty());
         // Eager forward.
-        let eager = spec(|s| s.inference = Inference::Eager);
+        let eager = spec(|s| s.exec.inference = Inference::Eager);
         assert_eq!(
             knobs(&analyze(&profile(&[(Phase::PolicyForward, 0.3)], steps.clone()), &eager)),
             vec!["--inference fused"]
@@ -439,21 +447,21 @@ mod tests {
             .is_empty());
         // The device rollout on a GPU: a graph removes the per-step launches.
         let on_gpu = spec(|s| {
-            s.backend = Backend::Device;
+            s.exec.backend = Backend::Device;
             s.device = "cuda".into();
         });
         let launches = profile(&[(Phase::PolicyForward, 0.2), (Phase::EnvStep, 0.2)], steps.clone());
         assert_eq!(knobs(&analyze(&launches, &on_gpu)), vec!["--inference graph"]);
-        let on_cpu = spec(|s| s.backend = Backend::Device);
+        let on_cpu = spec(|s| s.exec.backend = Backend::Device);
         assert!(analyze(&launches, &on_cpu).recommendations.is_empty(), "no graph without CUDA");
         let graph = spec(|s| {
-            s.backend = Backend::Device;
+            s.exec.backend = Backend::Device;
             s.device = "cuda".into();
-            s.inference = Inference::Graph;
+            s.exec.inference = Inference::Graph;
         });
         assert!(analyze(&launches, &graph).recommendations.is_empty(), "already replaying");
         // The per-env loop.
-        let seq = spec(|s| s.backend = Backend::Sequential);
+        let seq = spec(|s| s.exec.backend = Backend::Sequential);
         assert_eq!(
             knobs(&analyze(&profile(&[(Phase::EnvStep, 0.4)], steps.clone()), &seq)),
             vec!["--backend vectorized"]

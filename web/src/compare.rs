@@ -2,6 +2,7 @@
 //! first (the "before").
 
 use crate::run_data::RunData;
+use hotlab_shared::knobs::KNOBS;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::RunSpec;
 
@@ -26,19 +27,23 @@ pub struct Row {
     pub ratios: Vec<Option<f64>>,
 }
 
-/// The spec fields that differ between the runs, with each run's value.
+/// The knobs whose values differ between the runs (by name), with each run's value; a
+/// workload's own setting shows empty for a run of another workload.
 pub fn differences(specs: &[&RunSpec]) -> Vec<(String, Vec<String>)> {
     let values: Vec<serde_json::Map<String, serde_json::Value>> =
         specs.iter().filter_map(|s| serde_json::to_value(s).ok()?.as_object().cloned()).collect();
-    let Some(first) = values.first() else { return Vec::new() };
-    first
-        .keys()
-        .filter(|k| values.iter().any(|v| v.get(*k) != first.get(*k)))
-        .map(|k| {
-            let shown = values.iter().map(|v| v.get(k).map_or(String::new(), show)).collect();
-            (k.clone(), shown)
+    let mut diffs: Vec<(String, Vec<String>)> = KNOBS
+        .iter()
+        .filter_map(|k| {
+            let each: Vec<Option<serde_json::Value>> = values.iter().map(|v| k.get(v)).collect();
+            let first = each.first()?;
+            each.iter()
+                .any(|v| v != first)
+                .then(|| (k.name.to_string(), each.iter().map(|v| v.as_ref().map_or(String::new(), show)).collect()))
         })
-        .collect()
+        .collect();
+    diffs.sort();
+    diffs
 }
 
 fn show(v: &serde_json::Value) -> String {
@@ -93,7 +98,7 @@ pub fn rows(runs: &[&RunData]) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::spec::Backend;
+    use hotlab_shared::spec::{Backend, ExecSpec};
 
     #[test]
     fn ratios_are_against_the_first_run() {
@@ -117,7 +122,11 @@ mod tests {
     #[test]
     fn differences_name_the_knobs_that_changed() {
         let a = RunSpec::default();
-        let b = RunSpec { backend: Backend::Threads, envs: 8, ..RunSpec::default() };
+        let b = RunSpec {
+            envs: 8,
+            exec: ExecSpec { backend: Backend::Threads, ..ExecSpec::default() },
+            ..RunSpec::default()
+        };
         let d = differences(&[&a, &b]);
         assert_eq!(
             d,

@@ -56,10 +56,10 @@ pub fn History(go: Callback<Route>) -> impl IntoView {
                                     <td><input type="checkbox" data-testid="pick" prop:checked=move || picked.with(|p| p.contains(&id)) on:change=move |_| toggle(id)/></td>
                                     <td><a href=Route::Run(id).hash()>{format!("#{id}")}</a></td>
                                     <td><span class=format!("status {}", r.status.as_str())>{r.status.as_str()}</span></td>
-                                    <td>{r.spec.env.as_str()}</td>
-                                    <td>{r.spec.backend.to_string()}</td>
+                                    <td>{r.spec.env().as_str()}</td>
+                                    <td>{r.spec.exec.backend.to_string()}</td>
                                     <td class="num">{format!("{} × {}", r.spec.envs, r.spec.steps)}</td>
-                                    <td>{r.spec.inference.as_str()}</td>
+                                    <td>{r.spec.exec.inference.as_str()}</td>
                                     <td>{r.spec.device.clone()}</td>
                                     <td class="num" data-testid="history-sps">{r.sps.map_or("–".into(), si)}</td>
                                 </tr>

@@ -1,8 +1,10 @@
-//! The launch panel: every `RunSpec` knob in its group, presets, and the server's
-//! validation message next to the field it names.
+//! The launch panel: every `RunSpec` knob in its group (a workload's own settings only for
+//! that workload), presets, and the server's validation message next to the field it
+//! names. The form edits the nested spec as JSON, each knob at its path.
 
 use crate::api::{self, ApiError};
-use hotlab_shared::knobs::{Knob, KnobKind, GROUPS, KNOBS};
+use hotlab_shared::knobs::{workload_name, Knob, KnobKind, GROUPS, KNOBS};
+use hotlab_shared::spec::EnvName;
 use hotlab_shared::spec::Preset;
 use leptos::prelude::*;
 use serde_json::{Map, Value};
@@ -55,13 +57,16 @@ pub async fn launch(spec: &Spec) -> Result<u64, ApiError> {
 }
 
 #[component]
-fn Field(knob: &'static Knob, spec: RwSignal<Spec>, errors: RwSignal<HashMap<String, String>>) -> impl IntoView {
+fn Field(
+    knob: &'static Knob,
+    spec: RwSignal<Spec>,
+    env: Memo<Option<EnvName>>,
+    errors: RwSignal<HashMap<String, String>>,
+) -> impl IntoView {
     let name = knob.name;
-    let value = move || spec.with(|s| shown(s.get(name)));
+    let value = move || spec.with(|s| shown(knob.get(s).as_ref()));
     let set = move |text: String| {
-        spec.update(|s| {
-            s.insert(name.to_string(), parsed(knob.kind, &text));
-        });
+        spec.update(|s| knob.set(s, parsed(knob.kind, &text)));
         errors.update(|e| {
             e.remove(name);
         });
@@ -85,7 +90,8 @@ fn Field(knob: &'static Knob, spec: RwSignal<Spec>, errors: RwSignal<HashMap<Str
     };
     let error = move || errors.with(|e| e.get(name).cloned());
     view! {
-        <label class="knob" class:invalid=move || error().is_some() title=knob.help>
+        <label class="knob" class:invalid=move || error().is_some() title=knob.help
+            style:display=move || if env.get().is_none_or(|e| knob.applies_to(e)) { "" } else { "none" }>
             <span class="name">{name}</span>
             {input}
             <span class="help">{knob.help}</span>
@@ -97,6 +103,8 @@ fn Field(knob: &'static Knob, spec: RwSignal<Spec>, errors: RwSignal<HashMap<Str
 #[component]
 pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>) -> impl IntoView {
     let spec = RwSignal::new(preset(Preset::Cleanrl));
+    // The workload's own fields show only for it (a memo: fields re-render when it changes).
+    let env = Memo::new(move |_| spec.with(|s| workload_name(s)?.parse::<EnvName>().ok()));
     let errors = RwSignal::new(HashMap::<String, String>::new());
     let general = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
@@ -134,7 +142,7 @@ pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>) -> impl I
                 {GROUPS.iter().map(|&group| view! {
                     <fieldset class="group">
                         <legend>{group}</legend>
-                        {KNOBS.iter().filter(|k| k.group == group).map(|k| view! { <Field knob=k spec errors/> }).collect_view()}
+                        {KNOBS.iter().filter(|k| k.group == group).map(|k| view! { <Field knob=k spec env errors/> }).collect_view()}
                     </fieldset>
                 }).collect_view()}
             </fieldset>
@@ -167,11 +175,17 @@ mod tests {
         assert_eq!(parsed(KnobKind::OptionalText, ""), Value::Null);
         assert_eq!(parsed(KnobKind::Bool, "true"), Value::Bool(true));
         let spec = preset(Preset::Cleanrl);
-        assert_eq!(shown(spec.get("hidden")), "64,64");
-        assert_eq!(shown(spec.get("backend")), "vectorized");
-        assert_eq!(shown(spec.get("queries")), "");
-        for k in KNOBS {
-            assert!(spec.contains_key(k.name), "{} is a spec field", k.name);
+        let get = |spec: &Spec, name| shown(hotlab_shared::knobs::find(name).unwrap().get(spec).as_ref());
+        assert_eq!(get(&spec, "hidden"), "64,64");
+        assert_eq!(get(&spec, "backend"), "vectorized");
+        assert_eq!(get(&spec, "env"), "cartpole");
+        let proof = preset(Preset::Proof);
+        assert_eq!(get(&proof, "queries"), "");
+        assert_eq!(get(&proof, "proof_depth"), "10");
+        for (spec, env) in [(&spec, EnvName::Cartpole), (&proof, EnvName::Proof)] {
+            for k in KNOBS.iter().filter(|k| k.applies_to(env)) {
+                assert!(k.get(spec).is_some(), "{} is a field of a {env} spec", k.name);
+            }
         }
     }
 }

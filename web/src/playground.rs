@@ -263,7 +263,7 @@ pub fn Playground() -> impl IntoView {
     leptos::task::spawn_local(async move {
         if let Ok(list) = crate::api::get::<Vec<RunInfo>>("/api/runs").await {
             let usable = |r: &RunInfo| {
-                r.spec.env == EnvName::Cartpole && matches!(r.status, RunStatus::Finished | RunStatus::Stopped)
+                r.spec.env() == EnvName::Cartpole && matches!(r.status, RunStatus::Finished | RunStatus::Stopped)
             };
             runs.set(list.into_iter().rev().filter(usable).collect());
         }

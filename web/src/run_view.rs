@@ -129,8 +129,11 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
     let launch_variant = move |overrides: Vec<(String, String)>| {
         let Some(spec) = info.with_untracked(|i| i.as_ref().map(|i| i.spec.clone())) else { return };
         let mut fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
-        for (k, v) in overrides {
-            fields.insert(k, serde_json::Value::String(v));
+        for (name, v) in overrides {
+            // A recommendation names knobs by flag; each sits at its path in the spec.
+            if let Some(knob) = hotlab_shared::knobs::find(&name) {
+                knob.set(&mut fields, serde_json::Value::String(v));
+            }
         }
         leptos::task::spawn_local(async move {
             match crate::launch::launch(&fields).await {
@@ -191,13 +194,13 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
 pub fn summary(spec: &hotlab_shared::spec::RunSpec) -> String {
     format!(
         "{} · {} envs × {} steps · {} · {} · {} · {}",
-        spec.env.as_str(),
+        spec.env().as_str(),
         spec.envs,
         spec.steps,
-        spec.backend,
-        spec.inference.as_str(),
+        spec.exec.backend,
+        spec.exec.inference.as_str(),
         spec.device,
-        spec.precision
+        spec.exec.precision
     )
 }
 

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{Backend, RunSpec, WaitMode};
+use hotlab_shared::spec::{Backend, ExecSpec, RunSpec, WaitMode};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,14 +46,8 @@ pub struct EnvBenchSpec {
 /// Steps the envs with random actions for about `seconds` (after a short warm-up).
 pub fn run(s: &EnvBenchSpec) -> Result<EnvBench> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let spec = RunSpec {
-        envs: s.envs,
-        backend: s.backend,
-        workers: s.workers,
-        wait: s.wait,
-        seed: s.seed,
-        ..RunSpec::default()
-    };
+    let exec = ExecSpec { backend: s.backend, workers: s.workers, wait: s.wait, ..ExecSpec::default() };
+    let spec = RunSpec { envs: s.envs, seed: s.seed, exec, ..RunSpec::default() };
     let budget = Duration::from_secs_f64(s.seconds);
     let mut counters = Counters::default();
     let (steps, elapsed) = if s.backend == Backend::Device {

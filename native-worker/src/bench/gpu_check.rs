@@ -18,7 +18,7 @@ use cudarc::driver::sys::CUevent_flags;
 use hotlab_shared::cartpole::{dynamics_f32, terminated_f32, MAX_STEPS, RESET_BOUND};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::rng::{action_rng, EnvRng, HostRng};
-use hotlab_shared::spec::{self, ActionSync, Backend, Inference, Preset, RunSpec};
+use hotlab_shared::spec::{self, ActionSync, Backend, ExecSpec, Inference, Preset, RunSpec};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -375,7 +375,7 @@ fn ppo_check() -> Value {
         let mut agent = MlpAgent { net, helper: None, env: Arc::new(CartPole) };
         let mut precision =
             crate::train::precision::resolve(spec::Precision::Fp32, d).expect("fp32 resolves everywhere");
-        let ctx = UpdateCtx { spec: &spec, heads: &[2], lr: spec.lr, precision: &mut precision, telemetry: None };
+        let ctx = UpdateCtx { spec: &spec, heads: &[2], lr: spec.ppo.lr, precision: &mut precision, telemetry: None };
         let (mut prof, mut c) = (Profiler::new(None), Counters::default());
         let _ = update::update(&mut agent, &mut opt, &on(&host, d), ctx, &mut HostRng::new(1), &mut prof, &mut c);
         host_f32(&agent.net.flat)
@@ -430,11 +430,10 @@ fn amp_check() -> Value {
 /// last 100 episodes ≥ 150 after 300k steps; random play scores about 22).
 fn train_check(name: &str, inference: Inference) -> Value {
     let spec = RunSpec {
-        backend: Backend::Device,
         device: "cuda".into(),
-        inference,
         envs: 64,
         total_steps: 300_000,
+        exec: ExecSpec { backend: Backend::Device, inference, ..ExecSpec::default() },
         ..RunSpec::default()
     };
     match crate::workloads::train(&spec, &mut |_| {}) {
@@ -503,18 +502,15 @@ fn benchmarks(gpu: &Arc<Gpu>, max_log2: u32) -> Value {
     let mut runs = Vec::new();
     let wide = Preset::Wide.spec();
     let device_run = |envs: usize, inference: Inference| RunSpec {
-        backend: Backend::Device,
         device: "cuda".into(),
-        inference,
+        exec: ExecSpec { backend: Backend::Device, inference, ..ExecSpec::default() },
         envs,
         total_steps: 2_000_000,
         ..wide.clone()
     };
     let host_run = |sync: ActionSync| RunSpec {
-        backend: Backend::Vectorized,
         device: "cuda".into(),
-        inference: Inference::Eager,
-        action_sync: sync,
+        exec: ExecSpec { inference: Inference::Eager, action_sync: sync, ..ExecSpec::default() },
         envs: 1024,
         total_steps: 1_000_000,
         ..wide.clone()

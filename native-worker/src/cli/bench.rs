@@ -5,8 +5,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hotlab::bench::envs::{self, EnvBench, EnvBenchSpec};
 use hotlab::workloads;
-use hotlab_shared::spec::{Backend, EnvName, RunSpec, WaitMode};
+use hotlab_shared::spec::{Backend, EnvName, RunSpec, SpecError, WaitMode, WorkloadSpec};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -16,15 +17,16 @@ pub struct BenchEnvsArgs {
     /// Workload.
     #[arg(long, default_value = "cartpole")]
     pub env: EnvName,
-    /// Proof env: knowledge base (a Prolog file or a world such as family:people=200,seed=3).
-    #[arg(long, default_value = "family:people=200,seed=3")]
-    pub kb: String,
+    /// Proof env: knowledge base (a Prolog file or a world such as family:people=N,seed=S)
+    /// [family:people=200,seed=3].
+    #[arg(long)]
+    pub kb: Option<String>,
     /// Proof env: query file (generated for a world when absent).
     #[arg(long)]
     pub queries: Option<String>,
-    /// Proof env: depth limit.
-    #[arg(long, default_value_t = 10)]
-    pub proof_depth: usize,
+    /// Proof env: depth limit [10].
+    #[arg(long)]
+    pub proof_depth: Option<usize>,
     /// Backends to measure, comma-separated [every one the workload runs on: all five for
     /// cartpole, the four host ones for the proof env].
     #[arg(long, value_delimiter = ',')]
@@ -54,9 +56,14 @@ pub struct BenchEnvsArgs {
 
 impl BenchEnvsArgs {
     /// The workload's part of a spec, from the flags.
-    fn workload_spec(&self) -> RunSpec {
-        let (kb, queries) = (self.kb.clone(), self.queries.clone());
-        RunSpec { env: self.env, kb, queries, proof_depth: self.proof_depth, ..RunSpec::default() }
+    fn workload_spec(&self) -> Result<RunSpec, SpecError> {
+        let spec = RunSpec { workload: WorkloadSpec::default_for(self.env), ..RunSpec::default() };
+        let own = [
+            ("kb", self.kb.clone().map(Value::from)),
+            ("queries", self.queries.clone().map(Value::from)),
+            ("proof_depth", self.proof_depth.map(Value::from)),
+        ];
+        super::with_own_settings(spec, &own)
     }
 }
 
@@ -99,7 +106,7 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
         }
     }
     let device = hotlab::exec::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;
-    let workload = workloads::load(&a.workload_spec())?;
+    let workload = workloads::load(&a.workload_spec()?)?;
     let supported = workload.backends();
     let backends = a.backends.clone().unwrap_or_else(|| supported.to_vec());
     if let Some(bad) = backends.iter().find(|b| !supported.contains(b)) {

@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::Args;
 use hotlab::exec::worker::{self, WorkerArgs};
 use hotlab::workloads;
-use hotlab_shared::spec::{EnvName, RunSpec, WaitMode};
+use hotlab_shared::spec::{RunSpec, WaitMode, WorkloadSpec};
 
 #[derive(Args, Debug)]
 pub struct EnvWorkerArgs {
@@ -20,14 +20,9 @@ pub struct EnvWorkerArgs {
     pub first: usize,
     #[arg(long)]
     pub count: usize,
-    #[arg(long)]
-    pub env: EnvName,
-    #[arg(long, default_value = "")]
-    pub kb: String,
-    #[arg(long)]
-    pub queries: Option<String>,
-    #[arg(long, default_value_t = 10)]
-    pub proof_depth: usize,
+    /// The workload and its settings as JSON (the trainer's `EnvMaker::worker_flags`).
+    #[arg(long, value_parser = parse_workload)]
+    pub workload: WorkloadSpec,
     #[arg(long)]
     pub seed: u64,
     #[arg(long)]
@@ -48,7 +43,10 @@ pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
         wait: a.wait,
         parent: a.parent,
     };
-    // The workload as the trainer's spec has it (its `worker_flags`).
-    let spec = RunSpec { env: a.env, kb: a.kb, queries: a.queries, proof_depth: a.proof_depth, ..RunSpec::default() };
+    let spec = RunSpec { workload: a.workload, ..RunSpec::default() };
     worker::run(args, || Ok(workloads::load(&spec)?))
+}
+
+fn parse_workload(text: &str) -> Result<WorkloadSpec, String> {
+    serde_json::from_str(text).map_err(|e| format!("not a workload as JSON: {e}"))
 }

@@ -12,6 +12,9 @@ mod train;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use hotlab_shared::knobs;
+use hotlab_shared::spec::{RunSpec, SpecError};
+use serde_json::Value;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -85,4 +88,26 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::GpuCheck(a) => gpu_check::gpu_check(a),
         Command::EnvWorker(a) => env_worker::env_worker(a),
     }
+}
+
+/// `spec` with the workload settings given as flags (knob name, value), each at its knob's
+/// JSON path; a setting of another workload than the spec's is refused, naming its flag.
+pub fn with_own_settings(spec: RunSpec, given: &[(&str, Option<Value>)]) -> Result<RunSpec, SpecError> {
+    let given: Vec<_> = given.iter().filter_map(|(name, v)| Some((knobs::find(name)?, v.clone()?))).collect();
+    if given.is_empty() {
+        return Ok(spec);
+    }
+    let env = spec.env();
+    let mut json = serde_json::to_value(&spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+    for (knob, v) in given {
+        if !knob.applies_to(env) {
+            let owner = knob.workload.map_or("another workload", |w| w.as_str());
+            return Err(SpecError::new(
+                knob.name,
+                format!("is a setting of --env {owner}, and this run's env is {env}"),
+            ));
+        }
+        knob.set(&mut json, v);
+    }
+    serde_json::from_value(Value::Object(json)).map_err(|e| SpecError::new("env", e.to_string()))
 }

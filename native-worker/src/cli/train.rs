@@ -5,8 +5,11 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hotlab::train;
 use hotlab::workloads;
-use hotlab_shared::spec::{ActionSync, Backend, EnvName, Inference, Precision, Preset, RunSpec, Transfer, WaitMode};
+use hotlab_shared::spec::{
+    ActionSync, Backend, EnvName, Inference, Precision, Preset, RunSpec, SpecError, Transfer, WaitMode, WorkloadSpec,
+};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -123,25 +126,39 @@ pub struct TrainArgs {
 }
 
 impl TrainArgs {
-    /// The preset with every explicit flag applied on top.
-    pub fn spec(&self) -> RunSpec {
+    /// The preset with every explicit flag applied on top; a workload's own flag on a run
+    /// of another workload is refused.
+    pub fn spec(&self) -> Result<RunSpec, SpecError> {
         let mut s = self.preset.spec();
+        if let Some(env) = self.env.filter(|&e| e != s.env()) {
+            s.workload = WorkloadSpec::default_for(env);
+        }
         macro_rules! set {
-            ($($field:ident),*) => { $( if let Some(v) = self.$field.clone() { s.$field = v; } )* };
+            ($($($part:ident).+ = $flag:ident),* $(,)?) => { $( if let Some(v) = self.$flag.clone() { s.$($part).+ = v; } )* };
         }
-        set!(env, envs, steps, total_steps, epochs, minibatches, lr, gamma, gae_lambda, clip, ent_coef);
-        set!(vf_coef, max_grad_norm, hidden, seed, device, inference, threads);
-        set!(backend, workers, wait, transfer, action_sync, precision, telemetry_every);
-        set!(kb, proof_depth, embed_dim);
-        if self.queries.is_some() {
-            s.queries = self.queries.clone();
-        }
+        set!(envs = envs, steps = steps, total_steps = total_steps, seed = seed, device = device);
+        set!(ppo.epochs = epochs, ppo.minibatches = minibatches, ppo.lr = lr, ppo.gamma = gamma);
+        set!(ppo.gae_lambda = gae_lambda, ppo.clip = clip, ppo.ent_coef = ent_coef, ppo.vf_coef = vf_coef);
+        set!(ppo.max_grad_norm = max_grad_norm, ppo.hidden = hidden);
+        set!(exec.backend = backend, exec.workers = workers, exec.wait = wait, exec.transfer = transfer);
+        set!(exec.action_sync = action_sync, exec.inference = inference, exec.threads = threads);
+        set!(exec.precision = precision, telemetry.every = telemetry_every);
         if self.no_anneal_lr {
-            s.anneal_lr = false;
+            s.ppo.anneal_lr = false;
         } else if self.anneal_lr {
-            s.anneal_lr = true;
+            s.ppo.anneal_lr = true;
         }
-        s
+        super::with_own_settings(s, &self.own_settings())
+    }
+
+    /// The workloads' own flags, by knob.
+    fn own_settings(&self) -> [(&'static str, Option<Value>); 4] {
+        [
+            ("kb", self.kb.clone().map(Value::from)),
+            ("queries", self.queries.clone().map(Value::from)),
+            ("proof_depth", self.proof_depth.map(Value::from)),
+            ("embed_dim", self.embed_dim.map(Value::from)),
+        ]
     }
 }
 
@@ -217,7 +234,7 @@ pub fn train(a: TrainArgs) -> Result<()> {
 
 /// Trains with a progress bar (unless `quiet`), writing `--out` if asked.
 fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, quiet: bool) -> Result<train::Trained> {
-    let spec = a.spec();
+    let spec = a.spec()?;
     spec.validate()?;
     let mut metrics = match &a.out {
         Some(dir) => {
@@ -234,7 +251,7 @@ fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, qui
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}")
             .expect("valid template"),
     );
-    let sink: Option<hotlab::train::telemetry::Sink> = match (&a.out, spec.telemetry_every) {
+    let sink: Option<hotlab::train::telemetry::Sink> = match (&a.out, spec.telemetry.every) {
         (Some(dir), k) if k > 0 => {
             let path = dir.join("telemetry.jsonl");
             let mut file = std::io::BufWriter::new(

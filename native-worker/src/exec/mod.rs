@@ -30,7 +30,7 @@ pub mod worker;
 
 use anyhow::Result;
 use hotlab_shared::env::{BatchEnv, FieldData, ScalarEnv};
-use hotlab_shared::spec::{Backend, RunSpec, WaitMode};
+use hotlab_shared::spec::{Backend, RunSpec, WaitMode, WorkloadSpec};
 
 /// How a workload's envs are made: what every host backend needs to know of a workload.
 /// Cheap to share: one per run, used by every backend thread.
@@ -41,9 +41,15 @@ pub trait EnvMaker: Send + Sync {
     fn vector_env(&self, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv>;
     /// One scalar env with the stream of global index `index`.
     fn scalar_env(&self, seed: u64, index: u64) -> Box<dyn ScalarEnv>;
-    /// The flags that make a worker process (`hotlab env-worker`) load the same workload,
-    /// and what to write to its standard input (data too large or too costly to rebuild).
+    /// The flags that make a worker process (`hotlab env-worker`) load the same workload
+    /// ([`worker_flags`]), and what to write to its standard input (data too large or too
+    /// costly to rebuild).
     fn worker_flags(&self) -> (Vec<String>, Option<String>);
+}
+
+/// A worker process's flags for a workload: `--workload` and the workload as JSON.
+pub fn worker_flags(workload: WorkloadSpec) -> Vec<String> {
+    vec!["--workload".into(), serde_json::to_string(&workload).unwrap_or_default()]
 }
 
 /// Splits `envs` into `workers` contiguous slices as even as possible: `(first, count)`.
@@ -64,11 +70,13 @@ pub fn partition(envs: usize, workers: usize) -> Vec<(usize, usize)> {
 pub fn host_backend(spec: &RunSpec, env: &dyn EnvMaker) -> Result<Box<dyn BatchEnv>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = spec.resolved_workers(cores);
-    Ok(match spec.backend {
+    Ok(match spec.exec.backend {
         Backend::Vectorized | Backend::Device => env.vector_env(spec.envs, spec.seed, 0),
         Backend::Sequential => Box::new(sequential::Sequential::new(env, spec.envs, spec.seed)),
         Backend::Threads => Box::new(threads::Threads::new(env, spec.envs, spec.seed, workers)),
-        Backend::Subprocess => Box::new(subprocess::Subprocess::spawn(env, spec.envs, spec.seed, workers, spec.wait)?),
+        Backend::Subprocess => {
+            Box::new(subprocess::Subprocess::spawn(env, spec.envs, spec.seed, workers, spec.exec.wait)?)
+        }
     })
 }
 

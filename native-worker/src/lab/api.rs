@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hotlab_shared::protocol::{EventBody, MetricsPoint, RunInfo};
-use hotlab_shared::spec::{EnvName, RunSpec};
+use hotlab_shared::spec::{json, RunSpec};
 use hotlab_shared::system::SystemInfo;
 use serde::Deserialize;
 use std::sync::Arc;
@@ -34,15 +34,22 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub field: Option<String>,
+    /// The field's JSON path in the nested spec, where it is one.
+    pub path: Option<String>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), field: None }
+        Self { status, code, message: message.into(), field: None, path: None }
     }
 
     fn field(mut self, field: &str) -> Self {
         self.field = Some(field.to_string());
+        self
+    }
+
+    fn path(mut self, path: &str) -> Self {
+        self.path = Some(path.to_string());
         self
     }
 
@@ -58,7 +65,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({
-            "error": { "code": self.code, "message": self.message, "field": self.field }
+            "error": { "code": self.code, "message": self.message, "field": self.field, "path": self.path }
         });
         (self.status, Json(body)).into_response()
     }
@@ -273,49 +280,29 @@ pub async fn policy(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Re
     blob(&lab, id, "policy").await
 }
 
-/// A spec from a request body: JSON, an object, known fields of the right types, values
-/// in range, and knowledge-base files inside the data dir.
+/// A spec from a request body (the nested form, or the flat one of earlier versions):
+/// JSON, an object, known fields of the right types, values in range, files inside the
+/// data dir, and a workload that loads.
 pub fn parse_spec(body: &[u8], data_dir: &std::path::Path) -> ApiResult<RunSpec> {
     let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad("malformed_json", "body", format!("the body is not valid JSON: {e}")))?;
-    let Some(fields) = value.as_object() else {
+    if !value.is_object() {
         return Err(ApiError::bad("malformed_json", "body", "the body must be a JSON object: a run spec"));
-    };
-    let defaults = serde_json::to_value(RunSpec::default()).map_err(ApiError::internal)?;
-    let known = defaults.as_object().expect("a spec is an object");
-    for (key, v) in fields {
-        if !known.contains_key(key) {
-            let allowed: Vec<&str> = known.keys().map(String::as_str).collect();
-            return Err(ApiError::bad(
-                "unknown_field",
-                key,
-                format!("unknown field '{key}'; allowed: {}", allowed.join(", ")),
-            ));
-        }
-        let one = serde_json::json!({ key: v });
-        if let Err(e) = serde_json::from_value::<RunSpec>(one) {
-            return Err(ApiError::bad("invalid_value", key, format!("{key}: {e}")));
-        }
     }
-    let mut spec: RunSpec =
-        serde_json::from_value(value).map_err(|e| ApiError::bad("invalid_value", "body", e.to_string()))?;
-    spec.validate().map_err(|e| ApiError::bad("invalid_value", &e.field, e.message))?;
-    if spec.env == EnvName::Proof {
-        spec.kb = inside_data_dir(&spec.kb, data_dir, "kb", true)?;
-        if let Some(q) = &spec.queries {
-            spec.queries = Some(inside_data_dir(q, data_dir, "queries", false)?);
-        }
-        // Loading now reports a bad knowledge base at once, as the CLI does.
-        crate::workloads::load(&spec).map_err(|e| ApiError::bad("invalid_value", &e.field, e.message))?;
+    let mut spec = json::parse(value).map_err(|r| {
+        let code = if r.unknown { "unknown_field" } else { "invalid_value" };
+        ApiError::bad(code, &r.error.field, r.error.message).path(&r.error.path)
+    })?;
+    for (field, file) in spec.workload.files() {
+        *file = inside_data_dir(file, data_dir, field)?;
     }
+    // Loading now reports a bad knowledge base at once, as the CLI does.
+    crate::workloads::load(&spec).map_err(|e| ApiError::bad("invalid_value", &e.field, e.message).path(&e.path))?;
     Ok(spec)
 }
 
-/// A generated world as it is; a file only inside the data dir (as an absolute path).
-fn inside_data_dir(name: &str, data_dir: &std::path::Path, field: &str, worlds: bool) -> ApiResult<String> {
-    if worlds && name.parse::<hotlab_shared::prolog::worlds::WorldSpec>().is_ok() {
-        return Ok(name.to_string());
-    }
+/// A file only inside the data dir (as an absolute path).
+fn inside_data_dir(name: &str, data_dir: &std::path::Path, field: &str) -> ApiResult<String> {
     let outside = || {
         ApiError::bad(
             "outside_data_dir",

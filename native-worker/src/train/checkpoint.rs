@@ -44,7 +44,7 @@ impl Stored {
             bail!(
                 "{} describes no '{key}' network (the {} workload's); it has: {}",
                 self.spec_path.display(),
-                self.spec.env.as_str(),
+                self.spec.env().as_str(),
                 found.join(", ")
             );
         };

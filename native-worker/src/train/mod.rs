@@ -125,8 +125,8 @@ pub struct TrainOptions {
 /// op, on the cores the workers step on (the proof env at 64 envs under `threads`:
 /// 39,000 steps/s with two libtorch threads, 100,000 with one).
 pub fn torch_threads(spec: &RunSpec) -> usize {
-    let workers_share_the_cores = matches!(spec.backend, Backend::Threads | Backend::Subprocess);
-    match spec.threads {
+    let workers_share_the_cores = matches!(spec.exec.backend, Backend::Threads | Backend::Subprocess);
+    match spec.exec.threads {
         0 if spec.minibatch_size() < 1024 || workers_share_the_cores => 1,
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -145,7 +145,7 @@ pub fn run(
     let trace = opts.trace;
     crate::exec::alloc::tune();
     let device = device::resolve(&spec.device)?;
-    let precision = precision::resolve(spec.precision, device)?;
+    let precision = precision::resolve(spec.exec.precision, device)?;
     // The network's initialization runs on one thread: its rounding depends on the thread
     // count, and the same seed must give the same run whatever `--threads` says.
     tch::set_num_threads(1);
@@ -155,7 +155,7 @@ pub fn run(
     let mut learner = workload.learner(&mut setup)?;
     let Setup { precision, threads, mut notes, gpu, .. } = setup;
     let sink = opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {}));
-    let mut telemetry = Telemetry::new(spec.telemetry_every, learner.layout(), device, sink);
+    let mut telemetry = Telemetry::new(spec.telemetry.every, learner.layout(), device, sink);
 
     // Like CleanRL's SPS, the clock starts at the first step; the set-up is its own figure.
     let setup_s = begin.elapsed().as_secs_f64();
@@ -233,7 +233,7 @@ pub fn run(
     let report = TrainReport {
         env: env.into(),
         device: device::label(device),
-        backend: spec.backend.to_string(),
+        backend: spec.exec.backend.to_string(),
         total_steps: global_step,
         wall_s,
         sps: global_step as f64 / wall_s,

@@ -7,7 +7,8 @@
 //! | `proof` | [`proof`] | seed 000's proof search over a Prolog knowledge base, an embedding policy |
 //!
 //! Adding a workload: a folder here that implements [`Workload`], and one line in
-//! [`load`] (see `docs/architecture.md`).
+//! [`load`]; its settings are one line in `hotlab_shared::spec`'s registry (see
+//! `docs/architecture.md`).
 
 pub mod cartpole;
 pub mod proof;
@@ -16,7 +17,7 @@ use crate::train::checkpoint;
 use crate::train::workload::{TrainedPolicy, Workload};
 use crate::train::{self, TrainOptions, Trained, UpdateMetrics};
 use anyhow::Result;
-use hotlab_shared::spec::{EnvName, RunSpec, SpecError};
+use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,9 +25,9 @@ use std::time::Instant;
 /// The registry: the workload a spec names, loaded (a proof world's queries generated and
 /// labelled, a knowledge-base file parsed); a bad setting is refused naming its field.
 pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
-    Ok(match spec.env {
-        EnvName::Cartpole => Arc::new(cartpole::CartPole),
-        EnvName::Proof => Arc::new(proof::Proof::from_spec(spec)?),
+    Ok(match &spec.workload {
+        WorkloadSpec::Cartpole(_) => Arc::new(cartpole::CartPole),
+        WorkloadSpec::Proof(settings) => Arc::new(proof::Proof::load(settings)?),
     })
 }
 

@@ -94,12 +94,12 @@ pub fn loss_grad(
 
         let log_ratio = &new_lp - mb.log_probs.unsqueeze(1);
         let ratio = log_ratio.exp();
-        let clipped = ratio.clamp(1.0 - spec.clip, 1.0 + spec.clip);
+        let clipped = ratio.clamp(1.0 - spec.ppo.clip, 1.0 + spec.ppo.clip);
         // The unclipped term −A·r is the larger one iff A·(r − clip(r)) ≤ 0.
         let unclipped = (adv * (&ratio - &clipped)).le(0.0);
         let d_lp = (adv * &ratio) * (-scale / b) * &unclipped;
 
-        let c_ent = scale * spec.ent_coef / b;
+        let c_ent = scale * spec.ppo.ent_coef / b;
         let d_logits: Vec<Tensor> = parts
             .iter()
             .map(|(lp, p, a, ne)| {
@@ -115,18 +115,18 @@ pub fn loss_grad(
         let old_v = mb.values.unsqueeze(1);
         let err = value - &ret;
         let moved = value - &old_v;
-        let err_clipped = moved.clamp(-spec.clip, spec.clip) + (&old_v - &ret);
+        let err_clipped = moved.clamp(-spec.ppo.clip, spec.ppo.clip) + (&old_v - &ret);
         // Where the clamp is inactive both errors are the same function of v (they may
         // differ by rounding), so the unclipped gradient is right there too.
-        let unclipped_v = err.abs().ge_tensor(&err_clipped.abs()).logical_or(&moved.abs().le(spec.clip));
-        let d_value = &err * (scale * spec.vf_coef / b) * &unclipped_v;
+        let unclipped_v = err.abs().ge_tensor(&err_clipped.abs()).logical_or(&moved.abs().le(spec.ppo.clip));
+        let d_value = &err * (scale * spec.ppo.vf_coef / b) * &unclipped_v;
 
         let stats = want_stats.then(|| {
             let pg = (adv * &ratio).minimum(&(adv * &clipped)).mean(Kind::Float).neg();
             let v = err.square().maximum(&err_clipped.square()).mean(Kind::Float) * 0.5;
             let ent = neg_ent.mean(Kind::Float).neg();
             let approx_kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
-            let clip_frac = (&ratio - 1.0).abs().gt(spec.clip).to_kind(Kind::Float).mean(Kind::Float);
+            let clip_frac = (&ratio - 1.0).abs().gt(spec.ppo.clip).to_kind(Kind::Float).mean(Kind::Float);
             Tensor::stack(&[pg, v, ent, approx_kl, clip_frac], 0)
         });
         LossGrad { actor, critic, d_logits, d_value, stats }
@@ -215,7 +215,10 @@ pub(crate) mod tests {
 
     fn check(heads: &[usize]) {
         let (mut net, mb) = case(heads, &[16, 8]);
-        let spec = RunSpec { ent_coef: 0.05, ..RunSpec::default() };
+        let spec = RunSpec {
+            ppo: hotlab_shared::spec::PpoSpec { ent_coef: 0.05, ..hotlab_shared::spec::PpoSpec::default() },
+            ..RunSpec::default()
+        };
         let (want, want_stats) = autograd_reference(&mut net, &mb, heads, &spec);
         let adv = normalize_per_minibatch(&mb.advantages, 1);
         let got = loss_grad(&net, &mb, &adv, heads, &spec, Kind::Float, 1.0, true);

@@ -47,8 +47,8 @@ pub fn split_inputs(mb: &Batch, adv: &Tensor, spec: &RunSpec) -> (PolicyInputs, 
         obs: mb.obs.shallow_clone(),
         returns: mb.returns.shallow_clone(),
         old_values: mb.values.shallow_clone(),
-        clip: spec.clip,
-        vf_coef: spec.vf_coef,
+        clip: spec.ppo.clip,
+        vf_coef: spec.ppo.vf_coef,
     };
     (p, v)
 }
@@ -78,8 +78,8 @@ pub fn policy_head(
     let width: usize = heads.iter().sum();
     let rows = adv.len();
     assert!(logits.len() == rows * width && d_logits.len() == logits.len() && actions.len() == rows * heads.len());
-    let (lo, hi) = (1.0 - spec.clip as f32, 1.0 + spec.clip as f32);
-    let c_ent = spec.ent_coef as f32 / rows as f32;
+    let (lo, hi) = (1.0 - spec.ppo.clip as f32, 1.0 + spec.ppo.clip as f32);
+    let c_ent = spec.ppo.ent_coef as f32 / rows as f32;
     let mut sums = PolicySums::default();
     let mut neg_ent = vec![0f32; heads.len()];
     for r in 0..rows {
@@ -113,7 +113,7 @@ pub fn policy_head(
         sums.pg_loss -= (a * ratio).min(a * clipped) as f64;
         sums.entropy -= neg_ent.iter().sum::<f32>() as f64;
         sums.approx_kl += ((ratio - 1.0) - log_ratio) as f64;
-        sums.clipped += ((ratio - 1.0).abs() > spec.clip as f32) as u8 as f64;
+        sums.clipped += ((ratio - 1.0).abs() > spec.ppo.clip as f32) as u8 as f64;
     }
     sums
 }
@@ -215,7 +215,10 @@ mod tests {
     /// with layers that take each kernel (small input, small output, MKL in between).
     fn check(heads: &[usize]) {
         let (mut net, mb) = case(heads, &[24, 16]);
-        let spec = RunSpec { ent_coef: 0.05, ..RunSpec::default() };
+        let spec = RunSpec {
+            ppo: hotlab_shared::spec::PpoSpec { ent_coef: 0.05, ..hotlab_shared::spec::PpoSpec::default() },
+            ..RunSpec::default()
+        };
         let (want, want_stats) = autograd_reference(&mut net, &mb, heads, &spec);
         let adv = normalize_per_minibatch(&mb.advantages, 1);
         let (p, v) = split_inputs(&mb, &adv, &spec);

@@ -101,7 +101,7 @@ pub fn update_helper(setup: &Setup<'_>) -> Result<Option<Arc<Helper>>> {
     let (spec, precision) = (setup.spec, &setup.precision);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let host_path = setup.device == Device::Cpu && precision.kind == tch::Kind::Float && precision.scaler.is_none();
-    if !host_path || spec.threads == 1 || cores < 2 {
+    if !host_path || spec.exec.threads == 1 || cores < 2 {
         return Ok(None);
     }
     let per_side = (torch_threads(spec) / 2).max(1) as i32;

@@ -42,7 +42,7 @@ impl PpoPolicy for MlpAgent {
             advantages: None,
             host,
             kind,
-            minibatches: spec.minibatches,
+            minibatches: spec.ppo.minibatches,
             batch,
             agent: self,
         }

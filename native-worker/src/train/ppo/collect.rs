@@ -28,7 +28,7 @@ impl<A> HostCollector<A> {
     pub fn new(spec: &RunSpec, workload: Arc<dyn Workload>, obs_dim: usize, actor: impl FnOnce() -> A) -> Result<Self> {
         let mut env = exec::host_backend(spec, workload.as_ref())?;
         let mut obs = Observations::zeros(env.spec(), spec.envs);
-        env.reset(&mut obs).with_context(|| format!("env backend {}", spec.backend))?;
+        env.reset(&mut obs).with_context(|| format!("env backend {}", spec.exec.backend))?;
         let actor = actor();
         let out = StepBatch::new(env.spec(), spec.envs);
         let env_spec = env.spec();
@@ -63,7 +63,8 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
                 s
             };
             let waited = env.counters().worker_wait_s;
-            env.step(&rollout.actions[actions], out).with_context(|| format!("env backend {}", cx.spec.backend))?;
+            env.step(&rollout.actions[actions], out)
+                .with_context(|| format!("env backend {}", cx.spec.exec.backend))?;
             let waited = env.counters().worker_wait_s - waited;
             let s = prof.stop_split(Phase::EnvStep, Phase::EnvWait, waited, s);
             c.env_steps += envs as u64;
@@ -100,8 +101,8 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
                 final_values: &rollout.final_values,
                 next_values: &next_values,
             },
-            cx.spec.gamma as f32,
-            cx.spec.gae_lambda as f32,
+            cx.spec.ppo.gamma as f32,
+            cx.spec.ppo.gae_lambda as f32,
         );
         let s = prof.stop(Phase::Gae, s);
         let batch = rollout.to_batch(&advantages, &returns, on_device, cx.mover, c);

@@ -28,20 +28,20 @@ pub fn loss_from(
     let adv = &mb.advantages;
     let adv = (adv - adv.mean(Kind::Float)) / (adv.std(true) + 1e-8);
     let pg1 = -&adv * &ratio;
-    let pg2 = -&adv * ratio.clamp(1.0 - spec.clip, 1.0 + spec.clip);
+    let pg2 = -&adv * ratio.clamp(1.0 - spec.ppo.clip, 1.0 + spec.ppo.clip);
     let pg_loss = pg1.maximum(&pg2).mean(Kind::Float);
 
     let v_unclipped = (value - &mb.returns).square();
-    let v_clipped = &mb.values + (value - &mb.values).clamp(-spec.clip, spec.clip);
+    let v_clipped = &mb.values + (value - &mb.values).clamp(-spec.ppo.clip, spec.ppo.clip);
     let v_loss = v_unclipped.maximum(&(v_clipped - &mb.returns).square()).mean(Kind::Float) * 0.5;
 
     let entropy = entropy.mean(Kind::Float);
-    let loss = &pg_loss - &entropy * spec.ent_coef + &v_loss * spec.vf_coef;
+    let loss = &pg_loss - &entropy * spec.ppo.ent_coef + &v_loss * spec.ppo.vf_coef;
 
     let stats = want_stats.then(|| {
         tch::no_grad(|| {
             let approx_kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
-            let clip_frac = (&ratio - 1.0).abs().gt(spec.clip).to_kind(Kind::Float).mean(Kind::Float);
+            let clip_frac = (&ratio - 1.0).abs().gt(spec.ppo.clip).to_kind(Kind::Float).mean(Kind::Float);
             Tensor::stack(&[pg_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clip_frac], 0)
         })
     });

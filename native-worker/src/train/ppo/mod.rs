@@ -131,7 +131,7 @@ pub fn after_init(setup: &mut Setup<'_>, flat: &Tensor) -> (FlatAdam, Mover) {
             "precision {p}: the update's matmuls run in {p}; the rollout's forward and the master weights stay fp32"
         ));
     }
-    let mover = Mover::new(setup.spec.transfer, setup.device);
+    let mover = Mover::new(setup.spec.exec.transfer, setup.device);
     setup.notes.extend(mover.note());
     (opt, mover)
 }
@@ -176,7 +176,7 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
         let spec = &self.spec;
         let updates = spec.updates();
         // CleanRL anneals from lr at the first update towards 0 after the last one.
-        let lr = if spec.anneal_lr { spec.lr * (1.0 - it.index as f64 / updates as f64) } else { spec.lr };
+        let lr = if spec.ppo.anneal_lr { spec.ppo.lr * (1.0 - it.index as f64 / updates as f64) } else { spec.ppo.lr };
         let rollout_start = Instant::now();
         let mut cx = CollectCtx {
             spec,

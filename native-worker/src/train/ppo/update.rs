@@ -57,11 +57,11 @@ pub fn update<P: PpoPolicy>(
     let mut order: Vec<i64> = (0..spec.batch_size() as i64).collect();
     let (mut last_stats, mut norms) = (None, None);
     let mut pass = net.begin(batch, spec, ctx.precision);
-    for epoch in 0..spec.epochs {
+    for epoch in 0..spec.ppo.epochs {
         rng.shuffle(&mut order);
         pass.epoch(&mut order);
-        for m in 0..spec.minibatches {
-            let last = epoch + 1 == spec.epochs && m + 1 == spec.minibatches;
+        for m in 0..spec.ppo.minibatches {
+            let last = epoch + 1 == spec.ppo.epochs && m + 1 == spec.ppo.minibatches;
             let s = prof.start();
             let (stats, s) = pass.gradient(&order, m, last, &ctx, prof, s);
             if stats.is_some() {
@@ -82,7 +82,7 @@ pub fn update<P: PpoPolicy>(
                 }
                 _ => s,
             };
-            clip_grad_norm(grad, spec.max_grad_norm);
+            clip_grad_norm(grad, spec.ppo.max_grad_norm);
             opt.step(flat, grad, ctx.lr);
             prof.stop(Phase::Optimizer, s);
         }

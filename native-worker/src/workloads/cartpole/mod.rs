@@ -6,7 +6,7 @@
 pub mod device;
 
 use crate::exec::transfer::Mover;
-use crate::exec::EnvMaker;
+use crate::exec::{worker_flags, EnvMaker};
 use crate::models::mlp::actor::MlpActor;
 use crate::models::mlp::host::FusedPolicy;
 use crate::models::mlp::policy::ActorCritic;
@@ -18,7 +18,7 @@ use anyhow::Result;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
 use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, Inference};
+use hotlab_shared::spec::{Backend, EnvName, Inference, WorkloadSpec};
 use std::sync::Arc;
 
 /// CartPole envs shown per frame.
@@ -41,7 +41,7 @@ impl EnvMaker for CartPole {
     }
 
     fn worker_flags(&self) -> (Vec<String>, Option<String>) {
-        (vec!["--env".into(), "cartpole".into()], None)
+        (worker_flags(WorkloadSpec::default_for(EnvName::Cartpole)), None)
     }
 }
 
@@ -62,7 +62,7 @@ impl Workload for CartPole {
         let spec = setup.spec;
         let env_spec = self.vector_env(1, spec.seed, 0).spec().clone();
         let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
-        let arch = architecture(&env_spec, &spec.hidden)?;
+        let arch = architecture(&env_spec, &spec.ppo.hidden)?;
         let net = ActorCritic::new(arch.clone(), setup.device);
         let (opt, mover) = ppo::after_init(setup, &net.flat);
         let helper = crate::models::mlp::update_helper(setup)?;
@@ -70,18 +70,18 @@ impl Workload for CartPole {
             setup.notes.push("two threads: the update's actor and critic, and the halves of a fused rollout step of 64 envs or more (CPU, fp32)".into());
         }
         let gpu = setup.open_gpu(arch.hidden.iter().copied().chain([arch.obs_dim, arch.logits]).max().unwrap_or(4));
-        let collector: Box<dyn Collect<MlpAgent>> = if spec.backend == Backend::Device {
+        let collector: Box<dyn Collect<MlpAgent>> = if spec.exec.backend == Backend::Device {
             let (heads, notes) = (heads.len(), &mut setup.notes);
             Box::new(device::DeviceCollector::new(spec, setup.device, gpu.as_ref(), &arch, heads, notes)?)
         } else {
             let device = setup.device;
-            if spec.inference == Inference::Fused {
+            if spec.exec.inference == Inference::Fused {
                 setup.notes.push(FUSED_NOTE.into());
             }
-            let actor = || match spec.inference {
+            let actor = || match spec.exec.inference {
                 // Graph is validated away off the device backend.
                 Inference::Eager | Inference::Graph => {
-                    MlpActor::Eager { mover: Mover::new(spec.transfer, device), sync: spec.action_sync }
+                    MlpActor::Eager { mover: Mover::new(spec.exec.transfer, device), sync: spec.exec.action_sync }
                 }
                 Inference::Fused => {
                     let policy = Box::new(FusedPolicy::new(&arch, &net.host_params()));

@@ -75,7 +75,8 @@ impl ProofGrad {
         self.d_logits.resize(t.logits.len(), 0.0);
         self.d_value.resize(n, 0.0);
         let ps = masked_policy_head(&self.host, rows, spec, &mut self.d_logits);
-        let vs = value_head(&t.values, rows.returns, rows.old_values, spec.clip, spec.vf_coef, &mut self.d_value);
+        let vs =
+            value_head(&t.values, rows.returns, rows.old_values, spec.ppo.clip, spec.ppo.vf_coef, &mut self.d_value);
         let r = n as f64;
         ([ps.pg_loss / r, 0.5 * vs / r, ps.entropy / r, ps.approx_kl / r, ps.clipped / r], lookup_s)
     }
@@ -127,8 +128,8 @@ fn masked_policy_head(host: &ProofHost, rows: ProofRows<'_>, spec: &RunSpec, d_l
     let t = &host.tape;
     let n = rows.index.len();
     let k = host.arch.successors as f32;
-    let (lo, hi) = (1.0 - spec.clip as f32, 1.0 + spec.clip as f32);
-    let c_ent = spec.ent_coef as f32 / n as f32;
+    let (lo, hi) = (1.0 - spec.ppo.clip as f32, 1.0 + spec.ppo.clip as f32);
+    let c_ent = spec.ppo.ent_coef as f32 / n as f32;
     let mut sums = PolicySums::default();
     for e in 0..n {
         let range = t.first[e]..t.first[e + 1];
@@ -158,7 +159,7 @@ fn masked_policy_head(host: &ProofHost, rows: ProofRows<'_>, spec: &RunSpec, d_l
         sums.pg_loss -= (a * ratio).min(a * clipped) as f64;
         sums.entropy -= neg_ent as f64;
         sums.approx_kl += ((ratio - 1.0) - log_ratio) as f64;
-        sums.clipped += ((ratio - 1.0).abs() > spec.clip as f32) as u8 as f64;
+        sums.clipped += ((ratio - 1.0).abs() > spec.ppo.clip as f32) as u8 as f64;
     }
     sums
 }
@@ -292,7 +293,10 @@ mod tests {
             advantages: Tensor::randn([n as i64], (Kind::Float, tch::Device::Cpu)) * 2.0 + 0.5,
             returns: Tensor::randn([n as i64], (Kind::Float, tch::Device::Cpu)),
         };
-        let spec = RunSpec { ent_coef: 0.05, ..RunSpec::default() };
+        let spec = RunSpec {
+            ppo: hotlab_shared::spec::PpoSpec { ent_coef: 0.05, ..hotlab_shared::spec::PpoSpec::default() },
+            ..RunSpec::default()
+        };
         net.zero_grad();
         let fwd = net.forward(&state.view([n as i64, 1, 10, 3]), &succ.view([n as i64, 20, 10, 3]));
         let (loss, stats) = loss_from(&fwd.logits, &fwd.value, Some(&mask.ne(0)), &mb, &[20], &spec, true);

@@ -17,7 +17,7 @@ pub mod policy;
 pub mod update;
 
 use crate::exec::transfer::Mover;
-use crate::exec::EnvMaker;
+use crate::exec::{worker_flags, EnvMaker};
 use crate::train::checkpoint;
 use crate::train::params::ParamSlot;
 use crate::train::ppo::{self, collect::HostCollector, PpoLearner, FUSED_NOTE};
@@ -30,7 +30,7 @@ use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::prolog::prove::SUCCESSORS;
 use hotlab_shared::proof::{ProofBatch, ProofScalar, ProofTask, GOAL_WIDTH, PAD};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, Inference, RunSpec, SpecError};
+use hotlab_shared::spec::{Backend, Inference, ProofSpec, RunSpec, SpecError, WorkloadSpec};
 use policy::{ProofArch, ProofNet};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -43,20 +43,20 @@ const EVAL_TRIES: usize = 16;
 /// The key of the policy's shape and vocabulary in a checkpoint's `spec.json`.
 pub const CHECKPOINT_KEY: &str = "proof";
 
-/// The proof workload: its knowledge base, queries and limits, loaded once.
+/// The proof workload: its settings, and the knowledge base, queries and limits they
+/// name, loaded once.
 pub struct Proof {
+    pub settings: ProofSpec,
     pub task: Arc<ProofTask>,
 }
 
 impl Proof {
     /// Loads (or generates and labels) the knowledge base and queries.
-    pub fn load(kb: &str, queries: Option<&str>, depth: usize) -> Result<Self, SpecError> {
-        let task = ProofTask::load(kb, queries, depth).map_err(|(field, m)| SpecError::new(field, m))?;
-        Ok(Self { task: Arc::new(task) })
-    }
-
-    pub fn from_spec(spec: &RunSpec) -> Result<Self, SpecError> {
-        Self::load(&spec.kb, spec.queries.as_deref(), spec.proof_depth)
+    pub fn load(settings: &ProofSpec) -> Result<Self, SpecError> {
+        let s = settings;
+        let task =
+            ProofTask::load(&s.kb, s.queries.as_deref(), s.depth).map_err(|(field, m)| SpecError::new(field, m))?;
+        Ok(Self { settings: s.clone(), task: Arc::new(task) })
     }
 }
 
@@ -73,12 +73,13 @@ impl EnvMaker for Proof {
         Box::new(ProofScalar::new(Arc::clone(&self.task), seed, index))
     }
 
-    /// The training queries go to the worker on its standard input (`--queries -`), so
+    /// The training queries go to the worker on its standard input (`queries: "-"`), so
     /// that no worker generates and labels them again.
     fn worker_flags(&self) -> (Vec<String>, Option<String>) {
         let t = &self.task;
-        let flags = ["--env", "proof", "--kb", &t.source, "--proof-depth", &t.depth.to_string(), "--queries", "-"];
-        (flags.map(String::from).to_vec(), Some(t.train_text()))
+        let settings =
+            ProofSpec { kb: t.source.clone(), queries: Some("-".into()), depth: t.depth, ..self.settings.clone() };
+        (worker_flags(WorkloadSpec::Proof(settings)), Some(t.train_text()))
     }
 }
 
@@ -102,15 +103,15 @@ impl Workload for Proof {
 
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
         let spec = setup.spec;
-        if spec.backend == Backend::Device {
+        if spec.exec.backend == Backend::Device {
             bail!("the proof env runs on the host: --backend device has no proof env");
         }
         let env_spec = self.vector_env(1, spec.seed, 0).spec().clone();
         let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
         let arch = ProofArch {
             vocab: self.task.vocab.size(),
-            embed: spec.embed_dim,
-            hidden: spec.hidden[0],
+            embed: self.settings.embed_dim,
+            hidden: spec.ppo.hidden[0],
             successors: env_spec.total_choices(),
         };
         let net = ProofNet::new(arch, setup.device);
@@ -121,16 +122,16 @@ impl Workload for Proof {
         let (opt, mover) = ppo::after_init(setup, &net.flat);
         setup.open_gpu(4);
         let device = setup.device;
-        let actor = || match spec.inference {
+        let actor = || match spec.exec.inference {
             // Graph is validated away off the device backend.
             Inference::Eager | Inference::Graph => {
-                ProofActor::Eager { mover: Mover::new(spec.transfer, device), sync: spec.action_sync }
+                ProofActor::Eager { mover: Mover::new(spec.exec.transfer, device), sync: spec.exec.action_sync }
             }
             Inference::Fused => {
                 ProofActor::Fused { policy: Box::new(ProofHost::new(net.arch.clone(), &net.host_params())) }
             }
         };
-        if spec.inference == Inference::Fused {
+        if spec.exec.inference == Inference::Fused {
             setup.notes.push(FUSED_NOTE.into());
         }
         let collector = HostCollector::new(spec, self.clone(), 0, actor)?;
@@ -182,10 +183,8 @@ impl TrainedProof {
     pub fn load(stored: checkpoint::Stored, task: Arc<ProofTask>) -> Result<Self> {
         let meta: ProofMeta = stored.shape(CHECKPOINT_KEY)?;
         if ProofMeta::of(&task, &meta.arch) != meta {
-            bail!(
-                "the knowledge base '{}' no longer gives the vocabulary this policy was trained with",
-                stored.spec.kb
-            );
+            let kb = &task.source;
+            bail!("the knowledge base '{kb}' no longer gives the vocabulary this policy was trained with");
         }
         let expected = meta.arch.layout().iter().map(ParamSlot::numel).sum();
         let flat = stored.params(expected)?;

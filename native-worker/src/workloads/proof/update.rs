@@ -40,7 +40,7 @@ impl PpoPolicy for ProofAgent {
             gathered: Gathered::default(),
             shuffled: None,
             mb_size: spec.minibatch_size(),
-            minibatches: spec.minibatches,
+            minibatches: spec.ppo.minibatches,
         }
     }
 

@@ -39,7 +39,7 @@ impl DeviceCollector {
     ) -> Result<Self> {
         let mut env = DeviceCartPole::new(spec.envs, spec.seed, device);
         let mut rollout = DeviceRollout::new(&mut env, spec.steps, arch.obs_dim, heads);
-        match (spec.inference, gpu) {
+        match (spec.exec.inference, gpu) {
             (Inference::Eager, _) => {}
             (Inference::Fused, Some(gpu)) => {
                 env.use_kernel(Arc::clone(gpu)).map_err(anyhow::Error::msg)?;
@@ -65,7 +65,7 @@ impl DeviceCollector {
 impl Collect<MlpAgent> for DeviceCollector {
     fn collect(&mut self, agent: &MlpAgent, cx: &mut CollectCtx<'_, '_>) -> Result<Batch> {
         let (spec, it) = (cx.spec, &mut *cx.it);
-        let (gamma, lambda) = (spec.gamma as f32, spec.gae_lambda as f32);
+        let (gamma, lambda) = (spec.ppo.gamma as f32, spec.ppo.gae_lambda as f32);
         let first = cx.first_step;
         let (net, heads) = (&agent.net, cx.heads);
         let got = self.rollout.collect(&mut self.env, net, heads, gamma, lambda, cx.mover, it.counters, it.prof, first);

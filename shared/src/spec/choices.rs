@@ -1,0 +1,139 @@
+//! The values of the spec's choice knobs, each a snake_case enum that is a CLI value and a
+//! JSON string, and that lists its values when it refuses one.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Rollout inference modes (catalogue row 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Inference {
+    /// libtorch ops under no_grad, one dispatch per op.
+    Eager,
+    /// A native Rust forward of the MLP with the weights copied once per update; with
+    /// `--backend device` on CUDA, the envs step in one fused kernel per step.
+    #[default]
+    Fused,
+    /// `--backend device` on CUDA: the rollout (forward, sampling, env step, storage in
+    /// one kernel per step) captured once as a CUDA graph and replayed per rollout.
+    Graph,
+}
+
+impl Inference {
+    pub const ALL: &'static [&'static str] = &["eager", "fused", "graph"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Inference::Eager => "eager",
+            Inference::Fused => "fused",
+            Inference::Graph => "graph",
+        }
+    }
+}
+
+impl std::str::FromStr for Inference {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "eager" => Ok(Inference::Eager),
+            "fused" => Ok(Inference::Fused),
+            "graph" => Ok(Inference::Graph),
+            other => Err(format!("unknown inference mode '{other}'; allowed: {}", Inference::ALL.join(", "))),
+        }
+    }
+}
+
+/// A snake_case enum usable as a CLI value and a JSON string, listing its values in errors.
+macro_rules! knob {
+    ($(#[$doc:meta])* $name:ident, $what:literal { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vdoc])* $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [&'static str] = &[$($text),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!(concat!("unknown ", $what, " '{}'; allowed: {}"), other, Self::ALL.join(", "))),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+knob!(
+    /// Env backends (catalogue rows 1, 3 and 8).
+    Backend, "backend" {
+        /// One scalar env object per env, stepped in a loop on the trainer thread.
+        Sequential = "sequential",
+        /// Worker threads, each owning a slice of envs, woken once per step.
+        Threads = "threads",
+        /// Worker processes with shared-memory buffers.
+        Subprocess = "subprocess",
+        /// The struct-of-arrays batch on the trainer thread.
+        Vectorized = "vectorized",
+        /// Env state in tensors on the trainer's device, stepped by tensor ops.
+        Device = "device",
+    }
+);
+
+knob!(
+    /// How the trainer waits for worker processes.
+    WaitMode, "wait mode" {
+        /// Busy-polls the workers' ready flags.
+        Spin = "spin",
+        /// Sleeps on a futex until a worker wakes it.
+        Block = "block",
+    }
+);
+
+knob!(
+    /// How observations are copied to the device (catalogue row 2).
+    Transfer, "transfer mode" {
+        /// One copy per observation field per env.
+        PerTensor = "per_tensor",
+        /// One contiguous copy per step, split into views.
+        Packed = "packed",
+        /// Staged in page-locked memory, copied without blocking.
+        Pinned = "pinned",
+    }
+);
+
+knob!(
+    /// How sampled actions are read back to the host (catalogue row 4).
+    ActionSync, "action sync mode" {
+        /// One scalar read per env per head.
+        PerItem = "per_item",
+        /// All heads stacked, one read.
+        Stacked = "stacked",
+    }
+);
+
+knob!(
+    /// The update's precision (catalogue row 6).
+    Precision, "precision" {
+        /// Everything in fp32.
+        Fp32 = "fp32",
+        /// Matmuls in fp16 with a dynamic loss scaler (CUDA only).
+        Fp16 = "fp16",
+        /// Matmuls in bf16, no scaler.
+        Bf16 = "bf16",
+        /// bf16 where the device supports it (CUDA ≥ 8.0, ROCm, AVX512-BF16), fp16 on older CUDA GPUs, else fp32.
+        Auto = "auto",
+    }
+);

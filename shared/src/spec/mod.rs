@@ -1,0 +1,495 @@
+//! The one run specification, shared by the CLI, the REST API, the web UI and the files
+//! a run writes.
+//!
+//! In JSON a spec is nested by concern: `workload` (a tagged object carrying only that
+//! workload's settings), `envs`, `steps`, `total_steps`, `seed`, `device`, then `ppo` (the
+//! hyperparameters), `exec` (where and how the hot path runs) and `telemetry`. Omitted
+//! fields take the defaults below (CleanRL's `ppo.py` for CartPole); unknown ones are
+//! refused. The flat form of earlier versions (`{"env": "proof", "lr": …, "kb": …}`, the
+//! CLI flags in snake_case) is still read: [`json`] migrates it, so stored runs, old
+//! `spec.json` files and scripts that post it keep working. Every field is a knob of
+//! [`crate::knobs`], which names its flag and its JSON path.
+
+mod choices;
+pub mod json;
+mod workload;
+
+pub use choices::{ActionSync, Backend, Inference, Precision, Transfer, WaitMode};
+pub use workload::{CartpoleSpec, EnvName, ProofSpec, Settings, WorkloadSpec};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// Everything that defines a training run. Defaults = the `cleanrl` preset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
+pub struct RunSpec {
+    /// The workload and its own settings.
+    pub workload: WorkloadSpec,
+    /// Parallel environments.
+    pub envs: usize,
+    /// Steps per environment per rollout (the rollout is `envs × steps` transitions).
+    pub steps: usize,
+    /// Environment steps over the whole run.
+    pub total_steps: u64,
+    /// Seed of every random stream (envs, init, sampling, shuffling).
+    pub seed: u64,
+    /// `cpu`, `cuda`, `cuda:N` or `auto` (the first GPU if there is one, else the CPU).
+    pub device: String,
+    /// PPO's hyperparameters.
+    pub ppo: PpoSpec,
+    /// Where and how the hot path runs (the syllabus's knobs).
+    pub exec: ExecSpec,
+    /// Gradient telemetry.
+    pub telemetry: TelemetrySpec,
+}
+
+/// PPO's hyperparameters (CleanRL's `ppo.py` defaults for CartPole).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PpoSpec {
+    /// Passes over each rollout in the update.
+    pub epochs: usize,
+    /// Minibatches per epoch; must divide `envs × steps`.
+    pub minibatches: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Anneal the learning rate linearly to 0 over the run.
+    pub anneal_lr: bool,
+    /// Discount factor γ.
+    pub gamma: f64,
+    /// GAE λ.
+    pub gae_lambda: f64,
+    /// PPO clip range for the ratio and the value function.
+    pub clip: f64,
+    /// Entropy bonus coefficient.
+    pub ent_coef: f64,
+    /// Value loss coefficient.
+    pub vf_coef: f64,
+    /// Global gradient norm clip.
+    pub max_grad_norm: f64,
+    /// Hidden layer widths of the actor and of the critic (each its own tanh MLP).
+    pub hidden: Vec<usize>,
+}
+
+impl Default for PpoSpec {
+    fn default() -> Self {
+        Self {
+            epochs: 4,
+            minibatches: 4,
+            lr: 2.5e-4,
+            anneal_lr: true,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            clip: 0.2,
+            ent_coef: 0.01,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            hidden: vec![64, 64],
+        }
+    }
+}
+
+/// Where and how the hot path runs: each field a knob of the syllabus.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecSpec {
+    /// Where and how the envs are stepped.
+    pub backend: Backend,
+    /// Worker threads or processes for `threads` and `subprocess`; 0 = one per core.
+    pub workers: usize,
+    /// How the trainer waits for `subprocess` workers.
+    pub wait: WaitMode,
+    /// How observations reach the device for an eager forward.
+    pub transfer: Transfer,
+    /// How an eager forward's actions are read back to the host.
+    pub action_sync: ActionSync,
+    /// How the rollout's policy forward runs: `eager` (libtorch ops), `fused` (a native
+    /// forward; on CUDA with `--backend device`, a fused env kernel) or `graph` (CUDA graph replay).
+    pub inference: Inference,
+    /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows or beside env worker threads or processes, else one per core).
+    pub threads: usize,
+    /// The update's matmul precision: `fp32`, `fp16` (CUDA, with a dynamic loss scaler),
+    /// `bf16`, or `auto` (bf16 on CUDA compute capability ≥ 8.0, ROCm and AVX512-BF16 CPUs; fp16 on older
+    /// CUDA GPUs; fp32 elsewhere). Master weights stay fp32.
+    pub precision: Precision,
+}
+
+impl Default for ExecSpec {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Vectorized,
+            workers: 0,
+            wait: WaitMode::Block,
+            transfer: Transfer::Packed,
+            action_sync: ActionSync::Stacked,
+            inference: Inference::Fused,
+            threads: 0,
+            precision: Precision::Fp32,
+        }
+    }
+}
+
+/// Gradient telemetry.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetrySpec {
+    /// Gradient norms (global and per layer) every K updates, published off the hot path; 0 = off.
+    pub every: u64,
+}
+
+impl Serialize for RunSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RunSpec::serialize(self, s)
+    }
+}
+
+/// Reads the nested form and, migrated, the flat form of earlier versions.
+impl<'de> Deserialize<'de> for RunSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(d)?;
+        let nested = json::nested(value).map_err(|e| D::Error::custom(e.message))?;
+        RunSpec::deserialize(nested).map_err(D::Error::custom)
+    }
+}
+
+/// Named starting points; explicit values override them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// CleanRL's CartPole run: 4 envs × 128 steps, 4 epochs, 4 minibatches, 500,000 steps.
+    Cleanrl,
+    /// A throughput run: 1024 envs × 128 steps, 4 epochs, 32 minibatches, 5,000,000 steps.
+    Wide,
+    /// The proof env on a family world: 64 envs × 128 steps, learning rate 0.003,
+    /// 1,000,000 steps (the embedding policy learns ~10× faster at this rate than at 2.5e-4).
+    Proof,
+}
+
+impl Preset {
+    pub const ALL: &'static [&'static str] = &["cleanrl", "wide", "proof"];
+
+    pub fn spec(self) -> RunSpec {
+        match self {
+            Preset::Cleanrl => RunSpec::default(),
+            Preset::Wide => RunSpec {
+                envs: 1024,
+                steps: 128,
+                total_steps: 5_000_000,
+                ppo: PpoSpec { epochs: 4, minibatches: 32, ..PpoSpec::default() },
+                ..RunSpec::default()
+            },
+            Preset::Proof => RunSpec {
+                workload: WorkloadSpec::default_for(EnvName::Proof),
+                envs: 64,
+                total_steps: 1_000_000,
+                ppo: PpoSpec { lr: 0.003, ..PpoSpec::default() },
+                ..RunSpec::default()
+            },
+        }
+    }
+}
+
+impl std::str::FromStr for Preset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cleanrl" => Ok(Preset::Cleanrl),
+            "wide" => Ok(Preset::Wide),
+            "proof" => Ok(Preset::Proof),
+            other => Err(format!("unknown preset '{other}'; allowed: {}", Preset::ALL.join(", "))),
+        }
+    }
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        Self {
+            workload: WorkloadSpec::default(),
+            envs: 4,
+            steps: 128,
+            total_steps: 500_000,
+            seed: 1,
+            device: "auto".into(),
+            ppo: PpoSpec::default(),
+            exec: ExecSpec::default(),
+            telemetry: TelemetrySpec::default(),
+        }
+    }
+}
+
+/// A device as written in a spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceName {
+    Cpu,
+    /// `cuda` (index `None` = device 0) or `cuda:N`.
+    Cuda(Option<usize>),
+    Auto,
+}
+
+impl std::str::FromStr for DeviceName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let allowed = "allowed: cpu, cuda, cuda:N, auto";
+        match s {
+            "cpu" => Ok(DeviceName::Cpu),
+            "cuda" => Ok(DeviceName::Cuda(None)),
+            "auto" => Ok(DeviceName::Auto),
+            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(i)) => Ok(DeviceName::Cuda(Some(i))),
+                _ => Err(format!("unknown device '{s}'; {allowed}")),
+            },
+        }
+    }
+}
+
+/// A rejected spec value: which knob (its flag in snake_case), where it sits in the JSON,
+/// and what is allowed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub struct SpecError {
+    /// The knob: its CLI flag in snake_case (`total_steps` for `--total-steps`).
+    pub field: String,
+    /// Its JSON path in the nested spec (`ppo.minibatches`, `workload.proof.depth`).
+    pub path: String,
+    pub message: String,
+}
+
+impl SpecError {
+    /// An error about knob `field` (a flag in snake_case; its path comes from the knob table).
+    pub fn new(field: &str, message: impl Into<String>) -> Self {
+        let path = crate::knobs::find(field).map_or(field, |k| k.path).to_string();
+        Self { field: field.into(), path, message: message.into() }
+    }
+
+    /// The CLI flag of the field (`total_steps` → `--total-steps`).
+    pub fn flag(&self) -> String {
+        format!("--{}", self.field.replace('_', "-"))
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.flag(), self.message)
+    }
+}
+
+/// Why `--precision fp16` is refused on the CPU.
+pub const FP16_NEEDS_CUDA: &str =
+    "fp16 needs a CUDA device (its loss scaler exists for GPU tensor cores); allowed on the CPU: fp32, bf16, auto";
+
+/// Why `--inference graph` is refused off a CUDA device.
+pub const GRAPH_NEEDS_CUDA: &str =
+    "graph replays a captured CUDA graph, so it needs a CUDA GPU; allowed on the CPU: eager, fused";
+
+/// Upper bounds, so a typo cannot ask for a terabyte of rollout.
+pub const MAX_ENVS: usize = 1 << 20;
+pub const MAX_STEPS: usize = 1 << 16;
+pub const MAX_ROLLOUT: usize = 1 << 26;
+pub const MAX_TOTAL_STEPS: u64 = 1 << 40;
+
+pub(crate) fn in_range<T: PartialOrd + fmt::Display + Copy>(field: &str, v: T, lo: T, hi: T) -> Result<(), SpecError> {
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(SpecError::new(field, format!("must be between {lo} and {hi} (got {v})")))
+    }
+}
+
+fn finite_in(field: &str, v: f64, lo: f64, hi: f64, lo_open: bool) -> Result<(), SpecError> {
+    let lower_ok = if lo_open { v > lo } else { v >= lo };
+    if v.is_finite() && lower_ok && v <= hi {
+        Ok(())
+    } else {
+        let bracket = if lo_open { "(" } else { "[" };
+        Err(SpecError::new(field, format!("must be in {bracket}{lo}, {hi}] (got {v})")))
+    }
+}
+
+impl RunSpec {
+    /// The workload's name.
+    pub fn env(&self) -> EnvName {
+        self.workload.name()
+    }
+
+    /// The proof env's settings, when the workload is the proof env.
+    pub fn proof(&self) -> Option<&ProofSpec> {
+        match &self.workload {
+            WorkloadSpec::Proof(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Transitions per rollout.
+    pub fn batch_size(&self) -> usize {
+        self.envs * self.steps
+    }
+
+    /// Transitions per minibatch.
+    pub fn minibatch_size(&self) -> usize {
+        self.batch_size() / self.ppo.minibatches
+    }
+
+    /// Workers for `threads`/`subprocess`: `workers`, or one per core (never more than envs).
+    pub fn resolved_workers(&self, cores: usize) -> usize {
+        let w = if self.exec.workers == 0 { cores } else { self.exec.workers };
+        w.clamp(1, self.envs.max(1))
+    }
+
+    /// Updates in the run (CleanRL: `total_steps // batch_size`).
+    pub fn updates(&self) -> u64 {
+        self.total_steps / self.batch_size() as u64
+    }
+
+    /// Checks every field; the first bad one is reported with its flag, its JSON path and
+    /// its allowed range.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        in_range("envs", self.envs, 1, MAX_ENVS)?;
+        in_range("steps", self.steps, 1, MAX_STEPS)?;
+        if self.batch_size() > MAX_ROLLOUT {
+            return Err(SpecError::new(
+                "envs",
+                format!("envs × steps must be at most {MAX_ROLLOUT} (got {} × {})", self.envs, self.steps),
+            ));
+        }
+        let batch = self.batch_size() as u64;
+        if self.total_steps < batch || self.total_steps > MAX_TOTAL_STEPS {
+            return Err(SpecError::new(
+                "total_steps",
+                format!("must be between envs × steps = {batch} and {MAX_TOTAL_STEPS} (got {})", self.total_steps),
+            ));
+        }
+        self.validate_ppo()?;
+        self.device.parse::<DeviceName>().map_err(|m| SpecError::new("device", m))?;
+        self.validate_exec()?;
+        in_range("telemetry_every", self.telemetry.every, 0, 1_000_000)?;
+        self.workload.validate()?;
+        let (env, backend) = (self.env(), self.exec.backend);
+        if !env.backends().contains(&backend) {
+            let allowed: Vec<&str> = env.backends().iter().map(|b| b.as_str()).collect();
+            let why = match backend {
+                Backend::Device => format!("the {env} env runs on the host (its envs cannot live in device tensors)"),
+                _ => format!("the {env} env cannot run on '{backend}'"),
+            };
+            return Err(SpecError::new("backend", format!("{why}; allowed with --env {env}: {}", allowed.join(", "))));
+        }
+        if self.exec.workers > self.envs {
+            return Err(SpecError::new(
+                "workers",
+                format!("must be at most envs = {} (got {}); 0 picks one per core", self.envs, self.exec.workers),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_ppo(&self) -> Result<(), SpecError> {
+        let p = &self.ppo;
+        in_range("epochs", p.epochs, 1, 1000)?;
+        in_range("minibatches", p.minibatches, 1, self.batch_size())?;
+        if !self.batch_size().is_multiple_of(p.minibatches) {
+            return Err(SpecError::new(
+                "minibatches",
+                format!(
+                    "must divide envs × steps = {} (got {}); for example {}",
+                    self.batch_size(),
+                    p.minibatches,
+                    divisors_near(self.batch_size(), p.minibatches)
+                ),
+            ));
+        }
+        finite_in("lr", p.lr, 0.0, 1.0, true)?;
+        finite_in("gamma", p.gamma, 0.0, 1.0, false)?;
+        finite_in("gae_lambda", p.gae_lambda, 0.0, 1.0, false)?;
+        finite_in("clip", p.clip, 0.0, 10.0, true)?;
+        finite_in("ent_coef", p.ent_coef, 0.0, 10.0, false)?;
+        finite_in("vf_coef", p.vf_coef, 0.0, 100.0, false)?;
+        finite_in("max_grad_norm", p.max_grad_norm, 0.0, 1e6, true)?;
+        if p.hidden.is_empty() || p.hidden.len() > 8 {
+            return Err(SpecError::new(
+                "hidden",
+                format!("must list 1 to 8 layer widths, e.g. 64,64 (got {} layers)", p.hidden.len()),
+            ));
+        }
+        for &h in &p.hidden {
+            in_range("hidden", h, 1, 4096)?;
+        }
+        Ok(())
+    }
+
+    fn validate_exec(&self) -> Result<(), SpecError> {
+        let x = &self.exec;
+        in_range("threads", x.threads, 0, 1024)?;
+        if x.precision == Precision::Fp16 && self.device == "cpu" {
+            return Err(SpecError::new("precision", FP16_NEEDS_CUDA));
+        }
+        if x.inference == Inference::Graph {
+            if self.device == "cpu" {
+                return Err(SpecError::new("inference", GRAPH_NEEDS_CUDA));
+            }
+            if x.backend != Backend::Device || !self.env().backends().contains(&Backend::Device) {
+                let envs = EnvName::running_on(Backend::Device).join(" or ");
+                return Err(SpecError::new(
+                    "inference",
+                    format!("graph captures the whole rollout step (forward, sampling, env step) on the GPU, so it needs --env {envs} --backend device; allowed otherwise: eager, fused"),
+                ));
+            }
+        }
+        in_range("workers", x.workers, 0, 256)
+    }
+}
+
+/// Two divisors of `n` close to `wanted`, as a hint.
+fn divisors_near(n: usize, wanted: usize) -> String {
+    let below = (1..=wanted.min(n)).rev().find(|d| n.is_multiple_of(*d)).unwrap_or(1);
+    match (wanted + 1..=n).find(|d| n.is_multiple_of(*d)) {
+        Some(above) => format!("{below} or {above}"),
+        None => format!("{below}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_cleanrl_and_valid() {
+        let s = RunSpec::default();
+        s.validate().unwrap();
+        assert_eq!((s.envs, s.steps, s.ppo.epochs, s.ppo.minibatches, s.total_steps), (4, 128, 4, 4, 500_000));
+        assert_eq!(s.updates(), 976);
+        Preset::Wide.spec().validate().unwrap();
+    }
+
+    #[test]
+    fn json_uses_flag_names_and_rejects_unknown_fields() {
+        let s: RunSpec =
+            serde_json::from_str(r#"{"env":"cartpole","envs":8,"total_steps":20480,"device":"cpu"}"#).unwrap();
+        assert_eq!((s.envs, s.steps, s.total_steps), (8, 128, 20480));
+        let err = serde_json::from_str::<RunSpec>(r#"{"envz":8}"#).unwrap_err();
+        assert!(err.to_string().contains("envz"), "{err}");
+    }
+
+    #[test]
+    fn rejections_name_the_field_and_the_allowed_values() {
+        let bad = |f: fn(&mut RunSpec)| {
+            let mut s = RunSpec::default();
+            f(&mut s);
+            s.validate().unwrap_err()
+        };
+        let e = bad(|s| s.envs = 0);
+        assert_eq!(e.flag(), "--envs");
+        assert!(e.message.contains("between 1 and"));
+        let e = bad(|s| s.ppo.minibatches = 3);
+        assert_eq!(e.field, "minibatches");
+        assert!(e.message.contains("must divide envs × steps = 512"), "{e}");
+        assert_eq!(
+            bad(|s| s.device = "gpu".into()).to_string(),
+            "--device: unknown device 'gpu'; allowed: cpu, cuda, cuda:N, auto"
+        );
+        assert_eq!(bad(|s| s.ppo.gamma = 1.5).field, "gamma");
+        assert_eq!(bad(|s| s.ppo.lr = f64::NAN).field, "lr");
+        assert_eq!(bad(|s| s.total_steps = 100).field, "total_steps");
+        assert_eq!(bad(|s| s.ppo.hidden = vec![]).field, "hidden");
+        assert_eq!("cuda:1".parse::<DeviceName>(), Ok(DeviceName::Cuda(Some(1))));
+    }
+}

@@ -1,0 +1,175 @@
+//! The workloads as a spec names them: each one's name (`--env`) and its own settings,
+//! which travel inside the spec's `workload` field: `{"workload": {"proof": {"kb": …}}}`.
+//!
+//! Adding a workload here is one line in [`workloads!`] below and its settings struct; the
+//! worker's registry (`native-worker/src/workloads/mod.rs`) maps the name to its code.
+
+use super::choices::Backend;
+use super::{in_range, SpecError};
+use serde::{Deserialize, Serialize};
+
+/// What a workload's settings must say about themselves.
+pub trait Settings: Default {
+    /// The env backends its envs run on.
+    const BACKENDS: &'static [Backend] = ALL_BACKENDS;
+    /// Checks every setting; the first bad one is named with what is allowed.
+    fn validate(&self) -> Result<(), SpecError> {
+        Ok(())
+    }
+    /// The settings that name files on the machine, by knob (a lab server keeps them
+    /// inside its data dir).
+    fn files(&mut self) -> Vec<(&'static str, &mut String)> {
+        Vec::new()
+    }
+}
+
+/// Every backend: an env that can live in device tensors too.
+pub const ALL_BACKENDS: &[Backend] =
+    &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized, Backend::Device];
+/// The host backends: an env that steps on the CPU only.
+pub const HOST_BACKENDS: &[Backend] =
+    &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized];
+
+/// The registry of workload names and settings: `EnvName` (the names) and `WorkloadSpec`
+/// (a name with its settings).
+macro_rules! workloads {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal ($settings:ty)),+ $(,)?) => {
+        /// A workload's name (`--env`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum EnvName { $($(#[$doc])* $variant),+ }
+
+        impl EnvName {
+            pub const ALL: &'static [&'static str] = &[$($name),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(EnvName::$variant => $name),+ }
+            }
+
+            /// The env backends this workload runs on.
+            pub fn backends(self) -> &'static [Backend] {
+                match self { $(EnvName::$variant => <$settings as Settings>::BACKENDS),+ }
+            }
+        }
+
+        impl std::fmt::Display for EnvName {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for EnvName {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($name => Ok(EnvName::$variant),)+
+                    other => Err(format!("unknown env '{other}'; allowed: {}", EnvName::ALL.join(", "))),
+                }
+            }
+        }
+
+        /// The workload of a run with its own settings; in JSON an object with one key,
+        /// the workload's name: `{"cartpole": {}}`, `{"proof": {"kb": …, "depth": …}}`.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum WorkloadSpec { $($variant($settings)),+ }
+
+        impl WorkloadSpec {
+            pub fn name(&self) -> EnvName {
+                match self { $(WorkloadSpec::$variant(_) => EnvName::$variant),+ }
+            }
+
+            /// A workload with its default settings.
+            pub fn default_for(name: EnvName) -> Self {
+                match name { $(EnvName::$variant => WorkloadSpec::$variant(<$settings>::default())),+ }
+            }
+
+            pub fn validate(&self) -> Result<(), SpecError> {
+                match self { $(WorkloadSpec::$variant(s) => s.validate()),+ }
+            }
+
+            /// The settings that name files, by knob.
+            pub fn files(&mut self) -> Vec<(&'static str, &mut String)> {
+                match self { $(WorkloadSpec::$variant(s) => s.files()),+ }
+            }
+        }
+    };
+}
+
+workloads! {
+    /// Gymnasium's CartPole-v1.
+    Cartpole = "cartpole" (CartpoleSpec),
+    /// Seed 000's proof search over a Prolog knowledge base.
+    Proof = "proof" (ProofSpec),
+}
+
+#[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
+impl Default for EnvName {
+    fn default() -> Self {
+        EnvName::Cartpole
+    }
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec::Cartpole(CartpoleSpec {})
+    }
+}
+
+impl EnvName {
+    /// The workloads that run on `backend`, for messages.
+    pub fn running_on(backend: Backend) -> Vec<&'static str> {
+        Self::ALL
+            .iter()
+            .filter(|n| n.parse::<EnvName>().is_ok_and(|e| e.backends().contains(&backend)))
+            .copied()
+            .collect()
+    }
+}
+
+/// CartPole has no settings of its own (its network is `ppo.hidden`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CartpoleSpec {}
+
+impl Settings for CartpoleSpec {}
+
+/// The proof env's settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProofSpec {
+    /// The knowledge base: a Prolog file or a generated world (`family:people=N,seed=S`,
+    /// `geography:places=N,seed=S`). Flag `--kb`.
+    pub kb: String,
+    /// A query file (ground atoms; `% test` starts the held-out part); for a generated
+    /// world the queries are generated when this is absent. Flag `--queries`.
+    pub queries: Option<String>,
+    /// Most resolution steps in an episode (the depth limit). Flag `--proof-depth`.
+    pub depth: usize,
+    /// Width of the policy's index embeddings (its hidden width is `ppo.hidden`'s first).
+    /// Flag `--embed-dim`.
+    pub embed_dim: usize,
+}
+
+impl Default for ProofSpec {
+    fn default() -> Self {
+        Self { kb: "family:people=200,seed=3".into(), queries: None, depth: 10, embed_dim: 32 }
+    }
+}
+
+impl Settings for ProofSpec {
+    /// Resolution is symbolic: the envs step on the host.
+    const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+
+    fn validate(&self) -> Result<(), SpecError> {
+        in_range("proof_depth", self.depth, 1, 64)?;
+        in_range("embed_dim", self.embed_dim, 1, 1024)
+    }
+
+    /// The knowledge base unless it is a generated world, and the query file.
+    fn files(&mut self) -> Vec<(&'static str, &mut String)> {
+        let world = self.kb.parse::<crate::prolog::worlds::WorldSpec>().is_ok();
+        let kb = (!world).then_some(("kb", &mut self.kb));
+        kb.into_iter().chain(self.queries.as_mut().map(|q| ("queries", q))).collect()
+    }
+}
