@@ -6,7 +6,8 @@
 //! - `#/playground` (or `/playground`) CartPole stepped in the browser, WebGPU or wasm CPU.
 //!
 //! The pure parts (folding events, chart data, ratios, formatting, routes, form values)
-//! are plain functions with native unit tests; the rest is views.
+//! are plain functions with native unit tests; the rest is views. `docs/architecture.md`
+//! (in the repository) follows a run from the launch form to the charts.
 
 mod api;
 mod charts;
