@@ -50,6 +50,7 @@ fn invalid_values_exit_2_naming_the_flag() {
     rejected(&["bench", "envs", "--seconds", "0"], "--seconds");
     rejected(&["bench", "envs", "--peer", "envpool"], "--peer");
     rejected(&["eval", "--checkpoint", "/nonexistent/dir"], "--checkpoint");
+    rejected(&["serve", "--port", "0", "--token", "short-token"], "--token");
     rejected(&["serve", "--port", "99999"], "--port");
     rejected(&["train", "--backend", "device", "--inference", "graph", "--device", "cpu"], "--inference");
     rejected(&["train", "--env", "proof", "--inference", "graph", "--device", "cuda"], "--inference");
@@ -226,5 +227,33 @@ fn eager_and_fused_inference_both_learn() {
         let ret = r["mean_return_last_100"].as_f64().unwrap();
         // Random play averages ~22; a few thousand steps of PPO already beat it clearly.
         assert!(ret > 35.0, "{mode}: mean return {ret}");
+    }
+}
+
+/// A hand-edited checkpoint is refused with a message, never a panic: its spec is
+/// validated as a launched one is, and its network must fit the workload's envs.
+#[test]
+fn an_edited_checkpoint_is_refused_clearly() {
+    let fixture = repo().join("tests/fixtures/seam/cartpole");
+    type Edit = fn(&mut serde_json::Value);
+    let cases: &[(&str, Edit, &str)] = &[
+        ("envs 0", |m| m["spec"]["envs"] = 0.into(), "--envs"),
+        ("an unknown workload", |m| m["spec"]["env"] = "mountaincar".into(), "mountaincar"),
+        ("a network for another env", |m| m["architecture"]["obs_dim"] = 5.into(), "observations"),
+        ("no hidden layer", |m| m["architecture"]["hidden"] = serde_json::json!([]), "hidden"),
+    ];
+    for (what, edit, named) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["spec.json", "policy.safetensors"] {
+            std::fs::copy(fixture.join(f), dir.path().join(f)).unwrap();
+        }
+        let path = dir.path().join("spec.json");
+        let mut meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        edit(&mut meta);
+        std::fs::write(&path, meta.to_string()).unwrap();
+        let out = run(hotlab().args(["eval", "--episodes", "2", "--checkpoint"]).arg(dir.path()));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(err.contains(named) && !err.contains("panicked"), "{what}: {err}");
     }
 }

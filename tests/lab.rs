@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "test-token-123";
+const TOKEN: &str = "test-token-12345678";
 
 struct Server {
     child: Child,
@@ -46,11 +46,19 @@ fn start(data: &std::path::Path, extra: &[&str]) -> Server {
 /// One HTTP/1.1 request: (status, body).
 fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    // Host and Content-Type as a client of this lab sends them, unless the test gives its own.
+    let given = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !given("host") {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    if !given("content-type") {
+        head.push_str("Content-Type: application/json\r\n");
+    }
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
-    head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()));
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
     s.write_all(head.as_bytes()).unwrap();
     let _ = s.write_all(body);
     let mut raw = Vec::new();
@@ -71,7 +79,7 @@ fn get_json(addr: &str, path: &str) -> Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
 }
 
-const AUTH: (&str, &str) = ("Authorization", "Bearer test-token-123");
+const AUTH: (&str, &str) = ("Authorization", "Bearer test-token-12345678");
 
 fn launch(addr: &str, spec: Value) -> u64 {
     let (status, body) = http(addr, "POST", "/api/runs", &[AUTH], spec.to_string().as_bytes());
@@ -444,4 +452,37 @@ fn runs_stored_in_the_flat_form_load_and_both_forms_launch() {
     assert_eq!((status, e["error"]["field"].as_str(), e["error"]["path"].as_str()), (400, Some("lr"), Some("ppo.lr")));
     let (status, body) = http(&server.addr, "POST", "/api/runs", &[AUTH], br#"{"lr": 0.1, "ppo": {"epochs": 2}}"#);
     assert_eq!(status, 400, "two forms at once are refused: {body}");
+}
+
+/// Requests a page elsewhere could make through a visitor's browser are refused, each with
+/// the API's JSON error: another host name (DNS rebinding), a form's body, another origin;
+/// and a bad path or query answers JSON too.
+#[test]
+fn requests_from_elsewhere_are_refused_as_json_errors() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &["--allow-host", "lab.example"]);
+    let error = |status: u16, body: &str| {
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+        (status, v["error"]["code"].as_str().unwrap_or("").to_string())
+    };
+    let (s, b) = http(&server.addr, "GET", "/api/system", &[("Host", "evil.example")], b"");
+    assert_eq!(error(s, &b), (403, "bad_host".into()));
+    let (s, b) = http(&server.addr, "GET", "/", &[("Host", "evil.example:8080")], b"");
+    assert_eq!(error(s, &b), (403, "bad_host".into()), "the page too");
+    for host in ["localhost", "lab.example:80"] {
+        assert_eq!(http(&server.addr, "GET", "/api/system", &[("Host", host)], b"").0, 200, "{host}");
+    }
+    let spec = small_run().to_string();
+    let form = [AUTH, ("Content-Type", "application/x-www-form-urlencoded")];
+    let (s, b) = http(&server.addr, "POST", "/api/runs", &form, spec.as_bytes());
+    assert_eq!(error(s, &b), (415, "unsupported_media_type".into()));
+    let (s, b) = http(&server.addr, "POST", "/api/runs", &[AUTH, ("Origin", "http://evil.example")], spec.as_bytes());
+    assert_eq!(error(s, &b), (403, "bad_origin".into()));
+    let own = format!("http://{}", server.addr);
+    assert_eq!(http(&server.addr, "POST", "/api/runs", &[AUTH, ("Origin", &own)], spec.as_bytes()).0, 201);
+    let (s, b) = get(&server.addr, "/api/runs/abc");
+    assert_eq!(error(s, &b), (400, "invalid_path".into()));
+    let (s, b) = get(&server.addr, "/api/runs/1/metrics?sinse=2");
+    assert_eq!(error(s, &b), (400, "invalid_query".into()));
+    assert_eq!(get_json(&server.addr, "/api/runs").as_array().map(Vec::len), Some(1), "only the JSON one ran");
 }

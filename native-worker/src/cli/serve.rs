@@ -1,5 +1,6 @@
 //! `hotlab serve`: the web lab and its API.
 
+use crate::cli::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
 use hotlab::lab::server;
@@ -19,15 +20,32 @@ pub struct ServeArgs {
     /// Where the run history (SQLite) and knowledge-base files for API runs live.
     #[arg(long, default_value = "hotlab-data")]
     pub data_dir: PathBuf,
-    /// The operator token needed to launch and stop runs [$HOTLAB_TOKEN, else generated and printed].
+    /// The operator token needed to launch and stop runs, 16 characters or more
+    /// [$HOTLAB_TOKEN, else generated and printed].
     #[arg(long, env = "HOTLAB_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// A host name the lab may be reached by besides its IP addresses and localhost (the
+    /// name in the browser's address bar); repeat for several. Other names are refused, a
+    /// guard against DNS rebinding.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
     /// Runs at once, the rest wait in a queue; 0 = one per GPU, one on a CPU-only machine.
     #[arg(long, default_value_t = 0)]
     pub max_runs: usize,
 }
 
+/// Shortest operator token accepted: anyone who guesses it can launch and stop runs.
+const MIN_TOKEN: usize = 16;
+
 pub fn serve(a: ServeArgs) -> Result<()> {
+    // An empty token (an empty $HOTLAB_TOKEN) means none: one is generated.
+    if let Some(t) = a.token.as_deref().filter(|t| !t.is_empty() && t.chars().count() < MIN_TOKEN) {
+        let message = format!(
+            "must be at least {MIN_TOKEN} characters (got {}): anyone who guesses it gets operator rights; leave it out to have one generated",
+            t.chars().count()
+        );
+        return Err(UsageError { flag: "--token", message }.into());
+    }
     let static_dir = server::find_static_dir(a.static_dir);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let cfg = server::ServeConfig {
@@ -36,6 +54,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         static_dir,
         data_dir: a.data_dir,
         token: a.token,
+        allow_hosts: a.allow_hosts,
         max_runs: a.max_runs,
     };
     runtime.block_on(server::serve(cfg))

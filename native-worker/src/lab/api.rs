@@ -7,7 +7,8 @@ use super::store::Logged;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -43,7 +44,7 @@ impl ApiError {
         Self { status, code, message: message.into(), field: None, path: None }
     }
 
-    fn field(mut self, field: &str) -> Self {
+    pub(crate) fn field(mut self, field: &str) -> Self {
         self.field = Some(field.to_string());
         self
     }
@@ -72,6 +73,34 @@ impl IntoResponse for ApiError {
 }
 
 type ApiResult<T> = Result<T, ApiError>;
+
+/// A path parameter (`/api/runs/{id}`) whose rejection is the API's JSON error.
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(Path(v)),
+            Err(e) => Err(ApiError::bad("invalid_path", "path", e.body_text())),
+        }
+    }
+}
+
+/// A query string whose rejection (a wrong type, an unknown field) is the API's JSON error.
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Query(v)),
+            Err(e) => Err(ApiError::bad("invalid_query", "query", e.body_text())),
+        }
+    }
+}
 
 pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
     Json((*lab.system).clone())
@@ -343,19 +372,7 @@ pub async fn ws(
 ) -> ApiResult<Response> {
     // Browsers send Origin; it must be this server (a page elsewhere may not read runs
     // through the visitor's browser). Clients that are not browsers send none.
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-        let origin = origin.to_str().unwrap_or("");
-        let ok = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host);
-        if !ok {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "bad_origin",
-                format!("origin '{origin}' is not this server"),
-            )
-            .field("origin"));
-        }
-    }
+    super::guard::same_origin(&headers)?;
     run_info(&lab, q.run).await?;
     Ok(upgrade.on_upgrade(move |socket| stream(lab, q.run, q.since, socket)))
 }

@@ -1,5 +1,7 @@
 //! The lab server's parts: the run manager ([`runs`]), the SQLite history ([`store`]),
-//! the operator token ([`auth`]) and the HTTP/WebSocket handlers ([`api`]).
+//! the operator token ([`auth`]), the checks every request passes ([`guard`]: its Host,
+//! and for changes a JSON body from this server's pages) and the HTTP/WebSocket
+//! handlers ([`api`]).
 //!
 //! | route | what |
 //! |---|---|
@@ -13,6 +15,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod guard;
 pub mod runs;
 pub mod server;
 pub mod store;

@@ -21,17 +21,20 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// The operator token (generated when absent).
     pub token: Option<String>,
+    /// Host names besides IP literals and `localhost` that requests may be sent to.
+    pub allow_hosts: Vec<String>,
     /// Runs at once; 0 = one per GPU, one on a CPU-only machine.
     pub max_runs: usize,
 }
 
 /// The router: the API, then the single-page app (unknown paths get index.html).
-pub fn router(lab: lab::api::Lab, static_dir: &Path) -> Router {
+pub fn router(lab: lab::api::Lab, static_dir: &Path, hosts: lab::guard::Hosts) -> Router {
     let index = ServeFile::new(static_dir.join("index.html"));
     let token = Arc::clone(&lab.token);
     lab::router(lab)
         .fallback_service(ServeDir::new(static_dir).fallback(index))
         .layer(axum::middleware::from_fn_with_state(token, lab::auth::cookie_from_query))
+        .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), lab::guard::guard))
 }
 
 /// Where the web app's files are: `--static-dir`, else `./static`, else next to the
@@ -93,7 +96,8 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         // Best effort: the default buffers only make a slow viewer's frames older.
         let _ = socket2::SockRef::from(&*tcp).set_send_buffer_size(SEND_BUFFER);
     });
-    axum::serve(listener, router(state, &static_dir))
+    let hosts = lab::guard::Hosts::new(&cfg.host, &cfg.allow_hosts);
+    axum::serve(listener, router(state, &static_dir, hosts))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

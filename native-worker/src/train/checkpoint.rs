@@ -74,6 +74,10 @@ pub fn read(dir: &Path) -> Result<Stored> {
     let spec = meta.remove("spec").with_context(|| format!("{} has no 'spec'", spec_path.display()))?;
     let spec: RunSpec = serde_json::from_value(spec)
         .with_context(|| format!("{} is not a valid checkpoint spec", spec_path.display()))?;
+    // A hand-edited spec is checked as a launched one is, before anything is built from it.
+    if let Err(e) = spec.validate() {
+        bail!("{} holds a spec that is not valid: {e}", spec_path.display());
+    }
     let weights_path = dir.join(WEIGHTS_FILE);
     let tensors = Tensor::read_safetensors(&weights_path)
         .with_context(|| format!("cannot read weights {}", weights_path.display()))?;

@@ -62,6 +62,21 @@ impl TrainedMlp {
     /// A checkpoint's MLP: its shape from `spec.json`, its parameters.
     pub fn load(stored: checkpoint::Stored, env: Arc<dyn EnvMaker>) -> Result<Self> {
         let arch: Architecture = stored.shape(CHECKPOINT_KEY)?;
+        // The shape the envs need, whatever a hand-edited file says.
+        let want = architecture(env.vector_env(1, 0, 0).spec(), &arch.hidden)?;
+        if arch.obs_dim != want.obs_dim || arch.logits != want.logits {
+            bail!(
+                "the checkpoint's network reads {} observations and scores {} choices; the {} env has {} and {}",
+                arch.obs_dim,
+                arch.logits,
+                env.name(),
+                want.obs_dim,
+                want.logits
+            );
+        }
+        if arch.hidden.is_empty() || arch.hidden.len() > 8 || arch.hidden.iter().any(|&h| !(1..=4096).contains(&h)) {
+            bail!("the checkpoint's hidden widths {:?} are not 1 to 8 layers of 1 to 4096", arch.hidden);
+        }
         let flat = stored.params(arch.num_params())?;
         Ok(Self { net: ActorCritic::from_flat(arch, flat), env })
     }

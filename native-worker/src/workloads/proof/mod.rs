@@ -182,6 +182,14 @@ impl TrainedProof {
     /// the task no longer gives the vocabulary it was trained with.
     pub fn load(stored: checkpoint::Stored, task: Arc<ProofTask>) -> Result<Self> {
         let meta: ProofMeta = stored.shape(CHECKPOINT_KEY)?;
+        let a = &meta.arch;
+        let sizes_ok = (1..=1024).contains(&a.embed) && (1..=4096).contains(&a.hidden) && a.successors == SUCCESSORS;
+        if a.vocab != task.vocab.size() || !sizes_ok {
+            bail!(
+                "the checkpoint's policy (vocabulary {}, embedding {}, hidden {}, {} successors) does not fit the proof env (vocabulary {}, {SUCCESSORS} successors; widths 1 to 1024 and 4096)",
+                a.vocab, a.embed, a.hidden, a.successors, task.vocab.size()
+            );
+        }
         if ProofMeta::of(&task, &meta.arch) != meta {
             let kb = &task.source;
             bail!("the knowledge base '{kb}' no longer gives the vocabulary this policy was trained with");
