@@ -1,7 +1,7 @@
 // The page shows the lab's name and the worker's /api/system answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startLab, launchBrowser } from './lab.mjs';
+import { startLab, launchBrowser, TOKEN } from './lab.mjs';
 
 let lab;
 let browser;
@@ -41,4 +41,15 @@ test('unknown API paths answer 404 with a JSON error, unknown pages get the app'
   const page = await fetch(new URL('/some/page', lab.url));
   assert.equal(page.status, 200);
   assert.match(await page.text(), /hotlab_web\.js/);
+});
+
+test('the token leaves the address bar once the cookie carries it', async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+  await page.goto(new URL(`/?token=${TOKEN}#/`, lab.url).href);
+  await page.getByTestId('role').filter({ hasText: 'operator' }).waitFor({ timeout: 20_000 });
+  assert.doesNotMatch(page.url(), /token/, 'a link copied from the address bar carries no operator rights');
+  assert.match(page.url(), /#\/$/, 'the route is kept');
+  await page.reload();
+  await page.getByTestId('role').filter({ hasText: 'operator' }).waitFor({ timeout: 20_000 });
+  await page.close();
 });

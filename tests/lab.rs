@@ -486,3 +486,21 @@ fn requests_from_elsewhere_are_refused_as_json_errors() {
     assert_eq!(error(s, &b), (400, "invalid_query".into()));
     assert_eq!(get_json(&server.addr, "/api/runs").as_array().map(Vec::len), Some(1), "only the JSON one ran");
 }
+
+/// Stop is honoured within one rollout step: a run whose first rollout is long (64 envs ×
+/// 65,536 steps) and is stopped while it runs ends `stopped` before that rollout's update,
+/// so no update is ever reported (checked between updates, it would report one).
+#[test]
+fn stop_ends_a_run_inside_a_long_rollout() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let spec = json!({"envs": 64, "steps": 65536, "total_steps": 4194304, "device": "cpu", "ppo": {"minibatches": 64}});
+    let id = launch(&server.addr, spec);
+    wait_for(&server.addr, id, &["running"]);
+    std::thread::sleep(Duration::from_millis(300)); // into the rollout
+    let (status, body) = http(&server.addr, "POST", &format!("/api/runs/{id}/stop"), &[AUTH], b"");
+    assert_eq!(status, 200, "{body}");
+    wait_for(&server.addr, id, &["stopped"]);
+    let metrics = get_json(&server.addr, &format!("/api/runs/{id}/metrics"));
+    assert_eq!(metrics.as_array().map(Vec::len), Some(0), "stopped before the rollout's update: {metrics}");
+}

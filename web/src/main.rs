@@ -140,7 +140,45 @@ fn App() -> impl IntoView {
     }
 }
 
+/// The query string without `token=…` (None when it has none): the token comes in the
+/// URL once, the server answers with its HttpOnly cookie, and the address bar must not
+/// keep it (a link copied from there would carry operator rights).
+pub fn without_token(search: &str) -> Option<String> {
+    let pairs: Vec<&str> = search.trim_start_matches('?').split('&').filter(|kv| !kv.is_empty()).collect();
+    let kept: Vec<&str> = pairs.iter().copied().filter(|kv| !kv.starts_with("token=")).collect();
+    if kept.len() == pairs.len() {
+        return None;
+    }
+    Some(if kept.is_empty() { String::new() } else { format!("?{}", kept.join("&")) })
+}
+
+/// Takes the token out of the address bar (the page is not reloaded).
+fn forget_token_in_url() {
+    let Some(w) = web_sys::window() else { return };
+    let l = w.location();
+    let Some(query) = without_token(&l.search().unwrap_or_default()) else { return };
+    let url = format!("{}{query}{}", l.pathname().unwrap_or_default(), l.hash().unwrap_or_default());
+    if let Ok(history) = w.history() {
+        let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url));
+    }
+}
+
 fn main() {
     console_error_panic_hook::set_once();
+    forget_token_in_url();
     leptos::mount::mount_to_body(App);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_token;
+
+    #[test]
+    fn the_token_leaves_the_query_and_nothing_else_does() {
+        assert_eq!(without_token("?token=abc"), Some(String::new()));
+        assert_eq!(without_token("?a=1&token=abc&b=2"), Some("?a=1&b=2".into()));
+        assert_eq!(without_token("?a=1"), None);
+        assert_eq!(without_token(""), None);
+        assert_eq!(without_token("?tokens=1"), None, "another key that starts alike stays");
+    }
 }

@@ -375,7 +375,14 @@ fn ppo_check() -> Value {
         let mut agent = MlpAgent { net, helper: None, env: Arc::new(CartPole) };
         let mut precision =
             crate::train::precision::resolve(spec::Precision::Fp32, d).expect("fp32 resolves everywhere");
-        let ctx = UpdateCtx { spec: &spec, heads: &[2], lr: spec.ppo.lr, precision: &mut precision, telemetry: None };
+        let ctx = UpdateCtx {
+            spec: &spec,
+            heads: &[2],
+            lr: spec.ppo.lr,
+            precision: &mut precision,
+            telemetry: None,
+            stop: None,
+        };
         let (mut prof, mut c) = (Profiler::new(None), Counters::default());
         let _ = update::update(&mut agent, &mut opt, &on(&host, d), ctx, &mut HostRng::new(1), &mut prof, &mut c);
         host_f32(&agent.net.flat)

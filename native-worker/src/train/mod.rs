@@ -183,8 +183,12 @@ pub fn run(
             episodes: &mut episodes,
             frames: &mut frames,
             telemetry: due.then_some(&telemetry),
+            stop: opts.stop.as_deref(),
         };
-        let out = learner.iterate(&mut it)?;
+        let Some(out) = learner.iterate(&mut it)? else {
+            notes.push(format!("stopped during update {} of {iterations}, after {index} complete", index + 1));
+            break;
+        };
         global_step += out.env_steps;
         if let Some(norms) = &out.norms {
             let s = prof.start();

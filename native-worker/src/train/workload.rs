@@ -25,6 +25,7 @@ use hotlab_shared::env::Observations;
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{Backend, RunSpec};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Tensor};
@@ -94,6 +95,21 @@ pub struct Iteration<'a> {
     pub frames: &'a mut Frames,
     /// Gradient telemetry, when this iteration is due for it.
     pub telemetry: Option<&'a Telemetry>,
+    /// Set from another thread to end the run; a learner checks it at least once per env
+    /// step, so that a long rollout stops within a step.
+    pub stop: Option<&'a AtomicBool>,
+}
+
+impl Iteration<'_> {
+    /// Whether the run was asked to stop.
+    pub fn stopped(&self) -> bool {
+        asked_to_stop(self.stop)
+    }
+}
+
+/// Whether a stop flag (if any) is set.
+pub fn asked_to_stop(flag: Option<&AtomicBool>) -> bool {
+    flag.is_some_and(|s| s.load(Ordering::Relaxed))
 }
 
 /// What one iteration did.
@@ -118,8 +134,9 @@ pub trait Learner {
     fn iterations(&self) -> u64;
     /// The parameters' layout (gradient telemetry names them).
     fn layout(&self) -> &[ParamSlot];
-    /// One iteration: collect experience and learn from it.
-    fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Outcome>;
+    /// One iteration: collect experience and learn from it; None when a stop request
+    /// ended it part-way (nothing of it is learned).
+    fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Option<Outcome>>;
     /// The trained policy.
     fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy>;
 }

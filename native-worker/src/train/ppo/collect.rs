@@ -5,7 +5,7 @@ use super::{Actor, Collect, CollectCtx};
 use crate::exec;
 use crate::train::gae::{gae, GaeInput};
 use crate::train::rollout::{Batch, Rollout};
-use crate::train::workload::Workload;
+use crate::train::workload::{asked_to_stop, Workload};
 use anyhow::{Context, Result};
 use hotlab_shared::env::{BatchEnv, FieldKind, Observations, StepBatch};
 use hotlab_shared::profile::Phase;
@@ -40,13 +40,18 @@ impl<A> HostCollector<A> {
 }
 
 impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
-    fn collect(&mut self, net: &P, cx: &mut CollectCtx<'_, '_>) -> Result<Batch> {
+    fn collect(&mut self, net: &P, cx: &mut CollectCtx<'_, '_>) -> Result<Option<Batch>> {
         let Self { workload, env, obs, out, rollout, actor } = self;
         actor.sync_weights(net);
         let (envs, h) = (rollout.envs, cx.heads.len());
         let it = &mut *cx.it;
-        let (prof, c) = (&mut *it.prof, &mut *it.counters);
+        let (prof, c, stop) = (&mut *it.prof, &mut *it.counters, it.stop);
         for t in 0..rollout.steps {
+            if asked_to_stop(stop) {
+                // The env state moved on: what was stepped is counted, nothing is learned.
+                c.set_env(&env.counters());
+                return Ok(None);
+            }
             let step = cx.first_step + t as u64;
             prof.set_step(step);
             let s = prof.start();
@@ -108,6 +113,6 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
         let batch = rollout.to_batch(&advantages, &returns, on_device, cx.mover, c);
         prof.stop(Phase::ObsTransfer, s);
         c.set_env(&env.counters());
-        Ok(batch)
+        Ok(Some(batch))
     }
 }

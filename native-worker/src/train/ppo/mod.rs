@@ -112,8 +112,9 @@ pub struct CollectCtx<'a, 'i> {
 
 /// Where a rollout happens.
 pub trait Collect<P> {
-    /// One rollout with `net`, with its advantages and returns, on the update's device.
-    fn collect(&mut self, net: &P, cx: &mut CollectCtx<'_, '_>) -> Result<Batch>;
+    /// One rollout with `net`, with its advantages and returns, on the update's device;
+    /// None when the run was asked to stop part-way (checked every step).
+    fn collect(&mut self, net: &P, cx: &mut CollectCtx<'_, '_>) -> Result<Option<Batch>>;
 }
 
 /// The note a native (`fused`) rollout forward adds to a run.
@@ -172,7 +173,7 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
         self.net.layout()
     }
 
-    fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Outcome> {
+    fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Option<Outcome>> {
         let spec = &self.spec;
         let updates = spec.updates();
         // CleanRL anneals from lr at the first update towards 0 after the last one.
@@ -186,17 +187,24 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
             first_step: it.index * spec.steps as u64,
             it,
         };
-        let batch = self.collector.collect(&self.net, &mut cx)?;
+        let Some(batch) = self.collector.collect(&self.net, &mut cx)? else { return Ok(None) };
         let learn_start = Instant::now();
         let rollout_s = (learn_start - rollout_start).as_secs_f64();
-        let ctx = UpdateCtx { spec, heads: &self.heads, lr, precision: &mut self.precision, telemetry: it.telemetry };
-        let (stats, norms) =
-            update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters);
+        let ctx = UpdateCtx {
+            spec,
+            heads: &self.heads,
+            lr,
+            precision: &mut self.precision,
+            telemetry: it.telemetry,
+            stop: it.stop,
+        };
+        let update = update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters);
+        let Some((stats, norms)) = update else { return Ok(None) };
         let c = &mut *it.counters;
         c.host_syncs += 1; // the loss statistics, read once per update
         c.d2h_copies += 1;
         c.d2h_bytes += 5 * 4;
-        Ok(Outcome { env_steps: spec.batch_size() as u64, lr, stats, norms, learn_start, rollout_s })
+        Ok(Some(Outcome { env_steps: spec.batch_size() as u64, lr, stats, norms, learn_start, rollout_s }))
     }
 
     fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy> {

@@ -10,11 +10,13 @@ use crate::train::adam::FlatAdam;
 use crate::train::precision::Precision;
 use crate::train::rollout::Batch;
 use crate::train::telemetry::Telemetry;
+use crate::train::workload::asked_to_stop;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::RunSpec;
 use serde::Serialize;
+use std::sync::atomic::AtomicBool;
 use tch::Tensor;
 
 /// Loss statistics of an update's last minibatch (what CleanRL logs).
@@ -40,10 +42,13 @@ pub struct UpdateCtx<'a> {
     pub precision: &'a mut Precision,
     /// Set to record the last minibatch's per-parameter squared gradient norms (before clipping).
     pub telemetry: Option<&'a Telemetry>,
+    /// The run's stop flag, read before each minibatch.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// Runs `epochs × minibatches` gradient steps on one rollout; returns the last
-/// minibatch's statistics and, when asked, its squared gradient norms.
+/// minibatch's statistics and, when asked, its squared gradient norms; None when the run
+/// was asked to stop (the steps already taken stay taken).
 pub fn update<P: PpoPolicy>(
     net: &mut P,
     opt: &mut FlatAdam,
@@ -52,7 +57,7 @@ pub fn update<P: PpoPolicy>(
     rng: &mut HostRng,
     prof: &mut Profiler,
     c: &mut Counters,
-) -> (UpdateStats, Option<Tensor>) {
+) -> Option<(UpdateStats, Option<Tensor>)> {
     let spec = ctx.spec;
     let mut order: Vec<i64> = (0..spec.batch_size() as i64).collect();
     let (mut last_stats, mut norms) = (None, None);
@@ -61,6 +66,9 @@ pub fn update<P: PpoPolicy>(
         rng.shuffle(&mut order);
         pass.epoch(&mut order);
         for m in 0..spec.ppo.minibatches {
+            if asked_to_stop(ctx.stop) {
+                return None;
+            }
             let last = epoch + 1 == spec.ppo.epochs && m + 1 == spec.ppo.minibatches;
             let s = prof.start();
             let (stats, s) = pass.gradient(&order, m, last, &ctx, prof, s);
@@ -97,7 +105,7 @@ pub fn update<P: PpoPolicy>(
         loss_scale: ctx.precision.scaler.as_ref().map(|s| s.scale),
         skipped_steps: ctx.precision.scaler.as_ref().map_or(0, |s| s.skipped),
     };
-    (stats, norms)
+    Some((stats, norms))
 }
 
 /// `torch.nn.utils.clip_grad_norm_` on one flat gradient, without a host sync.

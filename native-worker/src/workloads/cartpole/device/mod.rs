@@ -63,8 +63,12 @@ impl DeviceCollector {
 }
 
 impl Collect<MlpAgent> for DeviceCollector {
-    fn collect(&mut self, agent: &MlpAgent, cx: &mut CollectCtx<'_, '_>) -> Result<Batch> {
+    /// A device rollout is queued on the device as a whole: the stop flag is read before it.
+    fn collect(&mut self, agent: &MlpAgent, cx: &mut CollectCtx<'_, '_>) -> Result<Option<Batch>> {
         let (spec, it) = (cx.spec, &mut *cx.it);
+        if it.stopped() {
+            return Ok(None);
+        }
         let (gamma, lambda) = (spec.ppo.gamma as f32, spec.ppo.gae_lambda as f32);
         let first = cx.first_step;
         let (net, heads) = (&agent.net, cx.heads);
@@ -80,7 +84,7 @@ impl Collect<MlpAgent> for DeviceCollector {
             it.counters.d2h_copies += 2;
             it.prof.stop(Phase::Publish, s);
         }
-        Ok(got.batch)
+        Ok(Some(got.batch))
     }
 }
 
