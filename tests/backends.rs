@@ -215,6 +215,53 @@ fn workers_exit_when_the_trainer_is_killed() {
     }
 }
 
+/// A worker that is alive but stuck (SIGSTOP) fails the run once it has been silent for
+/// `--worker-timeout`, naming it and its pid; no worker process is left behind.
+#[test]
+fn a_stuck_worker_fails_the_run_after_the_timeout_and_leaves_no_process() {
+    let mut trainer = hotlab()
+        .args(["train", "--backend", "subprocess", "--workers", "2", "--total-steps", "100000000", "--json"])
+        .args(["--device", "cpu", "--worker-timeout", "1.5"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..200 {
+        workers = child_pids(trainer.id());
+        if workers.len() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(workers.len(), 2, "the trainer starts two worker processes");
+    std::thread::sleep(Duration::from_millis(300)); // stepping
+    unsafe { libc::kill(workers[1] as i32, libc::SIGSTOP) };
+    // Without the timeout the trainer would wait forever: give up (and fail) after 60 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = trainer.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = trainer.kill();
+            let _ = trainer.wait();
+            workers.iter().for_each(|&w| unsafe {
+                libc::kill(w as i32, libc::SIGKILL);
+            });
+            panic!("the trainer still waits on its stopped worker after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut trainer.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("env worker 1 (pid {})", workers[1])) && err.contains("not answered"), "{err}");
+    for w in workers {
+        assert!(!alive(w), "worker {w} outlived the failed run");
+    }
+}
+
 /// `hotlab train --json` counters of a short eager run.
 fn counters(extra: &[&str]) -> serde_json::Value {
     let out = run(hotlab()

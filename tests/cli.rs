@@ -51,6 +51,7 @@ fn invalid_values_exit_2_naming_the_flag() {
     rejected(&["bench", "envs", "--peer", "envpool"], "--peer");
     rejected(&["eval", "--checkpoint", "/nonexistent/dir"], "--checkpoint");
     rejected(&["serve", "--port", "0", "--token", "short-token"], "--token");
+    rejected(&["train", "--backend", "subprocess", "--worker-timeout", "0"], "--worker-timeout");
     rejected(&["serve", "--port", "99999"], "--port");
     rejected(&["train", "--backend", "device", "--inference", "graph", "--device", "cpu"], "--inference");
     rejected(&["train", "--env", "proof", "--inference", "graph", "--device", "cuda"], "--inference");

@@ -504,3 +504,18 @@ fn stop_ends_a_run_inside_a_long_rollout() {
     let metrics = get_json(&server.addr, &format!("/api/runs/{id}/metrics"));
     assert_eq!(metrics.as_array().map(Vec::len), Some(0), "stopped before the rollout's update: {metrics}");
 }
+
+/// A run is in the store before its `201 Created`: killed at once after the answer, the
+/// server lists it after a restart (the store's writer commits every 250 ms otherwise).
+#[test]
+fn a_launched_run_is_stored_before_the_answer() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = start(data.path(), &[]);
+    let id = launch(&server.addr, json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"}));
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
+    let _ = server.child.wait();
+    let again = start(data.path(), &[]);
+    let runs = get_json(&again.addr, "/api/runs");
+    let run = runs.as_array().unwrap().iter().find(|r| r["id"] == id);
+    assert!(run.is_some_and(|r| r["spec"]["envs"] == 8), "run {id} is listed after the crash: {runs}");
+}

@@ -105,6 +105,13 @@ pub const KNOBS: &[Knob] = &[
         Choice(WaitMode::ALL),
         "how the trainer waits for worker processes",
     ),
+    knob(
+        "worker_timeout",
+        "exec.worker_timeout_s",
+        "Backend, workers and wait",
+        Float,
+        "seconds a subprocess worker may stay silent before the run fails naming it",
+    ),
     knob("threads", "exec.threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic"),
     knob(
         "transfer",

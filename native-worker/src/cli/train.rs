@@ -89,6 +89,10 @@ pub struct TrainArgs {
     /// Observations to the device for an eager forward: per_tensor, packed or pinned [packed].
     #[arg(long)]
     pub transfer: Option<Transfer>,
+    /// Seconds a `subprocess` worker may stay silent in one step before the run fails
+    /// naming it, its pid and how long it was silent [60].
+    #[arg(long)]
+    pub worker_timeout: Option<f64>,
     /// Actions back from an eager forward: per_item (a read per element) or stacked [stacked].
     #[arg(long)]
     pub action_sync: Option<ActionSync>,
@@ -142,7 +146,7 @@ impl TrainArgs {
         set!(ppo.max_grad_norm = max_grad_norm, ppo.hidden = hidden);
         set!(exec.backend = backend, exec.workers = workers, exec.wait = wait, exec.transfer = transfer);
         set!(exec.action_sync = action_sync, exec.inference = inference, exec.threads = threads);
-        set!(exec.precision = precision, telemetry.every = telemetry_every);
+        set!(exec.precision = precision, exec.worker_timeout_s = worker_timeout, telemetry.every = telemetry_every);
         if self.no_anneal_lr {
             s.ppo.anneal_lr = false;
         } else if self.anneal_lr {

@@ -75,7 +75,9 @@ pub fn host_backend(spec: &RunSpec, env: &dyn EnvMaker) -> Result<Box<dyn BatchE
         Backend::Sequential => Box::new(sequential::Sequential::new(env, spec.envs, spec.seed)),
         Backend::Threads => Box::new(threads::Threads::new(env, spec.envs, spec.seed, workers)),
         Backend::Subprocess => {
-            Box::new(subprocess::Subprocess::spawn(env, spec.envs, spec.seed, workers, spec.exec.wait)?)
+            let timeout = std::time::Duration::from_secs_f64(spec.exec.worker_timeout_s);
+            let sub = subprocess::Subprocess::spawn(env, spec.envs, spec.seed, workers, spec.exec.wait)?;
+            Box::new(sub.with_timeout(timeout))
         }
     })
 }

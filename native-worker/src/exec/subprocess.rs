@@ -33,13 +33,24 @@ pub struct Subprocess {
     seq: u32,
     counters: EnvCounters,
     failure: Option<EnvError>,
+    /// How long a worker may stay silent in one round (`--worker-timeout`).
+    timeout: Duration,
 }
+
+/// The timeout of a backend made without one (the spec's default).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Subprocess {
     /// Starts `workers` processes of the current executable.
     pub fn spawn(env: &dyn EnvMaker, envs: usize, seed: u64, workers: usize, wait: WaitMode) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         Self::spawn_with(&exe, env, envs, seed, workers, wait)
+    }
+
+    /// Fails a step or reset in which a worker stays silent longer than `timeout`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     pub fn spawn_with(
@@ -91,7 +102,8 @@ impl Subprocess {
                 }
             }
         }
-        Ok(Self { spec, region, children, wait, seq: 0, counters: EnvCounters::default(), failure: None })
+        let (seq, counters, failure) = (0, EnvCounters::default(), None);
+        Ok(Self { spec, region, children, wait, seq, counters, failure, timeout: DEFAULT_TIMEOUT })
     }
 
     /// Process ids of the workers (for tests and reports).
@@ -115,7 +127,7 @@ impl Subprocess {
             futex_wake(self.region.go());
         }
         let start = Instant::now();
-        if let Err(e) = self.wait_all(seq) {
+        if let Err(e) = self.wait_all(seq, start) {
             self.failure = Some(e.clone());
             stop_all(&mut self.children);
             return Err(e);
@@ -125,8 +137,9 @@ impl Subprocess {
         Ok(())
     }
 
-    /// Waits until `remaining` is 0, checking that unfinished workers are alive.
-    fn wait_all(&mut self, seq: u32) -> Result<(), EnvError> {
+    /// Waits until `remaining` is 0, checking that unfinished workers are alive and have
+    /// not been silent since `start` for longer than the timeout.
+    fn wait_all(&mut self, seq: u32, start: Instant) -> Result<(), EnvError> {
         let remaining = self.region.remaining();
         let mut polls = 0u64;
         let mut last_check = Instant::now();
@@ -156,6 +169,7 @@ impl Subprocess {
                 return Ok(());
             }
             let others = self.children.len() - 1;
+            let silent = start.elapsed();
             for (w, child) in self.children.iter_mut().enumerate() {
                 if self.region.done(w).load(Ordering::Acquire) == seq {
                     continue;
@@ -164,6 +178,14 @@ impl Subprocess {
                     return Err(EnvError(format!(
                         "env worker {w} (pid {}) died during a step ({status}); the other {others} workers were stopped",
                         child.id()
+                    )));
+                }
+                if silent > self.timeout {
+                    return Err(EnvError(format!(
+                        "env worker {w} (pid {}) has not answered for {:.1} s (--worker-timeout {}); it and the other {others} workers were stopped",
+                        child.id(),
+                        silent.as_secs_f64(),
+                        self.timeout.as_secs_f64()
                     )));
                 }
             }

@@ -179,6 +179,9 @@ pub async fn create_run(
     let spec =
         tokio::task::spawn_blocking(move || parse_spec(&body, &data_dir)).await.map_err(ApiError::internal)??;
     let id = lab.manager.launch(spec);
+    // Durable before the answer: a run whose 201 a client saw survives a crash right after.
+    let store = lab.manager.store().clone();
+    tokio::task::spawn_blocking(move || store.flush()).await.map_err(ApiError::internal)?;
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))).into_response())
 }
 

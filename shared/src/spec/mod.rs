@@ -100,6 +100,9 @@ pub struct ExecSpec {
     pub workers: usize,
     /// How the trainer waits for `subprocess` workers.
     pub wait: WaitMode,
+    /// Seconds a `subprocess` worker may stay silent during one step or reset before the
+    /// run fails naming it (a worker alive but stuck would otherwise hang the run).
+    pub worker_timeout_s: f64,
     /// How observations reach the device for an eager forward.
     pub transfer: Transfer,
     /// How an eager forward's actions are read back to the host.
@@ -121,6 +124,7 @@ impl Default for ExecSpec {
             backend: Backend::Vectorized,
             workers: 0,
             wait: WaitMode::Block,
+            worker_timeout_s: 60.0,
             transfer: Transfer::Packed,
             action_sync: ActionSync::Stacked,
             inference: Inference::Fused,
@@ -434,6 +438,7 @@ impl RunSpec {
                 ));
             }
         }
+        finite_in("worker_timeout", x.worker_timeout_s, 0.0, 86_400.0, true)?;
         in_range("workers", x.workers, 0, 256)
     }
 }
