@@ -186,13 +186,15 @@ fn child_pids(parent: u32) -> Vec<u32> {
     found
 }
 
-#[test]
-fn workers_exit_when_the_trainer_is_killed() {
-    let mut trainer = hotlab()
+/// A long `hotlab train` on the `subprocess` backend with two workers, once both are up:
+/// the trainer and the workers' pids.
+fn trainer_with_two_workers(extra: &[&str], stderr: std::process::Stdio) -> (std::process::Child, Vec<u32>) {
+    let trainer = hotlab()
         .args(["train", "--backend", "subprocess", "--workers", "2", "--total-steps", "100000000", "--json"])
         .args(["--device", "cpu"])
+        .args(extra)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut workers = Vec::new();
@@ -204,6 +206,12 @@ fn workers_exit_when_the_trainer_is_killed() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(workers.len(), 2, "the trainer starts two worker processes");
+    (trainer, workers)
+}
+
+#[test]
+fn workers_exit_when_the_trainer_is_killed() {
+    let (mut trainer, workers) = trainer_with_two_workers(&[], std::process::Stdio::null());
     trainer.kill().unwrap();
     trainer.wait().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -219,22 +227,7 @@ fn workers_exit_when_the_trainer_is_killed() {
 /// `--worker-timeout`, naming it and its pid; no worker process is left behind.
 #[test]
 fn a_stuck_worker_fails_the_run_after_the_timeout_and_leaves_no_process() {
-    let mut trainer = hotlab()
-        .args(["train", "--backend", "subprocess", "--workers", "2", "--total-steps", "100000000", "--json"])
-        .args(["--device", "cpu", "--worker-timeout", "1.5"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut workers = Vec::new();
-    for _ in 0..200 {
-        workers = child_pids(trainer.id());
-        if workers.len() == 2 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(workers.len(), 2, "the trainer starts two worker processes");
+    let (mut trainer, workers) = trainer_with_two_workers(&["--worker-timeout", "1.5"], std::process::Stdio::piped());
     std::thread::sleep(Duration::from_millis(300)); // stepping
     unsafe { libc::kill(workers[1] as i32, libc::SIGSTOP) };
     // Without the timeout the trainer would wait forever: give up (and fail) after 60 s.
