@@ -52,6 +52,8 @@ fn invalid_values_exit_2_naming_the_flag() {
     rejected(&["eval", "--checkpoint", "/nonexistent/dir"], "--checkpoint");
     rejected(&["serve", "--port", "0", "--token", "short-token"], "--token");
     rejected(&["train", "--backend", "subprocess", "--worker-timeout", "0"], "--worker-timeout");
+    let huge = ["train", "--env", "proof", "--envs", "1024", "--steps", "65536", "--total-steps", "67108864"];
+    rejected(&huge, "GiB available");
     rejected(&["serve", "--port", "99999"], "--port");
     rejected(&["train", "--backend", "device", "--inference", "graph", "--device", "cpu"], "--inference");
     rejected(&["train", "--env", "proof", "--inference", "graph", "--device", "cuda"], "--inference");

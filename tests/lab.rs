@@ -387,6 +387,13 @@ fn bad_requests_are_refused_naming_the_field() {
         (b"{\"env\": \"proof\", \"kb\": \"/etc/passwd\", \"queries\": \"q.pl\"}", 400, "outside_data_dir", "kb"),
         (b"{\"env\": \"proof\", \"kb\": \"../x.pl\", \"queries\": \"q.pl\"}", 400, "outside_data_dir", "kb"),
         (b"{\"env\": \"proof\", \"kb\": \"family:people=2\"}", 400, "invalid_value", "kb"),
+        // ~1 TB of rollout: refused with the figure before it can take the lab down.
+        (
+            br#"{"workload": "proof", "envs": 1024, "steps": 65536, "total_steps": 67108864}"#,
+            400,
+            "invalid_value",
+            "envs",
+        ),
     ];
     for (body, status, code, field) in cases {
         let (s, c, f, m) = post(body, &[AUTH]);

@@ -59,3 +59,17 @@ fn nvidia_smi() -> Vec<(String, Option<u64>)> {
         })
         .collect()
 }
+
+/// Memory the OS can give a new allocation now (`MemAvailable`), in bytes; None off Linux.
+pub fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A spec whose rollout would not fit in the memory available now is refused before it
+/// starts (an out-of-memory kill would take the whole lab down with it).
+pub fn check_memory(spec: &hotlab_shared::spec::RunSpec) -> Result<(), hotlab_shared::spec::SpecError> {
+    available_memory().map_or(Ok(()), |bytes| spec.check_memory(bytes))
+}

@@ -325,6 +325,8 @@ pub fn parse_spec(body: &[u8], data_dir: &std::path::Path) -> ApiResult<RunSpec>
         let code = if r.unknown { "unknown_field" } else { "invalid_value" };
         ApiError::bad(code, &r.error.field, r.error.message).path(&r.error.path)
     })?;
+    crate::system::check_memory(&spec)
+        .map_err(|e| ApiError::bad("invalid_value", &e.field, e.message).path(&e.path))?;
     for (field, file) in spec.workload.files() {
         *file = inside_data_dir(file, data_dir, field)?;
     }

@@ -138,6 +138,13 @@ impl Manager {
             RunStatus::Queued => {
                 inner.queue.retain(|&q| q != id);
                 self.publish(&run, EventBody::Status { status: RunStatus::Stopped, message: None });
+                // It will never run: once the store holds its end, it leaves memory, as
+                // an ended run does (off this thread: the commit takes up to a flush).
+                let me = Arc::clone(self);
+                let _ = std::thread::Builder::new().name(format!("hotlab-drop-{id}")).spawn(move || {
+                    me.store.flush();
+                    me.inner.lock().expect("manager").runs.remove(&id);
+                });
                 true
             }
             RunStatus::Running => {
@@ -257,4 +264,38 @@ fn policy_json(trained: &crate::train::Trained) -> anyhow::Result<String> {
         .collect();
     let (env, shape, params) = (&trained.report.env, policy.shape(), policy.host_params());
     Ok(serde_json::json!({"env": env, "shape": shape, "layout": layout, "params": params}).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// Polls `done` for up to 30 s.
+    fn eventually(what: &str, done: impl Fn() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(30), "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_stopped_queued_run_leaves_memory_and_stays_in_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let manager = Manager::new(store.clone(), 1).unwrap();
+        let long: RunSpec =
+            serde_json::from_value(serde_json::json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"})).unwrap();
+        let first = manager.launch(long.clone());
+        let second = manager.launch(long);
+        assert_eq!(manager.get(second).map(|r| r.info().status), Some(RunStatus::Queued), "one run at a time");
+        assert!(manager.stop(second));
+        eventually("the stopped queued run leaves memory", || manager.get(second).is_none());
+        let stored = store.run(second).unwrap().expect("in the store");
+        assert_eq!(stored.status, RunStatus::Stopped);
+        assert!(manager.stop(first));
+        eventually("the running run ends and leaves memory", || manager.get(first).is_none());
+        assert_eq!(store.run(first).unwrap().map(|r| r.status), Some(RunStatus::Stopped));
+    }
 }

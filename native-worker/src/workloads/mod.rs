@@ -40,6 +40,7 @@ pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<
 pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
     let begin = Instant::now();
     spec.validate()?;
+    crate::system::check_memory(spec)?;
     let workload = load(spec)?;
     train::run(spec, workload, begin, opts, observe)
 }

@@ -340,6 +340,35 @@ impl RunSpec {
         w.clamp(1, self.envs.max(1))
     }
 
+    /// Bytes the rollout needs, roughly: each transition's observation and its dozen
+    /// scalars are held three times (the rollout buffer, the batch on the update's device,
+    /// an epoch's shuffled copy). The network and the envs' own state are small beside it.
+    pub fn rollout_bytes(&self) -> u64 {
+        const SCALARS: u64 = 48; // action, log-prob, value, reward, flags, advantage, return…
+        3 * (self.env().obs_bytes() + SCALARS) * self.batch_size() as u64
+    }
+
+    /// Refused when the rollout needs more than `available` bytes (what the machine can
+    /// give: the worker reads it from the OS), naming the fields that drive it.
+    pub fn check_memory(&self, available: u64) -> Result<(), SpecError> {
+        let need = self.rollout_bytes();
+        if need <= available {
+            return Ok(());
+        }
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        Err(SpecError::new(
+            "envs",
+            format!(
+                "envs × steps = {} × {} transitions need about {:.1} GiB for the rollout ({} bytes each, kept three times); this machine has {:.1} GiB available: lower --envs or --steps",
+                self.envs,
+                self.steps,
+                gib(need),
+                need / 3 / self.batch_size().max(1) as u64,
+                gib(available)
+            ),
+        ))
+    }
+
     /// Updates in the run (CleanRL: `total_steps // batch_size`).
     pub fn updates(&self) -> u64 {
         self.total_steps / self.batch_size() as u64
@@ -455,6 +484,24 @@ fn divisors_near(n: usize, wanted: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rollout_too_large_for_the_memory_is_refused_naming_its_fields() {
+        let small = RunSpec::default();
+        assert_eq!(small.rollout_bytes(), 3 * (16 + 48) * 512);
+        small.check_memory(1 << 30).unwrap();
+        let huge = RunSpec {
+            workload: WorkloadSpec::default_for(EnvName::Proof),
+            envs: 1024,
+            steps: 65536,
+            total_steps: 1 << 26,
+            ..RunSpec::default()
+        };
+        huge.validate().unwrap();
+        let e = huge.check_memory(24 << 30).unwrap_err();
+        assert_eq!(e.field, "envs");
+        assert!(e.message.contains("1024 × 65536") && e.message.contains("24.0 GiB available"), "{e}");
+    }
 
     #[test]
     fn defaults_are_cleanrl_and_valid() {

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub trait Settings: Default {
     /// The env backends its envs run on.
     const BACKENDS: &'static [Backend] = ALL_BACKENDS;
+    /// Bytes of one env's observation (every field), for the memory a rollout needs.
+    const OBS_BYTES: u64;
     /// Checks every setting; the first bad one is named with what is allowed.
     fn validate(&self) -> Result<(), SpecError> {
         Ok(())
@@ -49,6 +51,11 @@ macro_rules! workloads {
             /// The env backends this workload runs on.
             pub fn backends(self) -> &'static [Backend] {
                 match self { $(EnvName::$variant => <$settings as Settings>::BACKENDS),+ }
+            }
+
+            /// Bytes of one env's observation.
+            pub fn obs_bytes(self) -> u64 {
+                match self { $(EnvName::$variant => <$settings as Settings>::OBS_BYTES),+ }
             }
         }
 
@@ -132,7 +139,10 @@ impl EnvName {
 #[serde(default, deny_unknown_fields)]
 pub struct CartpoleSpec {}
 
-impl Settings for CartpoleSpec {}
+impl Settings for CartpoleSpec {
+    /// `[x, ẋ, θ, θ̇]` in f32.
+    const OBS_BYTES: u64 = 4 * 4;
+}
 
 /// The proof env's settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -160,6 +170,8 @@ impl Default for ProofSpec {
 impl Settings for ProofSpec {
     /// Resolution is symbolic: the envs step on the host.
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+    /// The goal list (10 × 3), 20 successors (20 × 10 × 3) and the mask (20), in i64.
+    const OBS_BYTES: u64 = (10 * 3 + 20 * 10 * 3 + 20) * 8;
 
     fn validate(&self) -> Result<(), SpecError> {
         in_range("proof_depth", self.depth, 1, 64)?;
