@@ -526,3 +526,57 @@ fn a_launched_run_is_stored_before_the_answer() {
     let run = runs.as_array().unwrap().iter().find(|r| r["id"] == id);
     assert!(run.is_some_and(|r| r["spec"]["envs"] == 8), "run {id} is listed after the crash: {runs}");
 }
+
+/// Random and mutated requests at every REST route: no 5xx, never a non-JSON error, and the
+/// server still answers afterwards. 400 spec bodies (a valid tiny spec with bytes flipped,
+/// dropped or inserted) and 200 paths with random ids and query strings.
+#[test]
+fn mutated_requests_get_4xx_json_never_5xx() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let mut rng = hotlab_shared::rng::HostRng::new(7);
+    let base = br#"{"envs": 1, "steps": 8, "total_steps": 8, "device": "cpu", "ppo": {"minibatches": 1}}"#.to_vec();
+    let noise = b"{}[]\":,0123456789.-eE truefalsnul\\xyz";
+    let mut tried = (0, 0);
+    for _ in 0..400 {
+        let mut body = base.clone();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(body.len() as u64) as usize;
+            let byte = noise[rng.below(noise.len() as u64) as usize];
+            match rng.below(3) {
+                0 => body[at] = byte,
+                1 => {
+                    body.remove(at);
+                }
+                _ => body.insert(at, byte),
+            }
+        }
+        let (status, text) = http(&server.addr, "POST", "/api/runs", &[AUTH], &body);
+        assert!(
+            status == 201 || (400..500).contains(&status),
+            "{status} for {}: {text}",
+            String::from_utf8_lossy(&body)
+        );
+        if status != 201 {
+            let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{status} not JSON ({e}): {text}"));
+            assert!(v["error"]["code"].is_string(), "{text}");
+        }
+        tried.0 += 1;
+    }
+    let routes = ["runs/{}", "runs/{}/events", "runs/{}/metrics", "runs/{}/report", "runs/{}/trace", "runs/{}/policy"];
+    let ids = ["1", "0", "-1", "99999999999999999999", "x", "%00", "1%2F2"];
+    let queries = ["", "?since=2", "?since=-1", "?since=x", "?format=md", "?format=zip", "?a=b", "?since"];
+    for _ in 0..200 {
+        let route = routes[rng.below(routes.len() as u64) as usize];
+        let id = ids[rng.below(ids.len() as u64) as usize];
+        let query = queries[rng.below(queries.len() as u64) as usize];
+        let path = format!("/api/{}{query}", route.replace("{}", id));
+        let (status, text) = get(&server.addr, &path);
+        assert!(status < 500, "{status} for {path}: {text}");
+        if status >= 400 {
+            assert!(serde_json::from_str::<Value>(&text).is_ok(), "{status} for {path} is not JSON: {text}");
+        }
+        tried.1 += 1;
+    }
+    assert_eq!(get(&server.addr, "/api/system").0, 200, "the server answers after {tried:?} requests");
+}
