@@ -7,7 +7,6 @@ use hotlab::bench::envs::{self, EnvBench, EnvBenchSpec};
 use hotlab::workloads;
 use hotlab_shared::spec::{Backend, EnvName, RunSpec, SpecError, WaitMode, WorkloadSpec};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -17,16 +16,8 @@ pub struct BenchEnvsArgs {
     /// Workload.
     #[arg(long, default_value = "cartpole")]
     pub env: EnvName,
-    /// Proof env: knowledge base (a Prolog file or a world such as family:people=N,seed=S)
-    /// [family:people=200,seed=3].
-    #[arg(long)]
-    pub kb: Option<String>,
-    /// Proof env: query file (generated for a world when absent).
-    #[arg(long)]
-    pub queries: Option<String>,
-    /// Proof env: depth limit [10].
-    #[arg(long)]
-    pub proof_depth: Option<usize>,
+    #[command(flatten)]
+    pub proof: super::ProofFlags,
     /// Backends to measure, comma-separated [every one the workload runs on: all five for
     /// cartpole, the four host ones for the proof env].
     #[arg(long, value_delimiter = ',')]
@@ -58,12 +49,7 @@ impl BenchEnvsArgs {
     /// The workload's part of a spec, from the flags.
     fn workload_spec(&self) -> Result<RunSpec, SpecError> {
         let spec = RunSpec { workload: WorkloadSpec::default_for(self.env), ..RunSpec::default() };
-        let own = [
-            ("kb", self.kb.clone().map(Value::from)),
-            ("queries", self.queries.clone().map(Value::from)),
-            ("proof_depth", self.proof_depth.map(Value::from)),
-        ];
-        super::with_own_settings(spec, &own)
+        super::with_own_settings(spec, &self.proof.given())
     }
 }
 

@@ -90,6 +90,34 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// The proof env's own flags (`hotlab train` and `hotlab bench envs`), each a knob of its
+/// settings; given for another workload, they are refused.
+#[derive(clap::Args, Debug, Default)]
+pub struct ProofFlags {
+    /// Proof env: a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world,
+    /// `family:people=N,seed=S` or `geography:places=N,seed=S` [family:people=200,seed=3].
+    #[arg(long)]
+    pub kb: Option<String>,
+    /// Proof env: a query file, one ground atom per line, `% test` before the held-out
+    /// ones (needed with a --kb file; generated for a world when absent).
+    #[arg(long)]
+    pub queries: Option<String>,
+    /// Proof env: most resolution steps per episode [10].
+    #[arg(long)]
+    pub proof_depth: Option<usize>,
+}
+
+impl ProofFlags {
+    /// The flags given, by knob.
+    pub fn given(&self) -> Vec<(&'static str, Option<Value>)> {
+        vec![
+            ("kb", self.kb.clone().map(Value::from)),
+            ("queries", self.queries.clone().map(Value::from)),
+            ("proof_depth", self.proof_depth.map(Value::from)),
+        ]
+    }
+}
+
 /// `spec` with the workload settings given as flags (knob name, value), each at its knob's
 /// JSON path; a setting of another workload than the spec's is refused, naming its flag.
 pub fn with_own_settings(spec: RunSpec, given: &[(&str, Option<Value>)]) -> Result<RunSpec, SpecError> {

@@ -107,17 +107,8 @@ pub struct TrainArgs {
     /// thread (telemetry.jsonl with --out); 0 = off [0].
     #[arg(long)]
     pub telemetry_every: Option<u64>,
-    /// Proof env: a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world,
-    /// `family:people=N,seed=S` or `geography:places=N,seed=S` [family:people=200,seed=3].
-    #[arg(long)]
-    pub kb: Option<String>,
-    /// Proof env: a query file, one ground atom per line, `% test` before the held-out
-    /// ones (needed with a --kb file; generated for a world when absent).
-    #[arg(long)]
-    pub queries: Option<String>,
-    /// Proof env: most resolution steps per episode [10].
-    #[arg(long)]
-    pub proof_depth: Option<usize>,
+    #[command(flatten)]
+    pub proof: super::ProofFlags,
     /// Proof env: width of the policy's index embeddings [32].
     #[arg(long)]
     pub embed_dim: Option<usize>,
@@ -156,13 +147,10 @@ impl TrainArgs {
     }
 
     /// The workloads' own flags, by knob.
-    fn own_settings(&self) -> [(&'static str, Option<Value>); 4] {
-        [
-            ("kb", self.kb.clone().map(Value::from)),
-            ("queries", self.queries.clone().map(Value::from)),
-            ("proof_depth", self.proof_depth.map(Value::from)),
-            ("embed_dim", self.embed_dim.map(Value::from)),
-        ]
+    fn own_settings(&self) -> Vec<(&'static str, Option<Value>)> {
+        let mut own = self.proof.given();
+        own.push(("embed_dim", self.embed_dim.map(Value::from)));
+        own
     }
 }
 
