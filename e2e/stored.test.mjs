@@ -27,7 +27,7 @@ after(async () => {
 });
 
 test('runs stored in the flat form are listed and displayed', async () => {
-  const runs = await (await fetch(new URL('/api/runs', lab.url))).json();
+  const runs = (await (await fetch(new URL('/api/runs', lab.url))).json()).reverse(); // listed newest first
   assert.deepEqual(runs.map((r) => [r.id, r.status, Object.keys(r.spec.workload)[0]]),
     [[1, 'finished', 'cartpole'], [2, 'finished', 'proof']]);
   assert.equal(runs[1].spec.workload.proof.kb, 'family:people=30,seed=3', 'the proof settings moved in');

@@ -10,7 +10,11 @@
 //! | `metrics` | `metrics`: one update's [`MetricsPoint`] |
 //! | `profile` | `profile`: that update's phase times ([`Profile`]) |
 //! | `report` | `report`: the bottleneck report ([`Report`]) at the end of the run |
-//! | `rollout` | `frame`: what a few envs are doing ([`Frame`]), at most 30 per second |
+//! | `rollout` | `frame`: what a few envs are doing ([`Frame`]) |
+//!
+//! Rollout frames are kept in the history at a rate fixed by the run (one a second);
+//! a live viewer also gets the newest frame at its own rate (`fps`), and such a frame,
+//! not kept, has `seq` 0 ([`LIVE_FRAME_SEQ`]): it is shown, never counted.
 
 use crate::profile::Profile;
 use crate::report::Report;
@@ -18,10 +22,14 @@ use serde::{Deserialize, Serialize};
 
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// The `seq` of a live rollout frame that the history does not keep.
+pub const LIVE_FRAME_SEQ: u64 = 0;
+
 /// Where a run is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
+    #[default]
     Queued,
     Running,
     Finished,
@@ -160,7 +168,7 @@ pub struct Event {
 }
 
 /// A run as `GET /api/runs` lists it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
     pub id: u64,
     pub status: RunStatus,
@@ -174,6 +182,45 @@ pub struct RunInfo {
     /// Steps per second at the last update, once there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sps: Option<f64>,
+    /// Events the store could not keep up with and did not write (frames go first; a
+    /// metric only when no frame is left to drop).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+    /// Seconds the trainer spent handing its events to the lab (the log, the store's
+    /// queue and the live stream): what watching costs the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_s: Option<f64>,
+}
+
+/// A run in a few numbers, for comparing runs without reading every event
+/// (`GET /api/runs/{id}/summary`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub info: RunInfo,
+    /// Every profile window, summed.
+    pub total: Profile,
+    /// The last update's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<MetricsPoint>,
+    /// The bottleneck report, once the run has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Report>,
+}
+
+impl RunSummary {
+    /// Folds one event in (status events change `info` only through the caller).
+    pub fn add(&mut self, body: &EventBody) {
+        match body {
+            EventBody::Profile { profile } => self.total.accumulate(profile),
+            EventBody::Metrics { metrics } => self.last = Some(metrics.clone()),
+            EventBody::Report { report } => self.report = Some(report.clone()),
+            _ => {}
+        }
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@ pub struct SystemInfo {
     pub cpu_cores: usize,
     /// libtorch intra-op threads.
     pub torch_threads: usize,
+    /// The lab's run store on disk, in bytes (when a lab serves this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_bytes: Option<u64>,
 }
 
 /// One compute device.

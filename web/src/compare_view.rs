@@ -5,17 +5,13 @@ use crate::compare::{differences, rows, Unit};
 use crate::format::{bytes, percent, seconds, si, times};
 use crate::phases::PhaseBars;
 use crate::run_data::RunData;
-use hotlab_shared::protocol::{Event, RunInfo};
+use hotlab_shared::protocol::{RunInfo, RunSummary};
 use leptos::prelude::*;
 
+/// One run's summary (its totals), not its events: a long run compares as fast as a short one.
 async fn load(id: u64) -> Result<(RunInfo, RunData), String> {
-    let info = crate::api::get::<RunInfo>(&format!("/api/runs/{id}")).await.map_err(|e| e.message)?;
-    let events = crate::api::get::<Vec<Event>>(&format!("/api/runs/{id}/events")).await.map_err(|e| e.message)?;
-    let mut data = RunData::default();
-    events.into_iter().for_each(|e| {
-        data.apply(e);
-    });
-    Ok((info, data))
+    let summary = crate::api::get::<RunSummary>(&format!("/api/runs/{id}/summary")).await.map_err(|e| e.message)?;
+    Ok((summary.info.clone(), RunData::from_summary(summary)))
 }
 
 fn value(unit: Unit, v: Option<f64>) -> String {

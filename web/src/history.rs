@@ -1,5 +1,6 @@
-//! The runs in the store, newest first: status, scenario, key knobs and steps/s; pick
-//! two or more to compare.
+//! The runs in the store, newest first, a page at a time: status, scenario, key knobs
+//! and steps/s; pick two or more to compare. The newest page refreshes itself; older
+//! pages are read once, on request.
 
 use crate::format::si;
 use crate::route::Route;
@@ -7,20 +8,47 @@ use hotlab_shared::protocol::RunInfo;
 use leptos::prelude::*;
 use std::time::Duration;
 
+/// Runs per page.
+const PAGE: usize = 50;
+
 #[component]
 pub fn History(go: Callback<Route>) -> impl IntoView {
-    let runs = RwSignal::new(Vec::<RunInfo>::new());
+    let newest = RwSignal::new(Vec::<RunInfo>::new());
+    let older = RwSignal::new(Vec::<RunInfo>::new());
+    // Whether the last page read was full (so there may be more).
+    let more = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let picked = RwSignal::new(Vec::<u64>::new());
+    let runs = Memo::new(move |_| {
+        let mut all = newest.get();
+        let last = all.last().map_or(u64::MAX, |r| r.id);
+        all.extend(older.get().into_iter().filter(|r| r.id < last));
+        all
+    });
     let refresh = move || {
         leptos::task::spawn_local(async move {
-            match crate::api::get::<Vec<RunInfo>>("/api/runs").await {
-                Ok(mut list) => {
-                    list.reverse();
-                    if runs.with_untracked(|r| r != &list) {
-                        runs.set(list);
+            match crate::api::get::<Vec<RunInfo>>(&format!("/api/runs?limit={PAGE}")).await {
+                Ok(list) => {
+                    if older.with_untracked(Vec::is_empty) {
+                        more.set(list.len() == PAGE);
+                    }
+                    if newest.with_untracked(|r| r != &list) {
+                        newest.set(list);
                     }
                     error.set(None);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        })
+    };
+    let load_older = move |_| {
+        let before = runs.with_untracked(|r| r.last().map(|r| r.id));
+        leptos::task::spawn_local(async move {
+            let Some(before) = before else { return };
+            match crate::api::get::<Vec<RunInfo>>(&format!("/api/runs?before={before}&limit={PAGE}")).await {
+                Ok(page) => {
+                    more.set(page.len() == PAGE);
+                    older.update(|o| o.extend(page));
                 }
                 Err(e) => error.set(Some(e.message)),
             }
@@ -69,6 +97,9 @@ pub fn History(go: Callback<Route>) -> impl IntoView {
                 </tbody>
             </table>
             {move || runs.with(Vec::is_empty).then(|| view! { <p class="muted">"No runs yet."</p> })}
+            {move || more.get().then(|| view! {
+                <button data-testid="older-runs" on:click=load_older>{format!("{PAGE} older runs")}</button>
+            })}
         </div>
     }
 }

@@ -54,6 +54,7 @@ fn SystemPanel() -> impl IntoView {
                             <dt>"CUDA"</dt><dd data-testid="cuda">{cuda}</dd>
                             <dt>"CPU cores"</dt><dd data-testid="cpu-cores">{info.cpu_cores}</dd>
                             <dt>"libtorch threads"</dt><dd>{info.torch_threads}</dd>
+                            <dt>"run store"</dt><dd data-testid="store-size">{info.store_bytes.map_or("–".into(), |b| format::bytes(b as f64))}</dd>
                         </dl>
                         <h3>"Devices"</h3>
                         <ul class="devices">

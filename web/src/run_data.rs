@@ -2,7 +2,7 @@
 //! frame. Pure (no browser), so it is unit-tested natively.
 
 use hotlab_shared::profile::Profile;
-use hotlab_shared::protocol::{Event, EventBody, Frame, MetricsPoint, RunStatus};
+use hotlab_shared::protocol::{Event, EventBody, Frame, MetricsPoint, RunStatus, RunSummary};
 use hotlab_shared::report::{analyze, Report};
 use hotlab_shared::spec::RunSpec;
 
@@ -27,7 +27,14 @@ pub struct RunData {
 
 impl RunData {
     /// Folds one event in; an event already seen (a replay after a reconnect) is ignored.
+    /// A frame is shown as it comes, whatever its `seq`: the server sends the history's in
+    /// order, then the newest live one at the viewer's rate (`seq` 0 when not kept).
     pub fn apply(&mut self, e: Event) -> bool {
+        if let EventBody::Rollout { frame } = e.body {
+            self.frame = Some(frame);
+            self.last_seq = self.last_seq.max(e.seq);
+            return true;
+        }
         if e.seq <= self.last_seq {
             return false;
         }
@@ -46,9 +53,23 @@ impl RunData {
                 self.windows.push(profile);
             }
             EventBody::Report { report } => self.report = Some(report),
-            EventBody::Rollout { frame } => self.frame = Some(frame),
+            EventBody::Rollout { .. } => {} // above
         }
         true
+    }
+
+    /// What a run's summary holds (totals, the last update, the report): enough to
+    /// compare runs without their events.
+    pub fn from_summary(s: RunSummary) -> Self {
+        Self {
+            last_seq: s.info.events,
+            status: Some(s.info.status),
+            message: s.info.message,
+            metrics: s.last.into_iter().collect(),
+            total: s.total,
+            report: s.report,
+            ..Self::default()
+        }
     }
 
     /// Steps per second so far (the last update's figure).
@@ -92,6 +113,32 @@ mod tests {
 
     fn event(seq: u64, body: EventBody) -> Event {
         Event { v: 1, run: 1, seq, body }
+    }
+
+    #[test]
+    fn live_frames_show_without_moving_the_reconnect_point() {
+        let mut d = RunData::default();
+        let frame =
+            |step| EventBody::Rollout { frame: Frame::Cartpole { step, states: vec![[0.0; 4]], actions: vec![0] } };
+        d.apply(event(5, EventBody::Metrics { metrics: point(1, 10.0) }));
+        assert!(d.apply(event(0, frame(7))), "a live frame (seq 0) is shown");
+        assert_eq!(
+            (d.last_seq, d.frame.clone()),
+            (5, Some(Frame::Cartpole { step: 7, states: vec![[0.0; 4]], actions: vec![0] }))
+        );
+        d.apply(event(6, frame(9)));
+        assert_eq!(d.last_seq, 6, "a kept frame counts");
+        assert!(!d.apply(event(5, EventBody::Metrics { metrics: point(1, 10.0) })), "replays are still ignored");
+    }
+
+    #[test]
+    fn a_summary_is_enough_to_compare() {
+        let mut s = RunSummary::default();
+        s.info.events = 40;
+        s.last = Some(point(3, 123.0));
+        s.total.wall_s = 2.0;
+        let d = RunData::from_summary(s);
+        assert_eq!((d.sps(), d.last_seq, d.total.wall_s), (Some(123.0), 40, 2.0));
     }
 
     fn point(update: u64, sps: f64) -> MetricsPoint {

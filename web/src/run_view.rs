@@ -165,6 +165,9 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
                 " · "<a href=format!("/api/runs/{id}/policy") target="_blank">"policy"</a>
                 {move || (live() && operator.get()).then(|| view! { " " <button class="stop" data-testid="stop-button" on:click=stop>"Stop"</button> })}
             </p>
+            {move || info.with(|i| i.as_ref().filter(|i| i.dropped > 0).map(|i| view! {
+                <p class="error" data-testid="dropped">{format!("{} events not stored: the store fell behind (frames are dropped first, metrics last)", i.dropped)}</p>
+            }))}
         </section>
         <section class="panel charts">
             <Chart title="steps/s" testid="chart-sps" lines=sps_line/>

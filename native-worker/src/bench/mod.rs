@@ -1,6 +1,8 @@
 //! The library side of the measuring commands: env stepping per backend (`hotlab bench
-//! envs`, [`envs`]) and every GPU path against its CPU reference (`hotlab gpu-check`,
+//! envs`, [`envs`]), a lab under many viewers for minutes (`hotlab bench soak`,
+//! [`soak`]) and every GPU path against its CPU reference (`hotlab gpu-check`,
 //! [`gpu_check`]).
 
 pub mod envs;
 pub mod gpu_check;
+pub mod soak;

@@ -6,7 +6,9 @@ mod env_worker;
 mod eval;
 mod gpu_check;
 mod prove;
+mod prune;
 mod serve;
+mod soak;
 mod system;
 mod train;
 
@@ -52,6 +54,8 @@ pub enum Command {
     /// Compile every CUDA kernel (NVRTC; no GPU needed with --compile-only); on a CUDA GPU
     /// check every GPU path against its CPU reference, then benchmark them.
     GpuCheck(gpu_check::GpuCheckArgs),
+    /// Delete old ended runs from a lab's store (the lab never deletes by itself).
+    Prune(prune::PruneArgs),
     /// Prove a query on a knowledge base by depth-bounded SLD resolution (the proof env's
     /// successor relation) and print one shortest proof.
     Prove(prove::ProveArgs),
@@ -65,6 +69,9 @@ pub enum BenchCommand {
     /// Env stepping only, random actions: steps/s and counters per backend and env count.
     #[command(allow_negative_numbers = true)]
     Envs(bench::BenchEnvsArgs),
+    /// A lab under many viewers for minutes: the server's memory over time, steps/s and
+    /// the trainer's publishing share with and without viewers, events stored and dropped.
+    Soak(soak::BenchSoakArgs),
 }
 
 /// A flag value that is not allowed (exit code 2).
@@ -84,7 +91,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Serve(a) => serve::serve(a),
         Command::Profile(a) => train::profile(*a),
         Command::Bench(BenchCommand::Envs(a)) => bench::envs(a),
+        Command::Bench(BenchCommand::Soak(a)) => soak::soak(a),
         Command::Prove(a) => prove::prove_cmd(a),
+        Command::Prune(a) => prune::prune(a),
         Command::GpuCheck(a) => gpu_check::gpu_check(a),
         Command::EnvWorker(a) => env_worker::env_worker(a),
     }

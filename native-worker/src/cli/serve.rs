@@ -32,6 +32,10 @@ pub struct ServeArgs {
     /// Runs at once, the rest wait in a queue; 0 = one per GPU, one on a CPU-only machine.
     #[arg(long, default_value_t = 0)]
     pub max_runs: usize,
+    /// Rollout frames a run keeps in the history per minute of its wall time once it has
+    /// ended (live runs keep one a second; 0 keeps none). Metrics are always kept.
+    #[arg(long, default_value_t = 6.0, value_name = "N")]
+    pub finished_frames_per_minute: f64,
 }
 
 /// Shortest operator token accepted: anyone who guesses it can launch and stop runs.
@@ -46,6 +50,11 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         );
         return Err(UsageError { flag: "--token", message }.into());
     }
+    let rate = a.finished_frames_per_minute;
+    if !(rate.is_finite() && rate >= 0.0) {
+        let message = format!("{rate}: allowed a number of frames per minute ≥ 0");
+        return Err(UsageError { flag: "--finished-frames-per-minute", message }.into());
+    }
     let static_dir = server::find_static_dir(a.static_dir);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let cfg = server::ServeConfig {
@@ -56,6 +65,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         token: a.token,
         allow_hosts: a.allow_hosts,
         max_runs: a.max_runs,
+        finished_frames_per_minute: rate,
     };
     runtime.block_on(server::serve(cfg))
 }

@@ -2,20 +2,22 @@
 //! `{"error": {"code", "message", "field"}}` with a 4xx/5xx status.
 
 use super::auth;
-use super::runs::Manager;
+use super::runs::{Manager, Run};
 use super::store::Logged;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hotlab_shared::protocol::{EventBody, MetricsPoint, RunInfo};
+use hotlab_shared::protocol::{Event, EventBody, MetricsPoint, RunInfo, RunSummary};
 use hotlab_shared::spec::{json, RunSpec};
 use hotlab_shared::system::SystemInfo;
 use serde::Deserialize;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +28,9 @@ pub struct Lab {
     pub token: Arc<String>,
     pub data_dir: std::path::PathBuf,
     pub system: Arc<SystemInfo>,
+    pub limiter: Arc<super::limit::Limiter>,
+    /// Permits to read events from the store ([`STORE_READERS`]).
+    pub store_readers: Arc<tokio::sync::Semaphore>,
 }
 
 /// An API error that renders itself.
@@ -37,11 +42,18 @@ pub struct ApiError {
     pub field: Option<String>,
     /// The field's JSON path in the nested spec, where it is one.
     pub path: Option<String>,
+    /// Seconds to wait before asking again (429).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), field: None, path: None }
+        Self { status, code, message: message.into(), field: None, path: None, retry_after: None }
+    }
+
+    fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     pub(crate) fn field(mut self, field: &str) -> Self {
@@ -68,7 +80,11 @@ impl IntoResponse for ApiError {
         let body = serde_json::json!({
             "error": { "code": self.code, "message": self.message, "field": self.field, "path": self.path }
         });
-        (self.status, Json(body)).into_response()
+        let mut res = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            res.headers_mut().insert(header::RETRY_AFTER, secs.into());
+        }
+        res
     }
 }
 
@@ -102,14 +118,46 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> 
     }
 }
 
+/// `GET /api/system`: the machine, and the store's size now.
 pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
-    Json((*lab.system).clone())
+    let store_bytes = Some(lab.manager.store().size_bytes());
+    Json(SystemInfo { store_bytes, ..(*lab.system).clone() })
 }
 
+/// The client's address, as the connection gives it.
+type Client = ConnectInfo<SocketAddr>;
+
 /// `GET /api/auth`: whether this request carries the operator token (the page enables
-/// its launch and stop buttons by it; the cookie itself is HttpOnly).
-pub async fn auth(State(lab): State<Lab>, headers: HeaderMap, uri: Uri) -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "operator": auth::authorized(&lab.token, &headers, uri.query()) }))
+/// its launch and stop buttons by it; the cookie itself is HttpOnly). Rate-limited per
+/// client: it answers whether a token is right.
+pub async fn auth(
+    State(lab): State<Lab>,
+    ConnectInfo(client): Client,
+    headers: HeaderMap,
+    uri: Uri,
+) -> ApiResult<Json<serde_json::Value>> {
+    lab.limiter.take(client.ip()).map_err(too_many)?;
+    Ok(Json(serde_json::json!({ "operator": auth::authorized(&lab.token, &headers, uri.query()) })))
+}
+
+fn too_many(wait: Duration) -> ApiError {
+    let secs = wait.as_secs_f64().ceil().max(1.0);
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        format!("too many token checks from this address; try again in {secs} s"),
+    )
+    .retry_after(secs as u64)
+}
+
+/// Passes when the request carries the operator token; a wrong one spends from the
+/// client's allowance of checks.
+fn operator(lab: &Lab, client: SocketAddr, headers: &HeaderMap, uri: &Uri) -> ApiResult<()> {
+    if auth::authorized(&lab.token, headers, uri.query()) {
+        return Ok(());
+    }
+    lab.limiter.take(client.ip()).map_err(too_many)?;
+    Err(unauthorized())
 }
 
 pub async fn not_found(uri: Uri) -> ApiError {
@@ -127,30 +175,124 @@ fn no_run(id: u64) -> ApiError {
 
 async fn run_info(lab: &Lab, id: u64) -> ApiResult<RunInfo> {
     if let Some(run) = lab.manager.get(id) {
-        return Ok(run.info());
+        return Ok(lab.manager.info(&run));
     }
     let store = lab.manager.store().clone();
     blocking(move || store.run(id)).await?.ok_or_else(|| no_run(id))
 }
 
-/// The run's events after `since`.
-async fn events(lab: &Lab, id: u64, since: u64) -> ApiResult<Vec<Arc<Logged>>> {
-    if let Some(run) = lab.manager.get(id) {
-        return Ok(run.follow(since).0);
+/// Events of one kind, or of every kind.
+type Kind = Option<&'static str>;
+
+/// At most `limit` of the run's events after `since` (of `kind`, when given), in order: a
+/// live run's from memory when they are still there, the rest from the store. Reads of
+/// the store take a permit, so that however many clients read at once, at most
+/// [`STORE_READERS`] pages are in memory.
+async fn events(lab: &Lab, id: u64, since: u64, kind: Kind, limit: usize) -> ApiResult<Vec<Arc<Logged>>> {
+    let run = lab.manager.get(id);
+    let (to, recent) = match &run {
+        Some(run) => {
+            let f = run.follow(since);
+            (f.stored.map(|(_, to)| to), Some(f.recent))
+        }
+        None => {
+            run_info(lab, id).await?;
+            (Some(u64::MAX), None)
+        }
+    };
+    let mut out = Vec::new();
+    if let Some(to) = to {
+        let _permit = lab.store_readers.acquire().await.map_err(ApiError::internal)?;
+        let store = lab.manager.store().clone();
+        let live = run.is_some();
+        out = blocking(move || {
+            if live {
+                // What left the window may still be in the writer's queue.
+                store.flush();
+            }
+            store.events(id, since, to, kind, limit)
+        })
+        .await?;
     }
-    run_info(lab, id).await?;
-    let store = lab.manager.store().clone();
-    blocking(move || store.events(id, since)).await
+    let matches = |e: &&Arc<Logged>| kind.is_none_or(|k| e.kind == k);
+    let room = limit - out.len();
+    out.extend(recent.unwrap_or_default().iter().filter(matches).take(room).cloned());
+    Ok(out)
 }
 
-pub async fn list_runs(State(lab): State<Lab>) -> ApiResult<Json<Vec<RunInfo>>> {
+/// Store reads at once (each holds a page of events in memory).
+pub const STORE_READERS: usize = 4;
+
+/// Runs per page of `GET /api/runs` unless `limit` says otherwise, and the most it may say.
+const PAGE: usize = 100;
+const PAGE_MAX: usize = 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Page {
+    /// Only runs with smaller ids (the smallest id of the page before).
+    before: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/runs?before=ID&limit=N`: a page of runs, newest first.
+pub async fn list_runs(State(lab): State<Lab>, Query(page): Query<Page>) -> ApiResult<Json<Vec<RunInfo>>> {
+    let limit = page.limit.unwrap_or(PAGE);
+    if !(1..=PAGE_MAX).contains(&limit) {
+        return Err(ApiError::bad("invalid_value", "limit", format!("{limit}: allowed 1 to {PAGE_MAX}")));
+    }
+    let before = page.before;
     // Memory first: a run that ends meanwhile is in the store before it leaves memory.
     let live = lab.manager.infos();
     let store = lab.manager.store().clone();
     let mut runs: std::collections::BTreeMap<u64, RunInfo> =
-        blocking(move || store.runs()).await?.into_iter().map(|r| (r.id, r)).collect();
-    runs.extend(live.into_iter().map(|r| (r.id, r)));
-    Ok(Json(runs.into_values().collect()))
+        blocking(move || store.runs(before, limit)).await?.into_iter().map(|r| (r.id, r)).collect();
+    runs.extend(live.into_iter().filter(|r| before.is_none_or(|b| r.id < b)).map(|r| (r.id, r)));
+    Ok(Json(runs.into_values().rev().take(limit).collect()))
+}
+
+/// `GET /api/runs/{id}/summary`: the run's totals (what the compare view reads).
+pub async fn summary(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Json<RunSummary>> {
+    let manager = Arc::clone(&lab.manager);
+    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| no_run(id))?;
+    Ok(Json((*summary).clone()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prune {
+    /// Runs created more than this many days ago (and over) are deleted.
+    older_than_days: f64,
+}
+
+/// `POST /api/prune {"older_than_days": N}` (token): deletes old runs, never a live one.
+pub async fn prune(
+    State(lab): State<Lab>,
+    ConnectInfo(client): Client,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> ApiResult<Response> {
+    operator(&lab, client, &headers, &uri)?;
+    let req: Prune =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad("invalid_value", "body", e.to_string()))?;
+    let days = req.older_than_days;
+    if !(days.is_finite() && days >= 0.0) {
+        return Err(ApiError::bad("invalid_value", "older_than_days", format!("{days}: allowed a number ≥ 0")));
+    }
+    let before_ms = now_ms().saturating_sub((days * 86_400_000.0) as u64);
+    let manager = Arc::clone(&lab.manager);
+    let (pruned, store_bytes) = blocking(move || {
+        let pruned = manager.prune(before_ms);
+        Ok((pruned, manager.store().size_bytes()))
+    })
+    .await?;
+    tracing::info!("pruned {} runs created over {days} days ago: {pruned:?}", pruned.len());
+    Ok(Json(serde_json::json!({ "pruned": pruned, "store_bytes": store_bytes })).into_response())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 pub async fn get_run(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Json<RunInfo>> {
@@ -159,13 +301,12 @@ pub async fn get_run(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<J
 
 pub async fn create_run(
     State(lab): State<Lab>,
+    ConnectInfo(client): Client,
     headers: HeaderMap,
     uri: Uri,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    if !auth::authorized(&lab.token, &headers, uri.query()) {
-        return Err(unauthorized());
-    }
+    operator(&lab, client, &headers, &uri)?;
     let body = body.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(_) => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -195,13 +336,12 @@ fn unauthorized() -> ApiError {
 
 pub async fn stop_run(
     State(lab): State<Lab>,
+    ConnectInfo(client): Client,
     Path(id): Path<u64>,
     headers: HeaderMap,
     uri: Uri,
 ) -> ApiResult<Json<RunInfo>> {
-    if !auth::authorized(&lab.token, &headers, uri.query()) {
-        return Err(unauthorized());
-    }
+    operator(&lab, client, &headers, &uri)?;
     let info = run_info(&lab, id).await?;
     if !lab.manager.stop(id) {
         return Err(ApiError::new(
@@ -213,11 +353,26 @@ pub async fn stop_run(
     Ok(Json(run_info(&lab, id).await?))
 }
 
+/// Events per answer of `/events` and `/metrics` unless `limit` says otherwise, and the
+/// most it may say: a long run's history is read a page at a time.
+const EVENTS_PAGE: usize = 10_000;
+const EVENTS_PAGE_MAX: usize = 100_000;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Since {
     #[serde(default)]
     since: u64,
+    limit: Option<usize>,
+}
+
+impl Since {
+    fn limit(&self) -> ApiResult<usize> {
+        match self.limit.unwrap_or(EVENTS_PAGE) {
+            n @ 1..=EVENTS_PAGE_MAX => Ok(n),
+            n => Err(ApiError::bad("invalid_value", "limit", format!("{n}: allowed 1 to {EVENTS_PAGE_MAX}"))),
+        }
+    }
 }
 
 /// A JSON array of events, from the text each was serialized to once.
@@ -233,13 +388,14 @@ fn json_array<'a>(events: impl Iterator<Item = &'a Arc<Logged>>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// `GET /api/runs/{id}/events?since=SEQ&limit=N`: up to N events after SEQ; ask again
+/// from the last one's `seq` for more.
 pub async fn run_events(State(lab): State<Lab>, Path(id): Path<u64>, Query(q): Query<Since>) -> ApiResult<Response> {
-    Ok(json_array(events(&lab, id, q.since).await?.iter()))
+    Ok(json_array(events(&lab, id, q.since, None, q.limit()?).await?.iter()))
 }
 
 pub async fn metrics(State(lab): State<Lab>, Path(id): Path<u64>, Query(q): Query<Since>) -> ApiResult<Response> {
-    let all = events(&lab, id, q.since).await?;
-    Ok(json_array(all.iter().filter(|e| matches!(e.event.body, EventBody::Metrics { .. }))))
+    Ok(json_array(events(&lab, id, q.since, Some("metrics"), q.limit()?).await?.iter()))
 }
 
 #[derive(Deserialize)]
@@ -250,12 +406,9 @@ pub struct Format {
 }
 
 pub async fn report(State(lab): State<Lab>, Path(id): Path<u64>, Query(q): Query<Format>) -> ApiResult<Response> {
-    let all = events(&lab, id, 0).await?;
-    let report = all.iter().rev().find_map(|e| match &e.event.body {
-        EventBody::Report { report } => Some(report.clone()),
-        _ => None,
-    });
-    let Some(report) = report else {
+    let manager = Arc::clone(&lab.manager);
+    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| no_run(id))?;
+    let Some(report) = summary.report.clone() else {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "no_report", format!("run {id} has no report (yet)")));
     };
     match q.format.as_deref() {
@@ -268,11 +421,11 @@ pub async fn report(State(lab): State<Lab>, Path(id): Path<u64>, Query(q): Query
 }
 
 pub async fn export_csv(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Response> {
-    let all = events(&lab, id, 0).await?;
+    let all = events(&lab, id, 0, Some("metrics"), usize::MAX).await?;
     let mut csv = String::from(MetricsPoint::CSV_HEADER);
     csv.push('\n');
     for e in &all {
-        if let EventBody::Metrics { metrics } = &e.event.body {
+        if let Ok(Event { body: EventBody::Metrics { metrics }, .. }) = serde_json::from_str::<Event>(&e.json) {
             csv.push_str(&metrics.csv_row());
             csv.push('\n');
         }
@@ -363,30 +516,47 @@ pub struct Follow {
     run: u64,
     #[serde(default)]
     since: u64,
+    /// Live rollout frames per second this viewer wants (0: none).
+    #[serde(default = "default_fps")]
+    fps: u32,
 }
+
+fn default_fps() -> u32 {
+    30
+}
+
+/// The most live frames per second a viewer may ask for.
+const FPS_MAX: u32 = 60;
 
 /// How long one message may take to go out before the client is dropped.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `GET /api/ws?run=ID&since=SEQ`: what the client missed, then live events.
+/// `GET /api/ws?run=ID&since=SEQ&fps=N`: what the client missed, then live events, and
+/// the newest rollout frame up to `fps` times a second.
 pub async fn ws(
     State(lab): State<Lab>,
     headers: HeaderMap,
     Query(q): Query<Follow>,
-    upgrade: WebSocketUpgrade,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
+    let upgrade = upgrade.map_err(|e| ApiError::new(e.status(), "not_websocket", e.body_text()))?;
     // Browsers send Origin; it must be this server (a page elsewhere may not read runs
     // through the visitor's browser). Clients that are not browsers send none.
     super::guard::same_origin(&headers)?;
+    if q.fps > FPS_MAX {
+        return Err(ApiError::bad("invalid_value", "fps", format!("{}: allowed 0 to {FPS_MAX}", q.fps)));
+    }
     run_info(&lab, q.run).await?;
-    Ok(upgrade.on_upgrade(move |socket| stream(lab, q.run, q.since, socket)))
+    // A small write buffer per viewer: with hundreds of them, the default (128 KiB and
+    // more, kept once grown) is most of the server's memory.
+    Ok(upgrade.write_buffer_size(WRITE_BUFFER).on_upgrade(move |socket| stream(lab, q, socket)))
 }
 
 /// Events per flush of a catch-up; each flush has [`SEND_TIMEOUT`] to go out.
-const SEND_CHUNK: usize = 256;
+const SEND_CHUNK: usize = 64;
 
-/// While a stream keeps up, events that arrive within this window go out in one write.
-const BATCH_WINDOW: Duration = Duration::from_millis(20);
+/// Bytes a viewer's socket gathers before writing to the connection.
+const WRITE_BUFFER: usize = 16 * 1024;
 
 /// Sends events with one flush per chunk; false when the client is gone or too slow.
 async fn send_all(socket: &mut WebSocket, events: &[Arc<Logged>]) -> bool {
@@ -405,71 +575,85 @@ async fn send_all(socket: &mut WebSocket, events: &[Arc<Logged>]) -> bool {
     true
 }
 
-fn is_final(e: &Logged) -> bool {
-    matches!(e.event.body, EventBody::Status { status, .. } if status.is_final())
-}
-
-/// Keeps only the newest rollout frame of a batch: a client that is behind sees the
-/// run as it is now rather than a backlog of frames (every other event is kept).
-fn coalesce(batch: &mut Vec<Arc<Logged>>) {
-    let is_frame = |e: &Logged| matches!(e.event.body, EventBody::Rollout { .. });
-    let Some(newest) = batch.iter().rposition(|e| is_frame(e)) else { return };
-    let mut i = 0;
-    batch.retain(|e| {
-        i += 1;
-        i - 1 == newest || !is_frame(e)
-    });
-}
-
-async fn stream(lab: Lab, id: u64, since: u64, mut socket: WebSocket) {
-    let Some(run) = lab.manager.get(id) else {
-        // A run that is over: its history from the store, then the socket closes.
-        if let Ok(past) = events(&lab, id, since).await {
-            if !send_all(&mut socket, &past).await {
-                return;
-            }
+/// Waits for the next frame tick (forever for a viewer that wants none).
+async fn tick(ticker: &mut Option<tokio::time::Interval>) {
+    match ticker {
+        Some(t) => {
+            t.tick().await;
         }
-        let _ = socket.send(Message::Close(None)).await;
-        return;
-    };
-    let (past, mut live) = run.follow(since);
-    if !send_all(&mut socket, &past).await {
-        return;
+        None => std::future::pending().await,
     }
-    let mut last = past.last().map_or(since, |e| e.event.seq);
-    let Some(rx) = live.as_mut() else {
+}
+
+/// Events per page of a viewer's catch-up.
+const CATCH_UP_PAGE: usize = 1024;
+
+/// How often a live viewer looks for new events (the trainer wakes no one).
+const EVENT_GAP: Duration = Duration::from_millis(50);
+
+/// Sends the events after `since`, a page at a time (a viewer of a long run never holds
+/// its whole history); returns the last `seq` sent and the run while it is live. None
+/// when the client is gone.
+async fn catch_up(lab: &Lab, id: u64, mut since: u64, socket: &mut WebSocket) -> Option<(u64, Option<Arc<Run>>)> {
+    loop {
+        if let Some(run) = lab.manager.get(id) {
+            let f = run.follow(since);
+            if f.stored.is_none() {
+                // While the run is live its viewers get frames as the newest one, at their rate.
+                let sent: Vec<Arc<Logged>> = f.recent.iter().filter(|e| f.over || !e.is_frame()).cloned().collect();
+                if !send_all(socket, &sent).await {
+                    return None;
+                }
+                let last = f.recent.last().map_or(since, |e| e.seq);
+                // Once the run is over, its final status is the last event, and it was just sent.
+                return Some((last, (!f.over).then_some(run)));
+            }
+        }
+        let page = events(lab, id, since, None, CATCH_UP_PAGE).await.ok()?;
+        if !send_all(socket, &page).await {
+            return None;
+        }
+        since = page.last().map_or(since, |e| e.seq);
+        if page.len() < CATCH_UP_PAGE && lab.manager.get(id).is_none() {
+            return Some((since, None));
+        }
+    }
+}
+
+async fn stream(lab: Lab, q: Follow, mut socket: WebSocket) {
+    let Some((mut last, live)) = catch_up(&lab, q.run, q.since, &mut socket).await else { return };
+    let Some(run) = live else {
         let _ = socket.send(Message::Close(None)).await;
         return;
     };
+    let _watching = run.watch();
+    let mut poll = tokio::time::interval(EVENT_GAP);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // Frames come from the run's newest one at this viewer's rate, not from the log.
+    let mut ticker = (q.fps > 0).then(|| {
+        let mut t = tokio::time::interval(Duration::from_secs(1) / q.fps);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        t
+    });
+    let mut shown: Option<Arc<Logged>> = None;
     loop {
-        use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-        let mut batch = match rx.recv().await {
-            Ok(e) => vec![e],
-            // Fell behind the live buffer: catch up from the log, never slowing the run.
-            Err(RecvError::Lagged(_)) => run.follow(last).0,
-            Err(RecvError::Closed) => break,
-        };
-        // Whatever else arrives soon goes in the same write, and frames coalesce.
-        if !batch.iter().any(|e| is_final(e)) {
-            tokio::time::sleep(BATCH_WINDOW).await;
-        }
-        loop {
-            match rx.try_recv() {
-                Ok(e) => batch.push(e),
-                Err(TryRecvError::Lagged(_)) => batch = run.follow(last).0,
-                Err(_) => break,
+        tokio::select! {
+            _ = poll.tick() => {
+                let Some((caught, live)) = catch_up(&lab, q.run, last, &mut socket).await else { return };
+                last = caught;
+                if live.is_none() {
+                    break;
+                }
             }
-        }
-        batch.retain(|e| e.event.seq > last);
-        batch.sort_by_key(|e| e.event.seq);
-        batch.dedup_by_key(|e| e.event.seq);
-        coalesce(&mut batch);
-        if !send_all(&mut socket, &batch).await {
-            return;
-        }
-        last = batch.last().map_or(last, |e| e.event.seq);
-        if batch.iter().any(|e| is_final(e)) {
-            break;
+            _ = tick(&mut ticker) => {
+                let newest = run.frame().filter(|f| !shown.as_ref().is_some_and(|s| Arc::ptr_eq(s, f)));
+                if let Some(frame) = newest {
+                    if !send_all(&mut socket, std::slice::from_ref(&frame)).await {
+                        return;
+                    }
+                    shown = Some(frame);
+                }
+            }
         }
     }
     let _ = socket.send(Message::Close(None)).await;

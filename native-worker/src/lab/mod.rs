@@ -1,21 +1,24 @@
 //! The lab server's parts: the run manager ([`runs`]), the SQLite history ([`store`]),
-//! the operator token ([`auth`]), the checks every request passes ([`guard`]: its Host,
+//! the operator token ([`auth`]) and the limit on guessing it ([`limit`]), the checks every request passes ([`guard`]: its Host,
 //! and for changes a JSON body from this server's pages) and the HTTP/WebSocket
 //! handlers ([`api`]).
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /api/system` | versions, devices, cores |
-//! | `GET /api/auth` | `{"operator": bool}`: whether the request carries the token |
-//! | `GET /api/runs`, `POST /api/runs` (token) | the runs; launch one (a `RunSpec` as JSON) → 201 `{"id"}` |
+//! | `GET /api/system` | versions, devices, cores, the store's size |
+//! | `GET /api/auth` | `{"operator": bool}`: whether the request carries the token (rate-limited per client) |
+//! | `GET /api/runs?before=ID&limit=N`, `POST /api/runs` (token) | a page of runs, newest first; launch one (a `RunSpec` as JSON) → 201 `{"id"}` |
 //! | `GET /api/runs/{id}`, `POST /api/runs/{id}/stop` (token) | one run; stop it |
 //! | `GET /api/runs/{id}/events?since=SEQ`, `/metrics?since=SEQ` | its history, all kinds or metrics |
 //! | `GET /api/runs/{id}/report[?format=md]`, `/trace`, `/export.csv`, `/policy` | its outputs |
-//! | `GET /api/ws?run=ID&since=SEQ` | what the client missed, then live events |
+//! | `GET /api/runs/{id}/summary` | its totals: info, summed profile, last metrics, report |
+//! | `POST /api/prune` (token) | `{"older_than_days": N}`: deletes ended runs created before then → `{"pruned": [ids]}` |
+//! | `GET /api/ws?run=ID&since=SEQ&fps=N` | what the client missed, then live events and the newest frame N times a second |
 
 pub mod api;
 pub mod auth;
 pub mod guard;
+pub mod limit;
 pub mod runs;
 pub mod server;
 pub mod store;
@@ -41,6 +44,8 @@ pub fn router(lab: api::Lab) -> Router {
         .route("/api/runs/{id}/trace", get(api::trace))
         .route("/api/runs/{id}/export.csv", get(api::export_csv))
         .route("/api/runs/{id}/policy", get(api::policy))
+        .route("/api/runs/{id}/summary", get(api::summary))
+        .route("/api/prune", post(api::prune))
         .route("/api/ws", get(api::ws))
         .route("/api/{*rest}", get(api::not_found).post(api::not_found))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -1,27 +1,36 @@
 //! The run manager: a queue, a limit on concurrent runs, one OS thread per run (never
 //! the async runtime), stop flags, and each run's event log, published to the store
 //! and to live subscribers.
+//!
+//! What the trainer's publish does is short and the same whoever watches: it takes the
+//! run's lock for a push onto a window of at most [`WINDOW`] events (older ones are read
+//! from the store) and queues the event for the store (which never waits). It wakes no
+//! one: viewers look for new events at their own pace, holding the same lock only to
+//! copy the new events' pointers. What is stored does not depend on viewers either: a
+//! rollout frame is kept once a second ([`KEPT_FRAME_GAP`]), and viewers read the newest
+//! frame from memory at their own rate.
 
 use super::store::{Logged, Store};
 use crate::train::frames::FrameFeed;
 use crate::train::{TrainOptions, UpdateMetrics};
 use crate::workloads::train_with;
-use hotlab_shared::protocol::{Event, EventBody, RunInfo, RunStatus, PROTOCOL_VERSION};
+use hotlab_shared::protocol::{
+    Event, EventBody, Frame, RunInfo, RunStatus, RunSummary, LIVE_FRAME_SEQ, PROTOCOL_VERSION,
+};
 use hotlab_shared::spec::RunSpec;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::sync::broadcast;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-/// Events buffered per run for live subscribers; one that falls further behind is
-/// told so and catches up from the log.
-const LIVE_BUFFER: usize = 1024;
+/// Events a live run keeps in memory; viewers read older ones from the store.
+pub const WINDOW: usize = 4096;
 
-/// Rollout frames: 30 per second while someone watches the run, one per second otherwise
-/// (the history keeps a glimpse without growing by megabytes an hour).
+/// Rollout frames are taken 30 times a second while someone watches the run, once a
+/// second otherwise; the history keeps one a second either way.
 const FRAME_GAP_WATCHED: Duration = Duration::from_millis(33);
 const FRAME_GAP_UNWATCHED: Duration = Duration::from_secs(1);
+pub const KEPT_FRAME_GAP: Duration = Duration::from_secs(1);
 
 /// One run of this server's life.
 pub struct Run {
@@ -30,37 +39,79 @@ pub struct Run {
     pub created_ms: u64,
     stop: Arc<AtomicBool>,
     state: Mutex<RunState>,
-    live: broadcast::Sender<Arc<Logged>>,
+    /// The newest rollout frame (kept or not), for viewers at their own rate.
+    frame: Mutex<Option<Arc<Logged>>>,
+    /// Nanoseconds the trainer spent in [`Manager::publish`].
+    publish_ns: AtomicU64,
+    /// Viewers following the run now (frames are taken more often while there are any).
+    viewers: AtomicUsize,
 }
 
 struct RunState {
-    status: RunStatus,
-    message: Option<String>,
-    events: Vec<Arc<Logged>>,
-    sps: Option<f64>,
+    /// The newest events, at most [`WINDOW`].
+    window: VecDeque<Arc<Logged>>,
+    /// The last event's `seq`.
+    last_seq: u64,
+    summary: RunSummary,
+    last_kept_frame: Option<Instant>,
+}
+
+/// What a viewer gets from [`Run::follow`].
+pub struct Following {
+    /// Events after `since` that have left memory (`since` to the `seq` before the
+    /// window): read them from the store.
+    pub stored: Option<(u64, u64)>,
+    /// Events after `since` still in memory.
+    pub recent: Vec<Arc<Logged>>,
+    /// Whether the run had ended when these were read.
+    pub over: bool,
+}
+
+/// A viewer counted while it follows a run.
+pub struct Watching(Arc<Run>);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.0.viewers.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Run {
-    pub fn info(&self) -> RunInfo {
-        let s = self.state.lock().expect("run state");
-        RunInfo {
-            id: self.id,
-            status: s.status,
-            message: s.message.clone(),
-            created_ms: self.created_ms,
-            spec: self.spec.clone(),
-            events: s.events.len() as u64,
-            sps: s.sps,
-        }
+    fn state(&self) -> MutexGuard<'_, RunState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The events after `since`, and (when the run is not over) a subscription that
-    /// continues exactly where they end.
-    pub fn follow(&self, since: u64) -> (Vec<Arc<Logged>>, Option<broadcast::Receiver<Arc<Logged>>>) {
-        let s = self.state.lock().expect("run state");
-        let past = s.events.iter().skip(since as usize).cloned().collect();
-        let live = (!s.status.is_final()).then(|| self.live.subscribe());
-        (past, live)
+    pub fn info(&self) -> RunInfo {
+        self.summary().info
+    }
+
+    /// The run's totals so far, kept as it goes (no event is re-read).
+    pub fn summary(&self) -> RunSummary {
+        let mut summary = self.state().summary.clone();
+        summary.info.spec = self.spec.clone();
+        summary.info.publish_s = Some(self.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
+        summary
+    }
+
+    /// The events after `since`: those still in memory, and the range to read from the store.
+    pub fn follow(&self, since: u64) -> Following {
+        let s = self.state();
+        let first = s.window.front().map_or(s.last_seq + 1, |e| e.seq);
+        let stored = (since + 1 < first).then_some((since, first - 1));
+        let skip = s.window.partition_point(|e| e.seq <= since);
+        let recent = s.window.range(skip..).cloned().collect();
+        Following { stored, recent, over: s.summary.info.status.is_final() }
+    }
+
+    /// Counts a viewer until the guard is dropped.
+    pub fn watch(self: &Arc<Self>) -> Watching {
+        self.viewers.fetch_add(1, Ordering::Relaxed);
+        Watching(Arc::clone(self))
+    }
+
+    /// The newest rollout frame, if any.
+    pub fn frame(&self) -> Option<Arc<Logged>> {
+        self.frame.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -68,8 +119,22 @@ impl Run {
 pub struct Manager {
     store: Store,
     max_running: usize,
+    /// Rollout frames a finished run keeps per minute of its wall time.
+    frames_per_minute: f64,
     inner: Mutex<Inner>,
+    /// Summaries of runs that are over, read from the store once.
+    summaries: Mutex<SummaryCache>,
 }
+
+/// The newest [`SUMMARIES`] summaries of ended runs.
+#[derive(Default)]
+struct SummaryCache {
+    by_id: HashMap<u64, Arc<RunSummary>>,
+    order: VecDeque<u64>,
+}
+
+/// Ended runs' summaries kept in memory.
+const SUMMARIES: usize = 256;
 
 struct Inner {
     next_id: u64,
@@ -83,10 +148,53 @@ fn now_ms() -> u64 {
 }
 
 impl Manager {
-    pub fn new(store: Store, max_running: usize) -> anyhow::Result<Arc<Self>> {
+    pub fn new(store: Store, max_running: usize, frames_per_minute: f64) -> anyhow::Result<Arc<Self>> {
         let next_id = store.last_id()? + 1;
         let inner = Inner { next_id, runs: HashMap::new(), queue: VecDeque::new(), running: 0 };
-        Ok(Arc::new(Self { store, max_running: max_running.max(1), inner: Mutex::new(inner) }))
+        Ok(Arc::new(Self {
+            store,
+            max_running: max_running.max(1),
+            frames_per_minute,
+            inner: Mutex::new(inner),
+            summaries: Mutex::default(),
+        }))
+    }
+
+    /// A run's summary: a live one's from memory, an ended one's from the store (read
+    /// once, then cached). Blocks on the store: call it off the async runtime.
+    pub fn summary(&self, id: u64) -> anyhow::Result<Option<Arc<RunSummary>>> {
+        if let Some(run) = self.get(id) {
+            let mut summary = run.summary();
+            summary.info.dropped = self.store.dropped(id);
+            return Ok(Some(Arc::new(summary)));
+        }
+        if let Some(s) = self.summaries.lock().expect("summaries").by_id.get(&id) {
+            return Ok(Some(Arc::clone(s)));
+        }
+        let Some(summary) = self.store.summary(id)?.map(Arc::new) else { return Ok(None) };
+        if summary.info.status.is_final() {
+            let mut cache = self.summaries.lock().expect("summaries");
+            if cache.order.len() == SUMMARIES {
+                let oldest = cache.order.pop_front();
+                oldest.map(|o| cache.by_id.remove(&o));
+            }
+            cache.order.push_back(id);
+            cache.by_id.insert(id, Arc::clone(&summary));
+        }
+        Ok(Some(summary))
+    }
+
+    /// Deletes ended runs created before `before_ms`; returns their ids.
+    pub fn prune(&self, before_ms: u64) -> Vec<u64> {
+        let live: Vec<u64> = self.inner.lock().expect("manager").runs.keys().copied().collect();
+        let pruned = self.store.prune(before_ms, live);
+        let mut cache = self.summaries.lock().expect("summaries");
+        let SummaryCache { by_id, order } = &mut *cache;
+        for id in &pruned {
+            by_id.remove(id);
+        }
+        order.retain(|id| by_id.contains_key(id));
+        pruned
     }
 
     pub fn store(&self) -> &Store {
@@ -104,22 +212,36 @@ impl Manager {
 
     /// The runs held in memory (queued, running, or just ended).
     pub fn infos(&self) -> Vec<RunInfo> {
-        self.inner.lock().expect("manager").runs.values().map(|r| r.info()).collect()
+        let runs: Vec<Arc<Run>> = self.inner.lock().expect("manager").runs.values().cloned().collect();
+        runs.iter().map(|r| self.info(r)).collect()
+    }
+
+    /// A live run's info with the store's drop count.
+    pub fn info(&self, run: &Run) -> RunInfo {
+        RunInfo { dropped: self.store.dropped(run.id), ..run.info() }
     }
 
     /// Queues a validated spec; returns its id.
     pub fn launch(self: &Arc<Self>, spec: RunSpec) -> u64 {
-        let (live, _) = broadcast::channel(LIVE_BUFFER);
         let mut inner = self.inner.lock().expect("manager");
         let id = inner.next_id;
         inner.next_id += 1;
+        let created_ms = now_ms();
+        let info = RunInfo { id, created_ms, ..RunInfo::default() };
         let run = Arc::new(Run {
             id,
             spec,
-            created_ms: now_ms(),
+            created_ms,
             stop: Arc::new(AtomicBool::new(false)),
-            state: Mutex::new(RunState { status: RunStatus::Queued, message: None, events: Vec::new(), sps: None }),
-            live,
+            state: Mutex::new(RunState {
+                window: VecDeque::new(),
+                last_seq: 0,
+                summary: RunSummary { info, ..RunSummary::default() },
+                last_kept_frame: None,
+            }),
+            frame: Mutex::new(None),
+            publish_ns: AtomicU64::new(0),
+            viewers: AtomicUsize::new(0),
         });
         self.store.add_run(id, run.created_ms, &run.spec);
         self.publish(&run, EventBody::Status { status: RunStatus::Queued, message: None });
@@ -133,7 +255,7 @@ impl Manager {
     pub fn stop(self: &Arc<Self>, id: u64) -> bool {
         let mut inner = self.inner.lock().expect("manager");
         let Some(run) = inner.runs.get(&id).cloned() else { return false };
-        let status = run.state.lock().expect("run state").status;
+        let status = run.state().summary.info.status;
         match status {
             RunStatus::Queued => {
                 inner.queue.retain(|&q| q != id);
@@ -155,22 +277,56 @@ impl Manager {
         }
     }
 
-    /// Appends an event to the run's log, the store and the live stream.
+    /// Appends an event to the run's log and the store.
     fn publish(&self, run: &Run, body: EventBody) {
-        let mut s = run.state.lock().expect("run state");
+        let mut s = run.state();
+        self.append(run, &mut s, body);
+    }
+
+    fn append(&self, run: &Run, s: &mut RunState, body: EventBody) -> Arc<Logged> {
+        let info = &mut s.summary.info;
         match &body {
             EventBody::Status { status, message } => {
-                s.status = *status;
-                s.message = message.clone();
+                info.status = *status;
+                info.message = message.clone();
             }
-            EventBody::Metrics { metrics } => s.sps = Some(metrics.sps),
+            EventBody::Metrics { metrics } => info.sps = Some(metrics.sps),
             _ => {}
         }
-        let e = Logged::new(Event { v: PROTOCOL_VERSION, run: run.id, seq: s.events.len() as u64 + 1, body });
+        s.summary.add(&body);
+        s.last_seq += 1;
+        s.summary.info.events = s.last_seq;
+        let e = Logged::new(Event { v: PROTOCOL_VERSION, run: run.id, seq: s.last_seq, body });
         self.store.add_event(&e);
-        s.events.push(Arc::clone(&e));
-        // No subscriber is not an error.
-        let _ = run.live.send(e);
+        if s.window.len() == WINDOW {
+            s.window.pop_front();
+        }
+        s.window.push_back(Arc::clone(&e));
+        e
+    }
+
+    /// A rollout frame: the newest for viewers; kept in the history once a second.
+    fn publish_frame(&self, run: &Run, frame: Frame) {
+        let body = EventBody::Rollout { frame };
+        let mut s = run.state();
+        let keep = s.last_kept_frame.is_none_or(|t| t.elapsed() >= KEPT_FRAME_GAP);
+        let logged = match keep {
+            true => {
+                s.last_kept_frame = Some(Instant::now());
+                self.append(run, &mut s, body)
+            }
+            false => Logged::new(Event { v: PROTOCOL_VERSION, run: run.id, seq: LIVE_FRAME_SEQ, body }),
+        };
+        drop(s);
+        *run.frame.lock().unwrap_or_else(|p| p.into_inner()) = Some(logged);
+    }
+
+    /// Runs `f` on the trainer's thread, counting its time as publishing.
+    fn timed<T>(run: &Run, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let out = f();
+        run.publish_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
     }
 
     fn start_queued(self: &Arc<Self>, inner: &mut Inner) {
@@ -184,6 +340,7 @@ impl Manager {
                 // Once the store holds all of it, the run is read from there (viewers
                 // still streaming keep their own reference).
                 me.store.flush();
+                me.store.forget(id);
                 let mut inner = me.inner.lock().expect("manager");
                 inner.runs.remove(&id);
                 inner.running -= 1;
@@ -206,8 +363,8 @@ impl Manager {
         let (me, to) = (Arc::clone(self), Arc::clone(run));
         let watched = Arc::clone(run);
         let frames = FrameFeed {
-            sink: Box::new(move |frame| me.publish(&to, EventBody::Rollout { frame })),
-            gap: Box::new(move || match watched.live.receiver_count() {
+            sink: Box::new(move |frame| Self::timed(&to, || me.publish_frame(&to, frame))),
+            gap: Box::new(move || match watched.viewers.load(Ordering::Relaxed) {
                 0 => FRAME_GAP_UNWATCHED,
                 _ => FRAME_GAP_WATCHED,
             }),
@@ -219,8 +376,10 @@ impl Manager {
             frames: Some(frames),
         };
         let mut observe = |m: &UpdateMetrics| {
-            self.publish(run, EventBody::Metrics { metrics: m.point.clone() });
-            self.publish(run, EventBody::Profile { profile: m.profile.clone() });
+            Self::timed(run, || {
+                self.publish(run, EventBody::Metrics { metrics: m.point.clone() });
+                self.publish(run, EventBody::Profile { profile: m.profile.clone() });
+            })
         };
         let outcome =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| train_with(&run.spec, opts, &mut observe)));
@@ -251,6 +410,9 @@ impl Manager {
             }
         };
         self.publish(run, EventBody::Status { status, message });
+        self.store.add_publish_time(run.id, run.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
+        let wall_s = run.state().summary.last.as_ref().map_or(0.0, |m| m.wall_s);
+        self.store.thin_frames(run.id, wall_s, self.frames_per_minute);
     }
 }
 
@@ -284,7 +446,7 @@ mod tests {
     fn a_stopped_queued_run_leaves_memory_and_stays_in_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let manager = Manager::new(store.clone(), 1).unwrap();
+        let manager = Manager::new(store.clone(), 1, 6.0).unwrap();
         let long: RunSpec =
             serde_json::from_value(serde_json::json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"})).unwrap();
         let first = manager.launch(long.clone());

@@ -25,6 +25,8 @@ pub struct ServeConfig {
     pub allow_hosts: Vec<String>,
     /// Runs at once; 0 = one per GPU, one on a CPU-only machine.
     pub max_runs: usize,
+    /// Rollout frames an ended run keeps per minute of its wall time.
+    pub finished_frames_per_minute: f64,
 }
 
 /// The router: the API, then the single-page app (unknown paths get index.html).
@@ -73,13 +75,20 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         0 => system.devices.iter().filter(|d| d.id.starts_with("cuda")).count().max(1),
         n => n,
     };
-    let manager = lab::runs::Manager::new(store, max_runs)?;
+    let manager = lab::runs::Manager::new(store, max_runs, cfg.finished_frames_per_minute)?;
     let token = match cfg.token {
         Some(t) if !t.is_empty() => t,
         _ => lab::auth::generate().context("generating the operator token")?,
     };
     let data_dir = cfg.data_dir.canonicalize().unwrap_or(cfg.data_dir);
-    let state = lab::api::Lab { manager, token: Arc::new(token.clone()), data_dir: data_dir.clone(), system };
+    let state = lab::api::Lab {
+        manager,
+        token: Arc::new(token.clone()),
+        data_dir: data_dir.clone(),
+        system,
+        limiter: Arc::default(),
+        store_readers: Arc::new(tokio::sync::Semaphore::new(lab::api::STORE_READERS)),
+    };
     let listener = tokio::net::TcpListener::bind((cfg.host.as_str(), cfg.port))
         .await
         .with_context(|| format!("cannot listen on {}:{} (--host/--port)", cfg.host, cfg.port))?;
@@ -97,7 +106,8 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         let _ = socket2::SockRef::from(&*tcp).set_send_buffer_size(SEND_BUFFER);
     });
     let hosts = lab::guard::Hosts::new(&cfg.host, &cfg.allow_hosts);
-    axum::serve(listener, router(state, &static_dir, hosts))
+    let app = router(state, &static_dir, hosts).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -5,19 +5,28 @@
 //! transaction every [`FLUSH`] at most, so a trainer never waits on the disk and a crash
 //! loses at most about that much. Readers open their own connections (WAL mode lets
 //! them read while the writer writes).
+//!
+//! The queue to the writer is bounded ([`QUEUE`] writes) and never blocks: when it is
+//! full, a new rollout frame replaces the run's newest queued one, a metric pushes out
+//! the oldest queued frame, and only when no frame is left is a metric dropped. Every
+//! drop is counted per run (`RunInfo.dropped`). Runs, statuses, reports and blobs are
+//! always queued.
 
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
-use hotlab_shared::protocol::{Event, EventBody, RunInfo, RunStatus, PROTOCOL_VERSION};
+use hotlab_shared::protocol::{Event, EventBody, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
 use hotlab_shared::spec::RunSpec;
 use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The longest a write waits before it is committed.
 pub const FLUSH: Duration = Duration::from_millis(250);
+
+/// Writes waiting for the writer, at most (status events, reports and blobs go past it).
+pub const QUEUE: usize = 8192;
 
 const SCHEMA: &str = "
 PRAGMA journal_mode = WAL;
@@ -45,18 +54,40 @@ CREATE TABLE IF NOT EXISTS blobs (
 );
 ";
 
+/// Columns added since the first schema (a store written by an earlier version gets them).
+const ADDED_COLUMNS: &[(&str, &str)] = &[("dropped", "INTEGER NOT NULL DEFAULT 0"), ("publish_s", "REAL")];
+
 /// An event and its JSON text, serialized once for the store and every viewer.
 #[derive(Debug)]
 pub struct Logged {
-    pub event: Event,
+    pub run: u64,
+    pub seq: u64,
+    /// The event's `kind` ([`EventBody::kind`]).
+    pub kind: &'static str,
+    /// The event itself, for those this server made; one read back from the store is
+    /// text only (parsing every event of a long history for a reader would cost more
+    /// than the reading).
+    pub event: Option<Event>,
     /// Shared, not copied, by every WebSocket message that carries it.
     pub json: Utf8Bytes,
 }
 
+/// Every `kind` of event.
+const KINDS: [&str; 5] = ["status", "metrics", "profile", "report", "rollout"];
+
 impl Logged {
     pub fn new(event: Event) -> Arc<Self> {
         let json = serde_json::to_string(&event).unwrap_or_default().into();
-        Arc::new(Self { event, json })
+        Arc::new(Self { run: event.run, seq: event.seq, kind: event.body.kind(), event: Some(event), json })
+    }
+
+    pub fn is_frame(&self) -> bool {
+        self.kind == "rollout"
+    }
+
+    /// What the history can do without when the store falls behind.
+    fn is_sheddable(&self) -> bool {
+        matches!(self.kind, "rollout" | "metrics" | "profile")
     }
 }
 
@@ -73,55 +104,199 @@ enum Write {
         name: &'static str,
         body: Vec<u8>,
     },
+    /// The trainer's publishing time, at the end of a run.
+    PublishTime {
+        run: u64,
+        seconds: f64,
+    },
+    /// Keeps `keep` of a run's frames.
+    Thin {
+        run: u64,
+        keep: usize,
+    },
+    /// Deletes runs; answers with their ids.
+    Prune {
+        before_ms: u64,
+        live: Vec<u64>,
+        done: std::sync::mpsc::Sender<Vec<u64>>,
+    },
     /// Answers once everything sent before it is committed.
-    Flush(Sender<()>),
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+impl Write {
+    fn frame_of(&self) -> Option<u64> {
+        match self {
+            Write::Event(e) if e.is_frame() => Some(e.run),
+            _ => None,
+        }
+    }
+}
+
+/// The writes waiting for the writer thread, and the drops not yet recorded.
+#[derive(Default)]
+struct Pending {
+    writes: VecDeque<Write>,
+    flushes: usize,
+    /// Drops per run since the last commit (the writer adds them to `runs.dropped`).
+    dropped: HashMap<u64, u64>,
+    /// Drops per run of this server's life (for live runs' info).
+    dropped_total: HashMap<u64, u64>,
+    closed: bool,
+}
+
+impl Pending {
+    fn drop_one(&mut self, run: u64) {
+        *self.dropped.entry(run).or_default() += 1;
+        *self.dropped_total.entry(run).or_default() += 1;
+    }
+
+    /// Queues `w` under the rules in the module docs.
+    fn push(&mut self, w: Write, capacity: usize) {
+        let sheddable = match &w {
+            Write::Event(e) => e.is_sheddable().then_some(e.run),
+            _ => None,
+        };
+        let Some(run) = sheddable.filter(|_| self.writes.len() >= capacity) else {
+            self.flushes += matches!(w, Write::Flush(_)) as usize;
+            self.writes.push_back(w);
+            return;
+        };
+        if w.frame_of().is_some() {
+            // The newer frame takes the older one's place.
+            if let Some(i) = self.writes.iter().rposition(|q| q.frame_of() == Some(run)) {
+                self.writes[i] = w;
+            }
+            self.drop_one(run);
+            return;
+        }
+        match self.writes.iter().position(|q| q.frame_of().is_some()) {
+            Some(i) => {
+                let victim = self.writes.remove(i).and_then(|q| q.frame_of()).unwrap_or(run);
+                self.drop_one(victim);
+                self.writes.push_back(w);
+            }
+            None => self.drop_one(run),
+        }
+    }
+}
+
+/// The queue between every publisher and the writer thread.
+struct Queue {
+    pending: Mutex<Pending>,
+    ready: Condvar,
+    capacity: usize,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        // A panic elsewhere while holding it leaves the queue itself consistent.
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Closes the queue when the last [`Store`] handle goes (the writer then commits what
+/// is left and ends).
+struct Handle {
+    path: PathBuf,
+    queue: Arc<Queue>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.queue.lock().closed = true;
+        self.queue.ready.notify_all();
+    }
 }
 
 /// The store's handle: writes go to the writer thread, reads open a connection.
 #[derive(Clone)]
 pub struct Store {
-    path: PathBuf,
-    tx: Sender<Write>,
+    handle: Arc<Handle>,
 }
 
 impl Store {
     /// Opens (or creates) the database in `dir`; runs left `queued` or `running` by a
     /// server that died are marked `interrupted` (with a status event).
     pub fn open(dir: &Path) -> Result<Self> {
+        Self::open_with(dir, QUEUE)
+    }
+
+    /// [`Store::open`] with a queue of `capacity` writes.
+    pub fn open_with(dir: &Path, capacity: usize) -> Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("--data-dir: cannot create {}", dir.display()))?;
         let path = dir.join("hotlab.sqlite");
         let conn = Connection::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
         conn.execute_batch(SCHEMA).context("creating the schema")?;
+        for (column, decl) in ADDED_COLUMNS {
+            if conn.prepare(&format!("SELECT {column} FROM runs LIMIT 0")).is_err() {
+                conn.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column} {decl}"))
+                    .with_context(|| format!("adding the column {column} to {}", path.display()))?;
+            }
+        }
+        // Another process reading (or `hotlab prune`) may hold the lock a moment.
+        conn.busy_timeout(Duration::from_secs(30))?;
         mark_interrupted(&conn)?;
-        let (tx, rx) = channel();
-        std::thread::Builder::new().name("hotlab-store".into()).spawn(move || writer(conn, rx))?;
-        Ok(Self { path, tx })
+        let queue = Arc::new(Queue { pending: Mutex::default(), ready: Condvar::new(), capacity: capacity.max(1) });
+        let for_writer = Arc::clone(&queue);
+        std::thread::Builder::new().name("hotlab-store".into()).spawn(move || writer(conn, &for_writer))?;
+        Ok(Self { handle: Arc::new(Handle { path, queue }) })
+    }
+
+    fn send(&self, w: Write) {
+        let queue = &self.handle.queue;
+        let mut p = queue.lock();
+        let wake = p.writes.is_empty() || matches!(w, Write::Flush(_));
+        p.push(w, queue.capacity);
+        drop(p);
+        if wake {
+            queue.ready.notify_one();
+        }
     }
 
     pub fn add_run(&self, id: u64, created_ms: u64, spec: &RunSpec) {
         let spec = serde_json::to_string(spec).unwrap_or_default();
-        let _ = self.tx.send(Write::Run { id, created_ms, spec });
+        self.send(Write::Run { id, created_ms, spec });
     }
 
+    /// Queues an event; never waits (see the module docs for what a full queue does).
     pub fn add_event(&self, e: &Arc<Logged>) {
-        let _ = self.tx.send(Write::Event(Arc::clone(e)));
+        self.send(Write::Event(Arc::clone(e)));
     }
 
     pub fn add_blob(&self, run: u64, name: &'static str, body: Vec<u8>) {
-        let _ = self.tx.send(Write::Blob { run, name, body });
+        self.send(Write::Blob { run, name, body });
+    }
+
+    pub fn add_publish_time(&self, run: u64, seconds: f64) {
+        self.send(Write::PublishTime { run, seconds });
+    }
+
+    /// Events of `run` dropped by this server so far.
+    pub fn dropped(&self, run: u64) -> u64 {
+        self.handle.queue.lock().dropped_total.get(&run).copied().unwrap_or(0)
+    }
+
+    /// Forgets this server's drop count of a run that has left memory (the store has it).
+    pub fn forget(&self, run: u64) {
+        self.handle.queue.lock().dropped_total.remove(&run);
     }
 
     /// Waits until everything written so far is committed.
     pub fn flush(&self) {
-        let (tx, rx) = channel();
-        if self.tx.send(Write::Flush(tx)).is_ok() {
-            let _ = rx.recv();
-        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.send(Write::Flush(tx));
+        let _ = rx.recv();
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.handle.path
     }
 
     fn read(&self) -> Result<Connection> {
-        let c = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .with_context(|| format!("cannot read {}", self.path.display()))?;
+        let path = self.path();
+        let c = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         c.busy_timeout(Duration::from_secs(5))?;
         Ok(c)
     }
@@ -132,32 +307,77 @@ impl Store {
         Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM runs", [], |r| r.get::<_, i64>(0))? as u64)
     }
 
-    pub fn runs(&self) -> Result<Vec<RunInfo>> {
+    /// Up to `limit` runs with ids below `before` (all when None), newest first.
+    pub fn runs(&self, before: Option<u64>, limit: usize) -> Result<Vec<RunInfo>> {
         let c = self.read()?;
-        let mut q = c.prepare("SELECT id, created_ms, spec, status, message, events, sps FROM runs ORDER BY id")?;
-        let rows = q.query_map([], run_info)?;
+        let mut q = c.prepare(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id < ?1 ORDER BY id DESC LIMIT ?2"))?;
+        let before = before.map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
+        let rows = q.query_map(params![before, limit.min(i64::MAX as usize) as i64], run_info)?;
         Ok(rows.filter_map(|r| r.ok().flatten()).collect())
     }
 
     pub fn run(&self, id: u64) -> Result<Option<RunInfo>> {
         let c = self.read()?;
-        let row = c
-            .query_row(
-                "SELECT id, created_ms, spec, status, message, events, sps FROM runs WHERE id = ?1",
-                [id as i64],
-                run_info,
-            )
-            .optional()?;
+        let row =
+            c.query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [id as i64], run_info).optional()?;
         Ok(row.flatten())
     }
 
-    /// The run's events after `since`, in order.
-    pub fn events(&self, run: u64, since: u64) -> Result<Vec<Arc<Logged>>> {
+    /// A run's totals from its stored events: the profile windows summed, the last
+    /// metrics and the report (None for a run the store lacks).
+    pub fn summary(&self, id: u64) -> Result<Option<RunSummary>> {
+        let Some(info) = self.run(id)? else { return Ok(None) };
         let c = self.read()?;
-        let mut q = c.prepare("SELECT body FROM events WHERE run = ?1 AND seq > ?2 ORDER BY seq")?;
-        let rows = q.query_map(params![run as i64, since as i64], |r| r.get::<_, String>(0))?;
-        let logged =
-            |json: String| Some(Arc::new(Logged { event: serde_json::from_str(&json).ok()?, json: json.into() }));
+        let mut q = c.prepare(
+            "SELECT body FROM events WHERE run = ?1 AND kind IN ('profile', 'report', 'metrics') ORDER BY seq",
+        )?;
+        let mut summary = RunSummary { info, ..RunSummary::default() };
+        for body in q.query_map([id as i64], |r| r.get::<_, String>(0))?.filter_map(|r| r.ok()) {
+            if let Ok(e) = serde_json::from_str::<Event>(&body) {
+                summary.add(&e.body);
+            }
+        }
+        Ok(Some(summary))
+    }
+
+    /// The database's size on disk (with its write-ahead log), in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        let path = self.path();
+        let wal = path.with_extension("sqlite-wal");
+        [path.to_path_buf(), wal].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
+    }
+
+    /// Deletes the runs created before `before_ms` (ms since the epoch) that are over and not in
+    /// `live`, with their events and blobs; returns their ids. Through the writer, so
+    /// nothing queued before it is lost.
+    pub fn prune(&self, before_ms: u64, live: Vec<u64>) -> Vec<u64> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.send(Write::Prune { before_ms, live, done: tx });
+        rx.recv().unwrap_or_default()
+    }
+
+    /// Thins a finished run's rollout frames to at most `per_minute` per minute of its
+    /// wall time (evenly, keeping the last).
+    pub fn thin_frames(&self, run: u64, wall_s: f64, per_minute: f64) {
+        let keep = (wall_s / 60.0 * per_minute).ceil().max(0.0) as usize;
+        self.send(Write::Thin { run, keep });
+    }
+
+    /// At most `limit` of the run's events with `since < seq <= to` (of `kind`, when
+    /// given), in order.
+    pub fn events(&self, run: u64, since: u64, to: u64, kind: Option<&str>, limit: usize) -> Result<Vec<Arc<Logged>>> {
+        let c = self.read()?;
+        let mut q = c.prepare(
+            "SELECT seq, kind, body FROM events WHERE run = ?1 AND seq > ?2 AND seq <= ?3 \
+             AND (?4 IS NULL OR kind = ?4) ORDER BY seq LIMIT ?5",
+        )?;
+        let clamp = |n: u64| n.min(i64::MAX as u64) as i64;
+        let args = params![run as i64, clamp(since), clamp(to), kind, clamp(limit as u64)];
+        let rows = q.query_map(args, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+        let logged = |(seq, kind, json): (i64, String, String)| {
+            let kind = KINDS.into_iter().find(|k| *k == kind)?; // a kind this version does not know is left out
+            Some(Arc::new(Logged { run, seq: seq as u64, kind, event: None, json: json.into() }))
+        };
         Ok(rows.filter_map(|r| r.ok()).filter_map(logged).collect())
     }
 
@@ -167,6 +387,8 @@ impl Store {
             .optional()?)
     }
 }
+
+const RUN_COLUMNS: &str = "id, created_ms, spec, status, message, events, sps, dropped, publish_s";
 
 fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<RunInfo>> {
     let spec: String = r.get(2)?;
@@ -182,6 +404,8 @@ fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<RunInfo>> {
         message: r.get(4)?,
         events: r.get::<_, i64>(5)? as u64,
         sps: r.get(6)?,
+        dropped: r.get::<_, i64>(7)? as u64,
+        publish_s: r.get(8)?,
     }))
 }
 
@@ -206,8 +430,9 @@ fn mark_interrupted(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// Applies one write (inside the writer's transaction).
-fn apply(c: &Connection, w: &Write) -> rusqlite::Result<()> {
+/// Applies one write (inside the writer's transaction); a prune returns the runs it
+/// deleted, to be answered once they are committed.
+fn apply(c: &Connection, w: &Write) -> rusqlite::Result<Option<Vec<u64>>> {
     match w {
         Write::Run { id, created_ms, spec } => {
             c.execute(
@@ -216,7 +441,7 @@ fn apply(c: &Connection, w: &Write) -> rusqlite::Result<()> {
             )?;
         }
         Write::Event(logged) => {
-            let e = &logged.event;
+            let Some(e) = &logged.event else { return Ok(None) }; // read back, not new
             c.execute(
                 "INSERT OR REPLACE INTO events (run, seq, kind, body) VALUES (?1, ?2, ?3, ?4)",
                 params![e.run as i64, e.seq as i64, e.body.kind(), logged.json.as_str()],
@@ -241,43 +466,224 @@ fn apply(c: &Connection, w: &Write) -> rusqlite::Result<()> {
                 params![*run as i64, name, body],
             )?;
         }
+        Write::PublishTime { run, seconds } => {
+            c.execute("UPDATE runs SET publish_s = ?2 WHERE id = ?1", params![*run as i64, seconds])?;
+        }
+        Write::Thin { run, keep } => thin(c, *run, *keep)?,
+        Write::Prune { before_ms, live, .. } => return Ok(Some(prune(c, *before_ms, live)?)),
         Write::Flush(_) => {}
+    }
+    Ok(None)
+}
+
+/// Deletes the ended runs created before `before_ms` from the store in `dir`, beside a
+/// lab that may be serving it (`hotlab prune`): queued and running runs are never touched.
+pub fn prune_dir(dir: &Path, before_ms: u64) -> Result<Vec<u64>> {
+    let path = dir.join("hotlab.sqlite");
+    anyhow::ensure!(path.exists(), "--data-dir: {} has no run store (hotlab.sqlite)", dir.display());
+    let mut conn = Connection::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    conn.busy_timeout(Duration::from_secs(30))?;
+    let tx = conn.transaction()?;
+    let ids = prune(&tx, before_ms, &[])?;
+    tx.commit()?;
+    Ok(ids)
+}
+
+/// Deletes all but `keep` frames of `run`, evenly spaced, the last one kept.
+fn thin(c: &Connection, run: u64, keep: usize) -> rusqlite::Result<()> {
+    let mut q = c.prepare("SELECT seq FROM events WHERE run = ?1 AND kind = 'rollout' ORDER BY seq")?;
+    let seqs: Vec<i64> = q.query_map([run as i64], |r| r.get(0))?.filter_map(|r| r.ok()).collect();
+    if seqs.len() <= keep {
+        return Ok(());
+    }
+    let n = seqs.len();
+    // Frame i is kept when it is the last of its share of the run (keep of n).
+    let kept = |i: usize| keep > 0 && (i + 1) * keep / n != i * keep / n;
+    let mut delete = c.prepare("DELETE FROM events WHERE run = ?1 AND seq = ?2")?;
+    for (i, seq) in seqs.iter().enumerate() {
+        if !kept(i) {
+            delete.execute(params![run as i64, seq])?;
+        }
     }
     Ok(())
 }
 
-/// The writer thread: gathers writes for up to [`FLUSH`], commits them together.
-fn writer(mut conn: Connection, rx: Receiver<Write>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        let deadline = Instant::now() + FLUSH;
-        let mut closed = false;
-        while !matches!(batch.last(), Some(Write::Flush(_))) {
-            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(w) => batch.push(w),
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => {
-                    closed = true;
-                    break;
-                }
-            }
+fn prune(c: &Connection, before_ms: u64, live: &[u64]) -> rusqlite::Result<Vec<u64>> {
+    let mut q = c.prepare("SELECT id FROM runs WHERE created_ms < ?1 AND status NOT IN ('queued', 'running')")?;
+    let ids: Vec<u64> = q
+        .query_map([before_ms.min(i64::MAX as u64) as i64], |r| r.get::<_, i64>(0))?
+        .filter_map(|r| r.ok())
+        .map(|id| id as u64)
+        .filter(|id| !live.contains(id))
+        .collect();
+    for id in &ids {
+        for table in ["events WHERE run", "blobs WHERE run", "runs WHERE id"] {
+            c.execute(&format!("DELETE FROM {table} = ?1"), [*id as i64])?;
         }
+    }
+    Ok(ids)
+}
+
+/// The writer thread: gathers writes for up to [`FLUSH`] (less when a flush is asked
+/// for), commits them and the drops counted meanwhile together.
+fn writer(mut conn: Connection, queue: &Queue) {
+    loop {
+        let mut p = queue.lock();
+        while p.writes.is_empty() && p.dropped.is_empty() && !p.closed {
+            p = queue.ready.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+        let deadline = Instant::now() + FLUSH;
+        while p.flushes == 0 && !p.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            p = queue.ready.wait_timeout(p, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        let (batch, dropped, closed) = (std::mem::take(&mut p.writes), std::mem::take(&mut p.dropped), p.closed);
+        p.flushes = 0;
+        drop(p);
+        let mut pruned = Vec::new();
         let result = conn.transaction().and_then(|tx| {
             for w in &batch {
-                apply(&tx, w)?;
+                if let Some(ids) = apply(&tx, w)? {
+                    pruned.push(ids);
+                }
+            }
+            for (run, n) in &dropped {
+                tx.execute("UPDATE runs SET dropped = dropped + ?2 WHERE id = ?1", params![*run as i64, *n as i64])?;
             }
             tx.commit()
         });
-        if let Err(e) = result {
+        if let Err(e) = &result {
             tracing::error!("the run store could not commit {} writes: {e}", batch.len());
         }
+        let mut pruned = pruned.into_iter();
         for w in batch {
-            if let Write::Flush(done) = w {
-                let _ = done.send(());
+            match w {
+                Write::Flush(done) => {
+                    let _ = done.send(());
+                }
+                // Dropped unanswered when the commit failed: the caller sees none pruned.
+                Write::Prune { done, .. } if result.is_ok() => {
+                    let _ = done.send(pruned.next().unwrap_or_default());
+                }
+                _ => {}
             }
         }
         if closed {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlab_shared::protocol::{Frame, MetricsPoint};
+
+    fn event(seq: u64, body: EventBody) -> Write {
+        Write::Event(Logged::new(Event { v: PROTOCOL_VERSION, run: 1, seq, body }))
+    }
+
+    fn frame(seq: u64) -> Write {
+        event(seq, EventBody::Rollout { frame: Frame::Cartpole { step: seq, states: vec![], actions: vec![] } })
+    }
+
+    fn metric(seq: u64) -> Write {
+        let m = MetricsPoint {
+            update: seq,
+            updates: 0,
+            global_step: 0,
+            wall_s: 0.0,
+            sps: 0.0,
+            episodes: 0,
+            mean_return_last_100: None,
+            lr: 0.0,
+            policy_loss: 0.0,
+            value_loss: 0.0,
+            entropy: 0.0,
+            approx_kl: 0.0,
+            clip_fraction: 0.0,
+            rollout_s: 0.0,
+            update_s: 0.0,
+        };
+        event(seq, EventBody::Metrics { metrics: m })
+    }
+
+    fn seqs(p: &Pending) -> Vec<(u64, &'static str)> {
+        p.writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Event(e) => Some((e.seq, e.kind)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_queue_sheds_frames_before_metrics_never_a_status_and_counts_each_drop() {
+        let mut p = Pending::default();
+        for w in [frame(1), metric(2), frame(3), metric(4)] {
+            p.push(w, 4);
+        }
+        p.push(metric(5), 4); // pushes out the oldest frame
+        p.push(frame(6), 4); // takes the newest queued frame's place
+        assert_eq!(seqs(&p), [(2, "metrics"), (6, "rollout"), (4, "metrics"), (5, "metrics")]);
+        p.push(metric(7), 4); // the last frame goes
+        p.push(metric(8), 4); // no frame left: this metric is dropped
+        p.push(event(9, EventBody::Status { status: RunStatus::Finished, message: None }), 4);
+        assert_eq!(seqs(&p), [(2, "metrics"), (4, "metrics"), (5, "metrics"), (7, "metrics"), (9, "status")]);
+        assert_eq!(p.dropped_total.get(&1), Some(&4), "frames 1, 3, 6 and metric 8");
+        assert_eq!(p.dropped.get(&1), Some(&4));
+    }
+
+    fn stored_kinds(store: &Store, run: u64) -> Vec<(u64, String)> {
+        store.events(run, 0, u64::MAX, None, usize::MAX).unwrap().iter().map(|e| (e.seq, e.kind.to_string())).collect()
+    }
+
+    #[test]
+    fn thinning_keeps_evenly_spread_frames_and_every_other_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.add_run(1, 0, &RunSpec::default());
+        for seq in 1..=20 {
+            let w = if seq % 2 == 0 { frame(seq) } else { metric(seq) };
+            store.send(w);
+        }
+        // 10 frames over 2 minutes at 2 a minute: 4 kept, the last among them.
+        store.thin_frames(1, 120.0, 2.0);
+        store.flush();
+        let kinds = stored_kinds(&store, 1);
+        let frames: Vec<u64> = kinds.iter().filter(|(_, k)| k == "rollout").map(|(s, _)| *s).collect();
+        assert_eq!(frames.len(), 4, "{frames:?}");
+        assert_eq!(frames.last(), Some(&20));
+        assert_eq!(kinds.iter().filter(|(_, k)| k == "metrics").count(), 10);
+    }
+
+    #[test]
+    fn pruning_deletes_old_ended_runs_only_and_a_store_of_the_first_schema_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // The first schema, without the columns added since.
+            let c = Connection::open(dir.path().join("hotlab.sqlite")).unwrap();
+            c.execute_batch(SCHEMA).unwrap();
+            c.execute("INSERT INTO runs (id, created_ms, spec, status) VALUES (1, 10, '{}', 'finished')", []).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        for (id, created_ms) in [(2, 20), (3, 30), (4, 10_000)] {
+            store.add_run(id, created_ms, &RunSpec::default());
+        }
+        for id in [2, 4] {
+            let done = EventBody::Status { status: RunStatus::Finished, message: None };
+            store.send(Write::Event(Logged::new(Event { v: PROTOCOL_VERSION, run: id, seq: 1, body: done })));
+        }
+        store.flush();
+        assert_eq!(store.run(1).unwrap().map(|r| r.dropped), Some(0), "the old store gained its columns");
+        // Run 3 is queued: kept, however old; run 4 is too young.
+        assert_eq!(store.prune(1000, vec![]), [1, 2]);
+        let left: Vec<u64> = store.runs(None, 10).unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(left, [4, 3]);
+        assert_eq!(prune_dir(dir.path(), 100_000).unwrap(), [4], "beside the lab, the same rule");
     }
 }

@@ -51,3 +51,77 @@ pub fn load_checkpoint(dir: &Path) -> Result<Box<dyn TrainedPolicy>> {
     let workload = load(&stored.spec)?;
     workload.load_policy(stored)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    /// A checkpoint's directory and its two files' bytes (spec.json, the weights).
+    type Files = (tempfile::TempDir, Vec<u8>, Vec<u8>);
+
+    /// A small trained checkpoint of each workload, written once.
+    fn checkpoints() -> &'static Vec<Files> {
+        static ONCE: OnceLock<Vec<Files>> = OnceLock::new();
+        ONCE.get_or_init(|| {
+            let specs = [
+                serde_json::json!({"envs": 2, "steps": 8, "total_steps": 16, "device": "cpu", "ppo": {"minibatches": 1}}),
+                serde_json::json!({"workload": {"proof": {"kb": "family:people=12,seed=1"}}, "envs": 2, "steps": 8,
+                    "total_steps": 16, "device": "cpu", "ppo": {"minibatches": 1}}),
+            ];
+            specs
+                .into_iter()
+                .map(|v| {
+                    let spec: RunSpec = serde_json::from_value(v).unwrap();
+                    let dir = tempfile::tempdir().unwrap();
+                    train(&spec, &mut |_| {}).unwrap().policy.save(dir.path(), &spec).unwrap();
+                    let meta = std::fs::read(dir.path().join(checkpoint::SPEC_FILE)).unwrap();
+                    let weights = std::fs::read(dir.path().join(checkpoint::WEIGHTS_FILE)).unwrap();
+                    (dir, meta, weights)
+                })
+                .collect()
+        })
+    }
+
+    /// `bytes` with up to four bytes flipped, dropped or inserted.
+    fn mutated(bytes: &[u8], edits: &[(usize, u8, u8)]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for &(at, how, byte) in edits {
+            let at = at % out.len().max(1);
+            match how % 3 {
+                0 if at < out.len() => out[at] = byte,
+                1 if at < out.len() => {
+                    out.remove(at);
+                }
+                _ => out.insert(at, byte),
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// A checkpoint's files edited by hand or damaged: loading never panics; it loads, or
+        /// fails with an error. 300 cases × 2 files × 2 workloads.
+        #[test]
+        fn a_damaged_checkpoint_never_panics(
+            which in 0usize..2,
+            spec_edits in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 0..4),
+            weight_edits in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 0..4),
+        ) {
+            let (_, meta, weights) = &checkpoints()[which];
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(checkpoint::SPEC_FILE), mutated(meta, &spec_edits)).unwrap();
+            std::fs::write(dir.path().join(checkpoint::WEIGHTS_FILE), mutated(weights, &weight_edits)).unwrap();
+            match load_checkpoint(dir.path()) {
+                Ok(policy) => prop_assert!(policy.layout().iter().all(|s| s.shape.iter().all(|&d| d > 0))),
+                Err(e) => {
+                    let text = format!("{e:#}");
+                    prop_assert!(!text.trim().is_empty());
+                }
+            }
+        }
+    }
+}
