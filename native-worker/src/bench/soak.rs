@@ -55,6 +55,8 @@ pub struct SoakReport {
     /// Messages the viewers received, in all, and history reads the readers completed.
     pub viewer_messages: u64,
     pub history_reads: u64,
+    /// From asking to stop the run to its final status, in seconds.
+    pub stop_s: f64,
 }
 
 /// The lab's address and operator token.
@@ -229,14 +231,16 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
     readers.into_iter().for_each(|r| drop(r.join()));
     phases.push(watched?);
 
+    let asked = Instant::now();
     lab.request("POST", &format!("/api/runs/{id}/stop"), "")?;
     let info = loop {
         let info = lab.json(&format!("/api/runs/{id}"))?;
         if info["status"] != "running" {
             break info;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(5));
     };
+    let stop_s = asked.elapsed().as_secs_f64();
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(SoakReport {
         viewers: spec.viewers,
@@ -247,5 +251,6 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
         events_dropped: info["dropped"].as_u64().unwrap_or(0),
         viewer_messages: messages.load(Ordering::Relaxed),
         history_reads: reads.load(Ordering::Relaxed),
+        stop_s,
     })
 }

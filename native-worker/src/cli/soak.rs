@@ -91,8 +91,8 @@ fn table(r: &SoakReport) -> String {
         ));
     }
     out.push_str(&format!(
-        "events stored {}, dropped {}; viewers received {} messages; {} history reads\n",
-        r.events_stored, r.events_dropped, r.viewer_messages, r.history_reads
+        "events stored {}, dropped {}; viewers received {} messages; {} history reads; stopped in {:.3} s\n",
+        r.events_stored, r.events_dropped, r.viewer_messages, r.history_reads, r.stop_s
     ));
     out
 }

@@ -292,6 +292,10 @@ pub const MAX_STEPS: usize = 1 << 16;
 pub const MAX_ROLLOUT: usize = 1 << 26;
 pub const MAX_TOTAL_STEPS: u64 = 1 << 40;
 
+/// Memory one `subprocess` worker process holds (measured: about 180 MiB anonymous, most
+/// of it libtorch's start-up, which the worker itself never uses).
+pub const WORKER_PROCESS_BYTES: u64 = 192 << 20;
+
 pub(crate) fn in_range<T: PartialOrd + fmt::Display + Copy>(field: &str, v: T, lo: T, hi: T) -> Result<(), SpecError> {
     if v >= lo && v <= hi {
         Ok(())
@@ -348,22 +352,69 @@ impl RunSpec {
         3 * (self.env().obs_bytes() + SCALARS) * self.batch_size() as u64
     }
 
-    /// Refused when the rollout needs more than `available` bytes (what the machine can
-    /// give: the worker reads it from the OS), naming the fields that drive it.
-    pub fn check_memory(&self, available: u64) -> Result<(), SpecError> {
-        let need = self.rollout_bytes();
+    /// Bytes the networks need, roughly: an MLP of `hidden` over the observation for the
+    /// actor and for the critic, each parameter held six times (the weights, the
+    /// gradient, Adam's two moments, the flat copy the rollout reads and its host mirror).
+    pub fn model_bytes(&self) -> u64 {
+        let mut widths = vec![(self.env().obs_bytes() / 4).max(1)];
+        widths.extend(self.ppo.hidden.iter().map(|&h| h as u64));
+        widths.push(1);
+        let per_net: u64 = widths.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
+        6 * 4 * 2 * per_net
+    }
+
+    /// Bytes the worker processes of `subprocess` take beside the trainer.
+    pub fn workers_bytes(&self, cores: usize) -> u64 {
+        match self.exec.backend {
+            Backend::Subprocess => self.resolved_workers(cores) as u64 * WORKER_PROCESS_BYTES,
+            _ => 0,
+        }
+    }
+
+    /// Refused when the run would need more than `available` bytes (what the machine can
+    /// give: the worker reads it from the OS) for its rollout, its networks and its worker
+    /// processes, naming the fields behind the largest part.
+    pub fn check_memory(&self, available: u64, cores: usize) -> Result<(), SpecError> {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let rollout = self.rollout_bytes();
+        let parts = [
+            (
+                "envs",
+                format!(
+                    "the rollout {:.1} GiB (envs × steps = {} × {} transitions, {} bytes each, kept three times)",
+                    gib(rollout),
+                    self.envs,
+                    self.steps,
+                    rollout / 3 / self.batch_size().max(1) as u64
+                ),
+                rollout,
+                "lower --envs or --steps",
+            ),
+            (
+                "hidden",
+                format!("the networks {:.1} GiB (--hidden {:?})", gib(self.model_bytes()), self.ppo.hidden),
+                self.model_bytes(),
+                "narrower or fewer --hidden layers",
+            ),
+            (
+                "workers",
+                format!("{} worker processes {:.1} GiB", self.resolved_workers(cores), gib(self.workers_bytes(cores))),
+                self.workers_bytes(cores),
+                "fewer --workers, or the threads backend",
+            ),
+        ];
+        let need: u64 = parts.iter().map(|p| p.2).sum();
         if need <= available {
             return Ok(());
         }
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let (field, _, _, fix) = parts.iter().max_by_key(|p| p.2).expect("three parts");
+        let what: Vec<&str> = parts.iter().filter(|p| p.2 > 0).map(|p| p.1.as_str()).collect();
         Err(SpecError::new(
-            "envs",
+            field,
             format!(
-                "envs × steps = {} × {} transitions need about {:.1} GiB for the rollout ({} bytes each, kept three times); this machine has {:.1} GiB available: lower --envs or --steps",
-                self.envs,
-                self.steps,
+                "this run needs about {:.1} GiB: {}; this machine has {:.1} GiB available: {fix}",
                 gib(need),
-                need / 3 / self.batch_size().max(1) as u64,
+                what.join(", "),
                 gib(available)
             ),
         ))
@@ -489,7 +540,7 @@ mod tests {
     fn a_rollout_too_large_for_the_memory_is_refused_naming_its_fields() {
         let small = RunSpec::default();
         assert_eq!(small.rollout_bytes(), 3 * (16 + 48) * 512);
-        small.check_memory(1 << 30).unwrap();
+        small.check_memory(1 << 30, 2).unwrap();
         let huge = RunSpec {
             workload: WorkloadSpec::default_for(EnvName::Proof),
             envs: 1024,
@@ -498,9 +549,25 @@ mod tests {
             ..RunSpec::default()
         };
         huge.validate().unwrap();
-        let e = huge.check_memory(24 << 30).unwrap_err();
+        let e = huge.check_memory(24 << 30, 2).unwrap_err();
         assert_eq!(e.field, "envs");
         assert!(e.message.contains("1024 × 65536") && e.message.contains("24.0 GiB available"), "{e}");
+
+        // Wide networks, and many worker processes, count too.
+        let wide = RunSpec { ppo: PpoSpec { hidden: vec![4096; 8], ..PpoSpec::default() }, ..RunSpec::default() };
+        wide.validate().unwrap();
+        let e = wide.check_memory(1 << 30, 2).unwrap_err();
+        assert_eq!(e.field, "hidden", "{e}");
+        let many = RunSpec {
+            envs: 256,
+            exec: ExecSpec { backend: Backend::Subprocess, workers: 256, ..ExecSpec::default() },
+            ..RunSpec::default()
+        };
+        many.validate().unwrap();
+        let e = many.check_memory(8 << 30, 2).unwrap_err();
+        assert_eq!(e.field, "workers", "{e}");
+        assert!(e.message.contains("256 worker processes"), "{e}");
+        many.check_memory(64 << 30, 2).unwrap();
     }
 
     #[test]
