@@ -173,6 +173,10 @@ test('after a server crash the page shows a banner, reconnects by itself and sho
   const id = await first.launch({ env: 'cartpole', envs: 8, total_steps: 50_000_000, device: 'cpu' });
   const { page, errors, context } = await open(`#/run/${id}`, { on: first });
   await page.getByTestId('run-status').filter({ hasText: 'running' }).waitFor({ timeout: 30_000 });
+  // Some updates first (the run's process takes a moment to start), and past the store's
+  // 250 ms commit, so that there is something to show after the crash.
+  await page.waitForFunction(() => document.querySelector('[data-testid=sps]')?.textContent !== '–', null, { timeout: 30_000 });
+  await page.waitForTimeout(600);
   first.kill();
   await page.getByTestId('connection-banner').waitFor({ timeout: 20_000 });
   await shot(page, 'disconnected');

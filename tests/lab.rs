@@ -836,3 +836,64 @@ fn random_websocket_queries_and_messages_are_harmless() {
     wait_for(&server.addr, id, &["stopped"]);
     assert_eq!(get(&server.addr, "/api/system").0, 200);
 }
+
+/// The processes whose parent is `parent` and whose command line has `word`.
+fn children(parent: u32, word: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // The fields after the command's closing parenthesis: state, then the parent's pid.
+            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(word)
+        })
+        .collect()
+}
+
+fn run_process_of(server: &Server) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let [pid] = children(server.child.id(), "run-worker")[..] {
+            return pid;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the run has a process of its own");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A run trains in a process of its own, which the kernel is told to pick first when
+/// memory runs out: killed as the out-of-memory killer would, the run ends `failed`
+/// saying so, and the lab stays up and runs the next one. A lab killed takes its runs'
+/// processes with it.
+#[test]
+fn a_run_whose_process_is_killed_fails_and_the_lab_stays_up() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = start(data.path(), &[]);
+    let id = launch(&server.addr, json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"}));
+    wait_for(&server.addr, id, &["running"]);
+    let pid = run_process_of(&server);
+    let adj = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap();
+    assert_eq!(adj.trim(), "1000", "the kernel's first pick when memory runs out");
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let run = wait_for(&server.addr, id, &["failed"]);
+    let message = run["message"].as_str().unwrap();
+    assert!(message.contains("SIGKILL") && message.contains("out-of-memory"), "{message}");
+    let next = launch(&server.addr, small_run());
+    assert_eq!(wait_for(&server.addr, next, &["finished", "failed"])["status"], "finished");
+
+    let last = launch(&server.addr, json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"}));
+    wait_for(&server.addr, last, &["running"]);
+    let pid = run_process_of(&server);
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
+    let _ = server.child.wait();
+    let start = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z"));
+        if zombie {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "the run's process ends with the lab");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -7,6 +7,7 @@ mod eval;
 mod gpu_check;
 mod prove;
 mod prune;
+mod run_worker;
 mod serve;
 mod soak;
 mod system;
@@ -62,6 +63,9 @@ pub enum Command {
     /// Internal: one worker process of `--backend subprocess`.
     #[command(hide = true)]
     EnvWorker(env_worker::EnvWorkerArgs),
+    /// Internal: one run of the lab, in its own process.
+    #[command(hide = true)]
+    RunWorker(run_worker::RunWorkerArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -96,6 +100,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Prune(a) => prune::prune(a),
         Command::GpuCheck(a) => gpu_check::gpu_check(a),
         Command::EnvWorker(a) => env_worker::env_worker(a),
+        Command::RunWorker(a) => run_worker::run_worker(a),
     }
 }
 

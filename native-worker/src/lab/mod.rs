@@ -1,4 +1,5 @@
-//! The lab server's parts: the run manager ([`runs`]), the SQLite history ([`store`]),
+//! The lab server's parts: the run manager ([`runs`]) and each run's process
+//! ([`run_process`]), the SQLite history ([`store`]),
 //! the operator token ([`auth`]) and the limit on guessing it ([`limit`]), the checks every request passes ([`guard`]: its Host,
 //! and for changes a JSON body from this server's pages) and the HTTP/WebSocket
 //! handlers ([`api`]).
@@ -19,6 +20,7 @@ pub mod api;
 pub mod auth;
 pub mod guard;
 pub mod limit;
+pub mod run_process;
 pub mod runs;
 pub mod server;
 pub mod store;

@@ -1,19 +1,17 @@
-//! The run manager: a queue, a limit on concurrent runs, one OS thread per run (never
-//! the async runtime), stop flags, and each run's event log, published to the store
-//! and to live subscribers.
+//! The run manager: a queue, a limit on concurrent runs, one process per run (watched
+//! by one OS thread of the lab, never the async runtime), stop flags, and each run's
+//! event log, published to the store and to viewers.
 //!
-//! What the trainer's publish does is short and the same whoever watches: it takes the
-//! run's lock for a push onto a window of at most [`WINDOW`] events (older ones are read
-//! from the store) and queues the event for the store (which never waits). It wakes no
-//! one: viewers look for new events at their own pace, holding the same lock only to
-//! copy the new events' pointers. What is stored does not depend on viewers either: a
+//! What a publish does is short and the same whoever watches: it takes the run's lock
+//! for a push onto a window of at most [`WINDOW`] events (older ones are read from the
+//! store) and queues the event for the store (which never waits). It wakes no one:
+//! viewers look for new events at their own pace, holding the same lock only to copy
+//! the new events' pointers. What is stored does not depend on viewers either: a
 //! rollout frame is kept once a second ([`KEPT_FRAME_GAP`]), and viewers read the newest
 //! frame from memory at their own rate.
 
+use super::run_process::{self, FromRun};
 use super::store::{Logged, Store};
-use crate::train::frames::FrameFeed;
-use crate::train::{TrainOptions, UpdateMetrics};
-use crate::workloads::train_with;
 use hotlab_shared::protocol::{
     Event, EventBody, Frame, RunInfo, RunStatus, RunSummary, LIVE_FRAME_SEQ, PROTOCOL_VERSION,
 };
@@ -26,10 +24,7 @@ use std::time::{Duration, Instant};
 /// Events a live run keeps in memory; viewers read older ones from the store.
 pub const WINDOW: usize = 4096;
 
-/// Rollout frames are taken 30 times a second while someone watches the run, once a
-/// second otherwise; the history keeps one a second either way.
-const FRAME_GAP_WATCHED: Duration = Duration::from_millis(33);
-const FRAME_GAP_UNWATCHED: Duration = Duration::from_secs(1);
+/// The history keeps a rollout frame a second, however often the run takes them.
 pub const KEPT_FRAME_GAP: Duration = Duration::from_secs(1);
 
 /// One run of this server's life.
@@ -41,7 +36,7 @@ pub struct Run {
     state: Mutex<RunState>,
     /// The newest rollout frame (kept or not), for viewers at their own rate.
     frame: Mutex<Option<Arc<Logged>>>,
-    /// Nanoseconds the trainer spent in [`Manager::publish`].
+    /// Nanoseconds the run's trainer has spent handing out events (its process says).
     publish_ns: AtomicU64,
     /// Viewers following the run now (frames are taken more often while there are any).
     viewers: AtomicUsize,
@@ -121,6 +116,8 @@ pub struct Manager {
     max_running: usize,
     /// Rollout frames a finished run keeps per minute of its wall time.
     frames_per_minute: f64,
+    /// The `hotlab` binary each run's process runs.
+    exe: std::path::PathBuf,
     inner: Mutex<Inner>,
     /// Summaries of runs that are over, read from the store once.
     summaries: Mutex<SummaryCache>,
@@ -148,13 +145,19 @@ fn now_ms() -> u64 {
 }
 
 impl Manager {
-    pub fn new(store: Store, max_running: usize, frames_per_minute: f64) -> anyhow::Result<Arc<Self>> {
+    pub fn new(
+        store: Store,
+        max_running: usize,
+        frames_per_minute: f64,
+        exe: std::path::PathBuf,
+    ) -> anyhow::Result<Arc<Self>> {
         let next_id = store.last_id()? + 1;
         let inner = Inner { next_id, runs: HashMap::new(), queue: VecDeque::new(), running: 0 };
         Ok(Arc::new(Self {
             store,
             max_running: max_running.max(1),
             frames_per_minute,
+            exe,
             inner: Mutex::new(inner),
             summaries: Mutex::default(),
         }))
@@ -321,14 +324,6 @@ impl Manager {
         *run.frame.lock().unwrap_or_else(|p| p.into_inner()) = Some(logged);
     }
 
-    /// Runs `f` on the trainer's thread, counting its time as publishing.
-    fn timed<T>(run: &Run, f: impl FnOnce() -> T) -> T {
-        let start = Instant::now();
-        let out = f();
-        run.publish_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        out
-    }
-
     fn start_queued(self: &Arc<Self>, inner: &mut Inner) {
         while inner.running < self.max_running {
             let Some(id) = inner.queue.pop_front() else { return };
@@ -350,65 +345,35 @@ impl Manager {
                 inner.running -= 1;
                 let run = inner.runs.get(&id).cloned();
                 if let Some(run) = run {
-                    let message = Some(format!("cannot start a thread for the run: {e}"));
+                    let message = Some(format!("cannot start a thread to watch the run: {e}"));
                     self.publish(&run, EventBody::Status { status: RunStatus::Failed, message });
                 }
             }
         }
     }
 
-    /// Trains on this thread; every outcome ends in a final status.
+    /// Trains in a process of its own (see [`run_process`]), publishing what it says;
+    /// every outcome, its process's death included, ends in a final status.
     fn execute(self: &Arc<Self>, run: &Arc<Run>) {
         self.publish(run, EventBody::Status { status: RunStatus::Running, message: None });
-        let (me, to) = (Arc::clone(self), Arc::clone(run));
         let watched = Arc::clone(run);
-        let frames = FrameFeed {
-            sink: Box::new(move |frame| Self::timed(&to, || me.publish_frame(&to, frame))),
-            gap: Box::new(move || match watched.viewers.load(Ordering::Relaxed) {
-                0 => FRAME_GAP_UNWATCHED,
-                _ => FRAME_GAP_WATCHED,
-            }),
+        let control = run_process::Control {
+            stop: Arc::clone(&run.stop),
+            watched: Box::new(move || watched.viewers.load(Ordering::Relaxed) > 0),
         };
-        let opts = TrainOptions {
-            trace: Some(crate::profiler::TraceWindow { first: 0, end: 64 }),
-            telemetry_sink: None,
-            stop: Some(Arc::clone(&run.stop)),
-            frames: Some(frames),
-        };
-        let mut observe = |m: &UpdateMetrics| {
-            Self::timed(run, || {
-                self.publish(run, EventBody::Metrics { metrics: m.point.clone() });
-                self.publish(run, EventBody::Profile { profile: m.profile.clone() });
-            })
-        };
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| train_with(&run.spec, opts, &mut observe)));
-        let (status, message) = match outcome {
-            Ok(Ok(trained)) => {
-                let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
-                self.publish(run, EventBody::Report { report });
-                if let Some(trace) = &trained.trace {
-                    self.store.add_blob(run.id, "trace", trace.to_string().into_bytes());
-                }
-                if let Ok(policy) = policy_json(&trained) {
-                    self.store.add_blob(run.id, "policy", policy.into_bytes());
-                }
-                self.store.add_blob(run.id, "summary", serde_json::to_vec(&trained.report).unwrap_or_default());
-                match run.stop.load(Ordering::Relaxed) {
-                    true => (RunStatus::Stopped, None),
-                    false => (RunStatus::Finished, None),
+        let mut on = |msg: FromRun| match msg {
+            FromRun::Event(EventBody::Rollout { frame }) => self.publish_frame(run, frame),
+            FromRun::Event(body) => self.publish(run, body),
+            FromRun::Blob { name, body } => {
+                if let Some(name) = BLOBS.into_iter().find(|b| *b == name) {
+                    self.store.add_blob(run.id, name, body.into_bytes());
                 }
             }
-            Ok(Err(e)) => (RunStatus::Failed, Some(format!("{e:#}"))),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown".into());
-                (RunStatus::Failed, Some(format!("internal error: {what}")))
-            }
+            FromRun::Publish(seconds) => run.publish_ns.store((seconds * 1e9) as u64, Ordering::Relaxed),
+            FromRun::End { .. } => {}
         };
+        let (status, message) = run_process::run(&self.exe, &run.spec, control, &mut on)
+            .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}"))));
         self.publish(run, EventBody::Status { status, message });
         self.store.add_publish_time(run.id, run.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
         let wall_s = run.state().summary.last.as_ref().map_or(0.0, |m| m.wall_s);
@@ -416,48 +381,5 @@ impl Manager {
     }
 }
 
-/// The trained weights for the in-browser env: the shape and the flat parameters.
-fn policy_json(trained: &crate::train::Trained) -> anyhow::Result<String> {
-    let policy = &trained.policy;
-    let layout: Vec<serde_json::Value> = policy
-        .layout()
-        .iter()
-        .map(|s| serde_json::json!({"name": s.name, "shape": s.shape, "offset": s.offset}))
-        .collect();
-    let (env, shape, params) = (&trained.report.env, policy.shape(), policy.host_params());
-    Ok(serde_json::json!({"env": env, "shape": shape, "layout": layout, "params": params}).to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Instant;
-
-    /// Polls `done` for up to 30 s.
-    fn eventually(what: &str, done: impl Fn() -> bool) {
-        let start = Instant::now();
-        while !done() {
-            assert!(start.elapsed() < Duration::from_secs(30), "{what}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    #[test]
-    fn a_stopped_queued_run_leaves_memory_and_stays_in_the_store() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let manager = Manager::new(store.clone(), 1, 6.0).unwrap();
-        let long: RunSpec =
-            serde_json::from_value(serde_json::json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"})).unwrap();
-        let first = manager.launch(long.clone());
-        let second = manager.launch(long);
-        assert_eq!(manager.get(second).map(|r| r.info().status), Some(RunStatus::Queued), "one run at a time");
-        assert!(manager.stop(second));
-        eventually("the stopped queued run leaves memory", || manager.get(second).is_none());
-        let stored = store.run(second).unwrap().expect("in the store");
-        assert_eq!(stored.status, RunStatus::Stopped);
-        assert!(manager.stop(first));
-        eventually("the running run ends and leaves memory", || manager.get(first).is_none());
-        assert_eq!(store.run(first).unwrap().map(|r| r.status), Some(RunStatus::Stopped));
-    }
-}
+/// The outputs a run may leave (`GET /api/runs/{id}/trace`, `/policy`; the summary).
+const BLOBS: [&str; 3] = ["trace", "policy", "summary"];

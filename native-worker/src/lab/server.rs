@@ -75,7 +75,12 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         0 => system.devices.iter().filter(|d| d.id.starts_with("cuda")).count().max(1),
         n => n,
     };
-    let manager = lab::runs::Manager::new(store, max_runs, cfg.finished_frames_per_minute)?;
+    let manager = lab::runs::Manager::new(
+        store,
+        max_runs,
+        cfg.finished_frames_per_minute,
+        std::env::current_exe().context("finding the hotlab binary (each run is a process of it)")?,
+    )?;
     let token = match cfg.token {
         Some(t) if !t.is_empty() => t,
         _ => lab::auth::generate().context("generating the operator token")?,

@@ -1,0 +1,242 @@
+//! Each run trains in a process of its own (`hotlab run-worker`, hidden), so that a run
+//! that dies (the kernel's out-of-memory killer, an abort in libtorch) ends `failed` and
+//! the lab stays up: the kernel is told to pick the run, not the lab, when memory runs out.
+//!
+//! The run writes one JSON message a line on its stdout ([`FromRun`]); the lab writes
+//! `stop`, `watched` and `unwatched` lines to its stdin. The run dies with the lab
+//! (`PR_SET_PDEATHSIG`) and stops when its stdin closes.
+
+use crate::train::frames::FrameFeed;
+use crate::train::{TrainOptions, Trained, UpdateMetrics};
+use anyhow::{Context, Result};
+use hotlab_shared::protocol::{EventBody, RunStatus};
+use hotlab_shared::spec::RunSpec;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a run process says, a line each.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FromRun {
+    Event(EventBody),
+    /// An output written at the end (`trace`, `policy`, `summary`), as text.
+    Blob {
+        name: String,
+        body: String,
+    },
+    /// Seconds its trainer has spent handing out events so far.
+    Publish(f64),
+    /// How it ended: its last line.
+    End {
+        status: RunStatus,
+        message: Option<String>,
+    },
+}
+
+/// Rollout frames are taken 30 times a second while someone watches the run, once a
+/// second otherwise.
+const FRAME_GAP_WATCHED: Duration = Duration::from_millis(33);
+const FRAME_GAP_UNWATCHED: Duration = Duration::from_secs(1);
+
+/// The run process's side: trains `spec`, saying everything on stdout.
+pub fn serve(spec: &RunSpec) -> Result<()> {
+    // SAFETY: prctl with valid constants; the kernel kills this run when the lab dies.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let (stop, watched) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (s, w) = (Arc::clone(&stop), Arc::clone(&watched));
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            match line.as_deref().map(str::trim) {
+                Ok("stop") => s.store(true, Ordering::Relaxed),
+                Ok("watched") => w.store(true, Ordering::Relaxed),
+                Ok("unwatched") => w.store(false, Ordering::Relaxed),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        // The lab is gone: stop.
+        s.store(true, Ordering::Relaxed);
+    });
+    let out = Arc::new(Sender { out: Mutex::new(std::io::stdout()), spent: Mutex::new(Duration::ZERO) });
+    let sink = Arc::clone(&out);
+    let frames = FrameFeed {
+        sink: Box::new(move |frame| sink.send(&FromRun::Event(EventBody::Rollout { frame }))),
+        gap: Box::new(move || match watched.load(Ordering::Relaxed) {
+            true => FRAME_GAP_WATCHED,
+            false => FRAME_GAP_UNWATCHED,
+        }),
+    };
+    let opts = TrainOptions {
+        trace: Some(crate::profiler::TraceWindow { first: 0, end: 64 }),
+        telemetry_sink: None,
+        stop: Some(Arc::clone(&stop)),
+        frames: Some(frames),
+    };
+    let mut observe = |m: &UpdateMetrics| {
+        out.send(&FromRun::Event(EventBody::Metrics { metrics: m.point.clone() }));
+        out.send(&FromRun::Event(EventBody::Profile { profile: m.profile.clone() }));
+        out.send(&FromRun::Publish(out.spent()));
+    };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::workloads::train_with(spec, opts, &mut observe)
+    }));
+    let (status, message) = match outcome {
+        Ok(Ok(trained)) => {
+            let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+            out.send(&FromRun::Event(EventBody::Report { report }));
+            let blobs = [
+                ("trace", trained.trace.as_ref().map(|t| t.to_string())),
+                ("policy", Some(policy_json(&trained))),
+                ("summary", serde_json::to_string(&trained.report).ok()),
+            ];
+            for (name, body) in blobs {
+                if let Some(body) = body {
+                    out.send(&FromRun::Blob { name: name.into(), body });
+                }
+            }
+            match stop.load(Ordering::Relaxed) {
+                true => (RunStatus::Stopped, None),
+                false => (RunStatus::Finished, None),
+            }
+        }
+        Ok(Err(e)) => (RunStatus::Failed, Some(format!("{e:#}"))),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown".into());
+            (RunStatus::Failed, Some(format!("internal error: {what}")))
+        }
+    };
+    out.send(&FromRun::Publish(out.spent()));
+    out.send(&FromRun::End { status, message });
+    Ok(())
+}
+
+/// Writes messages, counting the time it takes.
+struct Sender {
+    out: Mutex<std::io::Stdout>,
+    spent: Mutex<Duration>,
+}
+
+impl Sender {
+    fn send(&self, msg: &FromRun) {
+        let start = Instant::now();
+        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        line.push(b'\n');
+        // A lab that is gone is noticed on stdin; a failed write is not an error here.
+        let _ = self.out.lock().unwrap_or_else(|p| p.into_inner()).write_all(&line);
+        *self.spent.lock().unwrap_or_else(|p| p.into_inner()) += start.elapsed();
+    }
+
+    fn spent(&self) -> f64 {
+        self.spent.lock().unwrap_or_else(|p| p.into_inner()).as_secs_f64()
+    }
+}
+
+/// The trained weights for the in-browser env: the shape and the flat parameters.
+fn policy_json(trained: &Trained) -> String {
+    let policy = &trained.policy;
+    let layout: Vec<serde_json::Value> = policy
+        .layout()
+        .iter()
+        .map(|s| serde_json::json!({"name": s.name, "shape": s.shape, "offset": s.offset}))
+        .collect();
+    let (env, shape, params) = (&trained.report.env, policy.shape(), policy.host_params());
+    serde_json::json!({"env": env, "shape": shape, "layout": layout, "params": params}).to_string()
+}
+
+/// What the lab tells a run process while it runs.
+pub struct Control {
+    pub stop: Arc<AtomicBool>,
+    /// Whether anyone watches (frames are taken more often then).
+    pub watched: Box<dyn Fn() -> bool + Send>,
+}
+
+/// How often the lab passes `stop` and viewers on.
+const CONTROL_GAP: Duration = Duration::from_millis(20);
+
+/// Lines of a run's stderr kept for its failure message.
+const STDERR_LINES: usize = 20;
+
+/// The lab's side: runs `spec` in a process of `exe`, handing each message to `on`; the
+/// run's final status and message (failed, naming how, when the process died).
+pub fn run(
+    exe: &Path,
+    spec: &RunSpec,
+    control: Control,
+    on: &mut dyn FnMut(FromRun),
+) -> Result<(RunStatus, Option<String>)> {
+    let mut child = Command::new(exe)
+        .args(["run-worker", "--spec", &serde_json::to_string(spec)?])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start the run's process ({} run-worker)", exe.display()))?;
+    // When memory runs out, the kernel is to kill this run rather than the lab.
+    let _ = std::fs::write(format!("/proc/{}/oom_score_adj", child.id()), "1000");
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let done = Arc::new(AtomicBool::new(false));
+    let over = Arc::clone(&done);
+    let controller = std::thread::spawn(move || {
+        let Some(mut stdin) = stdin else { return };
+        let (mut stopped, mut watching) = (false, false);
+        while !over.load(Ordering::Relaxed) {
+            if !stopped && control.stop.load(Ordering::Relaxed) {
+                stopped = true;
+                let _ = stdin.write_all(b"stop\n");
+            }
+            if (control.watched)() != watching {
+                watching = !watching;
+                let _ = stdin.write_all(if watching { b"watched\n" } else { b"unwatched\n" });
+            }
+            std::thread::sleep(CONTROL_GAP);
+        }
+    });
+    let tail = std::thread::spawn(move || {
+        let mut kept = std::collections::VecDeque::new();
+        for line in stderr.map(BufReader::new).into_iter().flat_map(|r| r.lines()).map_while(Result::ok) {
+            if kept.len() == STDERR_LINES {
+                kept.pop_front();
+            }
+            kept.push_back(line);
+        }
+        Vec::from(kept).join("\n")
+    });
+    let mut end = None;
+    for line in stdout.map(BufReader::new).into_iter().flat_map(|r| r.lines()).map_while(Result::ok) {
+        match serde_json::from_str::<FromRun>(&line) {
+            Ok(FromRun::End { status, message }) => end = Some((status, message)),
+            Ok(msg) => on(msg),
+            Err(_) => tracing::warn!("a run's process said something unexpected: {line:.200}"),
+        }
+    }
+    let exit = child.wait()?;
+    done.store(true, Ordering::Relaxed);
+    let _ = controller.join();
+    let stderr = tail.join().unwrap_or_default();
+    Ok(end.unwrap_or_else(|| (RunStatus::Failed, Some(died(exit, &stderr)))))
+}
+
+/// Why a run's process ended without saying how its run ended.
+fn died(exit: std::process::ExitStatus, stderr: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let how = match exit.signal() {
+        Some(libc::SIGKILL) => {
+            "was killed (SIGKILL: the kernel's out-of-memory killer, most likely; the lab is still up)".to_string()
+        }
+        Some(sig) => format!("died of signal {sig}"),
+        None => format!("exited with {exit}"),
+    };
+    match stderr.trim() {
+        "" => format!("the run's process {how}"),
+        last => format!("the run's process {how}: {last}"),
+    }
+}
