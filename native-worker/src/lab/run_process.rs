@@ -9,7 +9,8 @@
 use crate::train::frames::FrameFeed;
 use crate::train::{TrainOptions, Trained, UpdateMetrics};
 use anyhow::{Context, Result};
-use hotlab_shared::protocol::{EventBody, RunStatus};
+use hotlab_shared::profile::Profile;
+use hotlab_shared::protocol::{EventBody, MetricsPoint, RunStatus};
 use hotlab_shared::spec::RunSpec;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -23,18 +24,23 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FromRun {
+    /// One update's figures, and the seconds the trainer has spent handing out events so far.
+    Update {
+        metrics: MetricsPoint,
+        profile: Profile,
+        publish_s: f64,
+    },
     Event(EventBody),
     /// An output written at the end (`trace`, `policy`, `summary`), as text.
     Blob {
         name: String,
         body: String,
     },
-    /// Seconds its trainer has spent handing out events so far.
-    Publish(f64),
-    /// How it ended: its last line.
+    /// How it ended (its last line), and the trainer's publishing time in all.
     End {
         status: RunStatus,
         message: Option<String>,
+        publish_s: f64,
     },
 }
 
@@ -62,10 +68,11 @@ pub fn serve(spec: &RunSpec) -> Result<()> {
         // The lab is gone: stop.
         s.store(true, Ordering::Relaxed);
     });
-    let out = Arc::new(Sender { out: Mutex::new(std::io::stdout()), spent: Mutex::new(Duration::ZERO) });
+    let (sender, writer) = Sender::start();
+    let out = Arc::new(sender);
     let sink = Arc::clone(&out);
     let frames = FrameFeed {
-        sink: Box::new(move |frame| sink.send(&FromRun::Event(EventBody::Rollout { frame }))),
+        sink: Box::new(move |frame| sink.send(FromRun::Event(EventBody::Rollout { frame }))),
         gap: Box::new(move || match watched.load(Ordering::Relaxed) {
             true => FRAME_GAP_WATCHED,
             false => FRAME_GAP_UNWATCHED,
@@ -78,9 +85,8 @@ pub fn serve(spec: &RunSpec) -> Result<()> {
         frames: Some(frames),
     };
     let mut observe = |m: &UpdateMetrics| {
-        out.send(&FromRun::Event(EventBody::Metrics { metrics: m.point.clone() }));
-        out.send(&FromRun::Event(EventBody::Profile { profile: m.profile.clone() }));
-        out.send(&FromRun::Publish(out.spent()));
+        let (metrics, profile, publish_s) = (m.point.clone(), m.profile.clone(), out.spent());
+        out.send(FromRun::Update { metrics, profile, publish_s });
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::workloads::train_with(spec, opts, &mut observe)
@@ -88,7 +94,7 @@ pub fn serve(spec: &RunSpec) -> Result<()> {
     let (status, message) = match outcome {
         Ok(Ok(trained)) => {
             let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
-            out.send(&FromRun::Event(EventBody::Report { report }));
+            out.send(FromRun::Event(EventBody::Report { report }));
             let blobs = [
                 ("trace", trained.trace.as_ref().map(|t| t.to_string())),
                 ("policy", Some(policy_json(&trained))),
@@ -96,7 +102,7 @@ pub fn serve(spec: &RunSpec) -> Result<()> {
             ];
             for (name, body) in blobs {
                 if let Some(body) = body {
-                    out.send(&FromRun::Blob { name: name.into(), body });
+                    out.send(FromRun::Blob { name: name.into(), body });
                 }
             }
             match stop.load(Ordering::Relaxed) {
@@ -114,24 +120,68 @@ pub fn serve(spec: &RunSpec) -> Result<()> {
             (RunStatus::Failed, Some(format!("internal error: {what}")))
         }
     };
-    out.send(&FromRun::Publish(out.spent()));
-    out.send(&FromRun::End { status, message });
+    out.send(FromRun::End { status, message, publish_s: out.spent() });
+    // Everything written before the process ends (the frame feed's sender went with the
+    // training options).
+    drop(out);
+    let _ = writer.join();
     Ok(())
 }
 
-/// Writes messages, counting the time it takes.
+/// How often the writer thread sends what the trainer handed over.
+const WRITE_GAP: Duration = Duration::from_millis(10);
+
+/// Messages waiting for the writer thread, at most; a rollout frame that finds the queue
+/// full is dropped, anything else waits (the lab would have to stall for that long).
+const QUEUE: usize = 1024;
+
+/// The trainer's side of stdout: a queue to a writer thread, which serializes and writes,
+/// so the trainer never waits on the pipe. Counts the trainer's time handing messages over.
 struct Sender {
-    out: Mutex<std::io::Stdout>,
+    tx: std::sync::mpsc::SyncSender<FromRun>,
     spent: Mutex<Duration>,
 }
 
 impl Sender {
-    fn send(&self, msg: &FromRun) {
+    /// The sender and the writer thread (which ends once the sender is dropped).
+    fn start() -> (Self, std::thread::JoinHandle<()>) {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<FromRun>(QUEUE);
+        // The writer looks for messages every few milliseconds rather than being woken
+        // for each: handing one over is then a push onto the queue and nothing more.
+        let writer = std::thread::spawn(move || {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            loop {
+                let mut open = true;
+                loop {
+                    match rx.try_recv() {
+                        Ok(msg) => {
+                            let _ = serde_json::to_writer(&mut out, &msg);
+                            let _ = out.write_all(b"\n");
+                        }
+                        Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                        Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                            open = false;
+                            break;
+                        }
+                    }
+                }
+                // A lab that is gone is noticed on stdin; a failed write is not an error here.
+                let _ = out.flush();
+                if !open {
+                    return;
+                }
+                std::thread::sleep(WRITE_GAP);
+            }
+        });
+        (Self { tx, spent: Mutex::new(Duration::ZERO) }, writer)
+    }
+
+    fn send(&self, msg: FromRun) {
         let start = Instant::now();
-        let mut line = serde_json::to_vec(msg).unwrap_or_default();
-        line.push(b'\n');
-        // A lab that is gone is noticed on stdin; a failed write is not an error here.
-        let _ = self.out.lock().unwrap_or_else(|p| p.into_inner()).write_all(&line);
+        let _ = match msg {
+            FromRun::Event(EventBody::Rollout { .. }) => self.tx.try_send(msg).map_err(|_| ()),
+            other => self.tx.send(other).map_err(|_| ()),
+        };
         *self.spent.lock().unwrap_or_else(|p| p.into_inner()) += start.elapsed();
     }
 
@@ -213,7 +263,10 @@ pub fn run(
     let mut end = None;
     for line in stdout.map(BufReader::new).into_iter().flat_map(|r| r.lines()).map_while(Result::ok) {
         match serde_json::from_str::<FromRun>(&line) {
-            Ok(FromRun::End { status, message }) => end = Some((status, message)),
+            Ok(FromRun::End { status, message, publish_s }) => {
+                end = Some((status, message.clone()));
+                on(FromRun::End { status, message, publish_s });
+            }
             Ok(msg) => on(msg),
             Err(_) => tracing::warn!("a run's process said something unexpected: {line:.200}"),
         }

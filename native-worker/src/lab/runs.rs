@@ -361,7 +361,13 @@ impl Manager {
             stop: Arc::clone(&run.stop),
             watched: Box::new(move || watched.viewers.load(Ordering::Relaxed) > 0),
         };
+        let publish_time = |seconds: f64| run.publish_ns.store((seconds * 1e9) as u64, Ordering::Relaxed);
         let mut on = |msg: FromRun| match msg {
+            FromRun::Update { metrics, profile, publish_s } => {
+                self.publish(run, EventBody::Metrics { metrics });
+                self.publish(run, EventBody::Profile { profile });
+                publish_time(publish_s);
+            }
             FromRun::Event(EventBody::Rollout { frame }) => self.publish_frame(run, frame),
             FromRun::Event(body) => self.publish(run, body),
             FromRun::Blob { name, body } => {
@@ -369,8 +375,7 @@ impl Manager {
                     self.store.add_blob(run.id, name, body.into_bytes());
                 }
             }
-            FromRun::Publish(seconds) => run.publish_ns.store((seconds * 1e9) as u64, Ordering::Relaxed),
-            FromRun::End { .. } => {}
+            FromRun::End { publish_s, .. } => publish_time(publish_s),
         };
         let (status, message) = run_process::run(&self.exe, &run.spec, control, &mut on)
             .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}"))));
