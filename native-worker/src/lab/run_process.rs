@@ -266,16 +266,27 @@ pub fn run(
             Ok(FromRun::End { status, message, publish_s }) => {
                 end = Some((status, message.clone()));
                 on(FromRun::End { status, message, publish_s });
+                break;
             }
             Ok(msg) => on(msg),
             Err(_) => tracing::warn!("a run's process said something unexpected: {line:.200}"),
         }
     }
+    if let Some(end) = end {
+        // The run has ended; its process's teardown (libtorch's, a tenth of a second or
+        // more) is no business of the run's status: it is reaped aside.
+        std::thread::spawn(move || {
+            let _ = child.wait();
+            done.store(true, Ordering::Relaxed);
+            let _ = (controller.join(), tail.join());
+        });
+        return Ok(end);
+    }
     let exit = child.wait()?;
     done.store(true, Ordering::Relaxed);
     let _ = controller.join();
     let stderr = tail.join().unwrap_or_default();
-    Ok(end.unwrap_or_else(|| (RunStatus::Failed, Some(died(exit, &stderr)))))
+    Ok((RunStatus::Failed, Some(died(exit, &stderr))))
 }
 
 /// Why a run's process ended without saying how its run ended.
