@@ -25,6 +25,37 @@ pub enum KnobKind {
     IntList,
 }
 
+impl KnobKind {
+    /// A typed value from text (a form's field, a `--change KEY=VALUE`). Text that does
+    /// not parse is kept as it is, so that the spec's validation (the one judge) names the
+    /// field and what it allows.
+    pub fn value(self, text: &str) -> Value {
+        let t = text.trim();
+        let raw = || Value::String(text.to_string());
+        match self {
+            KnobKind::Int => t.parse::<u64>().map_or_else(|_| raw(), Value::from),
+            KnobKind::Float => t
+                .parse::<f64>()
+                .ok()
+                .and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
+                .unwrap_or_else(raw),
+            KnobKind::Bool => match t {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => raw(),
+            },
+            KnobKind::Choice(_) | KnobKind::Text => Value::String(t.to_string()),
+            KnobKind::OptionalText if t.is_empty() => Value::Null,
+            KnobKind::OptionalText => Value::String(t.to_string()),
+            KnobKind::IntList => {
+                let items: Option<Vec<Value>> =
+                    t.split(',').map(|i| i.trim().parse::<u64>().ok().map(Value::from)).collect();
+                items.map_or_else(raw, Value::Array)
+            }
+        }
+    }
+}
+
 /// One field of the launch form.
 #[derive(Clone, Copy, Debug)]
 pub struct Knob {

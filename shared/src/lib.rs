@@ -19,6 +19,7 @@
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
 
+pub mod audit;
 pub mod cartpole;
 pub mod counters;
 pub mod env;

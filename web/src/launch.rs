@@ -27,28 +27,6 @@ pub fn shown(v: Option<&Value>) -> String {
     }
 }
 
-/// What the form sends for a typed value. Text that does not parse is sent as it is, so
-/// that the server (the one judge of a spec) names the field and what it allows.
-pub fn parsed(kind: KnobKind, text: &str) -> Value {
-    let t = text.trim();
-    let raw = || Value::String(text.to_string());
-    match kind {
-        KnobKind::Int => t.parse::<u64>().map_or_else(|_| raw(), Value::from),
-        KnobKind::Float => {
-            t.parse::<f64>().ok().and_then(|f| serde_json::Number::from_f64(f).map(Value::Number)).unwrap_or_else(raw)
-        }
-        KnobKind::Bool => Value::Bool(t == "true"),
-        KnobKind::Choice(_) | KnobKind::Text => Value::String(t.to_string()),
-        KnobKind::OptionalText if t.is_empty() => Value::Null,
-        KnobKind::OptionalText => Value::String(t.to_string()),
-        KnobKind::IntList => {
-            let items: Option<Vec<Value>> =
-                t.split(',').map(|i| i.trim().parse::<u64>().ok().map(Value::from)).collect();
-            items.map_or_else(raw, Value::Array)
-        }
-    }
-}
-
 /// POSTs a spec; the new run's id.
 pub async fn launch(spec: &Spec) -> Result<u64, ApiError> {
     let body = Value::Object(spec.clone()).to_string();
@@ -66,7 +44,7 @@ fn Field(
     let name = knob.name;
     let value = move || spec.with(|s| shown(knob.get(s).as_ref()));
     let set = move |text: String| {
-        spec.update(|s| knob.set(s, parsed(knob.kind, &text)));
+        spec.update(|s| knob.set(s, knob.kind.value(&text)));
         errors.update(|e| {
             e.remove(name);
         });
@@ -168,12 +146,12 @@ mod tests {
 
     #[test]
     fn form_text_becomes_typed_json_and_back() {
-        assert_eq!(parsed(KnobKind::Int, " 8 "), Value::from(8u64));
-        assert_eq!(parsed(KnobKind::Int, "eight"), Value::from("eight"), "left for the server to name");
-        assert_eq!(parsed(KnobKind::Float, "2.5e-4"), Value::from(2.5e-4));
-        assert_eq!(parsed(KnobKind::IntList, "64, 64"), serde_json::json!([64, 64]));
-        assert_eq!(parsed(KnobKind::OptionalText, ""), Value::Null);
-        assert_eq!(parsed(KnobKind::Bool, "true"), Value::Bool(true));
+        assert_eq!(KnobKind::Int.value(" 8 "), Value::from(8u64));
+        assert_eq!(KnobKind::Int.value("eight"), Value::from("eight"), "left for the server to name");
+        assert_eq!(KnobKind::Float.value("2.5e-4"), Value::from(2.5e-4));
+        assert_eq!(KnobKind::IntList.value("64, 64"), serde_json::json!([64, 64]));
+        assert_eq!(KnobKind::OptionalText.value(""), Value::Null);
+        assert_eq!(KnobKind::Bool.value("true"), Value::Bool(true));
         let spec = preset(Preset::Cleanrl);
         let get = |spec: &Spec, name| shown(hotlab_shared::knobs::find(name).unwrap().get(spec).as_ref());
         assert_eq!(get(&spec, "hidden"), "64,64");
