@@ -260,3 +260,44 @@ fn an_edited_checkpoint_is_refused_clearly() {
         assert!(err.contains(named) && !err.contains("panicked"), "{what}: {err}");
     }
 }
+
+/// `hotlab audit`: bad changes are refused naming the field; a small audit reports, per
+/// change, a verdict, the ratio's interval, the phase that moved and learning parity
+/// (which verdict comes out depends on this machine's noise, so it is not asserted).
+#[test]
+fn audit_refuses_bad_changes_and_reports_each_one() {
+    let base = ["audit", "--envs", "4", "--total-steps", "2048", "--device", "cpu"];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        base.iter().chain(extra).copied().collect()
+    }
+    rejected(&with(&base, &["--change", "speed=11"]), "--change");
+    rejected(&with(&base, &["--change", "backend"]), "--change");
+    rejected(&with(&base, &["--change", "envs=0"]), "--envs");
+    rejected(&with(&base, &["--change", "envs=4"]), "--envs");
+    rejected(&with(&base, &["--change", "proof_depth=6"]), "--proof-depth");
+    rejected(&with(&base, &["--change", "lr=0.001", "--repeats", "1"]), "--repeats");
+
+    let out = run(hotlab()
+        .args(with(&base, &["--change", "backend=threads", "--change", "lr=0.001", "--repeats", "2", "--json"])));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    assert_eq!(r["repeats"], 2);
+    let noise = &r["noise"];
+    assert!(noise["low"].as_f64().unwrap() <= noise["median"].as_f64().unwrap());
+    assert!(noise["median"].as_f64().unwrap() <= noise["high"].as_f64().unwrap());
+    let changes = r["changes"].as_array().unwrap();
+    assert_eq!(
+        changes.iter().map(|c| c["change"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["backend=threads", "lr=0.001"]
+    );
+    for c in changes {
+        assert!(
+            ["confirmed", "no_effect", "regression", "beyond_bound"].contains(&c["verdict"].as_str().unwrap()),
+            "{c}"
+        );
+        let ratio = &c["ratio"];
+        assert!(ratio["low"].as_f64().unwrap() > 0.0 && ratio["low"].as_f64() <= ratio["high"].as_f64(), "{c}");
+        assert!(c["phase"].is_string() && c["learning_worse"].is_boolean(), "{c}");
+        assert!(c["learning"]["baseline"].is_number(), "CartPole has a mean return: {c}");
+    }
+}

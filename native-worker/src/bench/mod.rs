@@ -1,8 +1,10 @@
-//! The library side of the measuring commands: env stepping per backend (`hotlab bench
+//! The library side of the measuring commands: a change audited by re-running (`hotlab
+//! audit`, [`audit`]), env stepping per backend (`hotlab bench
 //! envs`, [`envs`]), a lab under many viewers for minutes (`hotlab bench soak`,
 //! [`soak`]) and every GPU path against its CPU reference (`hotlab gpu-check`,
 //! [`gpu_check`]).
 
+pub mod audit;
 pub mod envs;
 pub mod gpu_check;
 pub mod soak;

@@ -1,6 +1,7 @@
 //! The `hotlab` subcommands: one file each, with its flags and its printout. Everything
 //! they run is in the library.
 
+mod audit;
 mod bench;
 mod env_worker;
 mod eval;
@@ -49,6 +50,10 @@ pub enum Command {
     /// split, and the knobs to turn (same flags as `train`).
     #[command(args_override_self = true, allow_negative_numbers = true)]
     Profile(Box<train::ProfileArgs>),
+    /// Re-run a run with each change (KEY=VALUE) applied alone, interleaved with the
+    /// baseline, and say whether it held: confirmed, no effect, or a regression.
+    #[command(args_override_self = true, allow_negative_numbers = true)]
+    Audit(Box<audit::AuditArgs>),
     /// Benchmarks (`hotlab bench envs --help`).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -97,6 +102,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCommand::Envs(a)) => bench::envs(a),
         Command::Bench(BenchCommand::Soak(a)) => soak::soak(a),
         Command::Prove(a) => prove::prove_cmd(a),
+        Command::Audit(a) => audit::audit(*a),
         Command::Prune(a) => prune::prune(a),
         Command::GpuCheck(a) => gpu_check::gpu_check(a),
         Command::EnvWorker(a) => env_worker::env_worker(a),

@@ -1,0 +1,75 @@
+//! `hotlab audit`: re-runs a run with one change at a time and says whether each held.
+
+use crate::cli::UsageError;
+use anyhow::Result;
+use clap::Args;
+use hotlab::bench::audit::{self, AuditReport, AuditSpec};
+use hotlab_shared::audit::Change;
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// The baseline: the flags of `hotlab train`.
+    #[command(flatten)]
+    pub train: super::train::TrainArgs,
+    /// A change to audit, KEY=VALUE with KEY a knob (a training flag in snake_case:
+    /// backend=threads, lr=0.001, hidden=128,128); repeat for several, each audited alone.
+    #[arg(long = "change", value_name = "KEY=VALUE", required = true)]
+    pub changes: Vec<String>,
+    /// Pairs per change (baseline, variant), and baseline/baseline pairs for the noise.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+}
+
+pub fn audit(a: AuditArgs) -> Result<()> {
+    if a.repeats < 2 {
+        let message = format!("{}: at least 2 (one pair says nothing of the spread)", a.repeats);
+        return Err(UsageError { flag: "--repeats", message }.into());
+    }
+    let baseline = a.train.spec()?;
+    baseline.validate()?;
+    let mut changes = Vec::new();
+    for text in &a.changes {
+        let change = Change::parse(text)?;
+        change.apply(&baseline)?;
+        changes.push(change);
+    }
+    let spec = AuditSpec { baseline, changes, repeats: a.repeats };
+    let bar = if a.train.json { ProgressBar::hidden() } else { ProgressBar::new(1) };
+    bar.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} run {pos}/{len}: {msg}").expect("template"),
+    );
+    let report = audit::audit(&spec, &mut |what, done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(what.to_string());
+    })?;
+    bar.finish_and_clear();
+    match a.train.json {
+        true => println!("{}", serde_json::to_string(&report)?),
+        false => print!("{}", table(&report)),
+    }
+    Ok(())
+}
+
+fn table(r: &AuditReport) -> String {
+    let n = &r.noise;
+    let mut out =
+        format!("noise (baseline against itself, {} pairs): {:.3} ({:.3}–{:.3})\n", r.repeats, n.median, n.low, n.high);
+    out.push_str("change                      verdict       ratio (95 %)            moved most\n");
+    for c in &r.changes {
+        let worse = if c.learning_worse { "  LEARNING WORSE" } else { "" };
+        out.push_str(&format!(
+            "{:<27} {:<13} {:.3} ({:.3}–{:.3})   {} {:.1} % → {:.1} %{worse}\n",
+            c.change,
+            serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            c.ratio.median,
+            c.ratio.low,
+            c.ratio.high,
+            c.phase,
+            100.0 * c.phase_share_before,
+            100.0 * c.phase_share_after,
+        ));
+    }
+    out
+}
