@@ -299,5 +299,20 @@ fn audit_refuses_bad_changes_and_reports_each_one() {
         assert!(ratio["low"].as_f64().unwrap() > 0.0 && ratio["low"].as_f64() <= ratio["high"].as_f64(), "{c}");
         assert!(c["phase"].is_string() && c["learning_worse"].is_boolean(), "{c}");
         assert!(c["learning"]["baseline"].is_number(), "CartPole has a mean return: {c}");
+        assert!(c["bound"].is_null(), "a change of one's own has no predicted bound: {c}");
+    }
+
+    // The report's own recommendations, each with the bound it predicted.
+    let sub = ["audit", "--envs", "4", "--total-steps", "2048", "--device", "cpu", "--backend", "subprocess"];
+    let out = run(hotlab().args(with(&sub, &["--workers", "2", "--recommendations", "--repeats", "2", "--json"])));
+    match out.status.code() {
+        Some(0) => {
+            let r = last_json(&out);
+            for c in r["changes"].as_array().unwrap() {
+                assert!(c["bound"].as_f64().is_some_and(|b| b >= 1.0), "{c}");
+            }
+        }
+        // What the report recommends depends on what it measured: nothing is said clearly.
+        _ => assert!(stderr(&out).contains("--recommendations"), "{}", stderr(&out)),
     }
 }

@@ -7,17 +7,27 @@
 //! where its ratios' 95 % interval lies against the noise's.
 
 use crate::knobs::{self, Knob};
+use crate::report::Recommendation;
 use crate::spec::{json, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One knob set to one value.
+/// Knobs set to values: one (`--change KEY=VALUE`), or a recommendation's (which may set
+/// two together, e.g. `--backend subprocess --wait spin`).
 #[derive(Clone, Debug)]
 pub struct Change {
-    pub knob: &'static Knob,
-    pub value: Value,
-    /// As written (`lr=0.001`).
+    pub settings: Vec<(&'static Knob, Value)>,
+    /// As written (`lr=0.001`, or the recommendation's flags).
     pub text: String,
+    /// The most the run can speed up by it, when a report predicted it (×).
+    pub bound: Option<f64>,
+}
+
+fn knob(key: &str) -> Result<&'static Knob, SpecError> {
+    knobs::find(key.trim()).ok_or_else(|| {
+        let names: Vec<&str> = knobs::KNOBS.iter().map(|k| k.name).collect();
+        SpecError::new("change", format!("'{}' is not a knob; the knobs: {}", key.trim(), names.join(", ")))
+    })
 }
 
 impl Change {
@@ -26,36 +36,41 @@ impl Change {
         let Some((key, value)) = text.split_once('=') else {
             return Err(SpecError::new("change", format!("'{text}': write KEY=VALUE, e.g. backend=threads")));
         };
-        let Some(knob) = knobs::find(key.trim()) else {
-            let names: Vec<&str> = knobs::KNOBS.iter().map(|k| k.name).collect();
-            return Err(SpecError::new(
-                "change",
-                format!("'{}' is not a knob; the knobs: {}", key.trim(), names.join(", ")),
-            ));
-        };
-        Ok(Self { knob, value: knob.kind.value(value), text: text.trim().to_string() })
+        let knob = knob(key)?;
+        Ok(Self { settings: vec![(knob, knob.kind.value(value))], text: text.trim().to_string(), bound: None })
+    }
+
+    /// A report's recommendation, with its Amdahl bound.
+    pub fn recommended(r: &Recommendation) -> Result<Self, SpecError> {
+        let settings = r
+            .overrides()
+            .iter()
+            .map(|(key, value)| knob(key).map(|k| (k, k.kind.value(value))))
+            .collect::<Result<Vec<_>, _>>()?;
+        if settings.is_empty() {
+            return Err(SpecError::new("change", format!("the recommendation '{}' sets no knob", r.knob)));
+        }
+        Ok(Self { settings, text: r.knob.clone(), bound: Some(r.max_speedup) })
     }
 
     /// The variant: `base` with this change, validated; refused (naming the field) when
-    /// the spec refuses the value, the knob is not the workload's, or nothing changes.
+    /// the spec refuses a value, a knob is not the workload's, or nothing changes.
     pub fn apply(&self, base: &RunSpec) -> Result<RunSpec, SpecError> {
         let env = base.env();
-        if !self.knob.applies_to(env) {
-            return Err(SpecError::new(
-                self.knob.name,
-                format!("{} is not a setting of the {env} workload", self.knob.name),
-            ));
-        }
         let Ok(Value::Object(mut fields)) = serde_json::to_value(base) else {
             return Err(SpecError::new("change", "the baseline's spec does not serialize"));
         };
-        let before = self.knob.get(&fields);
-        self.knob.set(&mut fields, self.value.clone());
+        for (knob, value) in &self.settings {
+            if !knob.applies_to(env) {
+                return Err(SpecError::new(knob.name, format!("{} is not a setting of the {env} workload", knob.name)));
+            }
+            knob.set(&mut fields, value.clone());
+        }
         let variant = json::parse(Value::Object(fields)).map_err(|r| r.error)?;
         variant.validate()?;
         if variant == *base {
-            let shown = before.map_or_else(|| "unset".to_string(), |v| v.to_string());
-            return Err(SpecError::new(self.knob.name, format!("{}: the baseline already has {shown}", self.text)));
+            let field = self.settings.first().map_or("change", |(k, _)| k.name);
+            return Err(SpecError::new(field, format!("{}: the baseline already has it", self.text)));
         }
         Ok(variant)
     }
@@ -177,8 +192,25 @@ mod tests {
         let e = Change::parse("backend=fast").unwrap().apply(&base).unwrap_err();
         assert_eq!(e.field, "backend", "{e}");
         let e = Change::parse("envs=4").unwrap().apply(&base).unwrap_err();
-        assert!(e.field == "envs" && e.message.contains("already has 4"), "{e}");
+        assert!(e.field == "envs" && e.message.contains("already has it"), "{e}");
         let e = Change::parse("proof_depth=6").unwrap().apply(&base).unwrap_err();
         assert!(e.field == "proof_depth" && e.message.contains("cartpole"), "{e}");
+    }
+
+    #[test]
+    fn a_recommendation_is_a_change_with_its_bound() {
+        let r = Recommendation {
+            knob: "--backend subprocess --wait spin".into(),
+            phase: crate::profile::Phase::EnvWait,
+            signature: String::new(),
+            max_speedup: 1.8,
+        };
+        let c = Change::recommended(&r).unwrap();
+        assert_eq!(c.bound, Some(1.8));
+        let base = RunSpec::default();
+        let v = c.apply(&base).unwrap();
+        assert_eq!((v.exec.backend.to_string(), v.exec.wait.to_string()), ("subprocess".into(), "spin".into()));
+        let none = Recommendation { knob: "fewer envs".into(), ..r };
+        assert_eq!(Change::recommended(&none).unwrap_err().field, "change");
     }
 }

@@ -131,9 +131,9 @@ fn judge(change: &Change, pairs: &[(TrainReport, TrainReport)], noise: &Interval
     };
     Ok(ChangeResult {
         change: change.text.clone(),
-        verdict: verdict(&ratio, noise, None),
+        verdict: verdict(&ratio, noise, change.bound),
         ratio,
-        bound: None,
+        bound: change.bound,
         phase: phase.name(),
         phase_share_before: shares(before, phase),
         phase_share_after: shares(after, phase),

@@ -14,8 +14,12 @@ pub struct AuditArgs {
     pub train: super::train::TrainArgs,
     /// A change to audit, KEY=VALUE with KEY a knob (a training flag in snake_case:
     /// backend=threads, lr=0.001, hidden=128,128); repeat for several, each audited alone.
-    #[arg(long = "change", value_name = "KEY=VALUE", required = true)]
+    #[arg(long = "change", value_name = "KEY=VALUE", required_unless_present = "recommendations")]
     pub changes: Vec<String>,
+    /// Also audit the baseline's own report's recommendations (a first baseline run
+    /// profiles it), each judged against its predicted bound too.
+    #[arg(long)]
+    pub recommendations: bool,
     /// Pairs per change (baseline, variant), and baseline/baseline pairs for the noise.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -33,6 +37,21 @@ pub fn audit(a: AuditArgs) -> Result<()> {
         let change = Change::parse(text)?;
         change.apply(&baseline)?;
         changes.push(change);
+    }
+    if a.recommendations {
+        let trained = hotlab::workloads::train(&baseline, &mut |_| {})?;
+        let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+        for r in &report.recommendations {
+            // A recommendation the baseline already follows, or that cannot be applied, is said and skipped.
+            match Change::recommended(r).and_then(|c| c.apply(&baseline).map(|_| c)) {
+                Ok(c) => changes.push(c),
+                Err(e) => eprintln!("skipping the recommendation '{}': {e}", r.knob),
+            }
+        }
+        if changes.is_empty() {
+            let message = "the baseline's report recommends nothing that changes it; give --change KEY=VALUE".into();
+            return Err(UsageError { flag: "--recommendations", message }.into());
+        }
     }
     let spec = AuditSpec { baseline, changes, repeats: a.repeats };
     let bar = if a.train.json { ProgressBar::hidden() } else { ProgressBar::new(1) };
@@ -59,8 +78,9 @@ fn table(r: &AuditReport) -> String {
     out.push_str("change                      verdict       ratio (95 %)            moved most\n");
     for c in &r.changes {
         let worse = if c.learning_worse { "  LEARNING WORSE" } else { "" };
+        let bound = c.bound.map_or(String::new(), |b| format!("  (predicted ≤ {b:.2}×)"));
         out.push_str(&format!(
-            "{:<27} {:<13} {:.3} ({:.3}–{:.3})   {} {:.1} % → {:.1} %{worse}\n",
+            "{:<27} {:<13} {:.3} ({:.3}–{:.3})   {} {:.1} % → {:.1} %{bound}{worse}\n",
             c.change,
             serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
             c.ratio.median,
