@@ -897,3 +897,40 @@ fn a_run_whose_process_is_killed_fails_and_the_lab_stays_up() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `hotlab bench soak` at the smallest budget: a real lab, a run, viewers and a reader;
+/// its report has both phases, memory samples, stored events and a stop time (the figures
+/// themselves are a benchmark's, not asserted).
+#[test]
+fn the_soak_benchmark_reports_both_phases() {
+    let out = run(hotlab().args([
+        "bench",
+        "soak",
+        "--viewers",
+        "3",
+        "--readers",
+        "1",
+        "--baseline-s",
+        "1",
+        "--minutes",
+        "0.03",
+        "--sample-s",
+        "0.5",
+        "--json",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    let phases: Vec<&str> = r["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["unwatched", "watched"]);
+    assert!(r["phases"].as_array().unwrap().iter().all(|p| p["rss_mib_max"].as_f64().unwrap() > 0.0));
+    assert!(r["rss_mib"].as_array().unwrap().len() >= 3);
+    assert!(r["events_stored"].as_u64().unwrap() > 0 && r["events_dropped"].is_u64());
+    assert!(r["viewer_messages"].as_u64().unwrap() > 0, "the viewers were sent the history: {r}");
+    assert!(r["stop_s"].as_f64().unwrap() >= 0.0);
+    let bad = run(hotlab().args(["bench", "soak", "--minutes", "0"]));
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--minutes"));
+    let bad = run(hotlab().args(["serve", "--finished-frames-per-minute", "nan"]));
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--finished-frames-per-minute"));
+}
