@@ -76,16 +76,18 @@ impl Run {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The run's info alone (the run list asks for it every few seconds: no profile or
+    /// report is copied for it).
     pub fn info(&self) -> RunInfo {
-        self.summary().info
+        let info = self.state().summary.info.clone();
+        let publish_s = Some(self.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
+        RunInfo { spec: self.spec.clone(), publish_s, ..info }
     }
 
     /// The run's totals so far, kept as it goes (no event is re-read).
     pub fn summary(&self) -> RunSummary {
-        let mut summary = self.state().summary.clone();
-        summary.info.spec = self.spec.clone();
-        summary.info.publish_s = Some(self.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
-        summary
+        let summary = self.state().summary.clone();
+        RunSummary { info: self.info(), ..summary }
     }
 
     /// The events after `since`: those still in memory, and the range to read from the store.
