@@ -7,6 +7,7 @@
 //! where its ratios' 95 % interval lies against the noise's.
 
 use crate::knobs::{self, Knob};
+use crate::profile::{Phase, Profile};
 use crate::report::Recommendation;
 use crate::spec::{json, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
@@ -42,15 +43,28 @@ impl Change {
 
     /// A report's recommendation, with its Amdahl bound.
     pub fn recommended(r: &Recommendation) -> Result<Self, SpecError> {
-        let settings = r
-            .overrides()
+        Self::flags(&r.knob, Some(r.max_speedup))
+    }
+
+    /// Flags and values (`--backend subprocess --wait spin`), as a recommendation writes them.
+    pub fn flags(text: &str, bound: Option<f64>) -> Result<Self, SpecError> {
+        let settings = crate::report::flag_overrides(text)
             .iter()
             .map(|(key, value)| knob(key).map(|k| (k, k.kind.value(value))))
             .collect::<Result<Vec<_>, _>>()?;
         if settings.is_empty() {
-            return Err(SpecError::new("change", format!("the recommendation '{}' sets no knob", r.knob)));
+            return Err(SpecError::new("change", format!("'{text}' sets no knob")));
         }
-        Ok(Self { settings, text: r.knob.clone(), bound: Some(r.max_speedup) })
+        Ok(Self { settings, text: text.to_string(), bound })
+    }
+
+    /// A change as [`Change::text`] wrote it (either form), with its bound: how a stored
+    /// audit is read back.
+    pub fn restore(text: &str, bound: Option<f64>) -> Result<Self, SpecError> {
+        match text.trim_start().starts_with("--") {
+            true => Self::flags(text, bound),
+            false => Ok(Self { bound, ..Self::parse(text)? }),
+        }
     }
 
     /// The variant: `base` with this change, validated; refused (naming the field) when
@@ -121,6 +135,193 @@ pub enum Verdict {
     Regression,
     /// Faster than the report's bound allows: its model missed something.
     BeyondBound,
+}
+
+/// What one run of an audit measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Env steps per second of training.
+    pub sps: f64,
+    /// The run's phase totals and counters.
+    pub profile: Profile,
+    /// Mean return of the last 100 episodes, when any ended.
+    pub mean_return: Option<f64>,
+}
+
+/// Which spec one run of an audit trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Slot {
+    Baseline,
+    /// The baseline with change `i` applied.
+    Variant(usize),
+}
+
+/// The order of an audit's runs: per repeat, `A A` (the noise now), then `V A` for each
+/// change: the variant paired with the baseline run just before it, and a fresh baseline
+/// for the next change's pair. Drift on a shared machine hits both runs of a pair alike.
+pub fn schedule(changes: usize, repeats: usize) -> Vec<Slot> {
+    let mut out = Vec::with_capacity(repeats * (2 + 2 * changes));
+    for _ in 0..repeats {
+        out.extend([Slot::Baseline, Slot::Baseline]);
+        for i in 0..changes {
+            out.extend([Slot::Variant(i), Slot::Baseline]);
+        }
+    }
+    out
+}
+
+/// One change's measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChangeResult {
+    /// As written (`backend=threads`, or a recommendation's flags).
+    pub change: String,
+    pub verdict: Verdict,
+    /// Variant steps/s over baseline steps/s, over the pairs.
+    pub ratio: Interval,
+    /// The report's predicted ratio at most, when the change came from it.
+    pub bound: Option<f64>,
+    /// The phase whose share of the time moved most, and its share before and after (medians).
+    pub phase: Phase,
+    pub phase_share_before: f64,
+    pub phase_share_after: f64,
+    /// Mean return of the last 100 episodes, baseline and variant (medians over repeats).
+    pub learning: Learning,
+    /// The variant's return fell below the baseline's by more than a tenth.
+    pub learning_worse: bool,
+}
+
+/// Learning parity: the baseline's and the variant's median return.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Learning {
+    pub baseline: Option<f64>,
+    pub variant: Option<f64>,
+}
+
+/// An audit's result (`hotlab audit --json`'s last line, and what the lab stores).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditReport {
+    pub baseline: RunSpec,
+    pub repeats: usize,
+    /// The baseline against itself.
+    pub noise: Interval,
+    pub changes: Vec<ChangeResult>,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 })
+}
+
+/// What to audit: a baseline, its changes (each applied and validated) and the repeats.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub baseline: RunSpec,
+    pub changes: Vec<Change>,
+    /// The baseline with each change applied, in `changes`' order.
+    pub variants: Vec<RunSpec>,
+    /// Pairs per change, and A/A pairs.
+    pub repeats: usize,
+}
+
+/// The fewest repeats: one pair says nothing of the spread.
+pub const MIN_REPEATS: usize = 2;
+/// The most repeats an audit may ask for.
+pub const MAX_REPEATS: usize = 30;
+
+impl Plan {
+    /// Refuses (naming the field) fewer than two repeats, no change, and a change the
+    /// spec refuses or that leaves the baseline as it is.
+    pub fn new(baseline: RunSpec, changes: Vec<Change>, repeats: usize) -> Result<Self, SpecError> {
+        if !(MIN_REPEATS..=MAX_REPEATS).contains(&repeats) {
+            return Err(SpecError::new(
+                "repeats",
+                format!("must be between {MIN_REPEATS} and {MAX_REPEATS} (got {repeats}); one pair says nothing of the spread"),
+            ));
+        }
+        if changes.is_empty() {
+            return Err(SpecError::new("change", "no change to audit: give at least one KEY=VALUE"));
+        }
+        baseline.validate()?;
+        let variants = changes.iter().map(|c| c.apply(&baseline)).collect::<Result<_, _>>()?;
+        Ok(Self { baseline, changes, variants, repeats })
+    }
+
+    /// The runs in order.
+    pub fn schedule(&self) -> Vec<Slot> {
+        schedule(self.changes.len(), self.repeats)
+    }
+
+    /// The spec a slot trains.
+    pub fn spec(&self, slot: Slot) -> &RunSpec {
+        match slot {
+            Slot::Baseline => &self.baseline,
+            Slot::Variant(i) => &self.variants[i],
+        }
+    }
+
+    /// What a slot is, for people: `baseline` or the change.
+    pub fn label(&self, slot: Slot) -> &str {
+        match slot {
+            Slot::Baseline => "baseline",
+            Slot::Variant(i) => &self.changes[i].text,
+        }
+    }
+
+    /// The audit's result from its runs' measurements, in [`Plan::schedule`]'s order.
+    pub fn conclude(&self, measured: &[Measured]) -> Result<AuditReport, String> {
+        let n = self.changes.len();
+        if measured.len() != self.schedule().len() {
+            return Err(format!("{} runs measured, the audit has {}", measured.len(), self.schedule().len()));
+        }
+        let mut noise = Vec::new();
+        let mut pairs: Vec<Vec<(&Measured, &Measured)>> = vec![Vec::new(); n];
+        for repeat in measured.chunks(2 + 2 * n) {
+            noise.push(repeat[1].sps / repeat[0].sps);
+            let mut before = &repeat[1];
+            for (i, vs) in repeat[2..].chunks(2).enumerate() {
+                pairs[i].push((before, &vs[0]));
+                before = &vs[1];
+            }
+        }
+        let noise = interval(&noise).ok_or("the baseline's steps/s were not measurable")?;
+        let changes =
+            self.changes.iter().zip(pairs).map(|(c, p)| judge(c, &p, &noise)).collect::<Result<Vec<_>, _>>()?;
+        Ok(AuditReport { baseline: self.baseline.clone(), repeats: self.repeats, noise, changes })
+    }
+}
+
+fn judge(change: &Change, pairs: &[(&Measured, &Measured)], noise: &Interval) -> Result<ChangeResult, String> {
+    let ratios: Vec<f64> = pairs.iter().map(|(a, b)| b.sps / a.sps).collect();
+    let ratio = interval(&ratios).ok_or_else(|| format!("{}: steps/s were not measurable", change.text))?;
+    let share = |after: bool, p: Phase| {
+        median(pairs.iter().map(|(a, b)| if after { b } else { a }.profile.share(p)).collect()).unwrap_or(0.0)
+    };
+    let moved = |p: Phase| (share(true, p) - share(false, p)).abs();
+    let phase = Phase::ALL.into_iter().max_by(|&p, &q| moved(p).total_cmp(&moved(q))).unwrap_or(Phase::Other);
+    let returns =
+        |after: bool| median(pairs.iter().filter_map(|(a, b)| if after { b } else { a }.mean_return).collect());
+    let learning = Learning { baseline: returns(false), variant: returns(true) };
+    let learning_worse = match (learning.baseline, learning.variant) {
+        (Some(b), Some(v)) => v < b - 0.1 * b.abs().max(1.0),
+        (Some(_), None) => true,
+        _ => false,
+    };
+    Ok(ChangeResult {
+        change: change.text.clone(),
+        verdict: verdict(&ratio, noise, change.bound),
+        ratio,
+        bound: change.bound,
+        phase,
+        phase_share_before: share(false, phase),
+        phase_share_after: share(true, phase),
+        learning,
+        learning_worse,
+    })
 }
 
 /// Judges a change's interval against the A/A noise's: beyond it only when the two do not
@@ -197,6 +398,52 @@ mod tests {
         assert!(e.field == "proof_depth" && e.message.contains("cartpole"), "{e}");
     }
 
+    fn measured(sps: f64, env_wait: f64) -> Measured {
+        let phase = |p, wall_s| crate::profile::PhaseTime { phase: p, wall_s, calls: 1, device_s: None };
+        let profile = Profile {
+            wall_s: 1.0,
+            phases: vec![phase(Phase::EnvWait, env_wait), phase(Phase::EnvStep, 1.0 - env_wait)],
+            ..Profile::default()
+        };
+        Measured { sps, profile, mean_return: Some(sps / 10.0) }
+    }
+
+    #[test]
+    fn runs_are_paired_in_schedule_order() {
+        use Slot::*;
+        assert_eq!(schedule(2, 1), vec![Baseline, Baseline, Variant(0), Baseline, Variant(1), Baseline]);
+        assert_eq!(schedule(1, 3).len(), 12);
+        // Per repeat: A A V0 A V1 A. Change 0 doubles steps/s and removes the wait; change 1 halves them.
+        let repeat = |drift: f64| {
+            vec![
+                measured(100.0 * drift, 0.5),
+                measured(101.0 * drift, 0.5),
+                measured(200.0 * drift, 0.0),
+                measured(100.0 * drift, 0.5),
+                measured(50.0 * drift, 0.5),
+                measured(99.0 * drift, 0.5),
+            ]
+        };
+        let runs: Vec<Measured> = [1.0, 0.7, 1.3].into_iter().flat_map(repeat).collect();
+        let changes = vec![Change::parse("backend=threads").unwrap(), Change::parse("envs=8").unwrap()];
+        let plan = Plan::new(RunSpec::default(), changes, 3).unwrap();
+        let r = plan.conclude(&runs).unwrap();
+        assert!(close(r.noise.median, 1.01), "{:?}", r.noise);
+        let (faster, slower) = (&r.changes[0], &r.changes[1]);
+        assert!(close(faster.ratio.median, 200.0 / 101.0), "paired with the A just before: {faster:?}");
+        assert!(close(slower.ratio.median, 0.5), "{slower:?}");
+        assert_eq!((faster.verdict, slower.verdict), (Verdict::Confirmed, Verdict::Regression));
+        assert_eq!(faster.phase, Phase::EnvWait);
+        assert_eq!((faster.phase_share_before, faster.phase_share_after), (0.5, 0.0));
+        assert!(!faster.learning_worse && slower.learning_worse, "{slower:?}");
+        assert!(plan.conclude(&runs[1..]).is_err(), "a run missing");
+        assert_eq!(plan.label(Slot::Variant(1)), "envs=8");
+        assert_eq!(plan.spec(Slot::Variant(1)).envs, 8);
+        let e = Plan::new(RunSpec::default(), vec![Change::parse("envs=8").unwrap()], 1).unwrap_err();
+        assert_eq!(e.field, "repeats");
+        assert_eq!(Plan::new(RunSpec::default(), vec![], 3).unwrap_err().field, "change");
+    }
+
     #[test]
     fn a_recommendation_is_a_change_with_its_bound() {
         let r = Recommendation {
@@ -212,5 +459,8 @@ mod tests {
         assert_eq!((v.exec.backend.to_string(), v.exec.wait.to_string()), ("subprocess".into(), "spin".into()));
         let none = Recommendation { knob: "fewer envs".into(), ..r };
         assert_eq!(Change::recommended(&none).unwrap_err().field, "change");
+        let back = Change::restore(&c.text, c.bound).unwrap();
+        assert_eq!((back.text, back.bound, back.settings.len()), (c.text, c.bound, 2));
+        assert_eq!(Change::restore("lr=0.001", None).unwrap().settings[0].0.name, "lr");
     }
 }

@@ -116,6 +116,13 @@ pub const KNOBS: &[Knob] = &[
     knob("steps", "steps", "Envs and steps", Int, "steps per env per rollout"),
     knob("total_steps", "total_steps", "Envs and steps", Int, "env steps over the whole run"),
     knob(
+        "seconds",
+        "seconds",
+        "Envs and steps",
+        Float,
+        "most seconds of training; 0 = no limit (total_steps ends the run)",
+    ),
+    knob(
         "backend",
         "exec.backend",
         "Backend, workers and wait",

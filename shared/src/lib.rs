@@ -16,6 +16,9 @@
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
 //! - [`protocol`]: the lab's events (REST history and WebSocket stream).
 //! - [`report`]: the bottleneck report, a pure function of a profile and its spec.
+//! - [`audit`]: a change to a run (`KEY=VALUE`), the interleaved plan of an audit, and
+//!   its verdicts against this machine's noise and the report's bound.
+//! - [`lessons`]: the catalogue's lessons, each a baseline, its fixes, a signature and a budget.
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
 
@@ -24,6 +27,7 @@ pub mod cartpole;
 pub mod counters;
 pub mod env;
 pub mod knobs;
+pub mod lessons;
 pub mod profile;
 pub mod prolog;
 pub mod proof;

@@ -64,15 +64,20 @@ impl Recommendation {
     /// The spec fields to change, from the knob's flags: `--action-sync stacked` →
     /// `[("action_sync", "stacked")]`.
     pub fn overrides(&self) -> Vec<(String, String)> {
-        let words: Vec<&str> = self.knob.split_whitespace().collect();
-        words
-            .chunks(2)
-            .filter_map(|pair| match pair {
-                [flag, value] => Some((flag.strip_prefix("--")?.replace('-', "_"), value.to_string())),
-                _ => None,
-            })
-            .collect()
+        flag_overrides(&self.knob)
     }
+}
+
+/// The spec fields that flags set: `--action-sync stacked` → `[("action_sync", "stacked")]`.
+pub fn flag_overrides(flags: &str) -> Vec<(String, String)> {
+    let words: Vec<&str> = flags.split_whitespace().collect();
+    words
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [flag, value] => Some((flag.strip_prefix("--")?.replace('-', "_"), value.to_string())),
+            _ => None,
+        })
+        .collect()
 }
 
 fn amdahl(share: f64) -> f64 {

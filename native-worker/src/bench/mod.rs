@@ -7,4 +7,5 @@
 pub mod audit;
 pub mod envs;
 pub mod gpu_check;
+pub mod lessons;
 pub mod soak;

@@ -3,13 +3,16 @@
 use crate::cli::UsageError;
 use anyhow::Result;
 use clap::Args;
-use hotlab::bench::audit::{self, AuditReport, AuditSpec};
-use hotlab_shared::audit::Change;
+use hotlab::bench::audit;
+use hotlab_shared::audit::{AuditReport, Change, Measured, Plan};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
-    /// The baseline: the flags of `hotlab train`.
+    /// The baseline: the flags of `hotlab train`. Each run's budget is the baseline's
+    /// `--total-steps S` (env steps) or `--seconds T` (seconds of training, a run ending
+    /// after the update in progress): keep them short, an audit runs 2 + 2 × changes runs
+    /// per repeat.
     #[command(flatten)]
     pub train: super::train::TrainArgs,
     /// A change to audit, KEY=VALUE with KEY a knob (a training flag in snake_case:
@@ -53,17 +56,8 @@ pub fn audit(a: AuditArgs) -> Result<()> {
             return Err(UsageError { flag: "--recommendations", message }.into());
         }
     }
-    let spec = AuditSpec { baseline, changes, repeats: a.repeats };
-    let bar = if a.train.json { ProgressBar::hidden() } else { ProgressBar::new(1) };
-    bar.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} run {pos}/{len}: {msg}").expect("template"),
-    );
-    let report = audit::audit(&spec, &mut |what, done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(what.to_string());
-    })?;
-    bar.finish_and_clear();
+    let plan = Plan::new(baseline, changes, a.repeats)?;
+    let report = plan.conclude(&measure(&plan, a.train.json)?).map_err(anyhow::Error::msg)?;
     match a.train.json {
         true => println!("{}", serde_json::to_string(&report)?),
         false => print!("{}", table(&report)),
@@ -71,7 +65,22 @@ pub fn audit(a: AuditArgs) -> Result<()> {
     Ok(())
 }
 
-fn table(r: &AuditReport) -> String {
+/// The plan's runs, with a progress bar unless the output is JSON.
+pub(super) fn measure(plan: &Plan, json: bool) -> Result<Vec<Measured>> {
+    let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(1) };
+    bar.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} run {pos}/{len}: {msg}").expect("template"),
+    );
+    let runs = audit::measure(plan, &mut |what, done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(what.to_string());
+    })?;
+    bar.finish_and_clear();
+    Ok(runs)
+}
+
+pub(super) fn table(r: &AuditReport) -> String {
     let n = &r.noise;
     let mut out =
         format!("noise (baseline against itself, {} pairs): {:.3} ({:.3}–{:.3})\n", r.repeats, n.median, n.low, n.high);
@@ -86,7 +95,7 @@ fn table(r: &AuditReport) -> String {
             c.ratio.median,
             c.ratio.low,
             c.ratio.high,
-            c.phase,
+            c.phase.name(),
             100.0 * c.phase_share_before,
             100.0 * c.phase_share_after,
         ));

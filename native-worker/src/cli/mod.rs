@@ -6,6 +6,7 @@ mod bench;
 mod env_worker;
 mod eval;
 mod gpu_check;
+mod lesson;
 mod prove;
 mod prune;
 mod run_worker;
@@ -54,6 +55,10 @@ pub enum Command {
     /// baseline, and say whether it held: confirmed, no effect, or a regression.
     #[command(args_override_self = true, allow_negative_numbers = true)]
     Audit(Box<audit::AuditArgs>),
+    /// The catalogue's lessons: each bottleneck shown and removed, with the audit's verdicts
+    /// (`hotlab lesson list`, `hotlab lesson run ID`).
+    #[command(subcommand)]
+    Lesson(lesson::LessonCommand),
     /// Benchmarks (`hotlab bench envs --help`).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -103,6 +108,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCommand::Soak(a)) => soak::soak(a),
         Command::Prove(a) => prove::prove_cmd(a),
         Command::Audit(a) => audit::audit(*a),
+        Command::Lesson(c) => lesson::lesson(c),
         Command::Prune(a) => prune::prune(a),
         Command::GpuCheck(a) => gpu_check::gpu_check(a),
         Command::EnvWorker(a) => env_worker::env_worker(a),

@@ -32,6 +32,10 @@ pub struct TrainArgs {
     /// Environment steps over the whole run [cleanrl: 500000].
     #[arg(long)]
     pub total_steps: Option<u64>,
+    /// Most seconds of training (rollouts and updates): the run ends after the update in
+    /// progress once they are spent; 0 = no limit [0].
+    #[arg(long)]
+    pub seconds: Option<f64>,
     /// Passes over each rollout [4].
     #[arg(long)]
     pub epochs: Option<usize>,
@@ -131,7 +135,7 @@ impl TrainArgs {
         macro_rules! set {
             ($($($part:ident).+ = $flag:ident),* $(,)?) => { $( if let Some(v) = self.$flag.clone() { s.$($part).+ = v; } )* };
         }
-        set!(envs = envs, steps = steps, total_steps = total_steps, seed = seed, device = device);
+        set!(envs = envs, steps = steps, total_steps = total_steps, seconds = seconds, seed = seed, device = device);
         set!(ppo.epochs = epochs, ppo.minibatches = minibatches, ppo.lr = lr, ppo.gamma = gamma);
         set!(ppo.gae_lambda = gae_lambda, ppo.clip = clip, ppo.ent_coef = ent_coef, ppo.vf_coef = vf_coef);
         set!(ppo.max_grad_norm = max_grad_norm, ppo.hidden = hidden);

@@ -174,6 +174,10 @@ pub fn run(
             notes.push(format!("stopped after {index} of {iterations} updates"));
             break;
         }
+        if spec.seconds > 0.0 && start.elapsed().as_secs_f64() >= spec.seconds {
+            notes.push(format!("the budget of {} s was spent after {index} of {iterations} updates", spec.seconds));
+            break;
+        }
         let before = c.clone();
         let due = telemetry.due(index + 1);
         let mut it = Iteration {

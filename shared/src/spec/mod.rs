@@ -2,7 +2,7 @@
 //! a run writes.
 //!
 //! In JSON a spec is nested by concern: `workload` (a tagged object carrying only that
-//! workload's settings), `envs`, `steps`, `total_steps`, `seed`, `device`, then `ppo` (the
+//! workload's settings), `envs`, `steps`, `total_steps`, `seconds`, `seed`, `device`, then `ppo` (the
 //! hyperparameters), `exec` (where and how the hot path runs) and `telemetry`. Omitted
 //! fields take the defaults below (CleanRL's `ppo.py` for CartPole); unknown ones are
 //! refused. The flat form of earlier versions (`{"env": "proof", "lr": …, "kb": …}`, the
@@ -32,6 +32,9 @@ pub struct RunSpec {
     pub steps: usize,
     /// Environment steps over the whole run.
     pub total_steps: u64,
+    /// Most seconds of training (rollouts and updates) before the run ends after the update
+    /// in progress; 0 = no limit, `total_steps` alone ends it. A budget for audits and lessons.
+    pub seconds: f64,
     /// Seed of every random stream (envs, init, sampling, shuffling).
     pub seed: u64,
     /// `cpu`, `cuda`, `cuda:N` or `auto` (the first GPU if there is one, else the CPU).
@@ -214,6 +217,7 @@ impl Default for RunSpec {
             envs: 4,
             steps: 128,
             total_steps: 500_000,
+            seconds: 0.0,
             seed: 1,
             device: "auto".into(),
             ppo: PpoSpec::default(),
@@ -443,6 +447,7 @@ impl RunSpec {
                 format!("must be between envs × steps = {batch} and {MAX_TOTAL_STEPS} (got {})", self.total_steps),
             ));
         }
+        finite_in("seconds", self.seconds, 0.0, 30.0 * 86_400.0, false)?;
         self.validate_ppo()?;
         self.device.parse::<DeviceName>().map_err(|m| SpecError::new("device", m))?;
         self.validate_exec()?;

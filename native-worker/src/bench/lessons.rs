@@ -1,0 +1,32 @@
+//! A lesson's quick check: its slow setting and each fix trained once, briefly, and
+//! whether the signature shows (`hotlab lesson check`; CI runs it for every lesson).
+
+use anyhow::{Context, Result};
+use hotlab_shared::lessons::{Figure, Lesson, Params};
+use serde::Serialize;
+
+/// What one lesson's check found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub lesson: &'static str,
+    /// The signature in words.
+    pub measure: &'static str,
+    /// The slow setting's figure, then each fix's.
+    pub figures: Vec<Figure>,
+    pub shows: bool,
+}
+
+/// Trains the lesson's slow setting and each fix once under `params`' budget.
+pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
+    let plan = lesson.plan(params)?;
+    let mut figures = Vec::new();
+    for (label, spec) in std::iter::once(("baseline", &plan.baseline))
+        .chain(plan.changes.iter().map(|c| c.text.as_str()).zip(&plan.variants))
+    {
+        let trained = crate::workloads::train(spec, &mut |_| {}).with_context(|| format!("{}: {label}", lesson.id))?;
+        let value = lesson.signature.measure.of(&trained.report.profile);
+        figures.push(Figure { setting: label.to_string(), value });
+    }
+    let shows = figures[1..].iter().all(|f| lesson.signature.shows(figures[0].value, f.value));
+    Ok(Check { lesson: lesson.id, measure: lesson.signature.text, figures, shows })
+}

@@ -1,0 +1,440 @@
+//! The lessons: one per catalogue row whose workload exists, each a baseline that shows the
+//! bottleneck, variants that turn one knob each, the signature that must move, and a budget
+//! under which the whole lesson runs in about a minute on a 2-core CPU box.
+//!
+//! A lesson is data: it runs through the audit ([`crate::audit::Plan`]), so that it ends
+//! with a measured verdict per variant, not with a claim. The lab's `#/lesson/ID` page and
+//! `hotlab lesson run ID` run the same plan. A lesson's parameters (any knob over its
+//! baseline, the repeats, the seconds per run) can be changed; its signature test runs it
+//! at a tiny budget and fails when the bottleneck stops showing.
+
+use crate::audit::{AuditReport, Change, Measured, Plan, Slot};
+use crate::counters::Counters;
+use crate::knobs;
+use crate::profile::{Phase, Profile};
+use crate::spec::{json, RunSpec, SpecError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One lesson.
+#[derive(Clone, Debug, Serialize)]
+pub struct Lesson {
+    /// In URLs: `#/lesson/worker-waits`, `hotlab lesson run worker-waits`.
+    pub id: &'static str,
+    /// The catalogue row (DESIGN's table of bottlenecks).
+    pub row: u8,
+    pub title: &'static str,
+    /// What the bottleneck is, why it happens and what the fix does, in a few plain sentences.
+    pub phenomenon: &'static str,
+    /// What to look at on the screen while it runs.
+    pub look_at: &'static str,
+    /// The slow setting: knobs (by name) over the default spec.
+    pub baseline: &'static [(&'static str, &'static str)],
+    /// The fixes, one knob each (`KEY=VALUE`).
+    pub variants: &'static [&'static str],
+    pub signature: Signature,
+    pub budget: Budget,
+}
+
+/// How long a lesson runs: `repeats` × (2 + 2 × variants) runs of `seconds` each.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub seconds: f64,
+    pub repeats: usize,
+}
+
+/// What must move between the slow setting and each fix.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Signature {
+    pub measure: Measure,
+    pub expect: Expect,
+    /// The measure in words, with its unit.
+    pub text: &'static str,
+}
+
+/// A figure of one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    /// A counter per env step.
+    PerStep(Counter),
+    /// A phase's calls per env step.
+    CallsPerStep(Phase),
+    /// A phase's mean microseconds per call.
+    MicrosPerCall(Phase),
+    /// A phase's share of wall time (0..1).
+    Share(Phase),
+}
+
+/// The counters a signature can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counter {
+    HostSyncs,
+    H2dCopies,
+    IpcRoundTrips,
+    SpinIterations,
+}
+
+impl Counter {
+    fn of(self, c: &Counters) -> u64 {
+        match self {
+            Counter::HostSyncs => c.host_syncs,
+            Counter::H2dCopies => c.h2d_copies,
+            Counter::IpcRoundTrips => c.ipc_round_trips,
+            Counter::SpinIterations => c.spin_iterations,
+        }
+    }
+}
+
+/// How the slow setting's figure must compare with each fix's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// At least this many times the fix's (and above zero).
+    Higher(f64),
+    /// This many times higher or lower: the direction depends on the hardware.
+    Moves(f64),
+}
+
+impl Measure {
+    /// This measure of a run's totals.
+    pub fn of(self, p: &Profile) -> f64 {
+        let steps = p.counters.env_steps.max(1) as f64;
+        match self {
+            Measure::PerStep(c) => c.of(&p.counters) as f64 / steps,
+            Measure::CallsPerStep(ph) => p.calls(ph) as f64 / steps,
+            Measure::MicrosPerCall(ph) => 1e6 * p.phase(ph) / p.calls(ph).max(1) as f64,
+            Measure::Share(ph) => p.share(ph),
+        }
+    }
+}
+
+impl Signature {
+    /// Whether the slow setting's figure and a fix's differ as expected.
+    pub fn shows(&self, slow: f64, fix: f64) -> bool {
+        match self.expect {
+            Expect::Higher(k) => slow > 0.0 && slow >= k * fix,
+            Expect::Moves(k) => slow > 0.0 && fix > 0.0 && (slow / fix >= k || fix / slow >= k),
+        }
+    }
+}
+
+/// A lesson run: the audit, and the signature's figure per setting.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub lesson: String,
+    pub audit: AuditReport,
+    /// The baseline's figure, then each variant's (medians over their runs).
+    pub signature: Vec<Figure>,
+    /// Whether the signature showed against every fix.
+    pub shows: bool,
+}
+
+/// A setting's figure of the signature.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub setting: String,
+    pub value: f64,
+}
+
+/// Every lesson, in catalogue order.
+pub const LESSONS: &[Lesson] = &[
+    Lesson {
+        id: "worker-waits",
+        row: 1,
+        title: "Waiting on env worker processes",
+        phenomenon: "Stepping envs in worker processes means that every step is a round trip: the trainer writes \
+            the actions, wakes each worker, and waits until all have answered. A spinning wait polls a ready flag \
+            in a loop, and when there are no spare cores the spinner steals the very core a worker needs, so the \
+            step waits longer still. Threads share the trainer's memory and skip the pipe; a vectorized env steps \
+            every env in one loop over arrays and has nothing to wait for.",
+        look_at: "The env_wait phase's share in the phase split, and the round trips and spin polls per step.",
+        baseline: &[("backend", "subprocess"), ("wait", "spin"), ("envs", "8"), ("workers", "2")],
+        variants: &["backend=threads", "backend=vectorized"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::IpcRoundTrips),
+            expect: Expect::Higher(4.0),
+            text: "round trips to worker processes per env step",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+    Lesson {
+        id: "observation-copies",
+        row: 2,
+        title: "One host→device copy per observation",
+        phenomenon: "An eager forward needs the observations on the device. Copying each env's observation as its \
+            own small tensor and stacking them there pays a copy call per env per step, and each call costs far \
+            more than its few bytes. Packing the step's observations into one contiguous buffer makes it one copy \
+            per step; pinned (page-locked) staging lets that copy run without blocking on a GPU.",
+        look_at: "Host→device copies per step and the obs_transfer phase.",
+        baseline: &[("inference", "eager"), ("transfer", "per_tensor"), ("envs", "16")],
+        variants: &["transfer=packed"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::H2dCopies),
+            expect: Expect::Higher(4.0),
+            text: "host→device copies per env step",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+    Lesson {
+        id: "env-on-device",
+        row: 3,
+        title: "Envs on the host, the model on the device",
+        phenomenon: "When the envs step on the host and the policy runs on the device, every step moves the \
+            observations over and the actions back. Keeping the env state in device tensors removes both copies: \
+            the env becomes device work. On a GPU that is the fix; on a CPU the 'device' is the host, the copies \
+            were cheap, and the env as tensor ops costs more than the loop it replaced, so the lesson measures \
+            which effect wins on this machine.",
+        look_at: "Copies per step dropping to zero, and where env time goes (env_step).",
+        baseline: &[("backend", "vectorized"), ("inference", "eager"), ("envs", "64")],
+        variants: &["backend=device"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::H2dCopies),
+            expect: Expect::Higher(4.0),
+            text: "host→device copies per env step",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+    Lesson {
+        id: "per-item-sync",
+        row: 4,
+        title: "A device sync per action element",
+        phenomenon: "Reading sampled actions back one scalar at a time (`.item()` per env per head) makes the host \
+            wait for the device once per element, so a step pays as many synchronizations as it has envs. \
+            Stacking every head into one tensor and copying it once makes it one sync per step. On a GPU each sync \
+            also drains the launch queue, which is why this bottleneck grows with the device's speed.",
+        look_at: "Host syncs per step and the action_readback phase.",
+        baseline: &[("inference", "eager"), ("action_sync", "per_item"), ("envs", "16")],
+        variants: &["action_sync=stacked"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::HostSyncs),
+            expect: Expect::Higher(4.0),
+            text: "host syncs per env step",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+    Lesson {
+        id: "op-dispatch",
+        row: 5,
+        title: "Op-by-op dispatch of a small forward",
+        phenomenon: "An eager forward issues one framework op per layer, activation and sampling step, and each op \
+            pays a fixed dispatch cost (on a GPU, a kernel launch) that dwarfs the arithmetic when the batch is \
+            small. A fused forward computes the whole policy step in one native pass, so the cost per step is the \
+            arithmetic alone. A captured CUDA graph replays the launches as one on a GPU.",
+        look_at: "The policy_forward phase's time per call.",
+        baseline: &[("inference", "eager")],
+        variants: &["inference=fused"],
+        signature: Signature {
+            measure: Measure::MicrosPerCall(Phase::PolicyForward),
+            expect: Expect::Higher(3.0),
+            text: "µs per rollout forward",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+    Lesson {
+        id: "precision",
+        row: 6,
+        title: "The update's precision",
+        phenomenon: "The update's matrix products can run in fp32, in fp16 with a loss scaler that skips steps \
+            whose gradients overflow, or in bf16, which has fp32's range and needs no scaler. Where the hardware \
+            computes bf16 natively (recent GPUs, CPUs with AVX512-BF16) the update gets faster; elsewhere bf16 \
+            is emulated and slower. Master weights stay fp32 either way, so learning should not suffer.",
+        look_at: "The backward and update_forward phases, and the returns of both settings.",
+        baseline: &[("precision", "fp32"), ("hidden", "256,256")],
+        variants: &["precision=bf16"],
+        signature: Signature {
+            measure: Measure::MicrosPerCall(Phase::Backward),
+            expect: Expect::Moves(1.2),
+            text: "µs per backward pass",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+    Lesson {
+        id: "telemetry",
+        row: 7,
+        title: "Gradient telemetry on the hot path",
+        phenomenon: "Computing gradient norms after every update, layer by layer, and publishing them synchronously \
+            adds work and (on a GPU) a sync to every update. Taking them every k updates with one fused norm, and \
+            handing them to a background thread through a bounded queue, keeps the figures and takes the cost off \
+            the hot path; a full queue drops and counts, it never blocks. On a CPU the norms are cheap, so the \
+            counts move more than the clock.",
+        look_at: "The telemetry phase's calls and time.",
+        baseline: &[("telemetry_every", "1")],
+        variants: &["telemetry_every=10"],
+        signature: Signature {
+            measure: Measure::CallsPerStep(Phase::Telemetry),
+            expect: Expect::Higher(5.0),
+            text: "telemetry calls per env step",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+    Lesson {
+        id: "batch-size",
+        row: 10,
+        title: "A batch too small for the device",
+        phenomenon: "Every forward and every update pays fixed costs (dispatch, synchronization, bookkeeping) that \
+            do not depend on the batch. With one env, each step pays them for a single row, and the phase split is \
+            dominated by overhead rather than arithmetic. More envs share the same calls, so the cost per env step \
+            falls until the device's arithmetic becomes the limit.",
+        look_at: "The data / forward / backward split and the forward calls per env step.",
+        baseline: &[("envs", "1")],
+        variants: &["envs=64"],
+        signature: Signature {
+            measure: Measure::CallsPerStep(Phase::PolicyForward),
+            expect: Expect::Higher(8.0),
+            text: "rollout forwards per env step",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+];
+
+/// A lesson by id.
+pub fn find(id: &str) -> Option<&'static Lesson> {
+    LESSONS.iter().find(|l| l.id == id)
+}
+
+/// The ids, for an error that lists them.
+pub fn ids() -> Vec<&'static str> {
+    LESSONS.iter().map(|l| l.id).collect()
+}
+
+/// A lesson's parameters: knobs over its baseline, and its budget.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// Knob name → value as text (`envs` → `16`), applied over the baseline (so to every variant too).
+    pub settings: Vec<(String, String)>,
+    /// Pairs per variant [the lesson's budget].
+    pub repeats: Option<usize>,
+    /// Seconds of training per run [the lesson's budget].
+    pub seconds: Option<f64>,
+}
+
+/// Env steps a lesson's run may take: its seconds end it.
+const LESSON_STEPS: u64 = 100_000_000;
+
+impl Lesson {
+    /// The baseline spec with `params` over it.
+    pub fn spec(&self, params: &Params) -> Result<RunSpec, SpecError> {
+        let Ok(Value::Object(mut fields)) = serde_json::to_value(RunSpec::default()) else {
+            return Err(SpecError::new("lesson", "the default spec does not serialize"));
+        };
+        let seconds = params.seconds.unwrap_or(self.budget.seconds);
+        let budget = [("total_steps", LESSON_STEPS.to_string()), ("seconds", seconds.to_string())];
+        let own = self.baseline.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        for (key, text) in budget.into_iter().map(|(k, v)| (k.to_string(), v)).chain(own).chain(params.settings.clone())
+        {
+            let knob = knobs::find(&key).ok_or_else(|| {
+                SpecError::new("settings", format!("'{key}' is not a knob; the knobs: {}", knob_names()))
+            })?;
+            knob.set(&mut fields, knob.kind.value(&text));
+        }
+        let spec = json::parse(Value::Object(fields)).map_err(|r| r.error)?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The audit this lesson runs with `params`.
+    pub fn plan(&self, params: &Params) -> Result<Plan, SpecError> {
+        let changes = self.variants.iter().map(|v| Change::parse(v)).collect::<Result<_, _>>()?;
+        Plan::new(self.spec(params)?, changes, params.repeats.unwrap_or(self.budget.repeats))
+    }
+
+    /// The signature's figure per setting (medians over their runs) and whether it showed.
+    pub fn figures(&self, plan: &Plan, measured: &[Measured]) -> (Vec<Figure>, bool) {
+        let slots = plan.schedule();
+        let median_of = |want: Slot| {
+            let mut v: Vec<f64> = slots
+                .iter()
+                .zip(measured)
+                .filter(|(s, _)| **s == want)
+                .map(|(_, m)| self.signature.measure.of(&m.profile))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        let settings: Vec<Slot> =
+            std::iter::once(Slot::Baseline).chain((0..plan.changes.len()).map(Slot::Variant)).collect();
+        let figures: Vec<Figure> =
+            settings.iter().map(|&s| Figure { setting: plan.label(s).to_string(), value: median_of(s) }).collect();
+        let slow = figures[0].value;
+        let shows = figures[1..].iter().all(|f| self.signature.shows(slow, f.value));
+        (figures, shows)
+    }
+
+    /// The lesson's outcome from its runs' measurements, in the plan's order.
+    pub fn conclude(&self, plan: &Plan, measured: &[Measured]) -> Result<Outcome, String> {
+        let audit = plan.conclude(measured)?;
+        let (signature, shows) = self.figures(plan, measured);
+        Ok(Outcome { lesson: self.id.to_string(), audit, signature, shows })
+    }
+
+    /// Runs in the whole lesson.
+    pub fn runs(&self, params: &Params) -> usize {
+        params.repeats.unwrap_or(self.budget.repeats) * (2 + 2 * self.variants.len())
+    }
+}
+
+fn knob_names() -> String {
+    knobs::KNOBS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lesson_builds_its_plan_within_a_minute_of_runs() {
+        let mut ids = ids();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), LESSONS.len(), "one lesson per id");
+        for l in LESSONS {
+            let plan = l.plan(&Params::default()).unwrap_or_else(|e| panic!("{}: {e}", l.id));
+            assert_eq!(plan.changes.len(), l.variants.len());
+            assert!(!l.variants.is_empty(), "{}", l.id);
+            let sentences = l.phenomenon.matches(". ").count() + 1;
+            assert!((3..=6).contains(&sentences), "{}: {sentences} sentences", l.id);
+            // Each run: its seconds and about half a second to start (a subprocess's workers more).
+            let minute = l.runs(&Params::default()) as f64 * (l.budget.seconds + 0.5);
+            assert!(minute <= 60.0, "{}: about {minute:.0} s", l.id);
+        }
+    }
+
+    #[test]
+    fn a_lesson_takes_knobs_over_its_baseline_and_refuses_bad_ones() {
+        let l = find("per-item-sync").unwrap();
+        let params = Params { settings: vec![("envs".into(), "32".into())], repeats: Some(2), seconds: Some(0.5) };
+        let plan = l.plan(&params).unwrap();
+        assert_eq!((plan.baseline.envs, plan.variants[0].envs, plan.repeats), (32, 32, 2));
+        assert_eq!(plan.baseline.seconds, 0.5);
+        assert_eq!(plan.variants[0].exec.action_sync.to_string(), "stacked");
+        let bad = |settings: &[(&str, &str)], repeats| {
+            let settings = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            l.plan(&Params { settings, repeats, seconds: None }).unwrap_err().field
+        };
+        assert_eq!(bad(&[("speed", "1")], None), "settings");
+        assert_eq!(bad(&[("envs", "0")], None), "envs");
+        assert_eq!(bad(&[], Some(1)), "repeats");
+        assert_eq!(bad(&[("action_sync", "stacked")], None), "action_sync", "the fix already in the baseline");
+        assert_eq!(l.plan(&Params { seconds: Some(-1.0), ..Params::default() }).unwrap_err().field, "seconds");
+    }
+
+    #[test]
+    fn signatures_compare_the_slow_setting_with_each_fix() {
+        let higher = Signature { measure: Measure::Share(Phase::EnvWait), expect: Expect::Higher(4.0), text: "" };
+        assert!(higher.shows(1.0, 0.0) && higher.shows(1.0, 0.25) && !higher.shows(1.0, 0.3));
+        assert!(!higher.shows(0.0, 0.0), "nothing to show");
+        let moves = Signature { expect: Expect::Moves(1.2), ..higher };
+        assert!(moves.shows(1.0, 2.0) && moves.shows(2.0, 1.0) && !moves.shows(1.0, 1.1));
+        let mut p = Profile { wall_s: 2.0, ..Profile::default() };
+        p.counters.env_steps = 100;
+        p.counters.host_syncs = 50;
+        p.phases.push(crate::profile::PhaseTime { phase: Phase::Backward, wall_s: 0.5, calls: 10, device_s: None });
+        assert_eq!(Measure::PerStep(Counter::HostSyncs).of(&p), 0.5);
+        assert_eq!(Measure::CallsPerStep(Phase::Backward).of(&p), 0.1);
+        assert_eq!(Measure::MicrosPerCall(Phase::Backward).of(&p), 50_000.0);
+        assert_eq!(Measure::Share(Phase::Backward).of(&p), 0.25);
+    }
+}

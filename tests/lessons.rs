@@ -1,0 +1,90 @@
+//! The lessons and the audit on this machine: every lesson's bottleneck shows on its slow
+//! setting, a lesson runs end to end from the CLI, and the audit's verdicts hold on changes
+//! whose truth is known by construction.
+
+mod common;
+use common::*;
+use hotlab_shared::lessons;
+use std::sync::{Mutex, MutexGuard};
+
+/// The audit's verdicts compare timings: these tests run one at a time, not beside each other.
+fn alone() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `hotlab lesson check`: each lesson's slow setting and each fix, one short run each; the
+/// signature must show. A lesson that stops showing its bottleneck fails here.
+#[test]
+fn every_lesson_shows_its_signature_on_the_slow_setting() {
+    let _alone = alone();
+    let out = run(hotlab().args(["lesson", "check", "--seconds", "0.4", "--json"]));
+    let checks = last_json(&out);
+    let checks = checks.as_array().unwrap_or_else(|| panic!("{}", stderr(&out)));
+    assert_eq!(checks.len(), lessons::LESSONS.len());
+    for c in checks {
+        assert_eq!(c["shows"], true, "{c}");
+        assert_eq!(
+            c["figures"].as_array().unwrap().len(),
+            1 + lessons::find(c["lesson"].as_str().unwrap()).unwrap().variants.len()
+        );
+    }
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// `hotlab lesson run ID --json`: the audit of its fix and the signature's figures.
+#[test]
+fn a_lesson_runs_from_the_cli() {
+    let _alone = alone();
+    let out = run(hotlab().args(["lesson", "run", "batch-size", "--repeats", "2", "--seconds", "0.3", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let o = last_json(&out);
+    assert_eq!(o["lesson"], "batch-size");
+    assert_eq!(o["audit"]["repeats"], 2);
+    assert_eq!(o["audit"]["changes"][0]["change"], "envs=64");
+    assert_eq!(o["signature"][0]["setting"], "baseline");
+    assert_eq!(o["signature"][0]["value"], 1.0, "one env: a forward per env step");
+    assert_eq!(o["shows"], true, "{o}");
+
+    let out = run(hotlab().args(["lesson", "list", "--json"]));
+    let list = last_json(&out);
+    assert!(list.as_array().unwrap().iter().any(|l| l["id"] == "worker-waits" && l["row"] == 1), "{list}");
+    for (args, named) in [
+        (vec!["lesson", "run", "nope"], "worker-waits"),
+        (vec!["lesson", "run", "batch-size", "--set", "envs"], "--set"),
+        (vec!["lesson", "run", "batch-size", "--set", "speed=3"], "speed"),
+        (vec!["lesson", "run", "batch-size", "--repeats", "1"], "--repeats"),
+    ] {
+        let out = run(hotlab().args(&args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(named), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// Verdicts on changes whose truth is known by construction: a setting the run never reads
+/// (`worker_timeout` without worker processes) has no effect; adding worker processes that
+/// spin on two cores is a regression; removing them, where the profile shows waiting on
+/// them is nearly all of the time, is confirmed.
+#[test]
+fn audit_verdicts_hold_where_the_truth_is_known() {
+    let _alone = alone();
+    let audit = |backend: &str, changes: &[&str]| {
+        let mut args =
+            vec!["audit", "--envs", "8", "--total-steps", "100000000", "--seconds", "0.3", "--device", "cpu"];
+        args.extend(["--workers", "2", "--wait", "spin", "--repeats", "3", "--json", "--backend", backend]);
+        for c in changes {
+            args.extend(["--change", c]);
+        }
+        let out = run(hotlab().args(&args));
+        assert!(out.status.success(), "{}", stderr(&out));
+        last_json(&out)
+    };
+    let r = audit("vectorized", &["worker_timeout=30", "backend=subprocess"]);
+    let verdicts: Vec<&str> = r["changes"].as_array().unwrap().iter().map(|c| c["verdict"].as_str().unwrap()).collect();
+    assert_eq!(verdicts, ["no_effect", "regression"], "{r}");
+    assert_eq!(r["changes"][1]["phase"], "env_wait", "{r}");
+    let r = audit("subprocess", &["backend=vectorized"]);
+    let c = &r["changes"][0];
+    assert_eq!(c["verdict"], "confirmed", "{r}");
+    assert!(c["phase_share_before"].as_f64().unwrap() > 0.5 && c["phase_share_after"].as_f64().unwrap() < 0.1, "{r}");
+}
