@@ -934,3 +934,106 @@ fn the_soak_benchmark_reports_both_phases() {
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     assert!(stderr(&bad).contains("--finished-frames-per-minute"));
 }
+
+fn post_json(addr: &str, path: &str, body: Value) -> (u16, Value) {
+    let (status, text) = http(addr, "POST", path, &[AUTH], body.to_string().as_bytes());
+    (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("POST {path}: {e}: {text}")))
+}
+
+fn wait_for_audit(addr: &str, id: u64, statuses: &[&str]) -> Value {
+    let start = Instant::now();
+    loop {
+        let a = get_json(addr, &format!("/api/audits/{id}"));
+        if statuses.contains(&a["status"].as_str().unwrap()) {
+            return a;
+        }
+        assert!(start.elapsed() < Duration::from_secs(180), "audit {id} still {}: {a}", a["status"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 23: an audit launched on a run and a lesson run through the lab as ordinary runs,
+/// in the plan's order; their verdicts are stored and survive a restart, and one that was
+/// live when the server died is marked interrupted. Bad requests name the field.
+#[test]
+fn audits_and_lessons_run_in_the_lab_and_are_kept() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let addr = server.addr.clone();
+    let run = launch(&addr, small_run());
+    wait_for(&addr, run, &["finished"]);
+    let audit_of = format!("/api/runs/{run}/audit");
+
+    let (status, _) = http(&addr, "POST", &audit_of, &[], br#"{"changes": ["lr=0.001"]}"#);
+    assert_eq!(status, 401, "the token is needed");
+    for (body, field) in [
+        (json!({"changes": ["speed=1"]}), "change"),
+        (json!({"changes": ["backend"]}), "change"),
+        (json!({"changes": ["envs=8"]}), "envs"),
+        (json!({"changes": ["envs=0"]}), "envs"),
+        (json!({"changes": ["lr=0.001"], "repeats": 1}), "repeats"),
+        (json!({"changes": []}), "change"),
+        (json!({"changes": ["lr=0.001"], "seconds": -1}), "seconds"),
+        (json!({"changes": ["lr=0.001"], "colour": "red"}), "body"),
+    ] {
+        let (status, e) = post_json(&addr, &audit_of, body.clone());
+        assert_eq!((status, e["error"]["field"].as_str()), (400, Some(field)), "{body}: {e}");
+    }
+    assert_eq!(post_json(&addr, "/api/runs/999/audit", json!({"changes": ["lr=0.001"]})).0, 404);
+    assert_eq!(post_json(&addr, "/api/lessons/nope", json!({})).0, 404);
+    let (status, e) = post_json(&addr, "/api/lessons/batch-size", json!({"settings": {"envs": "0"}}));
+    assert_eq!((status, e["error"]["field"].as_str()), (400, Some("envs")), "{e}");
+
+    let ask = json!({"changes": ["backend=threads"], "repeats": 2, "seconds": 0.3});
+    let (status, audit) = post_json(&addr, &audit_of, ask);
+    assert_eq!(status, 201, "{audit}");
+    let id = audit["id"].as_u64().unwrap();
+    let (status, lesson) =
+        post_json(&addr, "/api/lessons/batch-size", json!({"repeats": 2, "seconds": 0.3, "settings": {"envs": "2"}}));
+    assert_eq!(status, 201, "{lesson}");
+    let lesson_id = lesson["id"].as_u64().unwrap();
+
+    let audit = wait_for_audit(&addr, id, &["finished", "failed"]);
+    assert_eq!(audit["status"], "finished", "{audit}");
+    let runs = audit["runs"].as_array().unwrap();
+    let settings: Vec<&str> = runs.iter().map(|r| r["setting"].as_str().unwrap()).collect();
+    assert_eq!(settings, ["baseline", "baseline", "backend=threads", "baseline"].repeat(2));
+    for r in runs {
+        assert!(r["measured"]["sps"].as_f64().unwrap() > 0.0, "{r}");
+        let lab_run = get_json(&addr, &format!("/api/runs/{}", r["run"]));
+        assert_eq!((lab_run["status"].as_str(), lab_run["spec"]["seconds"].as_f64()), (Some("finished"), Some(0.3)));
+    }
+    let change = &audit["report"]["changes"][0];
+    assert_eq!(change["change"], "backend=threads", "{audit}");
+    assert!(["confirmed", "no_effect", "regression", "beyond_bound"].contains(&change["verdict"].as_str().unwrap()));
+    assert_eq!(get_json(&addr, &format!("/api/audits?run={run}"))[0]["id"], id);
+
+    let lesson = wait_for_audit(&addr, lesson_id, &["finished", "failed"]);
+    assert_eq!(
+        (lesson["status"].as_str(), lesson["lesson"].as_str()),
+        (Some("finished"), Some("batch-size")),
+        "{lesson}"
+    );
+    assert_eq!(lesson["params"]["settings"]["envs"], "2");
+    assert_eq!(lesson["signature"][0]["value"], 0.5, "two envs: half a forward per env step: {lesson}");
+    assert_eq!(lesson["shows"], true, "{lesson}");
+    assert_eq!(get_json(&addr, "/api/audits?lesson=batch-size")[0]["id"], lesson_id);
+    assert_eq!(get(&addr, "/api/audits?lesson=nope").0, 404);
+    assert!(get_json(&addr, "/api/lessons").as_array().unwrap().iter().any(|l| l["id"] == "op-dispatch"));
+
+    // A long audit, live when the server dies.
+    let (status, live) = post_json(&addr, &audit_of, json!({"changes": ["lr=0.001"], "seconds": 30}));
+    assert_eq!(status, 201, "{live}");
+    let live = live["id"].as_u64().unwrap();
+    wait_for_audit(&addr, live, &["running"]);
+    drop(server);
+
+    let server = start(data.path(), &[]);
+    let addr = server.addr.clone();
+    let kept = get_json(&addr, &format!("/api/audits/{id}"));
+    assert_eq!(kept, audit, "stored as it ended");
+    assert_eq!(get_json(&addr, &format!("/api/audits/{lesson_id}"))["shows"], true);
+    let interrupted = get_json(&addr, &format!("/api/audits/{live}"));
+    assert_eq!(interrupted["status"], "interrupted", "{interrupted}");
+    assert_eq!(post_json(&addr, &format!("/api/audits/{live}/stop"), json!({})).0, 409);
+}

@@ -304,7 +304,7 @@ pub fn ids() -> Vec<&'static str> {
 #[serde(default, deny_unknown_fields)]
 pub struct Params {
     /// Knob name → value as text (`envs` → `16`), applied over the baseline (so to every variant too).
-    pub settings: Vec<(String, String)>,
+    pub settings: std::collections::BTreeMap<String, String>,
     /// Pairs per variant [the lesson's budget].
     pub repeats: Option<usize>,
     /// Seconds of training per run [the lesson's budget].
@@ -405,7 +405,8 @@ mod tests {
     #[test]
     fn a_lesson_takes_knobs_over_its_baseline_and_refuses_bad_ones() {
         let l = find("per-item-sync").unwrap();
-        let params = Params { settings: vec![("envs".into(), "32".into())], repeats: Some(2), seconds: Some(0.5) };
+        let settings = [("envs".to_string(), "32".to_string())].into();
+        let params = Params { settings, repeats: Some(2), seconds: Some(0.5) };
         let plan = l.plan(&params).unwrap();
         assert_eq!((plan.baseline.envs, plan.variants[0].envs, plan.repeats), (32, 32, 2));
         assert_eq!(plan.baseline.seconds, 0.5);

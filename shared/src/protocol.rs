@@ -219,6 +219,60 @@ impl RunSummary {
     }
 }
 
+/// An audit in the lab (`GET /api/audits/{id}`): what it compares, its runs so far, and
+/// once they are all measured, its verdicts. A lesson is an audit with its lesson's id.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditInfo {
+    pub id: u64,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// The run it audits, when it was launched from a run's view.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u64>,
+    /// The lesson it is, with the parameters it ran with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lesson: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<crate::lessons::Params>,
+    /// `queued`, `running`, then `finished`, `failed`, `stopped` or `interrupted`.
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub baseline: crate::spec::RunSpec,
+    pub changes: Vec<ChangeInfo>,
+    pub repeats: usize,
+    /// The runs in the plan's order, as they start.
+    pub runs: Vec<AuditRun>,
+    /// The verdicts, once every run is measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<crate::audit::AuditReport>,
+    /// A lesson's signature: the slow setting's figure, then each fix's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signature: Vec<crate::lessons::Figure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shows: Option<bool>,
+}
+
+/// A change an audit compares, as written, with the bound its report predicted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChangeInfo {
+    pub change: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<f64>,
+}
+
+/// One run of an audit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditRun {
+    /// `baseline` or the change.
+    pub setting: String,
+    /// The lab's run.
+    pub run: u64,
+    /// What it measured, once it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<crate::audit::Measured>,
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

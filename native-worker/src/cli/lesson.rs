@@ -109,12 +109,12 @@ fn find(id: &str) -> Result<&'static Lesson, UsageError> {
 
 fn run(a: RunArgs) -> Result<()> {
     let lesson = find(&a.id)?;
-    let mut settings = Vec::new();
+    let mut settings = std::collections::BTreeMap::new();
     for s in &a.settings {
         let Some((k, v)) = s.split_once('=') else {
             return Err(UsageError { flag: "--set", message: format!("'{s}': write KEY=VALUE, e.g. envs=32") }.into());
         };
-        settings.push((k.trim().to_string(), v.trim().to_string()));
+        settings.insert(k.trim().to_string(), v.trim().to_string());
     }
     let params = Params { settings, repeats: a.repeats, seconds: a.seconds };
     let plan = lesson.plan(&params)?;

@@ -2,7 +2,7 @@
 //! `{"error": {"code", "message", "field"}}` with a 4xx/5xx status.
 
 use super::auth;
-use super::runs::{Manager, Run};
+use super::runs::{now_ms, Manager, Run};
 use super::store::Logged;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -29,6 +29,8 @@ pub struct Lab {
     pub data_dir: std::path::PathBuf,
     pub system: Arc<SystemInfo>,
     pub limiter: Arc<super::limit::Limiter>,
+    /// The audits and lessons, run one at a time.
+    pub audits: Arc<super::audits::Audits>,
     /// Permits to read events from the store ([`STORE_READERS`]).
     pub store_readers: Arc<tokio::sync::Semaphore>,
 }
@@ -66,11 +68,11 @@ impl ApiError {
         self
     }
 
-    fn bad(code: &'static str, field: &str, message: impl Into<String>) -> Self {
+    pub(super) fn bad(code: &'static str, field: &str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message).field(field)
     }
 
-    fn internal(e: impl std::fmt::Display) -> Self {
+    pub(super) fn internal(e: impl std::fmt::Display) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
     }
 }
@@ -88,7 +90,14 @@ impl IntoResponse for ApiError {
     }
 }
 
-type ApiResult<T> = Result<T, ApiError>;
+pub(super) type ApiResult<T> = Result<T, ApiError>;
+
+/// A refused spec value, naming its knob and its JSON path.
+impl From<hotlab_shared::spec::SpecError> for ApiError {
+    fn from(e: hotlab_shared::spec::SpecError) -> Self {
+        ApiError::bad("invalid_value", &e.field, e.message).path(&e.path)
+    }
+}
 
 /// A path parameter (`/api/runs/{id}`) whose rejection is the API's JSON error.
 pub struct Path<T>(pub T);
@@ -125,7 +134,7 @@ pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
 }
 
 /// The client's address, as the connection gives it.
-type Client = ConnectInfo<SocketAddr>;
+pub(super) type Client = ConnectInfo<SocketAddr>;
 
 /// `GET /api/auth`: whether this request carries the operator token (the page enables
 /// its launch and stop buttons by it; the cookie itself is HttpOnly). Rate-limited per
@@ -152,7 +161,7 @@ fn too_many(wait: Duration) -> ApiError {
 
 /// Passes when the request carries the operator token; a wrong one spends from the
 /// client's allowance of checks.
-fn operator(lab: &Lab, client: SocketAddr, headers: &HeaderMap, uri: &Uri) -> ApiResult<()> {
+pub(super) fn operator(lab: &Lab, client: SocketAddr, headers: &HeaderMap, uri: &Uri) -> ApiResult<()> {
     if auth::authorized(&lab.token, headers, uri.query()) {
         return Ok(());
     }
@@ -165,11 +174,13 @@ pub async fn not_found(uri: Uri) -> ApiError {
 }
 
 /// Reads run by id: this server's runs from memory, earlier ones from the store.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> ApiResult<T> {
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> ApiResult<T> {
     tokio::task::spawn_blocking(f).await.map_err(ApiError::internal)?.map_err(ApiError::internal)
 }
 
-fn no_run(id: u64) -> ApiError {
+pub(super) fn no_run(id: u64) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no_such_run", format!("no run {id}")).field("id")
 }
 
@@ -289,10 +300,6 @@ pub async fn prune(
     .await?;
     tracing::info!("pruned {} runs created over {days} days ago: {pruned:?}", pruned.len());
     Ok(Json(serde_json::json!({ "pruned": pruned, "store_bytes": store_bytes })).into_response())
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 pub async fn get_run(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Json<RunInfo>> {

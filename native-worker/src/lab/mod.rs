@@ -1,5 +1,5 @@
 //! The lab server's parts: the run manager ([`runs`]) and each run's process
-//! ([`run_process`]), the SQLite history ([`store`]),
+//! ([`run_process`]), the audits and lessons that run through it ([`audits`]), the SQLite history ([`store`]),
 //! the operator token ([`auth`]) and the limit on guessing it ([`limit`]), the checks every request passes ([`guard`]: its Host,
 //! and for changes a JSON body from this server's pages) and the HTTP/WebSocket
 //! handlers ([`api`]).
@@ -15,8 +15,11 @@
 //! | `GET /api/runs/{id}/summary` | its totals: info, summed profile, last metrics, report |
 //! | `POST /api/prune` (token) | `{"older_than_days": N}`: deletes ended runs created before then → `{"pruned": [ids]}` |
 //! | `GET /api/ws?run=ID&since=SEQ&fps=N` | what the client missed, then live events and the newest frame N times a second |
+//! | `POST /api/runs/{id}/audit`, `/api/lessons/{id}` (token); `GET /api/audits…`, `/api/lessons` | audits and lessons ([`audit_api`]) |
 
 pub mod api;
+pub mod audit_api;
+pub mod audits;
 pub mod auth;
 pub mod guard;
 pub mod limit;
@@ -48,6 +51,12 @@ pub fn router(lab: api::Lab) -> Router {
         .route("/api/runs/{id}/policy", get(api::policy))
         .route("/api/runs/{id}/summary", get(api::summary))
         .route("/api/prune", post(api::prune))
+        .route("/api/runs/{id}/audit", post(audit_api::audit_run))
+        .route("/api/lessons", get(audit_api::list_lessons))
+        .route("/api/lessons/{id}", post(audit_api::run_lesson))
+        .route("/api/audits", get(audit_api::list_audits))
+        .route("/api/audits/{id}", get(audit_api::get_audit))
+        .route("/api/audits/{id}/stop", post(audit_api::stop_audit))
         .route("/api/ws", get(api::ws))
         .route("/api/{*rest}", get(api::not_found).post(api::not_found))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -86,8 +86,10 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         _ => lab::auth::generate().context("generating the operator token")?,
     };
     let data_dir = cfg.data_dir.canonicalize().unwrap_or(cfg.data_dir);
+    let audits = lab::audits::Audits::new(std::sync::Arc::clone(&manager))?;
     let state = lab::api::Lab {
         manager,
+        audits,
         token: Arc::new(token.clone()),
         data_dir: data_dir.clone(),
         system,

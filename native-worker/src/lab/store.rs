@@ -1,5 +1,5 @@
-//! The run history in SQLite (`<data dir>/hotlab.sqlite`): runs, their events, and
-//! blobs (the trace, the trained policy).
+//! The run history in SQLite (`<data dir>/hotlab.sqlite`): runs, their events, blobs
+//! (the trace, the trained policy) and audits (each one row, its JSON replaced as it goes).
 //!
 //! One writer thread owns the writing connection and commits what arrived in one
 //! transaction every [`FLUSH`] at most, so a trainer never waits on the disk and a crash
@@ -14,7 +14,7 @@
 
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
-use hotlab_shared::protocol::{Event, EventBody, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
+use hotlab_shared::protocol::{AuditInfo, Event, EventBody, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
 use hotlab_shared::spec::RunSpec;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{HashMap, VecDeque};
@@ -45,6 +45,14 @@ CREATE TABLE IF NOT EXISTS events (
     kind TEXT NOT NULL,
     body TEXT NOT NULL,
     PRIMARY KEY (run, seq)
+);
+CREATE TABLE IF NOT EXISTS audits (
+    id INTEGER PRIMARY KEY,
+    created_ms INTEGER NOT NULL,
+    run INTEGER,
+    lesson TEXT,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS blobs (
     run INTEGER NOT NULL,
@@ -120,6 +128,8 @@ enum Write {
         live: Vec<u64>,
         done: std::sync::mpsc::Sender<Vec<u64>>,
     },
+    /// An audit as it is now (replacing what was stored of it).
+    Audit(Box<AuditInfo>),
     /// Answers once everything sent before it is committed.
     Flush(std::sync::mpsc::Sender<()>),
 }
@@ -340,6 +350,39 @@ impl Store {
         Ok(Some(summary))
     }
 
+    /// Queues an audit's current state (it replaces the stored one).
+    pub fn add_audit(&self, audit: &AuditInfo) {
+        self.send(Write::Audit(Box::new(audit.clone())));
+    }
+
+    /// The largest audit id so far (0 for none).
+    pub fn last_audit_id(&self) -> Result<u64> {
+        let c = self.read()?;
+        Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM audits", [], |r| r.get::<_, i64>(0))? as u64)
+    }
+
+    /// Up to `limit` audits, newest first: of one run, of one lesson, or all.
+    pub fn audits(&self, run: Option<u64>, lesson: Option<&str>, limit: usize) -> Result<Vec<AuditInfo>> {
+        let c = self.read()?;
+        let mut q = c.prepare(
+            "SELECT body FROM audits WHERE (?1 IS NULL OR run = ?1) AND (?2 IS NULL OR lesson = ?2) ORDER BY id DESC LIMIT ?3",
+        )?;
+        let rows = q.query_map(
+            params![run.map(|r| r.min(i64::MAX as u64) as i64), lesson, limit.min(i64::MAX as usize) as i64],
+            |r| r.get::<_, String>(0),
+        )?;
+        // A row this version cannot read is left out, not fatal.
+        Ok(rows.filter_map(|r| serde_json::from_str(&r.ok()?).ok()).collect())
+    }
+
+    pub fn audit(&self, id: u64) -> Result<Option<AuditInfo>> {
+        let c = self.read()?;
+        let body: Option<String> = c
+            .query_row("SELECT body FROM audits WHERE id = ?1", [id.min(i64::MAX as u64) as i64], |r| r.get(0))
+            .optional()?;
+        Ok(body.and_then(|b| serde_json::from_str(&b).ok()))
+    }
+
     /// The database's size on disk (with its write-ahead log), in bytes.
     pub fn size_bytes(&self) -> u64 {
         let path = self.path();
@@ -415,6 +458,19 @@ fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<RunInfo>> {
 const SEQ_GAP_AFTER_CRASH: u64 = 1_000_000;
 
 fn mark_interrupted(conn: &Connection) -> Result<()> {
+    let mut q = conn.prepare("SELECT body FROM audits WHERE status IN ('queued', 'running')")?;
+    let audits: Vec<String> = q.query_map([], |r| r.get(0))?.filter_map(|r| r.ok()).collect();
+    for body in audits {
+        if let Ok(mut a) = serde_json::from_str::<AuditInfo>(&body) {
+            a.status = RunStatus::Interrupted;
+            a.message = Some("the server stopped while this audit was live".into());
+            apply(conn, &Write::Audit(Box::new(a)))?;
+        }
+    }
+    mark_runs_interrupted(conn)
+}
+
+fn mark_runs_interrupted(conn: &Connection) -> Result<()> {
     let mut q = conn.prepare("SELECT id, events FROM runs WHERE status IN ('queued', 'running')")?;
     let live: Vec<(i64, i64)> = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.filter_map(|r| r.ok()).collect();
     let message = "the server stopped while this run was live";
@@ -471,6 +527,19 @@ fn apply(c: &Connection, w: &Write) -> rusqlite::Result<Option<Vec<u64>>> {
         }
         Write::Thin { run, keep } => thin(c, *run, *keep)?,
         Write::Prune { before_ms, live, .. } => return Ok(Some(prune(c, *before_ms, live)?)),
+        Write::Audit(a) => {
+            c.execute(
+                "INSERT OR REPLACE INTO audits (id, created_ms, run, lesson, status, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    a.id as i64,
+                    a.created_ms as i64,
+                    a.run.map(|r| r as i64),
+                    a.lesson,
+                    a.status.as_str(),
+                    serde_json::to_string(a).unwrap_or_default()
+                ],
+            )?;
+        }
         Write::Flush(_) => {}
     }
     Ok(None)
@@ -521,6 +590,10 @@ fn prune(c: &Connection, before_ms: u64, live: &[u64]) -> rusqlite::Result<Vec<u
             c.execute(&format!("DELETE FROM {table} = ?1"), [*id as i64])?;
         }
     }
+    c.execute(
+        "DELETE FROM audits WHERE created_ms < ?1 AND status NOT IN ('queued', 'running')",
+        [before_ms.min(i64::MAX as u64) as i64],
+    )?;
     Ok(ids)
 }
 

@@ -1,0 +1,192 @@
+//! The audit and lesson handlers: launching one (operator only) and following it (anyone).
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /api/runs/{id}/audit` (token) | `{"changes": ["KEY=VALUE"], "recommendations": bool, "repeats": K, "seconds": T, "total_steps": S}` → 201 the audit |
+//! | `GET /api/lessons` | the lessons catalogue |
+//! | `POST /api/lessons/{id}` (token) | `{"settings": {"KNOB": "VALUE"}, "repeats": K, "seconds": T}` → 201 the lesson's audit |
+//! | `GET /api/audits?run=ID&lesson=ID&limit=N` | audits, newest first |
+//! | `GET /api/audits/{id}`, `POST /api/audits/{id}/stop` (token) | one audit; stop it |
+
+use super::api::{blocking, no_run, operator, ApiError, ApiResult, Client, Lab, Path, Query};
+use super::audits::Request;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hotlab_shared::audit::{Change, Plan};
+use hotlab_shared::lessons::{self, Lesson, Params};
+use hotlab_shared::protocol::AuditInfo;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// Seconds per run of an audit that names no budget (a run's own `total_steps` still ends
+/// it first when it is shorter).
+pub const DEFAULT_SECONDS: f64 = 2.0;
+
+/// Pairs per change unless the request says.
+pub const DEFAULT_REPEATS: usize = 3;
+
+fn json_body<T: DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad("invalid_value", "body", e.to_string()))
+}
+
+fn created(info: AuditInfo) -> Response {
+    (StatusCode::CREATED, Json(info)).into_response()
+}
+
+/// Queues the plan once its variants fit in memory; durable before the answer.
+async fn start(lab: &Lab, request: Request) -> ApiResult<Response> {
+    for spec in std::iter::once(&request.plan.baseline).chain(&request.plan.variants) {
+        crate::system::check_memory(spec)?;
+    }
+    let info = lab.audits.start(request);
+    let store = lab.manager.store().clone();
+    blocking(move || Ok(store.flush())).await?;
+    Ok(created(info))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditAsk {
+    /// `KEY=VALUE` each.
+    #[serde(default)]
+    changes: Vec<String>,
+    /// Also the run's report's recommendations.
+    #[serde(default)]
+    recommendations: bool,
+    repeats: Option<usize>,
+    /// Seconds per run [`DEFAULT_SECONDS` unless `total_steps` is given].
+    seconds: Option<f64>,
+    total_steps: Option<u64>,
+}
+
+/// `POST /api/runs/{id}/audit`: the run's spec as the baseline, with a short budget.
+pub async fn audit_run(
+    State(lab): State<Lab>,
+    ConnectInfo(client): Client,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> ApiResult<Response> {
+    operator(&lab, client, &headers, &uri)?;
+    let ask: AuditAsk = json_body(&body)?;
+    let manager = Arc::clone(&lab.manager);
+    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| no_run(id))?;
+    let mut baseline = summary.info.spec.clone();
+    match (ask.seconds, ask.total_steps) {
+        (None, None) => baseline.seconds = DEFAULT_SECONDS,
+        (seconds, steps) => {
+            baseline.seconds = seconds.unwrap_or(baseline.seconds);
+            baseline.total_steps = steps.unwrap_or(baseline.total_steps);
+        }
+    }
+    baseline.validate()?;
+    let mut changes = Vec::new();
+    for text in &ask.changes {
+        changes.push(Change::parse(text)?);
+    }
+    if ask.recommendations {
+        let Some(report) = &summary.report else {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "no_report",
+                format!("run {id} has no report yet: its recommendations can be audited once it has ended"),
+            )
+            .field("recommendations"));
+        };
+        // A recommendation the baseline already follows is left out.
+        changes.extend(report.recommendations.iter().filter_map(|r| {
+            let c = Change::recommended(r).ok()?;
+            c.apply(&baseline).ok().map(|_| c)
+        }));
+        if changes.is_empty() {
+            let message = format!("run {id}'s report recommends nothing that changes it; give changes");
+            return Err(ApiError::bad("invalid_value", "recommendations", message));
+        }
+    }
+    let plan = Plan::new(baseline, changes, ask.repeats.unwrap_or(DEFAULT_REPEATS))?;
+    start(&lab, Request { plan, run: Some(id), lesson: None }).await
+}
+
+/// `GET /api/lessons`: the catalogue.
+pub async fn list_lessons() -> Json<&'static [Lesson]> {
+    Json(lessons::LESSONS)
+}
+
+fn no_lesson(id: &str) -> ApiError {
+    let message = format!("no lesson '{id}'; the lessons: {}", lessons::ids().join(", "));
+    ApiError::new(StatusCode::NOT_FOUND, "no_such_lesson", message).field("id")
+}
+
+/// `POST /api/lessons/{id}`: runs a lesson with its parameters.
+pub async fn run_lesson(
+    State(lab): State<Lab>,
+    ConnectInfo(client): Client,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> ApiResult<Response> {
+    operator(&lab, client, &headers, &uri)?;
+    let lesson = lessons::find(&id).ok_or_else(|| no_lesson(&id))?;
+    let params: Params = if body.is_empty() { Params::default() } else { json_body(&body)? };
+    let plan = lesson.plan(&params)?;
+    start(&lab, Request { plan, run: None, lesson: Some((lesson, params)) }).await
+}
+
+/// Audits per answer of `GET /api/audits` unless `limit` says, and the most it may say.
+const AUDITS_PAGE: usize = 20;
+const AUDITS_PAGE_MAX: usize = 200;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    run: Option<u64>,
+    lesson: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/audits?run=ID&lesson=ID&limit=N`: newest first.
+pub async fn list_audits(State(lab): State<Lab>, Query(q): Query<AuditQuery>) -> ApiResult<Json<Vec<AuditInfo>>> {
+    let limit = q.limit.unwrap_or(AUDITS_PAGE);
+    if !(1..=AUDITS_PAGE_MAX).contains(&limit) {
+        return Err(ApiError::bad("invalid_value", "limit", format!("{limit}: allowed 1 to {AUDITS_PAGE_MAX}")));
+    }
+    if let Some(l) = q.lesson.as_deref().filter(|l| lessons::find(l).is_none()) {
+        return Err(no_lesson(l).field("lesson"));
+    }
+    let audits = Arc::clone(&lab.audits);
+    Ok(Json(blocking(move || audits.list(q.run, q.lesson.as_deref(), limit)).await?))
+}
+
+fn no_audit(id: u64) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no_such_audit", format!("no audit {id}")).field("id")
+}
+
+/// `GET /api/audits/{id}`.
+pub async fn get_audit(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Json<AuditInfo>> {
+    let audits = Arc::clone(&lab.audits);
+    Ok(Json(blocking(move || audits.get(id)).await?.ok_or_else(|| no_audit(id))?))
+}
+
+/// `POST /api/audits/{id}/stop`: stops it and its run in progress.
+pub async fn stop_audit(
+    State(lab): State<Lab>,
+    ConnectInfo(client): Client,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> ApiResult<Json<AuditInfo>> {
+    operator(&lab, client, &headers, &uri)?;
+    let audits = Arc::clone(&lab.audits);
+    let info = blocking(move || audits.get(id)).await?.ok_or_else(|| no_audit(id))?;
+    if !lab.audits.stop(id) {
+        let message = format!("audit {id} is {}; only queued or running audits can be stopped", info.status.as_str());
+        return Err(ApiError::new(StatusCode::CONFLICT, "not_live", message));
+    }
+    Ok(Json(info))
+}
