@@ -3,19 +3,22 @@
 //! - `#/` the lab: the launch panel, the run history and the system panel;
 //! - `#/run/ID` one run, live over its WebSocket (or replayed when it is over);
 //! - `#/compare/A,B,…` runs side by side;
-//! - `#/playground` (or `/playground`) CartPole stepped in the browser, WebGPU or wasm CPU.
+//! - `#/playground` (or `/playground`) CartPole stepped in the browser, WebGPU or wasm CPU;
+//! - `#/lessons`, `#/lesson/ID?…` the lessons, each run live with its verdicts.
 //!
 //! The pure parts (folding events, chart data, ratios, formatting, routes, form values)
 //! are plain functions with native unit tests; the rest is views. `docs/architecture.md`
 //! (in the repository) follows a run from the launch form to the charts.
 
 mod api;
+mod audits;
 mod charts;
 mod compare;
 mod compare_view;
 mod format;
 mod history;
 mod launch;
+mod lessons;
 mod pg_engine;
 mod phases;
 mod playground;
@@ -110,6 +113,7 @@ fn App() -> impl IntoView {
             <p class="tagline">"A lab for the hot path of vectorized reinforcement-learning training"</p>
             <nav class="nav">
                 <a href="#/" data-testid="nav-lab">"Lab"</a>
+                <a href="#/lessons" data-testid="nav-lessons">"Lessons"</a>
                 <a href="#/playground" data-testid="nav-playground">"Playground"</a>
             </nav>
             <span class="role" data-testid="role">{move || if operator.get() { "operator" } else { "viewer" }}</span>
@@ -137,6 +141,8 @@ fn App() -> impl IntoView {
                 <main class="run"><compare_view::CompareView ids/></main>
             }.into_any(),
             Route::Playground => view! { <main class="pg"><playground::Playground/></main> }.into_any(),
+            Route::Lessons => view! { <main class="lessons"><lessons::LessonsList/></main> }.into_any(),
+            Route::Lesson(link) => view! { <main class="run"><lessons::LessonView link operator go/></main> }.into_any(),
         }}
     }
 }

@@ -1,6 +1,10 @@
 //! Where the lab is, kept in the URL's hash so that a reload (or a link) opens the same
 //! view: `#/` the lab, `#/run/7` a run, `#/compare/3,4` runs side by side,
-//! `#/playground` (or the path `/playground`) CartPole in the browser.
+//! `#/playground` (or the path `/playground`) CartPole in the browser, `#/lessons` the
+//! lessons and `#/lesson/ID?KNOB=VALUE&repeats=K&seconds=T&hide=KNOB,…&present=1` one
+//! lesson with its parameters (a teacher's link opens it as it was set).
+
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -8,6 +12,85 @@ pub enum Route {
     Run(u64),
     Compare(Vec<u64>),
     Playground,
+    Lessons,
+    Lesson(LessonLink),
+}
+
+/// A lesson and the parameters its link carries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LessonLink {
+    pub id: String,
+    /// Knobs over the lesson's baseline, by name.
+    pub settings: BTreeMap<String, String>,
+    pub repeats: Option<String>,
+    pub seconds: Option<String>,
+    /// Knobs the page does not show.
+    pub hide: Vec<String>,
+    /// Large type and nothing else on screen (a projector).
+    pub present: bool,
+}
+
+/// `%XX` escapes decoded (a browser escapes some characters of a hash it was given).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex =
+            b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl LessonLink {
+    fn parse(rest: &str) -> Option<Self> {
+        let (id, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let id = id.trim_matches('/');
+        if id.is_empty() {
+            return None;
+        }
+        let mut link = LessonLink { id: unescape(id), ..LessonLink::default() };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = unescape(v);
+            match k {
+                "repeats" => link.repeats = Some(v),
+                "seconds" => link.seconds = Some(v),
+                "hide" => link.hide = v.split(',').filter(|h| !h.is_empty()).map(str::to_string).collect(),
+                "present" => link.present = v != "0",
+                knob => {
+                    link.settings.insert(unescape(knob), v);
+                }
+            }
+        }
+        Some(link)
+    }
+
+    fn hash(&self) -> String {
+        let mut q: Vec<String> = self.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        q.extend(self.repeats.as_ref().map(|r| format!("repeats={r}")));
+        q.extend(self.seconds.as_ref().map(|s| format!("seconds={s}")));
+        if !self.hide.is_empty() {
+            q.push(format!("hide={}", self.hide.join(",")));
+        }
+        if self.present {
+            q.push("present=1".into());
+        }
+        match q.is_empty() {
+            true => format!("#/lesson/{}", self.id),
+            false => format!("#/lesson/{}?{}", self.id, q.join("&")),
+        }
+    }
 }
 
 impl Route {
@@ -22,6 +105,8 @@ impl Route {
                 ids.filter(|v| !v.is_empty()).map_or(Route::Home, Route::Compare)
             }
             (Some("playground"), _) => Route::Playground,
+            (Some("lessons"), _) => Route::Lessons,
+            (Some("lesson"), Some(rest)) => LessonLink::parse(rest).map_or(Route::Lessons, Route::Lesson),
             _ => Route::Home,
         }
     }
@@ -44,6 +129,8 @@ impl Route {
                 format!("#/compare/{}", ids.join(","))
             }
             Route::Playground => "#/playground".into(),
+            Route::Lessons => "#/lessons".into(),
+            Route::Lesson(link) => link.hash(),
         }
     }
 }
@@ -54,9 +141,29 @@ mod tests {
 
     #[test]
     fn hashes_round_trip_and_nonsense_is_home() {
-        for r in [Route::Home, Route::Run(7), Route::Compare(vec![3, 4, 12]), Route::Playground] {
+        let link = LessonLink {
+            id: "worker-waits".into(),
+            settings: [("envs".to_string(), "16".to_string()), ("hidden".to_string(), "64,64".to_string())].into(),
+            repeats: Some("2".into()),
+            seconds: Some("0.5".into()),
+            hide: vec!["wait".into(), "workers".into()],
+            present: true,
+        };
+        let lesson = LessonLink { id: "op-dispatch".into(), ..LessonLink::default() };
+        for r in [
+            Route::Home,
+            Route::Run(7),
+            Route::Compare(vec![3, 4, 12]),
+            Route::Playground,
+            Route::Lessons,
+            Route::Lesson(link),
+            Route::Lesson(lesson),
+        ] {
             assert_eq!(Route::parse(&r.hash()), r);
         }
+        let Route::Lesson(l) = Route::parse("#/lesson/precision?hidden=256%2C256&present=0") else { panic!() };
+        assert_eq!((l.settings["hidden"].as_str(), l.present), ("256,256", false));
+        assert_eq!(Route::parse("#/lesson/"), Route::Lessons);
         assert_eq!(Route::parse(""), Route::Home);
         assert_eq!(Route::parse("#/run/x"), Route::Home);
         assert_eq!(Route::parse("#/compare/"), Route::Home);

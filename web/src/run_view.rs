@@ -1,5 +1,5 @@
 //! One run, live: status, steps/s, charts, the ranked bottleneck table with its
-//! recommendations (each launches the variant), the phase split, the counters and the
+//! recommendations (each launches the variant, or is audited: re-run interleaved with this run's spec), the phase split, the counters and the
 //! rollout viewer. A finished run renders the same from its stored events.
 
 use crate::charts::{Chart, Line};
@@ -143,6 +143,10 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
         });
     };
 
+    let audits = RwSignal::new(Vec::new());
+    crate::audits::follow(id, audits);
+    let audit_change = move |body: serde_json::Value| crate::audits::request(id, body, load_error, audits);
+
     view! {
         <section class="panel run-head">
             <h2>"Run "{id}" "<span class=move || format!("status {}", status_text()) data-testid="run-status">{status_text}</span></h2>
@@ -176,7 +180,11 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
         </section>
         <section class="panel">
             <h2>"Bottlenecks"</h2>
-            {move || report.get().map(|r| view! { <ReportView report=r operator launch=launch_variant/> })}
+            {move || report.get().map(|r| view! { <ReportView report=r operator launch=launch_variant audit=audit_change audits/> })}
+        </section>
+        <section class="panel">
+            <h2>"Audits"</h2>
+            <crate::audits::RunAudits audits/>
         </section>
         <section class="panel">
             <h2>"Phase split per update"</h2>
@@ -212,6 +220,8 @@ fn ReportView(
     report: Report,
     operator: Signal<bool>,
     launch: impl Fn(Vec<(String, String)>) + Copy + Send + Sync + 'static,
+    audit: impl Fn(serde_json::Value) + Copy + Send + Sync + 'static,
+    audits: RwSignal<Vec<hotlab_shared::protocol::AuditInfo>>,
 ) -> impl IntoView {
     let split = report.split.clone();
     view! {
@@ -246,16 +256,26 @@ fn ReportView(
                 <ul class="recommendations">
                     {report.recommendations.iter().map(|rec| {
                         let overrides = rec.overrides();
+                        let knob = rec.knob.clone();
+                        let verdict = {
+                            let knob = knob.clone();
+                            move || audits.with(|a| crate::audits::latest_verdict(a, &knob))
+                        };
                         view! {
                             <li data-testid="recommendation">
                                 <code>{rec.knob.clone()}</code>" — "{rec.signature.clone()}
                                 " (up to "{format!("{:.2}×", rec.max_speedup)}")"
                                 <button data-testid="recommendation-launch" prop:disabled=move || !operator.get()
                                     on:click=move |_| launch(overrides.clone())>"Launch this variant"</button>
+                                <button data-testid="recommendation-audit" prop:disabled=move || !operator.get()
+                                    on:click=move |_| audit(serde_json::json!({ "changes": [knob.clone()] }))>"Audit"</button>
+                                <span class="verdict" data-testid="recommendation-verdict">{verdict}</span>
                             </li>
                         }
                     }).collect_view()}
                 </ul>
+                <button data-testid="audit-all" prop:disabled=move || !operator.get()
+                    on:click=move |_| audit(serde_json::json!({ "recommendations": true }))>"Audit all"</button>
             }.into_any()
         }}
         <p class="muted small">{format!("{} env steps, {:.0} steps/s while profiled; profiler overhead {:.2} % of wall", report.env_steps, report.steps_per_s, report.profiler_overhead_pct)}</p>

@@ -2,7 +2,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /api/runs/{id}/audit` (token) | `{"changes": ["KEY=VALUE"], "recommendations": bool, "repeats": K, "seconds": T, "total_steps": S}` → 201 the audit |
+//! | `POST /api/runs/{id}/audit` (token) | `{"changes": ["KEY=VALUE" or "--flag value …"], "recommendations": bool, "repeats": K, "seconds": T, "total_steps": S}` → 201 the audit |
 //! | `GET /api/lessons` | the lessons catalogue |
 //! | `POST /api/lessons/{id}` (token) | `{"settings": {"KNOB": "VALUE"}, "repeats": K, "seconds": T}` → 201 the lesson's audit |
 //! | `GET /api/audits?run=ID&lesson=ID&limit=N` | audits, newest first |
@@ -51,7 +51,7 @@ async fn start(lab: &Lab, request: Request) -> ApiResult<Response> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditAsk {
-    /// `KEY=VALUE` each.
+    /// `KEY=VALUE`, or flags as a recommendation writes them (`--backend vectorized`).
     #[serde(default)]
     changes: Vec<String>,
     /// Also the run's report's recommendations.
@@ -85,9 +85,13 @@ pub async fn audit_run(
         }
     }
     baseline.validate()?;
+    // A change written as one of the run's recommendations (`--backend vectorized`) keeps
+    // its predicted bound.
+    let recommended = summary.report.iter().flat_map(|r| &r.recommendations);
+    let bound = |text: &str| recommended.clone().find(|r| r.knob == text.trim()).map(|r| r.max_speedup);
     let mut changes = Vec::new();
     for text in &ask.changes {
-        changes.push(Change::parse(text)?);
+        changes.push(Change::restore(text, bound(text))?);
     }
     if ask.recommendations {
         let Some(report) = &summary.report else {
@@ -98,11 +102,14 @@ pub async fn audit_run(
             )
             .field("recommendations"));
         };
-        // A recommendation the baseline already follows is left out.
-        changes.extend(report.recommendations.iter().filter_map(|r| {
-            let c = Change::recommended(r).ok()?;
-            c.apply(&baseline).ok().map(|_| c)
-        }));
+        // A recommendation the baseline already follows, or asked for by name, is left out.
+        let more: Vec<Change> = report
+            .recommendations
+            .iter()
+            .filter_map(|r| Change::recommended(r).ok())
+            .filter(|c| c.apply(&baseline).is_ok() && !changes.iter().any(|o| o.text == c.text))
+            .collect();
+        changes.extend(more);
         if changes.is_empty() {
             let message = format!("run {id}'s report recommends nothing that changes it; give changes");
             return Err(ApiError::bad("invalid_value", "recommendations", message));

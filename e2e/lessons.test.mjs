@@ -1,0 +1,97 @@
+// Lessons and audits in a browser: the catalogue, a lesson run by the operator from its
+// page (parameters in the URL) and followed by a viewer without the token, the link that
+// reopens it, presenter mode, and a recommendation audited from a run's view.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startLab, launchBrowser, TOKEN, ARTIFACTS } from './lab.mjs';
+
+let lab;
+let browser;
+before(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  lab = await startLab();
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  lab?.stop();
+});
+
+async function open(path, { operator = true } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
+  });
+  await page.goto(new URL(operator ? `/?token=${TOKEN}${path}` : `/${path}`, lab.url).href);
+  await page.getByTestId('role').filter({ hasText: operator ? 'operator' : 'viewer' }).waitFor({ timeout: 20_000 });
+  return { page, errors, context };
+}
+
+const shot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+test('a lesson runs from its page, a viewer follows it, and its link reopens it', async () => {
+  const { page, errors } = await open('#/lessons');
+  const cards = page.getByTestId('lesson-card');
+  await cards.first().waitFor({ timeout: 20_000 });
+  assert.ok(await cards.count() >= 8, 'a card per lesson');
+  await shot(page, 'lessons');
+
+  // The parameters live in the URL: the operator sets one, and the link carries it.
+  await page.goto(new URL('/#/lesson/batch-size?repeats=2&seconds=0.3&hide=', lab.url).href);
+  await page.getByTestId('lesson-title').filter({ hasText: 'A batch too small' }).waitFor({ timeout: 20_000 });
+  await page.getByTestId('lesson-knob-envs').fill('2');
+  await page.getByTestId('lesson-knob-envs').press('Enter');
+  await page.waitForFunction(() => location.hash.includes('envs=2'), null, { timeout: 10_000 });
+  const link = await page.evaluate(() => location.hash);
+  assert.match(link, /^#\/lesson\/batch-size\?envs=2&repeats=2&seconds=0\.3$/);
+
+  const viewer = await open(link, { operator: false });
+  assert.equal(await viewer.page.getByTestId('lesson-run').isDisabled(), true, 'a viewer cannot start it');
+  assert.equal(await viewer.page.getByTestId('lesson-knob-envs').inputValue(), '2', 'the link reopens the same settings');
+
+  await page.getByTestId('lesson-knob-envs').waitFor();
+  await page.getByTestId('lesson-run').click();
+  await page.getByTestId('audit-progress').waitFor({ timeout: 20_000 });
+  // The verdict, then the signature, on the operator's page and on the viewer's.
+  for (const p of [page, viewer.page]) {
+    await p.getByTestId('lesson-shows').waitFor({ timeout: 120_000 });
+    assert.match(await p.getByTestId('lesson-shows').textContent(), /showed/);
+    const verdicts = await p.getByTestId('verdict').allTextContents();
+    assert.match(verdicts[0], /noise ×/);
+    assert.match(verdicts[1], /(confirmed|no effect|regression|beyond the bound): ×[0-9.]+ \([0-9.]+–[0-9.]+\)/);
+    const figures = await p.getByTestId('signature-figure').allTextContents();
+    assert.deepEqual(figures.map(Number).slice(0, 1), [0.5], 'two envs: half a forward per env step');
+  }
+  await shot(page, 'lesson-done');
+
+  // Presenter mode: the lesson alone, full screen.
+  const presenter = await open(`${link}&present=1`, { operator: false });
+  await presenter.page.getByTestId('lesson-shows').waitFor({ timeout: 20_000 });
+  const box = await presenter.page.getByTestId('lesson').boundingBox();
+  assert.ok(box.x === 0 && box.y === 0 && box.width >= 1270, `full screen: ${JSON.stringify(box)}`);
+  await shot(presenter.page, 'lesson-presenter');
+  assert.deepEqual([...errors, ...viewer.errors, ...presenter.errors], []);
+});
+
+test('a recommendation is audited from the run view', async () => {
+  const id = await lab.launch({ env: 'cartpole', envs: 8, steps: 16, total_steps: 4096, device: 'cpu',
+    backend: 'subprocess', workers: 2, wait: 'block' });
+  await lab.waitFor(id, ['finished']);
+  const { page, errors } = await open(`#/run/${id}`);
+  const audit = page.getByTestId('recommendation-audit').first();
+  await audit.waitFor({ timeout: 30_000 });
+  const knob = await page.getByTestId('recommendation').first().locator('code').textContent();
+  // The run's spec has 4096 steps: each of the audit's runs is as short.
+  await audit.click();
+  await page.getByTestId('run-audit').waitFor({ timeout: 20_000 });
+  await page.getByTestId('recommendation-verdict').first().filter({ hasText: '×' }).waitFor({ timeout: 120_000 });
+  const verdict = await page.getByTestId('recommendation-verdict').first().textContent();
+  assert.match(verdict, /: ×[0-9.]+ \(.*predicted ≤ ×[0-9.]+/, `${knob}: ${verdict}`);
+  await shot(page, 'run-audited');
+  assert.deepEqual(errors, []);
+});
