@@ -44,7 +44,11 @@ async fn start(lab: &Lab, request: Request) -> ApiResult<Response> {
     }
     let info = lab.audits.start(request);
     let store = lab.manager.store().clone();
-    blocking(move || Ok(store.flush())).await?;
+    blocking(move || {
+        store.flush();
+        Ok(())
+    })
+    .await?;
     Ok(created(info))
 }
 
