@@ -88,3 +88,24 @@ fn audit_verdicts_hold_where_the_truth_is_known() {
     assert_eq!(c["verdict"], "confirmed", "{r}");
     assert!(c["phase_share_before"].as_f64().unwrap() > 0.5 && c["phase_share_after"].as_f64().unwrap() < 0.1, "{r}");
 }
+
+/// `hotlab tune` from worker processes that spin on two cores: the obvious gain (stepping
+/// the envs in process) is found, kept, and the configuration printed.
+#[test]
+fn tune_finds_an_obvious_gain() {
+    let _alone = alone();
+    let mut args = vec!["tune", "--backend", "subprocess", "--wait", "spin", "--envs", "8", "--workers", "2"];
+    args.extend(["--total-steps", "100000000", "--seconds", "0.3", "--device", "cpu"]);
+    args.extend(["--repeats", "3", "--max-steps", "1", "--json"]);
+    let out = run(hotlab().args(&args));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    let step = &r["path"][0];
+    assert_eq!(step["kept"], "--backend vectorized", "{r}");
+    assert!(step["ratio"].as_f64().unwrap() > 1.0, "{r}");
+    assert_eq!(r["best"]["exec"]["backend"], "vectorized", "{r}");
+    assert_eq!(r["path"].as_array().unwrap().len(), 1, "--max-steps 1: {r}");
+    assert!(!r["flags"].as_str().unwrap().contains("--backend"), "vectorized is the default: {r}");
+    let out = run(hotlab().args(["tune", "--repeats", "1"]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

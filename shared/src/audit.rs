@@ -272,6 +272,11 @@ impl Plan {
         }
     }
 
+    /// The measurements of one slot's runs, in order (`measured` in the schedule's order).
+    pub fn runs_of<'a>(&self, slot: Slot, measured: &'a [Measured]) -> Vec<&'a Measured> {
+        self.schedule().into_iter().zip(measured).filter(|(s, _)| *s == slot).map(|(_, m)| m).collect()
+    }
+
     /// The audit's result from its runs' measurements, in [`Plan::schedule`]'s order.
     pub fn conclude(&self, measured: &[Measured]) -> Result<AuditReport, String> {
         let n = self.changes.len();

@@ -343,14 +343,9 @@ impl Lesson {
 
     /// The signature's figure per setting (medians over their runs) and whether it showed.
     pub fn figures(&self, plan: &Plan, measured: &[Measured]) -> (Vec<Figure>, bool) {
-        let slots = plan.schedule();
         let median_of = |want: Slot| {
-            let mut v: Vec<f64> = slots
-                .iter()
-                .zip(measured)
-                .filter(|(s, _)| **s == want)
-                .map(|(_, m)| self.signature.measure.of(&m.profile))
-                .collect();
+            let mut v: Vec<f64> =
+                plan.runs_of(want, measured).iter().map(|m| self.signature.measure.of(&m.profile)).collect();
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied().unwrap_or(0.0)
         };

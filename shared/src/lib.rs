@@ -19,6 +19,7 @@
 //! - [`audit`]: a change to a run (`KEY=VALUE`), the interleaved plan of an audit, and
 //!   its verdicts against this machine's noise and the report's bound.
 //! - [`lessons`]: the catalogue's lessons, each a baseline, its fixes, a signature and a budget.
+//! - [`tune`]: `hotlab tune`'s choices: the next candidates, the change to keep, the flags.
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
 
@@ -36,3 +37,4 @@ pub mod report;
 pub mod rng;
 pub mod spec;
 pub mod system;
+pub mod tune;

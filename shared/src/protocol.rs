@@ -251,6 +251,28 @@ pub struct AuditInfo {
     pub signature: Vec<crate::lessons::Figure>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shows: Option<bool>,
+    /// A step of a search for the fastest setup (`POST /api/runs/{id}/tune`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<TuneStep>,
+}
+
+/// Where a search for the fastest setup is, after one of its audits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TuneStep {
+    /// 1 for the first audit of the search.
+    pub step: usize,
+    /// The change kept by this step, and its measured ratio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// The kept ratios so far, multiplied (×).
+    pub speedup: f64,
+    /// When the search ended here: the fastest configuration, and it as `hotlab train` flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best: Option<crate::spec::RunSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags: Option<String>,
 }
 
 /// A change an audit compares, as written, with the bound its report predicted.

@@ -6,7 +6,7 @@ use crate::format::si;
 use hotlab_shared::audit::{ChangeResult, Verdict};
 use hotlab_shared::lessons::Measure;
 use hotlab_shared::profile::Profile;
-use hotlab_shared::protocol::{AuditInfo, RunStatus};
+use hotlab_shared::protocol::{AuditInfo, RunStatus, TuneStep};
 use leptos::prelude::*;
 
 /// One setting of an audit: what its finished runs measured.
@@ -101,9 +101,11 @@ pub fn AuditTable(
     // The run in progress, asked for twice a second: its setting's steps/s as it streams.
     let live = RwSignal::new(None::<(String, f64)>);
     let poll = move || {
-        let current = audit.with_untracked(|a| {
-            (a.status == RunStatus::Running).then(|| a.runs.last().map(|r| (r.setting.clone(), r.run))).flatten()
-        });
+        let current = audit
+            .try_with_untracked(|a| {
+                (a.status == RunStatus::Running).then(|| a.runs.last().map(|r| (r.setting.clone(), r.run))).flatten()
+            })
+            .flatten();
         leptos::task::spawn_local(async move {
             let now = match current {
                 Some((setting, run)) => {
@@ -114,8 +116,9 @@ pub fn AuditTable(
                 }
                 None => None,
             };
-            if live.with_untracked(|l| l != &now) {
-                live.set(now);
+            // The table may be gone by the time the answer comes (a newer audit replaced it).
+            if live.try_with_untracked(|l| l != &now).unwrap_or(false) {
+                live.try_set(now);
             }
         });
     };
@@ -153,16 +156,36 @@ pub fn latest_verdict(audits: &[AuditInfo], change: &str) -> Option<String> {
     audits.iter().find_map(|a| a.report.as_ref()?.changes.iter().find(|c| c.change == change).map(verdict_text))
 }
 
-/// Starts an audit of run `id` (`body` as `POST /api/runs/{id}/audit` takes it).
-pub fn request(id: u64, body: serde_json::Value, error: RwSignal<Option<String>>, audits: RwSignal<Vec<AuditInfo>>) {
+/// POSTs `body` to `path` (an audit or a search of a run), adding the audit it starts.
+fn ask(
+    path: String,
+    body: String,
+    what: &'static str,
+    error: RwSignal<Option<String>>,
+    audits: RwSignal<Vec<AuditInfo>>,
+) {
     leptos::task::spawn_local(async move {
-        match crate::api::post::<AuditInfo>(&format!("/api/runs/{id}/audit"), &body.to_string()).await {
-            Ok(a) => audits.update(|list| list.insert(0, a)),
+        match crate::api::post::<AuditInfo>(&path, &body).await {
+            // The run's page may be gone by the time the answer comes.
+            Ok(a) => {
+                audits.try_update(|list| list.insert(0, a));
+            }
             Err(e) => {
-                error.set(Some(format!("audit: {}{}", e.field.map_or(String::new(), |f| format!("{f}: ")), e.message)))
+                let field = e.field.map_or(String::new(), |f| format!("{f}: "));
+                error.try_set(Some(format!("{what}: {field}{}", e.message)));
             }
         }
     });
+}
+
+/// Starts an audit of run `id` (`body` as `POST /api/runs/{id}/audit` takes it).
+pub fn request(id: u64, body: serde_json::Value, error: RwSignal<Option<String>>, audits: RwSignal<Vec<AuditInfo>>) {
+    ask(format!("/api/runs/{id}/audit"), body.to_string(), "audit", error, audits);
+}
+
+/// Starts a search for the fastest setup from run `id`'s recommendations.
+pub fn request_tune(id: u64, error: RwSignal<Option<String>>, audits: RwSignal<Vec<AuditInfo>>) {
+    ask(format!("/api/runs/{id}/tune"), "{}".into(), "find the fastest setup", error, audits);
 }
 
 /// A run's audits, newest first, asked for every two seconds.
@@ -170,8 +193,8 @@ pub fn follow(id: u64, audits: RwSignal<Vec<AuditInfo>>) {
     let refresh = move || {
         leptos::task::spawn_local(async move {
             if let Ok(list) = crate::api::get::<Vec<AuditInfo>>(&format!("/api/audits?run={id}&limit=5")).await {
-                if audits.with_untracked(|old| old != &list) {
-                    audits.set(list);
+                if audits.try_with_untracked(|old| old != &list).unwrap_or(false) {
+                    audits.try_set(list);
                 }
             }
         })
@@ -182,16 +205,56 @@ pub fn follow(id: u64, audits: RwSignal<Vec<AuditInfo>>) {
     }
 }
 
-/// A run's audits, each with its settings and verdicts.
+/// What a search's step says: what it kept, and where the search ended.
+pub fn tune_text(t: &TuneStep) -> String {
+    let kept = match (&t.kept, t.ratio) {
+        (Some(k), Some(r)) => format!("kept {k} (×{r:.2})"),
+        _ => "nothing confirmed that still learns".into(),
+    };
+    match &t.flags {
+        Some(flags) => format!("{kept}; the search ends: ×{:.2} in all, hotlab train {flags}", t.speedup),
+        None => format!("{kept}; searching on from it"),
+    }
+}
+
+/// A run's audits, each with its settings and verdicts; a search's last one launches the
+/// fastest configuration it found.
 #[component]
-pub fn RunAudits(audits: RwSignal<Vec<AuditInfo>>) -> impl IntoView {
+pub fn RunAudits(
+    audits: RwSignal<Vec<AuditInfo>>,
+    operator: Signal<bool>,
+    on_launched: Callback<u64>,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let launch_best = move |spec: hotlab_shared::spec::RunSpec| {
+        let fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+        leptos::task::spawn_local(async move {
+            match crate::launch::launch(&fields).await {
+                Ok(id) => on_launched.run(id),
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
     view! {
         {move || match audits.with(Vec::is_empty) {
             true => view! { <p class="muted">"Not audited yet: an audit re-runs this run with a change, interleaved with the run as it is, and says whether the change held."</p> }.into_any(),
             false => audits.get().into_iter().map(|a| {
                 let id = a.id;
                 let audit = Signal::derive(move || audits.with(|l| l.iter().find(|x| x.id == id).cloned().unwrap_or_default()));
-                view! { <div class="audit-one" data-testid="run-audit"><h3>"Audit "{id}</h3><AuditTable audit/></div> }
+                let title = a.tune.as_ref().map_or(format!("Audit {id}"), |t| format!("Audit {id} · search step {}", t.step));
+                let search = a.tune.as_ref().filter(|t| t.kept.is_some() || t.flags.is_some()).map(tune_text);
+                let best = a.tune.as_ref().and_then(|t| t.best.clone());
+                view! {
+                    <div class="audit-one" data-testid="run-audit">
+                        <h3>{title}</h3>
+                        <AuditTable audit/>
+                        {search.map(|t| view! { <p class="tune" data-testid="tune-step">{t}</p> })}
+                        {best.map(|spec| view! {
+                            <button data-testid="tune-launch" prop:disabled=move || !operator.get()
+                                on:click=move |_| launch_best(spec.clone())>"Launch the fastest setup"</button>
+                        })}
+                    </div>
+                }
             }).collect_view().into_any(),
         }}
     }
@@ -228,5 +291,15 @@ mod tests {
         assert_eq!((rows[1].done, rows[1].planned, rows[1].sps), (1, 2, Some(40.0)));
         assert_eq!(rows[1].figure, Some(0.0));
         assert_eq!(progress(&a), "run 4 of 8: baseline");
+        let mut t = TuneStep {
+            step: 1,
+            kept: Some("--backend vectorized".into()),
+            ratio: Some(3.0),
+            speedup: 3.0,
+            ..TuneStep::default()
+        };
+        assert_eq!(tune_text(&t), "kept --backend vectorized (×3.00); searching on from it");
+        t.flags = Some("--envs 8".into());
+        assert!(tune_text(&t).ends_with("×3.00 in all, hotlab train --envs 8"), "{}", tune_text(&t));
     }
 }

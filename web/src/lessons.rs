@@ -69,13 +69,16 @@ pub fn LessonView(link: LessonLink, operator: Signal<bool>, go: Callback<Route>)
     let refresh = move || {
         leptos::task::spawn_local(async move {
             match crate::api::get::<Vec<AuditInfo>>(&format!("/api/audits?lesson={id}&limit=1")).await {
+                // The page may be gone by the time the answer comes.
                 Ok(mut newest) => {
                     let a = newest.pop();
-                    if audit.with_untracked(|old| old != &a) {
-                        audit.set(a);
+                    if audit.try_with_untracked(|old| old != &a).unwrap_or(false) {
+                        audit.try_set(a);
                     }
                 }
-                Err(e) => error.set(Some(e.message)),
+                Err(e) => {
+                    error.try_set(Some(e.message));
+                }
             }
         })
     };

@@ -184,7 +184,12 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
         </section>
         <section class="panel">
             <h2>"Audits"</h2>
-            <crate::audits::RunAudits audits/>
+            <p>
+                <button data-testid="tune-button" prop:disabled=move || !operator.get()
+                    on:click=move |_| crate::audits::request_tune(id, load_error, audits)>"Find the fastest setup"</button>
+                <span class="muted">" audits the recommendations, keeps the fastest confirmed one that still learns, and goes on from it until nothing helps"</span>
+            </p>
+            <crate::audits::RunAudits audits operator on_launched error=load_error/>
         </section>
         <section class="panel">
             <h2>"Phase split per update"</h2>

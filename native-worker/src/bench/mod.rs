@@ -9,3 +9,4 @@ pub mod envs;
 pub mod gpu_check;
 pub mod lessons;
 pub mod soak;
+pub mod tune;

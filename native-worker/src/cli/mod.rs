@@ -14,6 +14,7 @@ mod serve;
 mod soak;
 mod system;
 mod train;
+mod tune;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -55,6 +56,10 @@ pub enum Command {
     /// baseline, and say whether it held: confirmed, no effect, or a regression.
     #[command(args_override_self = true, allow_negative_numbers = true)]
     Audit(Box<audit::AuditArgs>),
+    /// Find the fastest configuration that still learns: audit the report's
+    /// recommendations, keep the fastest confirmed one, repeat until nothing helps.
+    #[command(args_override_self = true, allow_negative_numbers = true)]
+    Tune(Box<tune::TuneArgs>),
     /// The catalogue's lessons: each bottleneck shown and removed, with the audit's verdicts
     /// (`hotlab lesson list`, `hotlab lesson run ID`).
     #[command(subcommand)]
@@ -109,6 +114,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Prove(a) => prove::prove_cmd(a),
         Command::Audit(a) => audit::audit(*a),
         Command::Lesson(c) => lesson::lesson(c),
+        Command::Tune(a) => tune::tune(*a),
         Command::Prune(a) => prune::prune(a),
         Command::GpuCheck(a) => gpu_check::gpu_check(a),
         Command::EnvWorker(a) => env_worker::env_worker(a),

@@ -3,13 +3,14 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /api/runs/{id}/audit` (token) | `{"changes": ["KEY=VALUE" or "--flag value …"], "recommendations": bool, "repeats": K, "seconds": T, "total_steps": S}` → 201 the audit |
+//! | `POST /api/runs/{id}/tune` (token) | `{"repeats", "seconds", "total_steps", "max_steps"}` → 201 the first audit of a search for the fastest setup; each next step is an audit of its own |
 //! | `GET /api/lessons` | the lessons catalogue |
 //! | `POST /api/lessons/{id}` (token) | `{"settings": {"KNOB": "VALUE"}, "repeats": K, "seconds": T}` → 201 the lesson's audit |
 //! | `GET /api/audits?run=ID&lesson=ID&limit=N` | audits, newest first |
 //! | `GET /api/audits/{id}`, `POST /api/audits/{id}/stop` (token) | one audit; stop it |
 
 use super::api::{blocking, no_run, operator, ApiError, ApiResult, Client, Lab, Path, Query};
-use super::audits::Request;
+use super::audits::{Request, Search};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -67,6 +68,33 @@ pub struct AuditAsk {
     total_steps: Option<u64>,
 }
 
+/// A run's summary, and its spec with an audit's budget: `seconds` and `total_steps` as
+/// asked, [`DEFAULT_SECONDS`] when neither is.
+async fn budgeted(
+    lab: &Lab,
+    id: u64,
+    seconds: Option<f64>,
+    total_steps: Option<u64>,
+) -> ApiResult<(Arc<hotlab_shared::protocol::RunSummary>, hotlab_shared::spec::RunSpec)> {
+    let manager = Arc::clone(&lab.manager);
+    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| no_run(id))?;
+    let mut baseline = summary.info.spec.clone();
+    match (seconds, total_steps) {
+        (None, None) => baseline.seconds = DEFAULT_SECONDS,
+        (seconds, steps) => {
+            baseline.seconds = seconds.unwrap_or(baseline.seconds);
+            baseline.total_steps = steps.unwrap_or(baseline.total_steps);
+        }
+    }
+    baseline.validate()?;
+    Ok((summary, baseline))
+}
+
+fn no_report(id: u64, field: &str) -> ApiError {
+    let message = format!("run {id} has no report yet: its recommendations can be audited once it has ended");
+    ApiError::new(StatusCode::CONFLICT, "no_report", message).field(field)
+}
+
 /// `POST /api/runs/{id}/audit`: the run's spec as the baseline, with a short budget.
 pub async fn audit_run(
     State(lab): State<Lab>,
@@ -78,17 +106,7 @@ pub async fn audit_run(
 ) -> ApiResult<Response> {
     operator(&lab, client, &headers, &uri)?;
     let ask: AuditAsk = json_body(&body)?;
-    let manager = Arc::clone(&lab.manager);
-    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| no_run(id))?;
-    let mut baseline = summary.info.spec.clone();
-    match (ask.seconds, ask.total_steps) {
-        (None, None) => baseline.seconds = DEFAULT_SECONDS,
-        (seconds, steps) => {
-            baseline.seconds = seconds.unwrap_or(baseline.seconds);
-            baseline.total_steps = steps.unwrap_or(baseline.total_steps);
-        }
-    }
-    baseline.validate()?;
+    let (summary, baseline) = budgeted(&lab, id, ask.seconds, ask.total_steps).await?;
     // A change written as one of the run's recommendations (`--backend vectorized`) keeps
     // its predicted bound.
     let recommended = summary.report.iter().flat_map(|r| &r.recommendations);
@@ -98,14 +116,7 @@ pub async fn audit_run(
         changes.push(Change::restore(text, bound(text))?);
     }
     if ask.recommendations {
-        let Some(report) = &summary.report else {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "no_report",
-                format!("run {id} has no report yet: its recommendations can be audited once it has ended"),
-            )
-            .field("recommendations"));
-        };
+        let Some(report) = &summary.report else { return Err(no_report(id, "recommendations")) };
         // A recommendation the baseline already follows, or asked for by name, is left out.
         let more: Vec<Change> = report
             .recommendations
@@ -120,7 +131,49 @@ pub async fn audit_run(
         }
     }
     let plan = Plan::new(baseline, changes, ask.repeats.unwrap_or(DEFAULT_REPEATS))?;
-    start(&lab, Request { plan, run: Some(id), lesson: None }).await
+    start(&lab, Request { plan, run: Some(id), lesson: None, tune: None }).await
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneAsk {
+    repeats: Option<usize>,
+    seconds: Option<f64>,
+    total_steps: Option<u64>,
+    /// The most audits (changes kept) in the chain [`DEFAULT_TUNE_STEPS`].
+    max_steps: Option<usize>,
+}
+
+/// Audits in a search unless the request says.
+pub const DEFAULT_TUNE_STEPS: usize = 5;
+
+/// `POST /api/runs/{id}/tune`: from the run's recommendations, audits that keep the fastest
+/// confirmed change that still learns, one after another, until nothing helps.
+pub async fn tune_run(
+    State(lab): State<Lab>,
+    ConnectInfo(client): Client,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> ApiResult<Response> {
+    operator(&lab, client, &headers, &uri)?;
+    let ask: TuneAsk = if body.is_empty() { TuneAsk::default() } else { json_body(&body)? };
+    let max_steps = ask.max_steps.unwrap_or(DEFAULT_TUNE_STEPS);
+    if !(1..=20).contains(&max_steps) {
+        return Err(ApiError::bad("invalid_value", "max_steps", format!("{max_steps}: allowed 1 to 20")));
+    }
+    let (summary, baseline) = budgeted(&lab, id, ask.seconds, ask.total_steps).await?;
+    let report = summary.report.as_ref().ok_or_else(|| no_report(id, "run"))?;
+    let changes = hotlab_shared::tune::candidates(report, &baseline, &[]);
+    if changes.is_empty() {
+        let message = format!("run {id}'s report recommends nothing that changes it: nothing to search");
+        return Err(ApiError::new(StatusCode::CONFLICT, "nothing_to_tune", message).field("run"));
+    }
+    let tried = changes.iter().map(|c| c.text.clone()).collect();
+    let plan = Plan::new(baseline, changes, ask.repeats.unwrap_or(DEFAULT_REPEATS))?;
+    let tune = Some(Search { step: 1, max_steps, tried, speedup: 1.0 });
+    start(&lab, Request { plan, run: Some(id), lesson: None, tune }).await
 }
 
 /// `GET /api/lessons`: the catalogue.
@@ -146,7 +199,7 @@ pub async fn run_lesson(
     let lesson = lessons::find(&id).ok_or_else(|| no_lesson(&id))?;
     let params: Params = if body.is_empty() { Params::default() } else { json_body(&body)? };
     let plan = lesson.plan(&params)?;
-    start(&lab, Request { plan, run: None, lesson: Some((lesson, params)) }).await
+    start(&lab, Request { plan, run: None, lesson: Some((lesson, params)), tune: None }).await
 }
 
 /// Audits per answer of `GET /api/audits` unless `limit` says, and the most it may say.

@@ -6,9 +6,10 @@
 //! audits side by side would each measure the other.
 
 use super::runs::Manager;
-use hotlab_shared::audit::{Measured, Plan};
+use hotlab_shared::audit::{Measured, Plan, Slot};
 use hotlab_shared::lessons::{Lesson, Params};
-use hotlab_shared::protocol::{AuditInfo, AuditRun, ChangeInfo, RunStatus, RunSummary};
+use hotlab_shared::protocol::{AuditInfo, AuditRun, ChangeInfo, RunStatus, RunSummary, TuneStep};
+use hotlab_shared::tune;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,8 +22,22 @@ const POLL: Duration = Duration::from_millis(50);
 struct Job {
     plan: Plan,
     lesson: Option<&'static Lesson>,
+    tune: Option<Search>,
     info: Arc<Mutex<AuditInfo>>,
     stop: Arc<AtomicBool>,
+}
+
+/// A search for the fastest setup: a chain of audits, each of the candidates the last
+/// kept variant's own profile recommends.
+#[derive(Clone, Debug)]
+pub struct Search {
+    /// This audit's place in the chain (1 for the first).
+    pub step: usize,
+    pub max_steps: usize,
+    /// Every change audited so far (each is tried once).
+    pub tried: Vec<String>,
+    /// The kept ratios before this step, multiplied.
+    pub speedup: f64,
 }
 
 #[derive(Default)]
@@ -47,6 +62,8 @@ pub struct Request {
     pub run: Option<u64>,
     /// The lesson, with the parameters it runs with.
     pub lesson: Option<(&'static Lesson, Params)>,
+    /// A step of a search for the fastest setup.
+    pub tune: Option<Search>,
 }
 
 impl Audits {
@@ -65,6 +82,11 @@ impl Audits {
 
     /// Queues an audit; returns it as stored.
     pub fn start(&self, r: Request) -> AuditInfo {
+        self.queue(r, false)
+    }
+
+    /// Queues an audit at the back, or (the next step of a search) at the front.
+    fn queue(&self, r: Request, first: bool) -> AuditInfo {
         let mut inner = self.lock();
         let id = inner.next_id;
         inner.next_id += 1;
@@ -79,13 +101,18 @@ impl Audits {
             baseline: plan.baseline.clone(),
             changes: plan.changes.iter().map(|c| ChangeInfo { change: c.text.clone(), bound: c.bound }).collect(),
             repeats: plan.repeats,
+            tune: r.tune.as_ref().map(|t| TuneStep { step: t.step, speedup: t.speedup, ..TuneStep::default() }),
             ..AuditInfo::default()
         };
         self.manager.store().add_audit(&info);
         let shared = Arc::new(Mutex::new(info.clone()));
         let stop = Arc::new(AtomicBool::new(false));
         inner.live.insert(id, (Arc::clone(&shared), Arc::clone(&stop)));
-        inner.queue.push_back(Job { plan, lesson: r.lesson.map(|(l, _)| l), info: shared, stop });
+        let job = Job { plan, lesson: r.lesson.map(|(l, _)| l), tune: r.tune, info: shared, stop };
+        match first {
+            true => inner.queue.push_front(job),
+            false => inner.queue.push_back(job),
+        }
         self.ready.notify_one();
         info
     }
@@ -137,15 +164,18 @@ impl Audits {
                     }
                 }
             };
-            let (status, message) = match self.execute(&job) {
-                Ok(()) => (RunStatus::Finished, None),
-                Err(_) if job.stop.load(Ordering::Relaxed) => (RunStatus::Stopped, None),
-                Err(e) => (RunStatus::Failed, Some(e)),
+            let (status, message, next) = match self.execute(&job) {
+                Ok(runs) => (RunStatus::Finished, None, self.search_on(&job, &runs)),
+                Err(_) if job.stop.load(Ordering::Relaxed) => (RunStatus::Stopped, None, None),
+                Err(e) => (RunStatus::Failed, Some(e), None),
             };
             let id = self.update(&job, |a| {
                 a.status = status;
                 a.message = message;
             });
+            if let Some(next) = next {
+                self.queue(next, true);
+            }
             self.manager.store().flush();
             self.lock().live.remove(&id);
         }
@@ -159,8 +189,45 @@ impl Audits {
         a.id
     }
 
-    /// Runs the plan's runs one after another, then judges.
-    fn execute(&self, job: &Job) -> Result<(), String> {
+    /// After a search's audit: what it kept, and the next step's audit unless the search
+    /// ends here (nothing kept, no candidate left, or the last step), in which case this
+    /// audit carries the fastest configuration.
+    fn search_on(&self, job: &Job, runs: &[Measured]) -> Option<Request> {
+        let search = job.tune.as_ref()?;
+        let plan = &job.plan;
+        let report = job.info.lock().unwrap_or_else(|p| p.into_inner()).report.clone()?;
+        let kept = tune::keep(&report).cloned();
+        let kept_at = kept.as_ref().and_then(|k| plan.changes.iter().position(|c| c.text == k.change));
+        let (best, speedup) = match (kept_at, &kept) {
+            (Some(i), Some(k)) => (plan.variants[i].clone(), search.speedup * k.ratio.median),
+            _ => (plan.baseline.clone(), search.speedup),
+        };
+        let next = kept_at.filter(|_| search.step < search.max_steps).and_then(|i| {
+            // The kept variant's own profile says what to try next.
+            let m = *plan.runs_of(Slot::Variant(i), runs).last()?;
+            let changes = tune::candidates(&hotlab_shared::report::analyze(&m.profile, &best), &best, &search.tried);
+            let mut tried = search.tried.clone();
+            tried.extend(changes.iter().map(|c| c.text.clone()));
+            let plan = Plan::new(best.clone(), changes, plan.repeats).ok()?;
+            let run = job.info.lock().unwrap_or_else(|p| p.into_inner()).run;
+            let tune = Some(Search { step: search.step + 1, max_steps: search.max_steps, tried, speedup });
+            Some(Request { plan, run, lesson: None, tune })
+        });
+        self.update(job, |a| {
+            a.tune = Some(TuneStep {
+                step: search.step,
+                kept: kept.as_ref().map(|k| k.change.clone()),
+                ratio: kept.as_ref().map(|k| k.ratio.median),
+                speedup,
+                flags: next.is_none().then(|| tune::flags(&best)),
+                best: next.is_none().then_some(best.clone()),
+            })
+        });
+        next
+    }
+
+    /// Runs the plan's runs one after another, then judges; what they measured.
+    fn execute(&self, job: &Job) -> Result<Vec<Measured>, String> {
         self.update(job, |a| a.status = RunStatus::Running);
         let plan = &job.plan;
         let mut measured = Vec::new();
@@ -189,7 +256,7 @@ impl Audits {
                 a.shows = Some(shows);
             }
         });
-        Ok(())
+        Ok(measured)
     }
 
     /// Waits for a run to end; its summary.

@@ -52,6 +52,7 @@ pub fn router(lab: api::Lab) -> Router {
         .route("/api/runs/{id}/summary", get(api::summary))
         .route("/api/prune", post(api::prune))
         .route("/api/runs/{id}/audit", post(audit_api::audit_run))
+        .route("/api/runs/{id}/tune", post(audit_api::tune_run))
         .route("/api/lessons", get(audit_api::list_lessons))
         .route("/api/lessons/{id}", post(audit_api::run_lesson))
         .route("/api/audits", get(audit_api::list_audits))
