@@ -132,3 +132,36 @@ test('a policy trained on the worker keeps the poles up over 10x longer than ran
   assert.deepEqual(errors, []);
   await page.close();
 });
+
+test('the two playground lessons measure each setting side by side on WebGPU', async () => {
+  const errors = [];
+  const page = await openPlayground(gpuBrowser, errors);
+  await page.getByTestId('pg-backend').filter({ hasText: 'webgpu' }).waitFor({ timeout: 60_000 });
+  await setEnvs(page, 256);
+  // The knobs drive the live loop too.
+  await page.getByTestId('pg-steps-per-dispatch').selectOption('16');
+  await page.getByTestId('pg-read-back').selectOption('every');
+  await waitNumber(page, 'pg-sps', (v) => v > 0);
+
+  const rows = page.getByTestId('pg-lesson-row');
+  await page.getByTestId('pg-lesson-read-back-run').click();
+  const readBack = page.getByTestId('pg-lesson-read-back');
+  await readBack.locator('[data-testid="pg-lesson-row"]:not([data-sps="0"])').nth(1).waitFor({ timeout: 120_000 });
+  // Both rounds done: the status line empties.
+  await page.waitForFunction(() => document.querySelector('[data-testid="pg-sweep-status"]').textContent === '',
+    null, { timeout: 120_000 });
+  const settings = await readBack.getByTestId('pg-lesson-row').evaluateAll((rs) => rs.map((r) => [r.dataset.setting, Number(r.dataset.sps)]));
+  assert.deepEqual(settings.map((s) => s[0]), ['read back every dispatch', 'read back once per frame']);
+  assert.ok(settings.every((s) => s[1] > 0), JSON.stringify(settings));
+
+  await page.getByTestId('pg-lesson-steps-per-dispatch-run').click();
+  const perDispatch = page.getByTestId('pg-lesson-steps-per-dispatch');
+  await perDispatch.locator('[data-testid="pg-lesson-row"]:not([data-sps="0"])').nth(5).waitFor({ timeout: 240_000 });
+  const sps = await perDispatch.getByTestId('pg-lesson-row').evaluateAll((rs) => rs.map((r) => Number(r.dataset.sps)));
+  // Each setting measured (how much faster is this machine's to say, not the test's).
+  assert.equal(sps.length, 6);
+  assert.ok(sps.every((x) => x > 0), JSON.stringify(sps));
+  assert.equal(await rows.count(), 8);
+  await page.screenshot({ path: join(ARTIFACTS, 'playground-lessons.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+});

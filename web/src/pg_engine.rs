@@ -32,9 +32,45 @@ impl Path {
     }
 }
 
+/// When the GPU path reads its results back (catalogue row 4: a sync per dispatch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadBack {
+    /// After every dispatch: the page waits for the GPU each time.
+    EveryDispatch,
+    /// Once per frame, after all of the frame's dispatches.
+    OncePerFrame,
+}
+
+impl ReadBack {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadBack::EveryDispatch => "every dispatch",
+            ReadBack::OncePerFrame => "once per frame",
+        }
+    }
+}
+
+/// The GPU path's knobs: env steps per dispatch (catalogue row 5: launch overhead), and
+/// when to read back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuKnobs {
+    /// `None`: adapt (one dispatch per frame, as many steps as fill it).
+    pub steps_per_dispatch: Option<u32>,
+    pub read_back: ReadBack,
+}
+
+impl Default for GpuKnobs {
+    fn default() -> Self {
+        Self { steps_per_dispatch: None, read_back: ReadBack::OncePerFrame }
+    }
+}
+
+/// The steps-per-dispatch settings the page offers.
+pub const STEPS_PER_DISPATCH: [u32; 6] = [1, 4, 16, 64, 256, 1024];
+
 /// A playground on one path.
 pub enum Engine {
-    Gpu { env: GpuCartPole, steps_per_dispatch: u32 },
+    Gpu { env: GpuCartPole, knobs: GpuKnobs, steps: u32, dispatches: u32 },
     Cpu(CpuCartPole),
 }
 
@@ -47,11 +83,12 @@ pub struct FrameOut {
 }
 
 impl Engine {
-    pub async fn new(path: Path, gpu: Option<&Gpu>, setup: &Setup) -> Result<Self, String> {
+    pub async fn new(path: Path, gpu: Option<&Gpu>, setup: &Setup, knobs: GpuKnobs) -> Result<Self, String> {
         match (path, gpu) {
             (Path::WebGpu, Some(gpu)) => {
                 let env = GpuCartPole::new(gpu, setup).await.map_err(|e| e.0)?;
-                Ok(Engine::Gpu { env, steps_per_dispatch: 1 })
+                let steps = knobs.steps_per_dispatch.unwrap_or(1);
+                Ok(Engine::Gpu { env, knobs, steps, dispatches: 1 })
             }
             (Path::WebGpu, None) => Err("this browser has no WebGPU adapter".into()),
             (Path::Cpu, _) => CpuCartPole::new(setup).map(Engine::Cpu),
@@ -69,16 +106,90 @@ impl Engine {
     pub async fn frame(&mut self) -> Result<FrameOut, String> {
         let start = now_s();
         match self {
-            Engine::Gpu { env, steps_per_dispatch } => {
-                let (tally, sample) = env.run(*steps_per_dispatch, SAMPLE).await.map_err(|e| e.0)?;
+            Engine::Gpu { env, knobs, steps, dispatches } => {
+                let (tally, sample) = match knobs.read_back {
+                    ReadBack::OncePerFrame => env.run_batched(*dispatches, *steps, SAMPLE).await.map_err(|e| e.0)?,
+                    ReadBack::EveryDispatch => {
+                        let (mut tally, mut sample) = (Tally::default(), Vec::new());
+                        for _ in 0..*dispatches {
+                            let (t, s) = env.run(*steps, SAMPLE).await.map_err(|e| e.0)?;
+                            tally.add(t);
+                            sample = s;
+                        }
+                        (tally, sample)
+                    }
+                };
                 let busy_s = now_s() - start;
-                *steps_per_dispatch = next_steps(*steps_per_dispatch, busy_s, env.max_steps_per_dispatch());
+                let max = env.max_steps_per_dispatch();
+                // Adapt what is free to fill a frame: the steps of the one dispatch, or
+                // (steps per dispatch fixed) the dispatches per frame.
+                match knobs.steps_per_dispatch {
+                    None => *steps = next_steps(*steps, busy_s, max),
+                    Some(k) => *dispatches = next_steps(*dispatches, busy_s, (max / k.max(1)).max(1)),
+                }
                 Ok(FrameOut { tally, busy_s, sample })
             }
             Engine::Cpu(env) => {
                 let tally = env.run(u32::MAX, &mut || now_s() - start > FRAME_S);
                 Ok(FrameOut { tally, busy_s: now_s() - start, sample: env.sample(SAMPLE) })
             }
+        }
+    }
+}
+
+/// The two lessons the playground runs on the viewer's own machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PgLesson {
+    /// Row 5: env steps per dispatch, the frame read back once.
+    StepsPerDispatch,
+    /// Row 4: one step per dispatch, read back after each or once per frame.
+    ReadBack,
+}
+
+impl PgLesson {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PgLesson::StepsPerDispatch => "steps-per-dispatch",
+            PgLesson::ReadBack => "read-back",
+        }
+    }
+
+    /// Its settings, the slow one first, each with a label.
+    pub fn settings(self) -> Vec<(String, GpuKnobs)> {
+        match self {
+            PgLesson::StepsPerDispatch => STEPS_PER_DISPATCH
+                .iter()
+                .map(|&k| {
+                    let knobs = GpuKnobs { steps_per_dispatch: Some(k), read_back: ReadBack::OncePerFrame };
+                    (format!("{k} step{} per dispatch", if k == 1 { "" } else { "s" }), knobs)
+                })
+                .collect(),
+            PgLesson::ReadBack => [ReadBack::EveryDispatch, ReadBack::OncePerFrame]
+                .into_iter()
+                .map(|r| (format!("read back {}", r.as_str()), GpuKnobs { steps_per_dispatch: Some(1), read_back: r }))
+                .collect(),
+        }
+    }
+}
+
+/// One measured setting of a playground lesson.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LessonRow {
+    pub lesson: PgLesson,
+    pub setting: String,
+    /// Steps/s in each round (the settings take turns, round after round).
+    pub rounds: Vec<f64>,
+}
+
+impl LessonRow {
+    /// The median over the rounds.
+    pub fn sps(&self) -> Option<f64> {
+        let mut v = self.rounds.clone();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
         }
     }
 }
@@ -183,6 +294,19 @@ mod tests {
         record(&mut v, Measurement { path: Path::WebGpu, envs: 16, sps: 3.0 });
         assert_eq!(v.len(), 2);
         assert_eq!(v.iter().find(|p| p.path == Path::WebGpu).unwrap().sps, 3.0);
+    }
+
+    #[test]
+    fn playground_lessons_start_from_the_slow_setting() {
+        let steps = PgLesson::StepsPerDispatch.settings();
+        assert_eq!(steps.len(), STEPS_PER_DISPATCH.len());
+        assert_eq!(steps[0].1.steps_per_dispatch, Some(1));
+        assert!(steps.iter().all(|(_, k)| k.read_back == ReadBack::OncePerFrame));
+        let read = PgLesson::ReadBack.settings();
+        assert_eq!(read[0].0, "read back every dispatch");
+        assert_eq!(read[1].1, GpuKnobs { steps_per_dispatch: Some(1), read_back: ReadBack::OncePerFrame });
+        let row = LessonRow { lesson: PgLesson::ReadBack, setting: String::new(), rounds: vec![3.0, 1.0] };
+        assert_eq!(row.sps(), Some(2.0));
     }
 
     #[test]

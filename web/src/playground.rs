@@ -9,7 +9,10 @@
 
 use crate::charts::{Chart, Line};
 use crate::format::{envs_label, si};
-use crate::pg_engine::{self, now_s, Engine, Measurement, Path, SpsMeter, SWEEP};
+use crate::pg_engine::{
+    self, now_s, Engine, GpuKnobs, LessonRow, Measurement, Path, PgLesson, ReadBack, SpsMeter, STEPS_PER_DISPATCH,
+    SWEEP,
+};
 use crate::rollout::{draw_one, Cell};
 use hotlab_shared::protocol::{RunInfo, RunStatus};
 use hotlab_shared::spec::EnvName;
@@ -39,6 +42,8 @@ struct Config {
     policy: Option<u64>,
     greedy: bool,
     seed: u64,
+    /// The GPU path's steps per dispatch and read-back.
+    knobs: GpuKnobs,
 }
 
 /// What the loop reports.
@@ -61,6 +66,9 @@ struct Sigs {
     points: RwSignal<Vec<Measurement>>,
     sweep_asked: RwSignal<u32>,
     sweeping: RwSignal<Option<String>>,
+    /// A playground lesson to measure (taken by the loop), and what they measured.
+    lesson_asked: RwSignal<Option<PgLesson>>,
+    lesson_rows: RwSignal<Vec<LessonRow>>,
     canvas: NodeRef<leptos::html::Canvas>,
 }
 
@@ -141,7 +149,7 @@ async fn sweep(s: Sigs, gpu: Option<&Gpu>, policy: &Policy, alive: &AtomicBool) 
             k += 1;
             s.sweeping.set(Some(format!("{} · {envs} envs ({k}/{total})", path.as_str())));
             let setup = Setup { envs, seed: s.config.get_untracked().seed, policy: policy.clone() };
-            let mut engine = Engine::new(path, gpu, &setup).await?;
+            let mut engine = Engine::new(path, gpu, &setup, GpuKnobs::default()).await?;
             engine.frame().await?; // warm-up: the first dispatch compiles the kernel
             let (mut meter, start) = (SpsMeter::default(), now_s());
             while alive.load(Ordering::Relaxed)
@@ -157,6 +165,52 @@ async fn sweep(s: Sigs, gpu: Option<&Gpu>, policy: &Policy, alive: &AtomicBool) 
             }
             if let Some(sps) = meter.sps() {
                 s.points.update(|p| pg_engine::record(p, Measurement { path, envs, sps }));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rounds of a playground lesson: every setting measured once per round, in turn, so that
+/// drift (another tab, a throttled GPU) hits all of them alike.
+const LESSON_ROUNDS: usize = 2;
+
+/// Measures each setting of a playground lesson on WebGPU, round after round, at the
+/// form's env count, for about half a second each.
+async fn measure_lesson(s: Sigs, gpu: Option<&Gpu>, lesson: PgLesson, alive: &AtomicBool) -> Result<(), String> {
+    let gpu = gpu.ok_or("this lesson measures WebGPU dispatches, and this browser has no WebGPU")?;
+    let cfg = s.config.get_untracked();
+    let settings = lesson.settings();
+    s.lesson_rows.update(|rows| {
+        rows.retain(|r| r.lesson != lesson);
+        rows.extend(settings.iter().map(|(setting, _)| LessonRow { lesson, setting: setting.clone(), rounds: vec![] }));
+    });
+    for round in 0..LESSON_ROUNDS {
+        for (i, (setting, knobs)) in settings.iter().enumerate() {
+            s.sweeping.set(Some(format!("{setting} (round {} of {LESSON_ROUNDS})", round + 1)));
+            let setup = Setup { envs: cfg.envs, seed: cfg.seed, policy: Policy::Random };
+            let mut engine = Engine::new(Path::WebGpu, Some(gpu), &setup, *knobs).await?;
+            // Warm-up: the kernel compiles, and the frame grows to its length.
+            for _ in 0..12 {
+                if engine.frame().await?.busy_s > 0.012 {
+                    break;
+                }
+            }
+            let (mut meter, start) = (SpsMeter::default(), now_s());
+            while alive.load(Ordering::Relaxed)
+                && (meter.busy_s() < 0.4 || meter.sps().is_none())
+                && now_s() - start < 10.0
+            {
+                let f = engine.frame().await?;
+                meter.add(now_s(), f.tally.steps, f.busy_s, f64::INFINITY);
+                next_frame().await;
+            }
+            if let Some(sps) = meter.sps() {
+                s.lesson_rows.update(|rows| {
+                    if let Some(r) = rows.iter_mut().filter(|r| r.lesson == lesson).nth(i) {
+                        r.rounds.push(sps);
+                    }
+                });
             }
         }
     }
@@ -188,6 +242,16 @@ async fn run_loop(s: Sigs, alive: Arc<AtomicBool>) {
             }
             continue;
         }
+        if let Some(lesson) = s.lesson_asked.get_untracked() {
+            s.lesson_asked.set(None);
+            engine = None;
+            let outcome = measure_lesson(s, gpu.as_ref(), lesson, &alive).await;
+            s.sweeping.set(None);
+            if let Err(e) = outcome {
+                s.live.update(|l| l.error = Some(format!("{}: {e}", lesson.as_str())));
+            }
+            continue;
+        }
         if s.paused.get_untracked() || failed.as_ref() == Some(&cfg) {
             next_frame().await;
             continue;
@@ -197,7 +261,7 @@ async fn run_loop(s: Sigs, alive: Arc<AtomicBool>) {
             let built = match policy_of(&cfg, &mut actors).await {
                 Ok(policy) => {
                     let setup = Setup { envs: cfg.envs, seed: cfg.seed, policy };
-                    Engine::new(path_for(cfg.choice, gpu.as_ref()), gpu.as_ref(), &setup).await
+                    Engine::new(path_for(cfg.choice, gpu.as_ref()), gpu.as_ref(), &setup, cfg.knobs).await
                 }
                 Err(e) => Err(e),
             };
@@ -245,13 +309,22 @@ async fn run_loop(s: Sigs, alive: Arc<AtomicBool>) {
 #[component]
 pub fn Playground() -> impl IntoView {
     let s = Sigs {
-        config: RwSignal::new(Config { choice: Choice::Auto, envs: 4096, policy: None, greedy: false, seed: 1 }),
+        config: RwSignal::new(Config {
+            choice: Choice::Auto,
+            envs: 4096,
+            policy: None,
+            greedy: false,
+            seed: 1,
+            knobs: GpuKnobs::default(),
+        }),
         paused: RwSignal::new(false),
         live: RwSignal::new(Live::default()),
         webgpu: RwSignal::new(None),
         points: RwSignal::new(Vec::new()),
         sweep_asked: RwSignal::new(0),
         sweeping: RwSignal::new(None),
+        lesson_asked: RwSignal::new(None),
+        lesson_rows: RwSignal::new(Vec::new()),
         canvas: NodeRef::new(),
     };
     let alive = Arc::new(AtomicBool::new(true));
@@ -294,6 +367,29 @@ pub fn Playground() -> impl IntoView {
     let live = s.live;
     let fmt_mean = move || live.with(|l| l.tally.mean_length().map_or("–".into(), |m| format!("{m:.1}")));
 
+    let lesson_table = move |lesson: PgLesson| {
+        view! {
+            <table class="pg-measurements" data-testid=format!("pg-lesson-{}", lesson.as_str())>
+                <thead><tr><th>"setting"</th><th class="num">"steps/s"</th><th class="num">"× the first"</th></tr></thead>
+                <tbody>
+                    {move || s.lesson_rows.with(|rows| {
+                        let rows: Vec<&LessonRow> = rows.iter().filter(|r| r.lesson == lesson).collect();
+                        let first = rows.first().and_then(|r| r.sps());
+                        rows.iter().map(|r| {
+                            let sps = r.sps();
+                            let ratio = sps.zip(first).map_or("–".into(), |(x, f)| format!("×{:.2}", x / f));
+                            view! {
+                                <tr data-testid="pg-lesson-row" data-setting=r.setting.clone() data-sps=sps.map_or(0.0, f64::round)>
+                                    <td>{r.setting.clone()}</td><td class="num">{sps.map_or("–".into(), si)}</td><td class="num">{ratio}</td>
+                                </tr>
+                            }
+                        }).collect_view()
+                    })}
+                </tbody>
+            </table>
+        }
+    };
+    let busy = move || s.sweeping.with(Option::is_some);
     view! {
         <section class="panel playground" data-testid="playground">
             <h2>"Playground: CartPole in this browser"</h2>
@@ -351,6 +447,26 @@ pub fn Playground() -> impl IntoView {
                 <button data-testid="pg-sweep" prop:disabled=move || s.sweeping.with(Option::is_some)
                     on:click=move |_| s.sweep_asked.update(|n| *n += 1)>"Measure steps/s against N"</button>
             </div>
+            <div class="pg-form">
+                <label>"steps per dispatch (WebGPU) "
+                    <select data-testid="pg-steps-per-dispatch" on:change=move |ev| {
+                        let k = event_target_value(&ev).parse::<u32>().ok();
+                        s.config.update(|c| c.knobs.steps_per_dispatch = k);
+                    }>
+                        <option value="auto" selected>"auto (fill a frame)"</option>
+                        {STEPS_PER_DISPATCH.iter().map(|k| view! { <option value=k.to_string()>{k.to_string()}</option> }).collect_view()}
+                    </select>
+                </label>
+                <label>" read back "
+                    <select data-testid="pg-read-back" on:change=move |ev| {
+                        let r = if event_target_value(&ev) == "every" { ReadBack::EveryDispatch } else { ReadBack::OncePerFrame };
+                        s.config.update(|c| c.knobs.read_back = r);
+                    }>
+                        <option value="frame" selected>"once per frame"</option>
+                        <option value="every">"after every dispatch"</option>
+                    </select>
+                </label>
+            </div>
             <p class="field-error" data-testid="pg-envs-error">{move || envs_error.get().unwrap_or_default()}</p>
             <p class="error" data-testid="pg-error">{move || live.with(|l| l.error.clone().unwrap_or_default())}</p>
             <div class="tiles">
@@ -385,6 +501,23 @@ pub fn Playground() -> impl IntoView {
                         </tbody>
                     </table>
                 </div>
+            </div>
+        </section>
+        <section class="panel" data-testid="pg-lessons">
+            <h2>"Lessons on this machine"</h2>
+            <div class="pg-lesson">
+                <h3>"Steps per dispatch (catalogue row 5: launch overhead)"</h3>
+                <p class="muted small">"Every dispatch costs the same to record, submit and schedule, whether it steps every env once or a thousand times. Each frame runs dispatches of 1, 4, …, 1,024 steps until it holds about 20 ms of work, then reads back once: the steps/s show what a dispatch costs on this GPU."</p>
+                <button data-testid="pg-lesson-steps-per-dispatch-run" prop:disabled=busy
+                    on:click=move |_| s.lesson_asked.set(Some(PgLesson::StepsPerDispatch))>"Measure each setting"</button>
+                {lesson_table(PgLesson::StepsPerDispatch)}
+            </div>
+            <div class="pg-lesson">
+                <h3>"Read back every dispatch or once per frame (catalogue row 4: a sync per step)"</h3>
+                <p class="muted small">"One env step per dispatch. Reading the results back after each dispatch makes the page wait for the GPU every step; recording all of a frame's dispatches and reading back once lets them run back to back."</p>
+                <button data-testid="pg-lesson-read-back-run" prop:disabled=busy
+                    on:click=move |_| s.lesson_asked.set(Some(PgLesson::ReadBack))>"Measure both"</button>
+                {lesson_table(PgLesson::ReadBack)}
             </div>
         </section>
     }

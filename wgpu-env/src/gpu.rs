@@ -203,11 +203,17 @@ impl GpuCartPole {
         per_env.clamp(1, 4096) as u32
     }
 
-    /// Records one dispatch of `steps` steps (with `flags` added to the policy's).
+    /// Records one dispatch of `steps` steps (with `flags` added to the policy's), the
+    /// tally cleared first.
     fn dispatch(&self, encoder: &mut wgpu::CommandEncoder, steps: u32, flags: u32, mode: Option<u32>) {
         let p = Params { steps, flags: self.base.flags | flags, mode: mode.unwrap_or(self.base.mode), ..self.base };
         self.gpu.queue.write_buffer(&self.params, 0, bytemuck::bytes_of(&p));
         encoder.clear_buffer(&self.stats, 0, None);
+        self.pass(encoder);
+    }
+
+    /// Records one compute pass with the parameters written last (the tally adds up).
+    fn pass(&self, encoder: &mut wgpu::CommandEncoder) {
         let mut pass =
             encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
         pass.set_pipeline(&self.pipeline);
@@ -267,10 +273,28 @@ impl GpuCartPole {
     /// Steps every env `steps` times (at most [`Self::max_steps_per_dispatch`]), then
     /// reads back the tally and the states of the first `sample` envs.
     pub async fn run(&mut self, steps: u32, sample: usize) -> Result<(Tally, Vec<[f32; 4]>), GpuError> {
+        self.run_batched(1, steps, sample).await
+    }
+
+    /// `dispatches` dispatches of `steps` steps each in one submission, then one read-back
+    /// (the launch overhead without a sync per dispatch). The steps of all of them together
+    /// are at most [`Self::max_steps_per_dispatch`] (the tally's range); fewer dispatches
+    /// are made when they would be more.
+    pub async fn run_batched(
+        &mut self,
+        dispatches: u32,
+        steps: u32,
+        sample: usize,
+    ) -> Result<(Tally, Vec<[f32; 4]>), GpuError> {
         let steps = steps.clamp(1, self.max_steps_per_dispatch());
+        let dispatches = dispatches.clamp(1, (self.max_steps_per_dispatch() / steps).max(1));
         let sample = sample.min(self.envs) as u64;
         let mut encoder = self.encoder();
         self.dispatch(&mut encoder, steps, 0, None);
+        for _ in 1..dispatches {
+            self.pass(&mut encoder);
+        }
+        let steps = steps * dispatches;
         let parts = self.submit_and_read(encoder, &[(&self.stats, 8), (&self.state, sample * 16)]).await?;
         let stats: Vec<u32> = bytemuck::pod_collect_to_vec(&parts[0]);
         let tally =

@@ -119,6 +119,16 @@ fn many_steps_per_dispatch_equal_one_per_dispatch_and_the_cpu_playground() {
     assert_eq!(one, many, "the tallies do not depend on how steps are split into dispatches");
     let worst = s1.iter().zip(&s40).map(|(a, b)| max_diff(*a, *b)).fold(0.0, f32::max);
     assert!(worst <= STATE_TOL, "{worst}");
+    // Dispatches submitted together and read back once (the playground's read-back lesson).
+    let mut g = pollster::block_on(GpuCartPole::new(gpu(), &setup)).unwrap();
+    let mut batched = Tally::default();
+    for _ in 0..4 {
+        batched.add(pollster::block_on(g.run_batched(30, 1, 0)).unwrap().0);
+    }
+    assert_eq!(batched, one, "120 dispatches of 1 step, read back every 30");
+    let states = pollster::block_on(g.states(setup.envs)).unwrap();
+    let worst = states.iter().zip(&s1).map(|(a, b)| max_diff(*a, *b)).fold(0.0, f32::max);
+    assert!(worst <= STATE_TOL, "{worst}");
 
     // The CPU playground draws the same actions from the same streams: the same episodes,
     // up to an episode whose end a rounding difference moved (none here).
