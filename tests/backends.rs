@@ -282,6 +282,13 @@ fn counters_are_exact() {
     assert_eq!(per_tensor["h2d_bytes"], packed["h2d_bytes"], "same bytes, more copies");
     assert_eq!(per_tensor["env_steps"], envs * steps * updates);
 
+    // The rollout to the device per step at update time: obs, actions, advantages and
+    // returns (an eager forward keeps log-probs and values there) each copied per step.
+    let per_step = counters(&["--rollout-copy", "per_step"]);
+    let whole = counters(&["--rollout-copy", "whole"]);
+    assert_eq!(copies(&per_step) - copies(&whole), 4 * (steps - 1) * updates);
+    assert_eq!(per_step["h2d_bytes"], whole["h2d_bytes"], "same bytes, more copies");
+
     // The device backend copies nothing per step: doubling the steps leaves the copies alone.
     let dev = |steps: &str, total: &str| {
         counters(&["--backend", "device", "--steps", steps, "--total-steps", total, "--minibatches", "2"])

@@ -194,6 +194,18 @@ fn the_helper_thread_does_not_change_the_run() {
     }
 }
 
+/// `--rollout-copy per_step` changes how the rollout reaches the device, not what the
+/// update sees: the same weights as `whole`.
+#[test]
+fn the_rollout_copied_per_step_trains_the_same_weights() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ra = short_run(a.path(), "3", &["--rollout-copy", "per_step"]);
+    let rb = short_run(b.path(), "3", &["--rollout-copy", "whole"]);
+    let weights = |d: &tempfile::TempDir| std::fs::read(d.path().join("policy.safetensors")).unwrap();
+    assert_eq!(weights(&a), weights(&b));
+    assert!(ra["counters"]["h2d_copies"].as_u64() > rb["counters"]["h2d_copies"].as_u64(), "{ra}");
+}
+
 #[test]
 fn the_same_seed_gives_the_same_run_on_cpu() {
     let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

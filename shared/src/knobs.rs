@@ -4,7 +4,7 @@
 //! shows them. A workload's own settings name their workload: the form shows them only
 //! for it. A test keeps this table and the spec's fields the same set.
 
-use crate::spec::{ActionSync, Backend, EnvName, Inference, Precision, Transfer, WaitMode};
+use crate::spec::{ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, Transfer, WaitMode};
 use serde_json::{Map, Value};
 
 /// What a knob's value is.
@@ -157,6 +157,13 @@ pub const KNOBS: &[Knob] = &[
         "Transfer",
         Choice(Transfer::ALL),
         "how observations reach the device for an eager forward",
+    ),
+    knob(
+        "rollout_copy",
+        "exec.rollout_copy",
+        "Transfer",
+        Choice(RolloutCopy::ALL),
+        "how the rollout reaches the device for the update: a copy per field, or per step and field",
     ),
     knob(
         "action_sync",

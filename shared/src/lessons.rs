@@ -287,6 +287,25 @@ pub const LESSONS: &[Lesson] = &[
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
     },
+    Lesson {
+        id: "update-copies",
+        row: 11,
+        title: "Many small copies at update time",
+        phenomenon: "The rollout is written on the host step by step, and the update needs it on the device. \
+            Copying each step's rows of each field on their own (one small tensor per step, stacked there) pays \
+            a copy call per step and field every update, and each call costs far more than its bytes. Copying \
+            each field's whole rollout at once makes it a handful of copies per update, whatever the rollout's \
+            length.",
+        look_at: "Host→device copies per update and the obs_transfer phase.",
+        baseline: &[("rollout_copy", "per_step")],
+        variants: &["rollout_copy=whole"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::H2dCopies),
+            expect: Expect::Higher(4.0),
+            text: "host→device copies per env step",
+        },
+        budget: Budget { seconds: 1.5, repeats: 3 },
+    },
 ];
 
 /// A lesson by id.

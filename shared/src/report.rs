@@ -7,7 +7,7 @@
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
 use crate::profile::{Phase, Profile};
-use crate::spec::{ActionSync, Backend, Inference, RunSpec, Transfer, WaitMode};
+use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, Transfer, WaitMode};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -239,6 +239,19 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             format!("{copies_per_step:.1} host→device copies per step, {:.0}% of wall", 100.0 * transfer),
         );
     }
+    let updates = (c.env_steps / spec.batch_size().max(1) as u64).max(1) as f64;
+    let copies_per_update = c.h2d_copies as f64 / updates;
+    if spec.exec.rollout_copy == RolloutCopy::PerStep && transfer >= 0.03 && copies_per_update > 2.0 * spec.steps as f64
+    {
+        add(
+            "--rollout-copy whole".into(),
+            Phase::ObsTransfer,
+            format!(
+                "{copies_per_update:.0} host→device copies per update (a copy per step and field), {:.0}% of wall",
+                100.0 * transfer
+            ),
+        );
+    }
     let forward = profile.share(Phase::PolicyForward);
     if spec.exec.inference == Inference::Eager && spec.exec.backend != Backend::Device && forward >= 0.10 {
         add(
@@ -441,6 +454,17 @@ mod tests {
         assert!(analyze(&profile(&[(Phase::ObsTransfer, 0.01)], steps.clone()), &per_tensor)
             .recommendations
             .is_empty());
+        // The rollout copied per step at update time (800 steps = one update of 8 × 100).
+        let per_step = spec(|s| {
+            s.steps = 100;
+            s.exec.rollout_copy = RolloutCopy::PerStep;
+        });
+        assert_eq!(
+            knobs(&analyze(&profile(&[(Phase::ObsTransfer, 0.2)], steps.clone()), &per_step)),
+            vec!["--rollout-copy whole"]
+        );
+        let whole = spec(|s| s.steps = 100);
+        assert!(analyze(&profile(&[(Phase::ObsTransfer, 0.2)], steps.clone()), &whole).recommendations.is_empty());
         // Eager forward.
         let eager = spec(|s| s.exec.inference = Inference::Eager);
         assert_eq!(

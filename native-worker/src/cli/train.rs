@@ -6,7 +6,8 @@ use clap::Args;
 use hotlab::train;
 use hotlab::workloads;
 use hotlab_shared::spec::{
-    ActionSync, Backend, EnvName, Inference, Precision, Preset, RunSpec, SpecError, Transfer, WaitMode, WorkloadSpec,
+    ActionSync, Backend, EnvName, Inference, Precision, Preset, RolloutCopy, RunSpec, SpecError, Transfer, WaitMode,
+    WorkloadSpec,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
@@ -97,6 +98,10 @@ pub struct TrainArgs {
     /// naming it, its pid and how long it was silent [60].
     #[arg(long)]
     pub worker_timeout: Option<f64>,
+    /// The rollout to the device for the update: whole (a copy per field) or per_step (a
+    /// copy per step and field, concatenated there) [whole].
+    #[arg(long)]
+    pub rollout_copy: Option<RolloutCopy>,
     /// Actions back from an eager forward: per_item (a read per element) or stacked [stacked].
     #[arg(long)]
     pub action_sync: Option<ActionSync>,
@@ -141,6 +146,7 @@ impl TrainArgs {
         set!(ppo.max_grad_norm = max_grad_norm, ppo.hidden = hidden);
         set!(exec.backend = backend, exec.workers = workers, exec.wait = wait, exec.transfer = transfer);
         set!(exec.action_sync = action_sync, exec.inference = inference, exec.threads = threads);
+        set!(exec.rollout_copy = rollout_copy);
         set!(exec.precision = precision, exec.worker_timeout_s = worker_timeout, telemetry.every = telemetry_every);
         if self.no_anneal_lr {
             s.ppo.anneal_lr = false;

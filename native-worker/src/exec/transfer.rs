@@ -9,7 +9,7 @@
 //!   `stacked` reads all heads at once.
 
 use hotlab_shared::counters::Counters;
-use hotlab_shared::spec::{ActionSync, Transfer};
+use hotlab_shared::spec::{ActionSync, RolloutCopy, Transfer};
 use tch::{Device, Tensor};
 
 pub struct Mover {
@@ -85,17 +85,40 @@ impl Mover {
     }
 
     /// One bulk host→device copy.
-    pub fn upload_f32(&self, v: &[f32], shape: &[i64], c: &mut Counters) -> Tensor {
+    pub fn upload<T: tch::kind::Element>(&self, v: &[T], shape: &[i64], c: &mut Counters) -> Tensor {
         c.h2d_copies += 1;
-        c.h2d_bytes += (v.len() * 4) as u64;
+        c.h2d_bytes += std::mem::size_of_val(v) as u64;
         Tensor::from_slice(v).view(shape).to_device(self.device)
     }
 
     /// One bulk host→device copy.
+    pub fn upload_f32(&self, v: &[f32], shape: &[i64], c: &mut Counters) -> Tensor {
+        self.upload(v, shape, c)
+    }
+
+    /// One bulk host→device copy.
     pub fn upload_i64(&self, v: &[i64], shape: &[i64], c: &mut Counters) -> Tensor {
-        c.h2d_copies += 1;
-        c.h2d_bytes += (v.len() * 8) as u64;
-        Tensor::from_slice(v).view(shape).to_device(self.device)
+        self.upload(v, shape, c)
+    }
+
+    /// A rollout field, time first in `steps` equal parts, on the device as `shape`: one
+    /// copy (`whole`), or one per step concatenated there (`per_step`, catalogue row 11).
+    pub fn upload_rollout<T: tch::kind::Element>(
+        &self,
+        v: &[T],
+        shape: &[i64],
+        steps: usize,
+        copy: RolloutCopy,
+        c: &mut Counters,
+    ) -> Tensor {
+        match copy {
+            RolloutCopy::Whole => self.upload(v, shape, c),
+            RolloutCopy::PerStep => {
+                let per = (v.len() / steps.max(1)).max(1);
+                let parts: Vec<Tensor> = v.chunks(per).map(|step| self.upload(step, &[-1], c)).collect();
+                Tensor::cat(&parts, 0).view(shape)
+            }
+        }
     }
 
     /// A host tensor on the device: shared as it is on the CPU (no copy), one copy
@@ -151,6 +174,18 @@ mod tests {
         assert_eq!((b.h2d_copies, b.h2d_bytes), (1, 48));
         let pinned = Mover::new(Transfer::Pinned, Device::Cpu);
         assert!(pinned.note().unwrap().contains("behaves as packed"));
+    }
+
+    #[test]
+    fn a_rollout_copied_per_step_equals_one_copied_whole() {
+        let v: Vec<f32> = (0..24).map(|i| i as f32).collect();
+        let m = Mover::new(Transfer::Packed, Device::Cpu);
+        let (mut a, mut b) = (Counters::default(), Counters::default());
+        let whole = m.upload_rollout(&v, &[12, 2], 4, RolloutCopy::Whole, &mut a);
+        let per_step = m.upload_rollout(&v, &[12, 2], 4, RolloutCopy::PerStep, &mut b);
+        assert!(whole.equal(&per_step));
+        assert_eq!((a.h2d_copies, b.h2d_copies), (1, 4));
+        assert_eq!(a.h2d_bytes, b.h2d_bytes);
     }
 
     #[test]

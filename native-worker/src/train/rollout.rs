@@ -7,6 +7,7 @@
 
 use crate::exec::transfer::Mover;
 use hotlab_shared::counters::Counters;
+use hotlab_shared::spec::RolloutCopy;
 use tch::{Device, Kind, Tensor};
 
 pub struct Rollout {
@@ -195,34 +196,39 @@ impl Rollout {
     }
 
     /// The rollout on the device, flattened, with its advantages and returns: one copy
-    /// per field (log-probs and values are already there when `on_device` holds them).
+    /// per field, or per step and field (`copy`); log-probs and values are already there
+    /// when `on_device` holds them.
     pub fn to_batch(
         &self,
         advantages: &[f32],
         returns: &[f32],
         on_device: Option<(Tensor, Tensor)>,
-        mover: &Mover,
+        (mover, copy): (&Mover, RolloutCopy),
         c: &mut Counters,
     ) -> Batch {
         let b = (self.steps * self.envs) as i64;
+        let t = self.steps;
         let (log_probs, values) = match on_device {
             Some(lv) => lv,
-            None => (mover.upload_f32(&self.log_probs, &[b], c), mover.upload_f32(&self.values, &[b], c)),
+            None => (
+                mover.upload_rollout(&self.log_probs, &[b], t, copy, c),
+                mover.upload_rollout(&self.values, &[b], t, copy, c),
+            ),
         };
         let mut fields: Vec<Tensor> =
             self.index.iter().map(|buf| mover.upload_i64_tensor(&buf.tensor.view([b, buf.width as i64]), c)).collect();
         let obs = match fields.is_empty() {
-            true => mover.upload_f32(&self.obs, &[b, self.obs_dim as i64], c),
+            true => mover.upload_rollout(&self.obs, &[b, self.obs_dim as i64], t, copy, c),
             false => fields.remove(0),
         };
         Batch {
             obs,
             extra: fields,
-            actions: mover.upload_i64(&self.actions, &[b, self.heads as i64], c),
+            actions: mover.upload_rollout(&self.actions, &[b, self.heads as i64], t, copy, c),
             log_probs,
             values,
-            advantages: mover.upload_f32(advantages, &[b], c),
-            returns: mover.upload_f32(returns, &[b], c),
+            advantages: mover.upload_rollout(advantages, &[b], t, copy, c),
+            returns: mover.upload_rollout(returns, &[b], t, copy, c),
         }
     }
 }

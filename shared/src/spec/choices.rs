@@ -115,6 +115,17 @@ knob!(
 );
 
 knob!(
+    /// How the rollout reaches the device for the update (catalogue row 11).
+    RolloutCopy, "rollout copy mode" {
+        /// Each step's rows of each field copied on their own, concatenated on the device
+        /// (seed 002's many small copies at update time).
+        PerStep = "per_step",
+        /// Each field in one copy.
+        Whole = "whole",
+    }
+);
+
+knob!(
     /// How sampled actions are read back to the host (catalogue row 4).
     ActionSync, "action sync mode" {
         /// One scalar read per env per head.

@@ -14,7 +14,7 @@ mod choices;
 pub mod json;
 mod workload;
 
-pub use choices::{ActionSync, Backend, Inference, Precision, Transfer, WaitMode};
+pub use choices::{ActionSync, Backend, Inference, Precision, RolloutCopy, Transfer, WaitMode};
 pub use workload::{CartpoleSpec, EnvName, ProofSpec, Settings, WorkloadSpec};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -110,6 +110,9 @@ pub struct ExecSpec {
     pub transfer: Transfer,
     /// How an eager forward's actions are read back to the host.
     pub action_sync: ActionSync,
+    /// How the rollout reaches the device for the update: `whole` (a copy per field) or
+    /// `per_step` (a copy per step and field, concatenated there).
+    pub rollout_copy: RolloutCopy,
     /// How the rollout's policy forward runs: `eager` (libtorch ops), `fused` (a native
     /// forward; on CUDA with `--backend device`, a fused env kernel) or `graph` (CUDA graph replay).
     pub inference: Inference,
@@ -130,6 +133,7 @@ impl Default for ExecSpec {
             worker_timeout_s: 60.0,
             transfer: Transfer::Packed,
             action_sync: ActionSync::Stacked,
+            rollout_copy: RolloutCopy::Whole,
             inference: Inference::Fused,
             threads: 0,
             precision: Precision::Fp32,

@@ -110,7 +110,7 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             cx.spec.ppo.gae_lambda as f32,
         );
         let s = prof.stop(Phase::Gae, s);
-        let batch = rollout.to_batch(&advantages, &returns, on_device, cx.mover, c);
+        let batch = rollout.to_batch(&advantages, &returns, on_device, (cx.mover, cx.spec.exec.rollout_copy), c);
         prof.stop(Phase::ObsTransfer, s);
         c.set_env(&env.counters());
         Ok(Some(batch))
