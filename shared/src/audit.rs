@@ -22,6 +22,8 @@ pub struct Change {
     pub text: String,
     /// The most the run can speed up by it, when a report predicted it (×).
     pub bound: Option<f64>,
+    /// The phase it targets, when a report recommended it.
+    pub target: Option<Phase>,
 }
 
 fn knob(key: &str) -> Result<&'static Knob, SpecError> {
@@ -38,12 +40,13 @@ impl Change {
             return Err(SpecError::new("change", format!("'{text}': write KEY=VALUE, e.g. backend=threads")));
         };
         let knob = knob(key)?;
-        Ok(Self { settings: vec![(knob, knob.kind.value(value))], text: text.trim().to_string(), bound: None })
+        let settings = vec![(knob, knob.kind.value(value))];
+        Ok(Self { settings, text: text.trim().to_string(), bound: None, target: None })
     }
 
     /// A report's recommendation, with its Amdahl bound.
     pub fn recommended(r: &Recommendation) -> Result<Self, SpecError> {
-        Self::flags(&r.knob, Some(r.max_speedup))
+        Ok(Self { target: Some(r.phase), ..Self::flags(&r.knob, Some(r.max_speedup))? })
     }
 
     /// Flags and values (`--backend subprocess --wait spin`), as a recommendation writes them.
@@ -55,7 +58,7 @@ impl Change {
         if settings.is_empty() {
             return Err(SpecError::new("change", format!("'{text}' sets no knob")));
         }
-        Ok(Self { settings, text: text.to_string(), bound })
+        Ok(Self { settings, text: text.to_string(), bound, target: None })
     }
 
     /// A change as [`Change::text`] wrote it (either form), with its bound: how a stored
@@ -181,10 +184,13 @@ pub struct ChangeResult {
     pub ratio: Interval,
     /// The report's predicted ratio at most, when the change came from it.
     pub bound: Option<f64>,
-    /// The phase whose share of the time moved most, and its share before and after (medians).
+    /// The phase the change targets (a recommendation's), else the one whose share moved
+    /// most, and its share of the time before and after (medians).
     pub phase: Phase,
     pub phase_share_before: f64,
     pub phase_share_after: f64,
+    /// The phase whose share moved most (what a `beyond_bound` change moved besides its target).
+    pub moved: Phase,
     /// Mean return of the last 100 episodes, baseline and variant (medians over repeats).
     pub learning: Learning,
     /// The variant's return fell below the baseline's by more than a tenth.
@@ -307,7 +313,8 @@ fn judge(change: &Change, pairs: &[(&Measured, &Measured)], noise: &Interval) ->
         median(pairs.iter().map(|(a, b)| if after { b } else { a }.profile.share(p)).collect()).unwrap_or(0.0)
     };
     let moved = |p: Phase| (share(true, p) - share(false, p)).abs();
-    let phase = Phase::ALL.into_iter().max_by(|&p, &q| moved(p).total_cmp(&moved(q))).unwrap_or(Phase::Other);
+    let most = Phase::ALL.into_iter().max_by(|&p, &q| moved(p).total_cmp(&moved(q))).unwrap_or(Phase::Other);
+    let phase = change.target.unwrap_or(most);
     let returns =
         |after: bool| median(pairs.iter().filter_map(|(a, b)| if after { b } else { a }.mean_return).collect());
     let learning = Learning { baseline: returns(false), variant: returns(true) };
@@ -324,6 +331,7 @@ fn judge(change: &Change, pairs: &[(&Measured, &Measured)], noise: &Interval) ->
         phase,
         phase_share_before: share(false, phase),
         phase_share_after: share(true, phase),
+        moved: most,
         learning,
         learning_worse,
     })
@@ -458,7 +466,7 @@ mod tests {
             max_speedup: 1.8,
         };
         let c = Change::recommended(&r).unwrap();
-        assert_eq!(c.bound, Some(1.8));
+        assert_eq!((c.bound, c.target), (Some(1.8), Some(crate::profile::Phase::EnvWait)));
         let base = RunSpec::default();
         let v = c.apply(&base).unwrap();
         assert_eq!((v.exec.backend.to_string(), v.exec.wait.to_string()), ("subprocess".into(), "spin".into()));

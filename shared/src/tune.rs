@@ -92,6 +92,7 @@ mod tests {
             phase: Phase::EnvWait,
             phase_share_before: 0.0,
             phase_share_after: 0.0,
+            moved: Phase::EnvWait,
             learning: Learning { baseline: None, variant: None },
             learning_worse,
         }

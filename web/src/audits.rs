@@ -67,6 +67,9 @@ pub fn verdict_text(c: &ChangeResult) -> String {
     if let Some(b) = c.bound {
         s.push_str(&format!(", predicted ≤ ×{b:.2}"));
     }
+    if c.verdict == Verdict::BeyondBound || c.moved != c.phase {
+        s.push_str(&format!(", moved most: {}", c.moved.name()));
+    }
     if c.learning_worse {
         s.push_str(", learning worse");
     }

@@ -84,12 +84,13 @@ pub(super) fn table(r: &AuditReport) -> String {
     let n = &r.noise;
     let mut out =
         format!("noise (baseline against itself, {} pairs): {:.3} ({:.3}–{:.3})\n", r.repeats, n.median, n.low, n.high);
-    out.push_str("change                      verdict       ratio (95 %)            moved most\n");
+    out.push_str("change                      verdict       ratio (95 %)            targeted phase (or moved most)\n");
     for c in &r.changes {
         let worse = if c.learning_worse { "  LEARNING WORSE" } else { "" };
         let bound = c.bound.map_or(String::new(), |b| format!("  (predicted ≤ {b:.2}×)"));
+        let moved = if c.moved != c.phase { format!("  (moved most: {})", c.moved.name()) } else { String::new() };
         out.push_str(&format!(
-            "{:<27} {:<13} {:.3} ({:.3}–{:.3})   {} {:.1} % → {:.1} %{bound}{worse}\n",
+            "{:<27} {:<13} {:.3} ({:.3}–{:.3})   {} {:.1} % → {:.1} %{bound}{moved}{worse}\n",
             c.change,
             serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
             c.ratio.median,

@@ -108,12 +108,15 @@ pub async fn audit_run(
     let ask: AuditAsk = json_body(&body)?;
     let (summary, baseline) = budgeted(&lab, id, ask.seconds, ask.total_steps).await?;
     // A change written as one of the run's recommendations (`--backend vectorized`) keeps
-    // its predicted bound.
+    // its predicted bound and its target phase.
     let recommended = summary.report.iter().flat_map(|r| &r.recommendations);
-    let bound = |text: &str| recommended.clone().find(|r| r.knob == text.trim()).map(|r| r.max_speedup);
     let mut changes = Vec::new();
     for text in &ask.changes {
-        changes.push(Change::restore(text, bound(text))?);
+        let change = match recommended.clone().find(|r| r.knob == text.trim()) {
+            Some(r) => Change::recommended(r)?,
+            None => Change::restore(text, None)?,
+        };
+        changes.push(change);
     }
     if ask.recommendations {
         let Some(report) = &summary.report else { return Err(no_report(id, "recommendations")) };
