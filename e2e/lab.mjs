@@ -15,13 +15,18 @@ export const TOKEN = 'e2e-operator-token';
 /** Where screenshots go (a test artifact, not committed). */
 export const ARTIFACTS = join(repo, 'target', 'e2e-artifacts');
 
+const bin = process.env.HOTLAB_BIN ?? join(repo, 'target/release/hotlab');
+
+/** The worker token every test server gets. */
+export const WORKER_TOKEN = 'e2e-worker-token-123';
+
 /** Starts `hotlab serve` (on `port`, 0 = a free one, with the data dir `data`, else a
- * fresh temporary one) and resolves once it prints its URL. */
-export async function startLab({ port = 0, data: given } = {}) {
-  const bin = process.env.HOTLAB_BIN ?? join(repo, 'target/release/hotlab');
+ * fresh temporary one, and `args` besides) and resolves once it prints its URL. */
+export async function startLab({ port = 0, data: given, args: extra = [] } = {}) {
   const data = given ?? mkdtempSync(join(tmpdir(), 'hotlab-e2e-'));
   const args = ['serve', '--host', '127.0.0.1', '--port', String(port), '--token', TOKEN,
-    '--data-dir', join(data, 'hotlab-data'), '--static-dir', join(repo, 'static')];
+    '--data-dir', join(data, 'hotlab-data'), '--static-dir', join(repo, 'static'),
+    '--worker-token', WORKER_TOKEN, ...extra];
   const child = spawn(bin, args, {
     cwd: data,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -76,6 +81,22 @@ export async function startLab({ port = 0, data: given } = {}) {
   };
 }
 
+/** Starts `hotlab worker` named `name` for `lab`; `stop()` ends it. */
+export function startWorker(lab, name) {
+  const data = mkdtempSync(join(tmpdir(), 'hotlab-e2e-worker-'));
+  const child = spawn(bin, ['worker', '--lab', lab.url, '--worker-token', WORKER_TOKEN, '--name', name,
+    '--data-dir', data], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  child.stderr.on('data', (c) => { log += c; });
+  return {
+    log: () => log,
+    stop() {
+      child.kill('SIGKILL');
+      rmSync(data, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Headless Debian Chromium with the flags this machine needs. playwright gives every
  * launch a fresh temporary profile (a fresh user-data-dir). With `webgpu`, WebGPU is on
  * (SwiftShader, Chromium's software GPU); without it the page has no `navigator.gpu`. */
@@ -91,3 +112,23 @@ export async function launchBrowser(extraArgs = [], { webgpu = false } = {}) {
     ],
   });
 }
+
+/** A page of `lab` as the operator (the token once in the URL sets the cookie) or as a
+ * viewer, with the page's errors collected: uncaught exceptions and console errors (a Rust
+ * panic is logged by console_error_panic_hook before the wasm trap). The browser also logs
+ * each 4xx answer; those are expected where a test provokes one, so they are not errors. */
+export async function openPage(browser, lab, path, { operator = true } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
+  });
+  await page.goto(new URL(operator ? `/?token=${TOKEN}${path}` : `/${path}`, lab.url).href);
+  await page.getByTestId('role').filter({ hasText: operator ? 'operator' : 'viewer' }).waitFor({ timeout: 20_000 });
+  return { page, errors, context };
+}
+
+/** A full-page screenshot into the artifacts folder. */
+export const screenshot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });

@@ -4,8 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { startLab, launchBrowser, TOKEN, ARTIFACTS } from './lab.mjs';
+import { startLab, launchBrowser, openPage, screenshot, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let browser;
@@ -19,20 +18,8 @@ after(async () => {
   lab?.stop();
 });
 
-async function open(path, { operator = true } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
-  const page = await context.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
-  });
-  await page.goto(new URL(operator ? `/?token=${TOKEN}${path}` : `/${path}`, lab.url).href);
-  await page.getByTestId('role').filter({ hasText: operator ? 'operator' : 'viewer' }).waitFor({ timeout: 20_000 });
-  return { page, errors, context };
-}
-
-const shot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+const open = (path, options) => openPage(browser, lab, path, options);
+const shot = screenshot;
 
 test('a lesson runs from its page, a viewer follows it, and its link reopens it', async () => {
   const { page, errors } = await open('#/lessons');

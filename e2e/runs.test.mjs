@@ -3,8 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { startLab, launchBrowser, TOKEN, ARTIFACTS } from './lab.mjs';
+import { startLab, launchBrowser, openPage, screenshot, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let browser;
@@ -18,23 +17,8 @@ after(async () => {
   lab?.stop();
 });
 
-/** A page as the operator (the token once in the URL sets the cookie) or as a viewer. */
-async function open(path, { operator = true, on = lab } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
-  const page = await context.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  // A Rust panic is logged (console_error_panic_hook) before the wasm trap.
-  // (The browser also logs each 4xx answer; those are expected where a test provokes one.)
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
-  });
-  await page.goto(new URL(operator ? `/?token=${TOKEN}${path}` : `/${path}`, on.url).href);
-  await page.getByTestId('role').filter({ hasText: operator ? 'operator' : 'viewer' }).waitFor({ timeout: 20_000 });
-  return { page, errors, context };
-}
-
-const shot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+const open = (path, { operator = true, on = lab } = {}) => openPage(browser, on, path, { operator });
+const shot = screenshot;
 
 async function setKnob(page, name, value) {
   const input = page.getByTestId('launch-form').locator(`[name="${name}"]`);

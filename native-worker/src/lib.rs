@@ -5,6 +5,8 @@
 //! the top (what a person runs) to the bottom (what everything uses):
 //!
 //! - [`lab`]: the lab server (HTTP, WebSockets, the run manager and its SQLite store);
+//! - [`worker`]: `hotlab worker`, a machine of the lab that connects out to it;
+//! - [`wire`]: how a run talks to the lab: its process's JSON lines, the lab–worker link;
 //! - [`bench`]: the library side of `hotlab bench` and `hotlab gpu-check`;
 //! - [`workloads`]: one folder per workload (CartPole, the proof env) and the registry;
 //! - [`models`]: networks more than one workload can use (the MLP actor-critic);
@@ -28,4 +30,6 @@ pub mod system;
 #[cfg(test)]
 mod testing;
 pub mod train;
+pub mod wire;
+pub mod worker;
 pub mod workloads;

@@ -61,6 +61,26 @@ fn nvidia_smi() -> Vec<(String, Option<u64>)> {
         .collect()
 }
 
+/// GPU memory in use (bytes, summed) and utilization (0 to 1, averaged) from `nvidia-smi`,
+/// where it is installed.
+pub fn gpu_load() -> Option<(u64, f64)> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=memory.used,utilization.gpu", "--format=csv,noheader,nounits"])
+        .output()
+        .ok()?;
+    let rows: Vec<(u64, f64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (mib, util) = l.split_once(',')?;
+            Some((mib.trim().parse::<u64>().ok()? * 1024 * 1024, util.trim().parse::<f64>().ok()? / 100.0))
+        })
+        .collect();
+    (!rows.is_empty()).then(|| {
+        let used = rows.iter().map(|r| r.0).sum();
+        (used, rows.iter().map(|r| r.1).sum::<f64>() / rows.len() as f64)
+    })
+}
+
 /// Memory the OS can give a new allocation now (`MemAvailable`), in bytes; None off Linux.
 pub fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;

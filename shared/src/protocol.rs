@@ -190,6 +190,10 @@ pub struct RunInfo {
     /// queue and the live stream): what watching costs the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish_s: Option<f64>,
+    /// The machine it runs on (`GET /api/machines`); None for a run of a lab before
+    /// machines were named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// A run in a few numbers, for comparing runs without reading every event
@@ -319,4 +323,42 @@ mod tests {
         assert!(RunStatus::Interrupted.is_final() && !RunStatus::Queued.is_final());
         assert_eq!(RunStatus::parse("stopped"), Some(RunStatus::Stopped));
     }
+}
+
+/// One of the lab's machines (`GET /api/machines`): the built-in local one, or a worker
+/// connected to the lab (`hotlab worker`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachineInfo {
+    pub name: String,
+    /// The lab's own machine (runs in processes of the server).
+    pub local: bool,
+    /// Connected now (the local one always is).
+    pub connected: bool,
+    /// Its versions, devices and cores (None until a worker the lab expects is back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<crate::system::SystemInfo>,
+    /// Runs at once.
+    pub max_runs: usize,
+    /// Runs on it now.
+    pub runs: usize,
+    /// Runs waiting for it.
+    pub queued: usize,
+    /// Milliseconds since the Unix epoch of its last heartbeat (None: local, or not yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<Load>,
+}
+
+/// A worker's load, from its heartbeats.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Load {
+    /// Runs training on it.
+    pub runs: usize,
+    /// GPU memory in use, summed over its GPUs (where the driver tells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_used_bytes: Option<u64>,
+    /// GPU utilization, 0 to 1, averaged over its GPUs (where the driver tells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_utilization: Option<f64>,
 }

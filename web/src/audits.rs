@@ -232,7 +232,7 @@ pub fn RunAudits(
     let launch_best = move |spec: hotlab_shared::spec::RunSpec| {
         let fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
         leptos::task::spawn_local(async move {
-            match crate::launch::launch(&fields).await {
+            match crate::launch::launch(&fields, None).await {
                 Ok(id) => on_launched.run(id),
                 Err(e) => error.set(Some(e.message)),
             }

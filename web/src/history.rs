@@ -74,7 +74,7 @@ pub fn History(go: Callback<Route>) -> impl IntoView {
                 {move || format!("Compare {} selected", picked.with(Vec::len))}
             </button>
             <table class="runs">
-                <thead><tr><th></th><th>"run"</th><th>"status"</th><th>"env"</th><th>"backend"</th><th>"envs × steps"</th><th>"inference"</th><th>"device"</th><th>"steps/s"</th></tr></thead>
+                <thead><tr><th></th><th>"run"</th><th>"status"</th><th>"env"</th><th>"backend"</th><th>"envs × steps"</th><th>"inference"</th><th>"device"</th><th>"machine"</th><th>"steps/s"</th></tr></thead>
                 <tbody>
                     <For each=move || runs.get() key=|r| (r.id, r.status.as_str(), r.sps.map(f64::to_bits)) let:r>
                         {
@@ -89,6 +89,7 @@ pub fn History(go: Callback<Route>) -> impl IntoView {
                                     <td class="num">{format!("{} × {}", r.spec.envs, r.spec.steps)}</td>
                                     <td>{r.spec.exec.inference.as_str()}</td>
                                     <td>{r.spec.device.clone()}</td>
+                                    <td data-testid="history-machine">{r.machine.clone().unwrap_or_default()}</td>
                                     <td class="num" data-testid="history-sps">{r.sps.map_or("–".into(), si)}</td>
                                 </tr>
                             }

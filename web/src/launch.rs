@@ -27,9 +27,13 @@ pub fn shown(v: Option<&Value>) -> String {
     }
 }
 
-/// POSTs a spec; the new run's id.
-pub async fn launch(spec: &Spec) -> Result<u64, ApiError> {
-    let body = Value::Object(spec.clone()).to_string();
+/// POSTs a spec (to `machine`, or any free one when None); the new run's id.
+pub async fn launch(spec: &Spec, machine: Option<&str>) -> Result<u64, ApiError> {
+    let mut body = spec.clone();
+    if let Some(m) = machine {
+        body.insert("machine".into(), Value::from(m));
+    }
+    let body = Value::Object(body).to_string();
     let created: Value = api::post("/api/runs", &body).await?;
     created["id"].as_u64().ok_or_else(|| ApiError::from_body(201, &created.to_string()))
 }
@@ -86,15 +90,18 @@ pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>) -> impl I
     let errors = RwSignal::new(HashMap::<String, String>::new());
     let general = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
+    let machine = RwSignal::new(String::new());
+    let machine_error = Signal::derive(move || errors.with(|e| e.get("machine").cloned()));
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         busy.set(true);
         general.set(None);
         let body = spec.get_untracked();
+        let to = machine.get_untracked();
         leptos::task::spawn_local(async move {
-            match launch(&body).await {
+            match launch(&body, Some(to.as_str()).filter(|m| !m.is_empty())).await {
                 Ok(id) => on_launched.run(id),
-                Err(e) => match e.field.filter(|f| KNOBS.iter().any(|k| k.name == f)) {
+                Err(e) => match e.field.filter(|f| f == "machine" || KNOBS.iter().any(|k| k.name == f)) {
                     Some(field) => errors.update(|m| {
                         m.insert(field, e.message);
                     }),
@@ -123,6 +130,10 @@ pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>) -> impl I
                         {KNOBS.iter().filter(|k| k.group == group).map(|k| view! { <Field knob=k spec env errors/> }).collect_view()}
                     </fieldset>
                 }).collect_view()}
+            </fieldset>
+            <fieldset class="group" prop:disabled=move || !operator.get()>
+                <legend>"placement"</legend>
+                <crate::machines::MachineSelect machine error=machine_error/>
             </fieldset>
             <div class="actions">
                 <button type="submit" data-testid="launch-button" prop:disabled=move || !operator.get() || busy.get()>

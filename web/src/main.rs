@@ -1,6 +1,6 @@
 //! The hotlab web lab (Leptos, client-side rendered, wasm32).
 //!
-//! - `#/` the lab: the launch panel, the run history and the system panel;
+//! - `#/` the lab: the launch panel, the run history, the system panel and the machines;
 //! - `#/run/ID` one run, live over its WebSocket (or replayed when it is over);
 //! - `#/compare/A,B,…` runs side by side;
 //! - `#/playground` (or `/playground`) CartPole stepped in the browser, WebGPU or wasm CPU;
@@ -19,6 +19,7 @@ mod format;
 mod history;
 mod launch;
 mod lessons;
+mod machines;
 mod pg_engine;
 mod phases;
 mod playground;
@@ -131,6 +132,7 @@ fn App() -> impl IntoView {
                             <history::History go/>
                         </section>
                         <SystemPanel/>
+                        <machines::MachinesPanel/>
                     </div>
                 </main>
             }.into_any(),

@@ -10,8 +10,8 @@
 use crate::charts::{Chart, Line};
 use crate::format::{envs_label, si};
 use crate::pg_engine::{
-    self, now_s, Engine, GpuKnobs, LessonRow, Measurement, Path, PgLesson, ReadBack, SpsMeter, STEPS_PER_DISPATCH,
-    SWEEP,
+    self, now_s, Engine, FrameOut, GpuKnobs, LessonRow, Measurement, Path, PgLesson, ReadBack, SpsMeter,
+    STEPS_PER_DISPATCH, SWEEP,
 };
 use crate::rollout::{draw_one, Cell};
 use hotlab_shared::protocol::{RunInfo, RunStatus};
@@ -151,24 +151,38 @@ async fn sweep(s: Sigs, gpu: Option<&Gpu>, policy: &Policy, alive: &AtomicBool) 
             let setup = Setup { envs, seed: s.config.get_untracked().seed, policy: policy.clone() };
             let mut engine = Engine::new(path, gpu, &setup, GpuKnobs::default()).await?;
             engine.frame().await?; // warm-up: the first dispatch compiles the kernel
-            let (mut meter, start) = (SpsMeter::default(), now_s());
-            while alive.load(Ordering::Relaxed)
-                && (meter.busy_s() < 0.5 || meter.sps().is_none())
-                && now_s() - start < 20.0
-            {
-                let f = engine.frame().await?;
-                meter.add(now_s(), f.tally.steps, f.busy_s, f64::INFINITY);
+            let draw = |f: &FrameOut| {
                 if let Some(canvas) = s.canvas.get_untracked() {
                     draw_grid(&canvas, &f.sample);
                 }
-                next_frame().await;
-            }
-            if let Some(sps) = meter.sps() {
+            };
+            if let Some(sps) = meter_engine(&mut engine, alive, (0.5, 20.0), draw).await? {
                 s.points.update(|p| pg_engine::record(p, Measurement { path, envs, sps }));
             }
         }
     }
     Ok(())
+}
+
+/// Steps `engine` a frame per animation frame until it has been busy `budget.0` seconds
+/// (and has a rate) or `budget.1` seconds have passed, and answers its steps per second.
+async fn meter_engine(
+    engine: &mut Engine,
+    alive: &AtomicBool,
+    budget: (f64, f64),
+    mut on_frame: impl FnMut(&FrameOut),
+) -> Result<Option<f64>, String> {
+    let (mut meter, start) = (SpsMeter::default(), now_s());
+    while alive.load(Ordering::Relaxed)
+        && (meter.busy_s() < budget.0 || meter.sps().is_none())
+        && now_s() - start < budget.1
+    {
+        let f = engine.frame().await?;
+        meter.add(now_s(), f.tally.steps, f.busy_s, f64::INFINITY);
+        on_frame(&f);
+        next_frame().await;
+    }
+    Ok(meter.sps())
 }
 
 /// Rounds of a playground lesson: every setting measured once per round, in turn, so that
@@ -196,16 +210,7 @@ async fn measure_lesson(s: Sigs, gpu: Option<&Gpu>, lesson: PgLesson, alive: &At
                     break;
                 }
             }
-            let (mut meter, start) = (SpsMeter::default(), now_s());
-            while alive.load(Ordering::Relaxed)
-                && (meter.busy_s() < 0.4 || meter.sps().is_none())
-                && now_s() - start < 10.0
-            {
-                let f = engine.frame().await?;
-                meter.add(now_s(), f.tally.steps, f.busy_s, f64::INFINITY);
-                next_frame().await;
-            }
-            if let Some(sps) = meter.sps() {
+            if let Some(sps) = meter_engine(&mut engine, alive, (0.4, 10.0), |_| {}).await? {
                 s.lesson_rows.update(|rows| {
                     if let Some(r) = rows.iter_mut().filter(|r| r.lesson == lesson).nth(i) {
                         r.rounds.push(sps);

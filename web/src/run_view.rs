@@ -128,6 +128,8 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
     };
     let launch_variant = move |overrides: Vec<(String, String)>| {
         let Some(spec) = info.with_untracked(|i| i.as_ref().map(|i| i.spec.clone())) else { return };
+        // A variant runs where the run did: its figures compare only there.
+        let machine = info.with_untracked(|i| i.as_ref().and_then(|i| i.machine.clone()));
         let mut fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
         for (name, v) in overrides {
             // A recommendation names knobs by flag; each sits at its path in the spec.
@@ -136,7 +138,7 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
             }
         }
         leptos::task::spawn_local(async move {
-            match crate::launch::launch(&fields).await {
+            match crate::launch::launch(&fields, machine.as_deref()).await {
                 Ok(new) => on_launched.run(new),
                 Err(e) => load_error.set(Some(e.message)),
             }
@@ -149,7 +151,10 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
 
     view! {
         <section class="panel run-head">
-            <h2>"Run "{id}" "<span class=move || format!("status {}", status_text()) data-testid="run-status">{status_text}</span></h2>
+            <h2>"Run "{id}" "<span class=move || format!("status {}", status_text()) data-testid="run-status">{status_text}</span>
+                {move || info.with(|i| i.as_ref().and_then(|i| i.machine.clone())).map(|m| view! {
+                    <span class="muted machine-of-run" data-testid="run-machine">" on "{m}</span>
+                })}</h2>
             {move || (link.get() == Link::Lost).then(|| view! {
                 <div class="banner" data-testid="connection-banner">"Disconnected from the lab — reconnecting…"</div>
             })}

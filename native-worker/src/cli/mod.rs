@@ -15,6 +15,7 @@ mod soak;
 mod system;
 mod train;
 mod tune;
+mod worker;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -48,6 +49,8 @@ pub enum Command {
     System(system::SystemArgs),
     /// Serve the web lab and its API.
     Serve(serve::ServeArgs),
+    /// Join a lab as one of its machines: connect out to it, train the runs it sends.
+    Worker(worker::WorkerArgs),
     /// Train with the profiler's report: ranked bottlenecks, the data/forward/backward
     /// split, and the knobs to turn (same flags as `train`).
     #[command(args_override_self = true, allow_negative_numbers = true)]
@@ -108,6 +111,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Eval(a) => eval::eval(a),
         Command::System(a) => system::system(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Worker(a) => worker::worker(a),
         Command::Profile(a) => train::profile(*a),
         Command::Bench(BenchCommand::Envs(a)) => bench::envs(a),
         Command::Bench(BenchCommand::Soak(a)) => soak::soak(a),

@@ -1,5 +1,5 @@
 //! `hotlab run-worker` (hidden): one run of the lab, in its own process
-//! (`hotlab::lab::run_process`).
+//! (`hotlab::wire::process`).
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -14,5 +14,5 @@ pub struct RunWorkerArgs {
 
 pub fn run_worker(a: RunWorkerArgs) -> Result<()> {
     let spec: RunSpec = serde_json::from_str(&a.spec).context("--spec: not a run spec")?;
-    hotlab::lab::run_process::serve(&spec)
+    hotlab::wire::process::serve(&spec)
 }

@@ -29,9 +29,25 @@ pub struct ServeArgs {
     /// guard against DNS rebinding.
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_hosts: Vec<String>,
-    /// Runs at once, the rest wait in a queue; 0 = one per GPU, one on a CPU-only machine.
+    /// Runs at once on this machine, the rest wait in its queue; 0 = one per GPU, one on
+    /// a CPU-only machine.
     #[arg(long, default_value_t = 0)]
     pub max_runs: usize,
+    /// Whether this server trains runs itself (as the machine `--local-name`) besides
+    /// the workers that connect to it; `off` for a lab on a small host that only serves.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub local_worker: String,
+    /// This machine's name in the lab (the launch form's machine choice).
+    #[arg(long, default_value = "local", value_name = "NAME")]
+    pub local_name: String,
+    /// The token workers connect with (`hotlab worker --worker-token`), 16 characters or
+    /// more, not the operator token [$HOTLAB_WORKER_TOKEN, else generated and printed].
+    #[arg(long, env = "HOTLAB_WORKER_TOKEN", hide_env_values = true)]
+    pub worker_token: Option<String>,
+    /// Seconds a worker may be away (a network hiccup, a restart of the lab) before its
+    /// runs end `interrupted`; it resends what it kept meanwhile.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub worker_grace: f64,
     /// Rollout frames a run keeps in the history per minute of its wall time once it has
     /// ended (live runs keep one a second; 0 keeps none). Metrics are always kept.
     #[arg(long, default_value_t = 6.0, value_name = "N")]
@@ -41,15 +57,32 @@ pub struct ServeArgs {
 /// Shortest operator token accepted: anyone who guesses it can launch and stop runs.
 const MIN_TOKEN: usize = 16;
 
-pub fn serve(a: ServeArgs) -> Result<()> {
-    // An empty token (an empty $HOTLAB_TOKEN) means none: one is generated.
-    if let Some(t) = a.token.as_deref().filter(|t| !t.is_empty() && t.chars().count() < MIN_TOKEN) {
-        let message = format!(
-            "must be at least {MIN_TOKEN} characters (got {}): anyone who guesses it gets operator rights; leave it out to have one generated",
-            t.chars().count()
-        );
-        return Err(UsageError { flag: "--token", message }.into());
+/// Refuses a given token that is too short (an empty one means none: one is generated).
+fn check_token(token: Option<&str>, flag: &'static str, rights: &str) -> Result<()> {
+    match token.filter(|t| !t.is_empty() && t.chars().count() < MIN_TOKEN) {
+        Some(t) => {
+            let message = format!(
+                "must be at least {MIN_TOKEN} characters (got {}): anyone who guesses it {rights}; leave it out to have one generated",
+                t.chars().count()
+            );
+            Err(UsageError { flag, message }.into())
+        }
+        None => Ok(()),
     }
+}
+
+pub fn serve(a: ServeArgs) -> Result<()> {
+    check_token(a.token.as_deref(), "--token", "gets operator rights")?;
+    check_token(a.worker_token.as_deref(), "--worker-token", "can connect a worker and report runs")?;
+    if a.token.is_some() && a.token == a.worker_token {
+        let message = "must differ from --token: a worker's token gives no operator rights".to_string();
+        return Err(UsageError { flag: "--worker-token", message }.into());
+    }
+    if !(a.worker_grace.is_finite() && a.worker_grace >= 0.0) {
+        let message = format!("{}: allowed a number of seconds ≥ 0", a.worker_grace);
+        return Err(UsageError { flag: "--worker-grace", message }.into());
+    }
+    hotlab::wire::link::check_name(&a.local_name).map_err(|message| UsageError { flag: "--local-name", message })?;
     let rate = a.finished_frames_per_minute;
     if !(rate.is_finite() && rate >= 0.0) {
         let message = format!("{rate}: allowed a number of frames per minute ≥ 0");
@@ -65,6 +98,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         token: a.token,
         allow_hosts: a.allow_hosts,
         max_runs: a.max_runs,
+        local_worker: (a.local_worker == "on").then_some(a.local_name),
+        worker_token: a.worker_token,
+        worker_grace: std::time::Duration::from_secs_f64(a.worker_grace),
         finished_frames_per_minute: rate,
     };
     runtime.block_on(server::serve(cfg))

@@ -25,7 +25,11 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct Lab {
     pub manager: Arc<Manager>,
+    /// The lab's machines (the local one and connected workers).
+    pub machines: Arc<super::machines::Machines>,
     pub token: Arc<String>,
+    /// The token workers connect with (not the operator's).
+    pub worker_token: Arc<String>,
     pub data_dir: std::path::PathBuf,
     pub system: Arc<SystemInfo>,
     pub limiter: Arc<super::limit::Limiter>,
@@ -324,9 +328,23 @@ pub async fn create_run(
         other => ApiError::bad("bad_body", "body", other.to_string()),
     })?;
     let data_dir = lab.data_dir.clone();
-    let spec =
-        tokio::task::spawn_blocking(move || parse_spec(&body, &data_dir)).await.map_err(ApiError::internal)??;
-    let id = lab.manager.launch(spec);
+    let machines = Arc::clone(&lab.machines);
+    let queued = lab.manager.queued_per_machine();
+    let (spec, machine) = tokio::task::spawn_blocking(move || {
+        let (spec, wanted) = parse_spec(&body, &data_dir)?;
+        let machine = machines
+            .choose(wanted.as_deref(), &spec.device, &queued)
+            .map_err(|(field, message)| ApiError::bad("invalid_value", field, message))?;
+        // A worker checks its own memory; this machine's is checked here, before the run queues.
+        if machines.is_local(&machine) {
+            crate::system::check_memory(&spec)
+                .map_err(|e| ApiError::bad("invalid_value", &e.field, e.message).path(&e.path))?;
+        }
+        Ok::<_, ApiError>((spec, machine))
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    let id = lab.manager.launch(spec, machine);
     // Durable before the answer: a run whose 201 a client saw survives a crash right after.
     let store = lab.manager.store().clone();
     tokio::task::spawn_blocking(move || store.flush()).await.map_err(ApiError::internal)?;
@@ -475,24 +493,31 @@ pub async fn policy(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Re
 /// A spec from a request body (the nested form, or the flat one of earlier versions):
 /// JSON, an object, known fields of the right types, values in range, files inside the
 /// data dir, and a workload that loads.
-pub fn parse_spec(body: &[u8], data_dir: &std::path::Path) -> ApiResult<RunSpec> {
-    let value: serde_json::Value = serde_json::from_slice(body)
+/// A launch's body: a run spec, and beside its fields `"machine": NAME` where the run is
+/// to go (left out: a free machine with the device the spec asks for).
+pub fn parse_spec(body: &[u8], data_dir: &std::path::Path) -> ApiResult<(RunSpec, Option<String>)> {
+    let mut value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad("malformed_json", "body", format!("the body is not valid JSON: {e}")))?;
-    if !value.is_object() {
+    let Some(object) = value.as_object_mut() else {
         return Err(ApiError::bad("malformed_json", "body", "the body must be a JSON object: a run spec"));
-    }
+    };
+    let machine = match object.remove("machine") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(name)) => Some(name),
+        Some(other) => {
+            return Err(ApiError::bad("invalid_value", "machine", format!("{other}: a machine's name, as a string")))
+        }
+    };
     let mut spec = json::parse(value).map_err(|r| {
         let code = if r.unknown { "unknown_field" } else { "invalid_value" };
         ApiError::bad(code, &r.error.field, r.error.message).path(&r.error.path)
     })?;
-    crate::system::check_memory(&spec)
-        .map_err(|e| ApiError::bad("invalid_value", &e.field, e.message).path(&e.path))?;
     for (field, file) in spec.workload.files() {
         *file = inside_data_dir(file, data_dir, field)?;
     }
     // Loading now reports a bad knowledge base at once, as the CLI does.
     crate::workloads::load(&spec).map_err(|e| ApiError::bad("invalid_value", &e.field, e.message).path(&e.path))?;
-    Ok(spec)
+    Ok((spec, machine))
 }
 
 /// A file only inside the data dir (as an absolute path).

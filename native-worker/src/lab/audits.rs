@@ -230,13 +230,23 @@ impl Audits {
     fn execute(&self, job: &Job) -> Result<Vec<Measured>, String> {
         self.update(job, |a| a.status = RunStatus::Running);
         let plan = &job.plan;
+        // Every run of an audit on one machine: its figures compare only there.
+        let source = job.info.lock().unwrap_or_else(|p| p.into_inner()).run;
+        let machine = match source.and_then(|r| self.manager.machine_of(r)) {
+            Some(m) => m,
+            None => {
+                let queued = self.manager.queued_per_machine();
+                let choice = self.manager.machines().choose(None, &plan.baseline.device, &queued);
+                choice.map_err(|(field, m)| format!("{field}: {m}"))?
+            }
+        };
         let mut measured = Vec::new();
         for (i, slot) in plan.schedule().into_iter().enumerate() {
             if job.stop.load(Ordering::Relaxed) {
                 return Err("stopped".into());
             }
             let setting = plan.label(slot).to_string();
-            let run = self.manager.launch(plan.spec(slot).clone());
+            let run = self.manager.launch(plan.spec(slot).clone(), machine.clone());
             self.update(job, |a| a.runs.push(AuditRun { setting: setting.clone(), run, measured: None }));
             let summary = self.wait(run)?;
             if summary.info.status != RunStatus::Finished {

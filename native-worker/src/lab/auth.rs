@@ -29,11 +29,7 @@ fn query_token(query: Option<&str>) -> Option<&str> {
 
 /// Whether a request carries the token (header, cookie or query).
 pub fn authorized(token: &str, headers: &HeaderMap, query: Option<&str>) -> bool {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| same(t.trim(), token));
+    let bearer = bearer_is(token, headers);
     let cookie = headers
         .get_all(header::COOKIE)
         .iter()
@@ -42,6 +38,16 @@ pub fn authorized(token: &str, headers: &HeaderMap, query: Option<&str>) -> bool
         .filter_map(|kv| kv.trim().strip_prefix(COOKIE).and_then(|r| r.strip_prefix('=')))
         .any(|t| same(t, token));
     bearer || cookie || query_token(query).is_some_and(|t| same(t, token))
+}
+
+/// Whether a request carries `token` as `Authorization: Bearer` (the worker token: never
+/// a cookie or a query, since no browser holds it).
+pub fn bearer_is(token: &str, headers: &HeaderMap) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| same(t.trim(), token))
 }
 
 /// Sets the cookie on responses to requests that brought the right `?token=`.

@@ -1,5 +1,6 @@
-//! The lab server's parts: the run manager ([`runs`]) and each run's process
-//! ([`run_process`]), the audits and lessons that run through it ([`audits`]), the SQLite history ([`store`]),
+//! The lab server's parts: the run manager ([`runs`]), its machines ([`machines`]: the
+//! local one and the workers connected over [`crate::wire::link`], served by [`worker_api`]), each
+//! run's process ([`crate::wire::process`], or [`remote`] on a worker), the audits and lessons that run through it ([`audits`]), the SQLite history ([`store`]),
 //! the operator token ([`auth`]) and the limit on guessing it ([`limit`]), the checks every request passes ([`guard`]: its Host,
 //! and for changes a JSON body from this server's pages) and the HTTP/WebSocket
 //! handlers ([`api`]).
@@ -15,6 +16,8 @@
 //! | `GET /api/runs/{id}/summary` | its totals: info, summed profile, last metrics, report |
 //! | `POST /api/prune` (token) | `{"older_than_days": N}`: deletes ended runs created before then → `{"pruned": [ids]}` |
 //! | `GET /api/ws?run=ID&since=SEQ&fps=N` | what the client missed, then live events and the newest frame N times a second |
+//! | `GET /api/machines` | the machines: devices, load, runs, last seen |
+//! | `GET /api/worker` (worker token) | a worker's connection ([`crate::wire::link`]) |
 //! | `POST /api/runs/{id}/audit`, `/api/lessons/{id}` (token); `GET /api/audits…`, `/api/lessons` | audits and lessons ([`audit_api`]) |
 
 pub mod api;
@@ -23,10 +26,12 @@ pub mod audits;
 pub mod auth;
 pub mod guard;
 pub mod limit;
-pub mod run_process;
+pub mod machines;
+pub mod remote;
 pub mod runs;
 pub mod server;
 pub mod store;
+pub mod worker_api;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -59,6 +64,8 @@ pub fn router(lab: api::Lab) -> Router {
         .route("/api/audits/{id}", get(audit_api::get_audit))
         .route("/api/audits/{id}/stop", post(audit_api::stop_audit))
         .route("/api/ws", get(api::ws))
+        .route("/api/machines", get(worker_api::machines))
+        .route(crate::wire::link::PATH, get(worker_api::connect))
         .route("/api/{*rest}", get(api::not_found).post(api::not_found))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(lab)

@@ -1,6 +1,7 @@
-//! The run manager: a queue, a limit on concurrent runs, one process per run (watched
-//! by one OS thread of the lab, never the async runtime), stop flags, and each run's
-//! event log, published to the store and to viewers.
+//! The run manager: a queue, the machines' limits on concurrent runs ([`Machines`]), one
+//! process per run (here, or on a worker: watched by one OS thread of the lab either way,
+//! never the async runtime), stop flags, and each run's event log, published to the
+//! store and to viewers.
 //!
 //! What a publish does is short and the same whoever watches: it takes the run's lock
 //! for a push onto a window of at most [`WINDOW`] events (older ones are read from the
@@ -10,8 +11,11 @@
 //! rollout frame is kept once a second ([`KEPT_FRAME_GAP`]), and viewers read the newest
 //! frame from memory at their own rate.
 
-use super::run_process::{self, FromRun};
-use super::store::{Logged, Store};
+use super::machines::Machines;
+use super::remote;
+use super::store::{Logged, Resumable, Store};
+use crate::wire::link::FileCopy;
+use crate::wire::process::{self as run_process, FromRun};
 use hotlab_shared::protocol::{
     Event, EventBody, Frame, RunInfo, RunStatus, RunSummary, LIVE_FRAME_SEQ, PROTOCOL_VERSION,
 };
@@ -32,6 +36,9 @@ pub struct Run {
     pub id: u64,
     pub spec: RunSpec,
     pub created_ms: u64,
+    /// The machine it runs on, and whether that is a worker.
+    pub machine: String,
+    remote: bool,
     stop: Arc<AtomicBool>,
     state: Mutex<RunState>,
     /// The newest rollout frame (kept or not), for viewers at their own rate.
@@ -81,7 +88,7 @@ impl Run {
     pub fn info(&self) -> RunInfo {
         let info = self.state().summary.info.clone();
         let publish_s = Some(self.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
-        RunInfo { spec: self.spec.clone(), publish_s, ..info }
+        RunInfo { spec: self.spec.clone(), publish_s, machine: Some(self.machine.clone()), ..info }
     }
 
     /// The run's totals so far, kept as it goes (no event is re-read).
@@ -115,7 +122,7 @@ impl Run {
 /// All runs, the queue and the limit.
 pub struct Manager {
     store: Store,
-    max_running: usize,
+    machines: Arc<Machines>,
     /// Rollout frames a finished run keeps per minute of its wall time.
     frames_per_minute: f64,
     /// The `hotlab` binary each run's process runs.
@@ -139,7 +146,6 @@ struct Inner {
     next_id: u64,
     runs: HashMap<u64, Arc<Run>>,
     queue: VecDeque<u64>,
-    running: usize,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -147,22 +153,71 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 impl Manager {
+    /// The manager, going on with the remote runs a previous life of the lab left live
+    /// (their workers may still train them: each waits for its worker for the grace period).
     pub fn new(
         store: Store,
-        max_running: usize,
+        machines: Arc<Machines>,
         frames_per_minute: f64,
         exe: std::path::PathBuf,
     ) -> anyhow::Result<Arc<Self>> {
         let next_id = store.last_id()? + 1;
-        let inner = Inner { next_id, runs: HashMap::new(), queue: VecDeque::new(), running: 0 };
-        Ok(Arc::new(Self {
+        let inner = Inner { next_id, runs: HashMap::new(), queue: VecDeque::new() };
+        let resumable = store.resumable()?;
+        let me = Arc::new(Self {
             store,
-            max_running: max_running.max(1),
+            machines,
             frames_per_minute,
             exe,
             inner: Mutex::new(inner),
             summaries: Mutex::default(),
-        }))
+        });
+        for r in resumable {
+            me.resume(r)?;
+        }
+        Ok(me)
+    }
+
+    /// Takes back a remote run the store says was live: queued again, or followed on
+    /// its worker from the last message the store holds.
+    fn resume(self: &Arc<Self>, r: Resumable) -> anyhow::Result<()> {
+        let Resumable { info, worker_n, worker_seq } = r;
+        let machine = info.machine.clone().unwrap_or_default();
+        self.machines.expect(&machine);
+        let summary = self.store.summary(info.id)?.unwrap_or_default();
+        let running = info.status == RunStatus::Running;
+        // Viewers may have seen events the store lost: new ones are numbered past them.
+        let last_seq = match running {
+            true => info.events.max(worker_seq) + super::store::SEQ_GAP_AFTER_CRASH,
+            false => info.events,
+        };
+        let run = Arc::new(Run {
+            id: info.id,
+            spec: info.spec.clone(),
+            created_ms: info.created_ms,
+            machine: machine.clone(),
+            remote: true,
+            stop: Arc::new(AtomicBool::new(false)),
+            state: Mutex::new(RunState {
+                window: VecDeque::new(),
+                last_seq,
+                summary: RunSummary { info, ..summary },
+                last_kept_frame: None,
+            }),
+            frame: Mutex::new(None),
+            publish_ns: AtomicU64::new(0),
+            viewers: AtomicUsize::new(0),
+        });
+        let mut inner = self.inner.lock().expect("manager");
+        inner.runs.insert(run.id, Arc::clone(&run));
+        if !running {
+            inner.queue.push_back(run.id);
+            return Ok(());
+        }
+        self.machines.take_resumed(&machine);
+        tracing::info!("run {} goes on with its worker '{machine}' (from its message {worker_n})", run.id);
+        self.spawn_run(&mut inner, run, Some(worker_n));
+        Ok(())
     }
 
     /// A run's summary: a live one's from memory, an ended one's from the store (read
@@ -206,8 +261,32 @@ impl Manager {
         &self.store
     }
 
-    pub fn max_running(&self) -> usize {
-        self.max_running
+    pub fn machines(&self) -> &Arc<Machines> {
+        &self.machines
+    }
+
+    /// Runs waiting, per machine.
+    pub fn queued_per_machine(&self) -> HashMap<String, usize> {
+        let inner = self.inner.lock().expect("manager");
+        let mut queued = HashMap::new();
+        for run in inner.queue.iter().filter_map(|id| inner.runs.get(id)) {
+            *queued.entry(run.machine.clone()).or_default() += 1;
+        }
+        queued
+    }
+
+    /// The machine a run (live or stored) ran on.
+    pub fn machine_of(&self, id: u64) -> Option<String> {
+        match self.get(id) {
+            Some(run) => Some(run.machine.clone()),
+            None => self.store.run(id).ok().flatten()?.machine,
+        }
+    }
+
+    /// Starts what can start now (a machine connected or freed a place).
+    pub fn kick(self: &Arc<Self>) {
+        let mut inner = self.inner.lock().expect("manager");
+        self.start_queued(&mut inner);
     }
 
     /// A run of this server's life.
@@ -226,17 +305,20 @@ impl Manager {
         RunInfo { dropped: self.store.dropped(run.id), ..run.info() }
     }
 
-    /// Queues a validated spec; returns its id.
-    pub fn launch(self: &Arc<Self>, spec: RunSpec) -> u64 {
+    /// Queues a validated spec for `machine` (see [`Machines::choose`]); returns its id.
+    pub fn launch(self: &Arc<Self>, spec: RunSpec, machine: String) -> u64 {
+        let remote = !self.machines.is_local(&machine);
         let mut inner = self.inner.lock().expect("manager");
         let id = inner.next_id;
         inner.next_id += 1;
         let created_ms = now_ms();
-        let info = RunInfo { id, created_ms, ..RunInfo::default() };
+        let info = RunInfo { id, created_ms, machine: Some(machine.clone()), ..RunInfo::default() };
         let run = Arc::new(Run {
             id,
             spec,
             created_ms,
+            machine,
+            remote,
             stop: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(RunState {
                 window: VecDeque::new(),
@@ -248,7 +330,7 @@ impl Manager {
             publish_ns: AtomicU64::new(0),
             viewers: AtomicUsize::new(0),
         });
-        self.store.add_run(id, run.created_ms, &run.spec);
+        self.store.add_run(id, run.created_ms, &run.spec, &run.machine, run.remote);
         self.publish(&run, EventBody::Status { status: RunStatus::Queued, message: None });
         inner.runs.insert(id, run);
         inner.queue.push_back(id);
@@ -326,38 +408,53 @@ impl Manager {
         *run.frame.lock().unwrap_or_else(|p| p.into_inner()) = Some(logged);
     }
 
+    /// Starts every queued run whose machine has a place now, in queue order.
     fn start_queued(self: &Arc<Self>, inner: &mut Inner) {
-        while inner.running < self.max_running {
-            let Some(id) = inner.queue.pop_front() else { return };
-            let Some(run) = inner.runs.get(&id).cloned() else { continue };
-            inner.running += 1;
-            let me = Arc::clone(self);
-            let spawned = std::thread::Builder::new().name(format!("hotlab-run-{id}")).spawn(move || {
-                me.execute(&run);
-                // Once the store holds all of it, the run is read from there (viewers
-                // still streaming keep their own reference).
-                me.store.flush();
-                me.store.forget(id);
-                let mut inner = me.inner.lock().expect("manager");
-                inner.runs.remove(&id);
-                inner.running -= 1;
-                me.start_queued(&mut inner);
-            });
-            if let Err(e) = spawned {
-                inner.running -= 1;
-                let run = inner.runs.get(&id).cloned();
-                if let Some(run) = run {
-                    let message = Some(format!("cannot start a thread to watch the run: {e}"));
-                    self.publish(&run, EventBody::Status { status: RunStatus::Failed, message });
-                }
+        let mut i = 0;
+        while i < inner.queue.len() {
+            let Some(run) = inner.runs.get(&inner.queue[i]).cloned() else {
+                inner.queue.remove(i);
+                continue;
+            };
+            if !self.machines.try_take(&run.machine) {
+                i += 1;
+                continue;
             }
+            inner.queue.remove(i);
+            self.spawn_run(inner, run, None);
         }
     }
 
-    /// Trains in a process of its own (see [`run_process`]), publishing what it says;
-    /// every outcome, its process's death included, ends in a final status.
-    fn execute(self: &Arc<Self>, run: &Arc<Run>) {
-        self.publish(run, EventBody::Status { status: RunStatus::Running, message: None });
+    /// A thread that follows the run (which holds a place on its machine) to its end;
+    /// `resume` goes on with a remote run from its worker's message `n`.
+    fn spawn_run(self: &Arc<Self>, inner: &mut Inner, run: Arc<Run>, resume: Option<u64>) {
+        let (me, id, for_thread) = (Arc::clone(self), run.id, Arc::clone(&run));
+        let spawned = std::thread::Builder::new().name(format!("hotlab-run-{id}")).spawn(move || {
+            me.execute(&for_thread, resume);
+            me.machines.release(&for_thread.machine);
+            // Once the store holds all of it, the run is read from there (viewers
+            // still streaming keep their own reference).
+            me.store.flush();
+            me.store.forget(id);
+            let mut inner = me.inner.lock().expect("manager");
+            inner.runs.remove(&id);
+            me.start_queued(&mut inner);
+        });
+        if let Err(e) = spawned {
+            self.machines.release(&run.machine);
+            let message = Some(format!("cannot start a thread to watch the run: {e}"));
+            self.publish(&run, EventBody::Status { status: RunStatus::Failed, message });
+            inner.runs.remove(&id);
+        }
+    }
+
+    /// Trains in a process of its own (here, see [`crate::wire::process`], or on its worker, see
+    /// [`remote`]), publishing what it says; every outcome, its process's death or its
+    /// worker's absence included, ends in a final status.
+    fn execute(self: &Arc<Self>, run: &Arc<Run>, resume: Option<u64>) {
+        if resume.is_none() {
+            self.publish(run, EventBody::Status { status: RunStatus::Running, message: None });
+        }
         let watched = Arc::clone(run);
         let control = run_process::Control {
             stop: Arc::clone(&run.stop),
@@ -379,13 +476,46 @@ impl Manager {
             }
             FromRun::End { publish_s, .. } => publish_time(publish_s),
         };
-        let (status, message) = run_process::run(&self.exe, &run.spec, control, &mut on)
-            .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}"))));
+        let (status, message) = match run.remote {
+            false => run_process::run(&self.exe, &run.spec, control, &mut on)
+                .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}")))),
+            true => {
+                let from = match resume {
+                    Some(n) => Ok(remote::From::Resume(n)),
+                    None => files_of(&run.spec).map(remote::From::Start),
+                };
+                match from {
+                    Ok(from) => {
+                        // The mark follows the message's events into the store (see `Write::WorkerMark`).
+                        self.store.mark_worker(run.id, 0, run.state().last_seq);
+                        remote::run(&self.machines, &run.machine, run.id, &run.spec, from, control, &mut |n, msg| {
+                            on(msg);
+                            self.store.mark_worker(run.id, n, run.state().last_seq);
+                            self.machines.published(run.id, n);
+                        })
+                    }
+                    Err(e) => (RunStatus::Failed, Some(format!("{e:#}"))),
+                }
+            }
+        };
         self.publish(run, EventBody::Status { status, message });
         self.store.add_publish_time(run.id, run.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
         let wall_s = run.state().summary.last.as_ref().map_or(0.0, |m| m.wall_s);
         self.store.thin_frames(run.id, wall_s, self.frames_per_minute);
     }
+}
+
+/// The files a remote run's spec names (inside the lab's data dir), to send with it.
+fn files_of(spec: &RunSpec) -> anyhow::Result<Vec<FileCopy>> {
+    let mut spec = spec.clone();
+    let files = spec.workload.files();
+    files
+        .into_iter()
+        .map(|(field, path)| {
+            let body = std::fs::read_to_string(&*path).map_err(|e| anyhow::anyhow!("{field}: reading {path}: {e}"))?;
+            Ok(FileCopy { field: field.to_string(), body })
+        })
+        .collect()
 }
 
 /// The outputs a run may leave (`GET /api/runs/{id}/trace`, `/policy`; the summary).

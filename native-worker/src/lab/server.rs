@@ -23,8 +23,14 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// Host names besides IP literals and `localhost` that requests may be sent to.
     pub allow_hosts: Vec<String>,
-    /// Runs at once; 0 = one per GPU, one on a CPU-only machine.
+    /// Runs at once on the local machine; 0 = one per GPU, one on a CPU-only machine.
     pub max_runs: usize,
+    /// The local machine's name, or None for no local worker (runs go to workers only).
+    pub local_worker: Option<String>,
+    /// The token workers connect with (generated when absent).
+    pub worker_token: Option<String>,
+    /// How long a worker may be away before its runs are `interrupted`.
+    pub worker_grace: std::time::Duration,
     /// Rollout frames an ended run keeps per minute of its wall time.
     pub finished_frames_per_minute: f64,
 }
@@ -75,9 +81,13 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         0 => system.devices.iter().filter(|d| d.id.starts_with("cuda")).count().max(1),
         n => n,
     };
+    let machines = Arc::new(lab::machines::Machines::new(cfg.worker_grace));
+    if let Some(name) = &cfg.local_worker {
+        machines.add_local(name, (*system).clone(), max_runs);
+    }
     let manager = lab::runs::Manager::new(
         store,
-        max_runs,
+        Arc::clone(&machines),
         cfg.finished_frames_per_minute,
         std::env::current_exe().context("finding the hotlab binary (each run is a process of it)")?,
     )?;
@@ -85,12 +95,18 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         Some(t) if !t.is_empty() => t,
         _ => lab::auth::generate().context("generating the operator token")?,
     };
+    let worker_token = match cfg.worker_token {
+        Some(t) if !t.is_empty() => t,
+        _ => lab::auth::generate().context("generating the worker token")?,
+    };
     let data_dir = cfg.data_dir.canonicalize().unwrap_or(cfg.data_dir);
     let audits = lab::audits::Audits::new(std::sync::Arc::clone(&manager))?;
     let state = lab::api::Lab {
         manager,
+        machines,
         audits,
         token: Arc::new(token.clone()),
+        worker_token: Arc::new(worker_token.clone()),
         data_dir: data_dir.clone(),
         system,
         limiter: Arc::default(),
@@ -101,8 +117,12 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         .with_context(|| format!("cannot listen on {}:{} (--host/--port)", cfg.host, cfg.port))?;
     let addr = listener.local_addr()?;
     // One write, whose failure (stdout closed by whoever started us) is not fatal.
+    let local = match &cfg.local_worker {
+        Some(name) => format!("local machine '{name}' takes {max_runs} run(s) at once"),
+        None => "no local machine (runs go to workers)".into(),
+    };
     let banner = format!(
-        "hotlab lab serving on http://{addr}/?token={token}\n  the token launches and stops runs; anyone who can reach the port can watch; data in {}, {max_runs} run(s) at once, static files from {}\n",
+        "hotlab lab serving on http://{addr}/?token={token}\n  the token launches and stops runs; anyone who can reach the port can watch; data in {}, {local}, static files from {}\n  workers: hotlab worker --lab http://{addr} --worker-token {worker_token}\n",
         data_dir.display(),
         static_dir.display()
     );

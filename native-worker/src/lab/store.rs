@@ -63,7 +63,17 @@ CREATE TABLE IF NOT EXISTS blobs (
 ";
 
 /// Columns added since the first schema (a store written by an earlier version gets them).
-const ADDED_COLUMNS: &[(&str, &str)] = &[("dropped", "INTEGER NOT NULL DEFAULT 0"), ("publish_s", "REAL")];
+const ADDED_COLUMNS: &[(&str, &str)] = &[
+    ("dropped", "INTEGER NOT NULL DEFAULT 0"),
+    ("publish_s", "REAL"),
+    ("machine", "TEXT"),
+    // A run on a worker: it outlives a restart of the lab (the worker still trains it).
+    ("remote", "INTEGER NOT NULL DEFAULT 0"),
+    // The last message of a remote run's worker whose events are all stored, and the
+    // last event `seq` they make up (see [`Write::WorkerMark`]).
+    ("worker_n", "INTEGER NOT NULL DEFAULT 0"),
+    ("worker_seq", "INTEGER NOT NULL DEFAULT 0"),
+];
 
 /// An event and its JSON text, serialized once for the store and every viewer.
 #[derive(Debug)]
@@ -105,6 +115,16 @@ enum Write {
         id: u64,
         created_ms: u64,
         spec: String,
+        machine: String,
+        remote: bool,
+    },
+    /// A remote run's worker messages up to `n` are all in events up to `seq`. Queued
+    /// after those events, so a crash leaves the mark at or before what is stored; the
+    /// events a restart finds past the mark are deleted, and the worker resends them.
+    WorkerMark {
+        run: u64,
+        n: u64,
+        seq: u64,
     },
     Event(Arc<Logged>),
     Blob {
@@ -264,9 +284,32 @@ impl Store {
         }
     }
 
-    pub fn add_run(&self, id: u64, created_ms: u64, spec: &RunSpec) {
+    pub fn add_run(&self, id: u64, created_ms: u64, spec: &RunSpec, machine: &str, remote: bool) {
         let spec = serde_json::to_string(spec).unwrap_or_default();
-        self.send(Write::Run { id, created_ms, spec });
+        self.send(Write::Run { id, created_ms, spec, machine: machine.to_string(), remote });
+    }
+
+    /// A remote run's events up to `seq` hold its worker's messages up to `n`.
+    pub fn mark_worker(&self, run: u64, n: u64, seq: u64) {
+        self.send(Write::WorkerMark { run, n, seq });
+    }
+
+    /// The remote runs left queued or running by a lab that stopped (their workers may
+    /// still train them), each with its worker mark.
+    pub fn resumable(&self) -> Result<Vec<Resumable>> {
+        let c = self.read()?;
+        let mut q = c.prepare(&format!(
+            "SELECT {RUN_COLUMNS}, worker_n, worker_seq FROM runs WHERE remote = 1 AND status IN ('queued', 'running') ORDER BY id"
+        ))?;
+        let rows = q.query_map([], |r| {
+            let info = run_info(r)?;
+            Ok(info.map(|info| Resumable {
+                info,
+                worker_n: r.get::<_, i64>(10).unwrap_or(0) as u64,
+                worker_seq: r.get::<_, i64>(11).unwrap_or(0) as u64,
+            }))
+        })?;
+        Ok(rows.filter_map(|r| r.ok().flatten()).collect())
     }
 
     /// Queues an event; never waits (see the module docs for what a full queue does).
@@ -431,7 +474,16 @@ impl Store {
     }
 }
 
-const RUN_COLUMNS: &str = "id, created_ms, spec, status, message, events, sps, dropped, publish_s";
+const RUN_COLUMNS: &str = "id, created_ms, spec, status, message, events, sps, dropped, publish_s, machine";
+
+/// A remote run a restarted lab goes on with ([`Store::resumable`]).
+pub struct Resumable {
+    pub info: RunInfo,
+    /// Its worker's messages up to this one are stored.
+    pub worker_n: u64,
+    /// In events up to this `seq`.
+    pub worker_seq: u64,
+}
 
 fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<RunInfo>> {
     let spec: String = r.get(2)?;
@@ -449,13 +501,14 @@ fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<RunInfo>> {
         sps: r.get(6)?,
         dropped: r.get::<_, i64>(7)? as u64,
         publish_s: r.get(8)?,
+        machine: r.get(9)?,
     }))
 }
 
 /// How far past the last committed event an `interrupted` status is numbered: viewers
 /// saw events that had not been committed when the server died (up to [`FLUSH`] of them),
 /// and a viewer that reconnects with its `since` must still receive the outcome.
-const SEQ_GAP_AFTER_CRASH: u64 = 1_000_000;
+pub const SEQ_GAP_AFTER_CRASH: u64 = 1_000_000;
 
 fn mark_interrupted(conn: &Connection) -> Result<()> {
     let mut q = conn.prepare("SELECT body FROM audits WHERE status IN ('queued', 'running')")?;
@@ -471,7 +524,14 @@ fn mark_interrupted(conn: &Connection) -> Result<()> {
 }
 
 fn mark_runs_interrupted(conn: &Connection) -> Result<()> {
-    let mut q = conn.prepare("SELECT id, events FROM runs WHERE status IN ('queued', 'running')")?;
+    // A remote run's worker may still train it: the lab goes on with it ([`Store::resumable`]);
+    // what the store holds past its worker mark goes (the worker sends it again).
+    let mut q = conn.prepare("SELECT id, worker_seq FROM runs WHERE remote = 1 AND status = 'running'")?;
+    let remote: Vec<(i64, i64)> = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.filter_map(|r| r.ok()).collect();
+    for (id, seq) in remote {
+        conn.execute("DELETE FROM events WHERE run = ?1 AND seq > ?2 AND kind != 'status'", params![id, seq])?;
+    }
+    let mut q = conn.prepare("SELECT id, events FROM runs WHERE status IN ('queued', 'running') AND remote = 0")?;
     let live: Vec<(i64, i64)> = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.filter_map(|r| r.ok()).collect();
     let message = "the server stopped while this run was live";
     for (id, events) in live {
@@ -490,10 +550,16 @@ fn mark_runs_interrupted(conn: &Connection) -> Result<()> {
 /// deleted, to be answered once they are committed.
 fn apply(c: &Connection, w: &Write) -> rusqlite::Result<Option<Vec<u64>>> {
     match w {
-        Write::Run { id, created_ms, spec } => {
+        Write::Run { id, created_ms, spec, machine, remote } => {
             c.execute(
-                "INSERT OR REPLACE INTO runs (id, created_ms, spec, status, events) VALUES (?1, ?2, ?3, 'queued', 0)",
-                params![*id as i64, *created_ms as i64, spec],
+                "INSERT OR REPLACE INTO runs (id, created_ms, spec, status, events, machine, remote) VALUES (?1, ?2, ?3, 'queued', 0, ?4, ?5)",
+                params![*id as i64, *created_ms as i64, spec, machine, *remote as i64],
+            )?;
+        }
+        Write::WorkerMark { run, n, seq } => {
+            c.execute(
+                "UPDATE runs SET worker_n = ?2, worker_seq = ?3 WHERE id = ?1",
+                params![*run as i64, *n as i64, *seq as i64],
             )?;
         }
         Write::Event(logged) => {
@@ -719,7 +785,7 @@ mod tests {
     fn thinning_keeps_evenly_spread_frames_and_every_other_event() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.add_run(1, 0, &RunSpec::default());
+        store.add_run(1, 0, &RunSpec::default(), "local", false);
         for seq in 1..=20 {
             let w = if seq % 2 == 0 { frame(seq) } else { metric(seq) };
             store.send(w);
@@ -745,7 +811,7 @@ mod tests {
         }
         let store = Store::open(dir.path()).unwrap();
         for (id, created_ms) in [(2, 20), (3, 30), (4, 10_000)] {
-            store.add_run(id, created_ms, &RunSpec::default());
+            store.add_run(id, created_ms, &RunSpec::default(), "local", false);
         }
         for id in [2, 4] {
             let done = EventBody::Status { status: RunStatus::Finished, message: None };

@@ -1,0 +1,61 @@
+// The lab's machines in a browser: the Machines panel lists the local machine and a worker
+// that connected (a real `hotlab worker` process), the launch form sends a run to the
+// worker, and the run's view and the history say where it ran.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { startLab, startWorker, launchBrowser, openPage, screenshot, ARTIFACTS } from './lab.mjs';
+
+let lab;
+let worker;
+let browser;
+before(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  lab = await startLab({ args: ['--local-name', 'lab-host'] });
+  worker = startWorker(lab, 'gpu-box-e2e');
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  worker?.stop();
+  lab?.stop();
+});
+
+test('the Machines panel lists each machine and a run launched on the worker says so', async () => {
+  const { page, errors } = await openPage(browser, lab, '#/');
+  const panel = page.getByTestId('machines-panel');
+  const row = (name) => panel.locator(`[data-testid="machine-row"][data-machine="${name}"]`);
+  await row('lab-host').waitFor({ timeout: 20_000 });
+  await row('gpu-box-e2e').waitFor({ timeout: 30_000 });
+  assert.equal(await row('lab-host').getByTestId('machine-state').textContent(), 'local');
+  assert.equal(await row('gpu-box-e2e').getByTestId('machine-state').textContent(), 'connected');
+  assert.match(await row('gpu-box-e2e').getByTestId('machine-devices').textContent(), /cpu \(\d+ cores\)/);
+  assert.match(await row('gpu-box-e2e').getByTestId('machine-load').textContent(), /0 of 1 runs/);
+  await screenshot(page, 'machines');
+
+  // The launch form sends the run to the machine chosen.
+  const form = page.getByTestId('launch-form');
+  await form.getByTestId('machine-select').locator('option[value="gpu-box-e2e"]').waitFor({ state: 'attached' });
+  await form.getByTestId('machine-select').selectOption('gpu-box-e2e');
+  for (const [name, value] of [['total_steps', '8192'], ['envs', '8'], ['device', 'cpu']]) {
+    const input = form.locator(`[name="${name}"]`);
+    if ((await input.evaluate((e) => e.tagName)) === 'SELECT') await input.selectOption(value);
+    else await input.fill(value);
+    await input.dispatchEvent('change');
+  }
+  await page.getByTestId('launch-button').click();
+  await page.waitForURL(/#\/run\/\d+/, { timeout: 20_000 });
+  const id = Number(page.url().match(/#\/run\/(\d+)/)[1]);
+  await page.getByTestId('run-machine').filter({ hasText: 'gpu-box-e2e' }).waitFor({ timeout: 20_000 });
+  const run = await lab.waitFor(id, ['finished', 'failed']);
+  assert.equal(run.status, 'finished', JSON.stringify(run));
+  assert.equal(run.machine, 'gpu-box-e2e');
+  await page.getByTestId('run-status').filter({ hasText: 'finished' }).waitFor({ timeout: 30_000 });
+  await screenshot(page, 'run-on-worker');
+
+  // A machine that is not there is refused at its field.
+  await page.goto(new URL('/#/', lab.url).href);
+  await page.getByTestId('history-row').first().waitFor({ timeout: 20_000 });
+  assert.equal(await page.locator(`[data-testid="history-row"][data-run="${id}"]`).getByTestId('history-machine').textContent(), 'gpu-box-e2e');
+  assert.deepEqual(errors, []);
+});

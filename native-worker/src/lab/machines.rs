@@ -1,0 +1,416 @@
+//! The lab's machines: the built-in local one (runs in processes of this server) and the
+//! workers connected over [`crate::wire::link`]. Each has its own limit of runs at once; a run
+//! waits in the manager's queue until its machine has room (and, for a worker, is
+//! connected).
+//!
+//! A run on a worker has a route here while it is live: what the worker says of it is
+//! delivered, in order and without duplicates, to the lab thread that publishes it
+//! ([`super::remote`]), and what the lab says to it goes out on the worker's connection.
+
+use crate::wire::link::{FileCopy, Held, Resume, ToWorker};
+use crate::wire::process::FromRun;
+use hotlab_shared::protocol::{Load, MachineInfo};
+use hotlab_shared::spec::RunSpec;
+use hotlab_shared::system::SystemInfo;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{mpsc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// What reaches a remote run's lab thread.
+pub enum Delivery {
+    /// Message `n` of the run.
+    Message(u64, Box<FromRun>),
+    /// The run is gone with its worker (the reason).
+    Lost(String),
+}
+
+/// A machine's connection to the lab.
+struct Link {
+    id: u64,
+    tx: UnboundedSender<ToWorker>,
+}
+
+struct Machine {
+    local: bool,
+    system: Option<SystemInfo>,
+    max_runs: usize,
+    /// Runs started on it and not over.
+    running: usize,
+    link: Option<Link>,
+    last_seen: Option<(Instant, u64)>,
+    /// Since when a worker is away (None while connected, and for the local machine).
+    away_since: Option<Instant>,
+    load: Option<Load>,
+}
+
+/// A live run on a worker.
+struct Route {
+    machine: String,
+    tx: mpsc::Sender<Delivery>,
+    spec: RunSpec,
+    files: Vec<FileCopy>,
+    /// The last message delivered, and the last one published (queued for the store).
+    delivered: u64,
+    published: u64,
+    /// The last `n` acknowledged to the worker.
+    acked: u64,
+    stop: bool,
+    watched: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    machines: BTreeMap<String, Machine>,
+    routes: HashMap<u64, Route>,
+    next_link: u64,
+}
+
+pub struct Machines {
+    inner: Mutex<Inner>,
+    /// How long a worker may be away before its runs are `interrupted`.
+    pub grace: Duration,
+}
+
+/// What the lab answers a worker's hello with, and what it sends right after.
+pub struct Welcome {
+    pub resume: Vec<Resume>,
+    pub forget: Vec<u64>,
+    pub then: Vec<ToWorker>,
+}
+
+fn now_ms() -> u64 {
+    super::runs::now_ms()
+}
+
+impl Machines {
+    pub fn new(grace: Duration) -> Self {
+        Self { inner: Mutex::default(), grace }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds the built-in local machine.
+    pub fn add_local(&self, name: &str, system: SystemInfo, max_runs: usize) {
+        let m = Machine {
+            local: true,
+            system: Some(system),
+            max_runs: max_runs.max(1),
+            running: 0,
+            link: None,
+            last_seen: None,
+            away_since: None,
+            load: None,
+        };
+        self.lock().machines.insert(name.to_string(), m);
+    }
+
+    /// A machine the store says a live run was on, before its worker is back (after the
+    /// lab restarted): known, away since now.
+    pub fn expect(&self, name: &str) {
+        self.lock().machines.entry(name.to_string()).or_insert_with(|| Machine {
+            local: false,
+            system: None,
+            max_runs: 1,
+            running: 0,
+            link: None,
+            last_seen: None,
+            away_since: Some(Instant::now()),
+            load: None,
+        });
+    }
+
+    /// Whether `name` is the local machine.
+    pub fn is_local(&self, name: &str) -> bool {
+        self.lock().machines.get(name).is_some_and(|m| m.local)
+    }
+
+    /// Every machine, for `GET /api/machines`.
+    pub fn list(&self, queued: &HashMap<String, usize>) -> Vec<MachineInfo> {
+        let inner = self.lock();
+        inner
+            .machines
+            .iter()
+            .map(|(name, m)| MachineInfo {
+                name: name.clone(),
+                local: m.local,
+                connected: m.local || m.link.is_some(),
+                system: m.system.clone(),
+                max_runs: m.max_runs,
+                runs: m.running,
+                queued: queued.get(name).copied().unwrap_or(0),
+                last_seen_ms: m.last_seen.map(|(_, ms)| ms),
+                load: m.load.clone(),
+            })
+            .collect()
+    }
+
+    /// The machine for a spec: `wanted` when given (refused when unknown or without the
+    /// device the spec asks for), else the connected machine with the device and the
+    /// most room. `Err((field, message))`.
+    pub fn choose(
+        &self,
+        wanted: Option<&str>,
+        device: &str,
+        queued: &HashMap<String, usize>,
+    ) -> Result<String, (&'static str, String)> {
+        let inner = self.lock();
+        let names = || inner.machines.keys().cloned().collect::<Vec<_>>().join(", ");
+        if let Some(name) = wanted {
+            let Some(m) = inner.machines.get(name) else {
+                let known = match inner.machines.is_empty() {
+                    true => "none is connected".to_string(),
+                    false => format!("known: {}", names()),
+                };
+                return Err(("machine", format!("'{name}': no such machine ({known})")));
+            };
+            return match has_device(m, device) {
+                true => Ok(name.to_string()),
+                false => {
+                    Err(("device", format!("'{device}': the machine '{name}' has no such device ({})", devices(m))))
+                }
+            };
+        }
+        let free = |(name, m): &(&String, &Machine)| {
+            let load = m.running + queued.get(*name).copied().unwrap_or(0);
+            load as f64 / m.max_runs.max(1) as f64
+        };
+        let candidates: Vec<(&String, &Machine)> =
+            inner.machines.iter().filter(|(_, m)| (m.local || m.link.is_some()) && has_device(m, device)).collect();
+        match candidates.into_iter().min_by(|a, b| free(a).total_cmp(&free(b))) {
+            Some((name, _)) => Ok(name.clone()),
+            None if inner.machines.is_empty() => Err((
+                "machine",
+                "no machine is connected: start `hotlab worker --lab URL --worker-token T` on one (or serve with the local worker on)"
+                    .into(),
+            )),
+            None => Err(("device", format!("'{device}': no connected machine has it (machines: {})", names()))),
+        }
+    }
+
+    /// Takes a place on `name` for a run, when it is connected and has room.
+    pub fn try_take(&self, name: &str) -> bool {
+        let mut inner = self.lock();
+        match inner.machines.get_mut(name) {
+            Some(m) if (m.local || m.link.is_some()) && m.running < m.max_runs => {
+                m.running += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes a place for a run that was already running there (resumed after a restart).
+    pub fn take_resumed(&self, name: &str) {
+        if let Some(m) = self.lock().machines.get_mut(name) {
+            m.running += 1;
+        }
+    }
+
+    /// Gives back a run's place.
+    pub fn release(&self, name: &str) {
+        if let Some(m) = self.lock().machines.get_mut(name) {
+            m.running = m.running.saturating_sub(1);
+        }
+    }
+
+    /// A worker said hello: it is connected now (a previous connection of the same name
+    /// is replaced: its session ends). Returns the connection's id and the welcome.
+    pub fn connect(
+        &self,
+        name: &str,
+        system: SystemInfo,
+        max_runs: usize,
+        held: &[Held],
+        tx: UnboundedSender<ToWorker>,
+    ) -> (u64, Welcome) {
+        let mut inner = self.lock();
+        inner.next_link += 1;
+        let id = inner.next_link;
+        let m = inner.machines.entry(name.to_string()).or_insert_with(|| Machine {
+            local: false,
+            system: None,
+            max_runs: 1,
+            running: 0,
+            link: None,
+            last_seen: None,
+            away_since: None,
+            load: None,
+        });
+        m.system = Some(system);
+        m.max_runs = max_runs.max(1);
+        m.link = Some(Link { id, tx });
+        m.away_since = None;
+        m.last_seen = Some((Instant::now(), now_ms()));
+        let mut welcome = Welcome { resume: Vec::new(), forget: Vec::new(), then: Vec::new() };
+        for h in held {
+            match inner.routes.get(&h.run) {
+                Some(r) if r.machine == name => {
+                    welcome.resume.push(Resume { run: h.run, have: r.delivered, committed: r.acked })
+                }
+                _ => welcome.forget.push(h.run),
+            }
+        }
+        for (&run, r) in inner.routes.iter_mut().filter(|(_, r)| r.machine == name) {
+            if held.iter().any(|h| h.run == run) {
+                if r.stop {
+                    welcome.then.push(ToWorker::Stop { run });
+                }
+                if r.watched {
+                    welcome.then.push(ToWorker::Watched { run, watched: true });
+                }
+            } else if r.delivered == 0 {
+                // The start was lost with the last connection: it goes again.
+                welcome.then.push(ToWorker::Start { run, spec: Box::new(r.spec.clone()), files: r.files.clone() });
+            } else {
+                let why = format!("the worker '{name}' came back without run {run} (it was restarted?)");
+                let _ = r.tx.send(Delivery::Lost(why));
+            }
+        }
+        (id, welcome)
+    }
+
+    /// A worker's connection ended (unless a newer one has replaced it).
+    pub fn disconnect(&self, name: &str, link: u64) {
+        if let Some(m) = self.lock().machines.get_mut(name) {
+            if m.link.as_ref().is_some_and(|l| l.id == link) {
+                m.link = None;
+                m.away_since = Some(Instant::now());
+            }
+        }
+    }
+
+    /// Whether `link` is still `name`'s connection.
+    pub fn is_current(&self, name: &str, link: u64) -> bool {
+        self.lock().machines.get(name).and_then(|m| m.link.as_ref()).is_some_and(|l| l.id == link)
+    }
+
+    pub fn heartbeat(&self, name: &str, load: Option<Load>) {
+        if let Some(m) = self.lock().machines.get_mut(name) {
+            m.last_seen = Some((Instant::now(), now_ms()));
+            if load.is_some() {
+                m.load = load;
+            }
+        }
+    }
+
+    /// How long a worker has been away (None: connected, or local).
+    pub fn away_for(&self, name: &str) -> Option<Duration> {
+        self.lock().machines.get(name).and_then(|m| m.away_since).map(|t| t.elapsed())
+    }
+
+    /// Sends to a worker; false when it is not connected (the route keeps what matters,
+    /// and the next welcome repeats it).
+    pub fn send(&self, name: &str, m: ToWorker) -> bool {
+        let inner = self.lock();
+        inner.machines.get(name).and_then(|m| m.link.as_ref()).is_some_and(|l| l.tx.send(m).is_ok())
+    }
+
+    /// Opens a remote run's route; `delivered` is the last message the lab has of it.
+    pub fn open_route(
+        &self,
+        run: u64,
+        machine: &str,
+        spec: RunSpec,
+        files: Vec<FileCopy>,
+        delivered: u64,
+    ) -> mpsc::Receiver<Delivery> {
+        let (tx, rx) = mpsc::channel();
+        let route = Route {
+            machine: machine.to_string(),
+            tx,
+            spec,
+            files,
+            delivered,
+            published: delivered,
+            acked: delivered,
+            stop: false,
+            watched: false,
+        };
+        self.lock().routes.insert(run, route);
+        rx
+    }
+
+    pub fn close_route(&self, run: u64) {
+        self.lock().routes.remove(&run);
+    }
+
+    /// Records a wish (stop, watched) on the route, and passes it on when connected.
+    pub fn tell(&self, run: u64, m: ToWorker) {
+        let mut inner = self.lock();
+        let Some(r) = inner.routes.get_mut(&run) else { return };
+        match &m {
+            ToWorker::Stop { .. } => r.stop = true,
+            ToWorker::Watched { watched, .. } => r.watched = *watched,
+            _ => {}
+        }
+        let name = r.machine.clone();
+        if let Some(l) = inner.machines.get(&name).and_then(|m| m.link.as_ref()) {
+            let _ = l.tx.send(m);
+        }
+    }
+
+    /// Message `n` of `run` from the worker `from`: delivered when it is the next one of
+    /// a run of that worker's; a duplicate or another worker's run is dropped; a gap is
+    /// an error (the connection is closed, and the worker resends from what the lab has).
+    pub fn deliver(&self, from: &str, run: u64, n: u64, msg: FromRun) -> Result<(), String> {
+        let mut inner = self.lock();
+        let Some(r) = inner.routes.get_mut(&run) else { return Ok(()) };
+        if r.machine != from {
+            // A worker reports its own runs only.
+            tracing::warn!("worker '{from}' sent a message of run {run}, which is '{}''s: dropped", r.machine);
+            return Ok(());
+        }
+        if n <= r.delivered {
+            return Ok(());
+        }
+        if n != r.delivered + 1 {
+            return Err(format!("run {run}: message {n} came after {} (one is missing)", r.delivered));
+        }
+        r.delivered = n;
+        let _ = r.tx.send(Delivery::Message(n, Box::new(msg)));
+        Ok(())
+    }
+
+    /// The lab thread has published message `n` of `run` (queued it for the store).
+    pub fn published(&self, run: u64, n: u64) {
+        if let Some(r) = self.lock().routes.get_mut(&run) {
+            r.published = n;
+        }
+    }
+
+    /// The runs of `name` with messages published since their last acknowledgement, and
+    /// up to where: to acknowledge once the store has committed them.
+    pub fn to_ack(&self, name: &str) -> Vec<(u64, u64)> {
+        let inner = self.lock();
+        let routes = inner.routes.iter().filter(|(_, r)| r.machine == name && r.published > r.acked);
+        routes.map(|(&run, r)| (run, r.published)).collect()
+    }
+
+    /// Those have been acknowledged.
+    pub fn acked(&self, acks: &[(u64, u64)]) {
+        let mut inner = self.lock();
+        for &(run, n) in acks {
+            if let Some(r) = inner.routes.get_mut(&run) {
+                r.acked = r.acked.max(n);
+            }
+        }
+    }
+}
+
+fn has_device(m: &Machine, device: &str) -> bool {
+    let Some(system) = &m.system else { return true };
+    match device {
+        "auto" | "cpu" => true,
+        "cuda" => system.devices.iter().any(|d| d.id.starts_with("cuda")),
+        other => system.devices.iter().any(|d| d.id == other),
+    }
+}
+
+fn devices(m: &Machine) -> String {
+    m.system
+        .as_ref()
+        .map_or("not known yet".into(), |s| s.devices.iter().map(|d| d.id.as_str()).collect::<Vec<_>>().join(", "))
+}

@@ -1,0 +1,97 @@
+//! A run on a worker, from the lab's side: the same shape as a local run's process
+//! ([`crate::wire::process::run`]): it hands each message to the publisher, passes stop
+//! and viewers on, and answers the run's final status. What differs is the wire: the
+//! messages come through the worker's route ([`super::machines`]), and a worker away
+//! longer than the grace period ends the run `interrupted`.
+
+use super::machines::{Delivery, Machines};
+use crate::wire::link::{FileCopy, ToWorker};
+use crate::wire::process::{Control, FromRun};
+use hotlab_shared::protocol::RunStatus;
+use hotlab_shared::spec::RunSpec;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+/// How often stop and viewers are looked at (as for a local run).
+const CONTROL_GAP: Duration = Duration::from_millis(20);
+
+/// Where a remote run starts from.
+pub enum From {
+    /// A new run: the worker is sent its spec.
+    Start(Vec<FileCopy>),
+    /// A run the lab had before it restarted: the worker still trains it and resends what
+    /// came after `n`, the last message the store has.
+    Resume(u64),
+}
+
+/// Runs `spec` as `run` on the worker `machine`; `on` gets each message with its number.
+pub fn run(
+    machines: &Machines,
+    machine: &str,
+    run: u64,
+    spec: &RunSpec,
+    from: From,
+    control: Control,
+    on: &mut dyn FnMut(u64, FromRun),
+) -> (RunStatus, Option<String>) {
+    let (files, delivered) = match from {
+        From::Start(files) => (files, 0),
+        From::Resume(n) => (Vec::new(), n),
+    };
+    let rx = machines.open_route(run, machine, spec.clone(), files.clone(), delivered);
+    if delivered == 0 {
+        // Not connected: the next welcome sends it.
+        machines.send(machine, ToWorker::Start { run, spec: Box::new(spec.clone()), files });
+    }
+    let outcome = follow(machines, machine, run, &rx, control, on);
+    machines.close_route(run);
+    outcome
+}
+
+fn follow(
+    machines: &Machines,
+    machine: &str,
+    run: u64,
+    rx: &std::sync::mpsc::Receiver<Delivery>,
+    control: Control,
+    on: &mut dyn FnMut(u64, FromRun),
+) -> (RunStatus, Option<String>) {
+    let (mut stopped, mut watching) = (false, false);
+    loop {
+        if !stopped && control.stop.load(Ordering::Relaxed) {
+            stopped = true;
+            machines.tell(run, ToWorker::Stop { run });
+        }
+        if (control.watched)() != watching {
+            watching = !watching;
+            machines.tell(run, ToWorker::Watched { run, watched: watching });
+        }
+        match rx.recv_timeout(CONTROL_GAP) {
+            Ok(Delivery::Message(n, msg)) => {
+                let end = match &*msg {
+                    FromRun::End { status, message, .. } => Some((*status, message.clone())),
+                    _ => None,
+                };
+                on(n, *msg);
+                if let Some(end) = end {
+                    return end;
+                }
+            }
+            Ok(Delivery::Lost(why)) => return (RunStatus::Interrupted, Some(why)),
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(away) = machines.away_for(machine).filter(|a| *a > machines.grace) {
+                    let why = format!(
+                        "the worker '{machine}' has been away for {:.0} s (the grace period is {:.0} s)",
+                        away.as_secs_f64(),
+                        machines.grace.as_secs_f64()
+                    );
+                    return (RunStatus::Interrupted, Some(why));
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return (RunStatus::Interrupted, Some(format!("the route to the worker '{machine}' closed")))
+            }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Lab GPU boxes (issue 24): a lab and its workers as separate real processes on
+//! 127.0.0.1; runs launched on a worker stream through the lab, survive either side going
+//! away for a while, and end `interrupted` when the worker does not come back.
+
+mod common;
+mod lab_client;
+use common::*;
+use lab_client::*;
+use serde_json::{json, Value};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const WORKER_TOKEN: &str = "worker-token-abcdefgh";
+
+struct Worker {
+    child: Child,
+    /// What it printed on stderr so far.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+    _data: tempfile::TempDir,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn worker(addr: &str, name: &str, token: &str) -> Worker {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = hotlab()
+        .args(["worker", "--lab", &format!("http://{addr}"), "--worker-token", token, "--name", name, "--data-dir"])
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read all along, so that the worker never blocks on a full pipe.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (mut stderr, sink) = (child.stderr.take().unwrap(), std::sync::Arc::clone(&log));
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut stderr, &mut buf) {
+            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    Worker { child, log, _data: data }
+}
+
+/// A lab with no local machine: runs go to workers.
+fn lab(data: &std::path::Path, port: u16) -> Server {
+    start_on(data, port, &["--local-worker", "off", "--worker-token", WORKER_TOKEN, "--worker-grace", "4"])
+}
+
+/// Waits until the lab lists `name` as connected; its entry.
+fn connected(addr: &str, name: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let machines = get_json(addr, "/api/machines");
+        if let Some(m) = machines.as_array().unwrap().iter().find(|m| m["name"] == name && m["connected"] == true) {
+            return m.clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{name} never connected: {machines}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn metrics(addr: &str, id: u64) -> Vec<Value> {
+    get_json(addr, &format!("/api/runs/{id}/metrics")).as_array().unwrap().clone()
+}
+
+fn wait_metrics(addr: &str, id: u64, n: usize) {
+    let start = Instant::now();
+    while metrics(addr, id).len() < n {
+        assert!(start.elapsed() < Duration::from_secs(120), "run {id}: fewer than {n} metrics");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every update of the run once, from 1, in order.
+fn assert_whole(ms: &[Value]) {
+    let updates: Vec<u64> = ms.iter().map(|m| m["metrics"]["update"].as_u64().unwrap()).collect();
+    let expected: Vec<u64> = (1..=updates.len() as u64).collect();
+    assert_eq!(updates, expected, "each update once, none missing");
+}
+
+fn on(machine: &str, mut spec: Value) -> Value {
+    spec["machine"] = json!(machine);
+    spec
+}
+
+#[test]
+fn a_run_on_a_worker_streams_through_the_lab_and_is_stored() {
+    let data = tempfile::tempdir().unwrap();
+    let server = lab(data.path(), 0);
+    let _w = worker(&server.addr, "box-1", WORKER_TOKEN);
+    let m = connected(&server.addr, "box-1");
+    assert_eq!(m["local"], false);
+    assert!(m["system"]["devices"].as_array().unwrap().iter().any(|d| d["id"] == "cpu"), "{m}");
+    assert_eq!(m["system"]["version"], get_json(&server.addr, "/api/system")["version"]);
+    // No machine named: the free one with the device (the only one here).
+    let id = launch(&server.addr, small_run());
+    let streamed = runtime().block_on(follow(&server.addr, &format!("run={id}&since=0")));
+    assert_eq!(streamed.last().unwrap()["status"], "finished", "{:?}", streamed.last());
+    let run = get_json(&server.addr, &format!("/api/runs/{id}"));
+    assert_eq!((run["status"].as_str(), run["machine"].as_str()), (Some("finished"), Some("box-1")));
+    // The history equals the stream (live-only frames aside), every update once.
+    let stored = get_json(&server.addr, &format!("/api/runs/{id}/events"));
+    let kept: Vec<&Value> = streamed.iter().filter(|e| e["seq"].as_u64() != Some(0)).collect();
+    let seqs = |es: &[&Value]| es.iter().map(|e| e["seq"].as_u64().unwrap()).collect::<Vec<_>>();
+    let stored: Vec<&Value> = stored.as_array().unwrap().iter().collect();
+    assert_eq!(seqs(&kept)[..], seqs(&stored)[..stored.len().min(kept.len())]);
+    let ms = metrics(&server.addr, id);
+    assert_eq!(ms.len(), 20, "20480 steps in updates of 8 × 128");
+    assert_whole(&ms);
+    // The outputs made on the worker came with it.
+    for what in ["report", "policy"] {
+        let (status, body) = get(&server.addr, &format!("/api/runs/{id}/{what}"));
+        assert_eq!(status, 200, "{what}: {body}");
+    }
+    assert_eq!(connected(&server.addr, "box-1")["runs"], 0);
+}
+
+#[test]
+fn a_worker_killed_mid_run_leaves_the_run_interrupted_with_its_metrics() {
+    let data = tempfile::tempdir().unwrap();
+    let server = lab(data.path(), 0);
+    let mut w = worker(&server.addr, "box-2", WORKER_TOKEN);
+    connected(&server.addr, "box-2");
+    let id = launch(&server.addr, on("box-2", json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"})));
+    wait_metrics(&server.addr, id, 3);
+    unsafe { libc::kill(w.child.id() as i32, libc::SIGKILL) };
+    let _ = w.child.wait();
+    let run = wait_for(&server.addr, id, &["interrupted", "failed", "finished"]);
+    assert_eq!(run["status"], "interrupted", "{run}");
+    assert!(run["message"].as_str().unwrap().contains("box-2"), "{run}");
+    assert!(metrics(&server.addr, id).len() >= 3, "the metrics received are kept");
+    let m = get_json(&server.addr, "/api/machines");
+    assert_eq!(m[0]["connected"], false, "{m}");
+}
+
+#[test]
+fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = lab(data.path(), 0);
+    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let _w = worker(&server.addr, "box-3", WORKER_TOKEN);
+    connected(&server.addr, "box-3");
+    // Long enough to go on while the lab is down, and to end by itself.
+    let spec = json!({"envs": 8, "steps": 32, "total_steps": 50_000_000, "seconds": 8.0, "device": "cpu"});
+    let id = launch(&server.addr, on("box-3", spec));
+    wait_metrics(&server.addr, id, 5);
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
+    let _ = server.child.wait();
+    // The worker trains on and keeps what it cannot send.
+    std::thread::sleep(Duration::from_millis(1500));
+    let again = lab(data.path(), port);
+    let run = wait_for(&again.addr, id, &["finished", "failed", "interrupted", "stopped"]);
+    assert_eq!(run["status"], "finished", "{run}");
+    let ms = metrics(&again.addr, id);
+    assert!(ms.len() > 5, "{} metrics", ms.len());
+    assert_whole(&ms);
+    let events = get_json(&again.addr, &format!("/api/runs/{id}/events"));
+    let seqs: Vec<u64> = events.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seqs strictly increasing");
+    // Events came after the restart: numbered past the gap a restart leaves.
+    assert!(
+        *seqs.last().unwrap() > 1_000_000,
+        "the run went on after the lab restarted: {:?}",
+        &seqs[seqs.len() - 3..]
+    );
+    let reports = events.as_array().unwrap().iter().filter(|e| e["kind"] == "report").count();
+    assert_eq!(reports, 1);
+}
+
+#[test]
+fn a_wrong_token_or_another_version_is_refused_naming_why() {
+    let data = tempfile::tempdir().unwrap();
+    let server = lab(data.path(), 0);
+    for token in ["not-the-worker-token", TOKEN] {
+        let mut w = worker(&server.addr, "intruder", token);
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = w.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "a refused worker gives up");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let err = w.log.lock().unwrap().clone();
+        assert!(!status.success());
+        assert!(err.contains("refused") && err.contains("worker token"), "{err}");
+    }
+    assert!(get_json(&server.addr, "/api/machines").as_array().unwrap().is_empty());
+    // A worker of another version: refused before the upgrade, naming both versions.
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Error};
+    let mut req = format!("ws://{}/api/worker", server.addr).into_client_request().unwrap();
+    for (k, v) in [
+        ("authorization", format!("Bearer {WORKER_TOKEN}")),
+        ("x-hotlab-worker", "old-box".into()),
+        ("x-hotlab-version", "0.0.1".into()),
+        ("x-hotlab-link", "7".into()),
+    ] {
+        req.headers_mut().insert(k, v.parse().unwrap());
+    }
+    let ours = get_json(&server.addr, "/api/system")["version"].as_str().unwrap().to_string();
+    match runtime().block_on(tokio_tungstenite::connect_async(req)) {
+        Err(Error::Http(res)) => {
+            assert_eq!(res.status().as_u16(), 409);
+            let body = String::from_utf8_lossy(res.body().as_deref().unwrap_or_default()).into_owned();
+            assert!(body.contains("0.0.1") && body.contains(&ours) && body.contains("link protocol 7"), "{body}");
+        }
+        other => panic!("another version must be refused: {:?}", other.map(|(_, r)| r.status())),
+    }
+}
+
+#[test]
+fn where_a_run_goes_is_checked_naming_the_field() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &["--local-name", "here", "--worker-token", WORKER_TOKEN]);
+    let machines = get_json(&server.addr, "/api/machines");
+    assert_eq!(machines.as_array().unwrap().len(), 1);
+    assert_eq!((machines[0]["name"].as_str(), machines[0]["local"].as_bool()), (Some("here"), Some(true)));
+    let refused = |spec: Value| {
+        let (status, body) = http(&server.addr, "POST", "/api/runs", &[AUTH], spec.to_string().as_bytes());
+        assert_eq!(status, 400, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["error"].clone()
+    };
+    let e = refused(on("nowhere", small_run()));
+    assert_eq!(e["field"], "machine");
+    assert!(e["message"].as_str().unwrap().contains("here"), "names the machines there are: {e}");
+    assert_eq!(refused(json!({"machine": 5}))["field"], "machine");
+    if get_json(&server.addr, "/api/system")["cuda_available"] == false {
+        let mut spec = on("here", small_run());
+        spec["device"] = json!("cuda");
+        let e = refused(spec);
+        assert_eq!(e["field"], "device");
+        assert!(e["message"].as_str().unwrap().contains("here"), "{e}");
+    }
+    let id = launch(&server.addr, on("here", small_run()));
+    let run = wait_for(&server.addr, id, &["finished", "failed"]);
+    assert_eq!((run["status"].as_str(), run["machine"].as_str()), (Some("finished"), Some("here")));
+    drop(server);
+    // A lab with no machine at all says how to get one.
+    let data = tempfile::tempdir().unwrap();
+    let bare = lab(data.path(), 0);
+    let (status, body) = http(&bare.addr, "POST", "/api/runs", &[AUTH], small_run().to_string().as_bytes());
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("hotlab worker"), "{body}");
+}
