@@ -1,6 +1,7 @@
 // The lab's machines in a browser: the Machines panel lists the local machine and a worker
 // that connected (a real `hotlab worker` process), the launch form sends a run to the
-// worker, and the run's view and the history say where it ran.
+// worker, the run's view and the history say where it ran, and a sweep on the workers
+// fills its page's table.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -57,5 +58,19 @@ test('the Machines panel lists each machine and a run launched on the worker say
   await page.goto(new URL('/#/', lab.url).href);
   await page.getByTestId('history-row').first().waitFor({ timeout: 20_000 });
   assert.equal(await page.locator(`[data-testid="history-row"][data-run="${id}"]`).getByTestId('history-machine').textContent(), 'gpu-box-e2e');
+
+  // A sweep from the form, on the workers: its page fills its table and marks the best cell.
+  await form.locator('[name="total_steps"]').fill('4096');
+  await form.locator('[name="total_steps"]').dispatchEvent('change');
+  await form.getByTestId('sweep-grid').fill('envs=4,8');
+  await form.getByTestId('sweep-grid').dispatchEvent('change');
+  await form.getByTestId('sweep-on').selectOption('workers');
+  await form.getByTestId('sweep-button').click();
+  await page.waitForURL(/#\/sweep\/\d+/, { timeout: 20_000 });
+  await page.getByTestId('sweep-status').filter({ hasText: 'finished' }).waitFor({ timeout: 120_000 });
+  assert.equal(await page.getByTestId('sweep-cell').count(), 2);
+  const marks = await page.getByTestId('sweep-mark').allTextContents();
+  assert.ok(marks.some((m) => m.includes('fastest')), JSON.stringify(marks));
+  await screenshot(page, 'sweep');
   assert.deepEqual(errors, []);
 });

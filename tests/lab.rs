@@ -815,6 +815,21 @@ fn the_soak_benchmark_reports_both_phases() {
     assert!(r["events_stored"].as_u64().unwrap() > 0 && r["events_dropped"].is_u64());
     assert!(r["viewer_messages"].as_u64().unwrap() > 0, "the viewers were sent the history: {r}");
     assert!(r["stop_s"].as_f64().unwrap() >= 0.0);
+    assert_eq!(r["place"], "local");
+    // On a worker: relayed through the lab, and the lab killed and restarted once.
+    let out = run(hotlab().args(["bench", "soak", "--on-worker", "--viewers", "3", "--readers", "0"]).args([
+        "--baseline-s",
+        "1",
+        "--minutes",
+        "0.02",
+        "--json",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    assert_eq!(r["place"], "worker");
+    assert!(r["first_update_s"].as_f64().unwrap() > 0.0 && r["viewer_messages_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    let (back, next) = (r["reconnect_s"].as_f64().unwrap(), r["resumed_update_s"].as_f64().unwrap());
+    assert!(back > 0.0 && next >= back, "{r}");
     let bad = run(hotlab().args(["bench", "soak", "--minutes", "0"]));
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     assert!(stderr(&bad).contains("--minutes"));

@@ -47,9 +47,15 @@ fn worker(addr: &str, name: &str, token: &str) -> Worker {
     Worker { child, log, _data: data }
 }
 
-/// A lab with no local machine: runs go to workers.
+/// A lab with no local machine: runs go to workers. Its grace period outlasts the
+/// worker's longest backoff (10 s), so a worker that is only waiting to retry is never
+/// taken for gone.
 fn lab(data: &std::path::Path, port: u16) -> Server {
-    start_on(data, port, &["--local-worker", "off", "--worker-token", WORKER_TOKEN, "--worker-grace", "4"])
+    lab_with_grace(data, port, "20")
+}
+
+fn lab_with_grace(data: &std::path::Path, port: u16, grace: &str) -> Server {
+    start_on(data, port, &["--local-worker", "off", "--worker-token", WORKER_TOKEN, "--worker-grace", grace])
 }
 
 /// Waits until the lab lists `name` as connected; its entry.
@@ -104,12 +110,13 @@ fn a_run_on_a_worker_streams_through_the_lab_and_is_stored() {
     assert_eq!(streamed.last().unwrap()["status"], "finished", "{:?}", streamed.last());
     let run = get_json(&server.addr, &format!("/api/runs/{id}"));
     assert_eq!((run["status"].as_str(), run["machine"].as_str()), (Some("finished"), Some("box-1")));
-    // The history equals the stream (live-only frames aside), every update once.
+    // The history equals the stream (rollout frames aside: an ended run's are thinned),
+    // every update once.
     let stored = get_json(&server.addr, &format!("/api/runs/{id}/events"));
-    let kept: Vec<&Value> = streamed.iter().filter(|e| e["seq"].as_u64() != Some(0)).collect();
-    let seqs = |es: &[&Value]| es.iter().map(|e| e["seq"].as_u64().unwrap()).collect::<Vec<_>>();
-    let stored: Vec<&Value> = stored.as_array().unwrap().iter().collect();
-    assert_eq!(seqs(&kept)[..], seqs(&stored)[..stored.len().min(kept.len())]);
+    let not_frames = |es: &mut dyn Iterator<Item = &Value>| {
+        es.filter(|e| e["kind"] != "rollout").map(|e| e["seq"].as_u64().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(not_frames(&mut streamed.iter()), not_frames(&mut stored.as_array().unwrap().iter()));
     let ms = metrics(&server.addr, id);
     assert_eq!(ms.len(), 20, "20480 steps in updates of 8 × 128");
     assert_whole(&ms);
@@ -124,7 +131,7 @@ fn a_run_on_a_worker_streams_through_the_lab_and_is_stored() {
 #[test]
 fn a_worker_killed_mid_run_leaves_the_run_interrupted_with_its_metrics() {
     let data = tempfile::tempdir().unwrap();
-    let server = lab(data.path(), 0);
+    let server = lab_with_grace(data.path(), 0, "2");
     let mut w = worker(&server.addr, "box-2", WORKER_TOKEN);
     connected(&server.addr, "box-2");
     let id = launch(&server.addr, on("box-2", json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"})));
@@ -171,6 +178,19 @@ fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     );
     let reports = events.as_array().unwrap().iter().filter(|e| e["kind"] == "report").count();
     assert_eq!(reports, 1);
+    // A run that ends while the lab is down arrives whole when it is back.
+    let mut again = again;
+    let short = launch(&again.addr, on("box-3", small_run()));
+    wait_metrics(&again.addr, short, 1);
+    unsafe { libc::kill(again.child.id() as i32, libc::SIGKILL) };
+    let _ = again.child.wait();
+    std::thread::sleep(Duration::from_secs(4));
+    let third = lab(data.path(), port);
+    let run = wait_for(&third.addr, short, &["finished", "failed", "interrupted"]);
+    assert_eq!(run["status"], "finished", "{run}");
+    let ms = metrics(&third.addr, short);
+    assert_eq!(ms.len(), 20, "every update of 20480 steps in 8 × 128");
+    assert_whole(&ms);
 }
 
 #[test]
@@ -248,4 +268,169 @@ fn where_a_run_goes_is_checked_naming_the_field() {
     let (status, body) = http(&bare.addr, "POST", "/api/runs", &[AUTH], small_run().to_string().as_bytes());
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("hotlab worker"), "{body}");
+}
+
+/// A real Ray head from the project's `.venv` (`cargo xtask test` installs `ray[default]`),
+/// with CPUs only; stopped when dropped.
+struct RayHead {
+    ray: std::path::PathBuf,
+}
+
+impl RayHead {
+    const URL: &'static str = "http://127.0.0.1:8265";
+
+    fn start() -> Self {
+        let ray = python().with_file_name("ray");
+        let _ = std::process::Command::new(&ray).args(["stop", "--force"]).output();
+        let out = std::process::Command::new(&ray)
+            .args(["start", "--head", "--num-cpus", "2", "--num-gpus", "0", "--disable-usage-stats"])
+            .args(["--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", "8265"])
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e} (cargo xtask test installs ray[default] into .venv)", ray.display()));
+        assert!(out.status.success(), "ray start: {}", String::from_utf8_lossy(&out.stderr));
+        let head = Self { ray };
+        let start = Instant::now();
+        while get("127.0.0.1:8265", "/api/version").0 != 200 {
+            assert!(start.elapsed() < Duration::from_secs(90), "Ray's job API never answered");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        head
+    }
+}
+
+impl Drop for RayHead {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(&self.ray).args(["stop", "--force"]).output();
+    }
+}
+
+#[test]
+fn runs_go_to_ray_as_jobs_and_stream_back_and_a_head_that_is_down_fails_them() {
+    let _head = RayHead::start();
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &["--local-worker", "off", "--worker-token", WORKER_TOKEN, "--ray", RayHead::URL]);
+    let machines = get_json(&server.addr, "/api/machines");
+    assert_eq!((machines[0]["name"].as_str(), machines[0]["ray"].as_bool()), (Some("ray"), Some(true)), "{machines}");
+    // No machine named: Ray places it.
+    let submitted = Instant::now();
+    let id = launch(&server.addr, small_run());
+    let streamed = runtime().block_on(follow(&server.addr, &format!("run={id}&since=0")));
+    assert_eq!(streamed.last().unwrap()["status"], "finished", "{:?}", streamed.last());
+    eprintln!("a Ray run, submission to its end: {:.1} s", submitted.elapsed().as_secs_f64());
+    assert_whole(&metrics(&server.addr, id));
+    let start_t = Instant::now();
+    let run = loop {
+        let run = get_json(&server.addr, &format!("/api/runs/{id}"));
+        if run["ray_job"]["status"] == "SUCCEEDED" {
+            break run;
+        }
+        assert!(start_t.elapsed() < Duration::from_secs(60), "the job never succeeded: {run}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(run["machine"], "ray");
+    assert!(run["ray_job"]["id"].as_str().unwrap().starts_with(&format!("hotlab-run-{id}-")), "{run}");
+    // The job's own worker is not one of the lab's machines.
+    assert_eq!(get_json(&server.addr, "/api/machines").as_array().unwrap().len(), 1);
+    // Stop goes through Ray too.
+    let long = launch(&server.addr, json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"}));
+    wait_metrics(&server.addr, long, 2);
+    let (status, body) = http(&server.addr, "POST", &format!("/api/runs/{long}/stop"), &[AUTH], b"");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(wait_for(&server.addr, long, &["stopped", "failed", "finished"])["status"], "stopped");
+    drop(server);
+    // A head that is down: the run fails at once with what went wrong; nothing hangs.
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &["--local-worker", "off", "--ray", "http://127.0.0.1:1"]);
+    let id = launch(&server.addr, small_run());
+    let run = wait_for(&server.addr, id, &["failed", "finished"]);
+    assert_eq!(run["status"], "failed");
+    let message = run["message"].as_str().unwrap();
+    assert!(message.contains("Ray") && message.contains("127.0.0.1:1"), "{message}");
+}
+
+#[test]
+fn a_sweep_runs_on_the_workers_in_turn_and_names_the_best_cell() {
+    let data = tempfile::tempdir().unwrap();
+    let server = lab(data.path(), 0);
+    let _a = worker(&server.addr, "box-a", WORKER_TOKEN);
+    let _b = worker(&server.addr, "box-b", WORKER_TOKEN);
+    connected(&server.addr, "box-a");
+    connected(&server.addr, "box-b");
+    let refused = |body: Value| {
+        let (status, text) = http(&server.addr, "POST", "/api/sweeps", &[AUTH], body.to_string().as_bytes());
+        assert_eq!(status, 400, "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()["error"]["field"].as_str().unwrap().to_string()
+    };
+    assert_eq!(refused(json!({"grid": "speed=1,2"})), "grid");
+    assert_eq!(refused(json!({"grid": "envs=4,8", "on": "moon"})), "on");
+    assert_eq!(refused(json!({"grid": "envs=4,8", "on": "ray"})), "on");
+    assert_eq!(refused(json!({"grid": "envs=4,8", "spec": {"envs": -1}})), "envs");
+    // The CLI, through the lab: its table in JSON at the end.
+    let out = run(hotlab().args(["sweep", "--grid", "envs=4,8", "--on", "workers", "--lab"]).args([
+        &format!("http://{}", server.addr),
+        "--token",
+        TOKEN,
+        "--total-steps",
+        "4096",
+        "--steps",
+        "64",
+        "--device",
+        "cpu",
+        "--json",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sweep = last_json(&out);
+    assert_eq!(sweep["status"], "finished", "{sweep}");
+    let cells = sweep["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    let machines: Vec<&str> = cells.iter().map(|c| c["machine"].as_str().unwrap()).collect();
+    assert_eq!(machines, ["box-a", "box-b"], "the workers in turn");
+    for c in cells {
+        assert_eq!(c["status"], "finished", "{c}");
+        assert!(c["sps"].as_f64().unwrap() > 0.0);
+        let run = get_json(&server.addr, &format!("/api/runs/{}", c["run"]));
+        assert_eq!(run["machine"], c["machine"]);
+    }
+    let best = sweep["best"].as_u64().unwrap() as usize;
+    let fastest = cells.iter().map(|c| c["sps"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert_eq!(cells[best]["sps"].as_f64().unwrap(), fastest);
+    // Kept by the lab.
+    let listed = get_json(&server.addr, "/api/sweeps");
+    assert_eq!(listed[0]["id"], sweep["id"]);
+    assert_eq!(get_json(&server.addr, &format!("/api/sweeps/{}", sweep["id"]))["best"], sweep["best"]);
+}
+
+#[test]
+fn a_local_sweep_trains_each_cell_here_and_bad_grids_are_refused() {
+    let out = run(hotlab().args([
+        "sweep",
+        "--grid",
+        "backend=vectorized,sequential",
+        "--envs",
+        "4",
+        "--total-steps",
+        "2048",
+        "--steps",
+        "64",
+        "--device",
+        "cpu",
+        "--json",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sweep = last_json(&out);
+    let labels: Vec<&str> = sweep["cells"].as_array().unwrap().iter().map(|c| c["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["backend=vectorized", "backend=sequential"]);
+    assert!(sweep["best"].is_u64(), "{sweep}");
+    let table =
+        run(hotlab().args(["sweep", "--grid", "envs=4", "--total-steps", "1024", "--steps", "64", "--device", "cpu"]));
+    assert!(stdout(&table).contains("best: envs=4"), "{}", stdout(&table));
+    for (args, flag) in [
+        (vec!["sweep", "--grid", "nope=1"], "--grid"),
+        (vec!["sweep", "--grid", "envs=4", "--on", "ray"], "--lab"),
+        (vec!["sweep", "--grid", "envs=4", "--on", "moon"], "--on"),
+    ] {
+        let out = run(hotlab().args(&args));
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains(flag), "{args:?}: {}", stderr(&out));
+    }
 }

@@ -13,6 +13,7 @@
 //! - [`proof`]: the proof environment (seed 000): goal lists encoded as index fields,
 //!   successors with an action mask, scalar and batched.
 //! - [`rng`]: the per-env random streams (32-bit, so a GPU shader can run the same ones).
+//! - [`sweep`]: a grid of knob values, every combination a run, and the best cell.
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
 //! - [`protocol`]: the lab's events (REST history and WebSocket stream).
 //! - [`report`]: the bottleneck report, a pure function of a profile and its spec.
@@ -36,5 +37,6 @@ pub mod protocol;
 pub mod report;
 pub mod rng;
 pub mod spec;
+pub mod sweep;
 pub mod system;
 pub mod tune;

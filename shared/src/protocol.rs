@@ -194,6 +194,17 @@ pub struct RunInfo {
     /// machines were named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// Its Ray job, on a lab with `--ray`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray_job: Option<RayJob>,
+}
+
+/// A run's Ray job: its submission id and its state as the head last said.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RayJob {
+    pub id: String,
+    /// `PENDING`, `RUNNING`, `SUCCEEDED`, `FAILED` or `STOPPED`.
+    pub status: String,
 }
 
 /// A run in a few numbers, for comparing runs without reading every event
@@ -332,6 +343,9 @@ pub struct MachineInfo {
     pub name: String,
     /// The lab's own machine (runs in processes of the server).
     pub local: bool,
+    /// The Ray cluster (`hotlab serve --ray`): each run a Ray job, placed by Ray.
+    #[serde(default)]
+    pub ray: bool,
     /// Connected now (the local one always is).
     pub connected: bool,
     /// Its versions, devices and cores (None until a worker the lab expects is back).

@@ -83,7 +83,7 @@ fn Field(
 }
 
 #[component]
-pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>) -> impl IntoView {
+pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>, on_sweep: Callback<u64>) -> impl IntoView {
     let spec = RwSignal::new(preset(Preset::Cleanrl));
     // The workload's own fields show only for it (a memo: fields re-render when it changes).
     let env = Memo::new(move |_| spec.with(|s| workload_name(s)?.parse::<EnvName>().ok()));
@@ -147,6 +147,7 @@ pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>) -> impl I
                 })}
                 <span class="error" data-testid="launch-error">{move || general.get().unwrap_or_default()}</span>
             </div>
+            <crate::sweeps::SweepLine operator spec on_started=on_sweep/>
         </form>
     }
 }

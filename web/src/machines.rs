@@ -48,6 +48,9 @@ pub fn ago(then_ms: u64, now_ms: f64) -> String {
 
 /// A machine's devices in a line: `cpu, cuda:0 (NVIDIA H100, 79.6 GiB)`.
 pub fn devices_line(m: &MachineInfo) -> String {
+    if m.ray {
+        return "placed by Ray: each run a job on a node with what it asks for".into();
+    }
     let Some(system) = &m.system else { return "not known yet (its worker has not come back)".into() };
     system
         .devices
@@ -63,7 +66,10 @@ pub fn devices_line(m: &MachineInfo) -> String {
 
 /// A machine's load in a line.
 pub fn load_line(m: &MachineInfo) -> String {
-    let mut parts = vec![format!("{} of {} runs", m.runs, m.max_runs)];
+    let mut parts = vec![match m.ray {
+        true => format!("{} runs", m.runs),
+        false => format!("{} of {} runs", m.runs, m.max_runs),
+    }];
     if m.queued > 0 {
         parts.push(format!("{} queued", m.queued));
     }
@@ -91,10 +97,11 @@ pub fn MachinesPanel() -> impl IntoView {
                     {move || {
                         let now = js_sys::Date::now();
                         machines.get().into_iter().map(|m| {
-                            let state = match (m.local, m.connected) {
-                                (true, _) => "local",
-                                (false, true) => "connected",
-                                (false, false) => "away",
+                            let state = match (m.local, m.ray, m.connected) {
+                                (true, _, _) => "local",
+                                (_, true, _) => "ray",
+                                (_, _, true) => "connected",
+                                _ => "away",
                             };
                             let seen = match (m.local, m.last_seen_ms) {
                                 (true, _) => "this server".to_string(),
@@ -177,6 +184,9 @@ mod tests {
         m.system = None;
         assert!(devices_line(&m).contains("not known yet"));
         assert_eq!(ago(1_000, 13_000.0), "12 s ago");
+        let ray = MachineInfo { name: "ray".into(), ray: true, max_runs: 10_000, runs: 3, ..Default::default() };
+        assert_eq!(load_line(&ray), "3 runs");
+        assert!(devices_line(&ray).contains("Ray"));
         assert_eq!(ago(0, 180_000.0), "3 min ago");
     }
 }

@@ -4,7 +4,8 @@
 //! - `#/run/ID` one run, live over its WebSocket (or replayed when it is over);
 //! - `#/compare/A,B,…` runs side by side;
 //! - `#/playground` (or `/playground`) CartPole stepped in the browser, WebGPU or wasm CPU;
-//! - `#/lessons`, `#/lesson/ID?…` the lessons, each run live with its verdicts.
+//! - `#/lessons`, `#/lesson/ID?…` the lessons, each run live with its verdicts;
+//! - `#/sweep/ID` a sweep: its cells' runs, steps/s and return, the best cell.
 //!
 //! The pure parts (folding events, chart data, ratios, formatting, routes, form values)
 //! are plain functions with native unit tests; the rest is views. `docs/architecture.md`
@@ -28,6 +29,7 @@ mod route;
 mod run_data;
 mod run_view;
 mod stream;
+mod sweeps;
 
 use hotlab_shared::system::SystemInfo;
 use leptos::prelude::*;
@@ -108,6 +110,7 @@ fn App() -> impl IntoView {
     });
     let operator = Signal::from(operator);
     let launched = Callback::new(move |id: u64| go.run(Route::Run(id)));
+    let swept = Callback::new(move |id: u64| go.run(Route::Sweep(id)));
     view! {
         <header class="top">
             <h1><a href="#/">"hotlab"</a></h1>
@@ -124,7 +127,7 @@ fn App() -> impl IntoView {
                 <main class="home">
                     <section class="panel launch-panel">
                         <h2>"Launch a run"</h2>
-                        <launch::LaunchPanel operator on_launched=launched/>
+                        <launch::LaunchPanel operator on_launched=launched on_sweep=swept/>
                     </section>
                     <div class="side">
                         <section class="panel">
@@ -145,6 +148,7 @@ fn App() -> impl IntoView {
             Route::Playground => view! { <main class="pg"><playground::Playground/></main> }.into_any(),
             Route::Lessons => view! { <main class="lessons"><lessons::LessonsList/></main> }.into_any(),
             Route::Lesson(link) => view! { <main class="run"><lessons::LessonView link operator go/></main> }.into_any(),
+            Route::Sweep(id) => view! { <main class="run"><sweeps::SweepView id/></main> }.into_any(),
         }}
     }
 }

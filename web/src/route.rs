@@ -2,7 +2,8 @@
 //! view: `#/` the lab, `#/run/7` a run, `#/compare/3,4` runs side by side,
 //! `#/playground` (or the path `/playground`) CartPole in the browser, `#/lessons` the
 //! lessons and `#/lesson/ID?KNOB=VALUE&repeats=K&seconds=T&hide=KNOB,…&present=1` one
-//! lesson with its parameters (a teacher's link opens it as it was set).
+//! lesson with its parameters (a teacher's link opens it as it was set), `#/sweep/ID` a
+//! sweep's table.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,7 @@ pub enum Route {
     Playground,
     Lessons,
     Lesson(LessonLink),
+    Sweep(u64),
 }
 
 /// A lesson and the parameters its link carries.
@@ -107,6 +109,7 @@ impl Route {
             (Some("playground"), _) => Route::Playground,
             (Some("lessons"), _) => Route::Lessons,
             (Some("lesson"), Some(rest)) => LessonLink::parse(rest).map_or(Route::Lessons, Route::Lesson),
+            (Some("sweep"), Some(id)) => id.parse().map_or(Route::Home, Route::Sweep),
             _ => Route::Home,
         }
     }
@@ -131,6 +134,7 @@ impl Route {
             Route::Playground => "#/playground".into(),
             Route::Lessons => "#/lessons".into(),
             Route::Lesson(link) => link.hash(),
+            Route::Sweep(id) => format!("#/sweep/{id}"),
         }
     }
 }
@@ -158,6 +162,7 @@ mod tests {
             Route::Lessons,
             Route::Lesson(link),
             Route::Lesson(lesson),
+            Route::Sweep(5),
         ] {
             assert_eq!(Route::parse(&r.hash()), r);
         }

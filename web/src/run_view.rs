@@ -154,6 +154,9 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
             <h2>"Run "{id}" "<span class=move || format!("status {}", status_text()) data-testid="run-status">{status_text}</span>
                 {move || info.with(|i| i.as_ref().and_then(|i| i.machine.clone())).map(|m| view! {
                     <span class="muted machine-of-run" data-testid="run-machine">" on "{m}</span>
+                })}
+                {move || info.with(|i| i.as_ref().and_then(|i| i.ray_job.clone())).map(|j| view! {
+                    <span class="muted" data-testid="run-ray-job">" · Ray job "<code>{j.id}</code>" "{j.status}</span>
                 })}</h2>
             {move || (link.get() == Link::Lost).then(|| view! {
                 <div class="banner" data-testid="connection-banner">"Disconnected from the lab — reconnecting…"</div>

@@ -4,7 +4,7 @@
 //! - `build`: set up and build: libtorch (PyTorch 2.11.0 wheel in `.venv`), the wasm32
 //!   target, `wasm-bindgen-cli` at Cargo.lock's version, the web bundle into
 //!   `static/pkg/`, and `target/release/hotlab` (runs directly: rpath to libtorch).
-//! - `test`:  `build`, plus what the tests need (gymnasium, Chromium, SWI-Prolog and Mesa's
+//! - `test`:  `build`, plus what the tests need (gymnasium, ray[default], Chromium, SWI-Prolog and Mesa's
 //!   software Vulkan from Debian, playwright-core from npm), then every suite and a summary table.
 //!
 //! Each step checks before it installs, so a second run installs nothing.
@@ -30,7 +30,7 @@ Commands:
 
 Set-up (each step is skipped when already done):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
-  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium, Debian's chromium and
+  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium, ray[default], Debian's chromium and
   chromium-driver, swi-prolog-nox (the reference Prolog), mesa-vulkan-drivers and libvulkan1
   (software Vulkan for the WGSL tests), and playwright-core in e2e/
 ";
@@ -228,6 +228,13 @@ fn ensure_test_tools(python: &Path) -> Result<()> {
         eprintln!("    already installed");
     } else {
         run(Command::new(python).args(["-m", "pip", "install", "--disable-pip-version-check", "gymnasium"]))?;
+    }
+
+    step("ray[default] (a real Ray head for the lab's Ray tests)");
+    if succeeds(Command::new(python).args(["-c", "import ray, ray.dashboard, aiohttp"])) {
+        eprintln!("    already installed");
+    } else {
+        run(Command::new(python).args(["-m", "pip", "install", "--disable-pip-version-check", "ray[default]"]))?;
     }
 
     step(&format!("Debian packages: {}", APT_PACKAGES.join(", ")));

@@ -1,12 +1,13 @@
 //! The library side of the measuring commands: a change audited by re-running (`hotlab
 //! audit`, [`audit`]), env stepping per backend (`hotlab bench
 //! envs`, [`envs`]), a lab under many viewers for minutes (`hotlab bench soak`,
-//! [`soak`]) and every GPU path against its CPU reference (`hotlab gpu-check`,
-//! [`gpu_check`]).
+//! [`soak`]), a grid of settings each trained once (`hotlab sweep --on local`, [`sweep`])
+//! and every GPU path against its CPU reference (`hotlab gpu-check`, [`gpu_check`]).
 
 pub mod audit;
 pub mod envs;
 pub mod gpu_check;
 pub mod lessons;
 pub mod soak;
+pub mod sweep;
 pub mod tune;

@@ -2,6 +2,10 @@
 //! first unwatched, then with many WebSocket viewers and clients reading its history in a
 //! loop. Measured: the server's resident memory over time, the run's steps/s and the
 //! share of the trainer's time spent publishing in each phase, events stored and dropped.
+//!
+//! The run can train on the lab's own machine, on a worker (`hotlab worker`, a process of
+//! its own that relays the run through the lab; then the lab is also killed and restarted
+//! once, and the worker's reconnect timed), or on Ray (`--on-ray URL`).
 
 use anyhow::{bail, Context, Result};
 use futures_util::StreamExt;
@@ -27,6 +31,17 @@ pub struct SoakSpec {
     pub readers: usize,
     pub reach: u64,
     pub sample: Duration,
+    /// Where the run trains.
+    pub place: Place,
+}
+
+/// Where a soak's run trains.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Place {
+    Local,
+    Worker,
+    /// A Ray head's job API.
+    Ray(String),
 }
 
 /// One phase's figures.
@@ -45,6 +60,19 @@ pub struct Phase {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SoakReport {
+    /// `local`, `worker` or `ray`.
+    pub place: &'static str,
+    /// From the launch to the run's first update in the lab, in seconds (on Ray: the
+    /// job's submission, placement, the worker's start and connect, the first update).
+    pub first_update_s: f64,
+    /// Messages per second the viewers received in all, while watched.
+    pub viewer_messages_per_s: f64,
+    /// On a worker: from the lab's restart (its URL printed) to the worker connected
+    /// again, and to the run's next update in the lab, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconnect_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_update_s: Option<f64>,
     pub viewers: usize,
     pub readers: usize,
     pub phases: Vec<Phase>,
@@ -70,7 +98,18 @@ struct Client {
 struct Lab {
     child: Child,
     client: Client,
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+/// A child process killed when dropped (a worker).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 impl Drop for Lab {
@@ -80,13 +119,28 @@ impl Drop for Lab {
     }
 }
 
+/// The worker token of a soak's lab.
+const WORKER_TOKEN: &str = "soak-worker-token-0123456789";
+
 impl Lab {
-    fn start(exe: &std::path::Path) -> Result<Self> {
+    fn start(exe: &std::path::Path, args: Vec<String>) -> Result<Self> {
         let data = tempfile::tempdir()?;
         let token = crate::lab::auth::generate()?;
+        let (child, addr) = Self::serve(exe, data.path(), "0", &token, &args)?;
+        Ok(Self { client: Client { addr, token }, child, data, args })
+    }
+
+    fn serve(
+        exe: &std::path::Path,
+        data: &std::path::Path,
+        port: &str,
+        token: &str,
+        args: &[String],
+    ) -> Result<(Child, String)> {
         let mut child = Command::new(exe)
-            .args(["serve", "--host", "127.0.0.1", "--port", "0", "--token", &token, "--data-dir"])
-            .arg(data.path())
+            .args(["serve", "--host", "127.0.0.1", "--port", port, "--token", token, "--data-dir"])
+            .arg(data)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -98,7 +152,18 @@ impl Lab {
         let Some(addr) = line.split("http://").nth(1).and_then(|r| r.split('/').next()) else {
             bail!("the server printed no URL: {line:?}");
         };
-        Ok(Self { client: Client { addr: addr.to_string(), token }, child, _data: data })
+        Ok((child, addr.to_string()))
+    }
+
+    /// Kills the server as a crash would and serves the same data dir on the same port
+    /// again; the moment it printed its URL.
+    fn restart(&mut self, exe: &std::path::Path) -> Result<Instant> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let port = self.client.addr.rsplit(':').next().unwrap_or("0").to_string();
+        let (child, _) = Self::serve(exe, self.data.path(), &port, &self.client.token, &self.args)?;
+        self.child = child;
+        Ok(Instant::now())
     }
 
     fn rss_mib(&self) -> f64 {
@@ -135,6 +200,19 @@ impl Client {
     }
 }
 
+/// Waits until the lab lists a connected worker.
+fn wait_connected(lab: &Client, within: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let machines = lab.json("/api/machines").unwrap_or_default();
+        if machines.as_array().is_some_and(|m| m.iter().any(|m| m["connected"] == true && m["local"] == false)) {
+            return Ok(());
+        }
+        anyhow::ensure!(start.elapsed() < within, "no worker connected within {} s", within.as_secs());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Where the run stands: (env steps, its wall seconds, publishing seconds, last seq).
 fn progress(lab: &Client, id: u64) -> Result<(f64, f64, f64, u64)> {
     let s = lab.json(&format!("/api/runs/{id}/summary"))?;
@@ -149,8 +227,30 @@ fn progress(lab: &Client, id: u64) -> Result<(f64, f64, f64, u64)> {
 
 /// Runs the soak; `tick` is called with the seconds done and the total, about once a second.
 pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakReport> {
-    let served = Lab::start(&spec.exe)?;
-    let lab = &served.client;
+    let args: Vec<String> = match &spec.place {
+        Place::Local => vec![],
+        Place::Worker => ["--local-worker", "off", "--worker-token", WORKER_TOKEN].map(String::from).to_vec(),
+        Place::Ray(url) => ["--local-worker", "off", "--ray", url].map(String::from).to_vec(),
+    };
+    let mut served = Lab::start(&spec.exe, args)?;
+    let lab = served.client.clone();
+    let lab = &lab;
+    let _worker = match spec.place {
+        Place::Worker => {
+            let child = Command::new(&spec.exe)
+                .args(["worker", "--lab", &format!("http://{}", lab.addr), "--worker-token", WORKER_TOKEN])
+                .args(["--name", "soak-worker", "--data-dir"])
+                .arg(served.data.path().join("worker"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("starting the worker")?;
+            let worker = Killed(child);
+            wait_connected(lab, Duration::from_secs(60))?;
+            Some(worker)
+        }
+        _ => None,
+    };
     let (status, body) = lab.request("POST", "/api/runs", &spec.run.to_string())?;
     if status != 201 {
         bail!("the lab refused the run: {status} {body}");
@@ -161,8 +261,9 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
         if begin.elapsed() > Duration::from_secs(120) {
             bail!("the run reported no update within 2 minutes");
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(20));
     }
+    let first_update_s = begin.elapsed().as_secs_f64();
     let total = (spec.baseline + spec.watched).as_secs_f64();
     let start = Instant::now();
     let mut rss = Vec::new();
@@ -226,10 +327,28 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
             })
         })
         .collect();
+    let messages_before = messages.load(Ordering::Relaxed);
     let watched = measure("watched", spec.watched, &mut rss);
+    let viewer_messages_per_s =
+        (messages.load(Ordering::Relaxed) - messages_before) as f64 / spec.watched.as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     readers.into_iter().for_each(|r| drop(r.join()));
     phases.push(watched?);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+
+    // On a worker: the lab dies and comes back; the worker reconnects and the run goes on.
+    let (mut reconnect_s, mut resumed_update_s) = (None, None);
+    if spec.place == Place::Worker {
+        let (_, wall_before, _, _) = progress(lab, id)?;
+        let back = served.restart(&spec.exe)?;
+        wait_connected(lab, Duration::from_secs(60))?;
+        reconnect_s = Some(back.elapsed().as_secs_f64());
+        while progress(lab, id).map_or(0.0, |p| p.1) <= wall_before {
+            anyhow::ensure!(back.elapsed() < Duration::from_secs(60), "the run did not go on after the restart");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        resumed_update_s = Some(back.elapsed().as_secs_f64());
+    }
 
     let asked = Instant::now();
     lab.request("POST", &format!("/api/runs/{id}/stop"), "")?;
@@ -241,8 +360,16 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
         std::thread::sleep(Duration::from_millis(5));
     };
     let stop_s = asked.elapsed().as_secs_f64();
-    runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(SoakReport {
+        place: match spec.place {
+            Place::Local => "local",
+            Place::Worker => "worker",
+            Place::Ray(_) => "ray",
+        },
+        first_update_s,
+        viewer_messages_per_s,
+        reconnect_s,
+        resumed_update_s,
         viewers: spec.viewers,
         readers: spec.readers,
         phases,

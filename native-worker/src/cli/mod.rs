@@ -12,6 +12,7 @@ mod prune;
 mod run_worker;
 mod serve;
 mod soak;
+mod sweep;
 mod system;
 mod train;
 mod tune;
@@ -63,6 +64,10 @@ pub enum Command {
     /// recommendations, keep the fastest confirmed one, repeat until nothing helps.
     #[command(args_override_self = true, allow_negative_numbers = true)]
     Tune(Box<tune::TuneArgs>),
+    /// Train every combination of a grid of settings and rank them: steps/s and return per
+    /// cell, the best cell; here, or on a lab's workers or Ray.
+    #[command(args_override_self = true, allow_negative_numbers = true)]
+    Sweep(Box<sweep::SweepArgs>),
     /// The catalogue's lessons: each bottleneck shown and removed, with the audit's verdicts
     /// (`hotlab lesson list`, `hotlab lesson run ID`).
     #[command(subcommand)]
@@ -119,6 +124,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Audit(a) => audit::audit(*a),
         Command::Lesson(c) => lesson::lesson(c),
         Command::Tune(a) => tune::tune(*a),
+        Command::Sweep(a) => sweep::sweep(*a),
         Command::Prune(a) => prune::prune(a),
         Command::GpuCheck(a) => gpu_check::gpu_check(a),
         Command::EnvWorker(a) => env_worker::env_worker(a),

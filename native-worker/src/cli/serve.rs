@@ -48,6 +48,16 @@ pub struct ServeArgs {
     /// runs end `interrupted`; it resends what it kept meanwhile.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub worker_grace: f64,
+    /// A Ray head's job API, http://HEAD:8265: runs (and audits, lessons) go to the
+    /// machine `ray` by default, each a Ray job whose `hotlab worker --once` connects back.
+    #[arg(long, value_name = "URL")]
+    pub ray: Option<String>,
+    /// Where a Ray job's worker finds this lab [http:// and the address it listens on].
+    #[arg(long, value_name = "URL")]
+    pub ray_lab_url: Option<String>,
+    /// The hotlab binary a Ray job runs, as a path on the Ray nodes [this binary].
+    #[arg(long, value_name = "PATH")]
+    pub ray_hotlab: Option<String>,
     /// Rollout frames a run keeps in the history per minute of its wall time once it has
     /// ended (live runs keep one a second; 0 keeps none). Metrics are always kept.
     #[arg(long, default_value_t = 6.0, value_name = "N")]
@@ -83,6 +93,16 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         return Err(UsageError { flag: "--worker-grace", message }.into());
     }
     hotlab::wire::link::check_name(&a.local_name).map_err(|message| UsageError { flag: "--local-name", message })?;
+    let ray = a
+        .ray
+        .as_deref()
+        .map(hotlab::lab::ray::Head::parse)
+        .transpose()
+        .map_err(|message| UsageError { flag: "--ray", message })?;
+    if ray.is_some() && a.local_name == hotlab::lab::machines::RAY {
+        let message = "'ray' is the Ray cluster's name in a lab with --ray: give this machine another".to_string();
+        return Err(UsageError { flag: "--local-name", message }.into());
+    }
     let rate = a.finished_frames_per_minute;
     if !(rate.is_finite() && rate >= 0.0) {
         let message = format!("{rate}: allowed a number of frames per minute ≥ 0");
@@ -101,6 +121,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         local_worker: (a.local_worker == "on").then_some(a.local_name),
         worker_token: a.worker_token,
         worker_grace: std::time::Duration::from_secs_f64(a.worker_grace),
+        ray,
+        ray_lab_url: a.ray_lab_url,
+        ray_hotlab: a.ray_hotlab,
         finished_frames_per_minute: rate,
     };
     runtime.block_on(server::serve(cfg))

@@ -31,6 +31,13 @@ pub struct BenchSoakArgs {
     /// Seconds between memory samples.
     #[arg(long, default_value_t = 5.0)]
     pub sample_s: f64,
+    /// Train the run on a worker of the lab (a `hotlab worker` process), not the lab's own
+    /// machine; the lab is also killed and restarted once, and the reconnect timed.
+    #[arg(long, conflicts_with = "on_ray")]
+    pub on_worker: bool,
+    /// Train the run as a Ray job on this head (http://HEAD:8265).
+    #[arg(long, value_name = "URL")]
+    pub on_ray: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -59,6 +66,11 @@ pub fn soak(a: BenchSoakArgs) -> Result<()> {
         readers: a.readers,
         reach: a.reach,
         sample: seconds("--sample-s", a.sample_s)?,
+        place: match (a.on_worker, a.on_ray) {
+            (_, Some(url)) => soak::Place::Ray(url),
+            (true, None) => soak::Place::Worker,
+            (false, None) => soak::Place::Local,
+        },
     };
     let bar = ProgressBar::new(1000);
     bar.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {elapsed}/{duration}").expect("template"));
@@ -76,7 +88,15 @@ pub fn soak(a: BenchSoakArgs) -> Result<()> {
 }
 
 fn table(r: &SoakReport) -> String {
-    let mut out = format!("{} viewers, {} history readers\n", r.viewers, r.readers);
+    let mut out = format!(
+        "on {}: {} viewers, {} history readers; first update {:.2} s after the launch; viewers received {:.0} messages/s\n",
+        r.place, r.viewers, r.readers, r.first_update_s, r.viewer_messages_per_s
+    );
+    if let (Some(c), Some(u)) = (r.reconnect_s, r.resumed_update_s) {
+        out.push_str(&format!(
+            "the lab restarted: the worker back in {c:.2} s, the run's next update in the lab after {u:.2} s\n"
+        ));
+    }
     out.push_str("phase       seconds   steps/s   publish   RSS MiB first / max / last\n");
     for p in &r.phases {
         out.push_str(&format!(

@@ -35,6 +35,8 @@ pub struct Lab {
     pub limiter: Arc<super::limit::Limiter>,
     /// The audits and lessons, run one at a time.
     pub audits: Arc<super::audits::Audits>,
+    /// The sweeps.
+    pub sweeps: Arc<super::sweeps::Sweeps>,
     /// Permits to read events from the store ([`STORE_READERS`]).
     pub store_readers: Arc<tokio::sync::Semaphore>,
 }

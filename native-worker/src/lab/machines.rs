@@ -33,6 +33,11 @@ struct Link {
 
 struct Machine {
     local: bool,
+    /// The Ray cluster (`--ray`): always there, its runs placed by Ray, each by a
+    /// worker of its own started as a Ray job.
+    ray: bool,
+    /// A worker started for one run (a Ray job's): not listed, forgotten after its run.
+    ephemeral: bool,
     system: Option<SystemInfo>,
     max_runs: usize,
     /// Runs started on it and not over.
@@ -96,6 +101,8 @@ impl Machines {
     pub fn add_local(&self, name: &str, system: SystemInfo, max_runs: usize) {
         let m = Machine {
             local: true,
+            ray: false,
+            ephemeral: false,
             system: Some(system),
             max_runs: max_runs.max(1),
             running: 0,
@@ -112,6 +119,8 @@ impl Machines {
     pub fn expect(&self, name: &str) {
         self.lock().machines.entry(name.to_string()).or_insert_with(|| Machine {
             local: false,
+            ray: false,
+            ephemeral: false,
             system: None,
             max_runs: 1,
             running: 0,
@@ -120,6 +129,29 @@ impl Machines {
             away_since: Some(Instant::now()),
             load: None,
         });
+    }
+
+    /// Adds the Ray cluster as the machine `ray`: it takes any number of runs (Ray queues
+    /// them) and any device (Ray places them where it is).
+    pub fn add_ray(&self) {
+        let m = Machine {
+            local: false,
+            ray: true,
+            ephemeral: false,
+            system: None,
+            max_runs: RAY_RUNS,
+            running: 0,
+            link: None,
+            last_seen: None,
+            away_since: None,
+            load: None,
+        };
+        self.lock().machines.insert(RAY.to_string(), m);
+    }
+
+    /// Whether `name` is the Ray cluster.
+    pub fn is_ray(&self, name: &str) -> bool {
+        self.lock().machines.get(name).is_some_and(|m| m.ray)
     }
 
     /// Whether `name` is the local machine.
@@ -133,10 +165,12 @@ impl Machines {
         inner
             .machines
             .iter()
+            .filter(|(_, m)| !m.ephemeral)
             .map(|(name, m)| MachineInfo {
                 name: name.clone(),
                 local: m.local,
-                connected: m.local || m.link.is_some(),
+                ray: m.ray,
+                connected: m.local || m.ray || m.link.is_some(),
                 system: m.system.clone(),
                 max_runs: m.max_runs,
                 runs: m.running,
@@ -173,12 +207,19 @@ impl Machines {
                 }
             };
         }
+        // With Ray, Ray places what no one placed.
+        if inner.machines.get(RAY).is_some_and(|m| m.ray) {
+            return Ok(RAY.to_string());
+        }
         let free = |(name, m): &(&String, &Machine)| {
             let load = m.running + queued.get(*name).copied().unwrap_or(0);
             load as f64 / m.max_runs.max(1) as f64
         };
-        let candidates: Vec<(&String, &Machine)> =
-            inner.machines.iter().filter(|(_, m)| (m.local || m.link.is_some()) && has_device(m, device)).collect();
+        let candidates: Vec<(&String, &Machine)> = inner
+            .machines
+            .iter()
+            .filter(|(_, m)| !m.ephemeral && (m.local || m.link.is_some()) && has_device(m, device))
+            .collect();
         match candidates.into_iter().min_by(|a, b| free(a).total_cmp(&free(b))) {
             Some((name, _)) => Ok(name.clone()),
             None if inner.machines.is_empty() => Err((
@@ -194,7 +235,7 @@ impl Machines {
     pub fn try_take(&self, name: &str) -> bool {
         let mut inner = self.lock();
         match inner.machines.get_mut(name) {
-            Some(m) if (m.local || m.link.is_some()) && m.running < m.max_runs => {
+            Some(m) if (m.local || m.ray || m.link.is_some()) && m.running < m.max_runs => {
                 m.running += 1;
                 true
             }
@@ -221,16 +262,22 @@ impl Machines {
     pub fn connect(
         &self,
         name: &str,
-        system: SystemInfo,
-        max_runs: usize,
+        hello: Hello,
         held: &[Held],
         tx: UnboundedSender<ToWorker>,
-    ) -> (u64, Welcome) {
+    ) -> Result<(u64, Welcome), String> {
+        let Hello { system, max_runs, once } = hello;
         let mut inner = self.lock();
+        if let Some(m) = inner.machines.get(name).filter(|m| m.local || m.ray) {
+            let what = if m.local { "local" } else { "Ray" };
+            return Err(format!("'{name}' is the name of the lab's own {what} machine: give the worker another"));
+        }
         inner.next_link += 1;
         let id = inner.next_link;
         let m = inner.machines.entry(name.to_string()).or_insert_with(|| Machine {
             local: false,
+            ray: false,
+            ephemeral: false,
             system: None,
             max_runs: 1,
             running: 0,
@@ -241,6 +288,7 @@ impl Machines {
         });
         m.system = Some(system);
         m.max_runs = max_runs.max(1);
+        m.ephemeral = once.is_some();
         m.link = Some(Link { id, tx });
         m.away_since = None;
         m.last_seen = Some((Instant::now(), now_ms()));
@@ -269,7 +317,7 @@ impl Machines {
                 let _ = r.tx.send(Delivery::Lost(why));
             }
         }
-        (id, welcome)
+        Ok((id, welcome))
     }
 
     /// A worker's connection ended (unless a newer one has replaced it).
@@ -294,6 +342,11 @@ impl Machines {
                 m.load = load;
             }
         }
+    }
+
+    /// Whether `name` is a worker connected now.
+    pub fn is_connected(&self, name: &str) -> bool {
+        self.lock().machines.get(name).is_some_and(|m| m.link.is_some())
     }
 
     /// How long a worker has been away (None: connected, or local).
@@ -334,7 +387,21 @@ impl Machines {
     }
 
     pub fn close_route(&self, run: u64) {
-        self.lock().routes.remove(&run);
+        let mut inner = self.lock();
+        let Some(route) = inner.routes.remove(&run) else { return };
+        // A run's own worker (a Ray job's) goes with its run once it has gone.
+        if inner.machines.get(&route.machine).is_some_and(|m| m.ephemeral && m.link.is_none()) {
+            inner.machines.remove(&route.machine);
+        }
+    }
+
+    /// Forgets a run's own worker that has gone (its route closed before it left).
+    pub fn forget_ephemeral(&self, name: &str) {
+        let mut inner = self.lock();
+        let gone = inner.machines.get(name).is_some_and(|m| m.ephemeral && m.link.is_none());
+        if gone && !inner.routes.values().any(|r| r.machine == name) {
+            inner.machines.remove(name);
+        }
     }
 
     /// Records a wish (stop, watched) on the route, and passes it on when connected.
@@ -400,6 +467,19 @@ impl Machines {
     }
 }
 
+/// The Ray cluster's name as a machine.
+pub const RAY: &str = "ray";
+
+/// Runs the Ray cluster takes at once (it queues them itself).
+const RAY_RUNS: usize = 10_000;
+
+/// What a worker's hello says of its machine.
+pub struct Hello {
+    pub system: SystemInfo,
+    pub max_runs: usize,
+    pub once: Option<u64>,
+}
+
 fn has_device(m: &Machine, device: &str) -> bool {
     let Some(system) = &m.system else { return true };
     match device {
@@ -413,4 +493,107 @@ fn devices(m: &Machine) -> String {
     m.system
         .as_ref()
         .map_or("not known yet".into(), |s| s.devices.iter().map(|d| d.id.as_str()).collect::<Vec<_>>().join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlab_shared::system::DeviceInfo;
+
+    fn system(cuda: bool) -> SystemInfo {
+        let mut devices = vec![DeviceInfo { id: "cpu".into(), name: "cpu".into(), memory_bytes: None }];
+        if cuda {
+            devices.push(DeviceInfo { id: "cuda:0".into(), name: "gpu".into(), memory_bytes: None });
+        }
+        SystemInfo {
+            name: "hotlab".into(),
+            version: "0".into(),
+            torch_version: "0".into(),
+            cuda_available: cuda,
+            devices,
+            cpu_cores: 2,
+            torch_threads: 2,
+            store_bytes: None,
+        }
+    }
+
+    fn hello(cuda: bool, max_runs: usize) -> Hello {
+        Hello { system: system(cuda), max_runs, once: None }
+    }
+
+    #[test]
+    fn a_run_goes_where_the_device_is_and_the_room() {
+        let m = Machines::new(Duration::from_secs(1));
+        let none = HashMap::new();
+        assert_eq!(m.choose(None, "cpu", &none).unwrap_err().0, "machine");
+        m.add_local("here", system(false), 1);
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        m.connect("gpu-box", hello(true, 2), &[], tx).unwrap();
+        assert_eq!(m.choose(None, "cuda", &none).unwrap(), "gpu-box");
+        assert_eq!(m.choose(Some("here"), "cuda:0", &none).unwrap_err().0, "device");
+        assert_eq!(m.choose(Some("elsewhere"), "cpu", &none).unwrap_err().0, "machine");
+        // The local machine full, the worker has room.
+        assert!(m.try_take("here"));
+        assert!(!m.try_take("here"), "one run at a time there");
+        assert_eq!(m.choose(None, "cpu", &HashMap::from([("here".to_string(), 3)])).unwrap(), "gpu-box");
+        m.release("here");
+        assert!(m.try_take("here"));
+        // A worker cannot take the local machine's name.
+        let (tx, _rx2) = tokio::sync::mpsc::unbounded_channel();
+        assert!(m.connect("here", hello(false, 1), &[], tx).is_err());
+        m.add_ray();
+        assert_eq!(m.choose(None, "cuda", &none).unwrap(), RAY, "with Ray, Ray places what no one placed");
+        assert_eq!(m.list(&none).len(), 3);
+    }
+
+    #[test]
+    fn messages_are_delivered_once_and_in_order_and_only_from_their_worker() {
+        let m = Machines::new(Duration::from_secs(1));
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        m.connect("box", hello(false, 1), &[], tx).unwrap();
+        let rx = m.open_route(7, "box", RunSpec::default(), vec![], 0);
+        let end =
+            || FromRun::End { status: hotlab_shared::protocol::RunStatus::Finished, message: None, publish_s: 0.0 };
+        assert!(m.deliver("box", 7, 1, end()).is_ok());
+        assert!(m.deliver("box", 7, 1, end()).is_ok(), "a duplicate is dropped quietly");
+        assert!(m.deliver("box", 7, 3, end()).is_err(), "a gap closes the connection");
+        assert!(m.deliver("other", 7, 2, end()).is_ok(), "another worker's message is dropped");
+        let got: Vec<u64> = rx
+            .try_iter()
+            .map(|d| match d {
+                Delivery::Message(n, _) => n,
+                Delivery::Lost(_) => 0,
+            })
+            .collect();
+        assert_eq!(got, [1]);
+        m.published(7, 1);
+        assert_eq!(m.to_ack("box"), [(7, 1)]);
+        m.acked(&[(7, 1)]);
+        assert!(m.to_ack("box").is_empty());
+    }
+
+    #[test]
+    fn a_worker_that_comes_back_resumes_its_runs_and_restarts_lost_starts() {
+        let m = Machines::new(Duration::from_secs(1));
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (first, _) = m.connect("box", hello(false, 2), &[], tx).unwrap();
+        let going = m.open_route(1, "box", RunSpec::default(), vec![], 0);
+        let _unsent = m.open_route(2, "box", RunSpec::default(), vec![], 0);
+        let end = FromRun::End { status: hotlab_shared::protocol::RunStatus::Finished, message: None, publish_s: 0.0 };
+        m.deliver("box", 1, 1, end).unwrap();
+        m.disconnect("box", first);
+        assert!(m.away_for("box").is_some());
+        // Back, holding run 1 and a run the lab no longer has; run 2's start was lost.
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let held = [Held { run: 1, live: true }, Held { run: 9, live: false }];
+        let (_, w) = m.connect("box", hello(false, 2), &held, tx).unwrap();
+        assert_eq!(w.resume, [Resume { run: 1, have: 1, committed: 0 }]);
+        assert_eq!(w.forget, [9]);
+        assert!(matches!(w.then.as_slice(), [ToWorker::Start { run: 2, .. }]));
+        assert!(m.away_for("box").is_none());
+        // Back again without run 1 (the worker restarted): the run is lost.
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        m.connect("box", hello(false, 2), &[], tx).unwrap();
+        assert!(going.try_iter().any(|d| matches!(d, Delivery::Lost(why) if why.contains("without run 1"))));
+    }
 }

@@ -17,6 +17,7 @@
 //! | `POST /api/prune` (token) | `{"older_than_days": N}`: deletes ended runs created before then → `{"pruned": [ids]}` |
 //! | `GET /api/ws?run=ID&since=SEQ&fps=N` | what the client missed, then live events and the newest frame N times a second |
 //! | `GET /api/machines` | the machines: devices, load, runs, last seen |
+//! | `POST /api/sweeps` (token), `GET /api/sweeps[/{id}]` | a grid's runs and their table ([`sweep_api`]) |
 //! | `GET /api/worker` (worker token) | a worker's connection ([`crate::wire::link`]) |
 //! | `POST /api/runs/{id}/audit`, `/api/lessons/{id}` (token); `GET /api/audits…`, `/api/lessons` | audits and lessons ([`audit_api`]) |
 
@@ -27,10 +28,13 @@ pub mod auth;
 pub mod guard;
 pub mod limit;
 pub mod machines;
+pub mod ray;
 pub mod remote;
 pub mod runs;
 pub mod server;
 pub mod store;
+pub mod sweep_api;
+pub mod sweeps;
 pub mod worker_api;
 
 use axum::extract::DefaultBodyLimit;
@@ -65,6 +69,8 @@ pub fn router(lab: api::Lab) -> Router {
         .route("/api/audits/{id}/stop", post(audit_api::stop_audit))
         .route("/api/ws", get(api::ws))
         .route("/api/machines", get(worker_api::machines))
+        .route("/api/sweeps", get(sweep_api::list_sweeps).post(sweep_api::start_sweep))
+        .route("/api/sweeps/{id}", get(sweep_api::get_sweep))
         .route(crate::wire::link::PATH, get(worker_api::connect))
         .route("/api/{*rest}", get(api::not_found).post(api::not_found))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

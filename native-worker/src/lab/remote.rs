@@ -25,7 +25,29 @@ pub enum From {
     Resume(u64),
 }
 
+/// Looked at every few milliseconds while no message comes, with whether a stop was
+/// asked for: the run's end when something outside the link ended it.
+pub type Watchdog<'a> = &'a mut dyn FnMut(bool) -> Option<(RunStatus, Option<String>)>;
+
+/// The watchdog of a run on a worker: its end when the worker has been away longer than
+/// the grace period.
+pub fn grace<'a>(
+    machines: &'a Machines,
+    machine: &'a str,
+) -> impl FnMut(bool) -> Option<(RunStatus, Option<String>)> + 'a {
+    move |_| {
+        let away = machines.away_for(machine).filter(|a| *a > machines.grace)?;
+        let why = format!(
+            "the worker '{machine}' has been away for {:.0} s (the grace period is {:.0} s)",
+            away.as_secs_f64(),
+            machines.grace.as_secs_f64()
+        );
+        Some((RunStatus::Interrupted, Some(why)))
+    }
+}
+
 /// Runs `spec` as `run` on the worker `machine`; `on` gets each message with its number.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     machines: &Machines,
     machine: &str,
@@ -34,6 +56,7 @@ pub fn run(
     from: From,
     control: Control,
     on: &mut dyn FnMut(u64, FromRun),
+    watchdog: Watchdog<'_>,
 ) -> (RunStatus, Option<String>) {
     let (files, delivered) = match from {
         From::Start(files) => (files, 0),
@@ -44,7 +67,7 @@ pub fn run(
         // Not connected: the next welcome sends it.
         machines.send(machine, ToWorker::Start { run, spec: Box::new(spec.clone()), files });
     }
-    let outcome = follow(machines, machine, run, &rx, control, on);
+    let outcome = follow(machines, machine, run, &rx, control, on, watchdog);
     machines.close_route(run);
     outcome
 }
@@ -56,6 +79,7 @@ fn follow(
     rx: &std::sync::mpsc::Receiver<Delivery>,
     control: Control,
     on: &mut dyn FnMut(u64, FromRun),
+    watchdog: Watchdog<'_>,
 ) -> (RunStatus, Option<String>) {
     let (mut stopped, mut watching) = (false, false);
     loop {
@@ -80,13 +104,8 @@ fn follow(
             }
             Ok(Delivery::Lost(why)) => return (RunStatus::Interrupted, Some(why)),
             Err(RecvTimeoutError::Timeout) => {
-                if let Some(away) = machines.away_for(machine).filter(|a| *a > machines.grace) {
-                    let why = format!(
-                        "the worker '{machine}' has been away for {:.0} s (the grace period is {:.0} s)",
-                        away.as_secs_f64(),
-                        machines.grace.as_secs_f64()
-                    );
-                    return (RunStatus::Interrupted, Some(why));
+                if let Some(end) = watchdog(stopped) {
+                    return end;
                 }
             }
             Err(RecvTimeoutError::Disconnected) => {

@@ -12,12 +12,12 @@
 //! frame from memory at their own rate.
 
 use super::machines::Machines;
-use super::remote;
 use super::store::{Logged, Resumable, Store};
+use super::{ray, remote};
 use crate::wire::link::FileCopy;
 use crate::wire::process::{self as run_process, FromRun};
 use hotlab_shared::protocol::{
-    Event, EventBody, Frame, RunInfo, RunStatus, RunSummary, LIVE_FRAME_SEQ, PROTOCOL_VERSION,
+    Event, EventBody, Frame, RayJob, RunInfo, RunStatus, RunSummary, LIVE_FRAME_SEQ, PROTOCOL_VERSION,
 };
 use hotlab_shared::spec::RunSpec;
 use std::collections::{HashMap, VecDeque};
@@ -47,6 +47,8 @@ pub struct Run {
     publish_ns: AtomicU64,
     /// Viewers following the run now (frames are taken more often while there are any).
     viewers: AtomicUsize,
+    /// Its Ray job, on a lab with `--ray`.
+    ray_job: Mutex<Option<RayJob>>,
 }
 
 struct RunState {
@@ -88,7 +90,8 @@ impl Run {
     pub fn info(&self) -> RunInfo {
         let info = self.state().summary.info.clone();
         let publish_s = Some(self.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
-        RunInfo { spec: self.spec.clone(), publish_s, machine: Some(self.machine.clone()), ..info }
+        let ray_job = self.ray_job.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        RunInfo { spec: self.spec.clone(), publish_s, machine: Some(self.machine.clone()), ray_job, ..info }
     }
 
     /// The run's totals so far, kept as it goes (no event is re-read).
@@ -123,6 +126,8 @@ impl Run {
 pub struct Manager {
     store: Store,
     machines: Arc<Machines>,
+    /// Where runs placed on the machine `ray` go (`--ray`).
+    ray: Option<ray::RayConfig>,
     /// Rollout frames a finished run keeps per minute of its wall time.
     frames_per_minute: f64,
     /// The `hotlab` binary each run's process runs.
@@ -158,6 +163,7 @@ impl Manager {
     pub fn new(
         store: Store,
         machines: Arc<Machines>,
+        ray: Option<ray::RayConfig>,
         frames_per_minute: f64,
         exe: std::path::PathBuf,
     ) -> anyhow::Result<Arc<Self>> {
@@ -167,6 +173,7 @@ impl Manager {
         let me = Arc::new(Self {
             store,
             machines,
+            ray,
             frames_per_minute,
             exe,
             inner: Mutex::new(inner),
@@ -185,6 +192,7 @@ impl Manager {
         let machine = info.machine.clone().unwrap_or_default();
         self.machines.expect(&machine);
         let summary = self.store.summary(info.id)?.unwrap_or_default();
+        let ray_job = info.ray_job.clone();
         let running = info.status == RunStatus::Running;
         // Viewers may have seen events the store lost: new ones are numbered past them.
         let last_seq = match running {
@@ -207,6 +215,7 @@ impl Manager {
             frame: Mutex::new(None),
             publish_ns: AtomicU64::new(0),
             viewers: AtomicUsize::new(0),
+            ray_job: Mutex::new(ray_job),
         });
         let mut inner = self.inner.lock().expect("manager");
         inner.runs.insert(run.id, Arc::clone(&run));
@@ -329,6 +338,7 @@ impl Manager {
             frame: Mutex::new(None),
             publish_ns: AtomicU64::new(0),
             viewers: AtomicUsize::new(0),
+            ray_job: Mutex::new(None),
         });
         self.store.add_run(id, run.created_ms, &run.spec, &run.machine, run.remote);
         self.publish(&run, EventBody::Status { status: RunStatus::Queued, message: None });
@@ -479,29 +489,108 @@ impl Manager {
         let (status, message) = match run.remote {
             false => run_process::run(&self.exe, &run.spec, control, &mut on)
                 .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}")))),
-            true => {
-                let from = match resume {
-                    Some(n) => Ok(remote::From::Resume(n)),
-                    None => files_of(&run.spec).map(remote::From::Start),
-                };
-                match from {
-                    Ok(from) => {
-                        // The mark follows the message's events into the store (see `Write::WorkerMark`).
-                        self.store.mark_worker(run.id, 0, run.state().last_seq);
-                        remote::run(&self.machines, &run.machine, run.id, &run.spec, from, control, &mut |n, msg| {
-                            on(msg);
-                            self.store.mark_worker(run.id, n, run.state().last_seq);
-                            self.machines.published(run.id, n);
-                        })
-                    }
-                    Err(e) => (RunStatus::Failed, Some(format!("{e:#}"))),
-                }
-            }
+            true => self
+                .execute_remote(run, resume, control, &mut on)
+                .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}")))),
         };
         self.publish(run, EventBody::Status { status, message });
         self.store.add_publish_time(run.id, run.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
         let wall_s = run.state().summary.last.as_ref().map_or(0.0, |m| m.wall_s);
         self.store.thin_frames(run.id, wall_s, self.frames_per_minute);
+    }
+}
+
+impl Manager {
+    /// A run on a worker, or on Ray (through a worker of its own, started as a Ray job).
+    fn execute_remote(
+        &self,
+        run: &Arc<Run>,
+        resume: Option<u64>,
+        control: run_process::Control,
+        on: &mut dyn FnMut(FromRun),
+    ) -> anyhow::Result<(RunStatus, Option<String>)> {
+        let from = match resume {
+            Some(n) => remote::From::Resume(n),
+            None => remote::From::Start(files_of(&run.spec)?),
+        };
+        // The mark follows the message's events into the store (see `Write::WorkerMark`).
+        self.store.mark_worker(run.id, 0, run.state().last_seq);
+        let mut last = 0;
+        let mut publish = |n: u64, msg: FromRun| {
+            on(msg);
+            self.store.mark_worker(run.id, n, run.state().last_seq);
+            self.machines.published(run.id, n);
+            last = n;
+        };
+        if !self.machines.is_ray(&run.machine) {
+            let mut grace = remote::grace(&self.machines, &run.machine);
+            let (machines, name) = (&self.machines, &run.machine);
+            let end = remote::run(machines, name, run.id, &run.spec, from, control, &mut publish, &mut grace);
+            self.ack_last(name, run.id, last);
+            return Ok(end);
+        }
+        let ray =
+            self.ray.as_ref().ok_or_else(|| anyhow::anyhow!("this lab has no Ray head now (serve it with --ray)"))?;
+        let worker = format!("ray-run-{}", run.id);
+        let known = run.ray_job.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let job = match (resume, known) {
+            (Some(_), Some(job)) => job.id,
+            (Some(_), None) => anyhow::bail!("the lab restarted before this run's Ray job was submitted"),
+            (None, _) => {
+                let id = format!("hotlab-run-{}-{}", run.id, run.created_ms);
+                let submitted = ray.head.submit(&ray.submission(&id, run.id, &worker, &run.spec.device));
+                let job = submitted.map_err(|e| anyhow::anyhow!("Ray: {e:#}"))?;
+                self.set_ray_job(run, RayJob { id: job.clone(), status: "PENDING".into() });
+                job
+            }
+        };
+        let on_state = |state: &ray::JobState| {
+            let changed =
+                run.ray_job.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|j| j.status != state.status);
+            if changed {
+                self.set_ray_job(run, RayJob { id: job.clone(), status: state.status.clone() });
+            }
+        };
+        let mut watch = ray::JobWatch::new(&ray.head, job.clone(), &self.machines, &worker, &on_state);
+        let mut watchdog = |stop: bool| watch.check(stop);
+        let end = remote::run(&self.machines, &worker, run.id, &run.spec, from, control, &mut publish, &mut watchdog);
+        self.ack_last(&worker, run.id, last);
+        self.follow_job_to_its_end(run, ray.head.clone(), job);
+        Ok(end)
+    }
+
+    /// The run has ended: once the store has its last messages, its worker may drop them
+    /// (a `--once` worker then ends).
+    fn ack_last(&self, worker: &str, run: u64, n: u64) {
+        if n > 0 {
+            self.store.flush();
+            self.machines.send(worker, crate::wire::link::ToWorker::Ack { run, n });
+        }
+    }
+
+    /// A run's job outlives it by a moment (its worker hands over the last messages, then
+    /// exits): its final state is kept when it comes (asked for a minute at most).
+    fn follow_job_to_its_end(&self, run: &Arc<Run>, head: ray::Head, job: String) {
+        let (store, run) = (self.store.clone(), Arc::clone(run));
+        let _ = std::thread::Builder::new().name(format!("hotlab-ray-{}", run.id)).spawn(move || {
+            let until = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < until {
+                if let Ok(state) = head.state(&job).inspect_err(|e| tracing::debug!("Ray job {job}: {e:#}")) {
+                    if state.is_final() {
+                        let final_state = RayJob { id: job.clone(), status: state.status };
+                        store.set_ray_job(run.id, &final_state);
+                        *run.ray_job.lock().unwrap_or_else(|p| p.into_inner()) = Some(final_state);
+                        return;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+    }
+
+    fn set_ray_job(&self, run: &Run, job: RayJob) {
+        self.store.set_ray_job(run.id, &job);
+        *run.ray_job.lock().unwrap_or_else(|p| p.into_inner()) = Some(job);
     }
 }
 

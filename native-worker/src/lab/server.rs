@@ -31,6 +31,12 @@ pub struct ServeConfig {
     pub worker_token: Option<String>,
     /// How long a worker may be away before its runs are `interrupted`.
     pub worker_grace: std::time::Duration,
+    /// A Ray head's job API (`--ray`): runs placed on the machine `ray` become Ray jobs.
+    pub ray: Option<lab::ray::Head>,
+    /// Where a Ray job's worker finds this lab (else the address it listens on).
+    pub ray_lab_url: Option<String>,
+    /// The `hotlab` a Ray job runs (else this binary).
+    pub ray_hotlab: Option<String>,
     /// Rollout frames an ended run keeps per minute of its wall time.
     pub finished_frames_per_minute: f64,
 }
@@ -81,16 +87,6 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         0 => system.devices.iter().filter(|d| d.id.starts_with("cuda")).count().max(1),
         n => n,
     };
-    let machines = Arc::new(lab::machines::Machines::new(cfg.worker_grace));
-    if let Some(name) = &cfg.local_worker {
-        machines.add_local(name, (*system).clone(), max_runs);
-    }
-    let manager = lab::runs::Manager::new(
-        store,
-        Arc::clone(&machines),
-        cfg.finished_frames_per_minute,
-        std::env::current_exe().context("finding the hotlab binary (each run is a process of it)")?,
-    )?;
     let token = match cfg.token {
         Some(t) if !t.is_empty() => t,
         _ => lab::auth::generate().context("generating the operator token")?,
@@ -99,9 +95,32 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         Some(t) if !t.is_empty() => t,
         _ => lab::auth::generate().context("generating the worker token")?,
     };
+    // Bound first: a Ray job's worker is told the address.
+    let listener = tokio::net::TcpListener::bind((cfg.host.as_str(), cfg.port))
+        .await
+        .with_context(|| format!("cannot listen on {}:{} (--host/--port)", cfg.host, cfg.port))?;
+    let addr = listener.local_addr()?;
+    let exe = std::env::current_exe().context("finding the hotlab binary (each run is a process of it)")?;
+    let machines = Arc::new(lab::machines::Machines::new(cfg.worker_grace));
+    if let Some(name) = &cfg.local_worker {
+        machines.add_local(name, (*system).clone(), max_runs);
+    }
+    let ray = cfg.ray.map(|head| {
+        machines.add_ray();
+        lab::ray::RayConfig {
+            head,
+            lab_url: cfg.ray_lab_url.clone().unwrap_or_else(|| format!("http://{addr}")),
+            exe: cfg.ray_hotlab.clone().unwrap_or_else(|| exe.to_string_lossy().into_owned()),
+            worker_token: worker_token.clone(),
+        }
+    });
+    let ray_line = ray.as_ref().map_or(String::new(), |r| format!(", Ray jobs on {}", r.head.url()));
+    let manager = lab::runs::Manager::new(store, Arc::clone(&machines), ray, cfg.finished_frames_per_minute, exe)?;
     let data_dir = cfg.data_dir.canonicalize().unwrap_or(cfg.data_dir);
     let audits = lab::audits::Audits::new(std::sync::Arc::clone(&manager))?;
+    let sweeps = lab::sweeps::Sweeps::new(Arc::clone(&manager))?;
     let state = lab::api::Lab {
+        sweeps,
         manager,
         machines,
         audits,
@@ -112,17 +131,13 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         limiter: Arc::default(),
         store_readers: Arc::new(tokio::sync::Semaphore::new(lab::api::STORE_READERS)),
     };
-    let listener = tokio::net::TcpListener::bind((cfg.host.as_str(), cfg.port))
-        .await
-        .with_context(|| format!("cannot listen on {}:{} (--host/--port)", cfg.host, cfg.port))?;
-    let addr = listener.local_addr()?;
     // One write, whose failure (stdout closed by whoever started us) is not fatal.
     let local = match &cfg.local_worker {
         Some(name) => format!("local machine '{name}' takes {max_runs} run(s) at once"),
         None => "no local machine (runs go to workers)".into(),
     };
     let banner = format!(
-        "hotlab lab serving on http://{addr}/?token={token}\n  the token launches and stops runs; anyone who can reach the port can watch; data in {}, {local}, static files from {}\n  workers: hotlab worker --lab http://{addr} --worker-token {worker_token}\n",
+        "hotlab lab serving on http://{addr}/?token={token}\n  the token launches and stops runs; anyone who can reach the port can watch; data in {}, {local}{ray_line}, static files from {}\n  workers: hotlab worker --lab http://{addr} --worker-token {worker_token}\n",
         data_dir.display(),
         static_dir.display()
     );

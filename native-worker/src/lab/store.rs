@@ -14,8 +14,9 @@
 
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
-use hotlab_shared::protocol::{AuditInfo, Event, EventBody, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
+use hotlab_shared::protocol::{AuditInfo, Event, EventBody, RayJob, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
 use hotlab_shared::spec::RunSpec;
+use hotlab_shared::sweep::SweepInfo;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -54,6 +55,12 @@ CREATE TABLE IF NOT EXISTS audits (
     status TEXT NOT NULL,
     body TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sweeps (
+    id INTEGER PRIMARY KEY,
+    created_ms INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS blobs (
     run INTEGER NOT NULL,
     name TEXT NOT NULL,
@@ -73,6 +80,8 @@ const ADDED_COLUMNS: &[(&str, &str)] = &[
     // last event `seq` they make up (see [`Write::WorkerMark`]).
     ("worker_n", "INTEGER NOT NULL DEFAULT 0"),
     ("worker_seq", "INTEGER NOT NULL DEFAULT 0"),
+    // A run's Ray job (`RayJob` as JSON), on a lab with `--ray`.
+    ("ray_job", "TEXT"),
 ];
 
 /// An event and its JSON text, serialized once for the store and every viewer.
@@ -126,6 +135,11 @@ enum Write {
         n: u64,
         seq: u64,
     },
+    /// A run's Ray job as the head last said.
+    RayJob {
+        run: u64,
+        job: String,
+    },
     Event(Arc<Logged>),
     Blob {
         run: u64,
@@ -150,6 +164,8 @@ enum Write {
     },
     /// An audit as it is now (replacing what was stored of it).
     Audit(Box<AuditInfo>),
+    /// A sweep as it is now (replacing what was stored of it).
+    Sweep(Box<SweepInfo>),
     /// Answers once everything sent before it is committed.
     Flush(std::sync::mpsc::Sender<()>),
 }
@@ -289,6 +305,11 @@ impl Store {
         self.send(Write::Run { id, created_ms, spec, machine: machine.to_string(), remote });
     }
 
+    /// A run's Ray job, as the head last said.
+    pub fn set_ray_job(&self, run: u64, job: &RayJob) {
+        self.send(Write::RayJob { run, job: serde_json::to_string(job).unwrap_or_default() });
+    }
+
     /// A remote run's events up to `seq` hold its worker's messages up to `n`.
     pub fn mark_worker(&self, run: u64, n: u64, seq: u64) {
         self.send(Write::WorkerMark { run, n, seq });
@@ -305,8 +326,8 @@ impl Store {
             let info = run_info(r)?;
             Ok(info.map(|info| Resumable {
                 info,
-                worker_n: r.get::<_, i64>(10).unwrap_or(0) as u64,
-                worker_seq: r.get::<_, i64>(11).unwrap_or(0) as u64,
+                worker_n: r.get::<_, i64>(11).unwrap_or(0) as u64,
+                worker_seq: r.get::<_, i64>(12).unwrap_or(0) as u64,
             }))
         })?;
         Ok(rows.filter_map(|r| r.ok().flatten()).collect())
@@ -398,6 +419,33 @@ impl Store {
         self.send(Write::Audit(Box::new(audit.clone())));
     }
 
+    /// Queues a sweep's current state (it replaces the stored one).
+    pub fn add_sweep(&self, sweep: &SweepInfo) {
+        self.send(Write::Sweep(Box::new(sweep.clone())));
+    }
+
+    /// The largest sweep id so far (0 for none).
+    pub fn last_sweep_id(&self) -> Result<u64> {
+        let c = self.read()?;
+        Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM sweeps", [], |r| r.get::<_, i64>(0))? as u64)
+    }
+
+    /// Up to `limit` sweeps, newest first.
+    pub fn sweeps(&self, limit: usize) -> Result<Vec<SweepInfo>> {
+        let c = self.read()?;
+        let mut q = c.prepare("SELECT body FROM sweeps ORDER BY id DESC LIMIT ?1")?;
+        let rows = q.query_map([limit.min(i64::MAX as usize) as i64], |r| r.get::<_, String>(0))?;
+        Ok(rows.filter_map(|r| serde_json::from_str(&r.ok()?).ok()).collect())
+    }
+
+    pub fn sweep(&self, id: u64) -> Result<Option<SweepInfo>> {
+        let c = self.read()?;
+        let body: Option<String> = c
+            .query_row("SELECT body FROM sweeps WHERE id = ?1", [id.min(i64::MAX as u64) as i64], |r| r.get(0))
+            .optional()?;
+        Ok(body.and_then(|b| serde_json::from_str(&b).ok()))
+    }
+
     /// The largest audit id so far (0 for none).
     pub fn last_audit_id(&self) -> Result<u64> {
         let c = self.read()?;
@@ -474,7 +522,7 @@ impl Store {
     }
 }
 
-const RUN_COLUMNS: &str = "id, created_ms, spec, status, message, events, sps, dropped, publish_s, machine";
+const RUN_COLUMNS: &str = "id, created_ms, spec, status, message, events, sps, dropped, publish_s, machine, ray_job";
 
 /// A remote run a restarted lab goes on with ([`Store::resumable`]).
 pub struct Resumable {
@@ -502,6 +550,7 @@ fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<RunInfo>> {
         dropped: r.get::<_, i64>(7)? as u64,
         publish_s: r.get(8)?,
         machine: r.get(9)?,
+        ray_job: r.get::<_, Option<String>>(10)?.and_then(|j| serde_json::from_str(&j).ok()),
     }))
 }
 
@@ -518,6 +567,15 @@ fn mark_interrupted(conn: &Connection) -> Result<()> {
             a.status = RunStatus::Interrupted;
             a.message = Some("the server stopped while this audit was live".into());
             apply(conn, &Write::Audit(Box::new(a)))?;
+        }
+    }
+    let mut q = conn.prepare("SELECT body FROM sweeps WHERE status IN ('queued', 'running')")?;
+    let sweeps: Vec<String> = q.query_map([], |r| r.get(0))?.filter_map(|r| r.ok()).collect();
+    for body in sweeps {
+        if let Ok(mut s) = serde_json::from_str::<SweepInfo>(&body) {
+            s.status = RunStatus::Interrupted;
+            s.message = Some("the server stopped while this sweep was live".into());
+            apply(conn, &Write::Sweep(Box::new(s)))?;
         }
     }
     mark_runs_interrupted(conn)
@@ -555,6 +613,9 @@ fn apply(c: &Connection, w: &Write) -> rusqlite::Result<Option<Vec<u64>>> {
                 "INSERT OR REPLACE INTO runs (id, created_ms, spec, status, events, machine, remote) VALUES (?1, ?2, ?3, 'queued', 0, ?4, ?5)",
                 params![*id as i64, *created_ms as i64, spec, machine, *remote as i64],
             )?;
+        }
+        Write::RayJob { run, job } => {
+            c.execute("UPDATE runs SET ray_job = ?2 WHERE id = ?1", params![*run as i64, job])?;
         }
         Write::WorkerMark { run, n, seq } => {
             c.execute(
@@ -603,6 +664,17 @@ fn apply(c: &Connection, w: &Write) -> rusqlite::Result<Option<Vec<u64>>> {
                     a.lesson,
                     a.status.as_str(),
                     serde_json::to_string(a).unwrap_or_default()
+                ],
+            )?;
+        }
+        Write::Sweep(s) => {
+            c.execute(
+                "INSERT OR REPLACE INTO sweeps (id, created_ms, status, body) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    s.id as i64,
+                    s.created_ms as i64,
+                    s.status.as_str(),
+                    serde_json::to_string(s).unwrap_or_default()
                 ],
             )?;
         }
@@ -656,10 +728,12 @@ fn prune(c: &Connection, before_ms: u64, live: &[u64]) -> rusqlite::Result<Vec<u
             c.execute(&format!("DELETE FROM {table} = ?1"), [*id as i64])?;
         }
     }
-    c.execute(
-        "DELETE FROM audits WHERE created_ms < ?1 AND status NOT IN ('queued', 'running')",
-        [before_ms.min(i64::MAX as u64) as i64],
-    )?;
+    for table in ["audits", "sweeps"] {
+        c.execute(
+            &format!("DELETE FROM {table} WHERE created_ms < ?1 AND status NOT IN ('queued', 'running')"),
+            [before_ms.min(i64::MAX as u64) as i64],
+        )?;
+    }
     Ok(ids)
 }
 

@@ -49,6 +49,11 @@ pub async fn connect(
     if let Some(message) = link::mismatch(header(&headers, link::HEADER_VERSION), header(&headers, link::HEADER_LINK)) {
         return Err(ApiError::new(StatusCode::CONFLICT, "version_mismatch", message));
     }
+    if lab.machines.is_local(&name) || lab.machines.is_ray(&name) {
+        let message =
+            format!("'{name}' is the name of one of the lab's own machines: start the worker with another --name");
+        return Err(ApiError::new(StatusCode::CONFLICT, "name_taken", message).field("name"));
+    }
     let upgrade = upgrade.map_err(|e| ApiError::new(e.status(), "not_websocket", e.body_text()))?;
     Ok(upgrade.on_upgrade(move |socket| session(lab, name, socket)))
 }
@@ -64,12 +69,21 @@ async fn session(lab: Lab, name: String, mut socket: WebSocket) {
         None
     })
     .await;
-    let Ok(Some(ToLab::Hello { system, max_runs, held })) = hello else {
+    let Ok(Some(ToLab::Hello { system, max_runs, held, once })) = hello else {
         tracing::warn!("worker '{name}' connected without a hello; closed");
         return;
     };
     let (tx, mut commands) = tokio::sync::mpsc::unbounded_channel::<ToWorker>();
-    let (link_id, welcome) = lab.machines.connect(&name, system, max_runs, &held, tx);
+    let hello = super::machines::Hello { system, max_runs, once };
+    let (link_id, welcome) = match lab.machines.connect(&name, hello, &held, tx) {
+        Ok(answer) => answer,
+        Err(why) => {
+            tracing::warn!("worker refused: {why}");
+            let frame = axum::extract::ws::CloseFrame { code: 4000, reason: why.into() };
+            let _ = socket.send(Message::Close(Some(frame))).await;
+            return;
+        }
+    };
     let text = |m: &ToWorker| Message::text(serde_json::to_string(m).unwrap_or_default());
     let hello_back = ToWorker::Welcome { resume: welcome.resume, forget: welcome.forget };
     let mut ok = socket.send(text(&hello_back)).await.is_ok();
@@ -112,6 +126,7 @@ async fn session(lab: Lab, name: String, mut socket: WebSocket) {
     }
     let _ = socket.close().await;
     lab.machines.disconnect(&name, link_id);
+    lab.machines.forget_ephemeral(&name);
     tracing::warn!("worker '{name}' disconnected");
 }
 

@@ -41,7 +41,14 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub enum ToLab {
     /// First, on every connect: the machine, how many runs it takes at once, and the
     /// runs it holds (running, or ended with messages the lab has not acknowledged).
-    Hello { system: SystemInfo, max_runs: usize, held: Vec<Held> },
+    /// `once`: a worker started for one run (a Ray job's), which ends with it.
+    Hello {
+        system: SystemInfo,
+        max_runs: usize,
+        held: Vec<Held>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        once: Option<u64>,
+    },
     /// Message `n` of a run (from 1, without gaps).
     Run { run: u64, n: u64, msg: FromRun },
     /// Every few seconds: the machine's load.

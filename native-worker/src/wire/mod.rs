@@ -3,5 +3,6 @@
 //! to the lab ([`link`]). Both the lab (`crate::lab`) and the worker (`crate::worker`)
 //! import this; it imports neither.
 
+pub mod http;
 pub mod link;
 pub mod process;

@@ -35,6 +35,8 @@ pub struct WorkerConfig {
     pub data_dir: PathBuf,
     /// Bytes of unacknowledged messages held in memory before they spill to disk.
     pub memory_limit: usize,
+    /// Take this one run only, and end once the lab has all of it (a Ray job's worker).
+    pub once: Option<u64>,
 }
 
 /// A run training here.
@@ -52,6 +54,8 @@ pub(crate) struct Shared {
     runs: Mutex<HashMap<u64, Local>>,
     /// Runs the lab no longer has live: their messages are not kept.
     forgotten: Mutex<HashSet<u64>>,
+    /// Every run started here.
+    started: Mutex<HashSet<u64>>,
     /// Rings when a run has a message to send.
     wake: tokio::sync::Notify,
 }
@@ -107,8 +111,19 @@ impl Shared {
         self.wake.notify_one();
     }
 
+    /// Whether a `--once` worker is done: its run has ended and the lab has all of it.
+    fn done(&self) -> bool {
+        self.cfg.once.is_some_and(|run| {
+            lock(&self.started).contains(&run) && lock(&self.runs).is_empty() && self.outbox().runs().is_empty()
+        })
+    }
+
     /// Starts a run the lab sent (once: a repeated start is ignored).
     fn start(self: &Arc<Self>, run: u64, spec: RunSpec, files: Vec<FileCopy>) {
+        if self.cfg.once.is_some_and(|only| only != run) {
+            tracing::warn!("the lab sent run {run} to a worker started for run {:?} only: ignored", self.cfg.once);
+            return;
+        }
         let local = Local { stop: Arc::default(), watched: Arc::default() };
         let (stop, watched) = (Arc::clone(&local.stop), Arc::clone(&local.watched));
         {
@@ -117,6 +132,7 @@ impl Shared {
                 return;
             }
             runs.insert(run, local);
+            lock(&self.started).insert(run);
         }
         let me = Arc::clone(self);
         let spawned = std::thread::Builder::new().name(format!("hotlab-run-{run}")).spawn(move || {
@@ -196,6 +212,7 @@ pub fn run(cfg: WorkerConfig) -> Result<()> {
         outbox: Mutex::new(outbox),
         runs: Mutex::default(),
         forgotten: Mutex::default(),
+        started: Mutex::default(),
         wake: tokio::sync::Notify::new(),
         cfg,
     });
@@ -209,5 +226,10 @@ pub fn run(cfg: WorkerConfig) -> Result<()> {
 
 /// The hello a connection opens with.
 fn hello(shared: &Shared) -> ToLab {
-    ToLab::Hello { system: shared.system.clone(), max_runs: shared.cfg.max_runs, held: shared.held() }
+    ToLab::Hello {
+        system: shared.system.clone(),
+        max_runs: shared.cfg.max_runs,
+        held: shared.held(),
+        once: shared.cfg.once,
+    }
 }

@@ -35,6 +35,8 @@ pub fn ws_url(lab: &str) -> Result<String> {
 
 /// Why a connection ended.
 enum Ended {
+    /// A `--once` worker's run is over and the lab has all of it.
+    Done,
     /// The lab refused the worker: its message.
     Refused(String),
     /// The connection failed or dropped (after the worker was welcomed, when `welcomed`).
@@ -46,6 +48,7 @@ pub async fn connect_loop(url: String, shared: Arc<Shared>) -> Result<()> {
     let mut backoff = BACKOFF.0;
     loop {
         match session(&url, &shared).await {
+            Ended::Done => return Ok(()),
             Ended::Refused(message) => bail!("{message}"),
             Ended::Lost { why, welcomed } => {
                 if welcomed {
@@ -137,6 +140,11 @@ async fn session(url: &str, shared: &Arc<Shared>) -> Ended {
     tracing::info!("connected to the lab at {url} as {}", cfg.name);
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     loop {
+        if shared.done() {
+            let _ = tx.send(Message::Close(None)).await;
+            tracing::info!("run {:?} is over and the lab has all of it: done", shared.cfg.once);
+            return Ended::Done;
+        }
         // Everything waiting goes first, in order.
         loop {
             let batch = shared.outbox().take_unsent(BATCH);
