@@ -348,6 +348,14 @@ fn runs_go_to_ray_as_jobs_and_stream_back_and_a_head_that_is_down_fails_them() {
     assert!(message.contains("Ray") && message.contains("127.0.0.1:1"), "{message}");
 }
 
+/// `hotlab sweep` with `args`, small runs of `steps` env steps on the CPU; its JSON.
+fn sweep_cli(args: &[&str], steps: &str) -> Value {
+    let small = ["--total-steps", steps, "--steps", "64", "--device", "cpu", "--json"];
+    let out = run(hotlab().arg("sweep").args(args).args(small));
+    assert!(out.status.success(), "{}", stderr(&out));
+    last_json(&out)
+}
+
 #[test]
 fn a_sweep_runs_on_the_workers_in_turn_and_names_the_best_cell() {
     let data = tempfile::tempdir().unwrap();
@@ -366,20 +374,8 @@ fn a_sweep_runs_on_the_workers_in_turn_and_names_the_best_cell() {
     assert_eq!(refused(json!({"grid": "envs=4,8", "on": "ray"})), "on");
     assert_eq!(refused(json!({"grid": "envs=4,8", "spec": {"envs": -1}})), "envs");
     // The CLI, through the lab: its table in JSON at the end.
-    let out = run(hotlab().args(["sweep", "--grid", "envs=4,8", "--on", "workers", "--lab"]).args([
-        &format!("http://{}", server.addr),
-        "--token",
-        TOKEN,
-        "--total-steps",
-        "4096",
-        "--steps",
-        "64",
-        "--device",
-        "cpu",
-        "--json",
-    ]));
-    assert!(out.status.success(), "{}", stderr(&out));
-    let sweep = last_json(&out);
+    let lab_url = format!("http://{}", server.addr);
+    let sweep = sweep_cli(&["--grid", "envs=4,8", "--on", "workers", "--lab", &lab_url, "--token", TOKEN], "4096");
     assert_eq!(sweep["status"], "finished", "{sweep}");
     let cells = sweep["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
@@ -402,22 +398,7 @@ fn a_sweep_runs_on_the_workers_in_turn_and_names_the_best_cell() {
 
 #[test]
 fn a_local_sweep_trains_each_cell_here_and_bad_grids_are_refused() {
-    let out = run(hotlab().args([
-        "sweep",
-        "--grid",
-        "backend=vectorized,sequential",
-        "--envs",
-        "4",
-        "--total-steps",
-        "2048",
-        "--steps",
-        "64",
-        "--device",
-        "cpu",
-        "--json",
-    ]));
-    assert!(out.status.success(), "{}", stderr(&out));
-    let sweep = last_json(&out);
+    let sweep = sweep_cli(&["--grid", "backend=vectorized,sequential", "--envs", "4"], "2048");
     let labels: Vec<&str> = sweep["cells"].as_array().unwrap().iter().map(|c| c["label"].as_str().unwrap()).collect();
     assert_eq!(labels, ["backend=vectorized", "backend=sequential"]);
     assert!(sweep["best"].is_u64(), "{sweep}");

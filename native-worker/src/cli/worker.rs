@@ -30,10 +30,13 @@ pub struct WorkerArgs {
     /// MiB of unacknowledged events held in memory before the rest spills to disk.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub memory_mib: usize,
-    /// Take only this run, and end once the lab has all of it (how a lab with `--ray`
-    /// starts the worker of each Ray job).
-    #[arg(long, value_name = "RUN")]
-    pub once: Option<u64>,
+    /// Take one run only (`--run`), and end once the lab has all of it: how a lab with
+    /// `--ray` starts the worker of each Ray job.
+    #[arg(long, requires = "run")]
+    pub once: bool,
+    /// The run a `--once` worker takes.
+    #[arg(long, value_name = "ID", requires = "once")]
+    pub run: Option<u64>,
 }
 
 pub fn worker(a: WorkerArgs) -> Result<()> {
@@ -54,7 +57,7 @@ pub fn worker(a: WorkerArgs) -> Result<()> {
         max_runs,
         data_dir: a.data_dir,
         memory_limit: a.memory_mib.max(1) << 20,
-        once: a.once,
+        once: a.run.filter(|_| a.once),
     })
 }
 

@@ -282,6 +282,11 @@ pub struct Prune {
     older_than_days: f64,
 }
 
+/// A request's JSON body as `T`; refused naming the field `body`.
+pub(super) fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad("invalid_value", "body", e.to_string()))
+}
+
 /// `POST /api/prune {"older_than_days": N}` (token): deletes old runs, never a live one.
 pub async fn prune(
     State(lab): State<Lab>,
@@ -291,8 +296,7 @@ pub async fn prune(
     body: Bytes,
 ) -> ApiResult<Response> {
     operator(&lab, client, &headers, &uri)?;
-    let req: Prune =
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad("invalid_value", "body", e.to_string()))?;
+    let req: Prune = json_body(&body)?;
     let days = req.older_than_days;
     if !(days.is_finite() && days >= 0.0) {
         return Err(ApiError::bad("invalid_value", "older_than_days", format!("{days}: allowed a number ≥ 0")));

@@ -9,7 +9,7 @@
 //! | `GET /api/audits?run=ID&lesson=ID&limit=N` | audits, newest first |
 //! | `GET /api/audits/{id}`, `POST /api/audits/{id}/stop` (token) | one audit; stop it |
 
-use super::api::{blocking, no_run, operator, ApiError, ApiResult, Client, Lab, Path, Query};
+use super::api::{blocking, json_body, no_run, operator, ApiError, ApiResult, Client, Lab, Path, Query};
 use super::audits::{Request, Search};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
@@ -19,7 +19,6 @@ use axum::Json;
 use hotlab_shared::audit::{Change, Plan};
 use hotlab_shared::lessons::{self, Lesson, Params};
 use hotlab_shared::protocol::AuditInfo;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -29,10 +28,6 @@ pub const DEFAULT_SECONDS: f64 = 2.0;
 
 /// Pairs per change unless the request says.
 pub const DEFAULT_REPEATS: usize = 3;
-
-fn json_body<T: DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad("invalid_value", "body", e.to_string()))
-}
 
 fn created(info: AuditInfo) -> Response {
     (StatusCode::CREATED, Json(info)).into_response()

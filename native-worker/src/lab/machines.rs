@@ -31,6 +31,7 @@ struct Link {
     tx: UnboundedSender<ToWorker>,
 }
 
+#[derive(Default)]
 struct Machine {
     local: bool,
     /// The Ray cluster (`--ray`): always there, its runs placed by Ray, each by a
@@ -99,53 +100,21 @@ impl Machines {
 
     /// Adds the built-in local machine.
     pub fn add_local(&self, name: &str, system: SystemInfo, max_runs: usize) {
-        let m = Machine {
-            local: true,
-            ray: false,
-            ephemeral: false,
-            system: Some(system),
-            max_runs: max_runs.max(1),
-            running: 0,
-            link: None,
-            last_seen: None,
-            away_since: None,
-            load: None,
-        };
+        let m = Machine { local: true, system: Some(system), max_runs: max_runs.max(1), ..Machine::default() };
         self.lock().machines.insert(name.to_string(), m);
     }
 
     /// A machine the store says a live run was on, before its worker is back (after the
     /// lab restarted): known, away since now.
     pub fn expect(&self, name: &str) {
-        self.lock().machines.entry(name.to_string()).or_insert_with(|| Machine {
-            local: false,
-            ray: false,
-            ephemeral: false,
-            system: None,
-            max_runs: 1,
-            running: 0,
-            link: None,
-            last_seen: None,
-            away_since: Some(Instant::now()),
-            load: None,
-        });
+        let away = || Machine { away_since: Some(Instant::now()), ..Machine::default() };
+        self.lock().machines.entry(name.to_string()).or_insert_with(away);
     }
 
     /// Adds the Ray cluster as the machine `ray`: it takes any number of runs (Ray queues
     /// them) and any device (Ray places them where it is).
     pub fn add_ray(&self) {
-        let m = Machine {
-            local: false,
-            ray: true,
-            ephemeral: false,
-            system: None,
-            max_runs: RAY_RUNS,
-            running: 0,
-            link: None,
-            last_seen: None,
-            away_since: None,
-            load: None,
-        };
+        let m = Machine { ray: true, max_runs: RAY_RUNS, ..Machine::default() };
         self.lock().machines.insert(RAY.to_string(), m);
     }
 
@@ -274,18 +243,7 @@ impl Machines {
         }
         inner.next_link += 1;
         let id = inner.next_link;
-        let m = inner.machines.entry(name.to_string()).or_insert_with(|| Machine {
-            local: false,
-            ray: false,
-            ephemeral: false,
-            system: None,
-            max_runs: 1,
-            running: 0,
-            link: None,
-            last_seen: None,
-            away_since: None,
-            load: None,
-        });
+        let m = inner.machines.entry(name.to_string()).or_default();
         m.system = Some(system);
         m.max_runs = max_runs.max(1);
         m.ephemeral = once.is_some();

@@ -34,7 +34,7 @@ impl RayConfig {
     /// spec asks for CUDA.
     pub fn submission<'a>(&'a self, id: &'a str, run: u64, worker: &str, device: &str) -> Submission<'a> {
         let entrypoint = format!(
-            "{} worker --lab {} --name {worker} --once {run} --max-runs 1 --data-dir hotlab-ray-{run}",
+            "{} worker --lab {} --name {worker} --once --run {run} --max-runs 1 --data-dir hotlab-ray-{run}",
             shell_quote(&self.exe),
             shell_quote(&self.lab_url)
         );
@@ -260,7 +260,7 @@ mod tests {
         let s = cfg.submission("hotlab-run-7-1", 7, "ray-run-7", "cuda:0");
         assert_eq!(
             s.entrypoint,
-            "'/opt/hot lab/hotlab' worker --lab http://10.0.0.2:8080 --name ray-run-7 --once 7 --max-runs 1 --data-dir hotlab-ray-7"
+            "'/opt/hot lab/hotlab' worker --lab http://10.0.0.2:8080 --name ray-run-7 --once --run 7 --max-runs 1 --data-dir hotlab-ray-7"
         );
         assert!(!s.entrypoint.contains("secret"));
         assert_eq!((s.num_gpus, s.env[0].1.as_str()), (1.0, "secret-secret-secret"));

@@ -5,7 +5,7 @@
 //! | `POST /api/sweeps` (token) | `{"grid": "envs=64,256 backend=vectorized,threads", "spec": {…}, "on": "any\|local\|workers\|ray"}` → 201 the sweep |
 //! | `GET /api/sweeps?limit=N`, `GET /api/sweeps/{id}` | sweeps newest first; one sweep: its cells, their runs and figures, the best cell |
 
-use super::api::{blocking, operator, parse_spec, ApiError, ApiResult, Client, Lab, Path, Query};
+use super::api::{blocking, json_body, operator, parse_spec, ApiError, ApiResult, Client, Lab, Path, Query};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -36,8 +36,7 @@ pub async fn start_sweep(
     body: Bytes,
 ) -> ApiResult<Response> {
     operator(&lab, client, &headers, &uri)?;
-    let ask: SweepAsk =
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad("invalid_value", "body", e.to_string()))?;
+    let ask: SweepAsk = json_body(&body)?;
     let spec_body = ask.spec.unwrap_or_else(|| serde_json::json!({})).to_string().into_bytes();
     let data_dir = lab.data_dir.clone();
     let (spec, _) =
