@@ -8,6 +8,7 @@
 //!   an optional action mask) and their batch buffers.
 //! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
 //!   struct-of-arrays batch with same-step autoreset.
+//! - [`glyphs`]: the morphogenetic workload's task, 16×16 glyphs drawn from a seed.
 //! - [`prolog`]: the proof environment's Prolog subset: parser and printer, SLD
 //!   resolution, depth-bounded proof search and checking, generated worlds and queries.
 //! - [`proof`]: the proof environment (seed 000): goal lists encoded as index fields,
@@ -28,6 +29,7 @@ pub mod audit;
 pub mod cartpole;
 pub mod counters;
 pub mod env;
+pub mod glyphs;
 pub mod knobs;
 pub mod lessons;
 pub mod profile;
