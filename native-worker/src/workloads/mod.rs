@@ -11,6 +11,7 @@
 //! `docs/architecture.md`).
 
 pub mod cartpole;
+pub mod morpho;
 pub mod proof;
 
 use crate::train::checkpoint;

@@ -1,0 +1,129 @@
+//! The seeds' blueprints: small modules of different cost, each mapping a slot's
+//! activation `x` (`[batch, channels, h, w]`) to a tensor of the same shape, added to the
+//! host's activation as `x + α·seed(x)`.
+
+use tch::nn::{self, Module};
+use tch::Tensor;
+
+/// A kind of seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blueprint {
+    /// A normalization over the channels (a learned scale and shift per channel).
+    Norm,
+    /// A 3×3 convolution per channel.
+    Depthwise,
+    /// A full 3×3 convolution.
+    Conv3x3,
+    /// One head of attention over the positions.
+    Attention,
+    /// A pointwise MLP (1×1 convolutions, 2× wide).
+    Mlp,
+}
+
+impl Blueprint {
+    pub const ALL: [Blueprint; 5] =
+        [Blueprint::Norm, Blueprint::Depthwise, Blueprint::Conv3x3, Blueprint::Attention, Blueprint::Mlp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Blueprint::Norm => "norm",
+            Blueprint::Depthwise => "depthwise",
+            Blueprint::Conv3x3 => "conv3x3",
+            Blueprint::Attention => "attention",
+            Blueprint::Mlp => "mlp",
+        }
+    }
+
+    /// A seed of this blueprint for `channels`, its parameters under `p`.
+    pub fn build(self, p: nn::Path, channels: i64) -> Box<dyn Seed> {
+        let conv = |p: nn::Path, i: i64, o: i64, k: i64, groups: i64| {
+            let c = nn::ConvConfig { padding: k / 2, groups, ..Default::default() };
+            nn::conv2d(p, i, o, k, c)
+        };
+        match self {
+            Blueprint::Norm => Box::new(Norm(nn::group_norm(p, 1, channels, Default::default()))),
+            Blueprint::Depthwise => Box::new(Relu(conv(p, channels, channels, 3, channels))),
+            Blueprint::Conv3x3 => Box::new(Relu(conv(p, channels, channels, 3, 1))),
+            Blueprint::Mlp => Box::new(Mlp(
+                conv(&p / "up", channels, 2 * channels, 1, 1),
+                conv(&p / "down", 2 * channels, channels, 1, 1),
+            )),
+            Blueprint::Attention => {
+                let d = (channels / 2).max(1);
+                let lin = |name: &str, i, o| nn::linear(&p / name, i, o, Default::default());
+                Box::new(Attention {
+                    q: lin("q", channels, d),
+                    k: lin("k", channels, d),
+                    v: lin("v", channels, channels),
+                    d,
+                })
+            }
+        }
+    }
+}
+
+/// A seed: `x` to a tensor of its shape.
+pub trait Seed: Send {
+    fn forward(&self, x: &Tensor) -> Tensor;
+}
+
+struct Norm(nn::GroupNorm);
+struct Relu(nn::Conv2D);
+struct Mlp(nn::Conv2D, nn::Conv2D);
+struct Attention {
+    q: nn::Linear,
+    k: nn::Linear,
+    v: nn::Linear,
+    d: i64,
+}
+
+impl Seed for Norm {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.0.forward(x)
+    }
+}
+
+impl Seed for Relu {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.0.forward(x).relu()
+    }
+}
+
+impl Seed for Mlp {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.1.forward(&self.0.forward(x).relu())
+    }
+}
+
+impl Seed for Attention {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let (b, c, h, w) = x.size4().expect("a slot's activation is [batch, channels, h, w]");
+        // Positions as tokens: [b, h·w, c].
+        let tokens = x.flatten(2, 3).transpose(1, 2);
+        let (q, k, v) = (self.q.forward(&tokens), self.k.forward(&tokens), self.v.forward(&tokens));
+        let weights = (q.matmul(&k.transpose(1, 2)) / (self.d as f64).sqrt()).softmax(-1, tch::Kind::Float);
+        weights.matmul(&v).transpose(1, 2).reshape([b, c, h, w])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_blueprint_keeps_the_shape_and_costs_differently() {
+        let _seed = crate::testing::torch_seed(3);
+        let x = Tensor::randn([2, 8, 4, 4], (tch::Kind::Float, tch::Device::Cpu));
+        let mut costs = Vec::new();
+        for bp in Blueprint::ALL {
+            let vs = nn::VarStore::new(tch::Device::Cpu);
+            let seed = bp.build(vs.root() / bp.name(), 8);
+            assert_eq!(seed.forward(&x).size(), [2, 8, 4, 4], "{}", bp.name());
+            costs.push(vs.trainable_variables().iter().map(Tensor::numel).sum::<usize>());
+        }
+        let mut distinct = costs.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 5, "parameter counts {costs:?}");
+    }
+}
