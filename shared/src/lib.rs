@@ -9,6 +9,8 @@
 //! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
 //!   struct-of-arrays batch with same-step autoreset.
 //! - [`glyphs`]: the morphogenetic workload's task, 16×16 glyphs drawn from a seed.
+//! - [`morpho`]: the morphogenetic workload's slot lifecycle, its eight action heads and
+//!   their masks, and Shapley contributions.
 //! - [`prolog`]: the proof environment's Prolog subset: parser and printer, SLD
 //!   resolution, depth-bounded proof search and checking, generated worlds and queries.
 //! - [`proof`]: the proof environment (seed 000): goal lists encoded as index fields,
@@ -32,6 +34,7 @@ pub mod env;
 pub mod glyphs;
 pub mod knobs;
 pub mod lessons;
+pub mod morpho;
 pub mod profile;
 pub mod prolog;
 pub mod proof;

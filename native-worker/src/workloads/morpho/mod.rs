@@ -3,8 +3,9 @@
 //! grafts small modules ("seeds") while it trains.
 //!
 //! Here so far: the seeds' blueprints ([`blueprint`]) and the host with its slots
-//! ([`host`]). Next: the slot lifecycle and its masks, the 8-head agent, the reward with
-//! counterfactual and Shapley contributions, the knobs (`--lifecycle`, `--slots`,
+//! ([`host`]); the slot lifecycle, the heads' masks and Shapley values are in
+//! [`hotlab_shared::morpho`]. Next: the env (a host epoch per step, counterfactual
+//! validation, the reward), the 8-head agent, the knobs (`--lifecycle`, `--slots`,
 //! `--host-exec`) and its place in the registry.
 
 pub mod blueprint;
