@@ -1,7 +1,9 @@
 //! The host: a small conv network (about 24k parameters at width 16) learning the glyph
 //! task with its own optimizer, with a slot after each of its three stages. A seed in a
-//! slot adds `α·seed(x)` to the stage's activation `x`; at `α = 0` the host's output is
-//! exactly its own, while the seed still learns from the host's loss.
+//! slot adds `α·seed(x)` to the stage's activation `x`. A seed that is `learning` (its
+//! training stage, α = 0) adds `s − detach(s)` with `s = seed(detach(x))`: exactly zero, so
+//! the host's output is its own bit for bit, while the seed gets the gradient it would get
+//! at α = 1 and the host gets none from it.
 
 use super::blueprint::{Blueprint, Seed};
 use hotlab_shared::glyphs::{Split, SIDE};
@@ -16,7 +18,11 @@ pub const SLOTS: usize = 3;
 pub struct Slot {
     pub channels: i64,
     pub alpha: f64,
+    /// The seed learns from the host's loss without changing its output (see above).
+    pub learning: bool,
     pub seed: Option<(Blueprint, Box<dyn Seed>)>,
+    /// Its parameters' names start with this.
+    prefix: String,
 }
 
 pub struct Host {
@@ -38,8 +44,9 @@ pub fn tensors(split: &Split, device: Device) -> (Tensor, Tensor) {
 
 impl Host {
     /// A bare host of `width` channels in its first stage (2× and 4× in the next two),
-    /// trained by Adam at `lr`. Its initialization draws from libtorch's generator.
-    pub fn new(width: i64, lr: f64, device: Device) -> anyhow::Result<Self> {
+    /// trained by Adam at `lr`, its weights drawn from `rng` (so that an env's host does
+    /// not depend on other threads' draws from libtorch's generator).
+    pub fn new(width: i64, lr: f64, device: Device, rng: &mut HostRng) -> anyhow::Result<Self> {
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let channels = [width, 2 * width, 4 * width];
@@ -52,19 +59,66 @@ impl Host {
             conv("stage2", channels[1], channels[2], 2),
         ];
         let head = nn::linear(&root / "head", channels[2], hotlab_shared::glyphs::CLASSES as i64, Default::default());
-        let slots = channels.iter().map(|&c| Slot { channels: c, alpha: 0.0, seed: None }).collect();
+        let slots = channels
+            .iter()
+            .map(|&c| Slot { channels: c, alpha: 0.0, learning: false, seed: None, prefix: String::new() })
+            .collect();
         let opt = nn::Adam::default().build(&vs, lr)?;
+        init(&vs, "", rng);
         Ok(Self { vs, stages, head, slots, opt, grafted: 0 })
     }
 
-    /// Grafts a seed of `blueprint` into `slot` at blend `alpha` (its parameters join the
-    /// optimizer at its next step).
-    pub fn graft(&mut self, slot: usize, blueprint: Blueprint, alpha: f64) {
+    /// Grafts a seed of `blueprint` into `slot` at blend `alpha`, its weights drawn from
+    /// `rng` (its parameters join the optimizer at its next step).
+    pub fn graft(&mut self, slot: usize, blueprint: Blueprint, alpha: f64, rng: &mut HostRng) {
         self.grafted += 1;
-        let path = self.vs.root() / format!("seed{}_{}", self.grafted, blueprint.name());
-        let seed = blueprint.build(path, self.slots[slot].channels);
-        self.slots[slot].seed = Some((blueprint, seed));
-        self.slots[slot].alpha = alpha;
+        let name = format!("seed{}_{}", self.grafted, blueprint.name());
+        let seed = blueprint.build(self.vs.root() / name.as_str(), self.slots[slot].channels);
+        init(&self.vs, &name, rng);
+        let s = &mut self.slots[slot];
+        (s.seed, s.alpha, s.learning, s.prefix) = (Some((blueprint, seed)), alpha, false, name);
+    }
+
+    /// Takes the slot's seed out (α = 0). Its parameters stay in the store, unused.
+    pub fn remove(&mut self, slot: usize) {
+        let s = &mut self.slots[slot];
+        (s.seed, s.alpha, s.learning) = (None, 0.0, false);
+    }
+
+    /// `steps` minibatches of `batch` drawn from `(x, y)` by `rng`, each an optimizer step;
+    /// their mean loss and accuracy.
+    pub fn train_steps(&mut self, x: &Tensor, y: &Tensor, steps: u32, batch: i64, rng: &mut HostRng) -> (f64, f64) {
+        let n = x.size()[0] as u64;
+        let (mut loss_sum, mut right) = (0.0, 0.0);
+        for _ in 0..steps {
+            let idx: Vec<i64> = (0..batch).map(|_| rng.below(n) as i64).collect();
+            let idx = Tensor::from_slice(&idx).to(x.device());
+            let (xb, yb) = (x.index_select(0, &idx), y.index_select(0, &idx));
+            let logits = self.forward(&xb);
+            let loss = logits.cross_entropy_for_logits(&yb);
+            self.opt.backward_step(&loss);
+            loss_sum += loss.double_value(&[]);
+            right += accuracy(&logits, &yb);
+        }
+        let steps = steps.max(1) as f64;
+        (loss_sum / steps, right / steps)
+    }
+
+    /// Each slot's seed's gradient norm after the last step (0 without a seed).
+    pub fn seed_grad_norms(&self) -> [f64; SLOTS] {
+        let vars = self.vs.variables();
+        let mut out = [0.0; SLOTS];
+        for (norm, slot) in out.iter_mut().zip(&self.slots).filter(|(_, s)| s.seed.is_some()) {
+            let squares: f64 = vars
+                .iter()
+                .filter(|(name, _)| name.starts_with(slot.prefix.as_str()))
+                .map(|(_, t)| t.grad())
+                .filter(Tensor::defined)
+                .map(|g| g.square().sum(Kind::Double).double_value(&[]))
+                .sum();
+            *norm = squares.sqrt();
+        }
+        out
     }
 
     /// Trainable parameters, seeds included.
@@ -77,8 +131,13 @@ impl Host {
         let mut h = x.shallow_clone();
         for (stage, slot) in self.stages.iter().zip(&self.slots) {
             h = stage.forward(&h).relu();
-            if let Some((_, seed)) = &slot.seed {
-                h = &h + seed.forward(&h) * slot.alpha;
+            match &slot.seed {
+                Some((_, seed)) if slot.learning => {
+                    let shadow = seed.forward(&h.detach());
+                    h = &h + (&shadow - shadow.detach());
+                }
+                Some((_, seed)) if slot.alpha != 0.0 => h = &h + seed.forward(&h) * slot.alpha,
+                _ => {}
             }
         }
         self.head.forward(&h.mean_dim(&[2i64, 3][..], false, Kind::Float))
@@ -106,12 +165,37 @@ impl Host {
     pub fn evaluate(&self, x: &Tensor, y: &Tensor) -> (f64, f64) {
         tch::no_grad(|| {
             let logits = self.forward(x);
-            let loss = logits.cross_entropy_for_logits(y).double_value(&[]);
-            let accuracy =
-                logits.argmax(-1, false).eq_tensor(y).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]);
-            (loss, accuracy)
+            (logits.cross_entropy_for_logits(y).double_value(&[]), accuracy(&logits, y))
         })
     }
+}
+
+/// The share of `logits`' argmax that is `y`.
+fn accuracy(logits: &Tensor, y: &Tensor) -> f64 {
+    logits.argmax(-1, false).eq_tensor(y).to_kind(Kind::Float).mean(Kind::Float).double_value(&[])
+}
+
+/// Draws the weights whose names start with `prefix` from `rng` (sorted by name, so the
+/// draws land alike every time): a matrix or kernel uniform in ±1/√fan-in, a bias 0; a
+/// norm's own scale (1) and shift (0) stay.
+fn init(vs: &nn::VarStore, prefix: &str, rng: &mut HostRng) {
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(n, _)| n.starts_with(prefix)).collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    tch::no_grad(|| {
+        for (name, mut t) in vars {
+            let shape = t.size();
+            let values: Vec<f32> = match shape.len() {
+                0 | 1 if name.ends_with("bias") => vec![0.0; t.numel()],
+                0 | 1 => continue,
+                _ => {
+                    let bound = 1.0 / (shape[1..].iter().product::<i64>() as f32).sqrt();
+                    (0..t.numel()).map(|_| (rng.next_f32() * 2.0 - 1.0) * bound).collect()
+                }
+            };
+            let drawn = Tensor::from_slice(&values).reshape(&shape).to(t.device());
+            t.copy_(&drawn);
+        }
+    });
 }
 
 #[cfg(test)]
@@ -121,16 +205,23 @@ mod tests {
 
     #[test]
     fn a_seed_at_alpha_zero_leaves_the_output_exactly_the_hosts() {
-        let _seed = crate::testing::torch_seed(5);
-        let mut host = Host::new(8, 1e-3, Device::Cpu).unwrap();
+        let mut rng = HostRng::new(5);
+        let mut host = Host::new(8, 1e-3, Device::Cpu, &mut rng).unwrap();
         let x = Tensor::randn([4, 1, 16, 16], (Kind::Float, Device::Cpu));
         let bare = host.forward(&x);
         let before = host.params();
         for (slot, bp) in [Blueprint::Conv3x3, Blueprint::Attention, Blueprint::Mlp].into_iter().enumerate() {
-            host.graft(slot, bp, 0.0);
+            host.graft(slot, bp, 0.0, &mut rng);
         }
         assert!(host.params() > before);
         assert!(host.forward(&x).equal(&bare), "α = 0: the host's output, bit for bit");
+        // Learning at α = 0: still the host's output, and the seed gets a gradient.
+        host.slots[0].learning = true;
+        let out = host.forward(&x);
+        assert!(out.equal(&bare), "a learning seed leaves the output bit for bit");
+        out.sum(Kind::Float).backward();
+        assert!(host.seed_grad_norms()[0] > 0.0 && host.seed_grad_norms()[1] == 0.0);
+        host.slots[0].learning = false;
         host.slots[0].alpha = 0.5;
         assert!(!host.forward(&x).equal(&bare));
     }
@@ -143,14 +234,11 @@ mod tests {
         let task = generate(&TaskSpec { seed: 11, ..TaskSpec::default() });
         let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
         let accuracy = |grown: bool| {
-            let mut host = {
-                let _seed = crate::testing::torch_seed(1);
-                let mut host = Host::new(16, 3e-3, Device::Cpu).unwrap();
-                if grown {
-                    (0..SLOTS).for_each(|s| host.graft(s, Blueprint::Conv3x3, 1.0));
-                }
-                host
-            };
+            let mut init = HostRng::new(1);
+            let mut host = Host::new(16, 3e-3, Device::Cpu, &mut init).unwrap();
+            if grown {
+                (0..SLOTS).for_each(|s| host.graft(s, Blueprint::Conv3x3, 1.0, &mut init));
+            }
             let mut rng = HostRng::new(2);
             for _ in 0..6 {
                 host.train_epoch(&x, &y, 64, &mut rng);

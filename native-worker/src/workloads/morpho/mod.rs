@@ -2,11 +2,13 @@
 //! network learning a supervised task ([`hotlab_shared::glyphs`]) into whose slots an agent
 //! grafts small modules ("seeds") while it trains.
 //!
-//! Here so far: the seeds' blueprints ([`blueprint`]) and the host with its slots
-//! ([`host`]); the slot lifecycle, the heads' masks and Shapley values are in
-//! [`hotlab_shared::morpho`]. Next: the env (a host epoch per step, counterfactual
-//! validation, the reward), the 8-head agent, the knobs (`--lifecycle`, `--slots`,
-//! `--host-exec`) and its place in the registry.
+//! Here so far: the seeds' blueprints ([`blueprint`]), the host with its slots
+//! ([`host`]) and the env ([`env`]: a decision and a host epoch per step, counterfactual
+//! validation and Shapley credit, the reward); the slot lifecycle, the heads' masks and
+//! Shapley values are in [`hotlab_shared::morpho`]. Next: the 8-head agent and its
+//! learner, the knobs (`--lifecycle`, `--slots`, `--host-exec`), the registry, the
+//! baselines (always wait, random legal) and the lab's view.
 
 pub mod blueprint;
+pub mod env;
 pub mod host;

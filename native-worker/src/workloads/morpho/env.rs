@@ -1,0 +1,287 @@
+//! One env of the morphogenetic workload: a host learning its task, its slots' lifecycle,
+//! and one agent decision per step. A step carries out the decision (grafting or removing
+//! a seed), trains the host for `tempo` minibatches (one host epoch), ages the slots,
+//! validates, measures each live seed's contribution (validation with subsets of the live
+//! seeds switched off, Shapley values over them), and pays the change in validation
+//! accuracy less a rent on the parameters the seeds added.
+
+use super::blueprint::Blueprint;
+use super::host::{tensors, Host, SLOTS};
+use anyhow::{anyhow, Result};
+use hotlab_shared::glyphs::Task;
+use hotlab_shared::morpho::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
+use hotlab_shared::rng::HostRng;
+use tch::{Device, Tensor};
+
+/// How an env is set up.
+#[derive(Clone, Debug)]
+pub struct MorphoConfig {
+    /// The host's first-stage channels.
+    pub width: i64,
+    pub lr: f64,
+    /// Host minibatch size.
+    pub batch: i64,
+    /// Host epochs (agent decisions) per episode.
+    pub epochs: u32,
+    /// Reward lost per host's worth of added parameters.
+    pub rent: f64,
+    /// Sampled orderings for the Shapley values (None: exact, every ordering).
+    pub shapley_perms: Option<usize>,
+    pub gates: Gates,
+}
+
+impl Default for MorphoConfig {
+    fn default() -> Self {
+        Self { width: 16, lr: 3e-3, batch: 64, epochs: 12, rent: 0.02, shapley_perms: None, gates: Gates::default() }
+    }
+}
+
+/// What a step says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub reward: f64,
+    pub done: bool,
+    /// Validation accuracy after this epoch.
+    pub accuracy: f64,
+    /// At the episode's end: the final validation accuracy less the rent.
+    pub score: Option<f64>,
+}
+
+/// Observation features per env: the episode's progress, the last train and validation
+/// loss and accuracy, then per slot its stage (one-hot), α, age, blueprint (one-hot, none
+/// included), added parameters, the seed's gradient norm and its contribution.
+pub const OBS_PER_SLOT: usize = 7 + 1 + 1 + (Blueprint::ALL.len() + 1) + 3;
+pub const OBS: usize = 5 + SLOTS * OBS_PER_SLOT;
+
+const STAGES: [Stage; 7] = [
+    Stage::Dormant,
+    Stage::Germinated,
+    Stage::Training,
+    Stage::Blending,
+    Stage::Holding,
+    Stage::Fossilized,
+    Stage::Cooldown,
+];
+
+pub struct MorphoEnv {
+    cfg: MorphoConfig,
+    data: [Tensor; 4],
+    host: Host,
+    slots: Vec<Slot>,
+    /// Parameters each slot's seed added, and its last gradient norm and contribution.
+    added: [usize; SLOTS],
+    grad_norm: [f64; SLOTS],
+    contribution: [f64; SLOTS],
+    epoch: u32,
+    last: (f64, f64, f64, f64),
+    base_params: usize,
+    rng: HostRng,
+}
+
+impl MorphoEnv {
+    /// An env on `task` whose host's weights, minibatches and seeds are drawn from `seed`.
+    pub fn new(task: &Task, cfg: MorphoConfig, seed: u64) -> Result<Self> {
+        let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
+        let mut rng = HostRng::new(seed);
+        let host = Host::new(cfg.width, cfg.lr, Device::Cpu, &mut rng)?;
+        let base_params = host.params();
+        let mut env = Self {
+            cfg,
+            data: [x, y, xv, yv],
+            host,
+            slots: vec![Slot::default(); SLOTS],
+            added: [0; SLOTS],
+            grad_norm: [0.0; SLOTS],
+            contribution: [0.0; SLOTS],
+            epoch: 0,
+            last: (0.0, 0.0, 0.0, 0.0),
+            base_params,
+            rng,
+        };
+        let (loss, accuracy) = env.validate(&[]);
+        env.last = (loss, 0.0, loss, accuracy);
+        Ok(env)
+    }
+
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// The op head's mask and, for each op, the slot head's.
+    pub fn masks(&self) -> ([bool; 6], Vec<Vec<bool>>) {
+        let g = &self.cfg.gates;
+        (morpho::op_mask(&self.slots, g), morpho::OPS.iter().map(|&op| morpho::slot_mask(&self.slots, op, g)).collect())
+    }
+
+    /// The features the agent sees ([`OBS`] of them).
+    pub fn observe(&self) -> Vec<f32> {
+        let (train_loss, train_acc, val_loss, val_acc) = self.last;
+        let mut obs = vec![
+            self.epoch as f32 / self.cfg.epochs as f32,
+            train_loss as f32,
+            train_acc as f32,
+            val_loss as f32,
+            val_acc as f32,
+        ];
+        for (i, s) in self.slots.iter().enumerate() {
+            obs.extend(STAGES.map(|st| (st == s.stage) as u8 as f32));
+            obs.push(s.alpha as f32);
+            obs.push((s.age as f32 / 10.0).min(1.0));
+            let bp = s.blueprint.filter(|_| self.host.slots[i].seed.is_some());
+            obs.extend((0..=Blueprint::ALL.len()).map(|b| (bp.map_or(Blueprint::ALL.len(), |x| x) == b) as u8 as f32));
+            obs.push(self.added[i] as f32 / self.base_params as f32);
+            obs.push(self.grad_norm[i] as f32);
+            obs.push(self.contribution[i] as f32);
+        }
+        obs
+    }
+
+    /// Validation loss and accuracy with the seeds of `off` switched off (α = 0).
+    fn validate(&mut self, off: &[usize]) -> (f64, f64) {
+        let kept: Vec<f64> = off.iter().map(|&s| self.host.slots[s].alpha).collect();
+        off.iter().for_each(|&s| self.host.slots[s].alpha = 0.0);
+        let result = self.host.evaluate(&self.data[2], &self.data[3]);
+        off.iter().zip(kept).for_each(|(&s, a)| self.host.slots[s].alpha = a);
+        result
+    }
+
+    /// One decision, one host epoch.
+    pub fn step(&mut self, a: &Action) -> Result<Outcome> {
+        match morpho::apply(&mut self.slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))? {
+            Some(Surgery::Graft { slot, blueprint, .. }) => {
+                let bp = *Blueprint::ALL.get(blueprint).ok_or_else(|| anyhow!("blueprint {blueprint}"))?;
+                let before = self.host.params();
+                self.host.graft(slot, bp, 0.0, &mut self.rng);
+                self.added[slot] = self.host.params() - before;
+            }
+            Some(Surgery::Remove { slot }) => {
+                self.host.remove(slot);
+                self.added[slot] = 0;
+            }
+            None => {}
+        }
+        for (host, s) in self.host.slots.iter_mut().zip(&self.slots) {
+            host.learning = s.stage == Stage::Training;
+        }
+        let tempo = *TEMPOS.get(a.tempo).ok_or_else(|| anyhow!("tempo {}", a.tempo))?;
+        let (train_loss, train_acc) =
+            self.host.train_steps(&self.data[0], &self.data[1], tempo, self.cfg.batch, &mut self.rng);
+        self.grad_norm = self.host.seed_grad_norms();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            s.tick(&self.cfg.gates);
+            // A seed learns (α = 0) in its training stage, and through α after it.
+            let host = &mut self.host.slots[i];
+            (host.alpha, host.learning) = (s.alpha, s.stage == Stage::Training);
+        }
+        self.epoch += 1;
+        let (val_loss, accuracy) = self.validate(&[]);
+        self.contribution = self.contributions(accuracy);
+        let rent = self.cfg.rent * self.added.iter().sum::<usize>() as f64 / self.base_params as f64;
+        let reward = accuracy - self.last.3 - self.cfg.rent * self.step_rent_share();
+        self.last = (train_loss, train_acc, val_loss, accuracy);
+        let done = self.epoch >= self.cfg.epochs;
+        Ok(Outcome { reward, done, accuracy, score: done.then_some(accuracy - rent) })
+    }
+
+    /// The rent this epoch: the added parameters' share of the host, per epoch of the episode.
+    fn step_rent_share(&self) -> f64 {
+        self.added.iter().sum::<usize>() as f64 / self.base_params as f64 / self.cfg.epochs as f64
+    }
+
+    /// Each live seed's Shapley value in validation accuracy (0 for the others).
+    fn contributions(&mut self, accuracy: f64) -> [f64; SLOTS] {
+        let live: Vec<usize> =
+            (0..SLOTS).filter(|&s| self.host.slots[s].seed.is_some() && self.host.slots[s].alpha > 0.0).collect();
+        let mut out = [0.0; SLOTS];
+        if live.is_empty() {
+            return out;
+        }
+        let full = (1u32 << live.len()) - 1;
+        let mut rng = HostRng::new(self.epoch as u64);
+        let perms = self.cfg.shapley_perms;
+        let mut value = |mask: u32| {
+            if mask == full {
+                return accuracy;
+            }
+            let off: Vec<usize> =
+                live.iter().enumerate().filter(|(i, _)| mask & (1 << i) == 0).map(|(_, &s)| s).collect();
+            self.validate(&off).1
+        };
+        let sampled = perms.map(|n| (n, &mut rng));
+        let values = morpho::shapley(live.len(), &mut value, sampled);
+        for (s, v) in live.into_iter().zip(values) {
+            out[s] = v;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlab_shared::glyphs::{generate, TaskSpec};
+    use hotlab_shared::morpho::OPS;
+
+    fn task() -> Task {
+        generate(&TaskSpec { seed: 21, train: 512, val: 256, ..TaskSpec::default() })
+    }
+
+    fn op(o: morpho::Op, slot: usize) -> Action {
+        Action {
+            op: OPS.iter().position(|&x| x == o).unwrap(),
+            slot,
+            blueprint: 2,
+            alpha_target: 3,
+            ..Action::default()
+        }
+    }
+
+    /// A seed from germination to a fossil, through every gate: the episode's rewards sum
+    /// to the accuracy gained less the rent, the observation keeps its size, and two envs
+    /// with the same seed and actions agree bit for bit.
+    #[test]
+    fn an_episode_grows_a_seed_and_is_the_same_twice() {
+        use morpho::Op::*;
+        let cfg = MorphoConfig { epochs: 8, ..MorphoConfig::default() };
+        let plan = [
+            op(Germinate, 1),
+            op(Advance, 1),
+            op(Wait, 0),
+            op(Advance, 1),
+            op(Wait, 0),
+            op(Wait, 0),
+            op(Fossilize, 1),
+            op(Wait, 0),
+        ];
+        let run = || {
+            let mut env = MorphoEnv::new(&task(), cfg.clone(), 4).unwrap();
+            let start = env.last.3;
+            let mut out = Vec::new();
+            for a in &plan {
+                let (ops, slots) = env.masks();
+                assert!(ops[a.op] && (a.op == 0 || slots[a.op][a.slot]), "{a:?} is legal");
+                out.push(env.step(a).unwrap());
+                assert_eq!(env.observe().len(), OBS);
+            }
+            (env, start, out)
+        };
+        let (env, start, out) = run();
+        assert_eq!(env.slots()[1].stage, Stage::Fossilized);
+        assert!(out.last().unwrap().done && out.iter().rev().skip(1).all(|o| !o.done));
+        let total: f64 = out.iter().map(|o| o.reward).sum();
+        let score = out.last().unwrap().score.unwrap();
+        let rent = cfg.rent * env.added.iter().sum::<usize>() as f64 / env.base_params as f64;
+        assert!(env.added[1] > 0 && env.contribution[1] != 0.0, "the live seed is credited");
+        assert!((score - (out.last().unwrap().accuracy - rent)).abs() < 1e-12);
+        assert!(total > -1.0 && total < 1.0 && start < 1.0);
+        let (_, _, again) = run();
+        assert_eq!(out, again, "the same seed and actions, the same episode");
+    }
+
+    #[test]
+    fn an_illegal_action_is_refused() {
+        let mut env = MorphoEnv::new(&task(), MorphoConfig { epochs: 2, ..MorphoConfig::default() }, 1).unwrap();
+        let e = env.step(&op(morpho::Op::Fossilize, 0)).unwrap_err();
+        assert!(e.to_string().contains("illegal"), "{e}");
+    }
+}
