@@ -223,15 +223,28 @@ pub fn run(
     control: Control,
     on: &mut dyn FnMut(FromRun),
 ) -> Result<(RunStatus, Option<String>)> {
-    let mut child = Command::new(exe)
-        .args(["run-worker", "--spec", &serde_json::to_string(spec)?])
+    let mut command = Command::new(exe);
+    command.args(["run-worker", "--spec", &serde_json::to_string(spec)?]);
+    // When memory runs out, the kernel is to kill this run rather than the lab: set in the
+    // child before it runs hotlab, so no moment of the run goes without it.
+    // SAFETY: between fork and exec only async-signal-safe calls (open, write, close) on a
+    // static path, no allocation.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+            if fd >= 0 {
+                libc::write(fd, b"1000".as_ptr().cast(), 4);
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("cannot start the run's process ({} run-worker)", exe.display()))?;
-    // When memory runs out, the kernel is to kill this run rather than the lab.
-    let _ = std::fs::write(format!("/proc/{}/oom_score_adj", child.id()), "1000");
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let done = Arc::new(AtomicBool::new(false));
     let over = Arc::clone(&done);
