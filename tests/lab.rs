@@ -970,10 +970,15 @@ fn a_search_for_the_fastest_setup_finds_the_obvious_gain() {
         assert!(start.elapsed() < Duration::from_secs(240), "no end: {audits:?}");
         std::thread::sleep(Duration::from_millis(200));
     };
+    // Step 1 keeps one of the two changes that end the spinning (which of the two is the
+    // faster is this machine's coin to toss: both gain tens of times), and the best setup
+    // no longer spins.
     let step1 = get_json(&addr, &format!("/api/audits/{}", first["id"]));
-    assert_eq!(step1["tune"]["kept"], "--backend vectorized", "{step1}");
-    assert_eq!(last["tune"]["best"]["exec"]["backend"], "vectorized", "{last}");
-    assert!(last["tune"]["speedup"].as_f64().unwrap() > 1.0, "{last}");
+    let kept = step1["tune"]["kept"].as_str().unwrap_or_default();
+    assert!(["--backend vectorized", "--wait block"].contains(&kept), "{step1}");
+    let best = &last["tune"]["best"]["exec"];
+    assert!(best["backend"] == "vectorized" || best["wait"] == "block", "{last}");
+    assert!(last["tune"]["speedup"].as_f64().unwrap() > 5.0, "{last}");
     // The fastest configuration launches as it is.
     let best = launch(&addr, last["tune"]["best"].clone());
     wait_for(&addr, best, &["finished"]);

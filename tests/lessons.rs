@@ -89,8 +89,9 @@ fn audit_verdicts_hold_where_the_truth_is_known() {
     assert!(c["phase_share_before"].as_f64().unwrap() > 0.5 && c["phase_share_after"].as_f64().unwrap() < 0.1, "{r}");
 }
 
-/// `hotlab tune` from worker processes that spin on two cores: the obvious gain (stepping
-/// the envs in process) is found, kept, and the configuration printed.
+/// `hotlab tune` from worker processes that spin on two cores: an obvious gain (stepping
+/// the envs in process, or workers that block; which of the two is faster is this
+/// machine's coin to toss) is found, kept, and the configuration printed.
 #[test]
 fn tune_finds_an_obvious_gain() {
     let _alone = alone();
@@ -101,11 +102,20 @@ fn tune_finds_an_obvious_gain() {
     assert!(out.status.success(), "{}", stderr(&out));
     let r = last_json(&out);
     let step = &r["path"][0];
-    assert_eq!(step["kept"], "--backend vectorized", "{r}");
-    assert!(step["ratio"].as_f64().unwrap() > 1.0, "{r}");
-    assert_eq!(r["best"]["exec"]["backend"], "vectorized", "{r}");
+    assert!(step["ratio"].as_f64().unwrap() > 5.0, "{r}");
     assert_eq!(r["path"].as_array().unwrap().len(), 1, "--max-steps 1: {r}");
-    assert!(!r["flags"].as_str().unwrap().contains("--backend"), "vectorized is the default: {r}");
+    let flags = r["flags"].as_str().unwrap();
+    match step["kept"].as_str() {
+        Some("--backend vectorized") => {
+            assert_eq!(r["best"]["exec"]["backend"], "vectorized", "{r}");
+            assert!(!flags.contains("--backend"), "vectorized is the default: {r}");
+        }
+        Some("--wait block") => {
+            assert_eq!(r["best"]["exec"]["wait"], "block", "{r}");
+            assert!(flags.contains("--backend subprocess"), "{r}");
+        }
+        other => panic!("kept {other:?}: {r}"),
+    }
     let out = run(hotlab().args(["tune", "--repeats", "1"]));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
