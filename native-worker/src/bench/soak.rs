@@ -10,8 +10,7 @@
 use anyhow::{bail, Context, Result};
 use futures_util::StreamExt;
 use serde::Serialize;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -174,25 +173,14 @@ impl Lab {
 }
 
 impl Client {
-    fn request(&self, method: &str, path: &str, body: &str) -> Result<(u16, String)> {
-        let mut s = TcpStream::connect(&self.addr)?;
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Bearer {}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.addr,
-            self.token,
-            body.len()
-        )?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw)?;
-        let raw = String::from_utf8_lossy(&raw);
-        let status = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        Ok((status, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+    fn request(&self, method: &str, path: &str, body: Option<&serde_json::Value>) -> Result<(u16, String)> {
+        let (host, port) = self.addr.rsplit_once(':').context("the lab's address")?;
+        let auth = format!("Bearer {}", self.token);
+        crate::wire::http::request(host, port.parse()?, method, path, &[("Authorization", &auth)], body)
     }
 
     fn json(&self, path: &str) -> Result<serde_json::Value> {
-        let (status, body) = self.request("GET", path, "")?;
+        let (status, body) = self.request("GET", path, None)?;
         if status != 200 {
             bail!("GET {path}: {status} {body}");
         }
@@ -251,7 +239,7 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
         }
         _ => None,
     };
-    let (status, body) = lab.request("POST", "/api/runs", &spec.run.to_string())?;
+    let (status, body) = lab.request("POST", "/api/runs", Some(&spec.run))?;
     if status != 201 {
         bail!("the lab refused the run: {status} {body}");
     }
@@ -318,7 +306,7 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
                 while !stop.load(Ordering::Relaxed) {
                     let last = progress(&me, id).map_or(0, |p| p.3);
                     if me
-                        .request("GET", &format!("/api/runs/{id}/events?since={}", last.saturating_sub(reach)), "")
+                        .request("GET", &format!("/api/runs/{id}/events?since={}", last.saturating_sub(reach)), None)
                         .is_ok()
                     {
                         reads.fetch_add(1, Ordering::Relaxed);
@@ -351,7 +339,7 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
     }
 
     let asked = Instant::now();
-    lab.request("POST", &format!("/api/runs/{id}/stop"), "")?;
+    lab.request("POST", &format!("/api/runs/{id}/stop"), None)?;
     let info = loop {
         let info = lab.json(&format!("/api/runs/{id}"))?;
         if info["status"] != "running" {

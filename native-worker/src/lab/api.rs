@@ -252,12 +252,17 @@ pub struct Page {
     limit: Option<usize>,
 }
 
+/// A page's `limit`: `default` when absent, else 1 to `max`; refused naming the field.
+pub(super) fn page_limit(limit: Option<usize>, default: usize, max: usize) -> ApiResult<usize> {
+    match limit.unwrap_or(default) {
+        n if (1..=max).contains(&n) => Ok(n),
+        n => Err(ApiError::bad("invalid_value", "limit", format!("{n}: allowed 1 to {max}"))),
+    }
+}
+
 /// `GET /api/runs?before=ID&limit=N`: a page of runs, newest first.
 pub async fn list_runs(State(lab): State<Lab>, Query(page): Query<Page>) -> ApiResult<Json<Vec<RunInfo>>> {
-    let limit = page.limit.unwrap_or(PAGE);
-    if !(1..=PAGE_MAX).contains(&limit) {
-        return Err(ApiError::bad("invalid_value", "limit", format!("{limit}: allowed 1 to {PAGE_MAX}")));
-    }
+    let limit = page_limit(page.limit, PAGE, PAGE_MAX)?;
     let before = page.before;
     // Memory first: a run that ends meanwhile is in the store before it leaves memory.
     let live = lab.manager.infos();
@@ -399,10 +404,7 @@ pub struct Since {
 
 impl Since {
     fn limit(&self) -> ApiResult<usize> {
-        match self.limit.unwrap_or(EVENTS_PAGE) {
-            n @ 1..=EVENTS_PAGE_MAX => Ok(n),
-            n => Err(ApiError::bad("invalid_value", "limit", format!("{n}: allowed 1 to {EVENTS_PAGE_MAX}"))),
-        }
+        page_limit(self.limit, EVENTS_PAGE, EVENTS_PAGE_MAX)
     }
 }
 

@@ -9,7 +9,7 @@
 //! | `GET /api/audits?run=ID&lesson=ID&limit=N` | audits, newest first |
 //! | `GET /api/audits/{id}`, `POST /api/audits/{id}/stop` (token) | one audit; stop it |
 
-use super::api::{blocking, json_body, no_run, operator, ApiError, ApiResult, Client, Lab, Path, Query};
+use super::api::{blocking, json_body, no_run, operator, page_limit, ApiError, ApiResult, Client, Lab, Path, Query};
 use super::audits::{Request, Search};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
@@ -214,10 +214,7 @@ pub struct AuditQuery {
 
 /// `GET /api/audits?run=ID&lesson=ID&limit=N`: newest first.
 pub async fn list_audits(State(lab): State<Lab>, Query(q): Query<AuditQuery>) -> ApiResult<Json<Vec<AuditInfo>>> {
-    let limit = q.limit.unwrap_or(AUDITS_PAGE);
-    if !(1..=AUDITS_PAGE_MAX).contains(&limit) {
-        return Err(ApiError::bad("invalid_value", "limit", format!("{limit}: allowed 1 to {AUDITS_PAGE_MAX}")));
-    }
+    let limit = page_limit(q.limit, AUDITS_PAGE, AUDITS_PAGE_MAX)?;
     if let Some(l) = q.lesson.as_deref().filter(|l| lessons::find(l).is_none()) {
         return Err(no_lesson(l).field("lesson"));
     }

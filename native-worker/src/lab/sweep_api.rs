@@ -5,7 +5,9 @@
 //! | `POST /api/sweeps` (token) | `{"grid": "envs=64,256 backend=vectorized,threads", "spec": {…}, "on": "any\|local\|workers\|ray"}` → 201 the sweep |
 //! | `GET /api/sweeps?limit=N`, `GET /api/sweeps/{id}` | sweeps newest first; one sweep: its cells, their runs and figures, the best cell |
 
-use super::api::{blocking, json_body, operator, parse_spec, ApiError, ApiResult, Client, Lab, Path, Query};
+use super::api::{
+    blocking, json_body, operator, page_limit, parse_spec, ApiError, ApiResult, Client, Lab, Path, Query,
+};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -65,10 +67,7 @@ pub struct SweepQuery {
 
 /// `GET /api/sweeps?limit=N`: newest first.
 pub async fn list_sweeps(State(lab): State<Lab>, Query(q): Query<SweepQuery>) -> ApiResult<Json<Vec<SweepInfo>>> {
-    let limit = q.limit.unwrap_or(PAGE);
-    if !(1..=PAGE_MAX).contains(&limit) {
-        return Err(ApiError::bad("invalid_value", "limit", format!("{limit}: allowed 1 to {PAGE_MAX}")));
-    }
+    let limit = page_limit(q.limit, PAGE, PAGE_MAX)?;
     let (store, sweeps) = (lab.manager.store().clone(), Arc::clone(&lab.sweeps));
     let list = blocking(move || store.sweeps(limit)).await?;
     // A live sweep's newest state is in memory.
