@@ -1,4 +1,4 @@
-//! The morphogenetic workload's task (issue 21, in progress): 10-class classification of
+//! The morphogenetic workload's task: 10-class classification of
 //! 16×16 glyphs drawn procedurally from a seed, so that no data is downloaded and every
 //! task seed is a new, held-out task.
 //!

@@ -92,10 +92,21 @@ const fn proof(name: &'static str, path: &'static str, kind: KnobKind, help: &'s
     Knob { name, path, workload: Some(EnvName::Proof), group: "Scenario", kind, help }
 }
 
+/// A setting of the morphogenetic workload's own.
+const fn morpho(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
+    Knob { name, path, workload: Some(EnvName::Morpho), group: "Scenario", kind, help }
+}
+
 use KnobKind::*;
 
 pub const KNOBS: &[Knob] = &[
-    knob("env", "workload", "Scenario", Choice(EnvName::ALL), "the workload: CartPole-v1, or seed 000's proof search"),
+    knob(
+        "env",
+        "workload",
+        "Scenario",
+        Choice(EnvName::ALL),
+        "the workload: CartPole-v1, seed 000's proof search, or seeds 001–003's growing hosts",
+    ),
     proof(
         "kb",
         "workload.proof.kb",
@@ -110,6 +121,18 @@ pub const KNOBS: &[Knob] = &[
     ),
     proof("proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode"),
     proof("embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings"),
+    morpho("task_seed", "workload.morpho.task_seed", Int, "morpho: the first training task's seed"),
+    morpho("tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through"),
+    morpho("task_images", "workload.morpho.images", Int, "morpho: training images per task (validation: a quarter)"),
+    morpho("host_epochs", "workload.morpho.epochs", Int, "morpho: host epochs per episode, one decision each"),
+    morpho("host_width", "workload.morpho.width", Int, "morpho: the host's first-stage channels"),
+    morpho("rent", "workload.morpho.rent", Float, "morpho: reward lost per host's worth of added parameters"),
+    morpho(
+        "shapley_perms",
+        "workload.morpho.shapley_perms",
+        Int,
+        "morpho: orderings sampled for Shapley credit; 0 = exact",
+    ),
     knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto"),
     knob("seed", "seed", "Scenario", Int, "seed of every random stream"),
     knob("envs", "envs", "Envs and steps", Int, "parallel environments"),

@@ -1,4 +1,4 @@
-//! The morphogenetic workload's decisions (issue 21, in progress): a slot's lifecycle, the
+//! The morphogenetic workload's decisions: a slot's lifecycle, the
 //! agent's eight action heads with their masks, and the Shapley contributions the reward
 //! credits each live seed with. Plain state machines and arithmetic, so that the host side
 //! (libtorch) and the agent share one definition and the rules are tested without either.
@@ -211,6 +211,91 @@ pub fn slot_mask(slots: &[Slot], op: Op, gates: &Gates) -> Vec<bool> {
     slots.iter().map(|s| s.allows(op, gates)).collect()
 }
 
+impl Op {
+    /// Whether this op reads head `h` (in [`heads`]' order); the op head itself, and the
+    /// tempo (every step trains the host), always.
+    pub fn reads(self, h: usize) -> bool {
+        match h {
+            0 | 6 => true,
+            1 => self != Op::Wait,
+            2 | 7 => self == Op::Germinate,
+            3..=5 => matches!(self, Op::Advance | Op::SetAlpha),
+            _ => false,
+        }
+    }
+}
+
+/// Every head's mask, one row per op (`OPS.len()` rows of `Σ n_h` flags, [`heads`]'
+/// order): row `o` is the mask once op `o` is chosen. Its op part is the op head's mask
+/// (alike in every row); its slot part, the slots `o` may act on; a head `o` does not
+/// read allows its first choice only, so that it adds nothing to the log-probability or
+/// the entropy. The policy samples the op, then the other heads under the op's row.
+pub fn mask_table(slots: &[Slot], gates: &Gates, blueprints: usize) -> Vec<bool> {
+    let sizes = heads(slots.len(), blueprints);
+    let ops = op_mask(slots, gates);
+    let mut table = Vec::with_capacity(OPS.len() * sizes.iter().map(|h| h.1).sum::<usize>());
+    for op in OPS {
+        for (h, &(_, n)) in sizes.iter().enumerate() {
+            match h {
+                0 => table.extend(ops),
+                1 if op.reads(1) => {
+                    let allowed = slot_mask(slots, op, gates);
+                    // A row for an op that is not allowed is never used; it stays valid.
+                    let none = !allowed.iter().any(|&a| a);
+                    table.extend(allowed.iter().enumerate().map(|(i, &a)| a || (none && i == 0)));
+                }
+                _ if op.reads(h) => table.extend(std::iter::repeat_n(true, n)),
+                _ => table.extend((0..n).map(|i| i == 0)),
+            }
+        }
+    }
+    table
+}
+
+impl Action {
+    /// An action from one index per head, in [`heads`]' order.
+    pub fn from_heads(a: &[i64]) -> Self {
+        let at = |h: usize| a.get(h).map_or(0, |&x| x.max(0) as usize);
+        Self {
+            op: at(0),
+            slot: at(1),
+            blueprint: at(2),
+            curve: at(3),
+            alpha_target: at(4),
+            alpha_speed: at(5),
+            tempo: at(6),
+            seed_lr: at(7),
+        }
+    }
+
+    /// One index per head, in [`heads`]' order.
+    pub fn to_heads(self) -> [i64; 8] {
+        [self.op, self.slot, self.blueprint, self.curve, self.alpha_target, self.alpha_speed, self.tempo, self.seed_lr]
+            .map(|x| x as i64)
+    }
+
+    /// A uniformly random legal action: the op among the allowed ones, then each head
+    /// among what the op's row of [`mask_table`] allows.
+    pub fn random_legal(slots: &[Slot], gates: &Gates, blueprints: usize, rng: &mut HostRng) -> Self {
+        let table = mask_table(slots, gates, blueprints);
+        let sizes = heads(slots.len(), blueprints);
+        let width: usize = sizes.iter().map(|h| h.1).sum();
+        let mut pick = |allowed: &[bool]| {
+            let choices: Vec<usize> = (0..allowed.len()).filter(|&i| allowed[i]).collect();
+            choices[rng.below(choices.len() as u64) as usize]
+        };
+        let op = pick(&table[..OPS.len()]);
+        let row = &table[op * width..(op + 1) * width];
+        let mut out = [0i64; 8];
+        let mut start = 0;
+        for (h, &(_, n)) in sizes.iter().enumerate() {
+            out[h] = if h == 0 { op } else { pick(&row[start..start + n]) } as i64;
+            start += n;
+        }
+        Self::from_heads(&out)
+    }
+}
+
 /// Carries out `action` on a host's slots; the surgery the host must do.
 pub fn apply(slots: &mut [Slot], a: &Action, gates: &Gates) -> Result<Option<Surgery>, Illegal> {
     let op = *OPS.get(a.op).ok_or_else(|| Illegal(format!("op {} of {}", a.op, OPS.len())))?;
@@ -361,6 +446,33 @@ mod tests {
         assert_eq!(slots[0].stage, Stage::Dormant);
         assert!(apply(&mut slots, &Action { op: 9, ..Action::default() }, &g).is_err());
         assert!(apply(&mut slots, &act(Op::Wait, 7), &g).unwrap().is_none(), "wait acts on no slot");
+    }
+
+    /// Every action drawn under the mask table is legal, whatever the slots' stages; the
+    /// heads an op does not read are pinned to their first choice.
+    #[test]
+    fn actions_drawn_under_the_mask_table_are_always_legal() {
+        let g = Gates::default();
+        let mut rng = HostRng::new(3);
+        let mut slots = vec![Slot::default(); 3];
+        let mut seen = [0usize; OPS.len()];
+        for _ in 0..2000 {
+            let a = Action::random_legal(&slots, &g, 5, &mut rng);
+            seen[a.op] += 1;
+            let op = OPS[a.op];
+            if !op.reads(2) {
+                assert_eq!((a.blueprint, a.seed_lr), (0, 0), "{a:?}");
+            }
+            if op == Op::Wait {
+                assert_eq!(a.slot, 0);
+            }
+            apply(&mut slots, &a, &g).unwrap_or_else(|e| panic!("{a:?} drawn under the masks is illegal: {}", e.0));
+            slots.iter_mut().for_each(|s| s.tick(&g));
+        }
+        assert!(seen.iter().all(|&n| n > 0), "every op happens: {seen:?}");
+        assert_eq!(mask_table(&slots, &g, 5).len(), 6 * 30);
+        let back = Action::from_heads(&Action { op: 1, slot: 2, seed_lr: 1, ..Action::default() }.to_heads());
+        assert_eq!((back.op, back.slot, back.seed_lr), (1, 2, 1));
     }
 
     #[test]

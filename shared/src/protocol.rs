@@ -120,6 +120,39 @@ pub enum Frame {
     /// Env 0: its goal list, the successors offered (with whether each is allowed) and
     /// the one chosen.
     Proof { step: u64, goals: String, successors: Vec<String>, allowed: Vec<bool>, choice: i64 },
+    /// The first few morpho envs: each host's epoch and validation accuracy, its slots,
+    /// and the decision just taken on them.
+    Morpho { step: u64, envs: Vec<MorphoView> },
+}
+
+/// One morpho env as the viewer draws it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MorphoView {
+    pub env: usize,
+    /// Host epochs done in this episode, of `epochs`.
+    pub epoch: u32,
+    pub epochs: u32,
+    /// Validation accuracy after the last epoch.
+    pub accuracy: f32,
+    pub slots: Vec<SlotView>,
+    /// The eight heads' choices, in order.
+    pub decision: Vec<HeadChoice>,
+}
+
+/// A slot: its stage (`dormant`, `training`, …), blend and blueprint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlotView {
+    pub stage: String,
+    pub alpha: f32,
+    pub blueprint: Option<String>,
+}
+
+/// One head's choice; `read`: whether the op chosen uses this head.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeadChoice {
+    pub head: String,
+    pub choice: String,
+    pub read: bool,
 }
 
 /// What happened, by kind.

@@ -1,8 +1,11 @@
 //! The rollout viewer: CartPole drawn on a canvas (a lane per env, the cart, the pole,
-//! the action), or the proof env's goal list with its successors and the choice.
+//! the action), the proof env's goal list with its successors and the choice, or the
+//! morpho hosts (slots coloured by stage, validation accuracy over the episode's epochs,
+//! the decision's eight heads).
 
-use hotlab_shared::protocol::Frame;
+use hotlab_shared::protocol::{Frame, MorphoView};
 use leptos::prelude::*;
+use std::collections::BTreeMap;
 use wasm_bindgen::JsCast;
 
 const W: f64 = 560.0;
@@ -75,16 +78,26 @@ pub fn RolloutView(frame: Signal<Option<Frame>>) -> impl IntoView {
             draw_cartpole(&canvas, &states, &actions);
         }
     });
-    let is_proof = move || matches!(frame.get(), Some(Frame::Proof { .. }));
+    let is_cartpole = move || matches!(frame.get(), Some(Frame::Cartpole { .. }) | None);
+    // Each shown env's validation accuracy by epoch, gathered over the frames of its
+    // current episode (frames are sampled, so an epoch may be missing).
+    let curves = RwSignal::new(BTreeMap::<usize, Vec<(u32, f32)>>::new());
+    Effect::new(move |_| {
+        if let Some(Frame::Morpho { envs, .. }) = frame.get() {
+            curves.update(|c| envs.iter().for_each(|v| remember(c, v)));
+        }
+    });
     let step = move || match frame.get() {
-        Some(Frame::Cartpole { step, .. } | Frame::Proof { step, .. }) => format!("step {step}"),
+        Some(Frame::Cartpole { step, .. } | Frame::Proof { step, .. } | Frame::Morpho { step, .. }) => {
+            format!("step {step}")
+        }
         None => "waiting for the first frame…".into(),
     };
     view! {
         <div class="rollout">
             <p class="muted small" data-testid="rollout-step">{step}</p>
             <canvas node_ref=node width="560" height="170" class="rollout-canvas" data-testid="rollout-canvas"
-                style:display=move || if is_proof() { "none" } else { "block" }></canvas>
+                style:display=move || if is_cartpole() { "block" } else { "none" }></canvas>
             {move || match frame.get() {
                 Some(Frame::Proof { goals, successors, allowed, choice, .. }) => view! {
                     <div class="proof" data-testid="rollout-proof">
@@ -101,8 +114,68 @@ pub fn RolloutView(frame: Signal<Option<Frame>>) -> impl IntoView {
                         </ol>
                     </div>
                 }.into_any(),
+                Some(Frame::Morpho { envs, .. }) => view! {
+                    <div class="morpho" data-testid="rollout-morpho">
+                        {envs.into_iter().map(|v| host_view(v, curves)).collect_view()}
+                    </div>
+                }.into_any(),
                 _ => ().into_any(),
             }}
+        </div>
+    }
+}
+
+/// Adds a frame's accuracy to its env's curve; a new episode (the epoch went back) starts it over.
+fn remember(curves: &mut BTreeMap<usize, Vec<(u32, f32)>>, v: &MorphoView) {
+    let curve = curves.entry(v.env).or_default();
+    if curve.last().is_some_and(|&(e, _)| e > v.epoch) {
+        curve.clear();
+    }
+    if curve.last().is_none_or(|&(e, _)| e < v.epoch) {
+        curve.push((v.epoch, v.accuracy));
+    }
+}
+
+/// One host: its epoch and accuracy, the curve so far, its slots, and (for env 0) the decision.
+fn host_view(v: MorphoView, curves: RwSignal<BTreeMap<usize, Vec<(u32, f32)>>>) -> impl IntoView {
+    let (env, epochs) = (v.env, v.epochs.max(1));
+    let points = move || {
+        let curve = curves.with(|c| c.get(&env).cloned().unwrap_or_default());
+        curve
+            .iter()
+            .map(|&(e, a)| format!("{:.1},{:.1}", e as f64 / epochs as f64 * 120.0, 36.0 - a as f64 * 36.0))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let decision = (env == 0).then(|| {
+        view! {
+            <table class="heads small" data-testid="morpho-heads">
+                {v.decision.into_iter().map(|h| view! {
+                    <tr class=if h.read { "" } else { "unread" }><td class="muted">{h.head}</td><td>{h.choice}</td></tr>
+                }).collect_view()}
+            </table>
+        }
+    });
+    view! {
+        <div class="host" data-testid="morpho-host">
+            <p class="small"><b>{format!("env {env}")}</b>
+                <span class="muted">{format!(" · epoch {}/{} · validation {:.1} %", v.epoch, v.epochs, v.accuracy * 100.0)}</span></p>
+            <div class="host-row">
+                <svg class="curve" width="120" height="36" viewBox="0 0 120 36">
+                    <polyline points=points fill="none" stroke="#f0a030" stroke-width="1.5" />
+                </svg>
+                {v.slots.into_iter().enumerate().map(|(i, s)| {
+                    let label = s.blueprint.clone().unwrap_or_default();
+                    view! {
+                        <div class=format!("slot stage-{}", s.stage) data-testid="morpho-slot" title=format!("slot {i}: {}", s.stage)>
+                            <span class="small">{format!("slot {i} · {}", s.stage)}</span>
+                            <span class="small">{label}</span>
+                            <span class="small muted">{format!("α {:.2}", s.alpha)}</span>
+                        </div>
+                    }
+                }).collect_view()}
+            </div>
+            {decision}
         </div>
     }
 }

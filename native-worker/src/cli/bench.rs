@@ -18,6 +18,8 @@ pub struct BenchEnvsArgs {
     pub env: EnvName,
     #[command(flatten)]
     pub proof: super::ProofFlags,
+    #[command(flatten)]
+    pub morpho: super::MorphoFlags,
     /// Backends to measure, comma-separated [every one the workload runs on: all five for
     /// cartpole, the four host ones for the proof env].
     #[arg(long, value_delimiter = ',')]
@@ -49,7 +51,8 @@ impl BenchEnvsArgs {
     /// The workload's part of a spec, from the flags.
     fn workload_spec(&self) -> Result<RunSpec, SpecError> {
         let spec = RunSpec { workload: WorkloadSpec::default_for(self.env), ..RunSpec::default() };
-        super::with_own_settings(spec, &self.proof.given())
+        let own: Vec<_> = self.proof.given().into_iter().chain(self.morpho.given()).collect();
+        super::with_own_settings(spec, &own)
     }
 }
 

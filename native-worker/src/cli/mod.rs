@@ -160,6 +160,47 @@ impl ProofFlags {
     }
 }
 
+/// The morphogenetic workload's own flags (`hotlab train`, `hotlab bench envs`).
+#[derive(clap::Args, Debug, Default)]
+pub struct MorphoFlags {
+    /// Morpho: the first training task's seed; evaluation's held-out tasks come after the training ones [1].
+    #[arg(long)]
+    pub task_seed: Option<u64>,
+    /// Morpho: training tasks the envs cycle through [8].
+    #[arg(long)]
+    pub tasks: Option<usize>,
+    /// Morpho: training images per task; validation gets a quarter as many [2048].
+    #[arg(long)]
+    pub task_images: Option<usize>,
+    /// Morpho: host epochs per episode, one agent decision each [12].
+    #[arg(long)]
+    pub host_epochs: Option<u32>,
+    /// Morpho: the host's first-stage channels (2× and 4× in the next stages) [16].
+    #[arg(long)]
+    pub host_width: Option<usize>,
+    /// Morpho: reward lost over an episode per host's worth of parameters the seeds add [0.02].
+    #[arg(long)]
+    pub rent: Option<f64>,
+    /// Morpho: orderings sampled for each step's Shapley credit; 0 = exact, every ordering [0].
+    #[arg(long)]
+    pub shapley_perms: Option<usize>,
+}
+
+impl MorphoFlags {
+    /// The flags given, by knob.
+    pub fn given(&self) -> Vec<(&'static str, Option<Value>)> {
+        vec![
+            ("task_seed", self.task_seed.map(Value::from)),
+            ("tasks", self.tasks.map(Value::from)),
+            ("task_images", self.task_images.map(Value::from)),
+            ("host_epochs", self.host_epochs.map(Value::from)),
+            ("host_width", self.host_width.map(Value::from)),
+            ("rent", self.rent.map(Value::from)),
+            ("shapley_perms", self.shapley_perms.map(Value::from)),
+        ]
+    }
+}
+
 /// `spec` with the workload settings given as flags (knob name, value), each at its knob's
 /// JSON path; a setting of another workload than the spec's is refused, naming its flag.
 pub fn with_own_settings(spec: RunSpec, given: &[(&str, Option<Value>)]) -> Result<RunSpec, SpecError> {

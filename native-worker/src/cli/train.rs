@@ -118,6 +118,8 @@ pub struct TrainArgs {
     pub telemetry_every: Option<u64>,
     #[command(flatten)]
     pub proof: super::ProofFlags,
+    #[command(flatten)]
+    pub morpho: super::MorphoFlags,
     /// Proof env: width of the policy's index embeddings [32].
     #[arg(long)]
     pub embed_dim: Option<usize>,
@@ -160,6 +162,7 @@ impl TrainArgs {
     fn own_settings(&self) -> Vec<(&'static str, Option<Value>)> {
         let mut own = self.proof.given();
         own.push(("embed_dim", self.embed_dim.map(Value::from)));
+        own.extend(self.morpho.given());
         own
     }
 }

@@ -83,6 +83,37 @@ pub fn greedy(logits: &Tensor, mask: Option<&Tensor>, heads: &[usize]) -> Tensor
     Tensor::cat(&picks, -1)
 }
 
+/// A mask that depends on the first head's choice: a table of one row of `Σ n_h` flags
+/// per choice of head 0 (`[B, n_0·Σ n_h]`; head 0's own part alike in every row). The
+/// mask `[B, Σ n_h]` an action with first-head choices `first` `[B]` was drawn under.
+pub fn resolve_rows(table: &Tensor, first: &Tensor, heads: &[usize]) -> Tensor {
+    let (b, width) = (table.size()[0], heads.iter().sum::<usize>() as i64);
+    let rows = table.view([b, -1, width]);
+    rows.gather(1, &first.view([b, 1, 1]).expand([b, 1, width], false), false).squeeze_dim(1)
+}
+
+/// Samples under a [`resolve_rows`] table: head 0 under its part of the table, then every
+/// other head under the row head 0 picked. The actions `[B, H]` and that mask `[B, Σ n_h]`.
+pub fn sample_by_rows(logits: &Tensor, table: &Tensor, heads: &[usize]) -> (Tensor, Tensor) {
+    let (b, n0) = (table.size()[0], heads[0] as i64);
+    let first_mask = table.narrow(1, 0, n0);
+    let first = sample(&logits.narrow(-1, 0, n0), Some(&first_mask), &heads[..1]).view([b]);
+    let mask = resolve_rows(table, &first, heads);
+    let actions = sample(logits, Some(&mask), heads);
+    actions.narrow(1, 0, 1).copy_(&first.view([b, 1]));
+    (actions, mask)
+}
+
+/// The most likely action under a [`resolve_rows`] table: head 0's, then the others' under
+/// its row.
+pub fn greedy_by_rows(logits: &Tensor, table: &Tensor, heads: &[usize]) -> Tensor {
+    let (b, n0) = (table.size()[0], heads[0] as i64);
+    let first = greedy(&logits.narrow(-1, 0, n0), Some(&table.narrow(1, 0, n0)), &heads[..1]).view([b]);
+    let actions = greedy(logits, Some(&resolve_rows(table, &first, heads)), heads);
+    actions.narrow(1, 0, 1).copy_(&first.view([b, 1]));
+    actions
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +161,26 @@ mod tests {
         assert!(second.iter().all(|&x| x == 1), "head 1 sampled a masked choice");
         assert!(first.contains(&1) && first.contains(&3));
         assert_eq!(Vec::<i64>::try_from(greedy(&logits, Some(&mask), &heads).get(0)).unwrap(), vec![1, 1]);
+    }
+
+    /// Head 1's mask follows head 0's choice: choice 0 allows head 1's first option only,
+    /// choice 1 its second only; every draw is consistent and the mask returned is its row.
+    #[test]
+    fn a_mask_by_rows_follows_the_first_heads_choice() {
+        let _seeded = crate::testing::torch_seed(4);
+        let heads = [2, 2];
+        let row0 = [true, true, true, false];
+        let row1 = [true, true, false, true];
+        let table = Tensor::from_slice(&[row0, row1].concat()).view([1, 8]).repeat([512, 1]);
+        let logits = Tensor::zeros([512, 4], (tch::Kind::Float, tch::Device::Cpu));
+        let (a, mask) = sample_by_rows(&logits, &table, &heads);
+        let a = Vec::<i64>::try_from(a.reshape([-1])).unwrap();
+        let pairs: Vec<(i64, i64)> = a.chunks(2).map(|p| (p[0], p[1])).collect();
+        assert!(pairs.iter().all(|&(h0, h1)| h0 == h1), "head 1 follows head 0: {:?}", &pairs[..8]);
+        assert!(pairs.iter().any(|p| p.0 == 0) && pairs.iter().any(|p| p.0 == 1));
+        let mask = Vec::<bool>::try_from(mask.reshape([-1])).unwrap();
+        for (row, &(h0, _)) in mask.chunks(4).zip(&pairs) {
+            assert_eq!(row, if h0 == 0 { &row0 } else { &row1 });
+        }
     }
 }

@@ -217,7 +217,8 @@ impl Rollout {
         };
         let mut fields: Vec<Tensor> =
             self.index.iter().map(|buf| mover.upload_i64_tensor(&buf.tensor.view([b, buf.width as i64]), c)).collect();
-        let obs = match fields.is_empty() {
+        // An env with f32 features has them first; an env of indices only, its first field.
+        let obs = match self.obs_dim > 0 || fields.is_empty() {
             true => mover.upload_rollout(&self.obs, &[b, self.obs_dim as i64], t, copy, c),
             false => fields.remove(0),
         };

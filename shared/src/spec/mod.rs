@@ -15,7 +15,7 @@ pub mod json;
 mod workload;
 
 pub use choices::{ActionSync, Backend, Inference, Precision, RolloutCopy, Transfer, WaitMode};
-pub use workload::{CartpoleSpec, EnvName, ProofSpec, Settings, WorkloadSpec};
+pub use workload::{CartpoleSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;

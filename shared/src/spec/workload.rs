@@ -108,6 +108,8 @@ workloads! {
     Cartpole = "cartpole" (CartpoleSpec),
     /// Seed 000's proof search over a Prolog knowledge base.
     Proof = "proof" (ProofSpec),
+    /// Seeds 001–003's morphogenetic trainer: hosts that grow seeds while they learn.
+    Morpho = "morpho" (MorphoSpec),
 }
 
 #[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
@@ -183,5 +185,52 @@ impl Settings for ProofSpec {
         let world = self.kb.parse::<crate::prolog::worlds::WorldSpec>().is_ok();
         let kb = (!world).then_some(("kb", &mut self.kb));
         kb.into_iter().chain(self.queries.as_mut().map(|q| ("queries", q))).collect()
+    }
+}
+
+/// The morphogenetic workload's settings: the tasks its hosts learn, the hosts, the
+/// episode and the reward.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MorphoSpec {
+    /// The first training task's seed: envs learn tasks `task_seed ..= task_seed + tasks − 1`
+    /// in turn; evaluation draws held-out tasks past them. Flag `--task-seed`.
+    pub task_seed: u64,
+    /// Training tasks the envs cycle through. Flag `--tasks`.
+    pub tasks: usize,
+    /// Training images per task (validation: a quarter as many). Flag `--task-images`.
+    pub images: usize,
+    /// Host epochs per episode, one agent decision each. Flag `--host-epochs`.
+    pub epochs: u32,
+    /// The host's first-stage channels (2× and 4× in the next two stages). Flag `--host-width`.
+    pub width: usize,
+    /// Reward lost per host's worth of parameters added, over an episode. Flag `--rent`.
+    pub rent: f64,
+    /// Orderings sampled for each step's Shapley values; 0 = exact (every ordering).
+    /// Flag `--shapley-perms`.
+    pub shapley_perms: usize,
+}
+
+impl Default for MorphoSpec {
+    fn default() -> Self {
+        Self { task_seed: 1, tasks: 8, images: 2048, epochs: 12, width: 16, rent: 0.02, shapley_perms: 0 }
+    }
+}
+
+impl Settings for MorphoSpec {
+    /// A host trains on the CPU beside its env (a device host is the `--host-exec` work).
+    const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+    /// The features (5 + 3 slots × 19 f32) and the mask table (6 ops × 30 choices, i64).
+    const OBS_BYTES: u64 = (5 + 3 * 19) * 4 + 6 * 30 * 8;
+
+    fn validate(&self) -> Result<(), SpecError> {
+        in_range("tasks", self.tasks, 1, 1024)?;
+        in_range("task_images", self.images, 64, 65_536)?;
+        in_range("host_epochs", self.epochs, 1, 1000)?;
+        in_range("host_width", self.width, 1, 256)?;
+        if !(self.rent.is_finite() && (0.0..=10.0).contains(&self.rent)) {
+            return Err(SpecError::new("rent", format!("must be between 0 and 10 (got {})", self.rent)));
+        }
+        in_range("shapley_perms", self.shapley_perms, 0, 10_000)
     }
 }

@@ -37,7 +37,13 @@ impl Blueprint {
     /// A seed of this blueprint for `channels`, its parameters under `p`.
     pub fn build(self, p: nn::Path, channels: i64) -> Box<dyn Seed> {
         let conv = |p: nn::Path, i: i64, o: i64, k: i64, groups: i64| {
-            let c = nn::ConvConfig { padding: k / 2, groups, ..Default::default() };
+            let c = nn::ConvConfig {
+                padding: k / 2,
+                groups,
+                ws_init: DRAWN_LATER,
+                bs_init: DRAWN_LATER,
+                ..Default::default()
+            };
             nn::conv2d(p, i, o, k, c)
         };
         match self {
@@ -50,7 +56,7 @@ impl Blueprint {
             )),
             Blueprint::Attention => {
                 let d = (channels / 2).max(1);
-                let lin = |name: &str, i, o| nn::linear(&p / name, i, o, Default::default());
+                let lin = |name: &str, i, o| nn::linear(&p / name, i, o, LINEAR);
                 Box::new(Attention {
                     q: lin("q", channels, d),
                     k: lin("k", channels, d),
@@ -61,6 +67,13 @@ impl Blueprint {
         }
     }
 }
+
+/// How a new layer's weights start: zeros, drawn by the host from the env's own generator
+/// right after (libtorch's default init would draw from the process's generator, which the
+/// agent's sampling also draws from: the envs' draws would then depend on where they step).
+pub const DRAWN_LATER: nn::Init = nn::Init::Const(0.0);
+/// A linear layer whose weights are [`DRAWN_LATER`].
+pub const LINEAR: nn::LinearConfig = nn::LinearConfig { ws_init: DRAWN_LATER, bs_init: Some(DRAWN_LATER), bias: true };
 
 /// A seed: `x` to a tensor of its shape.
 pub trait Seed: Send {

@@ -53,7 +53,7 @@ pub struct Outcome {
 pub const OBS_PER_SLOT: usize = 7 + 1 + 1 + (Blueprint::ALL.len() + 1) + 3;
 pub const OBS: usize = 5 + SLOTS * OBS_PER_SLOT;
 
-const STAGES: [Stage; 7] = [
+pub const STAGES: [Stage; 7] = [
     Stage::Dormant,
     Stage::Germinated,
     Stage::Training,
@@ -107,6 +107,21 @@ impl MorphoEnv {
         &self.slots
     }
 
+    pub fn config(&self) -> &MorphoConfig {
+        &self.cfg
+    }
+
+    /// Every head's mask, a row per op ([`morpho::mask_table`]).
+    pub fn mask_table(&self) -> Vec<bool> {
+        morpho::mask_table(&self.slots, &self.cfg.gates, Blueprint::ALL.len())
+    }
+
+    /// Whether the masks allow `a` now.
+    pub fn allows(&self, a: &Action) -> bool {
+        let (ops, slots) = self.masks();
+        ops.get(a.op).is_some_and(|&ok| ok) && (a.op == 0 || slots[a.op].get(a.slot).is_some_and(|&ok| ok))
+    }
+
     /// The op head's mask and, for each op, the slot head's.
     pub fn masks(&self) -> ([bool; 6], Vec<Vec<bool>>) {
         let g = &self.cfg.gates;
@@ -148,10 +163,10 @@ impl MorphoEnv {
     /// One decision, one host epoch.
     pub fn step(&mut self, a: &Action) -> Result<Outcome> {
         match morpho::apply(&mut self.slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))? {
-            Some(Surgery::Graft { slot, blueprint, .. }) => {
+            Some(Surgery::Graft { slot, blueprint, lr_scale }) => {
                 let bp = *Blueprint::ALL.get(blueprint).ok_or_else(|| anyhow!("blueprint {blueprint}"))?;
                 let before = self.host.params();
-                self.host.graft(slot, bp, 0.0, &mut self.rng);
+                self.host.graft(slot, bp, 0.0, lr_scale, &mut self.rng);
                 self.added[slot] = self.host.params() - before;
             }
             Some(Surgery::Remove { slot }) => {

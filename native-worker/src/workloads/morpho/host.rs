@@ -5,7 +5,7 @@
 //! the host's output is its own bit for bit, while the seed gets the gradient it would get
 //! at α = 1 and the host gets none from it.
 
-use super::blueprint::{Blueprint, Seed};
+use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
 use hotlab_shared::glyphs::{Split, SIDE};
 use hotlab_shared::rng::HostRng;
 use tch::nn::{self, Module, OptimizerConfig};
@@ -31,6 +31,7 @@ pub struct Host {
     head: nn::Linear,
     pub slots: Vec<Slot>,
     opt: nn::Optimizer,
+    lr: f64,
     /// Seeds grafted so far (each one's parameters get a path of their own).
     grafted: usize,
 }
@@ -51,30 +52,36 @@ impl Host {
         let root = vs.root();
         let channels = [width, 2 * width, 4 * width];
         let conv = |name: &str, i, o, stride| {
-            nn::conv2d(&root / name, i, o, 3, nn::ConvConfig { padding: 1, stride, ..Default::default() })
+            let c =
+                nn::ConvConfig { padding: 1, stride, ws_init: DRAWN_LATER, bs_init: DRAWN_LATER, ..Default::default() };
+            nn::conv2d(&root / name, i, o, 3, c)
         };
         let stages = vec![
             conv("stage0", 1, channels[0], 1),
             conv("stage1", channels[0], channels[1], 2),
             conv("stage2", channels[1], channels[2], 2),
         ];
-        let head = nn::linear(&root / "head", channels[2], hotlab_shared::glyphs::CLASSES as i64, Default::default());
+        let head = nn::linear(&root / "head", channels[2], hotlab_shared::glyphs::CLASSES as i64, LINEAR);
         let slots = channels
             .iter()
             .map(|&c| Slot { channels: c, alpha: 0.0, learning: false, seed: None, prefix: String::new() })
             .collect();
         let opt = nn::Adam::default().build(&vs, lr)?;
         init(&vs, "", rng);
-        Ok(Self { vs, stages, head, slots, opt, grafted: 0 })
+        Ok(Self { vs, stages, head, slots, opt, lr, grafted: 0 })
     }
 
     /// Grafts a seed of `blueprint` into `slot` at blend `alpha`, its weights drawn from
-    /// `rng` (its parameters join the optimizer at its next step).
-    pub fn graft(&mut self, slot: usize, blueprint: Blueprint, alpha: f64, rng: &mut HostRng) {
+    /// `rng`, learning at `lr_scale` × the host's rate (each slot's seeds are a parameter
+    /// group of the optimizer: group `slot + 1`).
+    pub fn graft(&mut self, slot: usize, blueprint: Blueprint, alpha: f64, lr_scale: f64, rng: &mut HostRng) {
         self.grafted += 1;
         let name = format!("seed{}_{}", self.grafted, blueprint.name());
-        let seed = blueprint.build(self.vs.root() / name.as_str(), self.slots[slot].channels);
+        let seed = blueprint.build(self.vs.root().set_group(slot + 1) / name.as_str(), self.slots[slot].channels);
         init(&self.vs, &name, rng);
+        // The optimizer takes new variables in (and makes their group) when it zeroes.
+        self.opt.zero_grad();
+        self.opt.set_lr_group(slot + 1, self.lr * lr_scale);
         let s = &mut self.slots[slot];
         (s.seed, s.alpha, s.learning, s.prefix) = (Some((blueprint, seed)), alpha, false, name);
     }
@@ -211,7 +218,7 @@ mod tests {
         let bare = host.forward(&x);
         let before = host.params();
         for (slot, bp) in [Blueprint::Conv3x3, Blueprint::Attention, Blueprint::Mlp].into_iter().enumerate() {
-            host.graft(slot, bp, 0.0, &mut rng);
+            host.graft(slot, bp, 0.0, 1.0, &mut rng);
         }
         assert!(host.params() > before);
         assert!(host.forward(&x).equal(&bare), "α = 0: the host's output, bit for bit");
@@ -237,7 +244,7 @@ mod tests {
             let mut init = HostRng::new(1);
             let mut host = Host::new(16, 3e-3, Device::Cpu, &mut init).unwrap();
             if grown {
-                (0..SLOTS).for_each(|s| host.graft(s, Blueprint::Conv3x3, 1.0, &mut init));
+                (0..SLOTS).for_each(|s| host.graft(s, Blueprint::Conv3x3, 1.0, 1.0, &mut init));
             }
             let mut rng = HostRng::new(2);
             for _ in 0..6 {

@@ -1,14 +1,198 @@
-//! The morphogenetic workload (seeds 001–003, issue 21), in progress: each env is a host
-//! network learning a supervised task ([`hotlab_shared::glyphs`]) into whose slots an agent
-//! grafts small modules ("seeds") while it trains.
+//! `morpho` (seeds 001–003, issue 21): each env is a host network learning a supervised
+//! task ([`hotlab_shared::glyphs`]) into whose slots an agent grafts small modules
+//! ("seeds") while it trains; one decision per host epoch, eight heads.
 //!
-//! Here so far: the seeds' blueprints ([`blueprint`]), the host with its slots
-//! ([`host`]) and the env ([`env`]: a decision and a host epoch per step, counterfactual
-//! validation and Shapley credit, the reward); the slot lifecycle, the heads' masks and
-//! Shapley values are in [`hotlab_shared::morpho`]. Next: the 8-head agent and its
-//! learner, the knobs (`--lifecycle`, `--slots`, `--host-exec`), the registry, the
-//! baselines (always wait, random legal) and the lab's view.
+//! - [`blueprint`]: the seeds' five blueprints; [`host`]: the host with its slots;
+//! - [`env`]: one env's step (the decision, a host epoch, validation, Shapley credit, the
+//!   reward); the lifecycle, masks and Shapley values are [`hotlab_shared::morpho`];
+//! - [`envs`]: episodes on a pool of tasks, as a batch and one at a time (the backends);
+//! - [`agent`]: the 8-head policy, its rollout forward and PPO gradient;
+//! - [`view`]: what the lab's viewer draws;
+//! - [`eval`]: the agent against "always wait" and "random legal" on held-out tasks.
 
+pub mod agent;
 pub mod blueprint;
 pub mod env;
+pub mod envs;
+pub mod eval;
 pub mod host;
+pub mod view;
+
+use crate::exec::transfer::Mover;
+use crate::exec::{worker_flags, EnvMaker};
+use crate::models::mlp::policy::{ActorCritic, Architecture};
+use crate::train::checkpoint;
+use crate::train::params::ParamSlot;
+use crate::train::ppo::{self, collect::HostCollector, PpoLearner};
+use crate::train::precision::Precision;
+use crate::train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
+use agent::{MorphoActor, MorphoAgent};
+use anyhow::{bail, Result};
+use env::{MorphoConfig, OBS};
+use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
+use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
+use hotlab_shared::glyphs::{generate, TaskSpec};
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::spec::{Backend, Inference, MorphoSpec, RunSpec, SpecError, WorkloadSpec};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The key of the agent's shape in a checkpoint's `spec.json`.
+pub const CHECKPOINT_KEY: &str = "morpho";
+/// Held-out episodes per policy in a run's report.
+const REPORT_EPISODES: usize = 8;
+
+/// The workload: its settings and the training tasks they name, generated once.
+pub struct Morpho {
+    pub settings: MorphoSpec,
+    pub pool: Pool,
+}
+
+impl Morpho {
+    pub fn load(settings: &MorphoSpec) -> Result<Self, SpecError> {
+        hotlab_shared::spec::Settings::validate(settings)?;
+        let pool = Self::pool(settings, settings.task_seed, settings.tasks);
+        Ok(Self { settings: settings.clone(), pool })
+    }
+
+    /// `count` tasks from `first`, and the env setup the settings say.
+    fn pool(s: &MorphoSpec, first: u64, count: usize) -> Pool {
+        let tasks = (0..count as u64)
+            .map(|i| generate(&TaskSpec { seed: first + i, train: s.images, val: s.images / 4, ..TaskSpec::default() }))
+            .collect();
+        let cfg = MorphoConfig {
+            width: s.width as i64,
+            epochs: s.epochs,
+            rent: s.rent,
+            shapley_perms: (s.shapley_perms > 0).then_some(s.shapley_perms),
+            ..MorphoConfig::default()
+        };
+        Pool { tasks: Arc::new(tasks), cfg }
+    }
+
+    /// Tasks no training env learns: the ones after the training tasks' seeds.
+    pub fn held_out(&self, count: usize) -> Pool {
+        let s = &self.settings;
+        Self::pool(s, s.task_seed + s.tasks as u64 + 1000, count)
+    }
+}
+
+/// The agent's network for the env: the features in, every head's choices out.
+fn architecture(hidden: &[usize]) -> Architecture {
+    Architecture { obs_dim: OBS, hidden: hidden.to_vec(), logits: env_spec().total_choices() }
+}
+
+impl EnvMaker for Morpho {
+    fn name(&self) -> &'static str {
+        "morpho"
+    }
+
+    fn vector_env(&self, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv> {
+        Box::new(MorphoBatch::new(self.pool.clone(), count, seed, first))
+    }
+
+    fn scalar_env(&self, seed: u64, index: u64) -> Box<dyn ScalarEnv> {
+        Box::new(MorphoScalar::new(self.pool.clone(), seed, index))
+    }
+
+    fn worker_flags(&self) -> (Vec<String>, Option<String>) {
+        (worker_flags(WorkloadSpec::Morpho(self.settings.clone())), None)
+    }
+}
+
+impl Workload for Morpho {
+    /// A host trains on the CPU beside its env.
+    fn backends(&self) -> &'static [Backend] {
+        &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized]
+    }
+
+    /// The first few envs' hosts and the decision just taken on them.
+    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
+        Some(view::frame(step, obs.fields.first()?.as_f32()?, actions, self.settings.epochs))
+    }
+
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+        let spec = setup.spec;
+        if spec.exec.backend == Backend::Device {
+            bail!("the morpho env's hosts train on the CPU beside their envs: --backend device has no morpho env");
+        }
+        let heads: Vec<usize> = env_spec().heads.iter().map(|h| h.n).collect();
+        let net = ActorCritic::new(architecture(&spec.ppo.hidden), setup.device);
+        if setup.precision.kind != tch::Kind::Float {
+            setup.notes.push("env morpho: the agent's update runs in fp32, whatever --precision says".into());
+            setup.precision = Precision::fp32();
+        }
+        if spec.exec.inference != Inference::Eager {
+            setup.notes.push(format!(
+                "env morpho: the agent's forward is libtorch ops (eager), whatever --inference {} says",
+                spec.exec.inference.as_str()
+            ));
+        }
+        let (opt, mover) = ppo::after_init(setup, &net.flat);
+        let (device, transfer, sync) = (setup.device, spec.exec.transfer, spec.exec.action_sync);
+        let actor = || MorphoActor { mover: Mover::new(transfer, device), sync };
+        let collector = HostCollector::new(spec, self.clone(), OBS, actor)?;
+        let agent = MorphoAgent { net, workload: self };
+        Ok(Box::new(PpoLearner::new(setup, agent, opt, mover, Box::new(collector), heads)))
+    }
+
+    fn load_policy(self: Arc<Self>, stored: checkpoint::Stored) -> Result<Box<dyn TrainedPolicy>> {
+        let arch: Architecture = stored.shape(CHECKPOINT_KEY)?;
+        let want = architecture(&arch.hidden);
+        if (arch.obs_dim, arch.logits) != (want.obs_dim, want.logits) {
+            bail!(
+                "the checkpoint's agent reads {} features and scores {} choices; the morpho env has {} and {}",
+                arch.obs_dim,
+                arch.logits,
+                want.obs_dim,
+                want.logits
+            );
+        }
+        if arch.hidden.is_empty() || arch.hidden.len() > 8 || arch.hidden.iter().any(|&h| !(1..=4096).contains(&h)) {
+            bail!("the checkpoint's hidden widths {:?} are not 1 to 8 layers of 1 to 4096", arch.hidden);
+        }
+        let flat = stored.params(arch.num_params())?;
+        Ok(Box::new(TrainedMorpho { net: ActorCritic::from_flat(arch, flat), workload: self }))
+    }
+}
+
+/// A trained (or loaded) agent and its workload.
+pub struct TrainedMorpho {
+    pub net: ActorCritic,
+    pub workload: Arc<Morpho>,
+}
+
+impl TrainedMorpho {
+    fn evaluation(&self, episodes: usize, seed: u64) -> Evaluation {
+        let pool = self.workload.held_out(episodes);
+        let e = eval::evaluate(&pool, &self.net, episodes, seed);
+        Evaluation { key: CHECKPOINT_KEY, json: serde_json::to_value(&e).unwrap_or_default(), summary: e.summary() }
+    }
+}
+
+impl TrainedPolicy for TrainedMorpho {
+    fn shape(&self) -> serde_json::Value {
+        serde_json::to_value(&self.net.arch).unwrap_or_default()
+    }
+
+    fn layout(&self) -> &[ParamSlot] {
+        &self.net.layout
+    }
+
+    fn host_params(&self) -> Vec<f32> {
+        self.net.host_params()
+    }
+
+    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
+        checkpoint::save(dir, spec, CHECKPOINT_KEY, self.shape(), &self.net.flat)
+    }
+
+    fn report_evaluation(&self, seed: u64) -> Option<Evaluation> {
+        Some(self.evaluation(REPORT_EPISODES, seed))
+    }
+
+    /// The agent, "always wait" and "random legal" on `episodes` held-out episodes (at most 1000).
+    fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
+        Ok(self.evaluation(episodes.clamp(1, 1000), seed))
+    }
+}

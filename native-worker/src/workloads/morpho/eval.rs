@@ -1,0 +1,110 @@
+//! The agent against the two baselines on held-out tasks: the same tasks and the same host
+//! draws for every policy (a paired comparison), one episode each; the score is an
+//! episode's final validation accuracy less the rent on what its seeds added.
+
+use super::envs::{env_spec, Episodes, Pool};
+use crate::models::mlp::policy::ActorCritic;
+use crate::train::distribution;
+use hotlab_shared::morpho::{Action, TEMPOS};
+use hotlab_shared::rng::HostRng;
+use serde::Serialize;
+use tch::Tensor;
+
+/// The host's standard epoch: 8 minibatches (the middle of [`TEMPOS`]).
+pub const STANDARD_TEMPO: usize = 1;
+
+/// Who decides.
+pub enum Policy<'a> {
+    /// The agent's most likely action (every head, under the masks).
+    Agent(&'a ActorCritic),
+    /// Wait every epoch at this tempo (an index into [`TEMPOS`]).
+    AlwaysWait(usize),
+    /// A uniformly random legal action.
+    RandomLegal(HostRng),
+}
+
+impl Policy<'_> {
+    fn act(&mut self, env: &Episodes) -> Vec<i64> {
+        match self {
+            Policy::Agent(net) => tch::no_grad(|| {
+                let heads: Vec<usize> = env_spec().heads.iter().map(|h| h.n).collect();
+                let obs = Tensor::from_slice(&env.env().observe()).view([1, -1]);
+                let table = Tensor::from_slice(&env.env().mask_table()).view([1, -1]);
+                let a = distribution::greedy_by_rows(&net.logits(&obs), &table, &heads);
+                Vec::<i64>::try_from(a.view([-1])).unwrap_or_default()
+            }),
+            Policy::AlwaysWait(tempo) => Action { tempo: *tempo, ..Action::default() }.to_heads().to_vec(),
+            Policy::RandomLegal(rng) => {
+                let e = env.env();
+                Action::random_legal(e.slots(), &e.config().gates, super::blueprint::Blueprint::ALL.len(), rng)
+                    .to_heads()
+                    .to_vec()
+            }
+        }
+    }
+}
+
+/// The scores of one policy's episodes, in order.
+pub fn scores(pool: &Pool, policy: &mut Policy<'_>, episodes: usize, seed: u64) -> Vec<f64> {
+    (0..episodes as u64)
+        .map(|j| {
+            let mut env = Episodes::new(pool.clone(), seed, j);
+            loop {
+                let a = policy.act(&env);
+                if let (_, Some((_, _, score))) = env.step(&a) {
+                    break score;
+                }
+            }
+        })
+        .collect()
+}
+
+/// The agent and both baselines on the same held-out episodes.
+#[derive(Clone, Debug, Serialize)]
+pub struct MorphoEval {
+    pub episodes: usize,
+    /// Mean episode score of each: the agent, waiting every epoch at the host's standard
+    /// tempo (8 minibatches), random legal actions.
+    pub agent: f64,
+    pub always_wait: f64,
+    pub random_legal: f64,
+    /// The agent's mean score less the better baseline's.
+    pub margin: f64,
+    /// Waiting every epoch at the longest tempo (16): the most host training without
+    /// growth, beside the baselines (an agent that has only learned to train its hosts
+    /// longer matches it).
+    pub always_wait_longest: f64,
+    /// Episodes in which the agent beat both baselines.
+    pub agent_wins: usize,
+}
+
+impl MorphoEval {
+    pub fn summary(&self) -> String {
+        format!(
+            "held-out episode score over {} episodes: agent {:.3}, always wait {:.3}, random legal {:.3} (margin {:+.3}; the agent beat both in {} of {}); waiting at the longest tempo {:.3}",
+            self.episodes, self.agent, self.always_wait, self.random_legal, self.margin, self.agent_wins, self.episodes,
+            self.always_wait_longest
+        )
+    }
+}
+
+/// The agent `net` and both baselines over `episodes` held-out episodes from `seed`.
+pub fn evaluate(pool: &Pool, net: &ActorCritic, episodes: usize, seed: u64) -> MorphoEval {
+    let agent = scores(pool, &mut Policy::Agent(net), episodes, seed);
+    let wait = scores(pool, &mut Policy::AlwaysWait(STANDARD_TEMPO), episodes, seed);
+    let longest = scores(pool, &mut Policy::AlwaysWait(TEMPOS.len() - 1), episodes, seed);
+    let random = scores(pool, &mut Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), episodes, seed);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let (a, w, r) = (mean(&agent), mean(&wait), mean(&random));
+    let agent_wins = (0..agent.len()).filter(|&i| agent[i] > wait[i] && agent[i] > random[i]).count();
+    let always_wait_longest = mean(&longest);
+    MorphoEval {
+        episodes,
+        agent: a,
+        always_wait: w,
+        random_legal: r,
+        margin: a - w.max(r),
+        agent_wins,
+        always_wait_longest,
+    }
+}

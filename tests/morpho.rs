@@ -1,0 +1,126 @@
+//! The morphogenetic workload from the command line: the same episodes on every host
+//! backend, its settings refused clearly, a checkpoint evaluated against both baselines.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+/// A small morpho setup: tiny tasks and hosts, short episodes.
+const SMALL: &[&str] = &[
+    "--env",
+    "morpho",
+    "--task-images",
+    "128",
+    "--host-epochs",
+    "3",
+    "--host-width",
+    "4",
+    "--tasks",
+    "2",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+];
+
+fn train(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let out = run(hotlab()
+        .args(["train", "--envs", "2", "--steps", "3", "--total-steps", "12", "--minibatches", "2", "--json", "--out"])
+        .arg(dir)
+        .args(SMALL)
+        .args(extra));
+    assert!(out.status.success(), "train {extra:?} failed: {}", stderr(&out));
+    last_json(&out)
+}
+
+/// The figures learning decides, per update.
+fn learning(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    let keys = ["global_step", "episodes", "mean_return_last_100", "policy_loss", "value_loss", "entropy"];
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            keys.iter().map(|k| v[k].clone()).collect::<Vec<_>>().into()
+        })
+        .collect()
+}
+
+/// Where the envs step changes nothing they compute: the hosts, their draws and the agent's
+/// decisions are the same on each host backend, so are the returns, losses and weights.
+#[test]
+fn every_host_backend_gives_the_same_morpho_run() {
+    let runs: Vec<_> = ["vectorized", "sequential", "threads", "subprocess"]
+        .iter()
+        .map(|b| {
+            let dir = tempfile::tempdir().unwrap();
+            let report = train(dir.path(), &["--backend", b, "--workers", "2", "--seed", "4"]);
+            assert_eq!(report["env"], "morpho");
+            (b, learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap(), dir)
+        })
+        .collect();
+    let (_, first, weights, _) = &runs[0];
+    assert_eq!(first.len(), 2, "two updates");
+    for (b, figures, w, _) in &runs[1..] {
+        assert_eq!(figures, first, "{b}: the same figures as vectorized");
+        assert!(w == weights, "{b}: the same weights as vectorized");
+    }
+}
+
+#[test]
+fn morpho_settings_are_refused_naming_their_flag() {
+    let rejected = |args: &[&str], flag: &str| {
+        let out = run(hotlab().args(["train", "--env", "morpho"]).args(args));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?} should name {flag}: {err}");
+    };
+    rejected(&["--rent", "-1"], "--rent");
+    rejected(&["--tasks", "0"], "--tasks");
+    rejected(&["--task-images", "8"], "--task-images");
+    rejected(&["--host-epochs", "0"], "--host-epochs");
+    rejected(&["--backend", "device"], "--backend");
+    let out = run(hotlab().args(["train", "--env", "cartpole", "--rent", "0.1"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--rent") && stderr(&out).contains("morpho"), "{}", stderr(&out));
+}
+
+/// A checkpoint loads and plays held-out tasks beside "always wait" and "random legal".
+#[test]
+fn a_morpho_checkpoint_is_evaluated_against_both_baselines() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = train(dir.path(), &["--backend", "vectorized", "--seed", "2"]);
+    let in_report = &report["morpho"];
+    assert_eq!(in_report["episodes"], 8, "the run's report plays 8 held-out episodes: {report}");
+    let out = run(hotlab().args(["eval", "--episodes", "2", "--json", "--checkpoint"]).arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let e = last_json(&out);
+    assert_eq!(e["episodes"], 2, "{e}");
+    for key in ["agent", "always_wait", "random_legal"] {
+        let score = e[key].as_f64().unwrap_or(f64::NAN);
+        assert!((-1.0..=1.0).contains(&score), "{key}: {e}");
+    }
+}
+
+/// The issue's promise at a CI budget: after about 1,300 decisions the trained agent's
+/// held-out episode score beats "always wait" (at the host's standard tempo) and "random
+/// legal actions", paired on the same 16 held-out episodes, by at least 0.02.
+#[test]
+fn the_trained_agent_beats_both_baselines_on_held_out_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(hotlab()
+        .args(["train", "--env", "morpho", "--task-images", "256", "--host-epochs", "6", "--envs", "8", "--steps", "6"])
+        .args(["--total-steps", "1344", "--minibatches", "2", "--backend", "threads", "--workers", "2"])
+        .args(["--device", "cpu", "--seed", "1", "--json", "--out"])
+        .arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(hotlab().args(["eval", "--episodes", "16", "--seed", "7", "--json", "--checkpoint"]).arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let e = last_json(&out);
+    eprintln!("{e}");
+    let (agent, wait, random) =
+        (e["agent"].as_f64().unwrap(), e["always_wait"].as_f64().unwrap(), e["random_legal"].as_f64().unwrap());
+    assert!(
+        agent >= wait + 0.02 && agent >= random + 0.02,
+        "agent {agent:.3}, always wait {wait:.3}, random {random:.3}"
+    );
+}
