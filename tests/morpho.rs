@@ -55,6 +55,14 @@ fn every_host_backend_gives_the_same_morpho_run() {
             let dir = tempfile::tempdir().unwrap();
             let report = train(dir.path(), &["--backend", b, "--workers", "2", "--seed", "4"]);
             assert_eq!(report["env"], "morpho");
+            // The env's own parts are carved out of its step on every backend (worker
+            // processes' through shared memory).
+            let phases = report["profile"]["phases"].as_array().expect("a profile");
+            let secs =
+                |name: &str| phases.iter().find(|p| p["phase"] == name).map_or(0.0, |p| p["wall_s"].as_f64().unwrap());
+            for part in ["host_forward", "host_backward", "host_optimizer", "validation", "lifecycle", "reward"] {
+                assert!(secs(part) > 0.0, "{b}: {part} timed: {phases:?}");
+            }
             (b, learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap(), dir)
         })
         .collect();

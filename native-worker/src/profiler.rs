@@ -4,7 +4,7 @@
 //! to start the next span); the profiler estimates its own cost from a calibration of
 //! that clock read, and reports it.
 
-use hotlab_shared::counters::Counters;
+use hotlab_shared::counters::{Counters, ENV_PARTS};
 use hotlab_shared::profile::{GpuMemory, Phase, PhaseTime, Profile};
 use serde_json::json;
 use std::time::Instant;
@@ -158,6 +158,39 @@ impl Profiler {
         now
     }
 
+    /// Ends an env step's span begun at `start`: first the parts the envs timed themselves
+    /// (`parts` seconds, in [`Phase::ENV_PARTS`] order), then `waited` seconds of waiting
+    /// on workers, the rest `env_step`. Envs stepped in parallel report more part-seconds
+    /// than the span lasted: the parts then share the span in proportion to them.
+    pub fn stop_env(&mut self, waited: f64, parts: &[f64; ENV_PARTS], start: Instant) -> Instant {
+        let busy: f64 = parts.iter().map(|p| p.max(0.0)).sum();
+        if busy <= 0.0 {
+            return self.stop_split(Phase::EnvStep, Phase::EnvWait, waited, start);
+        }
+        let now = Instant::now();
+        self.clock_reads_window += 1;
+        if let Some(d) = self.device.as_mut() {
+            d.mark(Some(Phase::EnvStep));
+        }
+        let total = (now - start).as_secs_f64();
+        let scale = (total / busy).min(1.0);
+        let mut at = start;
+        for (&phase, &secs) in Phase::ENV_PARTS.iter().zip(parts) {
+            let secs = secs.max(0.0) * scale;
+            if secs > 0.0 {
+                self.record(phase, at, secs);
+                at += std::time::Duration::from_secs_f64(secs);
+            }
+        }
+        let rest = (total - busy * scale).max(0.0);
+        let waited = waited.clamp(0.0, rest);
+        if waited > 0.0 {
+            self.record(Phase::EnvWait, at, waited);
+        }
+        self.record(Phase::EnvStep, at + std::time::Duration::from_secs_f64(waited), rest - waited);
+        now
+    }
+
     /// Adds `secs` to `phase` as one call that began at `start` (for phases measured
     /// elsewhere, like the time an env backend spent waiting on its workers).
     pub fn record(&mut self, phase: Phase, start: Instant, secs: f64) {
@@ -272,6 +305,31 @@ mod tests {
         assert_eq!("3..9".parse::<TraceWindow>(), Ok(TraceWindow { first: 3, end: 9 }));
         assert!("9..3".parse::<TraceWindow>().is_err());
         assert!(total.phases.iter().all(|t| t.device_s.is_none()), "no device timer, no device time");
+    }
+
+    /// An env step's span is carved into the parts the envs timed, then the wait, then the
+    /// rest; parts timed in parallel (more seconds than the span) share it in proportion.
+    #[test]
+    fn an_env_span_is_carved_into_the_envs_parts() {
+        let mut p = Profiler::new(None);
+        let mut parts = [0.0; ENV_PARTS];
+        (parts[0], parts[3]) = (0.004, 0.002);
+        let t = p.start();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        p.stop_env(0.001, &parts, t);
+        let w = p.take_window(&Counters::default());
+        assert_eq!((w.phase(Phase::HostForward), w.phase(Phase::Validation)), (0.004, 0.002));
+        assert_eq!(w.phase(Phase::EnvWait), 0.001);
+        assert!(w.phase(Phase::EnvStep) >= 0.003 - 1e-9 && w.calls(Phase::HostBackward) == 0);
+        // Two workers' parts: 20 ms of work in a span of ~10 ms.
+        (parts[0], parts[3]) = (0.015, 0.005);
+        let t = p.start();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        p.stop_env(0.009, &parts, t);
+        let w = p.take_window(&Counters::default());
+        let (f, v) = (w.phase(Phase::HostForward), w.phase(Phase::Validation));
+        assert!((f / v - 3.0).abs() < 1e-6, "in proportion: {f} {v}");
+        assert!(w.phase(Phase::EnvWait) + w.phase(Phase::EnvStep) < 1e-12, "the parts fill the span");
     }
 
     /// The marks a timer receives, attributed as a stream of events would be: what was

@@ -60,10 +60,17 @@ impl Counters {
     }
 }
 
+/// Parts of an env step an env times itself ([`crate::profile::Phase::ENV_PARTS`]).
+pub const ENV_PARTS: usize = 7;
+
 /// What an env backend counts itself (totals since it was made).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EnvCounters {
     pub ipc_round_trips: u64,
     pub spin_iterations: u64,
     pub worker_wait_s: f64,
+    /// Seconds its worker processes' envs spent in each part of their steps (summed over
+    /// workers; in-process envs report theirs through their workload instead).
+    #[serde(default)]
+    pub parts: [f64; ENV_PARTS],
 }

@@ -12,6 +12,22 @@ pub enum Phase {
     EnvStep,
     /// Waiting on env workers (IPC, barriers).
     EnvWait,
+    /// An env's own parts ([`Phase::ENV_PARTS`]; the morpho env's host network): the
+    /// host's forward passes and losses,
+    HostForward,
+    /// its backward passes,
+    HostBackward,
+    /// its optimizer steps,
+    HostOptimizer,
+    /// its validation after each epoch,
+    Validation,
+    /// validation with live seeds switched off, for each seed's credit,
+    Counterfactual,
+    /// the per-env, per-slot bookkeeping of a decision: lifecycle transitions, grafting
+    /// and removing modules, gradient norms (seed 003's "CPU trench"),
+    Lifecycle,
+    /// and the reward.
+    Reward,
     /// Observations (and rollouts) to the device.
     ObsTransfer,
     /// The rollout's policy forward and sampling.
@@ -39,9 +55,16 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 14] = [
+    pub const ALL: [Phase; 21] = [
         Phase::EnvStep,
         Phase::EnvWait,
+        Phase::HostForward,
+        Phase::HostBackward,
+        Phase::HostOptimizer,
+        Phase::Validation,
+        Phase::Counterfactual,
+        Phase::Lifecycle,
+        Phase::Reward,
         Phase::ObsTransfer,
         Phase::PolicyForward,
         Phase::ActionReadback,
@@ -60,6 +83,13 @@ impl Phase {
         match self {
             Phase::EnvStep => "env_step",
             Phase::EnvWait => "env_wait",
+            Phase::HostForward => "host_forward",
+            Phase::HostBackward => "host_backward",
+            Phase::HostOptimizer => "host_optimizer",
+            Phase::Validation => "validation",
+            Phase::Counterfactual => "counterfactual",
+            Phase::Lifecycle => "lifecycle",
+            Phase::Reward => "reward",
             Phase::ObsTransfer => "obs_transfer",
             Phase::PolicyForward => "policy_forward",
             Phase::ActionReadback => "action_readback",
@@ -74,6 +104,18 @@ impl Phase {
             Phase::Other => "other",
         }
     }
+
+    /// The parts of an env step an env times itself ([`crate::counters::EnvCounters::parts`]
+    /// in this order): carved out of the trainer's `env_step` (and `env_wait`) span.
+    pub const ENV_PARTS: [Phase; crate::counters::ENV_PARTS] = [
+        Phase::HostForward,
+        Phase::HostBackward,
+        Phase::HostOptimizer,
+        Phase::Validation,
+        Phase::Counterfactual,
+        Phase::Lifecycle,
+        Phase::Reward,
+    ];
 
     /// Position in [`Phase::ALL`] (declaration order; the profiler indexes by it per span).
     pub fn index(self) -> usize {

@@ -132,6 +132,19 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 format!("index embeddings (embedding_bag), embed dim {}", spec.proof().map_or(0, |p| p.embed_dim))
             }
         },
+        Phase::HostForward | Phase::HostBackward | Phase::HostOptimizer => {
+            format!("the envs' host networks training ({} envs; the env's own compute)", spec.envs)
+        }
+        Phase::Validation => "each host's validation after its epoch".into(),
+        Phase::Counterfactual => match spec.morpho().map(|m| m.shapley_perms) {
+            Some(0) => "validations with live seeds switched off: exact Shapley values (2^live subsets)".into(),
+            Some(n) => format!("validations with live seeds switched off: {n} sampled orderings per step"),
+            None => "validations with parts of the model switched off".into(),
+        },
+        Phase::Lifecycle => {
+            format!("per-env, per-slot bookkeeping after each decision over {} envs (the CPU trench)", spec.envs)
+        }
+        Phase::Reward => "each env's reward".into(),
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
         Phase::Gae => "bootstrap values and advantages".into(),
         Phase::Telemetry => "gradient statistics".into(),
@@ -140,11 +153,18 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
     }
 }
 
-fn split(profile: &Profile) -> Split {
+fn split(profile: &Profile, spec: &RunSpec) -> Split {
     let sum = |ps: &[Phase]| ps.iter().map(|&p| profile.phase(p)).sum::<f64>();
     let data = sum(&[
         Phase::EnvStep,
         Phase::EnvWait,
+        Phase::HostForward,
+        Phase::HostBackward,
+        Phase::HostOptimizer,
+        Phase::Validation,
+        Phase::Counterfactual,
+        Phase::Lifecycle,
+        Phase::Reward,
         Phase::ObsTransfer,
         Phase::ActionReadback,
         Phase::RolloutStore,
@@ -154,7 +174,18 @@ fn split(profile: &Profile) -> Split {
     let bwd = sum(&[Phase::Backward, Phase::Optimizer]);
     let total = (data + fwd + bwd).max(1e-12);
     let (d, f, b) = (100.0 * data / total, 100.0 * fwd / total, 100.0 * bwd / total);
-    let (verdict, next_action) = if d > 50.0 {
+    let own = sum(&Phase::ENV_PARTS);
+    let in_thread = matches!(spec.exec.backend, Backend::Sequential | Backend::Vectorized);
+    let (verdict, next_action) = if d > 50.0 && own > 0.5 * data {
+        (
+            "data > 50%: the envs' own compute (host training, validation) is the bottleneck",
+            if in_thread {
+                "spread the envs over the cores (--backend threads or subprocess)"
+            } else {
+                "it is the envs' work itself: a cheaper env step (the env's own parts, rows above)"
+            },
+        )
+    } else if d > 50.0 {
         (
             "data > 50%: collecting and moving data is the bottleneck",
             "look at env stepping, worker waits and transfers (rows above)",
@@ -299,7 +330,7 @@ pub fn analyze(profile: &Profile, spec: &RunSpec) -> Report {
         env_steps: profile.counters.env_steps,
         steps_per_s: profile.counters.env_steps as f64 / wall,
         rows,
-        split: split(profile),
+        split: split(profile, spec),
         recommendations: recommend(profile, spec),
         profiler_overhead_pct: 100.0 * profile.overhead_s / wall,
     }
@@ -392,6 +423,20 @@ mod tests {
             &RunSpec::default(),
         );
         assert!(data_heavy.split.verdict.starts_with("data > 50%"));
+        assert!(data_heavy.split.next_action.contains("worker waits"));
+        // The env's own parts (a host network training) are data, and named as its compute.
+        let hosts = profile(
+            &[(Phase::HostBackward, 0.5), (Phase::HostForward, 0.3), (Phase::Backward, 0.1)],
+            Counters::default(),
+        );
+        let r_hosts = analyze(&hosts, &RunSpec::default());
+        assert!(r_hosts.split.verdict.contains("envs' own compute"), "{}", r_hosts.split.verdict);
+        assert!(r_hosts.split.next_action.contains("--backend threads"), "{}", r_hosts.split.next_action);
+        let threads = RunSpec {
+            exec: crate::spec::ExecSpec { backend: Backend::Threads, ..Default::default() },
+            ..Default::default()
+        };
+        assert!(!analyze(&hosts, &threads).split.next_action.contains("--backend"));
         let update_fwd = analyze(
             &profile(&[(Phase::UpdateForward, 0.6), (Phase::Backward, 0.3)], Counters::default()),
             &RunSpec::default(),

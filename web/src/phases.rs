@@ -10,6 +10,13 @@ pub fn color(p: Phase) -> &'static str {
     match p {
         Phase::EnvStep => "#f0a030",
         Phase::EnvWait => "#ff6b6b",
+        Phase::HostForward => "#f7c948",
+        Phase::HostBackward => "#e0a526",
+        Phase::HostOptimizer => "#c98a1a",
+        Phase::Validation => "#f4d58d",
+        Phase::Counterfactual => "#e8b4a0",
+        Phase::Lifecycle => "#ff8f5a",
+        Phase::Reward => "#d9825b",
         Phase::ObsTransfer => "#e879a0",
         Phase::PolicyForward => "#4cc38a",
         Phase::ActionReadback => "#c792ea",

@@ -16,11 +16,13 @@
 //!
 //! Beside them: [`transfer`] (observations to the device, actions back, every copy
 //! counted), [`helper`] (a second thread for halves of the work), [`device`] (resolving
-//! `--device`) and [`alloc`] (the allocator's settings).
+//! `--device`), [`alloc`] (the allocator's settings) and [`parts`] (the clock an env times
+//! its own parts with).
 
 pub mod alloc;
 pub mod device;
 pub mod helper;
+pub mod parts;
 pub mod sequential;
 pub mod shm;
 pub mod subprocess;
@@ -29,6 +31,7 @@ pub mod transfer;
 pub mod worker;
 
 use anyhow::Result;
+use hotlab_shared::counters::ENV_PARTS;
 use hotlab_shared::env::{BatchEnv, FieldData, ScalarEnv};
 use hotlab_shared::spec::{Backend, RunSpec, WaitMode, WorkloadSpec};
 
@@ -45,6 +48,12 @@ pub trait EnvMaker: Send + Sync {
     /// ([`worker_flags`]), and what to write to its standard input (data too large or too
     /// costly to rebuild).
     fn worker_flags(&self) -> (Vec<String>, Option<String>);
+    /// Seconds this process's envs of this maker spent in each part of their steps
+    /// ([`hotlab_shared::profile::Phase::ENV_PARTS`]), totals; none for envs that do not
+    /// time their parts.
+    fn env_parts(&self) -> [f64; ENV_PARTS] {
+        [0.0; ENV_PARTS]
+    }
 }
 
 /// A worker process's flags for a workload: `--workload` and the workload as JSON.

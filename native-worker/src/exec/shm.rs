@@ -2,6 +2,7 @@
 //! in both, a layout of flags and arrays computed from the batch's shape, and futex
 //! waits on the flags for `--wait block`.
 
+use hotlab_shared::counters::ENV_PARTS;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU32;
@@ -33,6 +34,8 @@ pub struct Layout {
     pub final_obs: [usize; MAX_FIELDS],
     pub episode_return: usize,
     pub episode_length: usize,
+    /// Per worker: its envs' part totals ([`ENV_PARTS`] f64, seconds).
+    pub parts: usize,
     pub size: usize,
 }
 
@@ -67,6 +70,7 @@ impl Layout {
         let final_obs = row_bytes.map(|b| take(envs * b));
         let episode_return = take(envs * 8);
         let episode_length = take(envs * 4);
+        let parts = take(workers * ENV_PARTS * 8);
         Self {
             envs,
             fields: fields.len(),
@@ -81,6 +85,7 @@ impl Layout {
             final_obs,
             episode_return,
             episode_length,
+            parts,
             size: at.max(4096),
         }
     }

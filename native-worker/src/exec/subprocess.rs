@@ -13,7 +13,7 @@
 
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP, MAX_FIELDS};
 use super::{partition, EnvMaker};
-use hotlab_shared::counters::EnvCounters;
+use hotlab_shared::counters::{EnvCounters, ENV_PARTS};
 use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
 use hotlab_shared::spec::WaitMode;
 use std::process::{Child, Command, Stdio};
@@ -255,8 +255,15 @@ impl BatchEnv for Subprocess {
         Ok(())
     }
 
+    /// With the workers' part totals, as they wrote them after their last step.
     fn counters(&self) -> EnvCounters {
-        self.counters
+        let l = self.region.layout;
+        let all = self.region.slice::<f64>(l.parts, l.workers * ENV_PARTS);
+        let mut parts = [0.0; ENV_PARTS];
+        for worker in all.chunks_exact(ENV_PARTS) {
+            parts.iter_mut().zip(worker).for_each(|(p, w)| *p += w);
+        }
+        EnvCounters { parts, ..self.counters }
     }
 }
 

@@ -3,6 +3,7 @@
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET};
 use super::EnvMaker;
 use anyhow::{bail, Result};
+use hotlab_shared::counters::ENV_PARTS;
 use hotlab_shared::env::{Observations, StepBatch};
 use hotlab_shared::spec::WaitMode;
 use std::sync::atomic::Ordering;
@@ -40,7 +41,8 @@ pub fn run(a: WorkerArgs, load: impl FnOnce() -> Result<std::sync::Arc<dyn EnvMa
     if parent_gone(a.parent) {
         bail!("env worker {}: parent {} is gone", a.worker, a.parent);
     }
-    let mut batch = load()?.vector_env(a.count, a.seed, a.first as u64);
+    let maker = load()?;
+    let mut batch = maker.vector_env(a.count, a.seed, a.first as u64);
     let spec = batch.spec().clone();
     let rows: Vec<usize> = spec.fields.iter().map(|f| f.row_bytes()).collect();
     let region = Region::open(a.shm_fd, Layout::new(a.envs, &rows, spec.heads.len(), a.workers))?;
@@ -113,6 +115,7 @@ pub fn run(a: WorkerArgs, load: impl FnOnce() -> Result<std::sync::Arc<dyn EnvMa
                     region.slice::<u8>(l.final_obs[f] + g * b, b).copy_from_slice(row);
                 }
             }
+            region.slice::<f64>(l.parts + a.worker * ENV_PARTS * 8, ENV_PARTS).copy_from_slice(&maker.env_parts());
         }
         region.done(a.worker).store(now, Ordering::Release);
         if region.remaining().fetch_sub(1, Ordering::AcqRel) == 1 && a.wait == WaitMode::Block {

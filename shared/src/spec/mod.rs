@@ -336,6 +336,14 @@ impl RunSpec {
         }
     }
 
+    /// The morpho workload's settings, when it is the workload.
+    pub fn morpho(&self) -> Option<&MorphoSpec> {
+        match &self.workload {
+            WorkloadSpec::Morpho(m) => Some(m),
+            _ => None,
+        }
+    }
+
     /// Transitions per rollout.
     pub fn batch_size(&self) -> usize {
         self.envs * self.steps

@@ -2,11 +2,12 @@
 //! envs, record; at the end bootstrap, compute GAE and move the batch to the device.
 
 use super::{Actor, Collect, CollectCtx};
-use crate::exec;
+use crate::exec::{self, parts};
 use crate::train::gae::{gae, GaeInput};
 use crate::train::rollout::{Batch, Rollout};
 use crate::train::workload::{asked_to_stop, Workload};
 use anyhow::{Context, Result};
+use hotlab_shared::counters::ENV_PARTS;
 use hotlab_shared::env::{BatchEnv, FieldKind, Observations, StepBatch};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::RunSpec;
@@ -21,6 +22,13 @@ pub struct HostCollector<A> {
     out: StepBatch,
     rollout: Rollout,
     actor: A,
+}
+
+/// Seconds the trainer has waited on env workers, and the envs' part totals (in-process
+/// envs' through their workload, worker processes' through the backend).
+fn env_totals(env: &dyn BatchEnv, workload: &dyn Workload) -> (f64, [f64; ENV_PARTS]) {
+    let (c, mine) = (env.counters(), workload.env_parts());
+    (c.worker_wait_s, std::array::from_fn(|i| c.parts[i] + mine[i]))
 }
 
 impl<A> HostCollector<A> {
@@ -67,11 +75,11 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             } else {
                 s
             };
-            let waited = env.counters().worker_wait_s;
+            let before = env_totals(&**env, &**workload);
             env.step(&rollout.actions[actions], out)
                 .with_context(|| format!("env backend {}", cx.spec.exec.backend))?;
-            let waited = env.counters().worker_wait_s - waited;
-            let s = prof.stop_split(Phase::EnvStep, Phase::EnvWait, waited, s);
+            let after = env_totals(&**env, &**workload);
+            let s = prof.stop_env(after.0 - before.0, &parts::since(&after.1, &before.1), s);
             c.env_steps += envs as u64;
             let row = t * envs..(t + 1) * envs;
             rollout.rewards[row.clone()].copy_from_slice(&out.reward);

@@ -7,10 +7,14 @@
 
 use super::blueprint::Blueprint;
 use super::host::{tensors, Host, SLOTS};
+use crate::exec::parts::PartClock;
 use anyhow::{anyhow, Result};
 use hotlab_shared::glyphs::Task;
 use hotlab_shared::morpho::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
+use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
+use std::sync::Arc;
+use std::time::Instant;
 use tch::{Device, Tensor};
 
 /// How an env is set up.
@@ -76,6 +80,8 @@ pub struct MorphoEnv {
     last: (f64, f64, f64, f64),
     base_params: usize,
     rng: HostRng,
+    /// Where the step's parts are timed (the workload's, shared by its envs).
+    clock: Arc<PartClock>,
 }
 
 impl MorphoEnv {
@@ -97,10 +103,16 @@ impl MorphoEnv {
             last: (0.0, 0.0, 0.0, 0.0),
             base_params,
             rng,
+            clock: Arc::default(),
         };
         let (loss, accuracy) = env.validate(&[]);
         env.last = (loss, 0.0, loss, accuracy);
         Ok(env)
+    }
+
+    /// Times this env's steps' parts on `clock`.
+    pub fn with_clock(self, clock: Arc<PartClock>) -> Self {
+        Self { clock, ..self }
     }
 
     pub fn slots(&self) -> &[Slot] {
@@ -160,8 +172,10 @@ impl MorphoEnv {
         result
     }
 
-    /// One decision, one host epoch.
+    /// One decision, one host epoch; each part timed on the env's clock.
     pub fn step(&mut self, a: &Action) -> Result<Outcome> {
+        let clock = self.clock.clone();
+        let t = Instant::now();
         match morpho::apply(&mut self.slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))? {
             Some(Surgery::Graft { slot, blueprint, lr_scale }) => {
                 let bp = *Blueprint::ALL.get(blueprint).ok_or_else(|| anyhow!("blueprint {blueprint}"))?;
@@ -179,8 +193,10 @@ impl MorphoEnv {
             host.learning = s.stage == Stage::Training;
         }
         let tempo = *TEMPOS.get(a.tempo).ok_or_else(|| anyhow!("tempo {}", a.tempo))?;
+        clock.lap(Phase::Lifecycle, t);
         let (train_loss, train_acc) =
-            self.host.train_steps(&self.data[0], &self.data[1], tempo, self.cfg.batch, &mut self.rng);
+            self.host.train_steps(&self.data[0], &self.data[1], tempo, self.cfg.batch, &mut self.rng, &clock);
+        let t = Instant::now();
         self.grad_norm = self.host.seed_grad_norms();
         for (i, s) in self.slots.iter_mut().enumerate() {
             s.tick(&self.cfg.gates);
@@ -189,12 +205,16 @@ impl MorphoEnv {
             (host.alpha, host.learning) = (s.alpha, s.stage == Stage::Training);
         }
         self.epoch += 1;
+        let t = clock.lap(Phase::Lifecycle, t);
         let (val_loss, accuracy) = self.validate(&[]);
+        let t = clock.lap(Phase::Validation, t);
         self.contribution = self.contributions(accuracy);
+        let t = clock.lap(Phase::Counterfactual, t);
         let rent = self.cfg.rent * self.added.iter().sum::<usize>() as f64 / self.base_params as f64;
         let reward = accuracy - self.last.3 - self.cfg.rent * self.step_rent_share();
         self.last = (train_loss, train_acc, val_loss, accuracy);
         let done = self.epoch >= self.cfg.epochs;
+        clock.lap(Phase::Reward, t);
         Ok(Outcome { reward, done, accuracy, score: done.then_some(accuracy - rent) })
     }
 

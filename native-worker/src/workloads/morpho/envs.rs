@@ -9,6 +9,7 @@
 use super::blueprint::Blueprint;
 use super::env::{MorphoConfig, MorphoEnv, OBS};
 use super::host::SLOTS;
+use crate::exec::parts::PartClock;
 use hotlab_shared::env::{
     BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv,
     StepBatch,
@@ -33,11 +34,13 @@ pub fn env_spec() -> EnvSpec {
     }
 }
 
-/// The tasks an env's episodes learn, and how each env is set up.
+/// The tasks an env's episodes learn, how each env is set up, and the clock their
+/// steps' parts are timed with.
 #[derive(Clone)]
 pub struct Pool {
     pub tasks: Arc<Vec<Task>>,
     pub cfg: MorphoConfig,
+    pub clock: Arc<PartClock>,
 }
 
 /// One env's episodes: a fresh host (its own draws) on the next task of the pool each time.
@@ -67,7 +70,8 @@ impl Episodes {
     fn episode(pool: &Pool, seed: u64, index: u64, n: u64) -> MorphoEnv {
         let task = &pool.tasks[((index + n) % pool.tasks.len() as u64) as usize];
         let draws = splitmix64(seed ^ splitmix64(index.wrapping_mul(0x9e37_79b9) ^ splitmix64(n)));
-        one_thread(|| MorphoEnv::new(task, pool.cfg.clone(), draws).expect("a host on the CPU builds"))
+        let env = one_thread(|| MorphoEnv::new(task, pool.cfg.clone(), draws).expect("a host on the CPU builds"));
+        env.with_clock(pool.clock.clone())
     }
 
     pub fn env(&self) -> &MorphoEnv {

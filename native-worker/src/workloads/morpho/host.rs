@@ -6,8 +6,11 @@
 //! at α = 1 and the host gets none from it.
 
 use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
+use crate::exec::parts::PartClock;
 use hotlab_shared::glyphs::{Split, SIDE};
+use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
+use std::time::Instant;
 use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
@@ -92,20 +95,34 @@ impl Host {
         (s.seed, s.alpha, s.learning) = (None, 0.0, false);
     }
 
-    /// `steps` minibatches of `batch` drawn from `(x, y)` by `rng`, each an optimizer step;
-    /// their mean loss and accuracy.
-    pub fn train_steps(&mut self, x: &Tensor, y: &Tensor, steps: u32, batch: i64, rng: &mut HostRng) -> (f64, f64) {
+    /// `steps` minibatches of `batch` drawn from `(x, y)` by `rng`, each an optimizer step,
+    /// their parts timed on `clock`; their mean loss and accuracy.
+    pub fn train_steps(
+        &mut self,
+        x: &Tensor,
+        y: &Tensor,
+        steps: u32,
+        batch: i64,
+        rng: &mut HostRng,
+        clock: &PartClock,
+    ) -> (f64, f64) {
         let n = x.size()[0] as u64;
         let (mut loss_sum, mut right) = (0.0, 0.0);
         for _ in 0..steps {
+            let t = Instant::now();
             let idx: Vec<i64> = (0..batch).map(|_| rng.below(n) as i64).collect();
             let idx = Tensor::from_slice(&idx).to(x.device());
             let (xb, yb) = (x.index_select(0, &idx), y.index_select(0, &idx));
             let logits = self.forward(&xb);
             let loss = logits.cross_entropy_for_logits(&yb);
-            self.opt.backward_step(&loss);
             loss_sum += loss.double_value(&[]);
             right += accuracy(&logits, &yb);
+            let t = clock.lap(Phase::HostForward, t);
+            self.opt.zero_grad();
+            loss.backward();
+            let t = clock.lap(Phase::HostBackward, t);
+            self.opt.step();
+            clock.lap(Phase::HostOptimizer, t);
         }
         let steps = steps.max(1) as f64;
         (loss_sum / steps, right / steps)

@@ -30,6 +30,7 @@ use agent::{MorphoActor, MorphoAgent};
 use anyhow::{bail, Result};
 use env::{MorphoConfig, OBS};
 use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
+use hotlab_shared::counters::ENV_PARTS;
 use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::glyphs::{generate, TaskSpec};
 use hotlab_shared::protocol::Frame;
@@ -67,7 +68,7 @@ impl Morpho {
             shapley_perms: (s.shapley_perms > 0).then_some(s.shapley_perms),
             ..MorphoConfig::default()
         };
-        Pool { tasks: Arc::new(tasks), cfg }
+        Pool { tasks: Arc::new(tasks), cfg, clock: Arc::default() }
     }
 
     /// Tasks no training env learns: the ones after the training tasks' seeds.
@@ -97,6 +98,10 @@ impl EnvMaker for Morpho {
 
     fn worker_flags(&self) -> (Vec<String>, Option<String>) {
         (worker_flags(WorkloadSpec::Morpho(self.settings.clone())), None)
+    }
+
+    fn env_parts(&self) -> [f64; ENV_PARTS] {
+        self.pool.clock.totals()
     }
 }
 
