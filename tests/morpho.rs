@@ -10,7 +10,7 @@ const SMALL: &[&str] = &[
     "--env",
     "morpho",
     "--task-images",
-    "128",
+    "64",
     "--host-epochs",
     "3",
     "--host-width",
@@ -74,6 +74,23 @@ fn every_host_backend_gives_the_same_morpho_run() {
     }
 }
 
+/// `--slots sleeper` holds a masked pool where `dynamic` makes and frees seeds: the same
+/// run, figure for figure and weight for weight.
+#[test]
+fn a_sleeper_pool_gives_the_same_run_as_dynamic_seeds() {
+    let runs: Vec<_> = ["dynamic", "sleeper"]
+        .iter()
+        .map(|slots| {
+            let dir = tempfile::tempdir().unwrap();
+            let report = train(dir.path(), &["--slots", slots, "--seed", "5"]);
+            assert_eq!(report["config"]["workload"]["morpho"]["slots"], *slots, "{report}");
+            (learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap())
+        })
+        .collect();
+    assert_eq!(runs[0].0, runs[1].0, "the same figures");
+    assert!(runs[0].1 == runs[1].1, "the same weights");
+}
+
 #[test]
 fn morpho_settings_are_refused_naming_their_flag() {
     let rejected = |args: &[&str], flag: &str| {
@@ -86,6 +103,7 @@ fn morpho_settings_are_refused_naming_their_flag() {
     rejected(&["--tasks", "0"], "--tasks");
     rejected(&["--task-images", "8"], "--task-images");
     rejected(&["--host-epochs", "0"], "--host-epochs");
+    rejected(&["--slots", "pooled"], "--slots");
     rejected(&["--backend", "device"], "--backend");
     let out = run(hotlab().args(["train", "--env", "cartpole", "--rent", "0.1"]));
     assert_eq!(out.status.code(), Some(2));

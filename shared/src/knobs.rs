@@ -128,6 +128,12 @@ pub const KNOBS: &[Knob] = &[
     morpho("host_width", "workload.morpho.width", Int, "morpho: the host's first-stage channels"),
     morpho("rent", "workload.morpho.rent", Float, "morpho: reward lost per host's worth of added parameters"),
     morpho(
+        "slots",
+        "workload.morpho.slots",
+        Choice(crate::spec::SlotPool::ALL),
+        "morpho: seeds made and freed per graft (dynamic), or a fixed masked pool (sleeper)",
+    ),
+    morpho(
         "shapley_perms",
         "workload.morpho.shapley_perms",
         Int,

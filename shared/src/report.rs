@@ -7,7 +7,7 @@
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
 use crate::profile::{Phase, Profile};
-use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, Transfer, WaitMode};
+use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, SlotPool, Transfer, WaitMode};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -133,7 +133,11 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             }
         },
         Phase::HostForward | Phase::HostBackward | Phase::HostOptimizer => {
-            format!("the envs' host networks training ({} envs; the env's own compute)", spec.envs)
+            let pool = match spec.morpho().map(|m| m.slots) {
+                Some(SlotPool::Sleeper) => "; every sleeper seed runs, masked",
+                _ => "",
+            };
+            format!("the envs' host networks training ({} envs; the env's own compute{pool})", spec.envs)
         }
         Phase::Validation => "each host's validation after its epoch".into(),
         Phase::Counterfactual => match spec.morpho().map(|m| m.shapley_perms) {
@@ -142,7 +146,12 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             None => "validations with parts of the model switched off".into(),
         },
         Phase::Lifecycle => {
-            format!("per-env, per-slot bookkeeping after each decision over {} envs (the CPU trench)", spec.envs)
+            let pool = match spec.morpho().map(|m| m.slots) {
+                Some(SlotPool::Dynamic) => "; seeds made and freed with their optimizer state",
+                Some(SlotPool::Sleeper) => "; sleeper seeds reset in place",
+                None => "",
+            };
+            format!("per-env, per-slot bookkeeping after each decision over {} envs (the CPU trench{pool})", spec.envs)
         }
         Phase::Reward => "each env's reward".into(),
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
@@ -304,6 +313,21 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
         );
     }
+    // A sleeper pool buys graph capture with the masked sleepers' compute; hosts on the
+    // CPU are never captured, so there it is pure cost.
+    let hosts = profile.share(Phase::HostForward) + profile.share(Phase::HostBackward);
+    if spec.morpho().is_some_and(|m| m.slots == SlotPool::Sleeper) && hosts >= 0.10 {
+        let share = hosts;
+        out.push(Recommendation {
+            knob: "--slots dynamic".into(),
+            phase: Phase::HostBackward,
+            signature: format!(
+                "{:.0}% of wall in host forward and backward, every sleeper seed computed masked; hosts on the CPU are never captured as a graph",
+                100.0 * share
+            ),
+            max_speedup: amdahl(share),
+        });
+    }
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
     out
 }
@@ -449,6 +473,21 @@ mod tests {
         assert!(rollout_fwd.split.verdict.contains("rollout's forward"), "{}", rollout_fwd.split.verdict);
         assert!((r.profiler_overhead_pct - 0.1).abs() < 1e-9);
         assert!(r.markdown().contains("| env_step | 5.000 | 50.0 |"));
+    }
+
+    #[test]
+    fn a_sleeper_pool_on_the_cpu_is_advised_against_when_hosts_dominate() {
+        let hosts = profile(&[(Phase::HostBackward, 0.4), (Phase::HostForward, 0.2)], Counters::default());
+        let morpho = |slots| RunSpec {
+            workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec { slots, ..Default::default() }),
+            ..Default::default()
+        };
+        let r = analyze(&hosts, &morpho(SlotPool::Sleeper));
+        assert_eq!(knobs(&r), ["--slots dynamic"]);
+        assert!((r.recommendations[0].max_speedup - 2.5).abs() < 1e-9);
+        assert!(knobs(&analyze(&hosts, &morpho(SlotPool::Dynamic))).is_empty());
+        let light = profile(&[(Phase::HostBackward, 0.05), (Phase::Backward, 0.9)], Counters::default());
+        assert!(knobs(&analyze(&light, &morpho(SlotPool::Sleeper))).is_empty());
     }
 
     #[test]

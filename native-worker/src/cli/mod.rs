@@ -21,7 +21,7 @@ mod worker;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use hotlab_shared::knobs;
-use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_shared::spec::{RunSpec, SlotPool, SpecError};
 use serde_json::Value;
 
 #[derive(Parser, Debug)]
@@ -184,6 +184,9 @@ pub struct MorphoFlags {
     /// Morpho: orderings sampled for each step's Shapley credit; 0 = exact, every ordering [0].
     #[arg(long)]
     pub shapley_perms: Option<usize>,
+    /// Morpho: how hosts hold their seeds: `dynamic` makes a seed's tensors on its graft and frees them (and its optimizer state) on removal; `sleeper` keeps one of each blueprint per slot, masked, reset in place (catalogue row 9) [dynamic].
+    #[arg(long)]
+    pub slots: Option<SlotPool>,
 }
 
 impl MorphoFlags {
@@ -197,6 +200,7 @@ impl MorphoFlags {
             ("host_width", self.host_width.map(Value::from)),
             ("rent", self.rent.map(Value::from)),
             ("shapley_perms", self.shapley_perms.map(Value::from)),
+            ("slots", self.slots.map(|s| Value::from(s.as_str()))),
         ]
     }
 }

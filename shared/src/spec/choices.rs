@@ -103,6 +103,25 @@ knob!(
 );
 
 knob!(
+    /// How a morpho host holds its seeds (catalogue row 9, seed 003 §2.3).
+    SlotPool, "slot pool" {
+        /// A seed's tensors made on its graft and freed on its removal, the optimizer's
+        /// state with them: the parameter set changes, so no captured graph survives.
+        Dynamic = "dynamic",
+        /// A fixed pool, one seed of each blueprint per slot, masked while asleep and reset
+        /// in place on a graft: the same tensors and ops every step.
+        Sleeper = "sleeper",
+    }
+);
+
+#[allow(clippy::derivable_impls)] // the knob macro cannot mark one variant `#[default]`
+impl Default for SlotPool {
+    fn default() -> Self {
+        SlotPool::Dynamic
+    }
+}
+
+knob!(
     /// How observations are copied to the device (catalogue row 2).
     Transfer, "transfer mode" {
         /// One copy per observation field per env.

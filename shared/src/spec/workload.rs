@@ -4,7 +4,7 @@
 //! Adding a workload here is one line in [`workloads!`] below and its settings struct; the
 //! worker's registry (`native-worker/src/workloads/mod.rs`) maps the name to its code.
 
-use super::choices::Backend;
+use super::choices::{Backend, SlotPool};
 use super::{in_range, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -209,11 +209,23 @@ pub struct MorphoSpec {
     /// Orderings sampled for each step's Shapley values; 0 = exact (every ordering).
     /// Flag `--shapley-perms`.
     pub shapley_perms: usize,
+    /// How hosts hold their seeds: made and freed per graft, or a fixed masked pool.
+    /// Flag `--slots`.
+    pub slots: SlotPool,
 }
 
 impl Default for MorphoSpec {
     fn default() -> Self {
-        Self { task_seed: 1, tasks: 8, images: 2048, epochs: 12, width: 16, rent: 0.02, shapley_perms: 0 }
+        Self {
+            task_seed: 1,
+            tasks: 8,
+            images: 2048,
+            epochs: 12,
+            width: 16,
+            rent: 0.02,
+            shapley_perms: 0,
+            slots: SlotPool::Dynamic,
+        }
     }
 }
 

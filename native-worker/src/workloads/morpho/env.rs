@@ -13,6 +13,7 @@ use hotlab_shared::glyphs::Task;
 use hotlab_shared::morpho::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::SlotPool;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Tensor};
@@ -31,12 +32,23 @@ pub struct MorphoConfig {
     pub rent: f64,
     /// Sampled orderings for the Shapley values (None: exact, every ordering).
     pub shapley_perms: Option<usize>,
+    /// How the host holds its seeds.
+    pub slots: SlotPool,
     pub gates: Gates,
 }
 
 impl Default for MorphoConfig {
     fn default() -> Self {
-        Self { width: 16, lr: 3e-3, batch: 64, epochs: 12, rent: 0.02, shapley_perms: None, gates: Gates::default() }
+        Self {
+            width: 16,
+            lr: 3e-3,
+            batch: 64,
+            epochs: 12,
+            rent: 0.02,
+            shapley_perms: None,
+            slots: SlotPool::Dynamic,
+            gates: Gates::default(),
+        }
     }
 }
 
@@ -89,7 +101,7 @@ impl MorphoEnv {
     pub fn new(task: &Task, cfg: MorphoConfig, seed: u64) -> Result<Self> {
         let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
         let mut rng = HostRng::new(seed);
-        let host = Host::new(cfg.width, cfg.lr, Device::Cpu, &mut rng)?;
+        let host = Host::new(cfg.width, cfg.lr, cfg.slots, Device::Cpu, &mut rng)?;
         let base_params = host.params();
         let mut env = Self {
             cfg,
@@ -154,7 +166,7 @@ impl MorphoEnv {
             obs.extend(STAGES.map(|st| (st == s.stage) as u8 as f32));
             obs.push(s.alpha as f32);
             obs.push((s.age as f32 / 10.0).min(1.0));
-            let bp = s.blueprint.filter(|_| self.host.slots[i].seed.is_some());
+            let bp = s.blueprint.filter(|_| self.host.slots[i].live.is_some());
             obs.extend((0..=Blueprint::ALL.len()).map(|b| (bp.map_or(Blueprint::ALL.len(), |x| x) == b) as u8 as f32));
             obs.push(self.added[i] as f32 / self.base_params as f32);
             obs.push(self.grad_norm[i] as f32);
@@ -226,7 +238,7 @@ impl MorphoEnv {
     /// Each live seed's Shapley value in validation accuracy (0 for the others).
     fn contributions(&mut self, accuracy: f64) -> [f64; SLOTS] {
         let live: Vec<usize> =
-            (0..SLOTS).filter(|&s| self.host.slots[s].seed.is_some() && self.host.slots[s].alpha > 0.0).collect();
+            (0..SLOTS).filter(|&s| self.host.slots[s].live.is_some() && self.host.slots[s].alpha > 0.0).collect();
         let mut out = [0.0; SLOTS];
         if live.is_empty() {
             return out;

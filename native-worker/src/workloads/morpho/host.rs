@@ -1,31 +1,65 @@
 //! The host: a small conv network (about 24k parameters at width 16) learning the glyph
-//! task with its own optimizer, with a slot after each of its three stages. A seed in a
-//! slot adds `α·seed(x)` to the stage's activation `x`. A seed that is `learning` (its
-//! training stage, α = 0) adds `s − detach(s)` with `s = seed(detach(x))`: exactly zero, so
-//! the host's output is its own bit for bit, while the seed gets the gradient it would get
-//! at α = 1 and the host gets none from it.
+//! task with its own Adam ([`HostAdam`]), with a slot after each of its three stages. A
+//! seed in a slot adds `α·seed(x)` to the stage's activation `x`. A seed that is
+//! `learning` (its training stage, α = 0) adds `s − detach(s)` with `s = seed(detach(x))`:
+//! exactly zero, so the host's output is its own bit for bit, while the seed gets the
+//! gradient it would get at α = 1 and the host gets none from it.
+//!
+//! `--slots` (catalogue row 9, seed 003 §2.3): `dynamic` makes a seed's tensors when it is
+//! grafted and drops them (and their optimizer state) when it is removed: the set of
+//! parameters changes with every graft, which no captured graph survives. `sleeper` makes
+//! one seed of every blueprint in every slot up front and never frees one: a graft redraws
+//! a sleeper's weights and zeroes its moments in place, and every step runs every sleeper,
+//! masked (× 0, never stepped) unless it is live — the same ops every step, at the price
+//! of computing the sleepers. Both draw the same weights and give the same results.
 
+use super::adam::HostAdam;
 use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
 use crate::exec::parts::PartClock;
 use hotlab_shared::glyphs::{Split, SIDE};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::SlotPool;
 use std::time::Instant;
-use tch::nn::{self, Module, OptimizerConfig};
+use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
 /// Slots per host, one after each stage.
 pub const SLOTS: usize = 3;
 
-/// A slot: its activation's channels, and the seed grafted there with its blend.
+/// A seed's module and its own store (dropping it frees the seed's tensors).
+struct SeedModule {
+    vs: nn::VarStore,
+    net: Box<dyn Seed>,
+    /// Its parameters, by name (a fixed order for sums over them).
+    params: Vec<Tensor>,
+}
+
+impl SeedModule {
+    /// A seed of `blueprint` for `channels`, its weights zero until drawn.
+    fn new(blueprint: Blueprint, channels: i64, device: Device) -> Self {
+        let vs = nn::VarStore::new(device);
+        let net = blueprint.build(vs.root() / "seed", channels);
+        let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        Self { vs, net, params: named.into_iter().map(|(_, t)| t).collect() }
+    }
+
+    fn numel(&self) -> usize {
+        self.params.iter().map(Tensor::numel).sum()
+    }
+}
+
+/// A slot: its activation's channels, and the seed live there with its blend.
 pub struct Slot {
     pub channels: i64,
     pub alpha: f64,
     /// The seed learns from the host's loss without changing its output (see above).
     pub learning: bool,
-    pub seed: Option<(Blueprint, Box<dyn Seed>)>,
-    /// Its parameters' names start with this.
-    prefix: String,
+    /// The live seed's blueprint.
+    pub live: Option<Blueprint>,
+    /// Seeds by blueprint: the live one only (`dynamic`), or one of each, always (`sleeper`).
+    seeds: Vec<Option<SeedModule>>,
 }
 
 pub struct Host {
@@ -33,10 +67,11 @@ pub struct Host {
     stages: Vec<nn::Conv2D>,
     head: nn::Linear,
     pub slots: Vec<Slot>,
-    opt: nn::Optimizer,
+    opt: HostAdam,
     lr: f64,
-    /// Seeds grafted so far (each one's parameters get a path of their own).
-    grafted: usize,
+    pool: SlotPool,
+    /// The host's own parameters.
+    base: usize,
 }
 
 /// A split as tensors: images `[n, 1, 16, 16]` and classes `[n]`.
@@ -46,11 +81,17 @@ pub fn tensors(split: &Split, device: Device) -> (Tensor, Tensor) {
     (x, Tensor::from_slice(&split.labels).to(device))
 }
 
+/// A blueprint's index in [`Blueprint::ALL`].
+fn index(b: Blueprint) -> usize {
+    Blueprint::ALL.iter().position(|&x| x == b).unwrap_or(0)
+}
+
 impl Host {
     /// A bare host of `width` channels in its first stage (2× and 4× in the next two),
     /// trained by Adam at `lr`, its weights drawn from `rng` (so that an env's host does
-    /// not depend on other threads' draws from libtorch's generator).
-    pub fn new(width: i64, lr: f64, device: Device, rng: &mut HostRng) -> anyhow::Result<Self> {
+    /// not depend on other threads' draws from libtorch's generator); its seeds held as
+    /// `pool` says.
+    pub fn new(width: i64, lr: f64, pool: SlotPool, device: Device, rng: &mut HostRng) -> anyhow::Result<Self> {
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let channels = [width, 2 * width, 4 * width];
@@ -65,34 +106,66 @@ impl Host {
             conv("stage2", channels[1], channels[2], 2),
         ];
         let head = nn::linear(&root / "head", channels[2], hotlab_shared::glyphs::CLASSES as i64, LINEAR);
-        let slots = channels
-            .iter()
-            .map(|&c| Slot { channels: c, alpha: 0.0, learning: false, seed: None, prefix: String::new() })
-            .collect();
-        let opt = nn::Adam::default().build(&vs, lr)?;
-        init(&vs, "", rng);
-        Ok(Self { vs, stages, head, slots, opt, lr, grafted: 0 })
+        init(&vs, rng);
+        let mut opt = HostAdam::new(SLOTS + 1, lr);
+        opt.add(&vs.trainable_variables(), 0, None, true);
+        let base = vs.trainable_variables().iter().map(Tensor::numel).sum();
+        let mut slots = Vec::new();
+        for (slot, &c) in channels.iter().enumerate() {
+            let seeds = Blueprint::ALL
+                .iter()
+                .map(|&b| {
+                    (pool == SlotPool::Sleeper).then(|| {
+                        let seed = SeedModule::new(b, c, device);
+                        opt.add(&seed.params, slot + 1, Some((slot, index(b))), false);
+                        seed
+                    })
+                })
+                .collect();
+            slots.push(Slot { channels: c, alpha: 0.0, learning: false, live: None, seeds });
+        }
+        Ok(Self { vs, stages, head, slots, opt, lr, pool, base })
     }
 
     /// Grafts a seed of `blueprint` into `slot` at blend `alpha`, its weights drawn from
-    /// `rng`, learning at `lr_scale` × the host's rate (each slot's seeds are a parameter
-    /// group of the optimizer: group `slot + 1`).
+    /// `rng`, learning at `lr_scale` × the host's rate (each slot's seeds are a
+    /// learning-rate group: `slot + 1`).
     pub fn graft(&mut self, slot: usize, blueprint: Blueprint, alpha: f64, lr_scale: f64, rng: &mut HostRng) {
-        self.grafted += 1;
-        let name = format!("seed{}_{}", self.grafted, blueprint.name());
-        let seed = blueprint.build(self.vs.root().set_group(slot + 1) / name.as_str(), self.slots[slot].channels);
-        init(&self.vs, &name, rng);
-        // The optimizer takes new variables in (and makes their group) when it zeroes.
-        self.opt.zero_grad();
-        self.opt.set_lr_group(slot + 1, self.lr * lr_scale);
+        self.remove(slot);
+        let (b, owner) = (index(blueprint), (slot, index(blueprint)));
+        let device = self.vs.device();
         let s = &mut self.slots[slot];
-        (s.seed, s.alpha, s.learning, s.prefix) = (Some((blueprint, seed)), alpha, false, name);
+        match self.pool {
+            SlotPool::Dynamic => {
+                let seed = SeedModule::new(blueprint, s.channels, device);
+                init(&seed.vs, rng);
+                self.opt.add(&seed.params, slot + 1, Some(owner), true);
+                s.seeds[b] = Some(seed);
+            }
+            SlotPool::Sleeper => {
+                let seed = s.seeds[b].as_ref().expect("a sleeper pool holds every blueprint");
+                init(&seed.vs, rng);
+                self.opt.reset(owner, true);
+            }
+        }
+        self.opt.set_lr(slot + 1, self.lr * lr_scale);
+        (s.live, s.alpha, s.learning) = (Some(blueprint), alpha, false);
     }
 
-    /// Takes the slot's seed out (α = 0). Its parameters stay in the store, unused.
+    /// Takes the slot's seed out (α = 0): dropped with its optimizer state (`dynamic`), or
+    /// masked (`sleeper`).
     pub fn remove(&mut self, slot: usize) {
         let s = &mut self.slots[slot];
-        (s.seed, s.alpha, s.learning) = (None, 0.0, false);
+        if let Some(b) = s.live.take().map(index) {
+            match self.pool {
+                SlotPool::Dynamic => {
+                    s.seeds[b] = None;
+                    self.opt.remove((slot, b));
+                }
+                SlotPool::Sleeper => self.opt.set_live((slot, b), false),
+            }
+        }
+        (s.alpha, s.learning) = (0.0, false);
     }
 
     /// `steps` minibatches of `batch` drawn from `(x, y)` by `rng`, each an optimizer step,
@@ -128,15 +201,15 @@ impl Host {
         (loss_sum / steps, right / steps)
     }
 
-    /// Each slot's seed's gradient norm after the last step (0 without a seed).
+    /// Each slot's live seed's gradient norm after the last step (0 without one).
     pub fn seed_grad_norms(&self) -> [f64; SLOTS] {
-        let vars = self.vs.variables();
         let mut out = [0.0; SLOTS];
-        for (norm, slot) in out.iter_mut().zip(&self.slots).filter(|(_, s)| s.seed.is_some()) {
-            let squares: f64 = vars
+        for (norm, slot) in out.iter_mut().zip(&self.slots) {
+            let Some(seed) = slot.live.and_then(|b| slot.seeds[index(b)].as_ref()) else { continue };
+            let squares: f64 = seed
+                .params
                 .iter()
-                .filter(|(name, _)| name.starts_with(slot.prefix.as_str()))
-                .map(|(_, t)| t.grad())
+                .map(Tensor::grad)
                 .filter(Tensor::defined)
                 .map(|g| g.square().sum(Kind::Double).double_value(&[]))
                 .sum();
@@ -145,23 +218,43 @@ impl Host {
         out
     }
 
-    /// Trainable parameters, seeds included.
+    /// Trainable parameters in use: the host's and its live seeds'.
     pub fn params(&self) -> usize {
-        self.vs.trainable_variables().iter().map(Tensor::numel).sum()
+        let live = |s: &Slot| s.live.and_then(|b| s.seeds[index(b)].as_ref()).map_or(0, SeedModule::numel);
+        self.base + self.slots.iter().map(live).sum::<usize>()
     }
 
-    /// The class logits of images `x`.
+    /// Tensors allocated for seeds (parameters and optimizer moments): what `dynamic`
+    /// changes with each graft and `sleeper` holds fixed.
+    pub fn seed_tensors(&self) -> usize {
+        let params: usize = self.slots.iter().flat_map(|s| &s.seeds).flatten().map(|s| s.params.len()).sum();
+        params + self.opt.state_tensors() - 2 * self.vs.trainable_variables().len()
+    }
+
+    /// The class logits of images `x` in a training step.
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.forward_with(x, self.pool == SlotPool::Sleeper)
+    }
+
+    /// The class logits, running the masked sleepers or not (they add exactly 0: a
+    /// validation, never captured, skips them).
+    fn forward_with(&self, x: &Tensor, sleepers: bool) -> Tensor {
         let mut h = x.shallow_clone();
         for (stage, slot) in self.stages.iter().zip(&self.slots) {
-            h = stage.forward(&h).relu();
-            match &slot.seed {
-                Some((_, seed)) if slot.learning => {
-                    let shadow = seed.forward(&h.detach());
+            let a = stage.forward(&h).relu();
+            h = a.shallow_clone();
+            for (b, seed) in slot.seeds.iter().enumerate() {
+                let Some(seed) = seed else { continue };
+                let live = slot.live.is_some_and(|l| index(l) == b);
+                if live && slot.learning {
+                    let shadow = seed.net.forward(&a.detach());
                     h = &h + (&shadow - shadow.detach());
+                } else if live && slot.alpha != 0.0 {
+                    h = &h + seed.net.forward(&a) * slot.alpha;
+                } else if sleepers {
+                    // A sleeper runs masked: it adds exactly 0 and its gradient is 0.
+                    h = &h + seed.net.forward(&a) * 0.0;
                 }
-                Some((_, seed)) if slot.alpha != 0.0 => h = &h + seed.forward(&h) * slot.alpha,
-                _ => {}
             }
         }
         self.head.forward(&h.mean_dim(&[2i64, 3][..], false, Kind::Float))
@@ -178,7 +271,9 @@ impl Host {
         for start in (0..n).step_by(batch as usize) {
             let idx = order.narrow(0, start, batch.min(n - start));
             let loss = self.forward(&x.index_select(0, &idx)).cross_entropy_for_logits(&y.index_select(0, &idx));
-            self.opt.backward_step(&loss);
+            self.opt.zero_grad();
+            loss.backward();
+            self.opt.step();
             total += loss.double_value(&[]);
             batches += 1;
         }
@@ -188,7 +283,7 @@ impl Host {
     /// Loss and accuracy on `(x, y)`.
     pub fn evaluate(&self, x: &Tensor, y: &Tensor) -> (f64, f64) {
         tch::no_grad(|| {
-            let logits = self.forward(x);
+            let logits = self.forward_with(x, false);
             (logits.cross_entropy_for_logits(y).double_value(&[]), accuracy(&logits, y))
         })
     }
@@ -199,18 +294,18 @@ fn accuracy(logits: &Tensor, y: &Tensor) -> f64 {
     logits.argmax(-1, false).eq_tensor(y).to_kind(Kind::Float).mean(Kind::Float).double_value(&[])
 }
 
-/// Draws the weights whose names start with `prefix` from `rng` (sorted by name, so the
-/// draws land alike every time): a matrix or kernel uniform in ±1/√fan-in, a bias 0; a
-/// norm's own scale (1) and shift (0) stay.
-fn init(vs: &nn::VarStore, prefix: &str, rng: &mut HostRng) {
-    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(n, _)| n.starts_with(prefix)).collect();
+/// Draws every weight of `vs` from `rng` (sorted by name, so the draws land alike every
+/// time), in place: a matrix or kernel uniform in ±1/√fan-in, a bias 0, a norm's scale 1
+/// (a sleeper seed regrafted starts as a new one would).
+fn init(vs: &nn::VarStore, rng: &mut HostRng) {
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
     tch::no_grad(|| {
         for (name, mut t) in vars {
             let shape = t.size();
             let values: Vec<f32> = match shape.len() {
                 0 | 1 if name.ends_with("bias") => vec![0.0; t.numel()],
-                0 | 1 => continue,
+                0 | 1 => vec![1.0; t.numel()],
                 _ => {
                     let bound = 1.0 / (shape[1..].iter().product::<i64>() as f32).sqrt();
                     (0..t.numel()).map(|_| (rng.next_f32() * 2.0 - 1.0) * bound).collect()
@@ -230,7 +325,7 @@ mod tests {
     #[test]
     fn a_seed_at_alpha_zero_leaves_the_output_exactly_the_hosts() {
         let mut rng = HostRng::new(5);
-        let mut host = Host::new(8, 1e-3, Device::Cpu, &mut rng).unwrap();
+        let mut host = Host::new(8, 1e-3, SlotPool::Dynamic, Device::Cpu, &mut rng).unwrap();
         let x = Tensor::randn([4, 1, 16, 16], (Kind::Float, Device::Cpu));
         let bare = host.forward(&x);
         let before = host.params();
@@ -250,6 +345,46 @@ mod tests {
         assert!(!host.forward(&x).equal(&bare));
     }
 
+    /// `--slots`: the same draws, the same minibatches and the same grafts and removals give
+    /// the same host bit for bit, whether seeds are made and freed or sleep in a pool;
+    /// regrafting a slept-in seed starts it afresh. Only what is allocated differs.
+    #[test]
+    fn a_sleeper_pool_and_dynamic_seeds_give_the_same_host() {
+        let task = generate(&TaskSpec { seed: 3, train: 256, val: 128, ..TaskSpec::default() });
+        let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
+        let clock = PartClock::default();
+        let run = |pool: SlotPool| {
+            let mut rng = HostRng::new(9);
+            let mut host = Host::new(4, 3e-3, pool, Device::Cpu, &mut rng).unwrap();
+            let mut trace = Vec::new();
+            let mut train = |host: &mut Host, rng: &mut HostRng| {
+                host.train_steps(&x, &y, 2, 32, rng, &clock);
+                let logits = tch::no_grad(|| host.forward(&xv));
+                trace.push((Vec::<f32>::try_from(logits.view([-1])).unwrap(), host.seed_grad_norms(), host.params()));
+            };
+            host.graft(0, Blueprint::Conv3x3, 0.0, 1.0, &mut rng);
+            host.slots[0].learning = true;
+            train(&mut host, &mut rng);
+            (host.slots[0].learning, host.slots[0].alpha) = (false, 0.5);
+            host.graft(2, Blueprint::Attention, 0.0, 0.5, &mut rng);
+            host.slots[2].alpha = 1.0;
+            train(&mut host, &mut rng);
+            host.remove(0);
+            train(&mut host, &mut rng);
+            host.graft(0, Blueprint::Conv3x3, 1.0, 2.0, &mut rng);
+            host.graft(1, Blueprint::Norm, 1.0, 1.0, &mut rng);
+            train(&mut host, &mut rng);
+            (trace, host.evaluate(&xv, &yv), host.seed_tensors())
+        };
+        let (dynamic, sleeper) = (run(SlotPool::Dynamic), run(SlotPool::Sleeper));
+        assert!(dynamic.0 == sleeper.0, "logits, gradient norms and parameter counts at every stage");
+        assert_eq!(dynamic.1, sleeper.1);
+        assert!(dynamic.0[1].1[2] > 0.0 && dynamic.0[2].2 < dynamic.0[1].2, "a live seed learns; a removal frees");
+        // Live at the end: conv3x3 (2 tensors), norm (2), attention (6), each with 2 moments.
+        assert_eq!(dynamic.2, 10 * 3);
+        assert!(sleeper.2 > 3 * dynamic.2, "the pool holds every blueprint in every slot: {}", sleeper.2);
+    }
+
     /// The promise: grown capacity raises validation accuracy measurably. The same
     /// host, the same initialization and the same minibatches for 6 epochs, bare and with a
     /// 3×3 convolution fossilized (α = 1) in every slot.
@@ -259,7 +394,7 @@ mod tests {
         let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
         let accuracy = |grown: bool| {
             let mut init = HostRng::new(1);
-            let mut host = Host::new(16, 3e-3, Device::Cpu, &mut init).unwrap();
+            let mut host = Host::new(16, 3e-3, SlotPool::Dynamic, Device::Cpu, &mut init).unwrap();
             if grown {
                 (0..SLOTS).for_each(|s| host.graft(s, Blueprint::Conv3x3, 1.0, 1.0, &mut init));
             }

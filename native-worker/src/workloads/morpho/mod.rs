@@ -2,7 +2,8 @@
 //! task ([`hotlab_shared::glyphs`]) into whose slots an agent grafts small modules
 //! ("seeds") while it trains; one decision per host epoch, eight heads.
 //!
-//! - [`blueprint`]: the seeds' five blueprints; [`host`]: the host with its slots;
+//! - [`blueprint`]: the seeds' five blueprints; [`host`]: the host with its slots and
+//!   [`adam`] its optimizer;
 //! - [`env`]: one env's step (the decision, a host epoch, validation, Shapley credit, the
 //!   reward); the lifecycle, masks and Shapley values are [`hotlab_shared::morpho`];
 //! - [`envs`]: episodes on a pool of tasks, as a batch and one at a time (the backends);
@@ -10,6 +11,7 @@
 //! - [`view`]: what the lab's viewer draws;
 //! - [`eval`]: the agent against "always wait" and "random legal" on held-out tasks.
 
+pub mod adam;
 pub mod agent;
 pub mod blueprint;
 pub mod env;
@@ -34,7 +36,7 @@ use hotlab_shared::counters::ENV_PARTS;
 use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::glyphs::{generate, TaskSpec};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, Inference, MorphoSpec, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{Backend, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, WorkloadSpec};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -66,15 +68,18 @@ impl Morpho {
             epochs: s.epochs,
             rent: s.rent,
             shapley_perms: (s.shapley_perms > 0).then_some(s.shapley_perms),
+            slots: s.slots,
             ..MorphoConfig::default()
         };
         Pool { tasks: Arc::new(tasks), cfg, clock: Arc::default() }
     }
 
-    /// Tasks no training env learns: the ones after the training tasks' seeds.
+    /// Tasks no training env learns: the ones after the training tasks' seeds. Their hosts
+    /// make and free their seeds whatever `--slots` says: a sleeper pool gives the same
+    /// episodes at the cost of computing its sleepers, which an evaluation need not pay.
     pub fn held_out(&self, count: usize) -> Pool {
-        let s = &self.settings;
-        Self::pool(s, s.task_seed + s.tasks as u64 + 1000, count)
+        let s = MorphoSpec { slots: SlotPool::Dynamic, ..self.settings.clone() };
+        Self::pool(&s, s.task_seed + s.tasks as u64 + 1000, count)
     }
 }
 
