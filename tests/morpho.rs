@@ -84,6 +84,9 @@ fn a_sleeper_pool_gives_the_same_run_as_dynamic_seeds() {
             let dir = tempfile::tempdir().unwrap();
             let report = train(dir.path(), &["--slots", slots, "--seed", "5"]);
             assert_eq!(report["config"]["workload"]["morpho"]["slots"], *slots, "{report}");
+            // Seeds made and freed change a host's parameter set; a sleeper pool never does.
+            let changes = report["counters"]["topology_changes"].as_u64().unwrap();
+            assert_eq!(changes > 0, *slots == "dynamic", "{slots}: {changes} topology changes");
             (learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap())
         })
         .collect();

@@ -21,6 +21,10 @@ pub struct Counters {
     pub spin_iterations: u64,
     /// Seconds the trainer thread spent blocked or spinning on workers.
     pub worker_wait_s: f64,
+    /// Changes to an env's set of parameter tensors (a morpho seed's tensors made or
+    /// freed): each one invalidates a captured graph of its step (catalogue row 9).
+    #[serde(default)]
+    pub topology_changes: u64,
 }
 
 impl Counters {
@@ -36,6 +40,7 @@ impl Counters {
             ipc_round_trips: self.ipc_round_trips - earlier.ipc_round_trips,
             spin_iterations: self.spin_iterations - earlier.spin_iterations,
             worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
+            topology_changes: self.topology_changes - earlier.topology_changes,
         }
     }
 
@@ -50,6 +55,7 @@ impl Counters {
         self.ipc_round_trips += o.ipc_round_trips;
         self.spin_iterations += o.spin_iterations;
         self.worker_wait_s += o.worker_wait_s;
+        self.topology_changes += o.topology_changes;
     }
 
     /// Takes an env backend's own totals (IPC, spins, waits) into these.
@@ -57,6 +63,7 @@ impl Counters {
         self.ipc_round_trips = env.ipc_round_trips;
         self.spin_iterations = env.spin_iterations;
         self.worker_wait_s = env.worker_wait_s;
+        self.topology_changes = env.topology_changes;
     }
 }
 
@@ -73,4 +80,20 @@ pub struct EnvCounters {
     /// workers; in-process envs report theirs through their workload instead).
     #[serde(default)]
     pub parts: [f64; ENV_PARTS],
+    /// Changes to its envs' sets of parameter tensors ([`Counters::topology_changes`]).
+    #[serde(default)]
+    pub topology_changes: u64,
+}
+
+impl EnvCounters {
+    /// These and an env's own (a backend's and its workload's), summed.
+    pub fn plus(&self, o: &EnvCounters) -> EnvCounters {
+        EnvCounters {
+            ipc_round_trips: self.ipc_round_trips + o.ipc_round_trips,
+            spin_iterations: self.spin_iterations + o.spin_iterations,
+            worker_wait_s: self.worker_wait_s + o.worker_wait_s,
+            parts: std::array::from_fn(|i| self.parts[i] + o.parts[i]),
+            topology_changes: self.topology_changes + o.topology_changes,
+        }
+    }
 }

@@ -74,6 +74,7 @@ pub enum Counter {
     H2dCopies,
     IpcRoundTrips,
     SpinIterations,
+    TopologyChanges,
 }
 
 impl Counter {
@@ -83,6 +84,7 @@ impl Counter {
             Counter::H2dCopies => c.h2d_copies,
             Counter::IpcRoundTrips => c.ipc_round_trips,
             Counter::SpinIterations => c.spin_iterations,
+            Counter::TopologyChanges => c.topology_changes,
         }
     }
 }
@@ -268,6 +270,38 @@ pub const LESSONS: &[Lesson] = &[
             text: "telemetry calls per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+    },
+    Lesson {
+        id: "model-surgery",
+        row: 9,
+        title: "Growing a network by surgery",
+        phenomenon: "The morpho env's agent grafts modules into a host network while it trains. Made on each graft \
+            and freed on each removal, a seed's tensors change the host's set of parameters, so a host step \
+            captured as a CUDA graph (or compiled once) is invalid after every graft: that is what keeps seed \
+            003's trainer launching kernels one by one. A sleeper pool makes one seed of every blueprint in every \
+            slot up front, masks the sleeping ones (× 0, never stepped) and resets a seed in place when it is \
+            grafted: the same tensors and the same ops every step, and the same results. On a GPU that buys the \
+            capture; on a CPU nothing is captured, so the sleepers' masked compute is all the audit sees: a \
+            regression here, which the lesson shows as honestly as the fix.",
+        look_at: "Topology changes per env step, and the host_forward and host_backward phases.",
+        baseline: &[
+            ("env", "morpho"),
+            ("slots", "dynamic"),
+            ("envs", "4"),
+            ("steps", "4"),
+            ("minibatches", "2"),
+            ("tasks", "2"),
+            ("task_images", "64"),
+            ("host_width", "4"),
+            ("host_epochs", "3"),
+        ],
+        variants: &["slots=sleeper"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::TopologyChanges),
+            expect: Expect::Higher(4.0),
+            text: "changes to a host's parameter set per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 2 },
     },
     Lesson {
         id: "batch-size",

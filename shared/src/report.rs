@@ -147,7 +147,9 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
         },
         Phase::Lifecycle => {
             let pool = match spec.morpho().map(|m| m.slots) {
-                Some(SlotPool::Dynamic) => "; seeds made and freed with their optimizer state",
+                Some(SlotPool::Dynamic) => {
+                    &format!("; {} seeds made or freed with their optimizer state", c.topology_changes)
+                }
                 Some(SlotPool::Sleeper) => "; sleeper seeds reset in place",
                 None => "",
             };

@@ -321,6 +321,7 @@ fn Counters(data: RwSignal<RunData>) -> impl IntoView {
                 {row("IPC round trips", |d| si(d.total.counters.ipc_round_trips as f64), |d| per(d, d.total.counters.ipc_round_trips as f64))}
                 {row("spin polls", |d| si(d.total.counters.spin_iterations as f64), |d| per(d, d.total.counters.spin_iterations as f64))}
                 {row("worker wait", |d| seconds(d.total.counters.worker_wait_s), |d| per(d, d.total.counters.worker_wait_s))}
+                {row("topology changes", |d| si(d.total.counters.topology_changes as f64), |d| per(d, d.total.counters.topology_changes as f64))}
             </tbody>
         </table>
     }

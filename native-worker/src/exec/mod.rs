@@ -31,7 +31,7 @@ pub mod transfer;
 pub mod worker;
 
 use anyhow::Result;
-use hotlab_shared::counters::ENV_PARTS;
+use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, FieldData, ScalarEnv};
 use hotlab_shared::spec::{Backend, RunSpec, WaitMode, WorkloadSpec};
 
@@ -48,11 +48,11 @@ pub trait EnvMaker: Send + Sync {
     /// ([`worker_flags`]), and what to write to its standard input (data too large or too
     /// costly to rebuild).
     fn worker_flags(&self) -> (Vec<String>, Option<String>);
-    /// Seconds this process's envs of this maker spent in each part of their steps
-    /// ([`hotlab_shared::profile::Phase::ENV_PARTS`]), totals; none for envs that do not
-    /// time their parts.
-    fn env_parts(&self) -> [f64; ENV_PARTS] {
-        [0.0; ENV_PARTS]
+    /// What this process's envs of this maker counted themselves, totals: seconds in each
+    /// part of their steps ([`hotlab_shared::profile::Phase::ENV_PARTS`]) and changes to
+    /// their parameter sets; nothing for envs that count nothing.
+    fn env_counters(&self) -> EnvCounters {
+        EnvCounters::default()
     }
 }
 

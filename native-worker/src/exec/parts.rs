@@ -4,15 +4,17 @@
 //! reads its totals around each env step and carves the span ([`crate::profiler`]); a
 //! worker process copies its own totals into shared memory.
 
-use hotlab_shared::counters::ENV_PARTS;
+use hotlab_shared::counters::{EnvCounters, ENV_PARTS};
 use hotlab_shared::profile::Phase;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// Nanoseconds per part, summed over every env and thread.
+/// Nanoseconds per part, summed over every env and thread, and the changes to the envs'
+/// parameter sets.
 #[derive(Debug, Default)]
 pub struct PartClock {
     nanos: [AtomicU64; ENV_PARTS],
+    topology_changes: AtomicU64,
 }
 
 impl PartClock {
@@ -29,6 +31,20 @@ impl PartClock {
     /// Seconds per part so far.
     pub fn totals(&self) -> [f64; ENV_PARTS] {
         std::array::from_fn(|i| self.nanos[i].load(Ordering::Relaxed) as f64 * 1e-9)
+    }
+
+    /// An env's set of parameter tensors changed.
+    pub fn topology_changed(&self) {
+        self.topology_changes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The totals as an env backend's counters.
+    pub fn counters(&self) -> EnvCounters {
+        EnvCounters {
+            parts: self.totals(),
+            topology_changes: self.topology_changes.load(Ordering::Relaxed),
+            ..EnvCounters::default()
+        }
     }
 }
 

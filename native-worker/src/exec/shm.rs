@@ -16,6 +16,9 @@ pub const CMD_EXIT: u32 = 2;
 /// Most observation fields an env may have (seed 000's proof env has three).
 pub const MAX_FIELDS: usize = 4;
 
+/// Bytes per worker of what its envs counted themselves.
+pub const PARTS_BYTES: usize = (ENV_PARTS + 1) * 8;
+
 /// Byte offsets of everything in the region, for `envs` envs whose observation fields
 /// take `row_bytes` bytes each per env, and `heads` action heads, split among `workers`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +37,8 @@ pub struct Layout {
     pub final_obs: [usize; MAX_FIELDS],
     pub episode_return: usize,
     pub episode_length: usize,
-    /// Per worker: its envs' part totals ([`ENV_PARTS`] f64, seconds).
+    /// Per worker ([`PARTS_BYTES`] each): its envs' part totals ([`ENV_PARTS`] f64,
+    /// seconds), then their topology changes (u64).
     pub parts: usize,
     pub size: usize,
 }
@@ -70,7 +74,7 @@ impl Layout {
         let final_obs = row_bytes.map(|b| take(envs * b));
         let episode_return = take(envs * 8);
         let episode_length = take(envs * 4);
-        let parts = take(workers * ENV_PARTS * 8);
+        let parts = take(workers * PARTS_BYTES);
         Self {
             envs,
             fields: fields.len(),

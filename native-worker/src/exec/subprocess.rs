@@ -11,7 +11,7 @@
 //! Workers die with the trainer (`PR_SET_PDEATHSIG`) and exit on their own when their
 //! parent is gone.
 
-use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP, MAX_FIELDS};
+use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP, MAX_FIELDS, PARTS_BYTES};
 use super::{partition, EnvMaker};
 use hotlab_shared::counters::{EnvCounters, ENV_PARTS};
 use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
@@ -255,15 +255,15 @@ impl BatchEnv for Subprocess {
         Ok(())
     }
 
-    /// With the workers' part totals, as they wrote them after their last step.
+    /// With what the workers' envs counted, as they wrote it after their last step.
     fn counters(&self) -> EnvCounters {
         let l = self.region.layout;
-        let all = self.region.slice::<f64>(l.parts, l.workers * ENV_PARTS);
-        let mut parts = [0.0; ENV_PARTS];
-        for worker in all.chunks_exact(ENV_PARTS) {
-            parts.iter_mut().zip(worker).for_each(|(p, w)| *p += w);
-        }
-        EnvCounters { parts, ..self.counters }
+        (0..l.workers).fold(self.counters, |c, w| {
+            let at = l.parts + w * PARTS_BYTES;
+            let parts = std::array::from_fn(|i| self.region.slice::<f64>(at, ENV_PARTS)[i]);
+            let topology_changes = self.region.slice::<u64>(at + ENV_PARTS * 8, 1)[0];
+            c.plus(&EnvCounters { parts, topology_changes, ..EnvCounters::default() })
+        })
     }
 }
 

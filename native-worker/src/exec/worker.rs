@@ -1,5 +1,6 @@
 //! The child side of the `subprocess` backend: `hotlab env-worker` (hidden subcommand).
 
+use super::shm::PARTS_BYTES;
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET};
 use super::EnvMaker;
 use anyhow::{bail, Result};
@@ -115,7 +116,10 @@ pub fn run(a: WorkerArgs, load: impl FnOnce() -> Result<std::sync::Arc<dyn EnvMa
                     region.slice::<u8>(l.final_obs[f] + g * b, b).copy_from_slice(row);
                 }
             }
-            region.slice::<f64>(l.parts + a.worker * ENV_PARTS * 8, ENV_PARTS).copy_from_slice(&maker.env_parts());
+            let own = maker.env_counters();
+            let at = l.parts + a.worker * PARTS_BYTES;
+            region.slice::<f64>(at, ENV_PARTS).copy_from_slice(&own.parts);
+            region.slice::<u64>(at + ENV_PARTS * 8, 1)[0] = own.topology_changes;
         }
         region.done(a.worker).store(now, Ordering::Release);
         if region.remaining().fetch_sub(1, Ordering::AcqRel) == 1 && a.wait == WaitMode::Block {

@@ -7,7 +7,7 @@ use crate::train::gae::{gae, GaeInput};
 use crate::train::rollout::{Batch, Rollout};
 use crate::train::workload::{asked_to_stop, Workload};
 use anyhow::{Context, Result};
-use hotlab_shared::counters::ENV_PARTS;
+use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, FieldKind, Observations, StepBatch};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::RunSpec;
@@ -24,11 +24,10 @@ pub struct HostCollector<A> {
     actor: A,
 }
 
-/// Seconds the trainer has waited on env workers, and the envs' part totals (in-process
-/// envs' through their workload, worker processes' through the backend).
-fn env_totals(env: &dyn BatchEnv, workload: &dyn Workload) -> (f64, [f64; ENV_PARTS]) {
-    let (c, mine) = (env.counters(), workload.env_parts());
-    (c.worker_wait_s, std::array::from_fn(|i| c.parts[i] + mine[i]))
+/// The env backend's counters with what the envs counted themselves (in-process envs'
+/// through their workload, worker processes' through the backend).
+fn env_totals(env: &dyn BatchEnv, workload: &dyn Workload) -> EnvCounters {
+    env.counters().plus(&workload.env_counters())
 }
 
 impl<A> HostCollector<A> {
@@ -57,7 +56,7 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
         for t in 0..rollout.steps {
             if asked_to_stop(stop) {
                 // The env state moved on: what was stepped is counted, nothing is learned.
-                c.set_env(&env.counters());
+                c.set_env(&env_totals(&**env, &**workload));
                 return Ok(None);
             }
             let step = cx.first_step + t as u64;
@@ -79,7 +78,11 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             env.step(&rollout.actions[actions], out)
                 .with_context(|| format!("env backend {}", cx.spec.exec.backend))?;
             let after = env_totals(&**env, &**workload);
-            let s = prof.stop_env(after.0 - before.0, &parts::since(&after.1, &before.1), s);
+            let s = prof.stop_env(
+                after.worker_wait_s - before.worker_wait_s,
+                &parts::since(&after.parts, &before.parts),
+                s,
+            );
             c.env_steps += envs as u64;
             let row = t * envs..(t + 1) * envs;
             rollout.rewards[row.clone()].copy_from_slice(&out.reward);
@@ -120,7 +123,7 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
         let s = prof.stop(Phase::Gae, s);
         let batch = rollout.to_batch(&advantages, &returns, on_device, (cx.mover, cx.spec.exec.rollout_copy), c);
         prof.stop(Phase::ObsTransfer, s);
-        c.set_env(&env.counters());
+        c.set_env(&env_totals(&**env, &**workload));
         Ok(Some(batch))
     }
 }

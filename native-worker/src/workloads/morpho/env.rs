@@ -188,7 +188,12 @@ impl MorphoEnv {
     pub fn step(&mut self, a: &Action) -> Result<Outcome> {
         let clock = self.clock.clone();
         let t = Instant::now();
-        match morpho::apply(&mut self.slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))? {
+        let surgery =
+            morpho::apply(&mut self.slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))?;
+        if surgery.is_some() && self.cfg.slots == SlotPool::Dynamic {
+            clock.topology_changed();
+        }
+        match surgery {
             Some(Surgery::Graft { slot, blueprint, lr_scale }) => {
                 let bp = *Blueprint::ALL.get(blueprint).ok_or_else(|| anyhow!("blueprint {blueprint}"))?;
                 let before = self.host.params();

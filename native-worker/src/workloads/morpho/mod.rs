@@ -32,7 +32,7 @@ use agent::{MorphoActor, MorphoAgent};
 use anyhow::{bail, Result};
 use env::{MorphoConfig, OBS};
 use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
-use hotlab_shared::counters::ENV_PARTS;
+use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::glyphs::{generate, TaskSpec};
 use hotlab_shared::protocol::Frame;
@@ -105,8 +105,8 @@ impl EnvMaker for Morpho {
         (worker_flags(WorkloadSpec::Morpho(self.settings.clone())), None)
     }
 
-    fn env_parts(&self) -> [f64; ENV_PARTS] {
-        self.pool.clock.totals()
+    fn env_counters(&self) -> EnvCounters {
+        self.pool.clock.counters()
     }
 }
 
