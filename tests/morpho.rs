@@ -153,3 +153,22 @@ fn the_trained_agent_beats_both_baselines_on_held_out_tasks() {
         "agent {agent:.3}, always wait {wait:.3}, random {random:.3}"
     );
 }
+
+/// `hotlab bench host`: every host setup measured against this machine's sgemm, its
+/// counted FLOPs where the blueprint's cost is counted; a bad width is refused.
+#[test]
+fn the_host_bench_measures_every_setup_against_sgemm() {
+    let out = run(hotlab().args(["bench", "host", "--width", "4", "--batch", "16", "--seconds", "0.05", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    assert!(r["sgemm_gflops_1_thread"].as_f64().unwrap() > 0.0, "{r}");
+    let hosts = r["hosts"].as_array().unwrap();
+    let names: Vec<&str> = hosts.iter().map(|h| h["host"].as_str().unwrap()).collect();
+    assert_eq!(names, ["bare", "norm", "depthwise", "conv3x3", "attention", "mlp"]);
+    assert!(hosts.iter().all(|h| h["samples_per_s"].as_f64().unwrap() > 0.0), "{r}");
+    assert!(hosts[0]["gflops"].as_f64().unwrap() > 0.0 && hosts[4]["gflops"].is_null(), "{r}");
+    assert!(hosts[3]["params"].as_u64() > hosts[0]["params"].as_u64(), "grown in every slot: {r}");
+    let out = run(hotlab().args(["bench", "host", "--width", "0"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--width"), "{}", stderr(&out));
+}

@@ -1,4 +1,5 @@
-//! `hotlab bench envs`: flags, the sweep, the peer comparison and the printout.
+//! `hotlab bench envs` (flags, the sweep, the peer comparison and the printout) and
+//! `hotlab bench host`.
 
 use crate::cli::UsageError;
 use anyhow::{Context, Result};
@@ -195,6 +196,63 @@ fn run_gymnasium(a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
                 shown.join(", ")
             );
         }
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct BenchHostArgs {
+    /// The host's first-stage channels (2× and 4× in the next stages), 1 to 256.
+    #[arg(long, default_value_t = 16)]
+    pub width: i64,
+    /// Images per host minibatch, 1 to 4096.
+    #[arg(long, default_value_t = 64)]
+    pub batch: i64,
+    /// Seconds of training per host setup (0.05 to 600).
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// One JSON object, no progress.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn host(a: BenchHostArgs) -> Result<()> {
+    use hotlab::workloads::morpho::bench::{run, HostBench};
+    if !(1..=256).contains(&a.width) {
+        return Err(usage("--width", format!("must be 1 to 256 (got {})", a.width)));
+    }
+    if !(1..=4096).contains(&a.batch) {
+        return Err(usage("--batch", format!("must be 1 to 4096 (got {})", a.batch)));
+    }
+    if !(0.05..=600.0).contains(&a.seconds) {
+        return Err(usage("--seconds", format!("must be 0.05 to 600 (got {})", a.seconds)));
+    }
+    let spec = HostBench { width: a.width, batch: a.batch, seconds: a.seconds };
+    let json = a.json;
+    let r = run(&spec, |name| {
+        if !json {
+            eprintln!("measuring host: {name}");
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    println!(
+        "sgemm 1024²: {:.1} GFLOP/s on 1 thread, {:.1} on {} threads; hosts train on 1 thread (width {}, batch {})",
+        r.sgemm_gflops_1_thread, r.sgemm_gflops_all_threads, r.threads, r.width, r.batch
+    );
+    println!(
+        "{:<10} {:>8} {:>14} {:>12} {:>10} {:>9}",
+        "host", "params", "minibatches/s", "samples/s", "GFLOP/s", "of sgemm"
+    );
+    for h in &r.hosts {
+        let g = h.gflops.map_or("–".into(), |g| format!("{g:.2}"));
+        let share = h.share_of_sgemm.map_or("–".into(), |s| format!("{:.0} %", 100.0 * s));
+        println!(
+            "{:<10} {:>8} {:>14.1} {:>12.0} {:>10} {:>9}",
+            h.host, h.params, h.minibatches_per_s, h.samples_per_s, g, share
+        );
     }
     Ok(())
 }

@@ -99,6 +99,9 @@ pub enum BenchCommand {
     /// A lab under many viewers for minutes: the server's memory over time, steps/s and
     /// the trainer's publishing share with and without viewers, events stored and dropped.
     Soak(soak::BenchSoakArgs),
+    /// The morpho env's host training alone, bare and with each blueprint grown in every
+    /// slot: minibatches/s, samples/s and GFLOP/s against this machine's sgemm.
+    Host(bench::BenchHostArgs),
 }
 
 /// A flag value that is not allowed (exit code 2).
@@ -120,6 +123,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Profile(a) => train::profile(*a),
         Command::Bench(BenchCommand::Envs(a)) => bench::envs(a),
         Command::Bench(BenchCommand::Soak(a)) => soak::soak(a),
+        Command::Bench(BenchCommand::Host(a)) => bench::host(a),
         Command::Prove(a) => prove::prove_cmd(a),
         Command::Audit(a) => audit::audit(*a),
         Command::Lesson(c) => lesson::lesson(c),

@@ -9,10 +9,12 @@
 //! - [`envs`]: episodes on a pool of tasks, as a batch and one at a time (the backends);
 //! - [`agent`]: the 8-head policy, its rollout forward and PPO gradient;
 //! - [`view`]: what the lab's viewer draws;
+//! - [`bench`]: `hotlab bench host`, host training against this machine's sgemm;
 //! - [`eval`]: the agent against "always wait" and "random legal" on held-out tasks.
 
 pub mod adam;
 pub mod agent;
+pub mod bench;
 pub mod blueprint;
 pub mod env;
 pub mod envs;

@@ -1,0 +1,156 @@
+//! `hotlab bench host`: the morpho env's host training alone, bare and grown, as arithmetic
+//! throughput against this machine's sgemm: is a host step compute-bound or overhead-bound?
+//! FLOPs are counted from the layer shapes (a training step ≈ 3 × the forward: the
+//! backward computes the input's gradient and the weights', each about a forward).
+
+use super::blueprint::Blueprint;
+use super::host::{tensors, Host, SLOTS};
+use crate::exec::parts::PartClock;
+use hotlab_shared::glyphs::{generate, TaskSpec, CLASSES, SIDE};
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::SlotPool;
+use serde::Serialize;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct HostBench {
+    pub width: i64,
+    pub batch: i64,
+    /// Seconds per measurement.
+    pub seconds: f64,
+}
+
+/// One host setup's throughput.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostFigure {
+    /// `bare`, or the blueprint grown (α = 1) in every slot.
+    pub host: String,
+    pub params: usize,
+    pub minibatches_per_s: f64,
+    pub samples_per_s: f64,
+    /// Counted training FLOPs per minibatch (None where the blueprint's cost is not counted).
+    pub mflop_per_minibatch: Option<f64>,
+    pub gflops: Option<f64>,
+    /// `gflops` over one thread's sgemm.
+    pub share_of_sgemm: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HostReport {
+    pub width: i64,
+    pub batch: i64,
+    /// libtorch's sgemm (1024 × 1024), one thread and every thread: the peaks to compare with.
+    pub sgemm_gflops_1_thread: f64,
+    pub sgemm_gflops_all_threads: f64,
+    pub threads: i32,
+    pub hosts: Vec<HostFigure>,
+}
+
+/// Forward FLOPs of a 3×3 convolution per image.
+fn conv(cin: i64, cout: i64, side: i64) -> f64 {
+    2.0 * (cin * cout * 9 * side * side) as f64
+}
+
+/// Training FLOPs per minibatch of the host at `width`, with `grown` in every slot where
+/// its cost is counted (a 3×3 convolution; None for the others).
+fn flops(width: i64, batch: i64, grown: Option<Blueprint>) -> Option<f64> {
+    let s = SIDE as i64;
+    let stages = [(1, width, s), (width, 2 * width, s / 2), (2 * width, 4 * width, s / 4)];
+    let mut forward: f64 = stages.iter().map(|&(i, o, side)| conv(i, o, side)).sum::<f64>();
+    forward += 2.0 * (4 * width * CLASSES as i64) as f64;
+    match grown {
+        None => {}
+        Some(Blueprint::Conv3x3) => forward += stages.iter().map(|&(_, o, side)| conv(o, o, side)).sum::<f64>(),
+        Some(_) => return None,
+    }
+    Some(3.0 * forward * batch as f64)
+}
+
+/// Best-of-five seconds of `f`.
+fn best(mut f: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// sgemm GFLOP/s at 1024 with libtorch's current thread count.
+fn sgemm() -> f64 {
+    let n = 1024;
+    let (a, b) = (Tensor::randn([n, n], (Kind::Float, Device::Cpu)), Tensor::randn([n, n], (Kind::Float, Device::Cpu)));
+    let _ = a.mm(&b);
+    2.0 * (n * n * n) as f64
+        / best(|| {
+            let _ = a.mm(&b);
+        })
+        / 1e9
+}
+
+/// Runs the measurements: sgemm, then the bare host and each blueprint in every slot, each
+/// trained on one thread (as an env's host is) for `seconds`.
+pub fn run(b: &HostBench, mut progress: impl FnMut(&str)) -> anyhow::Result<HostReport> {
+    let threads = tch::get_num_threads();
+    let all = sgemm();
+    tch::set_num_threads(1);
+    let one = sgemm();
+    let task = generate(&TaskSpec { seed: 1, train: 1024, val: 64, ..TaskSpec::default() });
+    let (x, y) = tensors(&task.train, Device::Cpu);
+    let clock = PartClock::default();
+    let mut hosts = Vec::new();
+    for grown in std::iter::once(None).chain(Blueprint::ALL.map(Some)) {
+        let name = grown.map_or("bare", Blueprint::name);
+        progress(name);
+        let mut rng = HostRng::new(3);
+        let mut host = Host::new(b.width, 1e-3, SlotPool::Dynamic, Device::Cpu, &mut rng)?;
+        if let Some(bp) = grown {
+            (0..SLOTS).for_each(|s| host.graft(s, bp, 1.0, 1.0, &mut rng));
+        }
+        host.train_steps(&x, &y, 2, b.batch, &mut rng, &clock);
+        let (start, mut done) = (Instant::now(), 0u64);
+        while start.elapsed().as_secs_f64() < b.seconds {
+            host.train_steps(&x, &y, 4, b.batch, &mut rng, &clock);
+            done += 4;
+        }
+        let per_s = done as f64 / start.elapsed().as_secs_f64();
+        let f = flops(b.width, b.batch, grown);
+        let gflops = f.map(|f| f * per_s / 1e9);
+        hosts.push(HostFigure {
+            host: name.into(),
+            params: host.params(),
+            minibatches_per_s: per_s,
+            samples_per_s: per_s * b.batch as f64,
+            mflop_per_minibatch: f.map(|f| f / 1e6),
+            gflops,
+            share_of_sgemm: gflops.map(|g| g / one),
+        });
+    }
+    tch::set_num_threads(threads);
+    Ok(HostReport {
+        width: b.width,
+        batch: b.batch,
+        sgemm_gflops_1_thread: one,
+        sgemm_gflops_all_threads: all,
+        threads,
+        hosts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flops_count_the_hosts_convolutions() {
+        // Width 1, one image: stages 1→1 at 16², 1→2 at 8², 2→4 at 4², head 4→10.
+        let forward = 2.0 * (9.0 * 256.0 + 18.0 * 64.0 + 72.0 * 16.0 + 40.0);
+        assert_eq!(flops(1, 1, None), Some(3.0 * forward));
+        let grown = forward + 2.0 * (9.0 * 256.0 + 36.0 * 64.0 + 144.0 * 16.0);
+        assert_eq!(flops(1, 1, Some(Blueprint::Conv3x3)), Some(3.0 * grown));
+        assert_eq!(flops(1, 1, Some(Blueprint::Attention)), None);
+    }
+}
