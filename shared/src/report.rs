@@ -112,6 +112,8 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 c.d2h_copies
             )
         }
+        // The morpho agent's forward is libtorch ops whatever --inference says.
+        Phase::PolicyForward if spec.morpho().is_some() => format!("eager inference, batch {}", spec.envs),
         Phase::PolicyForward => format!("{} inference, batch {}", spec.exec.inference.as_str(), spec.envs),
         Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
             format!(
@@ -166,26 +168,20 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
 
 fn split(profile: &Profile, spec: &RunSpec) -> Split {
     let sum = |ps: &[Phase]| ps.iter().map(|&p| profile.phase(p)).sum::<f64>();
-    let data = sum(&[
-        Phase::EnvStep,
-        Phase::EnvWait,
-        Phase::HostForward,
-        Phase::HostBackward,
-        Phase::HostOptimizer,
-        Phase::Validation,
-        Phase::Counterfactual,
-        Phase::Lifecycle,
-        Phase::Reward,
-        Phase::ObsTransfer,
-        Phase::ActionReadback,
-        Phase::RolloutStore,
-        Phase::Gae,
-    ]);
+    let own = sum(&Phase::ENV_PARTS);
+    let data = own
+        + sum(&[
+            Phase::EnvStep,
+            Phase::EnvWait,
+            Phase::ObsTransfer,
+            Phase::ActionReadback,
+            Phase::RolloutStore,
+            Phase::Gae,
+        ]);
     let fwd = sum(&[Phase::PolicyForward, Phase::UpdateForward, Phase::EmbeddingLookup]);
     let bwd = sum(&[Phase::Backward, Phase::Optimizer]);
     let total = (data + fwd + bwd).max(1e-12);
     let (d, f, b) = (100.0 * data / total, 100.0 * fwd / total, 100.0 * bwd / total);
-    let own = sum(&Phase::ENV_PARTS);
     let in_thread = matches!(spec.exec.backend, Backend::Sequential | Backend::Vectorized);
     let (verdict, next_action) = if d > 50.0 && own > 0.5 * data {
         (
@@ -295,7 +291,11 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         );
     }
     let forward = profile.share(Phase::PolicyForward);
-    if spec.exec.inference == Inference::Eager && spec.exec.backend != Backend::Device && forward >= 0.10 {
+    if spec.exec.inference == Inference::Eager
+        && spec.exec.backend != Backend::Device
+        && spec.morpho().is_none()
+        && forward >= 0.10
+    {
         add(
             "--inference fused".into(),
             Phase::PolicyForward,
