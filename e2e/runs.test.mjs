@@ -152,6 +152,29 @@ test('the proof env shows its goal list, the successors and the choice', async (
   await context.close();
 });
 
+test('the morpho env shows each host with its slots, its accuracy and the 8 heads; the form shows its fields', async () => {
+  const id = await lab.launch({
+    env: 'morpho', envs: 4, steps: 4, minibatches: 2, tasks: 2, task_images: 64, host_width: 4, host_epochs: 3,
+    total_steps: 2_000_000, device: 'cpu',
+  });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const morpho = page.getByTestId('rollout-morpho');
+  await morpho.getByTestId('morpho-host').first().waitFor({ timeout: 90_000 });
+  assert.equal(await morpho.getByTestId('morpho-host').first().getByTestId('morpho-slot').count(), 3, 'three slots');
+  assert.equal(await morpho.getByTestId('morpho-heads').locator('tr').count(), 8, 'eight heads');
+  assert.match(await morpho.textContent(), /validation \d+\.\d %/);
+  await shot(page, 'run-morpho');
+  await page.getByTestId('stop-button').click();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 90_000 });
+  await page.evaluate(() => { location.hash = '#/'; });
+  const form = page.getByTestId('launch-form');
+  await form.locator('[name="env"]').selectOption('morpho');
+  await form.locator('[name="host_width"]').waitFor({ timeout: 10_000 });
+  assert.equal(await form.locator('[name="slots"]').inputValue(), 'dynamic');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('after a server crash the page shows a banner, reconnects by itself and shows the outcome', async () => {
   const first = await startLab();
   const id = await first.launch({ env: 'cartpole', envs: 8, total_steps: 50_000_000, device: 'cpu' });
