@@ -112,9 +112,7 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 c.d2h_copies
             )
         }
-        // The morpho agent's forward is libtorch ops whatever --inference says.
-        Phase::PolicyForward if spec.morpho().is_some() => format!("eager inference, batch {}", spec.envs),
-        Phase::PolicyForward => format!("{} inference, batch {}", spec.exec.inference.as_str(), spec.envs),
+        Phase::PolicyForward => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
         Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
             format!(
                 "minibatch {} × {} epochs × {} minibatches",

@@ -87,7 +87,7 @@ pub fn History(go: Callback<Route>) -> impl IntoView {
                                     <td>{r.spec.env().as_str()}</td>
                                     <td>{r.spec.exec.backend.to_string()}</td>
                                     <td class="num">{format!("{} × {}", r.spec.envs, r.spec.steps)}</td>
-                                    <td>{r.spec.exec.inference.as_str()}</td>
+                                    <td>{r.spec.inference().as_str()}</td>
                                     <td>{r.spec.device.clone()}</td>
                                     <td data-testid="history-machine">{r.machine.clone().unwrap_or_default()}</td>
                                     <td class="num" data-testid="history-sps">{r.sps.map_or("–".into(), si)}</td>

@@ -222,7 +222,7 @@ pub fn summary(spec: &hotlab_shared::spec::RunSpec) -> String {
         spec.envs,
         spec.steps,
         spec.exec.backend,
-        spec.exec.inference.as_str(),
+        spec.inference().as_str(),
         spec.device,
         spec.exec.precision
     )

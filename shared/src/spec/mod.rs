@@ -336,6 +336,16 @@ impl RunSpec {
         }
     }
 
+    /// The rollout inference the run uses: the morpho agent's forward is libtorch ops
+    /// (eager) whatever `--inference` says (the run's notes say so).
+    pub fn inference(&self) -> Inference {
+        if self.morpho().is_some() {
+            Inference::Eager
+        } else {
+            self.exec.inference
+        }
+    }
+
     /// The morpho workload's settings, when it is the workload.
     pub fn morpho(&self) -> Option<&MorphoSpec> {
         match &self.workload {
