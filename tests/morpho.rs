@@ -168,6 +168,12 @@ fn the_host_bench_measures_every_setup_against_sgemm() {
     assert!(hosts.iter().all(|h| h["samples_per_s"].as_f64().unwrap() > 0.0), "{r}");
     assert!(hosts[0]["gflops"].as_f64().unwrap() > 0.0 && hosts[4]["gflops"].is_null(), "{r}");
     assert!(hosts[3]["params"].as_u64() > hosts[0]["params"].as_u64(), "grown in every slot: {r}");
+    // Exact credit validates every coalition but the full one (7 of 8); one sampled
+    // ordering validates 3 (the memo keeps the empty one) and errs.
+    let shapley = r["shapley"].as_array().unwrap();
+    assert_eq!((shapley[0]["perms"].is_null(), shapley[0]["validations"].as_f64()), (true, Some(7.0)), "{r}");
+    assert_eq!(shapley[1]["perms"], 1);
+    assert!(shapley[1]["validations"].as_f64().unwrap() == 3.0, "{r}");
     let out = run(hotlab().args(["bench", "host", "--width", "0"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--width"), "{}", stderr(&out));

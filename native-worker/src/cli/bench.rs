@@ -254,5 +254,11 @@ pub fn host(a: BenchHostArgs) -> Result<()> {
             h.host, h.params, h.minibatches_per_s, h.samples_per_s, g, share
         );
     }
+    println!("\nShapley credit of 3 live seeds (conv3x3, mlp, attention): --shapley-perms against exact");
+    println!("{:<10} {:>12} {:>10} {:>18}", "orderings", "validations", "ms", "mean |error|");
+    for s in &r.shapley {
+        let perms = s.perms.map_or("exact".into(), |n| n.to_string());
+        println!("{:<10} {:>12.1} {:>10.1} {:>18.4}", perms, s.validations, s.ms_per_credit, s.mean_abs_error);
+    }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! forward (`fused`).
 
 use super::host::{draw_uniforms, ActOut, FusedPolicy};
+use super::policy::ActorCritic;
 use super::MlpAgent;
 use crate::exec::helper::Helper;
 use crate::exec::transfer::{read_into, Mover};
@@ -110,18 +111,10 @@ impl Actor<MlpAgent> for MlpActor {
         row: Option<usize>,
         c: &mut Counters,
     ) -> Vec<f32> {
-        let (first, rows) = row.map_or((0, envs), |e| (e, 1));
-        let x = obs.fields[0].as_f32().expect("an f32 env");
-        let w = x.len() / envs;
-        let x = &x[first * w..(first + rows) * w];
+        let (x, w) = value_rows(obs, envs, row);
         match self {
             MlpActor::Fused { policy, .. } => x.chunks_exact(w).map(|r| policy.value(r)).collect(),
-            MlpActor::Eager { mover, .. } => tch::no_grad(|| {
-                let t = mover.upload_f32(x, &[rows as i64, w as i64], c);
-                let mut out = vec![0f32; rows];
-                read_into(&agent.net.value(&t), &mut out, c);
-                out
-            }),
+            MlpActor::Eager { mover, .. } => eager_values(&agent.net, mover, x, w, c),
         }
     }
 
@@ -141,4 +134,25 @@ impl Actor<MlpAgent> for MlpActor {
             MlpActor::Eager { .. } => device_outputs(rollout, c),
         }
     }
+}
+
+/// The rows of the first (f32) field whose values are asked for: env `row`'s, or every
+/// env's; and the width of one.
+pub fn value_rows(obs: &Observations, envs: usize, row: Option<usize>) -> (&[f32], usize) {
+    let (first, rows) = row.map_or((0, envs), |e| (e, 1));
+    let x = obs.fields[0].as_f32().expect("an f32 env");
+    let w = x.len() / envs;
+    (&x[first * w..(first + rows) * w], w)
+}
+
+/// The critic's values of the observations `x` (rows of `w`) by libtorch ops, uploaded
+/// through `mover` and read back in one copy.
+pub fn eager_values(net: &ActorCritic, mover: &Mover, x: &[f32], w: usize, c: &mut Counters) -> Vec<f32> {
+    let rows = x.len() / w;
+    tch::no_grad(|| {
+        let t = mover.upload_f32(x, &[rows as i64, w as i64], c);
+        let mut out = vec![0f32; rows];
+        read_into(&net.value(&t), &mut out, c);
+        out
+    })
 }

@@ -4,7 +4,8 @@
 //! a host epoch; what this workload teaches is in the env's step.
 
 use super::{Morpho, TrainedMorpho};
-use crate::exec::transfer::{read_into, Mover};
+use crate::exec::transfer::Mover;
+use crate::models::mlp::actor::{eager_values, value_rows};
 use crate::models::mlp::policy::ActorCritic;
 use crate::profiler::Profiler;
 use crate::train::distribution;
@@ -139,15 +140,8 @@ impl Actor<MorphoAgent> for MorphoActor {
         row: Option<usize>,
         c: &mut Counters,
     ) -> Vec<f32> {
-        let (first, rows) = row.map_or((0, envs), |e| (e, 1));
-        let x = obs.fields[0].as_f32().expect("the features are f32");
-        let w = x.len() / envs;
-        tch::no_grad(|| {
-            let t = self.mover.upload_f32(&x[first * w..(first + rows) * w], &[rows as i64, w as i64], c);
-            let mut out = vec![0f32; rows];
-            read_into(&agent.net.value(&t), &mut out, c);
-            out
-        })
+        let (x, w) = value_rows(obs, envs, row);
+        eager_values(&agent.net, &self.mover, x, w, c)
     }
 
     fn sync_weights(&mut self, _agent: &MorphoAgent) {}

@@ -37,6 +37,19 @@ pub struct HostFigure {
     pub share_of_sgemm: Option<f64>,
 }
 
+/// Shapley credit of three live seeds, exact or from sampled orderings: its cost and its
+/// error against the exact values.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShapleyFigure {
+    /// Sampled orderings (None: exact, every ordering).
+    pub perms: Option<usize>,
+    /// Validations run per credit (distinct coalitions less the full one), mean over draws.
+    pub validations: f64,
+    pub ms_per_credit: f64,
+    /// Mean |sampled − exact| over the seeds and draws, in validation accuracy.
+    pub mean_abs_error: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct HostReport {
     pub width: i64,
@@ -46,6 +59,8 @@ pub struct HostReport {
     pub sgemm_gflops_all_threads: f64,
     pub threads: i32,
     pub hosts: Vec<HostFigure>,
+    /// `--shapley-perms`: cost against estimation error (conv3x3, mlp and attention live).
+    pub shapley: Vec<ShapleyFigure>,
 }
 
 /// Forward FLOPs of a 3×3 convolution per image.
@@ -129,6 +144,8 @@ pub fn run(b: &HostBench, mut progress: impl FnMut(&str)) -> anyhow::Result<Host
             share_of_sgemm: gflops.map(|g| g / one),
         });
     }
+    progress("shapley");
+    let shapley = shapley_figures(b, &x, &y, &task)?;
     tch::set_num_threads(threads);
     Ok(HostReport {
         width: b.width,
@@ -137,7 +154,70 @@ pub fn run(b: &HostBench, mut progress: impl FnMut(&str)) -> anyhow::Result<Host
         sgemm_gflops_all_threads: all,
         threads,
         hosts,
+        shapley,
     })
+}
+
+/// Draws of each sampled setting.
+const DRAWS: u64 = 20;
+
+/// A host grown in every slot (conv3x3, mlp, attention, α = 1), trained briefly, credited
+/// exactly and with 1 to 8 sampled orderings, `DRAWS` draws each.
+fn shapley_figures(
+    b: &HostBench,
+    x: &Tensor,
+    y: &Tensor,
+    task: &hotlab_shared::glyphs::Task,
+) -> anyhow::Result<Vec<ShapleyFigure>> {
+    let (xv, yv) = tensors(&task.val, Device::Cpu);
+    let mut rng = HostRng::new(5);
+    let mut host = Host::new(b.width, 3e-3, SlotPool::Dynamic, Device::Cpu, &mut rng)?;
+    for (s, bp) in [Blueprint::Conv3x3, Blueprint::Mlp, Blueprint::Attention].into_iter().enumerate() {
+        host.graft(s, bp, 1.0, 1.0, &mut rng);
+    }
+    host.train_steps(x, y, 32, b.batch, &mut rng, &PartClock::default());
+    let mut credit = |perms: Option<usize>, draw: u64| {
+        let mut validations = 0usize;
+        let full = host.evaluate(&xv, &yv).1;
+        let mut value = |mask: u32| {
+            if mask == 0b111 {
+                return full;
+            }
+            validations += 1;
+            let kept: Vec<f64> = host.slots.iter().map(|s| s.alpha).collect();
+            (0..SLOTS).filter(|s| mask & (1 << s) == 0).for_each(|s| host.slots[s].alpha = 0.0);
+            let v = host.evaluate(&xv, &yv).1;
+            host.slots.iter_mut().zip(kept).for_each(|(s, a)| s.alpha = a);
+            v
+        };
+        let mut draws = HostRng::new(draw);
+        let t = Instant::now();
+        let values = hotlab_shared::morpho::shapley(SLOTS, &mut value, perms.map(|n| (n, &mut draws)));
+        (values, validations, t.elapsed().as_secs_f64())
+    };
+    let (exact, validations, secs) = credit(None, 0);
+    let mut out = vec![ShapleyFigure {
+        perms: None,
+        validations: validations as f64,
+        ms_per_credit: 1e3 * secs,
+        mean_abs_error: 0.0,
+    }];
+    for n in [1, 2, 4, 8] {
+        let (mut v, mut s, mut err) = (0.0, 0.0, 0.0);
+        for draw in 1..=DRAWS {
+            let (values, validations, secs) = credit(Some(n), draw);
+            err += values.iter().zip(&exact).map(|(a, b)| (a - b).abs()).sum::<f64>() / SLOTS as f64;
+            (v, s) = (v + validations as f64, s + secs);
+        }
+        let d = DRAWS as f64;
+        out.push(ShapleyFigure {
+            perms: Some(n),
+            validations: v / d,
+            ms_per_credit: 1e3 * s / d,
+            mean_abs_error: err / d,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
