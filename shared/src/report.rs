@@ -290,8 +290,8 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     }
     let forward = profile.share(Phase::PolicyForward);
     if spec.exec.inference == Inference::Eager
+        && spec.env().fixed_inference().is_none()
         && spec.exec.backend != Backend::Device
-        && spec.morpho().is_none()
         && forward >= 0.10
     {
         add(
@@ -484,6 +484,11 @@ mod tests {
         };
         let r = analyze(&hosts, &morpho(SlotPool::Sleeper));
         assert_eq!(knobs(&r), ["--slots dynamic"]);
+        // Its agent is eager whatever --inference says; CartPole follows the flag.
+        assert_eq!(
+            (morpho(SlotPool::Dynamic).inference(), RunSpec::default().inference()),
+            (Inference::Eager, Inference::Fused)
+        );
         assert!((r.recommendations[0].max_speedup - 2.5).abs() < 1e-9);
         assert!(knobs(&analyze(&hosts, &morpho(SlotPool::Dynamic))).is_empty());
         let light = profile(&[(Phase::HostBackward, 0.05), (Phase::Backward, 0.9)], Counters::default());

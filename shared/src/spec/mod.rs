@@ -336,14 +336,10 @@ impl RunSpec {
         }
     }
 
-    /// The rollout inference the run uses: the morpho agent's forward is libtorch ops
-    /// (eager) whatever `--inference` says (the run's notes say so).
+    /// The rollout inference the run uses: `--inference`, unless its workload's policy
+    /// always uses one ([`Settings::INFERENCE`]).
     pub fn inference(&self) -> Inference {
-        if self.morpho().is_some() {
-            Inference::Eager
-        } else {
-            self.exec.inference
-        }
+        self.env().fixed_inference().unwrap_or(self.exec.inference)
     }
 
     /// The morpho workload's settings, when it is the workload.

@@ -4,7 +4,7 @@
 //! Adding a workload here is one line in [`workloads!`] below and its settings struct; the
 //! worker's registry (`native-worker/src/workloads/mod.rs`) maps the name to its code.
 
-use super::choices::{Backend, SlotPool};
+use super::choices::{Backend, Inference, SlotPool};
 use super::{in_range, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +14,9 @@ pub trait Settings: Default {
     const BACKENDS: &'static [Backend] = ALL_BACKENDS;
     /// Bytes of one env's observation (every field), for the memory a rollout needs.
     const OBS_BYTES: u64;
+    /// The rollout inference its policy always uses, whatever `--inference` says (None:
+    /// it follows `--inference`).
+    const INFERENCE: Option<Inference> = None;
     /// Checks every setting; the first bad one is named with what is allowed.
     fn validate(&self) -> Result<(), SpecError> {
         Ok(())
@@ -56,6 +59,11 @@ macro_rules! workloads {
             /// Bytes of one env's observation.
             pub fn obs_bytes(self) -> u64 {
                 match self { $(EnvName::$variant => <$settings as Settings>::OBS_BYTES),+ }
+            }
+
+            /// The inference this workload's policy always uses, if it ignores `--inference`.
+            pub fn fixed_inference(self) -> Option<Inference> {
+                match self { $(EnvName::$variant => <$settings as Settings>::INFERENCE),+ }
             }
         }
 
@@ -234,6 +242,8 @@ impl Settings for MorphoSpec {
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
     /// The features (5 + 3 slots × 19 f32) and the mask table (6 ops × 30 choices, i64).
     const OBS_BYTES: u64 = (5 + 3 * 19) * 4 + 6 * 30 * 8;
+    /// The 8-head agent's forward is libtorch ops (the run's notes say so).
+    const INFERENCE: Option<Inference> = Some(Inference::Eager);
 
     fn validate(&self) -> Result<(), SpecError> {
         in_range("tasks", self.tasks, 1, 1024)?;
