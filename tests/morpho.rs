@@ -94,6 +94,32 @@ fn a_sleeper_pool_gives_the_same_run_as_dynamic_seeds() {
     assert!(runs[0].1 == runs[1].1, "the same weights");
 }
 
+/// `--lifecycle loop` runs each env's decision, slot ticks and reward env after env, reading
+/// its slot state one value at a time; `batched` runs every env of a batch in one pass of
+/// tensor ops: the same run, figure for figure and weight for weight, on a batch and on
+/// worker threads, with the loop's reads per value counted.
+#[test]
+fn a_batched_lifecycle_gives_the_same_run_as_the_loop() {
+    for backend in ["vectorized", "threads"] {
+        let runs: Vec<_> = ["loop", "batched"]
+            .iter()
+            .map(|mode| {
+                let dir = tempfile::tempdir().unwrap();
+                let args = ["--lifecycle", mode, "--backend", backend, "--workers", "2", "--seed", "6"];
+                let report = train(dir.path(), &args);
+                assert_eq!(report["config"]["workload"]["morpho"]["lifecycle"], *mode, "{report}");
+                let reads = report["counters"]["lifecycle_reads"].as_u64().unwrap();
+                (reads, learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap())
+            })
+            .collect();
+        assert_eq!(runs[0].1, runs[1].1, "{backend}: the same figures");
+        assert!(runs[0].2 == runs[1].2, "{backend}: the same weights");
+        // 12 env steps: the loop reads 10 values per slot, twice per env step.
+        assert_eq!(runs[0].0, 12 * 2 * 30, "{backend}: the loop's reads");
+        assert!(runs[1].0 > 0 && runs[1].0 * 5 < runs[0].0, "{backend}: batched reads per pass: {}", runs[1].0);
+    }
+}
+
 #[test]
 fn morpho_settings_are_refused_naming_their_flag() {
     let rejected = |args: &[&str], flag: &str| {
@@ -107,6 +133,7 @@ fn morpho_settings_are_refused_naming_their_flag() {
     rejected(&["--task-images", "8"], "--task-images");
     rejected(&["--host-epochs", "0"], "--host-epochs");
     rejected(&["--slots", "pooled"], "--slots");
+    rejected(&["--lifecycle", "vectorized"], "--lifecycle");
     rejected(&["--backend", "device"], "--backend");
     let out = run(hotlab().args(["train", "--env", "cartpole", "--rent", "0.1"]));
     assert_eq!(out.status.code(), Some(2));

@@ -25,6 +25,11 @@ pub struct Counters {
     /// freed): each one invalidates a captured graph of its step (catalogue row 9).
     #[serde(default)]
     pub topology_changes: u64,
+    /// Reads of the envs' lifecycle state (a morpho batch's slots) from its tensors: one per
+    /// value under `--lifecycle loop`, one per field and batch under `batched`; each one a
+    /// device sync where that state lives on a GPU (catalogue row 8).
+    #[serde(default)]
+    pub lifecycle_reads: u64,
 }
 
 impl Counters {
@@ -41,6 +46,7 @@ impl Counters {
             spin_iterations: self.spin_iterations - earlier.spin_iterations,
             worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
             topology_changes: self.topology_changes - earlier.topology_changes,
+            lifecycle_reads: self.lifecycle_reads - earlier.lifecycle_reads,
         }
     }
 
@@ -56,6 +62,7 @@ impl Counters {
         self.spin_iterations += o.spin_iterations;
         self.worker_wait_s += o.worker_wait_s;
         self.topology_changes += o.topology_changes;
+        self.lifecycle_reads += o.lifecycle_reads;
     }
 
     /// Takes an env backend's own totals (IPC, spins, waits) into these.
@@ -64,6 +71,7 @@ impl Counters {
         self.spin_iterations = env.spin_iterations;
         self.worker_wait_s = env.worker_wait_s;
         self.topology_changes = env.topology_changes;
+        self.lifecycle_reads = env.lifecycle_reads;
     }
 }
 
@@ -83,6 +91,9 @@ pub struct EnvCounters {
     /// Changes to its envs' sets of parameter tensors ([`Counters::topology_changes`]).
     #[serde(default)]
     pub topology_changes: u64,
+    /// Reads of its envs' lifecycle state ([`Counters::lifecycle_reads`]).
+    #[serde(default)]
+    pub lifecycle_reads: u64,
 }
 
 impl EnvCounters {
@@ -94,6 +105,7 @@ impl EnvCounters {
             worker_wait_s: self.worker_wait_s + o.worker_wait_s,
             parts: std::array::from_fn(|i| self.parts[i] + o.parts[i]),
             topology_changes: self.topology_changes + o.topology_changes,
+            lifecycle_reads: self.lifecycle_reads + o.lifecycle_reads,
         }
     }
 }

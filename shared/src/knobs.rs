@@ -134,6 +134,12 @@ pub const KNOBS: &[Knob] = &[
         "morpho: seeds made and freed per graft (dynamic), or a fixed masked pool (sleeper)",
     ),
     morpho(
+        "lifecycle",
+        "workload.morpho.lifecycle",
+        Choice(crate::spec::LifecycleMode::ALL),
+        "morpho: lifecycles and rewards env after env (loop) or in one pass of tensor ops (batched)",
+    ),
+    morpho(
         "shapley_perms",
         "workload.morpho.shapley_perms",
         Int,

@@ -75,6 +75,7 @@ pub enum Counter {
     IpcRoundTrips,
     SpinIterations,
     TopologyChanges,
+    LifecycleReads,
 }
 
 impl Counter {
@@ -85,6 +86,7 @@ impl Counter {
             Counter::IpcRoundTrips => c.ipc_round_trips,
             Counter::SpinIterations => c.spin_iterations,
             Counter::TopologyChanges => c.topology_changes,
+            Counter::LifecycleReads => c.lifecycle_reads,
         }
     }
 }

@@ -21,7 +21,7 @@ mod worker;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use hotlab_shared::knobs;
-use hotlab_shared::spec::{RunSpec, SlotPool, SpecError};
+use hotlab_shared::spec::{LifecycleMode, RunSpec, SlotPool, SpecError};
 use serde_json::Value;
 
 #[derive(Parser, Debug)]
@@ -191,6 +191,9 @@ pub struct MorphoFlags {
     /// Morpho: how hosts hold their seeds: `dynamic` makes a seed's tensors on its graft and frees them (and its optimizer state) on removal; `sleeper` keeps one of each blueprint per slot, masked, reset in place (catalogue row 9) [dynamic].
     #[arg(long)]
     pub slots: Option<SlotPool>,
+    /// Morpho: how a batch of envs runs its lifecycles and rewards: `loop` env after env, each env's slot state read one value at a time and written back with one small op (seed 003's "CPU trench", catalogue row 8); `batched` every env in one pass of tensor ops, read back once. Identical trajectories [batched].
+    #[arg(long)]
+    pub lifecycle: Option<LifecycleMode>,
 }
 
 impl MorphoFlags {
@@ -205,6 +208,7 @@ impl MorphoFlags {
             ("rent", self.rent.map(Value::from)),
             ("shapley_perms", self.shapley_perms.map(Value::from)),
             ("slots", self.slots.map(|s| Value::from(s.as_str()))),
+            ("lifecycle", self.lifecycle.map(|s| Value::from(s.as_str()))),
         ]
     }
 }

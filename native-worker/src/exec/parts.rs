@@ -9,12 +9,13 @@ use hotlab_shared::profile::Phase;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// Nanoseconds per part, summed over every env and thread, and the changes to the envs'
-/// parameter sets.
+/// Nanoseconds per part, summed over every env and thread, the changes to the envs'
+/// parameter sets and the reads of their lifecycle state.
 #[derive(Debug, Default)]
 pub struct PartClock {
     nanos: [AtomicU64; ENV_PARTS],
     topology_changes: AtomicU64,
+    lifecycle_reads: AtomicU64,
 }
 
 impl PartClock {
@@ -38,11 +39,17 @@ impl PartClock {
         self.topology_changes.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// `n` reads of the envs' lifecycle state from its tensors.
+    pub fn lifecycle_read(&self, n: u64) {
+        self.lifecycle_reads.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// The totals as an env backend's counters.
     pub fn counters(&self) -> EnvCounters {
         EnvCounters {
             parts: self.totals(),
             topology_changes: self.topology_changes.load(Ordering::Relaxed),
+            lifecycle_reads: self.lifecycle_reads.load(Ordering::Relaxed),
             ..EnvCounters::default()
         }
     }

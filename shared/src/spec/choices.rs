@@ -114,6 +114,26 @@ knob!(
     }
 );
 
+knob!(
+    /// How a morpho batch runs its envs' lifecycles and rewards (catalogue row 8, seed 003 §2.1).
+    LifecycleMode, "lifecycle mode" {
+        /// Env after env: each env's slot state read from its tensors one value at a time,
+        /// its action applied and its reward computed in its own pass, written back with
+        /// one small op (seed 003's "CPU trench").
+        Loop = "loop",
+        /// Every env's slot state in struct-of-arrays tensors: masks, transitions and
+        /// rewards for the whole batch in one pass of tensor ops, read back once.
+        Batched = "batched",
+    }
+);
+
+#[allow(clippy::derivable_impls)]
+impl Default for LifecycleMode {
+    fn default() -> Self {
+        LifecycleMode::Batched
+    }
+}
+
 #[allow(clippy::derivable_impls)] // the knob macro cannot mark one variant `#[default]`
 impl Default for SlotPool {
     fn default() -> Self {

@@ -14,7 +14,9 @@ mod choices;
 pub mod json;
 mod workload;
 
-pub use choices::{ActionSync, Backend, Inference, Precision, RolloutCopy, SlotPool, Transfer, WaitMode};
+pub use choices::{
+    ActionSync, Backend, Inference, LifecycleMode, Precision, RolloutCopy, SlotPool, Transfer, WaitMode,
+};
 pub use workload::{CartpoleSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -4,7 +4,7 @@
 //! Adding a workload here is one line in [`workloads!`] below and its settings struct; the
 //! worker's registry (`native-worker/src/workloads/mod.rs`) maps the name to its code.
 
-use super::choices::{Backend, Inference, SlotPool};
+use super::choices::{Backend, Inference, LifecycleMode, SlotPool};
 use super::{in_range, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -220,6 +220,9 @@ pub struct MorphoSpec {
     /// How hosts hold their seeds: made and freed per graft, or a fixed masked pool.
     /// Flag `--slots`.
     pub slots: SlotPool,
+    /// How a batch of envs runs their lifecycles and rewards: env after env, one value at
+    /// a time (`loop`), or in one pass of tensor ops (`batched`). Flag `--lifecycle`.
+    pub lifecycle: LifecycleMode,
 }
 
 impl Default for MorphoSpec {
@@ -233,6 +236,7 @@ impl Default for MorphoSpec {
             rent: 0.02,
             shapley_perms: 0,
             slots: SlotPool::Dynamic,
+            lifecycle: LifecycleMode::Batched,
         }
     }
 }

@@ -7,13 +7,14 @@
 
 use super::blueprint::Blueprint;
 use super::host::{tensors, Host, SLOTS};
+use super::lifecycle::{self, RewardInputs};
 use crate::exec::parts::PartClock;
 use anyhow::{anyhow, Result};
 use hotlab_shared::glyphs::Task;
 use hotlab_shared::morpho::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::SlotPool;
+use hotlab_shared::spec::{LifecycleMode, SlotPool};
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Tensor};
@@ -34,6 +35,8 @@ pub struct MorphoConfig {
     pub shapley_perms: Option<usize>,
     /// How the host holds its seeds.
     pub slots: SlotPool,
+    /// How a batch of envs runs its lifecycles and rewards.
+    pub lifecycle: LifecycleMode,
     pub gates: Gates,
 }
 
@@ -47,6 +50,7 @@ impl Default for MorphoConfig {
             rent: 0.02,
             shapley_perms: None,
             slots: SlotPool::Dynamic,
+            lifecycle: LifecycleMode::Batched,
             gates: Gates::default(),
         }
     }
@@ -90,6 +94,9 @@ pub struct MorphoEnv {
     contribution: [f64; SLOTS],
     epoch: u32,
     last: (f64, f64, f64, f64),
+    /// This epoch's training loss and accuracy, and its validation loss and accuracy.
+    trained: (f64, f64),
+    validated: (f64, f64),
     base_params: usize,
     rng: HostRng,
     /// Where the step's parts are timed (the workload's, shared by its envs).
@@ -113,6 +120,8 @@ impl MorphoEnv {
             contribution: [0.0; SLOTS],
             epoch: 0,
             last: (0.0, 0.0, 0.0, 0.0),
+            trained: (0.0, 0.0),
+            validated: (0.0, 0.0),
             base_params,
             rng,
             clock: Arc::default(),
@@ -184,14 +193,43 @@ impl MorphoEnv {
         result
     }
 
-    /// One decision, one host epoch; each part timed on the env's clock.
+    /// One decision, one host epoch, with the scalar rules ([`morpho::apply`],
+    /// [`Slot::tick`], [`lifecycle::reward`]); each part timed on the env's clock. A batch
+    /// of envs runs the same parts around its own lifecycle ([`super::envs`]).
     pub fn step(&mut self, a: &Action) -> Result<Outcome> {
-        let clock = self.clock.clone();
         let t = Instant::now();
+        let mut slots = self.slots.clone();
         let surgery =
-            morpho::apply(&mut self.slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))?;
+            morpho::apply(&mut slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))?;
+        self.clock.lap(Phase::Lifecycle, t);
+        self.operate(&slots, surgery)?;
+        self.train(a.tempo)?;
+        let t = Instant::now();
+        slots.iter_mut().for_each(|s| s.tick(&self.cfg.gates));
+        self.clock.lap(Phase::Lifecycle, t);
+        self.settle(&slots);
+        self.measure();
+        let t = Instant::now();
+        let [accuracy, last, added, base] = self.reward_inputs();
+        let inputs = RewardInputs {
+            accuracy: vec![accuracy],
+            last: vec![last],
+            added: vec![added],
+            base: vec![base],
+            rent: self.cfg.rent,
+            epochs: self.cfg.epochs,
+        };
+        let reward = lifecycle::reward(&inputs, 0);
+        self.clock.lap(Phase::Reward, t);
+        Ok(self.finish(reward))
+    }
+
+    /// Carries a decision out on the host: `slots` are the slots after it, `surgery` what
+    /// it asks of the host (a seed grafted or removed).
+    pub fn operate(&mut self, slots: &[Slot], surgery: Option<Surgery>) -> Result<()> {
+        let t = Instant::now();
         if surgery.is_some() && self.cfg.slots == SlotPool::Dynamic {
-            clock.topology_changed();
+            self.clock.topology_changed();
         }
         match surgery {
             Some(Surgery::Graft { slot, blueprint, lr_scale }) => {
@@ -206,38 +244,62 @@ impl MorphoEnv {
             }
             None => {}
         }
+        self.slots = slots.to_vec();
         for (host, s) in self.host.slots.iter_mut().zip(&self.slots) {
             host.learning = s.stage == Stage::Training;
         }
-        let tempo = *TEMPOS.get(a.tempo).ok_or_else(|| anyhow!("tempo {}", a.tempo))?;
-        clock.lap(Phase::Lifecycle, t);
-        let (train_loss, train_acc) =
+        self.clock.lap(Phase::Lifecycle, t);
+        Ok(())
+    }
+
+    /// One host epoch of the tempo head's choice `tempo` minibatches, and the live seeds'
+    /// gradient norms after it.
+    pub fn train(&mut self, tempo: usize) -> Result<()> {
+        let tempo = *TEMPOS.get(tempo).ok_or_else(|| anyhow!("tempo {tempo}"))?;
+        let clock = self.clock.clone();
+        self.trained =
             self.host.train_steps(&self.data[0], &self.data[1], tempo, self.cfg.batch, &mut self.rng, &clock);
         let t = Instant::now();
         self.grad_norm = self.host.seed_grad_norms();
-        for (i, s) in self.slots.iter_mut().enumerate() {
-            s.tick(&self.cfg.gates);
-            // A seed learns (α = 0) in its training stage, and through α after it.
-            let host = &mut self.host.slots[i];
+        clock.lap(Phase::Lifecycle, t);
+        Ok(())
+    }
+
+    /// The end of the epoch: the slots after their tick, whose blends the host follows (a
+    /// seed learns at α = 0 in its training stage, and through α after it).
+    pub fn settle(&mut self, slots: &[Slot]) {
+        let t = Instant::now();
+        self.slots = slots.to_vec();
+        for (host, s) in self.host.slots.iter_mut().zip(&self.slots) {
             (host.alpha, host.learning) = (s.alpha, s.stage == Stage::Training);
         }
         self.epoch += 1;
-        let t = clock.lap(Phase::Lifecycle, t);
-        let (val_loss, accuracy) = self.validate(&[]);
-        let t = clock.lap(Phase::Validation, t);
-        self.contribution = self.contributions(accuracy);
-        let t = clock.lap(Phase::Counterfactual, t);
-        let rent = self.cfg.rent * self.added.iter().sum::<usize>() as f64 / self.base_params as f64;
-        let reward = accuracy - self.last.3 - self.cfg.rent * self.step_rent_share();
-        self.last = (train_loss, train_acc, val_loss, accuracy);
-        let done = self.epoch >= self.cfg.epochs;
-        clock.lap(Phase::Reward, t);
-        Ok(Outcome { reward, done, accuracy, score: done.then_some(accuracy - rent) })
+        self.clock.lap(Phase::Lifecycle, t);
     }
 
-    /// The rent this epoch: the added parameters' share of the host, per epoch of the episode.
-    fn step_rent_share(&self) -> f64 {
-        self.added.iter().sum::<usize>() as f64 / self.base_params as f64 / self.cfg.epochs as f64
+    /// Validates the host and credits each live seed (Shapley values); the accuracy.
+    pub fn measure(&mut self) -> f64 {
+        let t = Instant::now();
+        self.validated = self.validate(&[]);
+        let t = self.clock.lap(Phase::Validation, t);
+        self.contribution = self.contributions(self.validated.1);
+        self.clock.lap(Phase::Counterfactual, t);
+        self.validated.1
+    }
+
+    /// What this epoch's reward is computed from: the validation accuracy now and before,
+    /// the parameters the seeds added and the bare host's.
+    pub fn reward_inputs(&self) -> [f64; 4] {
+        [self.validated.1, self.last.3, self.added.iter().sum::<usize>() as f64, self.base_params as f64]
+    }
+
+    /// Ends the epoch with its reward.
+    pub fn finish(&mut self, reward: f64) -> Outcome {
+        let (val_loss, accuracy) = self.validated;
+        let rent = self.cfg.rent * self.added.iter().sum::<usize>() as f64 / self.base_params as f64;
+        self.last = (self.trained.0, self.trained.1, val_loss, accuracy);
+        let done = self.epoch >= self.cfg.epochs;
+        Outcome { reward, done, accuracy, score: done.then_some(accuracy - rent) }
     }
 
     /// Each live seed's Shapley value in validation accuracy (0 for the others).

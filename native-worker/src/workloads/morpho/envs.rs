@@ -7,17 +7,20 @@
 //! the other heads under its row.
 
 use super::blueprint::Blueprint;
-use super::env::{MorphoConfig, MorphoEnv, OBS};
+use super::env::{MorphoConfig, MorphoEnv, Outcome, OBS};
 use super::host::SLOTS;
+use super::lifecycle::{self, Lifecycle, RewardInputs};
 use crate::exec::parts::PartClock;
 use hotlab_shared::env::{
     BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv,
     StepBatch,
 };
 use hotlab_shared::glyphs::Task;
-use hotlab_shared::morpho::{self, Action, OPS};
+use hotlab_shared::morpho::{self, OPS};
+use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::splitmix64;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The env's observation fields and heads.
 pub fn env_spec() -> EnvSpec {
@@ -88,45 +91,111 @@ impl Episodes {
         (self.ret, self.length) = (0.0, 0);
     }
 
-    /// Whether the masks allow one index per head `a` now.
-    pub fn legal(&self, a: &[i64]) -> bool {
-        let table = self.env.mask_table();
-        let width = table.len() / OPS.len();
-        let Some(&op) = a.first().filter(|&&op| op >= 0 && (op as usize) < OPS.len()) else { return false };
-        let row = &table[op as usize * width..(op as usize + 1) * width];
-        let mut start = 0;
-        env_spec().heads.iter().zip(a).all(|(h, &x)| {
-            let ok = x >= 0 && (x as usize) < h.n && row[start + x as usize];
-            start += h.n;
-            ok
-        })
+    /// One decision with the scalar rules (an env played on its own: evaluation); outside
+    /// the masks, a wait at the same tempo. The reward, and the episode's end when this
+    /// step ended it.
+    pub fn step(&mut self, a: &[i64]) -> (f64, Option<(f64, u32, f64)>) {
+        let cfg = &self.pool.cfg;
+        let ok = lifecycle::legal(self.env.slots(), &cfg.gates, Blueprint::ALL.len(), a);
+        self.refused += !ok as u64;
+        self.fresh = false;
+        let out = one_thread(|| self.env.step(&lifecycle::effective(ok, a))).expect("a legal action steps");
+        self.end(out)
     }
 
-    /// One decision (outside the masks: a wait at the same tempo); the reward, and the
-    /// episode's end (its return, length and score) when this step ended it.
-    pub fn step(&mut self, a: &[i64]) -> (f64, Option<(f64, u32, f64)>) {
-        let mut action = Action::from_heads(a);
-        if !self.legal(a) {
-            self.refused += 1;
-            let tempo = action.tempo.min(morpho::TEMPOS.len() - 1);
-            action = Action { tempo, ..Action::default() };
-        }
-        self.fresh = false;
-        let out = one_thread(|| self.env.step(&action)).expect("a legal action steps");
+    /// Counts an epoch's outcome into the episode: its reward, and the episode's return,
+    /// length and score when it ended.
+    fn end(&mut self, out: Outcome) -> (f64, Option<(f64, u32, f64)>) {
         self.ret += out.reward;
         self.length += 1;
         let end = out.done.then(|| (self.ret, self.length, out.score.unwrap_or(out.accuracy)));
         (out.reward, end)
     }
 
-    /// Writes the observation at row `e` of the two fields.
-    pub fn observe(&self, fields: &mut [FieldData], e: usize) {
-        if let [FieldData::F32(features), FieldData::I64(mask)] = fields {
+    /// Writes the features at row `e`.
+    fn features(&self, fields: &mut [FieldData], e: usize) {
+        if let Some(FieldData::F32(features)) = fields.first_mut() {
             features[e * OBS..(e + 1) * OBS].copy_from_slice(&self.env.observe());
-            let table = self.env.mask_table();
-            let w = table.len();
-            mask[e * w..(e + 1) * w].iter_mut().zip(table).for_each(|(m, t)| *m = t as i64);
         }
+    }
+}
+
+/// Envs stepped together on one thread, their lifecycles and rewards run as `--lifecycle`
+/// says ([`lifecycle`]): a backend's batch, a worker's slice, or one env on its own.
+struct Group {
+    envs: Vec<Episodes>,
+    life: Box<dyn Lifecycle>,
+    clock: Arc<PartClock>,
+}
+
+impl Group {
+    /// `count` envs whose global indices start at `first`.
+    fn new(pool: Pool, count: usize, seed: u64, first: u64) -> Self {
+        let (mode, gates, clock) = (pool.cfg.lifecycle, pool.cfg.gates, pool.clock.clone());
+        let life = lifecycle::new(mode, count, SLOTS, Blueprint::ALL.len(), gates, clock.clone());
+        let envs = (0..count as u64).map(|i| Episodes::new(pool.clone(), seed, first + i)).collect();
+        Self { envs, life, clock }
+    }
+
+    /// Env `e` starts its next episode.
+    fn reset(&mut self, e: usize) {
+        self.envs[e].reset();
+        self.life.reset(e);
+    }
+
+    /// One decision per env (`heads`: 8 indices each): the lifecycle decides for all, each
+    /// host trains its epoch, the lifecycle ticks, each host validates, the lifecycle pays
+    /// the rewards. Each env's reward and episode end.
+    fn step(&mut self, heads: &[i64]) -> Vec<(f64, Option<(f64, u32, f64)>)> {
+        let t = Instant::now();
+        let d = self.life.decide(heads);
+        self.clock.lap(Phase::Lifecycle, t);
+        let (envs, life, clock) = (&mut self.envs, &mut self.life, &self.clock);
+        one_thread(|| {
+            for (e, env) in envs.iter_mut().enumerate() {
+                env.refused += d.refused[e] as u64;
+                env.fresh = false;
+                env.env.operate(life.slots(e), d.surgeries[e]).expect("a legal action's surgery");
+                env.env.train(d.actions[e].tempo).expect("a legal tempo");
+            }
+            let t = Instant::now();
+            life.tick();
+            clock.lap(Phase::Lifecycle, t);
+            for (e, env) in envs.iter_mut().enumerate() {
+                env.env.settle(life.slots(e));
+                env.env.measure();
+            }
+        });
+        let t = Instant::now();
+        let inputs: Vec<[f64; 4]> = self.envs.iter().map(|e| e.env.reward_inputs()).collect();
+        let cfg = &self.envs.first().map(|e| e.pool.cfg.clone()).unwrap_or_default();
+        let column = |i: usize| inputs.iter().map(|x| x[i]).collect();
+        let rewards = self.life.rewards(&RewardInputs {
+            accuracy: column(0),
+            last: column(1),
+            added: column(2),
+            base: column(3),
+            rent: cfg.rent,
+            epochs: cfg.epochs,
+        });
+        self.clock.lap(Phase::Reward, t);
+        let outcome = |env: &mut Episodes, r| {
+            let out = env.env.finish(r);
+            env.end(out)
+        };
+        self.envs.iter_mut().zip(rewards).map(|(env, r)| outcome(env, r)).collect()
+    }
+
+    /// Writes every env's observation: its features, and the mask tables from the lifecycle.
+    fn observe(&mut self, fields: &mut [FieldData]) {
+        for (e, env) in self.envs.iter().enumerate() {
+            env.features(fields, e);
+        }
+        let t = Instant::now();
+        if let Some(FieldData::I64(mask)) = fields.get_mut(1) {
+            self.life.masks(mask);
+        }
+        self.clock.lap(Phase::Lifecycle, t);
     }
 }
 
@@ -145,17 +214,16 @@ fn one_thread<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// A batch of envs stepped one after the other on one thread.
+/// A batch of envs on one thread (the `vectorized` backend, and each worker's slice).
 pub struct MorphoBatch {
-    envs: Vec<Episodes>,
+    group: Group,
     spec: EnvSpec,
 }
 
 impl MorphoBatch {
     /// `count` envs whose global indices start at `first`.
     pub fn new(pool: Pool, count: usize, seed: u64, first: u64) -> Self {
-        let envs = (0..count as u64).map(|i| Episodes::new(pool.clone(), seed, first + i)).collect();
-        Self { envs, spec: env_spec() }
+        Self { group: Group::new(pool, count, seed, first), spec: env_spec() }
     }
 }
 
@@ -165,48 +233,48 @@ impl BatchEnv for MorphoBatch {
     }
 
     fn num_envs(&self) -> usize {
-        self.envs.len()
+        self.group.envs.len()
     }
 
     fn reset(&mut self, out: &mut Observations) -> Result<(), EnvError> {
-        for (e, env) in self.envs.iter_mut().enumerate() {
-            env.reset();
-            env.observe(&mut out.fields, e);
-        }
+        (0..self.group.envs.len()).for_each(|e| self.group.reset(e));
+        self.group.observe(&mut out.fields);
         Ok(())
     }
 
     fn step(&mut self, actions: &[i64], out: &mut StepBatch) -> Result<(), EnvError> {
-        let h = self.spec.heads.len();
-        if actions.len() != self.envs.len() * h {
-            return Err(EnvError(format!("{} actions for {} envs of {h} heads", actions.len(), self.envs.len())));
+        let (n, h) = (self.group.envs.len(), self.spec.heads.len());
+        if actions.len() != n * h {
+            return Err(EnvError(format!("{} actions for {n} envs of {h} heads", actions.len())));
         }
         out.episodes.clear();
-        for (e, env) in self.envs.iter_mut().enumerate() {
-            let (reward, end) = env.step(&actions[e * h..(e + 1) * h]);
+        let results = self.group.step(actions);
+        if results.iter().any(|r| r.1.is_some()) {
+            self.group.observe(&mut out.final_obs.fields);
+        }
+        for (e, (reward, end)) in results.into_iter().enumerate() {
             out.reward[e] = reward as f32;
             out.truncated[e] = false;
             out.terminated[e] = end.is_some();
             if let Some((episode_return, length, _)) = end {
-                env.observe(&mut out.final_obs.fields, e);
                 out.episodes.push(EpisodeEnd { env: e, episode_return, length, terminated: true });
-                env.reset();
+                self.group.reset(e);
             }
-            env.observe(&mut out.obs.fields, e);
         }
+        self.group.observe(&mut out.obs.fields);
         Ok(())
     }
 }
 
-/// One env on its own.
+/// One env on its own (the `sequential` backend): a group of one.
 pub struct MorphoScalar {
-    env: Episodes,
+    group: Group,
     spec: EnvSpec,
 }
 
 impl MorphoScalar {
     pub fn new(pool: Pool, seed: u64, index: u64) -> Self {
-        Self { env: Episodes::new(pool, seed, index), spec: env_spec() }
+        Self { group: Group::new(pool, 1, seed, index), spec: env_spec() }
     }
 }
 
@@ -216,14 +284,14 @@ impl ScalarEnv for MorphoScalar {
     }
 
     fn reset(&mut self, obs: &mut [FieldData]) {
-        self.env.reset();
-        self.env.observe(obs, 0);
+        self.group.reset(0);
+        self.group.observe(obs);
     }
 
     /// The episode ends after its epochs (terminated: its last reward is all there is).
     fn step(&mut self, action: &[i64], obs: &mut [FieldData]) -> (f64, bool, bool) {
-        let (reward, end) = self.env.step(action);
-        self.env.observe(obs, 0);
+        let (reward, end) = self.group.step(action)[0];
+        self.group.observe(obs);
         (reward, end.is_some(), false)
     }
 }

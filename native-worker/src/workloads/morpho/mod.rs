@@ -7,6 +7,8 @@
 //! - [`env`]: one env's step (the decision, a host epoch, validation, Shapley credit, the
 //!   reward); the lifecycle, masks and Shapley values are [`hotlab_shared::morpho`];
 //! - [`envs`]: episodes on a pool of tasks, as a batch and one at a time (the backends);
+//!   [`lifecycle`]: a batch's decisions, slot ticks and rewards, env after env or in one
+//!   pass of tensor ops (`--lifecycle`);
 //! - [`agent`]: the 8-head policy, its rollout forward and PPO gradient;
 //! - [`view`]: what the lab's viewer draws;
 //! - [`bench`]: `hotlab bench host`, host training against this machine's sgemm;
@@ -20,6 +22,7 @@ pub mod env;
 pub mod envs;
 pub mod eval;
 pub mod host;
+pub mod lifecycle;
 pub mod view;
 
 use crate::exec::transfer::Mover;
@@ -71,6 +74,7 @@ impl Morpho {
             rent: s.rent,
             shapley_perms: (s.shapley_perms > 0).then_some(s.shapley_perms),
             slots: s.slots,
+            lifecycle: s.lifecycle,
             ..MorphoConfig::default()
         };
         Pool { tasks: Arc::new(tasks), cfg, clock: Arc::default() }
