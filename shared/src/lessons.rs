@@ -274,6 +274,40 @@ pub const LESSONS: &[Lesson] = &[
         budget: Budget { seconds: 1.5, repeats: 3 },
     },
     Lesson {
+        id: "cpu-trench",
+        row: 8,
+        title: "The trench after every decision",
+        phenomenon: "Between two host epochs, seed 003's trainer walks its envs one after another: it reads each \
+            env's slot state and metrics one value at a time, checks and applies the env's action, computes its \
+            reward, and writes the state back with one small op. Each read is a device sync when that state lives \
+            on a GPU, so the walk grows with the envs and nothing overlaps it. The batched lifecycle keeps every \
+            env's slots in one struct-of-arrays tensor and computes masks, transitions and rewards for the whole \
+            batch in a fixed handful of tensor ops, read back once per pass: the same slots, actions and rewards, \
+            bit for bit. Here, on a CPU with native code, the walk is microseconds per env against milliseconds of \
+            host training, so the reads fall by an order of magnitude while the wall clock barely moves: the \
+            lesson shows both.",
+        look_at: "Lifecycle reads per env step, and the lifecycle and reward phases' share of the wall.",
+        baseline: &[
+            ("env", "morpho"),
+            ("lifecycle", "loop"),
+            ("backend", "vectorized"),
+            ("envs", "4"),
+            ("steps", "4"),
+            ("minibatches", "2"),
+            ("tasks", "2"),
+            ("task_images", "64"),
+            ("host_width", "4"),
+            ("host_epochs", "3"),
+        ],
+        variants: &["lifecycle=batched"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::LifecycleReads),
+            expect: Expect::Higher(10.0),
+            text: "reads of the envs' lifecycle state per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 2 },
+    },
+    Lesson {
         id: "model-surgery",
         row: 9,
         title: "Growing a network by surgery",

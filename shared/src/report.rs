@@ -7,7 +7,7 @@
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
 use crate::profile::{Phase, Profile};
-use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, SlotPool, Transfer, WaitMode};
+use crate::spec::{ActionSync, Backend, Inference, LifecycleMode, RolloutCopy, RunSpec, SlotPool, Transfer, WaitMode};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -153,7 +153,16 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 Some(SlotPool::Sleeper) => "; sleeper seeds reset in place",
                 None => "",
             };
-            format!("per-env, per-slot bookkeeping after each decision over {} envs (the CPU trench{pool})", spec.envs)
+            let how = match spec.morpho().map(|m| m.lifecycle) {
+                Some(LifecycleMode::Loop) => {
+                    format!("env after env, {} state reads one value at a time", c.lifecycle_reads)
+                }
+                Some(LifecycleMode::Batched) => {
+                    format!("one pass of tensor ops per batch, {} bulk reads", c.lifecycle_reads)
+                }
+                None => "the CPU trench".into(),
+            };
+            format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool})", spec.envs)
         }
         Phase::Reward => "each env's reward".into(),
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
@@ -312,6 +321,20 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             Phase::PolicyForward,
             format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
         );
+    }
+    // The trench: env-by-env lifecycles whose time is a real share of the wall.
+    let trench = profile.share(Phase::Lifecycle) + profile.share(Phase::Reward);
+    if spec.morpho().is_some_and(|m| m.lifecycle == LifecycleMode::Loop) && trench >= 0.10 {
+        out.push(Recommendation {
+            knob: "--lifecycle batched".into(),
+            phase: Phase::Lifecycle,
+            signature: format!(
+                "{:.0}% of wall in lifecycles and rewards run env after env ({:.0} state reads per env step)",
+                100.0 * trench,
+                c.lifecycle_reads as f64 / c.env_steps.max(1) as f64
+            ),
+            max_speedup: amdahl(trench),
+        });
     }
     // A sleeper pool buys graph capture with the masked sleepers' compute; hosts on the
     // CPU are never captured, so there it is pure cost.
@@ -493,6 +516,23 @@ mod tests {
         assert!(knobs(&analyze(&hosts, &morpho(SlotPool::Dynamic))).is_empty());
         let light = profile(&[(Phase::HostBackward, 0.05), (Phase::Backward, 0.9)], Counters::default());
         assert!(knobs(&analyze(&light, &morpho(SlotPool::Sleeper))).is_empty());
+    }
+
+    #[test]
+    fn a_looped_lifecycle_is_advised_batched_only_where_it_costs() {
+        let morpho = |lifecycle| RunSpec {
+            workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec { lifecycle, ..Default::default() }),
+            ..Default::default()
+        };
+        let c = Counters { env_steps: 10, lifecycle_reads: 600, ..Counters::default() };
+        let trench = profile(&[(Phase::Lifecycle, 0.15), (Phase::Reward, 0.05), (Phase::HostBackward, 0.5)], c);
+        let r = analyze(&trench, &morpho(LifecycleMode::Loop));
+        assert_eq!(knobs(&r), ["--lifecycle batched"]);
+        assert!(r.recommendations[0].signature.contains("60 state reads per env step"), "{:?}", r.recommendations);
+        assert!((r.recommendations[0].max_speedup - 1.25).abs() < 1e-9);
+        assert!(knobs(&analyze(&trench, &morpho(LifecycleMode::Batched))).is_empty());
+        let light = profile(&[(Phase::Lifecycle, 0.01), (Phase::HostBackward, 0.9)], Counters::default());
+        assert!(knobs(&analyze(&light, &morpho(LifecycleMode::Loop))).is_empty());
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct Pool {
     pub clock: Arc<PartClock>,
 }
 
+/// An episode's end: its return, length and score.
+type End = (f64, u32, f64);
+
 /// One env's episodes: a fresh host (its own draws) on the next task of the pool each time.
 pub struct Episodes {
     pool: Pool,
@@ -94,7 +97,7 @@ impl Episodes {
     /// One decision with the scalar rules (an env played on its own: evaluation); outside
     /// the masks, a wait at the same tempo. The reward, and the episode's end when this
     /// step ended it.
-    pub fn step(&mut self, a: &[i64]) -> (f64, Option<(f64, u32, f64)>) {
+    pub fn step(&mut self, a: &[i64]) -> (f64, Option<End>) {
         let cfg = &self.pool.cfg;
         let ok = lifecycle::legal(self.env.slots(), &cfg.gates, Blueprint::ALL.len(), a);
         self.refused += !ok as u64;
@@ -105,7 +108,7 @@ impl Episodes {
 
     /// Counts an epoch's outcome into the episode: its reward, and the episode's return,
     /// length and score when it ended.
-    fn end(&mut self, out: Outcome) -> (f64, Option<(f64, u32, f64)>) {
+    fn end(&mut self, out: Outcome) -> (f64, Option<End>) {
         self.ret += out.reward;
         self.length += 1;
         let end = out.done.then(|| (self.ret, self.length, out.score.unwrap_or(out.accuracy)));
@@ -146,7 +149,7 @@ impl Group {
     /// One decision per env (`heads`: 8 indices each): the lifecycle decides for all, each
     /// host trains its epoch, the lifecycle ticks, each host validates, the lifecycle pays
     /// the rewards. Each env's reward and episode end.
-    fn step(&mut self, heads: &[i64]) -> Vec<(f64, Option<(f64, u32, f64)>)> {
+    fn step(&mut self, heads: &[i64]) -> Vec<(f64, Option<End>)> {
         let t = Instant::now();
         let d = self.life.decide(heads);
         self.clock.lap(Phase::Lifecycle, t);
