@@ -47,13 +47,15 @@ fn learning(dir: &Path) -> Vec<serde_json::Value> {
 
 /// Where the envs step changes nothing they compute: the hosts, their draws and the agent's
 /// decisions are the same on each host backend, so are the returns, losses and weights.
+/// (Hosts trained one by one: batched hosts round alike only within the same batches.)
 #[test]
 fn every_host_backend_gives_the_same_morpho_run() {
     let runs: Vec<_> = ["vectorized", "sequential", "threads", "subprocess"]
         .iter()
         .map(|b| {
             let dir = tempfile::tempdir().unwrap();
-            let report = train(dir.path(), &["--backend", b, "--workers", "2", "--seed", "4"]);
+            let args = ["--backend", b, "--workers", "2", "--seed", "4", "--host-exec", "per_env"];
+            let report = train(dir.path(), &args);
             assert_eq!(report["env"], "morpho");
             // The env's own parts are carved out of its step on every backend (worker
             // processes' through shared memory).
@@ -120,6 +122,37 @@ fn a_batched_lifecycle_gives_the_same_run_as_the_loop() {
     }
 }
 
+/// `--host-exec batched` trains a batch's hosts as one model, `per_env` one after another:
+/// the same run to rounding (the same episodes and decisions; losses and returns within
+/// float error), on a batch and on worker threads.
+#[test]
+fn batched_hosts_give_the_same_run_as_hosts_one_by_one_to_rounding() {
+    for backend in ["vectorized", "threads"] {
+        let runs: Vec<_> = ["per_env", "batched"]
+            .iter()
+            .map(|exec| {
+                let dir = tempfile::tempdir().unwrap();
+                let args = ["--host-exec", exec, "--backend", backend, "--workers", "1", "--seed", "3"];
+                let report = train(dir.path(), &args);
+                assert_eq!(report["config"]["workload"]["morpho"]["host_exec"], *exec, "{report}");
+                (report["counters"]["host_passes"].as_u64().unwrap(), learning(dir.path()))
+            })
+            .collect();
+        // Two hosts a batch: a pass per host minibatch, or per batch minibatch.
+        assert!(runs[1].0 > 0 && runs[1].0 < runs[0].0, "{backend}: host passes {} vs {}", runs[0].0, runs[1].0);
+        let runs = [&runs[0].1, &runs[1].1];
+        assert_eq!(runs[0].len(), runs[1].len());
+        for (a, b) in runs[0].iter().zip(runs[1]) {
+            for (x, y) in a.as_array().unwrap().iter().zip(b.as_array().unwrap()) {
+                match (x.as_f64(), y.as_f64()) {
+                    (Some(x), Some(y)) => assert!((x - y).abs() <= 1e-3 * (1.0 + x.abs()), "{backend}: {a} vs {b}"),
+                    _ => assert_eq!(x, y, "{backend}"),
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn morpho_settings_are_refused_naming_their_flag() {
     let rejected = |args: &[&str], flag: &str| {
@@ -134,6 +167,7 @@ fn morpho_settings_are_refused_naming_their_flag() {
     rejected(&["--host-epochs", "0"], "--host-epochs");
     rejected(&["--slots", "pooled"], "--slots");
     rejected(&["--lifecycle", "vectorized"], "--lifecycle");
+    rejected(&["--host-exec", "grouped"], "--host-exec");
     rejected(&["--backend", "device"], "--backend");
     let out = run(hotlab().args(["train", "--env", "cartpole", "--rent", "0.1"]));
     assert_eq!(out.status.code(), Some(2));

@@ -30,6 +30,11 @@ pub struct Counters {
     /// device sync where that state lives on a GPU (catalogue row 8).
     #[serde(default)]
     pub lifecycle_reads: u64,
+    /// Host training passes (a minibatch's forward, backward and optimizer step, one host's
+    /// under `--host-exec per_env`, a whole batch's under `batched`): the sequences of small
+    /// ops, each a run of kernel launches on a GPU.
+    #[serde(default)]
+    pub host_passes: u64,
 }
 
 impl Counters {
@@ -47,6 +52,7 @@ impl Counters {
             worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
             topology_changes: self.topology_changes - earlier.topology_changes,
             lifecycle_reads: self.lifecycle_reads - earlier.lifecycle_reads,
+            host_passes: self.host_passes - earlier.host_passes,
         }
     }
 
@@ -63,6 +69,7 @@ impl Counters {
         self.worker_wait_s += o.worker_wait_s;
         self.topology_changes += o.topology_changes;
         self.lifecycle_reads += o.lifecycle_reads;
+        self.host_passes += o.host_passes;
     }
 
     /// Takes an env backend's own totals (IPC, spins, waits) into these.
@@ -72,6 +79,7 @@ impl Counters {
         self.worker_wait_s = env.worker_wait_s;
         self.topology_changes = env.topology_changes;
         self.lifecycle_reads = env.lifecycle_reads;
+        self.host_passes = env.host_passes;
     }
 }
 
@@ -94,6 +102,9 @@ pub struct EnvCounters {
     /// Reads of its envs' lifecycle state ([`Counters::lifecycle_reads`]).
     #[serde(default)]
     pub lifecycle_reads: u64,
+    /// Its envs' host training passes ([`Counters::host_passes`]).
+    #[serde(default)]
+    pub host_passes: u64,
 }
 
 impl EnvCounters {
@@ -106,6 +117,7 @@ impl EnvCounters {
             parts: std::array::from_fn(|i| self.parts[i] + o.parts[i]),
             topology_changes: self.topology_changes + o.topology_changes,
             lifecycle_reads: self.lifecycle_reads + o.lifecycle_reads,
+            host_passes: self.host_passes + o.host_passes,
         }
     }
 }

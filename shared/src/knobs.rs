@@ -140,6 +140,12 @@ pub const KNOBS: &[Knob] = &[
         "morpho: lifecycles and rewards env after env (loop) or in one pass of tensor ops (batched)",
     ),
     morpho(
+        "host_exec",
+        "workload.morpho.host_exec",
+        Choice(crate::spec::HostExec::ALL),
+        "morpho: hosts trained one after another (per_env) or as one model with an env dimension (batched)",
+    ),
+    morpho(
         "shapley_perms",
         "workload.morpho.shapley_perms",
         Int,

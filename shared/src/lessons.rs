@@ -76,6 +76,7 @@ pub enum Counter {
     SpinIterations,
     TopologyChanges,
     LifecycleReads,
+    HostPasses,
 }
 
 impl Counter {
@@ -87,6 +88,7 @@ impl Counter {
             Counter::SpinIterations => c.spin_iterations,
             Counter::TopologyChanges => c.topology_changes,
             Counter::LifecycleReads => c.lifecycle_reads,
+            Counter::HostPasses => c.host_passes,
         }
     }
 }
@@ -304,6 +306,40 @@ pub const LESSONS: &[Lesson] = &[
             measure: Measure::PerStep(Counter::LifecycleReads),
             expect: Expect::Higher(10.0),
             text: "reads of the envs' lifecycle state per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 2 },
+    },
+    Lesson {
+        id: "host-batching",
+        row: 8,
+        title: "Many small hosts, one model",
+        phenomenon: "Each morpho env trains its own small host network: a minibatch is a few dozen small ops \
+            (convolutions, the loss, Adam), issued host after host, each env its own control flow (on a GPU, seed \
+            003 gives each env a CUDA stream and still launches every kernel per env). Batched host execution \
+            trains the batch's hosts as one model with a leading env dimension: each stage one grouped \
+            convolution over every host's weights, each blueprint one call over the hosts that run it, the head \
+            one batched matmul; a host whose epoch is shorter leaves the batch after its last minibatch. The \
+            same hosts to rounding. On a GPU that divides the launches by the envs; on this CPU each host's \
+            convolutions already run about as well as the grouped one and the batch adds gathers, so the \
+            measured verdict here is a regression: the lesson shows where batching pays and where it does not.",
+        look_at: "Host passes per env step, and the host_forward and host_backward phases.",
+        baseline: &[
+            ("env", "morpho"),
+            ("host_exec", "per_env"),
+            ("backend", "vectorized"),
+            ("envs", "8"),
+            ("steps", "2"),
+            ("minibatches", "2"),
+            ("tasks", "2"),
+            ("task_images", "64"),
+            ("host_width", "4"),
+            ("host_epochs", "3"),
+        ],
+        variants: &["host_exec=batched"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::HostPasses),
+            expect: Expect::Higher(2.0),
+            text: "host training passes (sequences of small ops) per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
     },

@@ -323,6 +323,7 @@ fn Counters(data: RwSignal<RunData>) -> impl IntoView {
                 {row("worker wait", |d| seconds(d.total.counters.worker_wait_s), |d| per(d, d.total.counters.worker_wait_s))}
                 {row("topology changes", |d| si(d.total.counters.topology_changes as f64), |d| per(d, d.total.counters.topology_changes as f64))}
                 {row("lifecycle reads", |d| si(d.total.counters.lifecycle_reads as f64), |d| per(d, d.total.counters.lifecycle_reads as f64))}
+                {row("host passes", |d| si(d.total.counters.host_passes as f64), |d| per(d, d.total.counters.host_passes as f64))}
             </tbody>
         </table>
     }

@@ -211,6 +211,12 @@ pub struct BenchHostArgs {
     /// Seconds of training per host setup (0.05 to 600).
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
+    /// Hosts in the batch of the `--host-exec` comparison (one after another, then as one model), 1 to 256.
+    #[arg(long, default_value_t = 16)]
+    pub envs: usize,
+    /// Where the `--host-exec` comparison's hosts train: cpu, cuda, cuda:N or auto (the other figures are the CPU's).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
     /// One JSON object, no progress.
     #[arg(long)]
     pub json: bool,
@@ -227,7 +233,11 @@ pub fn host(a: BenchHostArgs) -> Result<()> {
     if !(0.05..=600.0).contains(&a.seconds) {
         return Err(usage("--seconds", format!("must be 0.05 to 600 (got {})", a.seconds)));
     }
-    let spec = HostBench { width: a.width, batch: a.batch, seconds: a.seconds };
+    if !(1..=256).contains(&a.envs) {
+        return Err(usage("--envs", format!("must be 1 to 256 (got {})", a.envs)));
+    }
+    let device = hotlab::exec::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;
+    let spec = HostBench { width: a.width, batch: a.batch, seconds: a.seconds, envs: a.envs, device };
     let json = a.json;
     let r = run(&spec, |name| {
         if !json {
@@ -252,6 +262,21 @@ pub fn host(a: BenchHostArgs) -> Result<()> {
         println!(
             "{:<10} {:>8} {:>14.1} {:>12.0} {:>10} {:>9}",
             h.host, h.params, h.minibatches_per_s, h.samples_per_s, g, share
+        );
+    }
+    println!(
+        "\n--host-exec: {} hosts, one minibatch each per step, one after another or as one model, on {}",
+        a.envs, a.device
+    );
+    println!("{:<10} {:>9} {:>14} {:>10} {:>9}", "host", "exec", "minibatches/s", "GFLOP/s", "of sgemm");
+    for e in &r.exec {
+        println!(
+            "{:<10} {:>9} {:>14.1} {:>10.2} {:>8.0} %",
+            e.host,
+            e.exec,
+            e.minibatches_per_s,
+            e.gflops,
+            100.0 * e.share_of_sgemm
         );
     }
     println!("\nShapley credit of 3 live seeds (conv3x3, mlp, attention): --shapley-perms against exact");

@@ -21,7 +21,7 @@ mod worker;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use hotlab_shared::knobs;
-use hotlab_shared::spec::{LifecycleMode, RunSpec, SlotPool, SpecError};
+use hotlab_shared::spec::{HostExec, LifecycleMode, RunSpec, SlotPool, SpecError};
 use serde_json::Value;
 
 #[derive(Parser, Debug)]
@@ -194,6 +194,9 @@ pub struct MorphoFlags {
     /// Morpho: how a batch of envs runs its lifecycles and rewards: `loop` env after env, each env's slot state read one value at a time and written back with one small op (seed 003's "CPU trench", catalogue row 8); `batched` every env in one pass of tensor ops, read back once. Identical trajectories [batched].
     #[arg(long)]
     pub lifecycle: Option<LifecycleMode>,
+    /// Morpho: how a batch of envs trains its hosts: `per_env` one host after another, each with its own ops; `batched` every host as one model with a leading env dimension (grouped convolutions, batched matmuls), each host's epoch its own length. The same hosts to rounding. On a CPU batching measured slower (oneDNN runs each host's small convolutions about as well as a grouped one, and the batch adds gathers): per_env [per_env].
+    #[arg(long)]
+    pub host_exec: Option<HostExec>,
 }
 
 impl MorphoFlags {
@@ -209,6 +212,7 @@ impl MorphoFlags {
             ("shapley_perms", self.shapley_perms.map(Value::from)),
             ("slots", self.slots.map(|s| Value::from(s.as_str()))),
             ("lifecycle", self.lifecycle.map(|s| Value::from(s.as_str()))),
+            ("host_exec", self.host_exec.map(|s| Value::from(s.as_str()))),
         ]
     }
 }

@@ -10,12 +10,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Nanoseconds per part, summed over every env and thread, the changes to the envs'
-/// parameter sets and the reads of their lifecycle state.
+/// parameter sets, the reads of their lifecycle state and their hosts' training passes.
 #[derive(Debug, Default)]
 pub struct PartClock {
     nanos: [AtomicU64; ENV_PARTS],
     topology_changes: AtomicU64,
     lifecycle_reads: AtomicU64,
+    host_passes: AtomicU64,
 }
 
 impl PartClock {
@@ -44,12 +45,18 @@ impl PartClock {
         self.lifecycle_reads.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// One host training pass (a minibatch of one host, or of a batch of hosts).
+    pub fn host_pass(&self) {
+        self.host_passes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The totals as an env backend's counters.
     pub fn counters(&self) -> EnvCounters {
         EnvCounters {
             parts: self.totals(),
             topology_changes: self.topology_changes.load(Ordering::Relaxed),
             lifecycle_reads: self.lifecycle_reads.load(Ordering::Relaxed),
+            host_passes: self.host_passes.load(Ordering::Relaxed),
             ..EnvCounters::default()
         }
     }

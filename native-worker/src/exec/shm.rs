@@ -17,7 +17,7 @@ pub const CMD_EXIT: u32 = 2;
 pub const MAX_FIELDS: usize = 4;
 
 /// Bytes per worker of what its envs counted themselves.
-pub const PARTS_BYTES: usize = (ENV_PARTS + 2) * 8;
+pub const PARTS_BYTES: usize = (ENV_PARTS + 3) * 8;
 
 /// Byte offsets of everything in the region, for `envs` envs whose observation fields
 /// take `row_bytes` bytes each per env, and `heads` action heads, split among `workers`.
@@ -38,7 +38,7 @@ pub struct Layout {
     pub episode_return: usize,
     pub episode_length: usize,
     /// Per worker ([`PARTS_BYTES`] each): its envs' part totals ([`ENV_PARTS`] f64,
-    /// seconds), then their topology changes and lifecycle reads (u64 each).
+    /// seconds), then their topology changes, lifecycle reads and host passes (u64 each).
     pub parts: usize,
     pub size: usize,
 }

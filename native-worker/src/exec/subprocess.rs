@@ -261,9 +261,9 @@ impl BatchEnv for Subprocess {
         (0..l.workers).fold(self.counters, |c, w| {
             let at = l.parts + w * PARTS_BYTES;
             let parts = std::array::from_fn(|i| self.region.slice::<f64>(at, ENV_PARTS)[i]);
-            let [topology_changes, lifecycle_reads] =
-                std::array::from_fn(|i| self.region.slice::<u64>(at + ENV_PARTS * 8, 2)[i]);
-            c.plus(&EnvCounters { parts, topology_changes, lifecycle_reads, ..EnvCounters::default() })
+            let [topology_changes, lifecycle_reads, host_passes] =
+                std::array::from_fn(|i| self.region.slice::<u64>(at + ENV_PARTS * 8, 3)[i]);
+            c.plus(&EnvCounters { parts, topology_changes, lifecycle_reads, host_passes, ..EnvCounters::default() })
         })
     }
 }

@@ -127,6 +127,25 @@ knob!(
     }
 );
 
+knob!(
+    /// How a morpho batch trains its envs' hosts.
+    HostExec, "host exec mode" {
+        /// Each host with its own sequence of ops, one host after another (seed 003's
+        /// per-env control flow).
+        PerEnv = "per_env",
+        /// Every host of the batch as one model with a leading env dimension: grouped
+        /// convolutions and batched matmuls, each host's epoch its own length.
+        Batched = "batched",
+    }
+);
+
+#[allow(clippy::derivable_impls)]
+impl Default for HostExec {
+    fn default() -> Self {
+        HostExec::PerEnv
+    }
+}
+
 #[allow(clippy::derivable_impls)]
 impl Default for LifecycleMode {
     fn default() -> Self {

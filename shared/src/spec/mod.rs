@@ -15,7 +15,7 @@ pub mod json;
 mod workload;
 
 pub use choices::{
-    ActionSync, Backend, Inference, LifecycleMode, Precision, RolloutCopy, SlotPool, Transfer, WaitMode,
+    ActionSync, Backend, HostExec, Inference, LifecycleMode, Precision, RolloutCopy, SlotPool, Transfer, WaitMode,
 };
 pub use workload::{CartpoleSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec};
 

@@ -4,7 +4,7 @@
 //! Adding a workload here is one line in [`workloads!`] below and its settings struct; the
 //! worker's registry (`native-worker/src/workloads/mod.rs`) maps the name to its code.
 
-use super::choices::{Backend, Inference, LifecycleMode, SlotPool};
+use super::choices::{Backend, HostExec, Inference, LifecycleMode, SlotPool};
 use super::{in_range, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -223,6 +223,9 @@ pub struct MorphoSpec {
     /// How a batch of envs runs their lifecycles and rewards: env after env, one value at
     /// a time (`loop`), or in one pass of tensor ops (`batched`). Flag `--lifecycle`.
     pub lifecycle: LifecycleMode,
+    /// How a batch of envs trains its hosts: one after another (`per_env`), or as one model
+    /// with a leading env dimension (`batched`). Flag `--host-exec`.
+    pub host_exec: HostExec,
 }
 
 impl Default for MorphoSpec {
@@ -237,6 +240,7 @@ impl Default for MorphoSpec {
             shapley_perms: 0,
             slots: SlotPool::Dynamic,
             lifecycle: LifecycleMode::Batched,
+            host_exec: HostExec::PerEnv,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! backward computes the input's gradient and the weights', each about a forward).
 
 use super::blueprint::Blueprint;
-use super::host::{tensors, Host, SLOTS};
+use super::host::{batch, tensors, Host, SLOTS};
 use crate::exec::parts::PartClock;
 use hotlab_shared::glyphs::{generate, TaskSpec, CLASSES, SIDE};
 use hotlab_shared::rng::HostRng;
@@ -20,6 +20,10 @@ pub struct HostBench {
     pub batch: i64,
     /// Seconds per measurement.
     pub seconds: f64,
+    /// Hosts in the batch of the `--host-exec` comparison.
+    pub envs: usize,
+    /// Where the hosts train (the per-host figures and Shapley credit stay on the CPU).
+    pub device: Device,
 }
 
 /// One host setup's throughput.
@@ -50,6 +54,20 @@ pub struct ShapleyFigure {
     pub mean_abs_error: f64,
 }
 
+/// `--host-exec`: a batch of hosts trained one after another or as one model.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExecFigure {
+    /// `bare`, or `conv3x3` in every slot.
+    pub host: String,
+    /// `per_env` or `batched`.
+    pub exec: String,
+    pub envs: usize,
+    /// Host minibatches per second, all hosts together.
+    pub minibatches_per_s: f64,
+    pub gflops: f64,
+    pub share_of_sgemm: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct HostReport {
     pub width: i64,
@@ -59,6 +77,8 @@ pub struct HostReport {
     pub sgemm_gflops_all_threads: f64,
     pub threads: i32,
     pub hosts: Vec<HostFigure>,
+    /// `--host-exec`: a batch of `envs` hosts, one by one and as one model.
+    pub exec: Vec<ExecFigure>,
     /// `--shapley-perms`: cost against estimation error (conv3x3, mlp and attention live).
     pub shapley: Vec<ShapleyFigure>,
 }
@@ -96,14 +116,19 @@ fn best(mut f: impl FnMut()) -> f64 {
 
 /// sgemm GFLOP/s at 1024 with libtorch's current thread count.
 fn sgemm() -> f64 {
-    let n = 1024;
-    let (a, b) = (Tensor::randn([n, n], (Kind::Float, Device::Cpu)), Tensor::randn([n, n], (Kind::Float, Device::Cpu)));
-    let _ = a.mm(&b);
-    2.0 * (n * n * n) as f64
-        / best(|| {
-            let _ = a.mm(&b);
-        })
-        / 1e9
+    sgemm_on(Device::Cpu)
+}
+
+/// sgemm GFLOP/s on `device` (1024 on the CPU, 8192 on a GPU, fp32), timed to a read of the result.
+fn sgemm_on(device: Device) -> f64 {
+    let n = if device == Device::Cpu { 1024 } else { 8192 };
+    let (a, b) = (Tensor::randn([n, n], (Kind::Float, device)), Tensor::randn([n, n], (Kind::Float, device)));
+    let run = || {
+        let c = a.mm(&b);
+        let _ = c.double_value(&[0, 0]);
+    };
+    run();
+    2.0 * (n * n * n) as f64 / best(run) / 1e9
 }
 
 /// Runs the measurements: sgemm, then the bare host and each blueprint in every slot, each
@@ -144,6 +169,13 @@ pub fn run(b: &HostBench, mut progress: impl FnMut(&str)) -> anyhow::Result<Host
             share_of_sgemm: gflops.map(|g| g / one),
         });
     }
+    let exec = match b.device {
+        Device::Cpu => exec_figures(b, one, &x, &y, &mut progress)?,
+        d => {
+            let (xd, yd) = (x.to(d), y.to(d));
+            exec_figures(b, sgemm_on(d), &xd, &yd, &mut progress)?
+        }
+    };
     progress("shapley");
     let shapley = shapley_figures(b, &x, &y, &task)?;
     tch::set_num_threads(threads);
@@ -154,8 +186,67 @@ pub fn run(b: &HostBench, mut progress: impl FnMut(&str)) -> anyhow::Result<Host
         sgemm_gflops_all_threads: all,
         threads,
         hosts,
+        exec,
         shapley,
     })
+}
+
+/// A batch of `b.envs` hosts (bare, and conv3x3 in every slot), one minibatch each per
+/// step, trained one after another and as one model, on one thread or on `x`'s GPU (each
+/// step ends with reading its losses, so the GPU's time is counted).
+fn exec_figures(
+    b: &HostBench,
+    sgemm: f64,
+    x: &Tensor,
+    y: &Tensor,
+    progress: &mut impl FnMut(&str),
+) -> anyhow::Result<Vec<ExecFigure>> {
+    let clock = PartClock::default();
+    let mut out = Vec::new();
+    for grown in [None, Some(Blueprint::Conv3x3)] {
+        for batched in [false, true] {
+            let (name, exec) = (grown.map_or("bare", Blueprint::name), if batched { "batched" } else { "per_env" });
+            progress(&format!("{} hosts, {name}, {exec}", b.envs));
+            let mut hosts = (0..b.envs as u64)
+                .map(|i| {
+                    let mut rng = HostRng::new(7 + i);
+                    let mut host = Host::new(b.width, 1e-3, SlotPool::Dynamic, x.device(), &mut rng)?;
+                    if let Some(bp) = grown {
+                        (0..SLOTS).for_each(|s| host.graft(s, bp, 1.0, 1.0, &mut rng));
+                    }
+                    Ok((host, rng))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let step = |hosts: &mut Vec<(Host, HostRng)>| {
+                if batched {
+                    let mut members: Vec<batch::Member<'_>> =
+                        hosts.iter_mut().map(|(host, rng)| batch::Member { host, x, y, rng, steps: 1 }).collect();
+                    batch::train(&mut members, b.batch, &clock);
+                } else {
+                    hosts.iter_mut().for_each(|(host, rng)| {
+                        host.train_steps(x, y, 1, b.batch, rng, &clock);
+                    });
+                }
+            };
+            step(&mut hosts);
+            let (start, mut done) = (Instant::now(), 0usize);
+            while start.elapsed().as_secs_f64() < b.seconds {
+                step(&mut hosts);
+                done += b.envs;
+            }
+            let per_s = done as f64 / start.elapsed().as_secs_f64();
+            let gflops = flops(b.width, b.batch, grown).unwrap_or(0.0) * per_s / 1e9;
+            out.push(ExecFigure {
+                host: name.into(),
+                exec: exec.into(),
+                envs: b.envs,
+                minibatches_per_s: per_s,
+                gflops,
+                share_of_sgemm: gflops / sgemm,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Draws of each sampled setting.

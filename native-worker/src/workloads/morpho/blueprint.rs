@@ -34,6 +34,47 @@ impl Blueprint {
         }
     }
 
+    /// Seeds of this blueprint of several hosts at once, as one call: `x` is
+    /// `[batch, hosts, channels, h, w]` (each host's activation), `params` each host's
+    /// seed's named parameters; the same shape out, each host's slice what its own seed's
+    /// [`Seed::forward`] gives (to rounding). Convolutions become grouped convolutions (a
+    /// group per host), the norm a group norm of a group per host, attention batched matmuls.
+    pub fn forward_batched(self, x: &Tensor, params: &[&[(String, Tensor)]]) -> Tensor {
+        let (b, g, c, h, w) = x.size5().expect("activations are [batch, hosts, channels, h, w]");
+        let get = |suffix: &str| -> Vec<&Tensor> {
+            params
+                .iter()
+                .map(|p| &p.iter().find(|(n, _)| n.ends_with(suffix)).expect("a blueprint's parameter").1)
+                .collect()
+        };
+        let cat = |suffix: &str| Tensor::cat(&get(suffix), 0);
+        let flat = x.reshape([b, g * c, h, w]);
+        let conv = |x: &Tensor, name: &str, k: i64, groups: i64| {
+            let (wt, bias) = (cat(&format!("{name}weight")), cat(&format!("{name}bias")));
+            x.conv2d(&wt, Some(&bias), [1, 1], [k / 2, k / 2], [1, 1], groups)
+        };
+        let out = match self {
+            Blueprint::Norm => flat.group_norm(g, Some(&cat("weight")), Some(&cat("bias")), 1e-5, false),
+            Blueprint::Depthwise => conv(&flat, "", 3, g * c).relu(),
+            Blueprint::Conv3x3 => conv(&flat, "", 3, g).relu(),
+            Blueprint::Mlp => conv(&conv(&flat, "up.", 1, g).relu(), "down.", 1, g),
+            Blueprint::Attention => {
+                let d = (c / 2).max(1);
+                // Positions as tokens, per host: [hosts, batch, h·w, channels].
+                let tokens = x.permute([1, 0, 3, 4, 2]).reshape([g, b, h * w, c]);
+                let lin = |name: &str| {
+                    let wt = Tensor::stack(&get(&format!("{name}.weight")), 0).transpose(1, 2).unsqueeze(1);
+                    let bias = Tensor::stack(&get(&format!("{name}.bias")), 0).unsqueeze(1).unsqueeze(1);
+                    tokens.matmul(&wt) + bias
+                };
+                let (q, k, v) = (lin("q"), lin("k"), lin("v"));
+                let weights = (q.matmul(&k.transpose(-2, -1)) / (d as f64).sqrt()).softmax(-1, tch::Kind::Float);
+                return weights.matmul(&v).view([g, b, h, w, c]).permute([1, 0, 4, 2, 3]);
+            }
+        };
+        out.view([b, g, c, h, w])
+    }
+
     /// A seed of this blueprint for `channels`, its parameters under `p`.
     pub fn build(self, p: nn::Path, channels: i64) -> Box<dyn Seed> {
         let conv = |p: nn::Path, i: i64, o: i64, k: i64, groups: i64| {

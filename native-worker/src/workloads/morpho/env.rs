@@ -6,7 +6,7 @@
 //! accuracy less a rent on the parameters the seeds added.
 
 use super::blueprint::Blueprint;
-use super::host::{tensors, Host, SLOTS};
+use super::host::{batch, tensors, Host, SLOTS};
 use super::lifecycle::{self, RewardInputs};
 use crate::exec::parts::PartClock;
 use anyhow::{anyhow, Result};
@@ -14,7 +14,7 @@ use hotlab_shared::glyphs::Task;
 use hotlab_shared::morpho::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{LifecycleMode, SlotPool};
+use hotlab_shared::spec::{HostExec, LifecycleMode, SlotPool};
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Tensor};
@@ -37,6 +37,8 @@ pub struct MorphoConfig {
     pub slots: SlotPool,
     /// How a batch of envs runs its lifecycles and rewards.
     pub lifecycle: LifecycleMode,
+    /// How a batch of envs trains its hosts.
+    pub host_exec: HostExec,
     pub gates: Gates,
 }
 
@@ -51,6 +53,7 @@ impl Default for MorphoConfig {
             shapley_perms: None,
             slots: SlotPool::Dynamic,
             lifecycle: LifecycleMode::Batched,
+            host_exec: HostExec::PerEnv,
             gates: Gates::default(),
         }
     }
@@ -261,6 +264,30 @@ impl MorphoEnv {
             self.host.train_steps(&self.data[0], &self.data[1], tempo, self.cfg.batch, &mut self.rng, &clock);
         let t = Instant::now();
         self.grad_norm = self.host.seed_grad_norms();
+        clock.lap(Phase::Lifecycle, t);
+        Ok(())
+    }
+
+    /// One host epoch for each of `envs` (the tempo head's choice each), their hosts trained
+    /// as one model ([`batch`]); each host's loss, accuracy and seeds' gradient norms as
+    /// [`MorphoEnv::train`] gives them, to rounding.
+    pub fn train_together(envs: &mut [&mut MorphoEnv], tempos: &[usize]) -> Result<()> {
+        let Some(first) = envs.first() else { return Ok(()) };
+        let (batch, clock) = (first.cfg.batch, first.clock.clone());
+        let mut members = Vec::new();
+        for (env, &tempo) in envs.iter_mut().zip(tempos) {
+            let steps = *TEMPOS.get(tempo).ok_or_else(|| anyhow!("tempo {tempo}"))?;
+            let env = &mut **env;
+            let [x, y, ..] = &env.data;
+            members.push(batch::Member { host: &mut env.host, x, y, rng: &mut env.rng, steps });
+        }
+        let trained = batch::train(&mut members, batch, &clock);
+        drop(members);
+        let t = Instant::now();
+        for (env, trained) in envs.iter_mut().zip(trained) {
+            env.trained = trained;
+            env.grad_norm = env.host.seed_grad_norms();
+        }
         clock.lap(Phase::Lifecycle, t);
         Ok(())
     }

@@ -19,6 +19,7 @@ use hotlab_shared::glyphs::Task;
 use hotlab_shared::morpho::{self, OPS};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::splitmix64;
+use hotlab_shared::spec::HostExec;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -128,6 +129,7 @@ impl Episodes {
 struct Group {
     envs: Vec<Episodes>,
     life: Box<dyn Lifecycle>,
+    host_exec: HostExec,
     clock: Arc<PartClock>,
 }
 
@@ -137,7 +139,7 @@ impl Group {
         let (mode, gates, clock) = (pool.cfg.lifecycle, pool.cfg.gates, pool.clock.clone());
         let life = lifecycle::new(mode, count, SLOTS, Blueprint::ALL.len(), gates, clock.clone());
         let envs = (0..count as u64).map(|i| Episodes::new(pool.clone(), seed, first + i)).collect();
-        Self { envs, life, clock }
+        Self { envs, life, clock, host_exec: pool.cfg.host_exec }
     }
 
     /// Env `e` starts its next episode.
@@ -153,13 +155,20 @@ impl Group {
         let t = Instant::now();
         let d = self.life.decide(heads);
         self.clock.lap(Phase::Lifecycle, t);
-        let (envs, life, clock) = (&mut self.envs, &mut self.life, &self.clock);
+        let (envs, life, clock, host_exec) = (&mut self.envs, &mut self.life, &self.clock, self.host_exec);
         one_thread(|| {
             for (e, env) in envs.iter_mut().enumerate() {
                 env.refused += d.refused[e] as u64;
                 env.fresh = false;
                 env.env.operate(life.slots(e), d.surgeries[e]).expect("a legal action's surgery");
-                env.env.train(d.actions[e].tempo).expect("a legal tempo");
+                if host_exec == HostExec::PerEnv {
+                    env.env.train(d.actions[e].tempo).expect("a legal tempo");
+                }
+            }
+            if host_exec == HostExec::Batched {
+                let tempos: Vec<usize> = d.actions.iter().map(|a| a.tempo).collect();
+                let mut hosts: Vec<&mut MorphoEnv> = envs.iter_mut().map(|e| &mut e.env).collect();
+                MorphoEnv::train_together(&mut hosts, &tempos).expect("legal tempos");
             }
             let t = Instant::now();
             life.tick();

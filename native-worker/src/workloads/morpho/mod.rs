@@ -75,6 +75,7 @@ impl Morpho {
             shapley_perms: (s.shapley_perms > 0).then_some(s.shapley_perms),
             slots: s.slots,
             lifecycle: s.lifecycle,
+            host_exec: s.host_exec,
             ..MorphoConfig::default()
         };
         Pool { tasks: Arc::new(tasks), cfg, clock: Arc::default() }

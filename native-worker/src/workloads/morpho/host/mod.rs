@@ -27,12 +27,15 @@ use tch::{Device, Kind, Tensor};
 /// Slots per host, one after each stage.
 pub const SLOTS: usize = 3;
 
+pub mod batch;
+
 /// A seed's module and its own store (dropping it frees the seed's tensors).
 struct SeedModule {
     vs: nn::VarStore,
     net: Box<dyn Seed>,
-    /// Its parameters, by name (a fixed order for sums over them).
+    /// Its parameters, sorted by name (a fixed order for sums over them).
     params: Vec<Tensor>,
+    named: Vec<(String, Tensor)>,
 }
 
 impl SeedModule {
@@ -42,7 +45,12 @@ impl SeedModule {
         let net = blueprint.build(vs.root() / "seed", channels);
         let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
-        Self { vs, net, params: named.into_iter().map(|(_, t)| t).collect() }
+        Self { vs, net, params: named.iter().map(|(_, t)| t.shallow_clone()).collect(), named }
+    }
+
+    /// Its parameters by name.
+    fn named(&self) -> &[(String, Tensor)] {
+        &self.named
     }
 
     fn numel(&self) -> usize {
@@ -196,6 +204,7 @@ impl Host {
             let t = clock.lap(Phase::HostBackward, t);
             self.opt.step();
             clock.lap(Phase::HostOptimizer, t);
+            clock.host_pass();
         }
         let steps = steps.max(1) as f64;
         (loss_sum / steps, right / steps)
@@ -216,6 +225,16 @@ impl Host {
             *norm = squares.sqrt();
         }
         out
+    }
+
+    /// Every parameter tensor the host holds, its own then its seeds' (slot by slot,
+    /// blueprint by blueprint), each in name order.
+    #[cfg(test)]
+    fn all_params(&self) -> Vec<Tensor> {
+        let mut own: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
+        own.sort_by(|a, b| a.0.cmp(&b.0));
+        let seeds = self.slots.iter().flat_map(|s| s.seeds.iter().flatten()).flat_map(|m| m.params.iter());
+        own.into_iter().map(|(_, t)| t).chain(seeds.map(Tensor::shallow_clone)).collect()
     }
 
     /// Trainable parameters in use: the host's and its live seeds'.
