@@ -96,6 +96,27 @@ fn a_sleeper_pool_gives_the_same_run_as_dynamic_seeds() {
     assert!(runs[0].1 == runs[1].1, "the same weights");
 }
 
+/// One run per value of a morpho knob (`knob` its JSON name), the rest of `args` alike:
+/// each run's counter `counter`, learning figures and weights.
+fn per_value(
+    knob: &str,
+    values: [&str; 2],
+    counter: &str,
+    args: &[&str],
+) -> Vec<(u64, Vec<serde_json::Value>, Vec<u8>)> {
+    values
+        .iter()
+        .map(|value| {
+            let dir = tempfile::tempdir().unwrap();
+            let flag = format!("--{}", knob.replace('_', "-"));
+            let report = train(dir.path(), &[&[flag.as_str(), value], args].concat());
+            assert_eq!(report["config"]["workload"]["morpho"][knob], *value, "{report}");
+            let count = report["counters"][counter].as_u64().unwrap();
+            (count, learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap())
+        })
+        .collect()
+}
+
 /// `--lifecycle loop` runs each env's decision, slot ticks and reward env after env, reading
 /// its slot state one value at a time; `batched` runs every env of a batch in one pass of
 /// tensor ops: the same run, figure for figure and weight for weight, on a batch and on
@@ -103,17 +124,8 @@ fn a_sleeper_pool_gives_the_same_run_as_dynamic_seeds() {
 #[test]
 fn a_batched_lifecycle_gives_the_same_run_as_the_loop() {
     for backend in ["vectorized", "threads"] {
-        let runs: Vec<_> = ["loop", "batched"]
-            .iter()
-            .map(|mode| {
-                let dir = tempfile::tempdir().unwrap();
-                let args = ["--lifecycle", mode, "--backend", backend, "--workers", "2", "--seed", "6"];
-                let report = train(dir.path(), &args);
-                assert_eq!(report["config"]["workload"]["morpho"]["lifecycle"], *mode, "{report}");
-                let reads = report["counters"]["lifecycle_reads"].as_u64().unwrap();
-                (reads, learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap())
-            })
-            .collect();
+        let args = ["--backend", backend, "--workers", "2", "--seed", "6"];
+        let runs = per_value("lifecycle", ["loop", "batched"], "lifecycle_reads", &args);
         assert_eq!(runs[0].1, runs[1].1, "{backend}: the same figures");
         assert!(runs[0].2 == runs[1].2, "{backend}: the same weights");
         // 12 env steps: the loop reads 10 values per slot, twice per env step.
@@ -128,21 +140,12 @@ fn a_batched_lifecycle_gives_the_same_run_as_the_loop() {
 #[test]
 fn batched_hosts_give_the_same_run_as_hosts_one_by_one_to_rounding() {
     for backend in ["vectorized", "threads"] {
-        let runs: Vec<_> = ["per_env", "batched"]
-            .iter()
-            .map(|exec| {
-                let dir = tempfile::tempdir().unwrap();
-                let args = ["--host-exec", exec, "--backend", backend, "--workers", "1", "--seed", "3"];
-                let report = train(dir.path(), &args);
-                assert_eq!(report["config"]["workload"]["morpho"]["host_exec"], *exec, "{report}");
-                (report["counters"]["host_passes"].as_u64().unwrap(), learning(dir.path()))
-            })
-            .collect();
+        let args = ["--backend", backend, "--workers", "1", "--seed", "3"];
+        let runs = per_value("host_exec", ["per_env", "batched"], "host_passes", &args);
         // Two hosts a batch: a pass per host minibatch, or per batch minibatch.
         assert!(runs[1].0 > 0 && runs[1].0 < runs[0].0, "{backend}: host passes {} vs {}", runs[0].0, runs[1].0);
-        let runs = [&runs[0].1, &runs[1].1];
-        assert_eq!(runs[0].len(), runs[1].len());
-        for (a, b) in runs[0].iter().zip(runs[1]) {
+        assert_eq!(runs[0].1.len(), runs[1].1.len());
+        for (a, b) in runs[0].1.iter().zip(&runs[1].1) {
             for (x, y) in a.as_array().unwrap().iter().zip(b.as_array().unwrap()) {
                 match (x.as_f64(), y.as_f64()) {
                     (Some(x), Some(y)) => assert!((x - y).abs() <= 1e-3 * (1.0 + x.abs()), "{backend}: {a} vs {b}"),

@@ -319,9 +319,10 @@ pub const LESSONS: &[Lesson] = &[
             trains the batch's hosts as one model with a leading env dimension: each stage one grouped \
             convolution over every host's weights, each blueprint one call over the hosts that run it, the head \
             one batched matmul; a host whose epoch is shorter leaves the batch after its last minibatch. The \
-            same hosts to rounding. On a GPU that divides the launches by the envs; on this CPU each host's \
-            convolutions already run about as well as the grouped one and the batch adds gathers, so the \
-            measured verdict here is a regression: the lesson shows where batching pays and where it does not.",
+            same hosts to rounding. It pays where a host step is overhead: on a GPU (launches divided by the \
+            envs), and on a CPU for hosts as tiny as this lesson's. At the default host width a CPU already runs \
+            each host's convolutions about as well as the grouped one, the batch's gathers cost more, and \
+            `hotlab bench host` measures batching slower: the lever depends on where the time goes.",
         look_at: "Host passes per env step, and the host_forward and host_backward phases.",
         baseline: &[
             ("env", "morpho"),
