@@ -156,6 +156,15 @@ fn batched_hosts_give_the_same_run_as_hosts_one_by_one_to_rounding() {
     }
 }
 
+/// `--host-precision bf16` trains the hosts with bf16 products, on worker processes too.
+#[test]
+fn bf16_hosts_train_in_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = train(dir.path(), &["--host-precision", "bf16", "--backend", "subprocess", "--workers", "2"]);
+    assert_eq!(report["config"]["workload"]["morpho"]["host_precision"], "bf16", "{report}");
+    assert_eq!(learning(dir.path()).len(), 2, "two updates");
+}
+
 #[test]
 fn morpho_settings_are_refused_naming_their_flag() {
     let rejected = |args: &[&str], flag: &str| {
@@ -171,6 +180,7 @@ fn morpho_settings_are_refused_naming_their_flag() {
     rejected(&["--slots", "pooled"], "--slots");
     rejected(&["--lifecycle", "vectorized"], "--lifecycle");
     rejected(&["--host-exec", "grouped"], "--host-exec");
+    rejected(&["--host-precision", "fp16"], "--host-precision");
     rejected(&["--backend", "device"], "--backend");
     let out = run(hotlab().args(["train", "--env", "cartpole", "--rent", "0.1"]));
     assert_eq!(out.status.code(), Some(2));

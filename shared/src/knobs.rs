@@ -146,6 +146,12 @@ pub const KNOBS: &[Knob] = &[
         "morpho: hosts trained one after another (per_env) or as one model with an env dimension (batched)",
     ),
     morpho(
+        "host_precision",
+        "workload.morpho.host_precision",
+        Choice(crate::spec::Precision::ALL),
+        "morpho: the hosts' convolutions and matmuls in fp32, bf16 or auto (fp16 refused: hosts train on the CPU)",
+    ),
+    morpho(
         "shapley_perms",
         "workload.morpho.shapley_perms",
         Int,

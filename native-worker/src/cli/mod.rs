@@ -21,7 +21,7 @@ mod worker;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use hotlab_shared::knobs;
-use hotlab_shared::spec::{HostExec, LifecycleMode, RunSpec, SlotPool, SpecError};
+use hotlab_shared::spec::{HostExec, LifecycleMode, Precision, RunSpec, SlotPool, SpecError};
 use serde_json::Value;
 
 #[derive(Parser, Debug)]
@@ -197,6 +197,9 @@ pub struct MorphoFlags {
     /// Morpho: how a batch of envs trains its hosts: `per_env` one host after another, each with its own ops; `batched` every host as one model with a leading env dimension (grouped convolutions, batched matmuls), each host's epoch its own length. The same hosts to rounding. On a CPU batching measured slower (oneDNN runs each host's small convolutions about as well as a grouped one, and the batch adds gathers): per_env [per_env].
     #[arg(long)]
     pub host_exec: Option<HostExec>,
+    /// Morpho: what the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master weights; norms, softmax, loss and Adam in fp32), or `auto` (bf16 where the CPU has AVX512-BF16). `fp16` is refused: hosts train on the CPU [fp32].
+    #[arg(long)]
+    pub host_precision: Option<Precision>,
 }
 
 impl MorphoFlags {
@@ -213,6 +216,7 @@ impl MorphoFlags {
             ("slots", self.slots.map(|s| Value::from(s.as_str()))),
             ("lifecycle", self.lifecycle.map(|s| Value::from(s.as_str()))),
             ("host_exec", self.host_exec.map(|s| Value::from(s.as_str()))),
+            ("host_precision", self.host_precision.map(|s| Value::from(s.as_str()))),
         ]
     }
 }

@@ -4,7 +4,7 @@
 //! Adding a workload here is one line in [`workloads!`] below and its settings struct; the
 //! worker's registry (`native-worker/src/workloads/mod.rs`) maps the name to its code.
 
-use super::choices::{Backend, HostExec, Inference, LifecycleMode, SlotPool};
+use super::choices::{Backend, HostExec, Inference, LifecycleMode, Precision, SlotPool};
 use super::{in_range, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -226,6 +226,10 @@ pub struct MorphoSpec {
     /// How a batch of envs trains its hosts: one after another (`per_env`), or as one model
     /// with a leading env dimension (`batched`). Flag `--host-exec`.
     pub host_exec: HostExec,
+    /// What the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master
+    /// weights, norms, loss and Adam) or `auto` (bf16 where the CPU has AVX512-BF16); the
+    /// hosts train on the CPU, so `fp16` is refused. Flag `--host-precision`.
+    pub host_precision: Precision,
 }
 
 impl Default for MorphoSpec {
@@ -241,6 +245,7 @@ impl Default for MorphoSpec {
             slots: SlotPool::Dynamic,
             lifecycle: LifecycleMode::Batched,
             host_exec: HostExec::PerEnv,
+            host_precision: Precision::Fp32,
         }
     }
 }
@@ -260,6 +265,12 @@ impl Settings for MorphoSpec {
         in_range("host_width", self.width, 1, 256)?;
         if !(self.rent.is_finite() && (0.0..=10.0).contains(&self.rent)) {
             return Err(SpecError::new("rent", format!("must be between 0 and 10 (got {})", self.rent)));
+        }
+        if self.host_precision == Precision::Fp16 {
+            return Err(SpecError::new(
+                "host_precision",
+                "fp16 needs CUDA and a loss scaler, and hosts train on the CPU; allowed: fp32, bf16, auto",
+            ));
         }
         in_range("shapley_perms", self.shapley_perms, 0, 10_000)
     }

@@ -2,6 +2,7 @@
 //! activation `x` (`[batch, channels, h, w]`) to a tensor of the same shape, added to the
 //! host's activation as `x + α·seed(x)`.
 
+use super::mixed;
 use tch::nn::{self, Module};
 use tch::Tensor;
 
@@ -39,7 +40,7 @@ impl Blueprint {
     /// seed's named parameters; the same shape out, each host's slice what its own seed's
     /// [`Seed::forward`] gives (to rounding). Convolutions become grouped convolutions (a
     /// group per host), the norm a group norm of a group per host, attention batched matmuls.
-    pub fn forward_batched(self, x: &Tensor, params: &[&[(String, Tensor)]]) -> Tensor {
+    pub fn forward_batched(self, x: &Tensor, params: &[&[(String, Tensor)]], kind: tch::Kind) -> Tensor {
         let (b, g, c, h, w) = x.size5().expect("activations are [batch, hosts, channels, h, w]");
         let get = |suffix: &str| -> Vec<&Tensor> {
             params
@@ -51,7 +52,8 @@ impl Blueprint {
         let flat = x.reshape([b, g * c, h, w]);
         let conv = |x: &Tensor, name: &str, k: i64, groups: i64| {
             let (wt, bias) = (cat(&format!("{name}weight")), cat(&format!("{name}bias")));
-            x.conv2d(&wt, Some(&bias), [1, 1], [k / 2, k / 2], [1, 1], groups)
+            let (x, wt, bias) = (mixed::operand(x, kind), mixed::operand(&wt, kind), mixed::operand(&bias, kind));
+            x.conv2d(&wt, Some(&bias), [1, 1], [k / 2, k / 2], [1, 1], groups).to_kind(tch::Kind::Float)
         };
         let out = match self {
             Blueprint::Norm => flat.group_norm(g, Some(&cat("weight")), Some(&cat("bias")), 1e-5, false),
@@ -89,8 +91,8 @@ impl Blueprint {
         };
         match self {
             Blueprint::Norm => Box::new(Norm(nn::group_norm(p, 1, channels, Default::default()))),
-            Blueprint::Depthwise => Box::new(Relu(conv(p, channels, channels, 3, channels))),
-            Blueprint::Conv3x3 => Box::new(Relu(conv(p, channels, channels, 3, 1))),
+            Blueprint::Depthwise => Box::new(Relu(conv(p, channels, channels, 3, channels), channels)),
+            Blueprint::Conv3x3 => Box::new(Relu(conv(p, channels, channels, 3, 1), 1)),
             Blueprint::Mlp => Box::new(Mlp(
                 conv(&p / "up", channels, 2 * channels, 1, 1),
                 conv(&p / "down", 2 * channels, channels, 1, 1),
@@ -119,10 +121,16 @@ pub const LINEAR: nn::LinearConfig = nn::LinearConfig { ws_init: DRAWN_LATER, bs
 /// A seed: `x` to a tensor of its shape.
 pub trait Seed: Send {
     fn forward(&self, x: &Tensor) -> Tensor;
+    /// The forward with its products in `kind` ([`mixed`]); a norm and attention stay fp32.
+    fn forward_in(&self, x: &Tensor, kind: tch::Kind) -> Tensor {
+        let _ = kind;
+        self.forward(x)
+    }
 }
 
 struct Norm(nn::GroupNorm);
-struct Relu(nn::Conv2D);
+/// A 3×3 convolution (its groups) and a ReLU.
+struct Relu(nn::Conv2D, i64);
 struct Mlp(nn::Conv2D, nn::Conv2D);
 struct Attention {
     q: nn::Linear,
@@ -141,11 +149,19 @@ impl Seed for Relu {
     fn forward(&self, x: &Tensor) -> Tensor {
         self.0.forward(x).relu()
     }
+
+    fn forward_in(&self, x: &Tensor, kind: tch::Kind) -> Tensor {
+        mixed::conv(&self.0, x, 1, 1, self.1, kind).relu()
+    }
 }
 
 impl Seed for Mlp {
     fn forward(&self, x: &Tensor) -> Tensor {
         self.1.forward(&self.0.forward(x).relu())
+    }
+
+    fn forward_in(&self, x: &Tensor, kind: tch::Kind) -> Tensor {
+        mixed::conv(&self.1, &mixed::conv(&self.0, x, 1, 0, 1, kind).relu(), 1, 0, 1, kind)
     }
 }
 

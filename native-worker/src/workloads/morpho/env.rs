@@ -39,6 +39,8 @@ pub struct MorphoConfig {
     pub lifecycle: LifecycleMode,
     /// How a batch of envs trains its hosts.
     pub host_exec: HostExec,
+    /// What the hosts' convolutions and matmuls compute in.
+    pub host_kind: tch::Kind,
     pub gates: Gates,
 }
 
@@ -54,6 +56,7 @@ impl Default for MorphoConfig {
             slots: SlotPool::Dynamic,
             lifecycle: LifecycleMode::Batched,
             host_exec: HostExec::PerEnv,
+            host_kind: tch::Kind::Float,
             gates: Gates::default(),
         }
     }
@@ -111,7 +114,8 @@ impl MorphoEnv {
     pub fn new(task: &Task, cfg: MorphoConfig, seed: u64) -> Result<Self> {
         let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
         let mut rng = HostRng::new(seed);
-        let host = Host::new(cfg.width, cfg.lr, cfg.slots, Device::Cpu, &mut rng)?;
+        let mut host = Host::new(cfg.width, cfg.lr, cfg.slots, Device::Cpu, &mut rng)?;
+        host.set_kind(cfg.host_kind);
         let base_params = host.params();
         let mut env = Self {
             cfg,

@@ -23,6 +23,7 @@ pub mod envs;
 pub mod eval;
 pub mod host;
 pub mod lifecycle;
+pub mod mixed;
 pub mod view;
 
 use crate::exec::transfer::Mover;
@@ -76,6 +77,8 @@ impl Morpho {
             slots: s.slots,
             lifecycle: s.lifecycle,
             host_exec: s.host_exec,
+            host_kind: crate::train::precision::resolve(s.host_precision, tch::Device::Cpu)
+                .map_or(tch::Kind::Float, |p| p.kind),
             ..MorphoConfig::default()
         };
         Pool { tasks: Arc::new(tasks), cfg, clock: Arc::default() }

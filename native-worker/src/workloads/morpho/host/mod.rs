@@ -15,13 +15,14 @@
 
 use super::adam::HostAdam;
 use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
+use super::mixed;
 use crate::exec::parts::PartClock;
 use hotlab_shared::glyphs::{Split, SIDE};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::SlotPool;
 use std::time::Instant;
-use tch::nn::{self, Module};
+use tch::nn;
 use tch::{Device, Kind, Tensor};
 
 /// Slots per host, one after each stage.
@@ -80,6 +81,17 @@ pub struct Host {
     pool: SlotPool,
     /// The host's own parameters.
     base: usize,
+    /// What its convolutions and matmuls compute in (fp32 or bf16: [`mixed`]).
+    kind: Kind,
+}
+
+/// Stage `s`'s stride: full resolution, then halved twice.
+fn stage_stride(s: usize) -> i64 {
+    if s == 0 {
+        1
+    } else {
+        2
+    }
 }
 
 /// A split as tensors: images `[n, 1, 16, 16]` and classes `[n]`.
@@ -132,7 +144,12 @@ impl Host {
                 .collect();
             slots.push(Slot { channels: c, alpha: 0.0, learning: false, live: None, seeds });
         }
-        Ok(Self { vs, stages, head, slots, opt, lr, pool, base })
+        Ok(Self { vs, stages, head, slots, opt, lr, pool, base, kind: Kind::Float })
+    }
+
+    /// Computes the convolutions and matmuls in `kind` from now on (fp32 master weights).
+    pub fn set_kind(&mut self, kind: Kind) {
+        self.kind = kind;
     }
 
     /// Grafts a seed of `blueprint` into `slot` at blend `alpha`, its weights drawn from
@@ -259,24 +276,24 @@ impl Host {
     /// validation, never captured, skips them).
     fn forward_with(&self, x: &Tensor, sleepers: bool) -> Tensor {
         let mut h = x.shallow_clone();
-        for (stage, slot) in self.stages.iter().zip(&self.slots) {
-            let a = stage.forward(&h).relu();
+        for (s, (stage, slot)) in self.stages.iter().zip(&self.slots).enumerate() {
+            let a = mixed::conv(stage, &h, stage_stride(s), 1, 1, self.kind).relu();
             h = a.shallow_clone();
             for (b, seed) in slot.seeds.iter().enumerate() {
                 let Some(seed) = seed else { continue };
                 let live = slot.live.is_some_and(|l| index(l) == b);
                 if live && slot.learning {
-                    let shadow = seed.net.forward(&a.detach());
+                    let shadow = seed.net.forward_in(&a.detach(), self.kind);
                     h = &h + (&shadow - shadow.detach());
                 } else if live && slot.alpha != 0.0 {
-                    h = &h + seed.net.forward(&a) * slot.alpha;
+                    h = &h + seed.net.forward_in(&a, self.kind) * slot.alpha;
                 } else if sleepers {
                     // A sleeper runs masked: it adds exactly 0 and its gradient is 0.
-                    h = &h + seed.net.forward(&a) * 0.0;
+                    h = &h + seed.net.forward_in(&a, self.kind) * 0.0;
                 }
             }
         }
-        self.head.forward(&h.mean_dim(&[2i64, 3][..], false, Kind::Float))
+        mixed::linear(&self.head, &h.mean_dim(&[2i64, 3][..], false, Kind::Float), self.kind)
     }
 
     /// One epoch over `(x, y)` in minibatches of `batch`, in an order drawn from `rng`;
@@ -427,5 +444,32 @@ mod tests {
         eprintln!("validation accuracy after 6 epochs: bare {bare:.3} ({bare_params} parameters), grown {grown:.3} ({grown_params})");
         assert!((20_000..30_000).contains(&bare_params), "tens of thousands of parameters: {bare_params}");
         assert!(grown > bare + 0.05, "grown {grown:.3} ({grown_params} parameters) against bare {bare:.3}");
+    }
+
+    /// `--host-precision bf16`: the products really run in bf16 (the logits differ from
+    /// fp32's, slightly), and a grown host learns the task as well as in fp32.
+    #[test]
+    fn a_bf16_host_learns_as_the_fp32_host_does() {
+        let task = generate(&TaskSpec { seed: 8, train: 1024, val: 256, ..TaskSpec::default() });
+        let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
+        let train = |kind: Kind| {
+            let mut rng = HostRng::new(2);
+            let mut host = Host::new(8, 3e-3, SlotPool::Dynamic, Device::Cpu, &mut rng).unwrap();
+            host.set_kind(kind);
+            host.graft(1, Blueprint::Conv3x3, 1.0, 1.0, &mut rng);
+            host.graft(2, Blueprint::Mlp, 0.5, 1.0, &mut rng);
+            let start = host.forward(&xv.narrow(0, 0, 8));
+            let (before, _) = host.evaluate(&xv, &yv);
+            for _ in 0..6 {
+                host.train_epoch(&x, &y, 64, &mut rng);
+            }
+            (start, before, host.evaluate(&xv, &yv))
+        };
+        let (start32, before32, (_, acc32)) = train(Kind::Float);
+        let (start16, before16, (loss16, acc16)) = train(Kind::BFloat16);
+        let gap = (&start32 - &start16).abs().max().double_value(&[]);
+        assert!(gap > 0.0 && gap < 0.05, "bf16 products round: {gap}");
+        assert!(loss16 < before16 && (before16 - before32).abs() < 0.05, "{before16} -> {loss16}");
+        assert!(acc16 > 0.2 && (acc16 - acc32).abs() < 0.08, "bf16 {acc16} against fp32 {acc32}");
     }
 }
