@@ -232,7 +232,8 @@ fn the_trained_agent_beats_both_baselines_on_held_out_tasks() {
 /// counted FLOPs where the blueprint's cost is counted; a bad width is refused.
 #[test]
 fn the_host_bench_measures_every_setup_against_sgemm() {
-    let out = run(hotlab().args(["bench", "host", "--width", "4", "--batch", "16", "--seconds", "0.05", "--json"]));
+    let args = ["bench", "host", "--width", "4", "--batch", "16", "--seconds", "0.05", "--envs", "3", "--json"];
+    let out = run(hotlab().args(args));
     assert!(out.status.success(), "{}", stderr(&out));
     let r = last_json(&out);
     assert!(r["sgemm_gflops_1_thread"].as_f64().unwrap() > 0.0, "{r}");
@@ -248,7 +249,17 @@ fn the_host_bench_measures_every_setup_against_sgemm() {
     assert_eq!((shapley[0]["perms"].is_null(), shapley[0]["validations"].as_f64()), (true, Some(7.0)), "{r}");
     assert_eq!(shapley[1]["perms"], 1);
     assert!(shapley[1]["validations"].as_f64().unwrap() == 3.0, "{r}");
-    let out = run(hotlab().args(["bench", "host", "--width", "0"]));
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--width"), "{}", stderr(&out));
+    // --host-exec: 3 hosts one by one and as one model, bare and grown.
+    let exec = r["exec"].as_array().unwrap();
+    let runs: Vec<(&str, &str)> =
+        exec.iter().map(|e| (e["host"].as_str().unwrap(), e["exec"].as_str().unwrap())).collect();
+    assert_eq!(runs, [("bare", "per_env"), ("bare", "batched"), ("conv3x3", "per_env"), ("conv3x3", "batched")]);
+    assert!(exec.iter().all(|e| e["envs"] == 3 && e["minibatches_per_s"].as_f64().unwrap() > 0.0), "{r}");
+    for (args, flag) in
+        [(&["--width", "0"][..], "--width"), (&["--envs", "0"], "--envs"), (&["--device", "tpu"], "--device")]
+    {
+        let out = run(hotlab().args(["bench", "host"]).args(args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(flag), "{args:?}: {}", stderr(&out));
+    }
 }
