@@ -129,17 +129,19 @@ impl Episodes {
 struct Group {
     envs: Vec<Episodes>,
     life: Box<dyn Lifecycle>,
-    host_exec: HostExec,
+    /// The envs' setup (the same for every env of the group).
+    cfg: MorphoConfig,
     clock: Arc<PartClock>,
 }
 
 impl Group {
     /// `count` envs whose global indices start at `first`.
     fn new(pool: Pool, count: usize, seed: u64, first: u64) -> Self {
-        let (mode, gates, clock) = (pool.cfg.lifecycle, pool.cfg.gates, pool.clock.clone());
+        let (cfg, clock) = (pool.cfg.clone(), pool.clock.clone());
+        let (mode, gates) = (cfg.lifecycle, cfg.gates);
         let life = lifecycle::new(mode, count, SLOTS, Blueprint::ALL.len(), gates, clock.clone());
         let envs = (0..count as u64).map(|i| Episodes::new(pool.clone(), seed, first + i)).collect();
-        Self { envs, life, clock, host_exec: pool.cfg.host_exec }
+        Self { envs, life, clock, cfg }
     }
 
     /// Env `e` starts its next episode.
@@ -155,7 +157,7 @@ impl Group {
         let t = Instant::now();
         let d = self.life.decide(heads);
         self.clock.lap(Phase::Lifecycle, t);
-        let (envs, life, clock, host_exec) = (&mut self.envs, &mut self.life, &self.clock, self.host_exec);
+        let (envs, life, clock, host_exec) = (&mut self.envs, &mut self.life, &self.clock, self.cfg.host_exec);
         one_thread(|| {
             for (e, env) in envs.iter_mut().enumerate() {
                 env.refused += d.refused[e] as u64;
@@ -180,15 +182,14 @@ impl Group {
         });
         let t = Instant::now();
         let inputs: Vec<[f64; 4]> = self.envs.iter().map(|e| e.env.reward_inputs()).collect();
-        let cfg = &self.envs.first().map(|e| e.pool.cfg.clone()).unwrap_or_default();
         let column = |i: usize| inputs.iter().map(|x| x[i]).collect();
         let rewards = self.life.rewards(&RewardInputs {
             accuracy: column(0),
             last: column(1),
             added: column(2),
             base: column(3),
-            rent: cfg.rent,
-            epochs: cfg.epochs,
+            rent: self.cfg.rent,
+            epochs: self.cfg.epochs,
         });
         self.clock.lap(Phase::Reward, t);
         let outcome = |env: &mut Episodes, r| {
