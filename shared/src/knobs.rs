@@ -97,6 +97,11 @@ const fn morpho(name: &'static str, path: &'static str, kind: KnobKind, help: &'
     Knob { name, path, workload: Some(EnvName::Morpho), group: "Scenario", kind, help }
 }
 
+/// A setting of the world-model workload's own.
+const fn dreamer(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
+    Knob { name, path, workload: Some(EnvName::Dreamer), group: "Scenario", kind, help }
+}
+
 use KnobKind::*;
 
 pub const KNOBS: &[Knob] = &[
@@ -105,7 +110,7 @@ pub const KNOBS: &[Knob] = &[
         "workload",
         "Scenario",
         Choice(EnvName::ALL),
-        "the workload: CartPole-v1, seed 000's proof search, or seeds 001–003's growing hosts",
+        "the workload: CartPole-v1, seed 000's proof search, seeds 001–003's growing hosts, or seed 004's world model on pixels",
     ),
     proof(
         "kb",
@@ -156,6 +161,33 @@ pub const KNOBS: &[Knob] = &[
         "workload.morpho.shapley_perms",
         Int,
         "morpho: orderings sampled for Shapley credit; 0 = exact",
+    ),
+    dreamer("size", "workload.dreamer.size", Int, "dreamer: width multiplier of every network (1 for a CPU)"),
+    dreamer("batch_size", "workload.dreamer.batch", Int, "dreamer: replayed sequences per train step"),
+    dreamer("seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence"),
+    dreamer("train_ratio", "workload.dreamer.train_ratio", Float, "dreamer: replayed steps per env step"),
+    dreamer("horizon", "workload.dreamer.horizon", Int, "dreamer: steps of each imagined trajectory"),
+    dreamer("replay_capacity", "workload.dreamer.capacity", Int, "dreamer: env steps the replay buffer holds"),
+    dreamer("prefill", "workload.dreamer.prefill", Int, "dreamer: random env steps before the first train step"),
+    dreamer("wm_lr", "workload.dreamer.wm_lr", Float, "dreamer: the world model's learning rate"),
+    dreamer("ac_lr", "workload.dreamer.ac_lr", Float, "dreamer: the actor's and critic's learning rate"),
+    dreamer(
+        "encoder",
+        "workload.dreamer.encoder",
+        Choice(crate::spec::EncoderMode::ALL),
+        "dreamer: the encoder once per timestep (per_step) or once on the whole batch (batched)",
+    ),
+    dreamer(
+        "loss_read",
+        "workload.dreamer.loss_read",
+        Choice(crate::spec::LossRead::ALL),
+        "dreamer: loss terms read every train step (per_item) or once per iteration (deferred)",
+    ),
+    dreamer(
+        "replay",
+        "workload.dreamer.replay",
+        Choice(crate::spec::ReplayAt::ALL),
+        "dreamer: the replay buffer in host memory, pinned host memory (CUDA) or on the model's device",
     ),
     knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto"),
     knob("seed", "seed", "Scenario", Int, "seed of every random stream"),

@@ -38,12 +38,26 @@ pub enum Phase {
     RolloutStore,
     /// Bootstrap values and advantages.
     Gae,
+    /// A world model's batch: sampling the replay buffer and bringing it to the model.
+    Replay,
     /// The update's forward pass and losses.
     UpdateForward,
     /// Embedding lookups (the proof policy's index embeddings), rollout and update.
     EmbeddingLookup,
+    /// A world model's encoder over a replayed batch's frames,
+    Encoder,
+    /// its recurrent state-space model stepping through the sequences,
+    Rssm,
+    /// its decoder, reward and continue heads and losses,
+    Decoder,
+    /// and the actor and critic's imagined trajectories, returns and losses.
+    Imagine,
     /// The update's backward pass.
     Backward,
+    /// A world model's backward pass,
+    WorldBackward,
+    /// and its actor's and critic's.
+    ActorCriticBackward,
     /// Gradient clip and Adam.
     Optimizer,
     /// Gradient statistics.
@@ -55,7 +69,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 21] = [
+    pub const ALL: [Phase; 28] = [
         Phase::EnvStep,
         Phase::EnvWait,
         Phase::HostForward,
@@ -70,9 +84,16 @@ impl Phase {
         Phase::ActionReadback,
         Phase::RolloutStore,
         Phase::Gae,
+        Phase::Replay,
         Phase::UpdateForward,
         Phase::EmbeddingLookup,
+        Phase::Encoder,
+        Phase::Rssm,
+        Phase::Decoder,
+        Phase::Imagine,
         Phase::Backward,
+        Phase::WorldBackward,
+        Phase::ActorCriticBackward,
         Phase::Optimizer,
         Phase::Telemetry,
         Phase::Publish,
@@ -95,9 +116,16 @@ impl Phase {
             Phase::ActionReadback => "action_readback",
             Phase::RolloutStore => "rollout_store",
             Phase::Gae => "gae",
+            Phase::Replay => "replay",
             Phase::UpdateForward => "update_forward",
             Phase::EmbeddingLookup => "embedding_lookup",
+            Phase::Encoder => "encoder",
+            Phase::Rssm => "rssm",
+            Phase::Decoder => "decoder",
+            Phase::Imagine => "imagine",
             Phase::Backward => "backward",
+            Phase::WorldBackward => "world_backward",
+            Phase::ActorCriticBackward => "actor_critic_backward",
             Phase::Optimizer => "optimizer",
             Phase::Telemetry => "telemetry",
             Phase::Publish => "publish",

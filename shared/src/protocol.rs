@@ -82,6 +82,24 @@ pub struct MetricsPoint {
     /// Seconds of this update's rollout and of its PPO epochs.
     pub rollout_s: f64,
     pub update_s: f64,
+    /// A world model's losses, averaged over the iteration's train steps (the dreamer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<WorldLosses>,
+}
+
+/// A world model's loss terms (DreamerV3's: each before its weight).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorldLosses {
+    /// Pixel reconstruction: squared error summed over a frame's pixels.
+    pub image: f64,
+    /// Reward prediction, squared error in symlog space.
+    pub reward: f64,
+    /// Episode continuation, binary cross-entropy.
+    pub cont: f64,
+    /// KL(sg(posterior) ‖ prior) in nats, before free bits (the dynamics loss).
+    pub kl: f64,
+    /// Train steps behind these figures.
+    pub train_steps: u64,
 }
 
 impl MetricsPoint {

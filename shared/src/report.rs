@@ -7,7 +7,10 @@
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
 use crate::profile::{Phase, Profile};
-use crate::spec::{ActionSync, Backend, Inference, LifecycleMode, RolloutCopy, RunSpec, SlotPool, Transfer, WaitMode};
+use crate::spec::{
+    ActionSync, Backend, EncoderMode, Inference, LifecycleMode, LossRead, ReplayAt, RolloutCopy, RunSpec, SlotPool,
+    Transfer, WaitMode,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -165,6 +168,34 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool})", spec.envs)
         }
         Phase::Reward => "each env's reward".into(),
+        Phase::Replay => match spec.dreamer() {
+            Some(d) => format!(
+                "sampling {} sequences × {} steps from the replay buffer ({}): {} host→device copies",
+                d.batch, d.seq_len, d.replay, c.h2d_copies
+            ),
+            None => "sampling the replay buffer".into(),
+        },
+        Phase::Encoder => match spec.dreamer() {
+            Some(d) if d.encoder == EncoderMode::PerStep => {
+                format!("the encoder once per timestep: {} calls on {} frames each", d.seq_len, d.batch)
+            }
+            Some(d) => format!("the encoder once on all {} frames", d.batch * d.seq_len),
+            None => "the encoder".into(),
+        },
+        Phase::Rssm => match spec.dreamer() {
+            Some(d) => format!("the RSSM's GRU and latents, {} steps of {} sequences", d.seq_len, d.batch),
+            None => "the recurrent state-space model".into(),
+        },
+        Phase::Decoder => "the decoder, reward and continue heads, and the world model's losses".into(),
+        Phase::Imagine => match spec.dreamer() {
+            Some(d) => format!(
+                "imagined trajectories of {} steps from every replayed state; actor and critic losses",
+                d.horizon
+            ),
+            None => "imagined trajectories".into(),
+        },
+        Phase::WorldBackward => "the world model's backward pass".into(),
+        Phase::ActorCriticBackward => "the actor's and critic's backward passes".into(),
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
         Phase::Gae => "bootstrap values and advantages".into(),
         Phase::Telemetry => "gradient statistics".into(),
@@ -184,9 +215,11 @@ fn split(profile: &Profile, spec: &RunSpec) -> Split {
             Phase::ActionReadback,
             Phase::RolloutStore,
             Phase::Gae,
+            Phase::Replay,
         ]);
-    let fwd = sum(&[Phase::PolicyForward, Phase::UpdateForward, Phase::EmbeddingLookup]);
-    let bwd = sum(&[Phase::Backward, Phase::Optimizer]);
+    let world = sum(&[Phase::Encoder, Phase::Rssm, Phase::Decoder, Phase::Imagine]);
+    let fwd = world + sum(&[Phase::PolicyForward, Phase::UpdateForward, Phase::EmbeddingLookup]);
+    let bwd = sum(&[Phase::Backward, Phase::WorldBackward, Phase::ActorCriticBackward, Phase::Optimizer]);
     let total = (data + fwd + bwd).max(1e-12);
     let (d, f, b) = (100.0 * data / total, 100.0 * fwd / total, 100.0 * bwd / total);
     let in_thread = matches!(spec.exec.backend, Backend::Sequential | Backend::Vectorized);
@@ -203,6 +236,11 @@ fn split(profile: &Profile, spec: &RunSpec) -> Split {
         (
             "data > 50%: collecting and moving data is the bottleneck",
             "look at env stepping, worker waits and transfers (rows above)",
+        )
+    } else if f > 50.0 && world > 0.5 * fwd {
+        (
+            "forward > 50%: the world model's forward passes are the bottleneck",
+            "compare encoder, RSSM, decoder and imagination (rows above); batch the encoder over timesteps",
         )
     } else if f > 50.0 && profile.phase(Phase::PolicyForward) >= profile.phase(Phase::UpdateForward) {
         (
@@ -336,6 +374,9 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             max_speedup: amdahl(trench),
         });
     }
+    if let Some(d) = spec.dreamer() {
+        world_model_advice(d, profile, &mut out);
+    }
     // A sleeper pool buys graph capture with the masked sleepers' compute; hosts on the
     // CPU are never captured, so there it is pure cost.
     let hosts = profile.share(Phase::HostForward) + profile.share(Phase::HostBackward);
@@ -353,6 +394,41 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     }
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
     out
+}
+
+/// Seed 004's common optimizations, each where its signature shows.
+fn world_model_advice(d: &crate::spec::DreamerSpec, profile: &Profile, out: &mut Vec<Recommendation>) {
+    let c = &profile.counters;
+    let mut add = |knob: &str, phase: Phase, share: f64, signature: String| {
+        out.push(Recommendation { knob: knob.into(), phase, signature, max_speedup: amdahl(share) });
+    };
+    let encoder = profile.share(Phase::Encoder);
+    if d.encoder == EncoderMode::PerStep && encoder >= 0.10 {
+        let signature = format!(
+            "{:.0}% of wall in the encoder, called once per timestep ({} calls per batch)",
+            100.0 * encoder,
+            d.seq_len
+        );
+        add("--encoder batched", Phase::Encoder, encoder, signature);
+    }
+    let syncs = c.host_syncs as f64 / c.env_steps.max(1) as f64;
+    let reads = profile.share(Phase::Decoder);
+    if d.loss_read == LossRead::PerItem && reads >= 0.05 && syncs >= 0.5 {
+        let signature = format!(
+            "{syncs:.1} host syncs per env step reading loss terms one at a time, {:.0}% of wall in the losses",
+            100.0 * reads
+        );
+        add("--loss-read deferred", Phase::Decoder, reads, signature);
+    }
+    let replay = profile.share(Phase::Replay);
+    if d.replay == ReplayAt::Host && replay >= 0.05 {
+        let signature = format!(
+            "{:.0}% of wall gathering batches in host memory, {} copies to the model",
+            100.0 * replay,
+            c.h2d_copies
+        );
+        add("--replay device", Phase::Replay, replay, signature);
+    }
 }
 
 /// The report of a profile.

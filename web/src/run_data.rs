@@ -158,6 +158,7 @@ mod tests {
             clip_fraction: 0.0,
             rollout_s: 0.5,
             update_s: 0.5,
+            world: None,
         }
     }
 

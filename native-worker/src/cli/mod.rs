@@ -21,7 +21,9 @@ mod worker;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use hotlab_shared::knobs;
-use hotlab_shared::spec::{HostExec, LifecycleMode, Precision, RunSpec, SlotPool, SpecError};
+use hotlab_shared::spec::{
+    EncoderMode, HostExec, LifecycleMode, LossRead, Precision, ReplayAt, RunSpec, SlotPool, SpecError,
+};
 use serde_json::Value;
 
 #[derive(Parser, Debug)]
@@ -221,6 +223,67 @@ impl MorphoFlags {
     }
 }
 
+/// The world-model workload's own flags (`hotlab train --env dreamer`).
+#[derive(clap::Args, Debug, Default)]
+pub struct DreamerFlags {
+    /// Dreamer: width multiplier of every network: 1 = conv depth 8, GRU 128, MLPs 128 (a CPU); 4–8 for a GPU box [1].
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// Dreamer: replayed sequences per train step (`hotlab bench batch` sweeps it) [16].
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Dreamer: steps per replayed sequence [16].
+    #[arg(long)]
+    pub seq_len: Option<usize>,
+    /// Dreamer: replayed steps per env step; train steps = env steps × ratio ÷ (batch × seq-len) [64].
+    #[arg(long)]
+    pub train_ratio: Option<f64>,
+    /// Dreamer: steps of each imagined trajectory the actor and critic learn from [15].
+    #[arg(long)]
+    pub horizon: Option<usize>,
+    /// Dreamer: env steps the replay buffer holds; the oldest are overwritten [100000].
+    #[arg(long)]
+    pub replay_capacity: Option<usize>,
+    /// Dreamer: env steps of random actions before the first train step [1024].
+    #[arg(long)]
+    pub prefill: Option<usize>,
+    /// Dreamer: the world model's Adam learning rate [3e-4].
+    #[arg(long)]
+    pub wm_lr: Option<f64>,
+    /// Dreamer: the actor's and critic's Adam learning rate [1e-4].
+    #[arg(long)]
+    pub ac_lr: Option<f64>,
+    /// Dreamer: the encoder once per timestep inside the RSSM loop (`per_step`, seed 004's loop) or once on every frame of the batch, `[B·T, C, H, W]` (`batched`). The same losses to rounding [batched].
+    #[arg(long)]
+    pub encoder: Option<EncoderMode>,
+    /// Dreamer: every loss term read with `.item()` each train step (`per_item`, a host sync each, seed 004) or summed as tensors and read once per iteration (`deferred`). The same training [deferred].
+    #[arg(long)]
+    pub loss_read: Option<LossRead>,
+    /// Dreamer: where the replay buffer lives: `host` (gathered in host memory, copied to the model), `pinned` (page-locked, copied without blocking; CUDA only) or `device` (a tensor beside the model; a batch is one gather) [device].
+    #[arg(long)]
+    pub replay: Option<ReplayAt>,
+}
+
+impl DreamerFlags {
+    /// The flags given, by knob.
+    pub fn given(&self) -> Vec<(&'static str, Option<Value>)> {
+        vec![
+            ("size", self.size.map(Value::from)),
+            ("batch_size", self.batch_size.map(Value::from)),
+            ("seq_len", self.seq_len.map(Value::from)),
+            ("train_ratio", self.train_ratio.map(Value::from)),
+            ("horizon", self.horizon.map(Value::from)),
+            ("replay_capacity", self.replay_capacity.map(Value::from)),
+            ("prefill", self.prefill.map(Value::from)),
+            ("wm_lr", self.wm_lr.map(Value::from)),
+            ("ac_lr", self.ac_lr.map(Value::from)),
+            ("encoder", self.encoder.map(|s| Value::from(s.as_str()))),
+            ("loss_read", self.loss_read.map(|s| Value::from(s.as_str()))),
+            ("replay", self.replay.map(|s| Value::from(s.as_str()))),
+        ]
+    }
+}
+
 /// `spec` with the workload settings given as flags (knob name, value), each at its knob's
 /// JSON path; a setting of another workload than the spec's is refused, naming its flag.
 pub fn with_own_settings(spec: RunSpec, given: &[(&str, Option<Value>)]) -> Result<RunSpec, SpecError> {
@@ -237,6 +300,10 @@ pub fn with_own_settings(spec: RunSpec, given: &[(&str, Option<Value>)]) -> Resu
                 knob.name,
                 format!("is a setting of --env {owner}, and this run's env is {env}"),
             ));
+        }
+        if v.is_null() {
+            // JSON has no NaN or infinity: `Value::from` made them null.
+            return Err(SpecError::new(knob.name, "must be a finite number"));
         }
         knob.set(&mut json, v);
     }

@@ -120,6 +120,8 @@ pub struct TrainArgs {
     pub proof: super::ProofFlags,
     #[command(flatten)]
     pub morpho: super::MorphoFlags,
+    #[command(flatten)]
+    pub dreamer: super::DreamerFlags,
     /// Proof env: width of the policy's index embeddings [32].
     #[arg(long)]
     pub embed_dim: Option<usize>,
@@ -163,6 +165,7 @@ impl TrainArgs {
         let mut own = self.proof.given();
         own.push(("embed_dim", self.embed_dim.map(Value::from)));
         own.extend(self.morpho.given());
+        own.extend(self.dreamer.given());
         own
     }
 }
@@ -276,6 +279,10 @@ fn run_training(a: &TrainArgs, trace: Option<hotlab::profiler::TraceWindow>, qui
         bar.set_position(m.point.global_step);
         let ret = m.point.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
         bar.set_message(format!("{:.0} SPS  return {ret}", m.point.sps));
+        // On stderr, above the bar: `--json`'s last line on stdout stays the summary.
+        for line in &m.lines {
+            bar.suspend(|| eprintln!("{line}"));
+        }
         if let Some(w) = metrics.as_mut() {
             let _ = writeln!(w, "{}", serde_json::to_string(m).unwrap_or_default());
         }

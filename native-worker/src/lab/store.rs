@@ -820,6 +820,7 @@ mod tests {
             clip_fraction: 0.0,
             rollout_s: 0.0,
             update_s: 0.0,
+            world: None,
         };
         event(seq, EventBody::Metrics { metrics: m })
     }

@@ -57,6 +57,9 @@ pub struct UpdateMetrics {
     pub counters: Counters,
     /// This update's phases.
     pub profile: Profile,
+    /// Lines the learner has for a person watching (printed by `hotlab train`).
+    #[serde(skip)]
+    pub lines: Vec<String>,
 }
 
 /// The summary of a finished run (`hotlab train --json` prints it).
@@ -226,11 +229,13 @@ pub fn run(
                 clip_fraction: stats.clip_fraction,
                 rollout_s: out.rollout_s,
                 update_s: out.learn_start.elapsed().as_secs_f64(),
+                world: out.world,
             },
             loss_scale: stats.loss_scale,
             skipped_steps: stats.skipped_steps,
             counters: c.since(&before),
             profile: window,
+            lines: out.lines,
         });
         prof.stop(Phase::Publish, s);
     }

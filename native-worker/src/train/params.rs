@@ -15,3 +15,62 @@ impl ParamSlot {
         self.shape.iter().product()
     }
 }
+
+/// Slots for `(name, shape)` pairs, packed one after another.
+pub fn pack(shapes: impl IntoIterator<Item = (String, Vec<i64>)>) -> Vec<ParamSlot> {
+    let mut offset = 0;
+    shapes
+        .into_iter()
+        .map(|(name, shape)| {
+            let slot = ParamSlot { name, shape, offset };
+            offset += slot.numel();
+            slot
+        })
+        .collect()
+}
+
+/// A network's parameters in one flat tensor, each also a leaf view of it whose
+/// gradient lands in one flat gradient tensor: autograd fills `grad`, and the clip and
+/// the optimizer act on `flat` and `grad` as one vector each.
+pub struct FlatParams {
+    pub layout: Vec<ParamSlot>,
+    pub flat: tch::Tensor,
+    pub grad: tch::Tensor,
+    views: Vec<tch::Tensor>,
+}
+
+impl FlatParams {
+    /// `flat` (f32, as long as the layout) with its views and a zero gradient.
+    pub fn new(layout: Vec<ParamSlot>, flat: tch::Tensor) -> Self {
+        let flat = flat.to_kind(tch::Kind::Float).contiguous().detach();
+        let mut grad = flat.zeros_like();
+        let views: Vec<tch::Tensor> = layout
+            .iter()
+            .map(|s| flat.narrow(0, s.offset, s.numel()).view(s.shape.as_slice()).detach().set_requires_grad(true))
+            .collect();
+        // One backward creates every `.grad`, then each is re-pointed into `grad`.
+        if !views.is_empty() {
+            let touch: tch::Tensor = views.iter().map(|p| p.sum(tch::Kind::Float)).sum::<tch::Tensor>();
+            touch.backward();
+        }
+        for (p, s) in views.iter().zip(&layout) {
+            let mut g = p.grad();
+            g.set_data(&grad.narrow(0, s.offset, s.numel()).view(s.shape.as_slice()));
+        }
+        let _ = grad.zero_();
+        Self { layout, flat, grad, views }
+    }
+
+    /// Parameter `i` of the layout.
+    pub fn get(&self, i: usize) -> &tch::Tensor {
+        &self.views[i]
+    }
+
+    pub fn zero_grad(&mut self) {
+        let _ = self.grad.zero_();
+    }
+
+    pub fn numel(&self) -> i64 {
+        self.layout.iter().map(ParamSlot::numel).sum()
+    }
+}

@@ -22,7 +22,7 @@ use crate::profiler::Profiler;
 use anyhow::Result;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
-use hotlab_shared::protocol::Frame;
+use hotlab_shared::protocol::{Frame, WorldLosses};
 use hotlab_shared::spec::{Backend, RunSpec};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -126,6 +126,10 @@ pub struct Outcome {
     pub learn_start: Instant,
     /// Seconds of experience collection.
     pub rollout_s: f64,
+    /// A world model's losses over the iteration, when the learner has one.
+    pub world: Option<WorldLosses>,
+    /// Lines for a person watching (the dreamer's `[PROFILE]` split).
+    pub lines: Vec<String>,
 }
 
 /// A workload's trainer: the part of the loop that differs between workloads.

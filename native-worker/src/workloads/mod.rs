@@ -6,12 +6,14 @@
 //! | `cartpole` | [`cartpole`] | Gymnasium's CartPole-v1, the MLP actor-critic, and a device backend |
 //! | `proof` | [`proof`] | seed 000's proof search over a Prolog knowledge base, an embedding policy |
 //! | `morpho` | [`morpho`] | seeds 001–003: hosts that grow seeds while they learn, an 8-head agent |
+//! | `dreamer` | [`dreamer`] | seed 004: a world model and an actor-critic in imagination, on pixel CartPole |
 //!
 //! Adding a workload: a folder here that implements [`Workload`], and one line in
 //! [`load`]; its settings are one line in `hotlab_shared::spec`'s registry (see
 //! `docs/architecture.md`).
 
 pub mod cartpole;
+pub mod dreamer;
 pub mod morpho;
 pub mod proof;
 
@@ -31,6 +33,7 @@ pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
         WorkloadSpec::Cartpole(_) => Arc::new(cartpole::CartPole),
         WorkloadSpec::Proof(settings) => Arc::new(proof::Proof::load(settings)?),
         WorkloadSpec::Morpho(settings) => Arc::new(morpho::Morpho::load(settings)?),
+        WorkloadSpec::Dreamer(settings) => Arc::new(dreamer::Dreamer::load(settings)?),
     })
 }
 
@@ -74,6 +77,8 @@ mod tests {
                     "total_steps": 16, "device": "cpu", "ppo": {"minibatches": 1}}),
                 serde_json::json!({"workload": {"morpho": {"images": 64, "epochs": 2, "width": 2, "tasks": 1}},
                     "envs": 1, "steps": 2, "total_steps": 2, "device": "cpu", "ppo": {"minibatches": 1}}),
+                serde_json::json!({"workload": {"dreamer": {"batch": 2, "seq_len": 4, "prefill": 0, "horizon": 3}},
+                    "envs": 2, "steps": 8, "total_steps": 16, "device": "cpu", "ppo": {"minibatches": 1}}),
             ];
             specs
                 .into_iter()
@@ -109,10 +114,10 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
         /// A checkpoint's files edited by hand or damaged: loading never panics; it loads, or
-        /// fails with an error. 300 cases × 2 files × 3 workloads.
+        /// fails with an error. 300 cases × 2 files × 4 workloads.
         #[test]
         fn a_damaged_checkpoint_never_panics(
-            which in 0usize..3,
+            which in 0usize..4,
             spec_edits in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 0..4),
             weight_edits in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 0..4),
         ) {

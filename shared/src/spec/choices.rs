@@ -139,6 +139,59 @@ knob!(
     }
 );
 
+knob!(
+    /// How the dreamer's world model encodes a replayed sequence's frames (seed 004).
+    EncoderMode, "encoder mode" {
+        /// One encoder call per timestep inside the RSSM loop: T small convolutions.
+        PerStep = "per_step",
+        /// One encoder call on every frame of the batch, `[B·T, C, H, W]`; only the RSSM loops.
+        Batched = "batched",
+    }
+);
+
+knob!(
+    /// When the dreamer reads its loss terms back to the host (seed 004's `.item()`).
+    LossRead, "loss read" {
+        /// `.item()` on every loss term every train step: a host sync each.
+        PerItem = "per_item",
+        /// The terms summed as tensors and read once per iteration.
+        Deferred = "deferred",
+    }
+);
+
+knob!(
+    /// Where the dreamer's replay buffer lives and how a batch reaches the model (row 11).
+    ReplayAt, "replay location" {
+        /// Host memory; each batch is gathered there and copied to the model's device.
+        Host = "host",
+        /// Page-locked host memory; each batch copied without blocking (needs CUDA).
+        Pinned = "pinned",
+        /// A tensor on the model's device; a batch is one gather there, no copy.
+        Device = "device",
+    }
+);
+
+#[allow(clippy::derivable_impls)]
+impl Default for EncoderMode {
+    fn default() -> Self {
+        EncoderMode::Batched
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for LossRead {
+    fn default() -> Self {
+        LossRead::Deferred
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for ReplayAt {
+    fn default() -> Self {
+        ReplayAt::Device
+    }
+}
+
 #[allow(clippy::derivable_impls)]
 impl Default for HostExec {
     fn default() -> Self {

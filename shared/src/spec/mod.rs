@@ -15,9 +15,10 @@ pub mod json;
 mod workload;
 
 pub use choices::{
-    ActionSync, Backend, HostExec, Inference, LifecycleMode, Precision, RolloutCopy, SlotPool, Transfer, WaitMode,
+    ActionSync, Backend, EncoderMode, HostExec, Inference, LifecycleMode, LossRead, Precision, ReplayAt, RolloutCopy,
+    SlotPool, Transfer, WaitMode,
 };
-pub use workload::{CartpoleSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec};
+pub use workload::{CartpoleSpec, DreamerSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec, DREAMER_IMAGE};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -348,6 +349,14 @@ impl RunSpec {
     pub fn morpho(&self) -> Option<&MorphoSpec> {
         match &self.workload {
             WorkloadSpec::Morpho(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The dreamer workload's settings, when it is the workload.
+    pub fn dreamer(&self) -> Option<&DreamerSpec> {
+        match &self.workload {
+            WorkloadSpec::Dreamer(d) => Some(d),
             _ => None,
         }
     }

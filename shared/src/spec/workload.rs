@@ -4,7 +4,9 @@
 //! Adding a workload here is one line in [`workloads!`] below and its settings struct; the
 //! worker's registry (`native-worker/src/workloads/mod.rs`) maps the name to its code.
 
-use super::choices::{Backend, HostExec, Inference, LifecycleMode, Precision, SlotPool};
+use super::choices::{
+    Backend, EncoderMode, HostExec, Inference, LifecycleMode, LossRead, Precision, ReplayAt, SlotPool,
+};
 use super::{in_range, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -118,6 +120,8 @@ workloads! {
     Proof = "proof" (ProofSpec),
     /// Seeds 001–003's morphogenetic trainer: hosts that grow seeds while they learn.
     Morpho = "morpho" (MorphoSpec),
+    /// Seed 004's DreamerV3-style learner on CartPole rendered to pixels.
+    Dreamer = "dreamer" (DreamerSpec),
 }
 
 #[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
@@ -273,5 +277,88 @@ impl Settings for MorphoSpec {
             ));
         }
         in_range("shapley_perms", self.shapley_perms, 0, 10_000)
+    }
+}
+
+/// The world-model workload's settings: the model's size, what a train step replays, and
+/// seed 004's knobs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DreamerSpec {
+    /// Width multiplier of every network (1: conv depth 8, GRU 128, for a CPU; 4–8 for a
+    /// GPU box). Flag `--size`.
+    pub size: usize,
+    /// Replayed sequences per train step. Flag `--batch-size`.
+    pub batch: usize,
+    /// Steps per replayed sequence. Flag `--seq-len`.
+    pub seq_len: usize,
+    /// Replayed steps per env step (train steps = env steps × ratio ÷ (batch × seq_len)).
+    /// Flag `--train-ratio`.
+    pub train_ratio: f64,
+    /// Steps of each imagined trajectory the actor and critic learn from. Flag `--horizon`.
+    pub horizon: usize,
+    /// Env steps the replay buffer holds (the oldest are overwritten). Flag `--replay-capacity`.
+    pub capacity: usize,
+    /// Env steps of random actions before the first train step. Flag `--prefill`.
+    pub prefill: usize,
+    /// The world model's Adam learning rate. Flag `--wm-lr`.
+    pub wm_lr: f64,
+    /// The actor's and critic's Adam learning rate. Flag `--ac-lr`.
+    pub ac_lr: f64,
+    /// The encoder's frames: one call per timestep (`per_step`) or one call on the whole
+    /// batch (`batched`). Flag `--encoder`.
+    pub encoder: EncoderMode,
+    /// The loss terms read with `.item()` every train step (`per_item`) or once per
+    /// iteration (`deferred`). Flag `--loss-read`.
+    pub loss_read: LossRead,
+    /// Where the replay buffer lives: `host`, `pinned` (CUDA) or `device`. Flag `--replay`.
+    pub replay: ReplayAt,
+}
+
+impl Default for DreamerSpec {
+    fn default() -> Self {
+        Self {
+            size: 1,
+            batch: 16,
+            seq_len: 16,
+            train_ratio: 64.0,
+            horizon: 15,
+            capacity: 100_000,
+            prefill: 1024,
+            wm_lr: 3e-4,
+            ac_lr: 1e-4,
+            encoder: EncoderMode::Batched,
+            loss_read: LossRead::Deferred,
+            replay: ReplayAt::Device,
+        }
+    }
+}
+
+/// Pixels per side of the frames the world model reads.
+pub const DREAMER_IMAGE: usize = 64;
+
+impl Settings for DreamerSpec {
+    /// CartPole's state: the frames are rendered from it beside the learner.
+    const OBS_BYTES: u64 = 4 * 4;
+    /// The actor reads the world model's state, not `--inference`'s network.
+    const INFERENCE: Option<Inference> = Some(Inference::Eager);
+    /// The envs step on the host; their frames are drawn there.
+    const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+
+    fn validate(&self) -> Result<(), SpecError> {
+        in_range("size", self.size, 1, 16)?;
+        in_range("batch_size", self.batch, 1, 4096)?;
+        in_range("seq_len", self.seq_len, 2, 1024)?;
+        in_range("horizon", self.horizon, 1, 256)?;
+        in_range("replay_capacity", self.capacity, 64, 10_000_000)?;
+        in_range("prefill", self.prefill, 0, 10_000_000)?;
+        for (field, v, hi) in
+            [("train_ratio", self.train_ratio, 100_000.0), ("wm_lr", self.wm_lr, 1.0), ("ac_lr", self.ac_lr, 1.0)]
+        {
+            if !(v.is_finite() && v > 0.0 && v <= hi) {
+                return Err(SpecError::new(field, format!("must be above 0 and at most {hi} (got {v})")));
+            }
+        }
+        Ok(())
     }
 }

@@ -204,7 +204,8 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
         c.host_syncs += 1; // the loss statistics, read once per update
         c.d2h_copies += 1;
         c.d2h_bytes += 5 * 4;
-        Ok(Some(Outcome { env_steps: spec.batch_size() as u64, lr, stats, norms, learn_start, rollout_s }))
+        let env_steps = spec.batch_size() as u64;
+        Ok(Some(Outcome { env_steps, lr, stats, norms, learn_start, rollout_s, world: None, lines: Vec::new() }))
     }
 
     fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy> {
