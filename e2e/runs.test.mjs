@@ -175,6 +175,31 @@ test('the morpho env shows each host with its slots, its accuracy and the 8 head
   await context.close();
 });
 
+test('the dreamer shows the frame it sees, its reconstruction and frames it imagines, and its losses fall', async () => {
+  const id = await lab.launch({
+    env: 'dreamer', envs: 2, steps: 32, prefill: 64, batch_size: 8, seq_len: 8, train_ratio: 16,
+    total_steps: 2_000_000, device: 'cpu',
+  });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const dreamer = page.getByTestId('rollout-dreamer');
+  // Once the actor acts on the model's state: seen, reconstructed and three imagined frames.
+  await dreamer.getByTestId('dreamer-frame').nth(4).waitFor({ timeout: 90_000 });
+  assert.match(await dreamer.textContent(), /seen.*reconstructed.*imagined \+5.*imagined \+10.*imagined \+15/);
+  const lit = await dreamer.locator('canvas').first().evaluate((c) => {
+    const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < px.length; i += 4) if (px[i] > 100) n += 1;
+    return n;
+  });
+  assert.ok(lit > 10, `the seen frame shows the cart and pole (${lit} bright pixels)`);
+  await page.getByTestId('chart-world').waitFor({ timeout: 30_000 });
+  await shot(page, 'run-dreamer');
+  await page.getByTestId('stop-button').click();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 90_000 });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('after a server crash the page shows a banner, reconnects by itself and shows the outcome', async () => {
   const first = await startLab();
   const id = await first.launch({ env: 'cartpole', envs: 8, total_steps: 50_000_000, device: 'cpu' });

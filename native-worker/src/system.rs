@@ -37,7 +37,8 @@ fn cpu_name() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
-fn total_memory() -> Option<u64> {
+/// The machine's memory, from `/proc/meminfo`.
+pub fn total_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 =
         text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
@@ -95,4 +96,38 @@ pub fn available_memory() -> Option<u64> {
 pub fn check_memory(spec: &hotlab_shared::spec::RunSpec) -> Result<(), hotlab_shared::spec::SpecError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     available_memory().map_or(Ok(()), |bytes| spec.check_memory(bytes, cores))
+}
+
+/// Best-of-five seconds of `f`.
+fn best(mut f: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// libtorch's sgemm in GFLOP/s on `device` (1024² on the CPU with its current thread
+/// count, 8192² on a GPU; fp32), timed to a read of the result: the peak a benchmark's
+/// achieved GFLOP/s is compared with.
+pub fn sgemm_gflops(device: tch::Device) -> f64 {
+    use tch::{Device, Kind, Tensor};
+    let n = if device == Device::Cpu { 1024 } else { 8192 };
+    let (a, b) = (Tensor::randn([n, n], (Kind::Float, device)), Tensor::randn([n, n], (Kind::Float, device)));
+    let run = || {
+        let c = a.mm(&b);
+        let _ = c.double_value(&[0, 0]);
+    };
+    run();
+    2.0 * (n * n * n) as f64 / best(run) / 1e9
+}
+
+/// This process's resident memory, from `/proc/self/status`.
+pub fn resident_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 =
+        text.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
 }

@@ -395,6 +395,91 @@ pub const LESSONS: &[Lesson] = &[
         budget: Budget { seconds: 1.5, repeats: 3 },
     },
     Lesson {
+        id: "world-model-batch",
+        row: 10,
+        title: "A world model's batch too small",
+        phenomenon: "A DreamerV3-style learner trains from its replay buffer at a fixed ratio of replayed steps to \
+            env steps. Each train step pays the same number of calls whatever its batch: the encoder and decoder \
+            once, the RSSM and the imagination once per step of a sequence or a dream, the backward passes, the \
+            optimizers. With a small batch those fixed costs are paid again and again for a few sequences each, \
+            and seed 004's split looks balanced while the device idles. A larger batch takes fewer train steps \
+            for the same replayed steps, each one fuller, until the device's arithmetic (or its memory) is the \
+            limit: `hotlab bench batch` finds where.",
+        look_at: "The [PROFILE] split, and train steps (replay samples) per env step.",
+        baseline: &[
+            ("env", "dreamer"),
+            ("envs", "4"),
+            ("steps", "16"),
+            ("prefill", "64"),
+            ("batch_size", "2"),
+            ("seq_len", "8"),
+            ("train_ratio", "16"),
+        ],
+        variants: &["batch_size=16"],
+        signature: Signature {
+            measure: Measure::CallsPerStep(Phase::Replay),
+            expect: Expect::Higher(4.0),
+            text: "train steps per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 2 },
+    },
+    Lesson {
+        id: "encoder-loop",
+        row: 10,
+        title: "An encoder called once per timestep",
+        phenomenon: "Seed 004's world model encodes a replayed batch inside its RSSM loop: one encoder call per \
+            timestep on the batch's frames of that step. The encoder does not depend on the recurrent state, so \
+            every frame of every sequence can go through it in one call on [B·T, C, H, W], and only the RSSM \
+            needs the loop. The same embeddings to rounding; T calls become one, each T times fuller.",
+        look_at: "Encoder calls per env step, and the encoder's share of the forward.",
+        baseline: &[
+            ("env", "dreamer"),
+            ("encoder", "per_step"),
+            ("envs", "4"),
+            ("steps", "16"),
+            ("prefill", "64"),
+            ("batch_size", "8"),
+            ("seq_len", "16"),
+            ("train_ratio", "16"),
+        ],
+        variants: &["encoder=batched"],
+        signature: Signature {
+            measure: Measure::CallsPerStep(Phase::Encoder),
+            expect: Expect::Higher(8.0),
+            text: "encoder calls per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 2 },
+    },
+    Lesson {
+        id: "loss-item",
+        row: 4,
+        title: "A host sync per loss term",
+        phenomenon: "Seed 004's trainer adds each loss term to its running totals with `.item()`, every train \
+            step: each call copies one number to the host and waits for the device to finish everything queued \
+            before it, so the host cannot run ahead of the GPU. Keeping the totals as tensors and reading them \
+            once per logging window removes the waits; the numbers are the same. On a CPU there is no queue to \
+            drain and a read is nearly free: the syncs fall sevenfold while the wall clock barely moves, which is \
+            what the lesson shows here.",
+        look_at: "Host syncs per env step.",
+        baseline: &[
+            ("env", "dreamer"),
+            ("loss_read", "per_item"),
+            ("envs", "4"),
+            ("steps", "16"),
+            ("prefill", "64"),
+            ("batch_size", "8"),
+            ("seq_len", "8"),
+            ("train_ratio", "16"),
+        ],
+        variants: &["loss_read=deferred"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::HostSyncs),
+            expect: Expect::Higher(4.0),
+            text: "host syncs per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 2 },
+    },
+    Lesson {
         id: "update-copies",
         row: 11,
         title: "Many small copies at update time",

@@ -9,6 +9,7 @@
 //! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
 //!   struct-of-arrays batch with same-step autoreset.
 //! - [`glyphs`]: the morphogenetic workload's task, 16×16 glyphs drawn from a seed.
+//! - [`pixels`]: grey frames on the wire (the dreamer's view), base64 and halved.
 //! - [`morpho`]: the morphogenetic workload's slot lifecycle, its eight action heads and
 //!   their masks, and Shapley contributions.
 //! - [`prolog`]: the proof environment's Prolog subset: parser and printer, SLD
@@ -35,6 +36,7 @@ pub mod glyphs;
 pub mod knobs;
 pub mod lessons;
 pub mod morpho;
+pub mod pixels;
 pub mod profile;
 pub mod prolog;
 pub mod proof;

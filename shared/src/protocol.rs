@@ -141,6 +141,17 @@ pub enum Frame {
     /// The first few morpho envs: each host's epoch and validation accuracy, its slots,
     /// and the decision just taken on them.
     Morpho { step: u64, envs: Vec<MorphoView> },
+    /// The dreamer's env 0: the frame it sees, the world model's reconstruction of it (once
+    /// the actor acts on the model's state), and frames the model imagines ahead under the
+    /// actor, `every` steps apart; each `side × side` grey bytes in base64 ([`crate::pixels`]).
+    Dreamer {
+        step: u64,
+        side: u32,
+        observed: String,
+        reconstruction: Option<String>,
+        imagined: Vec<String>,
+        every: u32,
+    },
 }
 
 /// One morpho env as the viewer draws it.

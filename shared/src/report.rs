@@ -116,6 +116,9 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             )
         }
         Phase::PolicyForward => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
+        Phase::Optimizer if spec.dreamer().is_some() => {
+            "the world model's, the actor's and the critic's gradient clips and Adam steps".into()
+        }
         Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
             format!(
                 "minibatch {} × {} epochs × {} minibatches",
@@ -609,6 +612,44 @@ mod tests {
         assert!(knobs(&analyze(&trench, &morpho(LifecycleMode::Batched))).is_empty());
         let light = profile(&[(Phase::Lifecycle, 0.01), (Phase::HostBackward, 0.9)], Counters::default());
         assert!(knobs(&analyze(&light, &morpho(LifecycleMode::Loop))).is_empty());
+    }
+
+    #[test]
+    fn the_world_models_knobs_are_advised_on_their_signatures_and_its_split_is_read() {
+        use crate::spec::{DreamerSpec, EncoderMode, LossRead, ReplayAt, WorkloadSpec};
+        let dreamer = |d: DreamerSpec| RunSpec { workload: WorkloadSpec::Dreamer(d), ..Default::default() };
+        let slow = dreamer(DreamerSpec {
+            encoder: EncoderMode::PerStep,
+            loss_read: LossRead::PerItem,
+            replay: ReplayAt::Host,
+            ..Default::default()
+        });
+        let c = Counters { env_steps: 100, host_syncs: 700, ..Counters::default() };
+        let p = profile(
+            &[
+                (Phase::Encoder, 0.3),
+                (Phase::Rssm, 0.2),
+                (Phase::Decoder, 0.1),
+                (Phase::Replay, 0.1),
+                (Phase::WorldBackward, 0.3),
+            ],
+            c.clone(),
+        );
+        let r = analyze(&p, &slow);
+        assert_eq!(knobs(&r), ["--encoder batched", "--loss-read deferred", "--replay device"]);
+        assert!(
+            r.recommendations[0].signature.contains("once per timestep (16 calls per batch)"),
+            "{:?}",
+            r.recommendations
+        );
+        assert!(r.recommendations[1].signature.contains("7.0 host syncs per env step"), "{:?}", r.recommendations);
+        assert!(r.split.verdict.contains("the world model's forward passes"), "{}", r.split.verdict);
+        assert!((r.split.forward_pct - 60.0).abs() < 1e-6 && (r.split.data_pct - 10.0).abs() < 1e-6);
+        assert!(knobs(&analyze(&p, &dreamer(DreamerSpec::default()))).is_empty());
+        let quiet = Counters { env_steps: 100, host_syncs: 4, ..Counters::default() };
+        let light = profile(&[(Phase::Encoder, 0.05), (Phase::Decoder, 0.1), (Phase::WorldBackward, 0.8)], quiet);
+        assert!(knobs(&analyze(&light, &slow)).is_empty());
+        assert!(analyze(&light, &slow).split.verdict.starts_with("backward > 50%"));
     }
 
     #[test]

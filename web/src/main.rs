@@ -25,6 +25,7 @@ mod pg_engine;
 mod phases;
 mod playground;
 mod rollout;
+mod rollout_dreamer;
 mod route;
 mod run_data;
 mod run_view;

@@ -1,7 +1,7 @@
 //! The rollout viewer: CartPole drawn on a canvas (a lane per env, the cart, the pole,
 //! the action), the proof env's goal list with its successors and the choice, or the
 //! morpho hosts (slots coloured by stage, validation accuracy over the episode's epochs,
-//! the decision's eight heads).
+//! the decision's eight heads), or the dreamer's frames ([`crate::rollout_dreamer`]).
 
 use hotlab_shared::protocol::{Frame, MorphoView};
 use leptos::prelude::*;
@@ -88,7 +88,12 @@ pub fn RolloutView(frame: Signal<Option<Frame>>) -> impl IntoView {
         }
     });
     let step = move || match frame.get() {
-        Some(Frame::Cartpole { step, .. } | Frame::Proof { step, .. } | Frame::Morpho { step, .. }) => {
+        Some(
+            Frame::Cartpole { step, .. }
+            | Frame::Proof { step, .. }
+            | Frame::Morpho { step, .. }
+            | Frame::Dreamer { step, .. },
+        ) => {
             format!("step {step}")
         }
         None => "waiting for the first frame…".into(),
@@ -118,6 +123,9 @@ pub fn RolloutView(frame: Signal<Option<Frame>>) -> impl IntoView {
                     <div class="morpho" data-testid="rollout-morpho">
                         {envs.into_iter().map(|v| host_view(v, curves)).collect_view()}
                     </div>
+                }.into_any(),
+                Some(Frame::Dreamer { side, observed, reconstruction, imagined, every, .. }) => view! {
+                    <crate::rollout_dreamer::DreamerView side observed reconstruction imagined every/>
                 }.into_any(),
                 _ => ().into_any(),
             }}

@@ -106,6 +106,29 @@ pub fn series(metrics: &[MetricsPoint], value: impl Fn(&MetricsPoint) -> Option<
     metrics.iter().filter_map(|m| value(m).filter(|v| v.is_finite()).map(|v| (m.global_step as f64, v))).collect()
 }
 
+/// A world model's loss terms over the run, each divided by its first value (they start
+/// orders of magnitude apart: a frame's squared error against a reward's): falling lines.
+pub fn world_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::Line> {
+    type Term = fn(&hotlab_shared::protocol::WorldLosses) -> f64;
+    let terms: [(&'static str, (u8, u8, u8), Term); 4] = [
+        ("image", (0xf0, 0xa0, 0x30), |w| w.image),
+        ("reward", (0x4c, 0xc3, 0x8a), |w| w.reward),
+        ("continue", (0x4a, 0x90, 0xe2), |w| w.cont),
+        ("KL", (0xc7, 0x92, 0xea), |w| w.kl),
+    ];
+    terms
+        .into_iter()
+        .map(|(name, color, term)| {
+            let first = metrics.iter().find_map(|m| m.world.as_ref().map(term)).filter(|v| *v > 0.0);
+            let points = match first {
+                Some(first) => chart_points(&series(metrics, |m| m.world.as_ref().map(|w| term(w) / first)), max),
+                None => Vec::new(),
+            };
+            crate::charts::Line { name, color, points }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +152,31 @@ mod tests {
         d.apply(event(6, frame(9)));
         assert_eq!(d.last_seq, 6, "a kept frame counts");
         assert!(!d.apply(event(5, EventBody::Metrics { metrics: point(1, 10.0) })), "replays are still ignored");
+    }
+
+    #[test]
+    fn world_losses_are_drawn_relative_to_their_first_value_and_only_when_present() {
+        let mut a = point(1, 10.0);
+        a.world = Some(hotlab_shared::protocol::WorldLosses {
+            image: 800.0,
+            reward: 0.4,
+            cont: 0.6,
+            kl: 2.0,
+            train_steps: 8,
+        });
+        let mut b = point(2, 10.0);
+        b.world = Some(hotlab_shared::protocol::WorldLosses {
+            image: 200.0,
+            reward: 0.1,
+            cont: 0.3,
+            kl: 0.0,
+            train_steps: 8,
+        });
+        let lines = world_lines(&[point(0, 1.0), a, b], 100);
+        let image = &lines[0].points;
+        assert_eq!(image, &vec![(1024.0, 1.0), (2048.0, 0.25)]);
+        assert_eq!(lines[2].points[1], (2048.0, 0.5));
+        assert!(world_lines(&[point(1, 1.0)], 100).iter().all(|l| l.points.is_empty()), "a run without a world model");
     }
 
     #[test]

@@ -117,6 +117,8 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
             ]
         })
     });
+    let world_lines = Signal::derive(move || data.with(|d| crate::run_data::world_lines(&d.metrics, CHART_POINTS)));
+    let has_world = move || world_lines.with(|l| l.iter().any(|l| !l.points.is_empty()));
     let windows = Signal::derive(move || data.with(|d| d.windows.clone()));
     let frame = Signal::derive(move || data.with(|d| d.frame.clone()));
     let stop = move |_| {
@@ -185,6 +187,9 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
             <Chart title="steps/s" testid="chart-sps" lines=sps_line/>
             <Chart title="mean return (last 100 episodes)" testid="chart-return" lines=return_line/>
             <Chart title="losses" testid="chart-loss" lines=loss_lines/>
+            <Show when=has_world>
+                <Chart title="world model losses (÷ first)" testid="chart-world" lines=world_lines/>
+            </Show>
         </section>
         <section class="panel">
             <h2>"Bottlenecks"</h2>

@@ -34,11 +34,11 @@ pub struct Options {
 }
 
 /// One check's outcome.
-fn check(name: &str, ok: bool, tolerance: &str, detail: Value) -> Value {
+pub(super) fn check(name: &str, ok: bool, tolerance: &str, detail: Value) -> Value {
     json!({ "name": name, "ok": ok, "tolerance": tolerance, "detail": detail })
 }
 
-fn progress(msg: &str) {
+pub(super) fn progress(msg: &str) {
     eprintln!("gpu-check: {msg}");
 }
 
@@ -83,8 +83,10 @@ pub fn run(opts: &Options) -> Value {
                 });
                 checks.extend(cuda_checks(&gpu));
                 checks.push(amp_check());
+                checks.extend(super::gpu_dreamer::checks());
                 if !opts.no_bench {
                     benches = benchmarks(&gpu, opts.max_log2_envs);
+                    benches["dreamer_batch"] = super::gpu_dreamer::bench();
                 }
             }
             Err(e) => checks.push(check("open_gpu", false, "-", json!(e))),

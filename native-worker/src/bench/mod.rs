@@ -2,11 +2,13 @@
 //! audit`, [`audit`]), env stepping per backend (`hotlab bench
 //! envs`, [`envs`]), a lab under many viewers for minutes (`hotlab bench soak`,
 //! [`soak`]), a grid of settings each trained once (`hotlab sweep --on local`, [`sweep`])
-//! and every GPU path against its CPU reference (`hotlab gpu-check`, [`gpu_check`]).
+//! and every GPU path against its CPU reference (`hotlab gpu-check`, [`gpu_check`]; the
+//! dreamer's in [`gpu_dreamer`]).
 
 pub mod audit;
 pub mod envs;
 pub mod gpu_check;
+pub mod gpu_dreamer;
 pub mod lessons;
 pub mod soak;
 pub mod sweep;

@@ -3,6 +3,7 @@
 
 mod audit;
 mod bench;
+mod bench_batch;
 mod env_worker;
 mod eval;
 mod gpu_check;
@@ -104,6 +105,10 @@ pub enum BenchCommand {
     /// The morpho env's host training alone, bare and with each blueprint grown in every
     /// slot: minibatches/s, samples/s and GFLOP/s against this machine's sgemm.
     Host(bench::BenchHostArgs),
+    /// The dreamer's train step at each batch size: samples/s, the data / forward /
+    /// backward split, memory against the device's, GFLOP/s against sgemm, and where
+    /// throughput stops growing.
+    Batch(bench_batch::BenchBatchArgs),
 }
 
 /// A flag value that is not allowed (exit code 2).
@@ -126,6 +131,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCommand::Envs(a)) => bench::envs(a),
         Command::Bench(BenchCommand::Soak(a)) => soak::soak(a),
         Command::Bench(BenchCommand::Host(a)) => bench::host(a),
+        Command::Bench(BenchCommand::Batch(a)) => bench_batch::batch(a),
         Command::Prove(a) => prove::prove_cmd(a),
         Command::Audit(a) => audit::audit(*a),
         Command::Lesson(c) => lesson::lesson(c),

@@ -55,6 +55,16 @@ pub fn capability(ordinal: usize) -> Option<(i32, i32)> {
     CudaContext::new(ordinal).ok()?.compute_capability().ok()
 }
 
+/// GPU `ordinal`'s memory in use (by every process: the driver's figure) and its total,
+/// in bytes; None without a CUDA driver.
+pub fn memory(ordinal: usize) -> Option<(u64, u64)> {
+    if Support::probe() != Support::Cuda {
+        return None;
+    }
+    let (free, total) = CudaContext::new(ordinal).ok()?.mem_get_info().ok()?;
+    Some(((total - free) as u64, total as u64))
+}
+
 /// One launchable kernel argument: a 32-bit int or a device pointer.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg {

@@ -410,7 +410,7 @@ impl RunSpec {
     pub fn check_memory(&self, available: u64, cores: usize) -> Result<(), SpecError> {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         let rollout = self.rollout_bytes();
-        let parts = [
+        let mut parts = vec![
             (
                 "envs",
                 format!(
@@ -436,11 +436,12 @@ impl RunSpec {
                 "fewer --workers, or the threads backend",
             ),
         ];
+        parts.extend(self.workload.buffer());
         let need: u64 = parts.iter().map(|p| p.2).sum();
         if need <= available {
             return Ok(());
         }
-        let (field, _, _, fix) = parts.iter().max_by_key(|p| p.2).expect("three parts");
+        let (field, _, _, fix) = parts.iter().max_by_key(|p| p.2).expect("three parts at least");
         let what: Vec<&str> = parts.iter().filter(|p| p.2 > 0).map(|p| p.1.as_str()).collect();
         Err(SpecError::new(
             field,
@@ -477,7 +478,9 @@ impl RunSpec {
             ));
         }
         finite_in("seconds", self.seconds, 0.0, 30.0 * 86_400.0, false)?;
-        self.validate_ppo()?;
+        if self.env().uses_ppo() {
+            self.validate_ppo()?;
+        }
         self.device.parse::<DeviceName>().map_err(|m| SpecError::new("device", m))?;
         self.validate_exec()?;
         in_range("telemetry_every", self.telemetry.every, 0, 1_000_000)?;

@@ -19,6 +19,13 @@ pub trait Settings: Default {
     /// The rollout inference its policy always uses, whatever `--inference` says (None:
     /// it follows `--inference`).
     const INFERENCE: Option<Inference> = None;
+    /// Whether PPO trains it (the `ppo` settings apply and are checked).
+    const PPO: bool = true;
+    /// A buffer of its own the memory check counts: its knob, what it is, its bytes, and
+    /// the fix when it does not fit.
+    fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
+        None
+    }
     /// Checks every setting; the first bad one is named with what is allowed.
     fn validate(&self) -> Result<(), SpecError> {
         Ok(())
@@ -63,6 +70,11 @@ macro_rules! workloads {
                 match self { $(EnvName::$variant => <$settings as Settings>::OBS_BYTES),+ }
             }
 
+            /// Whether PPO trains this workload (the `ppo` settings apply).
+            pub fn uses_ppo(self) -> bool {
+                match self { $(EnvName::$variant => <$settings as Settings>::PPO),+ }
+            }
+
             /// The inference this workload's policy always uses, if it ignores `--inference`.
             pub fn fixed_inference(self) -> Option<Inference> {
                 match self { $(EnvName::$variant => <$settings as Settings>::INFERENCE),+ }
@@ -103,6 +115,11 @@ macro_rules! workloads {
 
             pub fn validate(&self) -> Result<(), SpecError> {
                 match self { $(WorkloadSpec::$variant(s) => s.validate()),+ }
+            }
+
+            /// The workload's own buffer for the memory check, if it has one.
+            pub fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
+                match self { $(WorkloadSpec::$variant(s) => s.buffer()),+ }
             }
 
             /// The settings that name files, by knob.
@@ -344,6 +361,19 @@ impl Settings for DreamerSpec {
     const INFERENCE: Option<Inference> = Some(Inference::Eager);
     /// The envs step on the host; their frames are drawn there.
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+    /// A world model and an actor-critic in imagination: its own learning rates.
+    const PPO: bool = false;
+
+    /// The replay buffer: a frame and 17 bytes of step per slot.
+    fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
+        let bytes = self.capacity as u64 * (DREAMER_IMAGE * DREAMER_IMAGE + 17) as u64;
+        let what = format!(
+            "the replay buffer {:.1} GiB ({} steps of {DREAMER_IMAGE}×{DREAMER_IMAGE} frames)",
+            bytes as f64 / (1u64 << 30) as f64,
+            self.capacity
+        );
+        Some(("replay_capacity", what, bytes, "a smaller --replay-capacity"))
+    }
 
     fn validate(&self) -> Result<(), SpecError> {
         in_range("size", self.size, 1, 16)?;

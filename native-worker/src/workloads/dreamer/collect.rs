@@ -5,6 +5,7 @@
 use super::behavior::Behavior;
 use super::render::draw_all;
 use super::replay::{Replay, Step};
+use super::view;
 use super::world::{State, WorldModel, ACTIONS, PIXELS};
 use crate::exec;
 use crate::train::workload::{Iteration, Workload};
@@ -134,9 +135,8 @@ impl Collector {
             };
             let s = it.prof.stop(Phase::PolicyForward, s);
             let s = if it.frames.due() {
-                if let Some(frame) = self.workload.frame(it.counters.env_steps, &self.obs, &actions) {
-                    it.frames.send(frame);
-                }
+                let model = self.state.as_ref().map(|state| (models.0, models.1, state));
+                it.frames.send(view::frame(it.counters.env_steps, &self.frames[..px], model));
                 it.prof.stop(Phase::Publish, s)
             } else {
                 s

@@ -9,20 +9,26 @@
 //!   (`--encoder per_step|batched`);
 //! - [`behavior`]: imagination, λ-returns, the actor and the critic;
 //! - [`collect`]: env steps into the buffer, the actor acting on the model's state;
-//! - [`learner`]: an iteration, its train steps, `--loss-read`, the `[PROFILE]` line;
-//! - [`eval`]: the actor against random actions.
+//! - [`step`]: one train step, the loss figures as `--loss-read` says, seed 004's split;
+//! - [`learner`]: an iteration: env steps, then the train steps the ratio asks for;
+//! - [`view`]: the lab's frame: the frame seen, its reconstruction, frames imagined;
+//! - [`eval`]: the actor against random actions;
+//! - [`bench`]: `hotlab bench batch`, the train step at each batch size.
 //!
 //! Sizes at `--size 1` (a CPU): encoder channels 8-16-32-64 (4×4×64 = 1,024 features),
 //! GRU 128, 8 categoricals of 8 classes, MLPs 128 wide; `--size k` multiplies the widths
 //! by k (latents up to 32 × 32).
 
 pub mod behavior;
+pub mod bench;
 pub mod collect;
 pub mod eval;
 pub mod layers;
 pub mod learner;
 pub mod render;
 pub mod replay;
+pub mod step;
+pub mod view;
 pub mod world;
 
 use crate::exec::{worker_flags, EnvMaker};
@@ -31,7 +37,7 @@ use crate::train::params::ParamSlot;
 use crate::train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
 use anyhow::{bail, Result};
 use behavior::Behavior;
-use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
+use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{Backend, DreamerSpec, ReplayAt, RunSpec, SpecError, WorkloadSpec};
 use std::path::Path;
@@ -84,9 +90,10 @@ impl Workload for Dreamer {
         &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized]
     }
 
-    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
-        let [FieldData::F32(state)] = obs.fields.as_slice() else { return None };
-        Some(super::cartpole::frame(step, state, actions))
+    /// None: the learner draws its own frames ([`view`]): what the world model sees,
+    /// reconstructs and imagines, which the observations alone do not show.
+    fn frame(&self, _step: u64, _obs: &Observations, _actions: &[i64]) -> Option<Frame> {
+        None
     }
 
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {

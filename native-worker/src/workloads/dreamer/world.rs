@@ -218,10 +218,12 @@ impl WorldModel {
     pub fn observe(&self, batch: &Batch, mode: EncoderMode, prof: &mut Profiler) -> Observed {
         let (b, t) = (batch.b, batch.t);
         let actions = batch.prev_action.one_hot(ACTIONS).to_kind(Kind::Float);
-        let s0 = prof.start();
-        let embeds =
-            (mode == EncoderMode::Batched).then(|| self.encode(&batch.obs.view([b * t, PIXELS])).view([b, t, -1]));
-        let mut span = prof.stop(Phase::Encoder, s0);
+        let mut span = prof.start();
+        let mut embeds = None;
+        if mode == EncoderMode::Batched {
+            embeds = Some(self.encode(&batch.obs.view([b * t, PIXELS])).view([b, t, -1]));
+            span = prof.stop(Phase::Encoder, span);
+        }
         let mut state = self.initial(b, batch.obs.device());
         let (mut feats, mut posts, mut priors) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..t {

@@ -11,7 +11,7 @@ use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::SlotPool;
 use serde::Serialize;
 use std::time::Instant;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -103,41 +103,13 @@ fn flops(width: i64, batch: i64, grown: Option<Blueprint>) -> Option<f64> {
     Some(3.0 * forward * batch as f64)
 }
 
-/// Best-of-five seconds of `f`.
-fn best(mut f: impl FnMut()) -> f64 {
-    (0..5)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// sgemm GFLOP/s at 1024 with libtorch's current thread count.
-fn sgemm() -> f64 {
-    sgemm_on(Device::Cpu)
-}
-
-/// sgemm GFLOP/s on `device` (1024 on the CPU, 8192 on a GPU, fp32), timed to a read of the result.
-fn sgemm_on(device: Device) -> f64 {
-    let n = if device == Device::Cpu { 1024 } else { 8192 };
-    let (a, b) = (Tensor::randn([n, n], (Kind::Float, device)), Tensor::randn([n, n], (Kind::Float, device)));
-    let run = || {
-        let c = a.mm(&b);
-        let _ = c.double_value(&[0, 0]);
-    };
-    run();
-    2.0 * (n * n * n) as f64 / best(run) / 1e9
-}
-
 /// Runs the measurements: sgemm, then the bare host and each blueprint in every slot, each
 /// trained on one thread (as an env's host is) for `seconds`.
 pub fn run(b: &HostBench, mut progress: impl FnMut(&str)) -> anyhow::Result<HostReport> {
     let threads = tch::get_num_threads();
-    let all = sgemm();
+    let all = crate::system::sgemm_gflops(Device::Cpu);
     tch::set_num_threads(1);
-    let one = sgemm();
+    let one = crate::system::sgemm_gflops(Device::Cpu);
     let task = generate(&TaskSpec { seed: 1, train: 1024, val: 64, ..TaskSpec::default() });
     let (x, y) = tensors(&task.train, Device::Cpu);
     let clock = PartClock::default();
@@ -173,7 +145,7 @@ pub fn run(b: &HostBench, mut progress: impl FnMut(&str)) -> anyhow::Result<Host
         Device::Cpu => exec_figures(b, one, &x, &y, &mut progress)?,
         d => {
             let (xd, yd) = (x.to(d), y.to(d));
-            exec_figures(b, sgemm_on(d), &xd, &yd, &mut progress)?
+            exec_figures(b, crate::system::sgemm_gflops(d), &xd, &yd, &mut progress)?
         }
     };
     progress("shapley");

@@ -1,0 +1,181 @@
+//! One train step, top to bottom: sample a batch (`replay`), observe it with the world
+//! model (`encoder`, `rssm`), score its reconstruction, reward and continuation
+//! (`decoder`), step the world model (`world_backward`, `optimizer`), imagine from every
+//! observed state and score the actor and critic (`imagine`), step them
+//! (`actor_critic_backward`, `optimizer`), and keep the loss figures as `--loss-read`
+//! says. [`Split`] keeps seed 004's coarse data / forward / backward timing.
+
+use super::behavior::Behavior;
+use super::replay::Replay;
+use super::world::{State, WorldModel};
+use crate::profiler::Profiler;
+use crate::train::adam::FlatAdam;
+use crate::train::ppo::update::clip_grad_norm;
+use hotlab_shared::counters::Counters;
+use hotlab_shared::profile::Phase;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::{DreamerSpec, LossRead};
+use std::time::Duration;
+use tch::{Device, Kind, Tensor};
+
+/// Train steps per `[PROFILE]` line (seed 004's window).
+pub const PROFILE_WINDOW: u64 = 50;
+/// Gradient-norm clips: DreamerV3's for the world model, and for the actor and critic.
+const WORLD_CLIP: f64 = 1000.0;
+const BEHAVIOR_CLIP: f64 = 100.0;
+/// Loss figures kept per train step: the world model's four terms (image, reward,
+/// continue, KL), then the actor's loss, the critic's and the actor's entropy.
+pub const FIGURES: usize = 7;
+
+/// Seed 004's coarse split: replay, forward passes, backward passes and optimizers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Split {
+    pub data: Duration,
+    pub fwd: Duration,
+    pub bwd: Duration,
+    pub steps: u64,
+}
+
+impl Split {
+    pub fn total(&self) -> Duration {
+        self.data + self.fwd + self.bwd
+    }
+
+    /// The three shares in percent.
+    pub fn percent(&self) -> [f64; 3] {
+        let total = self.total().as_secs_f64().max(1e-12);
+        [self.data, self.fwd, self.bwd].map(|d| 100.0 * d.as_secs_f64() / total)
+    }
+
+    /// Seed 004's line, once a window is full (and a fresh window).
+    pub fn line(&mut self) -> Option<String> {
+        if self.steps < PROFILE_WINDOW {
+            return None;
+        }
+        let [d, f, b] = self.percent();
+        let line = format!(
+            "[PROFILE] data: {d:.1}% | fwd: {f:.1}% | bwd: {b:.1}% | total: {:.2}s/{} steps",
+            self.total().as_secs_f64(),
+            self.steps
+        );
+        *self = Split::default();
+        Some(line)
+    }
+}
+
+/// The loss figures of several train steps: summed as tensors and read once
+/// (`deferred`), or read after every step (`per_item`, a host sync per figure).
+pub enum Tally {
+    Deferred(Option<Tensor>),
+    PerItem([f64; FIGURES]),
+}
+
+impl Tally {
+    pub fn new(read: LossRead) -> Self {
+        match read {
+            LossRead::Deferred => Tally::Deferred(None),
+            LossRead::PerItem => Tally::PerItem([0.0; FIGURES]),
+        }
+    }
+
+    fn add(&mut self, figures: [&Tensor; FIGURES], c: &mut Counters) {
+        match self {
+            Tally::Deferred(sum) => {
+                let row = Tensor::stack(&figures, 0);
+                *sum = Some(match sum.take() {
+                    Some(s) => s + row,
+                    None => row,
+                });
+            }
+            Tally::PerItem(sum) => {
+                for (acc, f) in sum.iter_mut().zip(figures) {
+                    *acc += f.double_value(&[]);
+                    c.host_syncs += 1;
+                }
+            }
+        }
+    }
+
+    /// The sums (one read for `deferred`), None when no step was tallied.
+    pub fn read(self, steps: u64, c: &mut Counters) -> Option<[f64; FIGURES]> {
+        match self {
+            Tally::Deferred(None) => None,
+            Tally::Deferred(Some(sum)) => {
+                c.host_syncs += 1;
+                let host = Vec::<f64>::try_from(sum.to_kind(Kind::Double).to_device(Device::Cpu)).ok()?;
+                <[f64; FIGURES]>::try_from(host).ok()
+            }
+            Tally::PerItem(sum) => (steps > 0).then_some(sum),
+        }
+    }
+}
+
+/// The networks, their optimizers and what a train step needs of the settings.
+pub struct Trainer {
+    pub settings: DreamerSpec,
+    pub world: WorldModel,
+    pub behavior: Behavior,
+    /// The world model's, the actor's and the critic's optimizers.
+    adam: [FlatAdam; 3],
+    pub split: Split,
+}
+
+impl Trainer {
+    pub fn new(settings: DreamerSpec, world: WorldModel, behavior: Behavior) -> Self {
+        let adam = [&world.p.flat, &behavior.actor.flat, &behavior.critic.flat].map(|p| FlatAdam::new(p, 1e-8));
+        Self { settings, world, behavior, adam, split: Split::default() }
+    }
+
+    /// The three networks' gradients as one vector (telemetry's view).
+    pub fn grads(&self) -> Tensor {
+        Tensor::cat(&[&self.world.p.grad, &self.behavior.actor.grad, &self.behavior.critic.grad], 0)
+    }
+
+    /// One train step on a batch from `replay`; its loss figures go to `tally`.
+    pub fn step(
+        &mut self,
+        replay: &Replay,
+        rng: &mut HostRng,
+        prof: &mut Profiler,
+        c: &mut Counters,
+        tally: &mut Tally,
+    ) {
+        let d = &self.settings;
+        let t0 = prof.start();
+        let batch = replay.sample(d.batch, d.seq_len, rng, c);
+        let t1 = prof.stop(Phase::Replay, t0);
+        let seen = self.world.observe(&batch, d.encoder, prof);
+        let s = prof.start();
+        let (loss, terms) = self.world.loss(&batch, &seen);
+        let t2 = prof.stop(Phase::Decoder, s);
+        self.world.p.zero_grad();
+        loss.backward();
+        let s = prof.stop(Phase::WorldBackward, t2);
+        clip_grad_norm(&mut self.world.p.grad, WORLD_CLIP);
+        self.adam[0].step(&mut self.world.p.flat, &self.world.p.grad, d.wm_lr);
+        let t3 = prof.stop(Phase::Optimizer, s);
+        let feat = seen.feat.view([batch.b * batch.t, -1]);
+        let (deter, stoch) = (self.world.dims.deter, self.world.dims.stoch());
+        let start = State { deter: feat.narrow(-1, 0, deter), stoch: feat.narrow(-1, deter, stoch) };
+        let dream = self.behavior.imagine(&self.world, &start, d.horizon);
+        let ac = self.behavior.losses(&self.world, &dream);
+        let t4 = prof.stop(Phase::Imagine, t3);
+        self.behavior.actor.zero_grad();
+        self.behavior.critic.zero_grad();
+        (&ac.actor + &ac.critic).backward();
+        let s = prof.stop(Phase::ActorCriticBackward, t4);
+        for (i, net) in [&mut self.behavior.actor, &mut self.behavior.critic].into_iter().enumerate() {
+            clip_grad_norm(&mut net.grad, BEHAVIOR_CLIP);
+            self.adam[1 + i].step(&mut net.flat, &net.grad, d.ac_lr);
+        }
+        let t5 = prof.stop(Phase::Optimizer, s);
+        let [image, reward, cont, kl] = terms.all();
+        tally.add([image, reward, cont, kl, &ac.actor.detach(), &ac.critic.detach(), &ac.entropy], c);
+        let t6 = prof.stop(Phase::Decoder, t5);
+        // Seed 004's split; reading the losses counts as forward, where its loop has it.
+        self.split.data += t1 - t0;
+        self.split.fwd += (t2 - t1) + (t4 - t3) + (t6 - t5);
+        self.split.bwd += (t3 - t2) + (t5 - t4);
+        self.split.steps += 1;
+    }
+}

@@ -1,0 +1,57 @@
+//! The dreamer's rollout: the frame env 0 sees, the world model's reconstruction of it,
+//! and the frames it imagines ahead under the actor (grey pixels painted on canvases).
+
+use hotlab_shared::pixels;
+use leptos::prelude::*;
+use wasm_bindgen::{Clamped, JsCast};
+
+/// Paints `side × side` grey bytes onto `canvas`.
+fn paint(canvas: &web_sys::HtmlCanvasElement, grey: &[u8], side: u32) -> Option<()> {
+    let ctx: web_sys::CanvasRenderingContext2d = canvas.get_context("2d").ok()??.dyn_into().ok()?;
+    let rgba: Vec<u8> = grey.iter().flat_map(|&g| [g, g, g, 255]).collect();
+    let image = web_sys::ImageData::new_with_u8_clamped_array_and_sh(Clamped(&rgba), side, side).ok()?;
+    ctx.put_image_data(&image, 0.0, 0.0).ok()
+}
+
+/// One frame with its caption; a frame that does not decode shows as blank.
+#[component]
+fn Pixels(caption: String, data: Option<String>, side: u32) -> impl IntoView {
+    let node = NodeRef::<leptos::html::Canvas>::new();
+    let grey = data.and_then(|d| pixels::decode(&d, side as usize));
+    Effect::new(move |_| {
+        if let (Some(canvas), Some(grey)) = (node.get(), grey.as_ref()) {
+            paint(&canvas, grey, side);
+        }
+    });
+    view! {
+        <figure class="pixels" data-testid="dreamer-frame">
+            <canvas node_ref=node width=side height=side class="pixelated"></canvas>
+            <figcaption class="small muted">{caption}</figcaption>
+        </figure>
+    }
+}
+
+#[component]
+pub fn DreamerView(
+    side: u32,
+    observed: String,
+    reconstruction: Option<String>,
+    imagined: Vec<String>,
+    every: u32,
+) -> impl IntoView {
+    let waiting = reconstruction.is_none();
+    view! {
+        <div class="dreamer" data-testid="rollout-dreamer">
+            <div class="host-row">
+                <Pixels caption="seen".into() data=Some(observed) side/>
+                <Pixels caption="reconstructed".into() data=reconstruction side/>
+                {imagined.into_iter().enumerate().map(|(k, d)| view! {
+                    <Pixels caption=format!("imagined +{}", (k as u32 + 1) * every) data=Some(d) side/>
+                }).collect_view()}
+            </div>
+            {waiting.then(|| view! {
+                <p class="small muted">"prefilling the replay buffer with random actions: the model has nothing to show yet"</p>
+            })}
+        </div>
+    }
+}
