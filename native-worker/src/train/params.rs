@@ -70,6 +70,12 @@ impl FlatParams {
         let _ = self.grad.zero_();
     }
 
+    /// The layout, the flat parameters, the flat gradient and the views, for a network
+    /// that keeps them in its own fields.
+    pub fn into_parts(self) -> (Vec<ParamSlot>, tch::Tensor, tch::Tensor, Vec<tch::Tensor>) {
+        (self.layout, self.flat, self.grad, self.views)
+    }
+
     pub fn numel(&self) -> i64 {
         self.layout.iter().map(ParamSlot::numel).sum()
     }

@@ -6,7 +6,7 @@
 //! (see [`crate::train::adam`] for why).
 
 use crate::kernels;
-use crate::train::params::ParamSlot;
+use crate::train::params::{FlatParams, ParamSlot};
 use tch::{Device, Kind, Tensor};
 
 /// Layer sizes of the two networks.
@@ -141,20 +141,7 @@ impl ActorCritic {
     pub fn from_flat(arch: Architecture, flat: Tensor) -> Self {
         let layout = arch.layout();
         assert_eq!(flat.size(), [arch.num_params()], "flat parameter vector size");
-        let flat = flat.to_kind(Kind::Float).contiguous().detach();
-        let flat_grad = flat.zeros_like();
-        let params: Vec<Tensor> = layout
-            .iter()
-            .map(|s| flat.narrow(0, s.offset, s.numel()).view(s.shape.as_slice()).detach().set_requires_grad(true))
-            .collect();
-        // One backward creates every `.grad`; then each is re-pointed into `flat_grad`,
-        // so later backward passes accumulate there in place.
-        let touch: Tensor = params.iter().map(|p| p.sum(Kind::Float)).sum::<Tensor>();
-        touch.backward();
-        for (p, s) in params.iter().zip(&layout) {
-            let mut g = p.grad();
-            g.set_data(&flat_grad.narrow(0, s.offset, s.numel()).view(s.shape.as_slice()));
-        }
+        let (layout, flat, flat_grad, params) = FlatParams::new(layout, flat).into_parts();
         let grads = layout.iter().map(|s| flat_grad.narrow(0, s.offset, s.numel()).view(s.shape.as_slice())).collect();
         let mut net = Self { arch, layout, flat, flat_grad, params, grads };
         net.zero_grad();

@@ -9,7 +9,7 @@
 //! live in one flat tensor, like [`crate::models::mlp::policy::ActorCritic`], so the optimizer,
 //! the clip and the telemetry see one vector.
 
-use crate::train::params::ParamSlot;
+use crate::train::params::{FlatParams, ParamSlot};
 use hotlab_shared::proof::GOAL_WIDTH;
 use tch::{Device, Kind, Tensor};
 
@@ -88,21 +88,7 @@ impl ProofNet {
     }
 
     pub fn from_flat(arch: ProofArch, flat: Tensor) -> Self {
-        let layout = arch.layout();
-        let flat = flat.to_kind(Kind::Float).contiguous().detach();
-        let mut flat_grad = flat.zeros_like();
-        let params: Vec<Tensor> = layout
-            .iter()
-            .map(|s| flat.narrow(0, s.offset, s.numel()).view(s.shape.as_slice()).detach().set_requires_grad(true))
-            .collect();
-        // One backward creates every `.grad`, then each is re-pointed into `flat_grad`.
-        let touch: Tensor = params.iter().map(|p| p.sum(Kind::Float)).sum::<Tensor>();
-        touch.backward();
-        for (p, s) in params.iter().zip(&layout) {
-            let mut g = p.grad();
-            g.set_data(&flat_grad.narrow(0, s.offset, s.numel()).view(s.shape.as_slice()));
-        }
-        let _ = flat_grad.zero_();
+        let (layout, flat, flat_grad, params) = FlatParams::new(arch.layout(), flat).into_parts();
         Self { arch, layout, flat, flat_grad, params }
     }
 
