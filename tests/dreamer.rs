@@ -116,6 +116,21 @@ fn the_replay_buffer_and_the_env_backend_change_nothing_learned() {
     assert!(err.contains("--replay pinned") && err.contains("allowed here: host, device"), "{err}");
 }
 
+/// `--precision bf16`: the world model's products in bf16 on fp32 master weights learns as
+/// fp32 does (the same falls); fp16, which would need a loss scaler, is refused.
+#[test]
+fn a_bf16_world_model_learns_and_fp16_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, _) = train(dir.path(), &["--precision", "bf16"]);
+    assert_eq!(report["precision"], "bf16", "{report}");
+    let losses = world_losses(dir.path());
+    let (first, last) = (losses[0], losses[3]);
+    assert!(first[0] > 3.0 * last[0] && first[1] > 5.0 * last[1] && first[2] > 1.5 * last[2], "{losses:?}");
+    let out = run(hotlab().args(["train"]).args(SMALL).args(["--precision", "fp16"]));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--precision"), "{}", stderr(&out));
+}
+
 /// Bad settings are refused before anything runs, each naming its flag.
 #[test]
 fn bad_dreamer_settings_are_refused_naming_the_flag() {

@@ -76,6 +76,7 @@ pub fn bench() -> Value {
         settings: DreamerSpec { size: 4, seq_len: 64, ..DreamerSpec::default() },
         seconds: 2.0,
         device: Device::Cuda(0),
+        kind: tch::Kind::Float,
     };
     serde_json::to_value(run(&b, |_| {})).unwrap_or(Value::Null)
 }

@@ -5,7 +5,7 @@ use crate::cli::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab::workloads::dreamer::bench::{run, BatchBench};
-use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, ReplayAt, Settings};
+use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, Precision, ReplayAt, Settings};
 
 #[derive(Args, Debug)]
 pub struct BenchBatchArgs {
@@ -36,6 +36,10 @@ pub struct BenchBatchArgs {
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// What the products compute in: fp32, bf16 (fp32 master weights) or auto (bf16 where
+    /// the device has it natively); fp16 is refused (the world model has no loss scaler).
+    #[arg(long, default_value = "fp32")]
+    pub precision: Precision,
     /// libtorch intra-op threads; 0 = one per core.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -74,13 +78,22 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
     if a.replay == ReplayAt::Pinned && device == tch::Device::Cpu {
         return Err(usage("--replay", "pinned needs a CUDA device; allowed on the CPU: host, device".into()));
     }
+    if a.precision == Precision::Fp16 {
+        return Err(usage(
+            "--precision",
+            "fp16 needs a loss scaler the world model does not have; allowed: fp32, bf16, auto".into(),
+        ));
+    }
+    let kind =
+        hotlab::train::precision::resolve(a.precision, device).map_err(|e| usage("--precision", e.message))?.kind;
+    let kind = if kind == tch::Kind::Half { tch::Kind::Float } else { kind };
     let threads = match a.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
     tch::set_num_threads(threads as i32);
     let json = a.json;
-    let r = run(&BatchBench { sizes: a.sizes, settings, seconds: a.seconds, device }, |batch| {
+    let r = run(&BatchBench { sizes: a.sizes, settings, seconds: a.seconds, device, kind }, |batch| {
         if !json {
             eprintln!("measuring batch {batch}");
         }
@@ -90,9 +103,10 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "dreamer train step on {} ({} threads), size {}, seq_len {}: {:.1} MFLOP per replayed step; sgemm {:.1} GFLOP/s",
+        "dreamer train step on {} ({} threads, {}), size {}, seq_len {}: {:.1} MFLOP per replayed step; sgemm {:.1} GFLOP/s",
         r.device,
         r.threads,
+        r.precision,
         r.size,
         r.seq_len,
         r.flops_per_sample / 1e6,

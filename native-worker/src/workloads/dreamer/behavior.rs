@@ -64,10 +64,11 @@ pub struct Behavior {
 }
 
 impl Behavior {
-    pub fn new(dims: &Dims, device: Device) -> Self {
-        let mut a = Builder::default();
+    /// Fresh networks on `device` whose products compute in `kind` (fp32 or bf16).
+    pub fn new(dims: &Dims, device: Device, kind: Kind) -> Self {
+        let mut a = Builder::new(kind);
         let actor_net = Mlp::new(&mut a, "actor", dims, ACTIONS, 0.1);
-        let mut c = Builder::default();
+        let mut c = Builder::new(kind);
         let critic_net = Mlp::new(&mut c, "critic", dims, 1, 0.0);
         Self {
             actor: a.finish(device),

@@ -30,6 +30,8 @@ pub struct BatchBench {
     pub settings: DreamerSpec,
     pub seconds: f64,
     pub device: Device,
+    /// What the products compute in (fp32 or bf16).
+    pub kind: tch::Kind,
 }
 
 /// One batch size's figures.
@@ -57,6 +59,8 @@ pub struct BatchReport {
     pub seq_len: usize,
     pub size: usize,
     pub threads: usize,
+    /// What the products computed in.
+    pub precision: String,
     /// Model FLOPs of one replayed step (forward and backward, imagination included).
     pub flops_per_sample: f64,
     pub sgemm_gflops: f64,
@@ -141,8 +145,8 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
         progress(batch);
         tch::manual_seed(1);
         let settings = DreamerSpec { batch, ..b.settings.clone() };
-        let world = WorldModel::new(dims, b.device);
-        let behavior = Behavior::new(&dims, b.device);
+        let world = WorldModel::new(dims, b.device, b.kind);
+        let behavior = Behavior::new(&dims, b.device, b.kind);
         let mut trainer = Trainer::new(settings.clone(), world, behavior);
         let (mut rng, mut c, mut prof) = (HostRng::new(3), Counters::default(), Profiler::new(None));
         let mut tally = Tally::new(settings.loss_read);
@@ -182,6 +186,7 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
         seq_len: b.settings.seq_len,
         size: b.settings.size,
         threads: tch::get_num_threads().max(1) as usize,
+        precision: crate::train::precision::Precision { kind: b.kind, scaler: None }.label().into(),
         flops_per_sample: flops,
         sgemm_gflops: sgemm,
         figures,

@@ -36,8 +36,9 @@ impl DreamerLearner {
     pub fn new(setup: &mut Setup<'_>, workload: Arc<Dreamer>) -> Result<Self> {
         let spec = setup.spec;
         let settings = workload.settings.clone();
-        let world = WorldModel::new(workload.dims(), setup.device);
-        let behavior = Behavior::new(&world.dims, setup.device);
+        let kind = setup.precision.kind;
+        let world = WorldModel::new(workload.dims(), setup.device, kind);
+        let behavior = Behavior::new(&world.dims, setup.device, kind);
         if spec.exec.threads == 0 {
             // A train step's convolutions cover batch × seq_len frames: large enough for every
             // core, and the envs (CartPole) never step while it runs.

@@ -103,8 +103,14 @@ impl Workload for Dreamer {
                  allowed here: host, device"
             );
         }
-        if setup.precision.kind != tch::Kind::Float {
-            setup.notes.push("env dreamer: the world model trains in fp32, whatever --precision says".into());
+        // bf16 products on fp32 masters need no scaler; fp16 would, and the world model has none.
+        if setup.precision.kind == tch::Kind::Half {
+            if setup.spec.exec.precision == hotlab_shared::spec::Precision::Fp16 {
+                bail!("--precision fp16: the world model has no loss scaler; allowed with --env dreamer: fp32, bf16, auto");
+            }
+            setup
+                .notes
+                .push("env dreamer: auto picked fp16, which needs a loss scaler the world model lacks: fp32".into());
             setup.precision = crate::train::precision::Precision::fp32();
         }
         Ok(Box::new(learner::DreamerLearner::new(setup, self)?))
@@ -115,8 +121,8 @@ impl Workload for Dreamer {
         if dims != self.dims() {
             bail!("the checkpoint's networks ({dims:?}) are not the ones its spec's --size makes ({:?})", self.dims());
         }
-        let world = WorldModel::new(dims, Device::Cpu);
-        let behavior = Behavior::new(&dims, Device::Cpu);
+        let world = WorldModel::new(dims, Device::Cpu, tch::Kind::Float);
+        let behavior = Behavior::new(&dims, Device::Cpu, tch::Kind::Float);
         let total = world.p.numel() + behavior.actor.numel() + behavior.critic.numel();
         let flat = stored.params(total)?;
         let mut trained = TrainedDreamer::new(world, behavior, self);

@@ -108,8 +108,9 @@ pub struct WorldModel {
 }
 
 impl WorldModel {
-    pub fn new(dims: Dims, device: Device) -> Self {
-        let mut b = Builder::default();
+    /// Fresh networks on `device` whose products compute in `kind` (fp32 or bf16).
+    pub fn new(dims: Dims, device: Device, kind: Kind) -> Self {
+        let mut b = Builder::new(kind);
         let d = dims.depth;
         let chans = [1, d, 2 * d, 4 * d, 8 * d];
         let enc = std::array::from_fn(|i| b.conv(&format!("enc.{i}"), chans[i], chans[i + 1], false));
@@ -302,7 +303,7 @@ mod tests {
     #[test]
     fn the_encoder_per_step_and_batched_give_the_same_losses_and_gradients() {
         let _seeded = crate::testing::torch_seed(4);
-        let mut world = WorldModel::new(Dims::new(1), Device::Cpu);
+        let mut world = WorldModel::new(Dims::new(1), Device::Cpu, Kind::Float);
         let data = batch(3, 5);
         let mut runs = Vec::new();
         for mode in [EncoderMode::PerStep, EncoderMode::Batched] {
@@ -332,7 +333,7 @@ mod tests {
     #[test]
     fn an_episodes_first_step_restarts_the_state() {
         let _seeded = crate::testing::torch_seed(5);
-        let world = WorldModel::new(Dims::new(1), Device::Cpu);
+        let world = WorldModel::new(Dims::new(1), Device::Cpu, Kind::Float);
         let frame = Tensor::randint(256, [1, PIXELS], (Kind::Uint8, Device::Cpu));
         let embed = world.encode(&frame);
         let action = Tensor::from_slice(&[0.0f32, 1.0]).view([1, 2]);
