@@ -86,23 +86,15 @@ impl Collector {
     /// The actor's actions for the current frames (one forward for every env).
     fn act(&mut self, world: &WorldModel, behavior: &Behavior, it: &mut Iteration<'_>) -> Vec<i64> {
         let n = self.prev_action.len() as i64;
-        tch::no_grad(|| {
-            let frames = Tensor::from_slice(&self.frames).view([n, PIXELS]).to_device(self.device);
-            let first: Vec<f32> = self.first.iter().map(|&f| f32::from(u8::from(f))).collect();
-            let first = Tensor::from_slice(&first).to_device(self.device);
-            let action = Tensor::from_slice(&self.prev_action).to_device(self.device).one_hot(ACTIONS);
-            if self.device != Device::Cpu {
-                it.counters.h2d_copies += 3;
-                it.counters.h2d_bytes += (self.frames.len() + 12 * n as usize) as u64;
-                it.counters.host_syncs += 1;
-            }
-            let state = self.state.take().unwrap_or_else(|| world.initial(n, self.device));
-            let embed = world.encode(&frames);
-            let (next, _, _) = world.observe_step(&state, &action.to_kind(Kind::Float), &embed, &first);
-            let chosen = behavior.act(&next.feat(), false);
-            self.state = Some(next);
-            Vec::<i64>::try_from(chosen.to_device(Device::Cpu)).expect("i64 actions")
-        })
+        if self.device != Device::Cpu {
+            it.counters.h2d_copies += 3;
+            it.counters.h2d_bytes += (self.frames.len() + 12 * n as usize) as u64;
+            it.counters.host_syncs += 1;
+        }
+        let state = self.state.take().unwrap_or_else(|| world.initial(n, self.device));
+        let (next, actions) = act_on_frames(world, behavior, &state, &self.frames, &self.first, &self.prev_action);
+        self.state = Some(next);
+        actions
     }
 
     /// `steps` env steps of every env into `replay`; random actions while `random` says.
@@ -182,6 +174,29 @@ impl Collector {
         it.counters.set_env(&self.env_totals());
         Ok(true)
     }
+}
+
+/// The actor's step on a batch of frames: each env's state restarted where its frame is an
+/// episode's first, advanced by the action that led to the frame, corrected by the frame;
+/// then an action sampled from that posterior state. Returns the new state and the actions.
+pub fn act_on_frames(
+    world: &WorldModel,
+    behavior: &Behavior,
+    state: &State,
+    frames: &[u8],
+    first: &[bool],
+    prev_action: &[i64],
+) -> (State, Vec<i64>) {
+    let device = world.p.flat.device();
+    tch::no_grad(|| {
+        let frames = Tensor::from_slice(frames).view([first.len() as i64, PIXELS]).to_device(device);
+        let first: Vec<f32> = first.iter().map(|&f| f32::from(u8::from(f))).collect();
+        let first = Tensor::from_slice(&first).to_device(device);
+        let action = Tensor::from_slice(prev_action).to_device(device).one_hot(ACTIONS).to_kind(Kind::Float);
+        let (next, _, _) = world.observe_step(state, &action, &world.encode(&frames), &first);
+        let chosen = behavior.act(&next.feat(), false);
+        (next, Vec::<i64>::try_from(chosen.to_device(Device::Cpu)).unwrap_or_default())
+    })
 }
 
 /// The CartPole states `[envs × 4]` of a batch's observations.

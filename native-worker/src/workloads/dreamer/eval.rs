@@ -3,13 +3,13 @@
 //! actor sees only frames, through the world model's posterior state.
 
 use super::behavior::Behavior;
+use super::collect::act_on_frames;
 use super::render::draw_all;
-use super::world::{WorldModel, ACTIONS, PIXELS};
+use super::world::{WorldModel, ACTIONS};
 use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
 use serde::Serialize;
-use tch::{Device, Kind, Tensor};
 
 /// Index of the env seeds evaluation draws from (apart from any training env's).
 const EVAL_INDEX: u64 = 1 << 40;
@@ -68,20 +68,12 @@ pub fn evaluate(world: &WorldModel, behavior: &Behavior, episodes: usize, seed: 
     let device = world.p.flat.device();
     let n = episodes as i64;
     let mut state = world.initial(n, device);
-    let mut prev = Tensor::zeros([n], (Kind::Int64, device));
+    let mut prev = vec![0i64; episodes];
     let mut agent = |frames: &[u8], first: &[bool]| {
-        tch::no_grad(|| {
-            let frames = Tensor::from_slice(frames).view([n, PIXELS]).to_device(device);
-            let first: Vec<f32> = first.iter().map(|&f| f32::from(u8::from(f))).collect();
-            let first = Tensor::from_slice(&first).to_device(device);
-            let embed = world.encode(&frames);
-            let action = prev.one_hot(ACTIONS).to_kind(Kind::Float);
-            let (next, _, _) = world.observe_step(&state, &action, &embed, &first);
-            let chosen = behavior.act(&next.feat(), false);
-            state = next;
-            prev = chosen.shallow_clone();
-            Vec::<i64>::try_from(chosen.to_device(Device::Cpu)).unwrap_or_default()
-        })
+        let (next, actions) = act_on_frames(world, behavior, &state, frames, first, &prev);
+        state = next;
+        prev.clone_from(&actions);
+        actions
     };
     let agent_return = mean_return(episodes, seed, &mut agent);
     let mut rng = HostRng::new(seed ^ 0x5eed);
