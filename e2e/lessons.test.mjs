@@ -26,6 +26,8 @@ test('a lesson runs from its page, a viewer follows it, and its link reopens it'
   const cards = page.getByTestId('lesson-card');
   await cards.first().waitFor({ timeout: 20_000 });
   assert.ok(await cards.count() >= 8, 'a card per lesson');
+  const gpuOnly = await cards.filter({ hasText: 'A replay buffer on the host' }).textContent();
+  assert.match(gpuOnly, /needs a GPU/, 'a lesson whose bottleneck needs a GPU says so on its card');
   await shot(page, 'lessons');
 
   // The parameters live in the URL: the operator sets one, and the link carries it.

@@ -117,9 +117,10 @@ fn the_replay_buffer_and_the_env_backend_change_nothing_learned() {
 }
 
 /// `--precision bf16`: the world model's products in bf16 on fp32 master weights learns as
-/// fp32 does (the same falls); fp16, which would need a loss scaler, is refused.
+/// fp32 does (the same falls); fp16 (loss-scaled, CUDA only: `gpu-check` trains it) is
+/// refused on the CPU.
 #[test]
-fn a_bf16_world_model_learns_and_fp16_is_refused() {
+fn a_bf16_world_model_learns_and_fp16_is_refused_on_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let (report, _) = train(dir.path(), &["--precision", "bf16"]);
     assert_eq!(report["precision"], "bf16", "{report}");
@@ -128,7 +129,8 @@ fn a_bf16_world_model_learns_and_fp16_is_refused() {
     assert!(first[0] > 3.0 * last[0] && first[1] > 5.0 * last[1] && first[2] > 1.5 * last[2], "{losses:?}");
     let out = run(hotlab().args(["train"]).args(SMALL).args(["--precision", "fp16"]));
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("--precision"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--precision") && err.contains("allowed on the CPU: fp32, bf16, auto"), "{err}");
 }
 
 /// Bad settings are refused before anything runs, each naming its flag.
@@ -161,4 +163,40 @@ fn a_dreamer_checkpoint_is_evaluated_against_random_actions() {
     let e = last_json(&out);
     assert_eq!(e["episodes"], 4, "{e}");
     assert!(e["agent_return"].as_f64().unwrap() >= 8.0 && e["random_return"].as_f64().unwrap() >= 8.0, "{e}");
+}
+
+/// `hotlab bench batch`: a figure per batch size with its split and the memory in use
+/// against the machine's, and a verdict; bad flags are refused by name before anything runs.
+#[test]
+fn the_batch_bench_measures_each_size_and_refuses_bad_flags() {
+    let args = ["bench", "batch", "--sizes", "2,4", "--seq-len", "8", "--horizon", "3", "--seconds", "0.05"];
+    let out = run(hotlab().args(args).args(["--threads", "1", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    assert_eq!(
+        (r["device"].as_str(), r["precision"].as_str(), r["cudnn_benchmark"].as_bool()),
+        (Some("cpu"), Some("fp32"), Some(false)),
+        "{r}"
+    );
+    let figures = r["figures"].as_array().unwrap();
+    assert_eq!(figures.iter().map(|f| f["batch"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 4]);
+    for f in figures {
+        assert!(f["train_steps"].as_u64().unwrap() >= 3, "{f}");
+        assert!(f["samples_per_s"].as_f64().unwrap() > 0.0, "{f}");
+        let split: f64 = ["data_pct", "fwd_pct", "bwd_pct"].iter().map(|k| f[k].as_f64().unwrap()).sum();
+        assert!((split - 100.0).abs() < 1e-6, "the split sums to 100 %: {f}");
+        assert!(f["memory_bytes"].as_u64().unwrap() < f["memory_total_bytes"].as_u64().unwrap(), "{f}");
+    }
+    assert!(!r["verdict"].as_str().unwrap().is_empty(), "{r}");
+    for (bad, flag) in [
+        (&["--sizes", "4,2"][..], "--sizes"),
+        (&["--replay", "pinned"], "--replay"),
+        (&["--precision", "fp16"], "--precision"),
+        (&["--cudnn-heuristics"], "--cudnn-heuristics"),
+        (&["--seconds", "0"], "--seconds"),
+    ] {
+        let out = run(hotlab().args(["bench", "batch", "--device", "cpu"]).args(bad));
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(flag), "{bad:?}: {}", stderr(&out));
+    }
 }

@@ -14,7 +14,8 @@ fn alone() -> MutexGuard<'static, ()> {
 }
 
 /// `hotlab lesson check`: each lesson's slow setting and each fix, one short run each; the
-/// signature must show. A lesson that stops showing its bottleneck fails here.
+/// signature must show. A lesson that stops showing its bottleneck fails here. A lesson that
+/// needs a GPU is skipped, saying why, on a machine without CUDA (`gpu-check` checks it there).
 #[test]
 fn every_lesson_shows_its_signature_on_the_slow_setting() {
     let _alone = alone();
@@ -22,12 +23,15 @@ fn every_lesson_shows_its_signature_on_the_slow_setting() {
     let checks = last_json(&out);
     let checks = checks.as_array().unwrap_or_else(|| panic!("{}", stderr(&out)));
     assert_eq!(checks.len(), lessons::LESSONS.len());
+    let cuda = tch::Cuda::is_available();
     for c in checks {
+        let lesson = lessons::find(c["lesson"].as_str().unwrap()).unwrap();
+        if lesson.needs_gpu() && !cuda {
+            assert!(c["skipped"].as_str().is_some_and(|s| s.contains("needs a CUDA GPU")), "{c}");
+            continue;
+        }
         assert_eq!(c["shows"], true, "{c}");
-        assert_eq!(
-            c["figures"].as_array().unwrap().len(),
-            1 + lessons::find(c["lesson"].as_str().unwrap()).unwrap().variants.len()
-        );
+        assert_eq!(c["figures"].as_array().unwrap().len(), 1 + lesson.variants.len());
     }
     assert!(out.status.success(), "{}", stderr(&out));
 }
@@ -58,6 +62,12 @@ fn a_lesson_runs_from_the_cli() {
         let out = run(hotlab().args(&args));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(named), "{args:?}: {}", stderr(&out));
+    }
+    if !tch::Cuda::is_available() {
+        // A lesson whose bottleneck needs a GPU is refused before anything runs.
+        let out = run(hotlab().args(["lesson", "run", "replay-copies"]));
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("needs a CUDA GPU"), "{}", stderr(&out));
     }
 }
 

@@ -72,6 +72,7 @@ pub enum Measure {
 pub enum Counter {
     HostSyncs,
     H2dCopies,
+    H2dBytes,
     IpcRoundTrips,
     SpinIterations,
     TopologyChanges,
@@ -84,6 +85,7 @@ impl Counter {
         match self {
             Counter::HostSyncs => c.host_syncs,
             Counter::H2dCopies => c.h2d_copies,
+            Counter::H2dBytes => c.h2d_bytes,
             Counter::IpcRoundTrips => c.ipc_round_trips,
             Counter::SpinIterations => c.spin_iterations,
             Counter::TopologyChanges => c.topology_changes,
@@ -498,6 +500,36 @@ pub const LESSONS: &[Lesson] = &[
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
     },
+    Lesson {
+        id: "replay-copies",
+        row: 11,
+        title: "A replay buffer on the host",
+        phenomenon: "Seed 004's replay buffer keeps its frames in ordinary host memory: every train step gathers a \
+            batch of sequences there and copies it to the GPU, thousands of bytes per replayed step, and the copy \
+            from pageable memory blocks the host until it is done. Pinned (page-locked) staging lets the copy run \
+            without blocking, but the bytes still cross the bus. A buffer kept on the device crosses it once per \
+            env step, when the step is stored, and a batch is then one gather there plus the indices to gather. \
+            A CPU has no bus to cross, so this lesson runs on a CUDA GPU only.",
+        look_at: "Host→device bytes per env step and the replay phase.",
+        baseline: &[
+            ("env", "dreamer"),
+            ("device", "cuda"),
+            ("replay", "host"),
+            ("envs", "4"),
+            ("steps", "16"),
+            ("prefill", "64"),
+            ("batch_size", "16"),
+            ("seq_len", "16"),
+            ("train_ratio", "64"),
+        ],
+        variants: &["replay=device"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::H2dBytes),
+            expect: Expect::Higher(4.0),
+            text: "host→device bytes per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 2 },
+    },
 ];
 
 /// A lesson by id.
@@ -526,6 +558,12 @@ pub struct Params {
 const LESSON_STEPS: u64 = 100_000_000;
 
 impl Lesson {
+    /// Whether the lesson needs a CUDA GPU: its bottleneck does not exist on a CPU (its
+    /// baseline names a CUDA device).
+    pub fn needs_gpu(&self) -> bool {
+        self.baseline.iter().any(|(k, v)| *k == "device" && v.starts_with("cuda"))
+    }
+
     /// The baseline spec with `params` over it.
     pub fn spec(&self, params: &Params) -> Result<RunSpec, SpecError> {
         let Ok(Value::Object(mut fields)) = serde_json::to_value(RunSpec::default()) else {
@@ -606,6 +644,8 @@ mod tests {
             let minute = l.runs(&Params::default()) as f64 * (l.budget.seconds + 0.5);
             assert!(minute <= 60.0, "{}: about {minute:.0} s", l.id);
         }
+        let gpu: Vec<&str> = LESSONS.iter().filter(|l| l.needs_gpu()).map(|l| l.id).collect();
+        assert_eq!(gpu, ["replay-copies"], "the lessons whose bottleneck needs a GPU");
     }
 
     #[test]

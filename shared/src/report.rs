@@ -173,8 +173,12 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
         Phase::Reward => "each env's reward".into(),
         Phase::Replay => match spec.dreamer() {
             Some(d) => format!(
-                "sampling {} sequences × {} steps from the replay buffer ({}): {} host→device copies",
-                d.batch, d.seq_len, d.replay, c.h2d_copies
+                "sampling {} sequences × {} steps from the replay buffer ({}): {} host→device copies, {:.1} MB",
+                d.batch,
+                d.seq_len,
+                d.replay,
+                c.h2d_copies,
+                c.h2d_bytes as f64 / 1e6
             ),
             None => "sampling the replay buffer".into(),
         },
@@ -426,9 +430,10 @@ fn world_model_advice(d: &crate::spec::DreamerSpec, profile: &Profile, out: &mut
     let replay = profile.share(Phase::Replay);
     if d.replay == ReplayAt::Host && replay >= 0.05 {
         let signature = format!(
-            "{:.0}% of wall gathering batches in host memory, {} copies to the model",
+            "{:.0}% of wall gathering batches in host memory, {} copies ({:.1} MB) to the model",
             100.0 * replay,
-            c.h2d_copies
+            c.h2d_copies,
+            c.h2d_bytes as f64 / 1e6
         );
         add("--replay device", Phase::Replay, replay, signature);
     }

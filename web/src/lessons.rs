@@ -27,7 +27,7 @@ pub fn LessonsList() -> impl IntoView {
             <div class="cards">
                 {lessons::LESSONS.iter().map(|l| view! {
                     <a class="card" data-testid="lesson-card" href=format!("#/lesson/{}", l.id)>
-                        <span class="row">"row "{l.row}</span>
+                        <span class="row">"row "{l.row}{l.needs_gpu().then_some(" · needs a GPU")}</span>
                         <h3>{l.title}</h3>
                         <p>{lead(l)}"."</p>
                     </a>

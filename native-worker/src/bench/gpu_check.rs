@@ -87,6 +87,7 @@ pub fn run(opts: &Options) -> Value {
                 if !opts.no_bench {
                     benches = benchmarks(&gpu, opts.max_log2_envs);
                     benches["dreamer_batch"] = super::gpu_dreamer::bench();
+                    benches["dreamer_batch_precision"] = super::gpu_dreamer::bench_precisions();
                 }
             }
             Err(e) => checks.push(check("open_gpu", false, "-", json!(e))),

@@ -1,16 +1,19 @@
 //! `hotlab gpu-check`'s dreamer part: the world model trained on CUDA with the replay
 //! buffer in pinned host memory and on the device (the same batches, so the same losses
 //! up to cuDNN's nondeterministic backward), its losses falling, and its phases timed with
-//! CUDA events; then `bench batch` on the GPU (samples/s, split and memory per batch size).
+//! CUDA events; the world model in fp16 with its loss scalers; the `replay-copies` lesson's
+//! signature (a lesson that needs a GPU); then `bench batch` on the GPU (samples/s, split
+//! and memory per batch size, in fp32, then bf16 and fp16 at two sizes).
 
 use super::gpu_check::{check, progress};
 use crate::workloads::dreamer::bench::{run, BatchBench};
-use hotlab_shared::spec::{DreamerSpec, ReplayAt, RunSpec, WorkloadSpec};
+use hotlab_shared::lessons::{self, Params};
+use hotlab_shared::spec::{DreamerSpec, Precision, ReplayAt, RunSpec, WorkloadSpec};
 use serde_json::{json, Value};
 use tch::Device;
 
-/// The CI test's short run (tests/dreamer.rs), on CUDA with `replay`.
-fn short_run(replay: ReplayAt) -> anyhow::Result<(Vec<[f64; 3]>, crate::train::TrainReport)> {
+/// The CI test's short run (tests/dreamer.rs), on CUDA with `replay` and `precision`.
+fn short_run(replay: ReplayAt, precision: Precision) -> anyhow::Result<ShortRun> {
     let settings =
         DreamerSpec { batch: 8, seq_len: 8, prefill: 64, train_ratio: 16.0, replay, ..DreamerSpec::default() };
     let spec = RunSpec {
@@ -21,13 +24,24 @@ fn short_run(replay: ReplayAt) -> anyhow::Result<(Vec<[f64; 3]>, crate::train::T
         total_steps: 256,
         ..RunSpec::default()
     };
-    let mut losses = Vec::new();
+    let mut spec = spec;
+    spec.exec.precision = precision;
+    let (mut losses, mut scaling) = (Vec::new(), (None, 0));
     let trained = crate::workloads::train(&spec, &mut |m| {
         if let Some(w) = m.point.world {
             losses.push([w.image, w.reward, w.cont]);
         }
+        scaling = (m.loss_scale, m.skipped_steps);
     })?;
-    Ok((losses, trained.report))
+    Ok(ShortRun { losses, report: trained.report, loss_scale: scaling.0, skipped_steps: scaling.1 })
+}
+
+/// A short run's world-model losses per iteration, its report and (fp16) its loss scaling.
+struct ShortRun {
+    losses: Vec<[f64; 3]>,
+    report: crate::train::TrainReport,
+    loss_scale: Option<f64>,
+    skipped_steps: u64,
 }
 
 pub fn checks() -> Vec<Value> {
@@ -35,8 +49,8 @@ pub fn checks() -> Vec<Value> {
     let mut runs = Vec::new();
     for replay in [ReplayAt::Device, ReplayAt::Pinned] {
         progress(&format!("dreamer on CUDA, --replay {replay}"));
-        match short_run(replay) {
-            Ok(r) => runs.push(r),
+        match short_run(replay, Precision::Fp32) {
+            Ok(r) => runs.push((r.losses, r.report)),
             Err(e) => out.push(check(&format!("dreamer_replay_{replay}"), false, "-", json!(format!("{e:#}")))),
         }
     }
@@ -66,7 +80,62 @@ pub fn checks() -> Vec<Value> {
             json!({"device": device, "pinned": pinned}),
         ));
     }
+    out.push(fp16_check());
+    out.push(replay_lesson_check());
     out
+}
+
+/// The world model, actor and critic with fp16 products and their two loss scalers: the
+/// losses fall as in fp32, and the run reports its scale and skipped steps.
+fn fp16_check() -> Value {
+    progress("dreamer on CUDA, --precision fp16");
+    match short_run(ReplayAt::Device, Precision::Fp16) {
+        Ok(r) => {
+            let l = &r.losses;
+            let falls = l.len() == 4 && l[0][0] > 3.0 * l[3][0] && l[0][2] > 1.5 * l[3][2];
+            check(
+                "dreamer_fp16_learns",
+                falls && r.report.precision == "fp16" && r.loss_scale.is_some(),
+                "fp16 products with loss scaling: image loss falls > 3×, continue > 1.5× over 64 train steps",
+                json!({"losses": l, "precision": r.report.precision, "loss_scale": r.loss_scale,
+                       "skipped_steps": r.skipped_steps}),
+            )
+        }
+        Err(e) => check("dreamer_fp16_learns", false, "-", json!(format!("{e:#}"))),
+    }
+}
+
+/// The `replay-copies` lesson's signature on the GPU: host→device bytes per env step fall
+/// when the buffer moves to the device.
+fn replay_lesson_check() -> Value {
+    progress("lesson replay-copies (its signature needs a GPU)");
+    let Some(lesson) = lessons::find("replay-copies") else {
+        return check("lesson_replay_copies", false, "-", json!("no such lesson"));
+    };
+    match crate::bench::lessons::check(lesson, &Params { seconds: Some(1.0), ..Params::default() }) {
+        Ok(c) => check("lesson_replay_copies", c.shows, lesson.signature.text, json!(c.figures)),
+        Err(e) => check("lesson_replay_copies", false, "-", json!(format!("{e:#}"))),
+    }
+}
+
+/// `bench batch` on CUDA in bf16 and fp16 at two batch sizes (fp32's are in [`bench`]).
+pub fn bench_precisions() -> Value {
+    let figures: Vec<Value> = [tch::Kind::BFloat16, tch::Kind::Half]
+        .into_iter()
+        .map(|kind| {
+            progress(&format!("dreamer bench batch on CUDA in {kind:?}, sizes 64 and 256"));
+            let b = BatchBench {
+                sizes: vec![64, 256],
+                settings: DreamerSpec { size: 4, seq_len: 64, ..DreamerSpec::default() },
+                seconds: 2.0,
+                device: Device::Cuda(0),
+                kind,
+                cudnn_benchmark: true,
+            };
+            serde_json::to_value(run(&b, |_| {})).unwrap_or(Value::Null)
+        })
+        .collect();
+    json!(figures)
 }
 
 pub fn bench() -> Value {
@@ -77,6 +146,7 @@ pub fn bench() -> Value {
         seconds: 2.0,
         device: Device::Cuda(0),
         kind: tch::Kind::Float,
+        cudnn_benchmark: true,
     };
     serde_json::to_value(run(&b, |_| {})).unwrap_or(Value::Null)
 }

@@ -1,5 +1,6 @@
 //! A lesson's quick check: its slow setting and each fix trained once, briefly, and
-//! whether the signature shows (`hotlab lesson check`; CI runs it for every lesson).
+//! whether the signature shows (`hotlab lesson check`; CI runs it for every lesson). A
+//! lesson whose bottleneck needs a GPU is skipped, saying so, where CUDA is missing.
 
 use anyhow::{Context, Result};
 use hotlab_shared::lessons::{Figure, Lesson, Params};
@@ -14,11 +15,33 @@ pub struct Check {
     /// The slow setting's figure, then each fix's.
     pub figures: Vec<Figure>,
     pub shows: bool,
+    /// Why the lesson was not run here (it needs a GPU and this machine has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// Why `lesson` cannot run on this machine, if it cannot.
+pub fn unrunnable(lesson: &Lesson) -> Option<String> {
+    (lesson.needs_gpu() && !tch::Cuda::is_available()).then(|| {
+        format!(
+            "lesson {} needs a CUDA GPU (its bottleneck does not exist on a CPU), and this machine has none",
+            lesson.id
+        )
+    })
 }
 
 /// Trains the lesson's slow setting and each fix once under `params`' budget.
 pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
     let plan = lesson.plan(params)?;
+    if let Some(why) = unrunnable(lesson) {
+        return Ok(Check {
+            lesson: lesson.id,
+            measure: lesson.signature.text,
+            figures: Vec::new(),
+            shows: false,
+            skipped: Some(why),
+        });
+    }
     let mut figures = Vec::new();
     for (label, spec) in std::iter::once(("baseline", &plan.baseline))
         .chain(plan.changes.iter().map(|c| c.text.as_str()).zip(&plan.variants))
@@ -28,5 +51,5 @@ pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
         figures.push(Figure { setting: label.to_string(), value });
     }
     let shows = figures[1..].iter().all(|f| lesson.signature.shows(figures[0].value, f.value));
-    Ok(Check { lesson: lesson.id, measure: lesson.signature.text, figures, shows })
+    Ok(Check { lesson: lesson.id, measure: lesson.signature.text, figures, shows, skipped: None })
 }

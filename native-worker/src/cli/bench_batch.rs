@@ -36,10 +36,15 @@ pub struct BenchBatchArgs {
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// What the products compute in: fp32, bf16 (fp32 master weights) or auto (bf16 where
-    /// the device has it natively); fp16 is refused (the world model has no loss scaler).
+    /// What the products compute in: fp32, bf16 (fp32 master weights), fp16 (CUDA only,
+    /// with dynamic loss scaling) or auto (bf16 where the device has it natively).
     #[arg(long, default_value = "fp32")]
     pub precision: Precision,
+    /// Leave cuDNN's convolution algorithms to its heuristics (libtorch's default) instead
+    /// of timing them on each new shape and keeping the fastest, as a dreamer run on CUDA
+    /// does (PyTorch's `cudnn.benchmark`); CUDA only.
+    #[arg(long)]
+    pub cudnn_heuristics: bool,
     /// libtorch intra-op threads; 0 = one per core.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -78,22 +83,23 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
     if a.replay == ReplayAt::Pinned && device == tch::Device::Cpu {
         return Err(usage("--replay", "pinned needs a CUDA device; allowed on the CPU: host, device".into()));
     }
-    if a.precision == Precision::Fp16 {
-        return Err(usage(
-            "--precision",
-            "fp16 needs a loss scaler the world model does not have; allowed: fp32, bf16, auto".into(),
-        ));
-    }
     let kind =
         hotlab::train::precision::resolve(a.precision, device).map_err(|e| usage("--precision", e.message))?.kind;
-    let kind = if kind == tch::Kind::Half { tch::Kind::Float } else { kind };
     let threads = match a.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
     tch::set_num_threads(threads as i32);
     let json = a.json;
-    let r = run(&BatchBench { sizes: a.sizes, settings, seconds: a.seconds, device, kind }, |batch| {
+    if a.cudnn_heuristics && !device.is_cuda() {
+        return Err(usage(
+            "--cudnn-heuristics",
+            "cuDNN runs on CUDA devices only; this run's device is the CPU".into(),
+        ));
+    }
+    let cudnn_benchmark = !a.cudnn_heuristics;
+    let bench = BatchBench { sizes: a.sizes, settings, seconds: a.seconds, device, kind, cudnn_benchmark };
+    let r = run(&bench, |batch| {
         if !json {
             eprintln!("measuring batch {batch}");
         }

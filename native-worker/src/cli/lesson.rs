@@ -14,7 +14,8 @@ pub enum LessonCommand {
     /// signature's figure per setting (the same result as the lab's lesson page).
     Run(RunArgs),
     /// Train each lesson's slow setting and fixes once, briefly, and say whether its
-    /// signature shows on this machine (exit 1 when one does not).
+    /// signature shows on this machine (exit 1 when one does not). A lesson that needs a
+    /// GPU is skipped, saying so, on a machine without CUDA.
     Check(CheckArgs),
 }
 
@@ -72,7 +73,9 @@ fn check(a: CheckArgs) -> Result<()> {
     let mut checks = Vec::new();
     for lesson in chosen {
         let c = hotlab::bench::lessons::check(lesson, &params)?;
-        if !a.json {
+        if let (false, Some(why)) = (a.json, &c.skipped) {
+            println!("{:<20} {:<13} {why}", c.lesson, "skipped");
+        } else if !a.json {
             let figures: Vec<String> = c.figures.iter().map(|f| format!("{} {:.4}", f.setting, f.value)).collect();
             let shows = if c.shows { "shows" } else { "DOES NOT SHOW" };
             println!("{:<20} {shows:<13} {}: {}", c.lesson, c.measure, figures.join(", "));
@@ -82,7 +85,7 @@ fn check(a: CheckArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string(&checks)?);
     }
-    let missing: Vec<&str> = checks.iter().filter(|c| !c.shows).map(|c| c.lesson).collect();
+    let missing: Vec<&str> = checks.iter().filter(|c| !c.shows && c.skipped.is_none()).map(|c| c.lesson).collect();
     anyhow::ensure!(missing.is_empty(), "the signature did not show for {}", missing.join(", "));
     Ok(())
 }
@@ -118,6 +121,11 @@ fn run(a: RunArgs) -> Result<()> {
     }
     let params = Params { settings, repeats: a.repeats, seconds: a.seconds };
     let plan = lesson.plan(&params)?;
+    if let Some(why) = hotlab::bench::lessons::unrunnable(lesson) {
+        if plan.baseline.device.starts_with("cuda") {
+            return Err(UsageError { flag: "ID", message: format!("{why}; run it on a GPU machine") }.into());
+        }
+    }
     if !a.json {
         println!("{} (row {}): {}\n", lesson.title, lesson.row, lesson.phenomenon);
         println!("look at: {}\n", lesson.look_at);

@@ -11,6 +11,8 @@ pub struct FlatAdam {
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
     step: i32,
+    /// [`Self::step_masked`]'s count of steps taken, on the device (`[1]` f32).
+    taken: Option<Tensor>,
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,
@@ -19,7 +21,30 @@ pub struct FlatAdam {
 impl FlatAdam {
     /// CleanRL uses eps = 1e-5.
     pub fn new(params: &Tensor, eps: f64) -> Self {
-        Self { exp_avg: params.zeros_like(), exp_avg_sq: params.zeros_like(), step: 0, beta1: 0.9, beta2: 0.999, eps }
+        let (exp_avg, exp_avg_sq) = (params.zeros_like(), params.zeros_like());
+        Self { exp_avg, exp_avg_sq, step: 0, taken: None, beta1: 0.9, beta2: 0.999, eps }
+    }
+
+    /// [`Self::step`] weighted by `keep` (`[1]` f32 on the device, 1 or 0), with no host
+    /// read: at 0 the parameters, the moments and the step count stay as they were, whatever
+    /// the gradient holds (an fp16 step whose gradients overflowed). Only libtorch ops.
+    pub fn step_masked(&mut self, params: &mut Tensor, grad: &Tensor, lr: f64, keep: &Tensor) {
+        tch::no_grad(|| {
+            let taken = self.taken.get_or_insert_with(|| keep.zeros_like());
+            let _ = taken.g_add_(keep);
+            // 1 − β^t with t on the device (at least 1: a skipped first step divides by nothing).
+            let t = taken.clamp_min(1.0);
+            let bias = |beta: f64| -> Tensor { 1.0 - (&t * beta.ln()).exp() };
+            let (bias1, bias2) = (bias(self.beta1), bias(self.beta2));
+            let g = grad.nan_to_num(0.0, 0.0, 0.0) * keep;
+            let m = self.exp_avg.lerp(&g, 1.0 - self.beta1);
+            let v = &self.exp_avg_sq * self.beta2 + g.square() * (1.0 - self.beta2);
+            let denom = v.sqrt() / bias2.sqrt() + self.eps;
+            let update = m.g_mul_scalar(-lr) / bias1 / denom;
+            let _ = self.exp_avg.lerp_tensor_(&m, keep);
+            let _ = self.exp_avg_sq.lerp_tensor_(&v, keep);
+            let _ = params.addcmul_(&update, keep);
+        });
     }
 
     /// One step: `params -= lr * m̂ / (sqrt(v̂) + eps)`; one host pass on the CPU.
@@ -74,6 +99,29 @@ mod tests {
             adam.step(&mut ours, g, 1e-2);
         }
         let err = f64::try_from((&ours - &w.detach()).abs().max()).unwrap();
+        assert!(err < 1e-6, "max difference {err}");
+    }
+
+    /// The masked step with weight 1 is Adam; with weight 0 it changes nothing, even on a
+    /// gradient of infs and NaNs and before any step was taken, and the next kept step is
+    /// Adam's next step.
+    #[test]
+    fn a_masked_step_is_adam_or_nothing() {
+        let _seeded = crate::testing::torch_seed(3);
+        let p0 = Tensor::randn([50], (Kind::Float, Device::Cpu));
+        let grads: Vec<Tensor> = (0..4).map(|_| Tensor::randn([50], (Kind::Float, Device::Cpu))).collect();
+        let (mut plain, mut masked) = (p0.copy(), p0.copy());
+        let (mut a, mut b) = (FlatAdam::new(&plain, 1e-8), FlatAdam::new(&masked, 1e-8));
+        let (one, zero) = (Tensor::from_slice(&[1.0f32]), Tensor::from_slice(&[0.0f32]));
+        let bad = Tensor::from_slice(&[f32::NAN, f32::INFINITY]).repeat([25]);
+        for g in &grads {
+            let before = masked.copy();
+            b.step_masked(&mut masked, &bad, 1e-2, &zero);
+            assert!(before.equal(&masked), "a skipped step moved a parameter");
+            a.step(&mut plain, g, 1e-2);
+            b.step_masked(&mut masked, g, 1e-2, &one);
+        }
+        let err = f64::try_from((&plain - &masked).abs().max()).unwrap();
         assert!(err < 1e-6, "max difference {err}");
     }
 }

@@ -5,7 +5,7 @@ use hotlab_shared::spec::{self, SpecError, FP16_NEEDS_CUDA};
 use tch::{Device, Kind, Tensor};
 
 /// PyTorch's `GradScaler` defaults.
-const INIT_SCALE: f64 = 65536.0;
+pub const INIT_SCALE: f64 = 65536.0;
 const GROWTH_INTERVAL: u32 = 2000;
 
 /// Dynamic loss scaling: gradients are computed for `loss × scale`; a step whose
@@ -20,6 +20,13 @@ pub struct LossScaler {
     pub skipped: u64,
 }
 
+impl Default for LossScaler {
+    /// PyTorch's `GradScaler` defaults.
+    fn default() -> Self {
+        Self::new(INIT_SCALE, GROWTH_INTERVAL)
+    }
+}
+
 impl LossScaler {
     pub fn new(scale: f64, growth_interval: u32) -> Self {
         Self { scale, growth_interval: growth_interval.max(1), good_steps: 0, skipped: 0 }
@@ -28,7 +35,16 @@ impl LossScaler {
     /// Unscales `grad` in place and says whether the step may be taken (one host read:
     /// `GradScaler.step` makes the same one).
     pub fn unscale(&mut self, grad: &mut Tensor) -> bool {
-        let finite = tch::no_grad(|| bool::try_from(grad.isfinite().all()).unwrap_or(false));
+        self.unscale_all(&mut [grad])
+    }
+
+    /// [`Self::unscale`] for the gradients of several networks stepped together: one read
+    /// says whether all of them are finite, and the step is taken or skipped for all.
+    pub fn unscale_all(&mut self, grads: &mut [&mut Tensor]) -> bool {
+        let finite = tch::no_grad(|| {
+            let each: Vec<Tensor> = grads.iter().map(|g| g.isfinite().all()).collect();
+            bool::try_from(Tensor::stack(&each, 0).all()).unwrap_or(false)
+        });
         if !finite {
             self.skipped += 1;
             self.scale *= 0.5;
@@ -36,7 +52,9 @@ impl LossScaler {
             return false;
         }
         tch::no_grad(|| {
-            let _ = grad.g_mul_scalar_(1.0 / self.scale);
+            for g in grads.iter_mut() {
+                let _ = g.g_mul_scalar_(1.0 / self.scale);
+            }
         });
         self.good_steps += 1;
         if self.good_steps >= self.growth_interval {
@@ -44,6 +62,69 @@ impl LossScaler {
             self.good_steps = 0;
         }
         true
+    }
+}
+
+/// Dynamic loss scaling kept on the device, with no host read per step (the dreamer's): the
+/// check and the unscale are one fused op per gradient (PyTorch's
+/// `_amp_foreach_non_finite_check_and_unscale_`), a skipped step is an optimizer step
+/// masked to nothing ([`crate::train::adam::FlatAdam::step_masked`]), and the scale moves by
+/// `_amp_update_scale_` (the same rule as [`LossScaler`]). The scale and the steps skipped
+/// are read only when reported.
+pub struct DeviceScaler {
+    /// `[1]` f32 each: the scale, 1 where the last check found an inf or NaN, steps skipped.
+    scale: Tensor,
+    found_inf: Tensor,
+    skipped: Tensor,
+    /// `[1]` i32: good steps in a row.
+    growth: Tensor,
+    growth_interval: i64,
+}
+
+impl DeviceScaler {
+    pub fn new(scale: f64, growth_interval: u32, device: Device) -> Self {
+        let f = |v: f64| Tensor::from_slice(&[v as f32]).to_device(device);
+        Self {
+            scale: f(scale),
+            found_inf: f(0.0),
+            skipped: f(0.0),
+            growth: Tensor::zeros([1], (Kind::Int, device)),
+            growth_interval: i64::from(growth_interval.max(1)),
+        }
+    }
+
+    /// PyTorch's growth interval, from `scale`.
+    pub fn starting_at(scale: f64, device: Device) -> Self {
+        Self::new(scale, GROWTH_INTERVAL, device)
+    }
+
+    /// `loss` times the scale.
+    pub fn scale(&self, loss: &Tensor) -> Tensor {
+        loss * &self.scale
+    }
+
+    /// Unscales `grads` in place and moves the scale; the `[1]` f32 weight of this step:
+    /// 1 to take it, 0 where a gradient held an inf or NaN (then the scale halves).
+    pub fn unscale(&mut self, grads: &mut [&mut Tensor]) -> Tensor {
+        tch::no_grad(|| {
+            let _ = self.found_inf.zero_();
+            let inverse = self.scale.reciprocal();
+            for g in grads.iter_mut() {
+                g.internal_amp_non_finite_check_and_unscale(&mut self.found_inf, &inverse);
+            }
+            let _ = self.skipped.g_add_(&self.found_inf);
+            let keep = 1.0 - &self.found_inf;
+            let _ =
+                self.scale.internal_amp_update_scale_(&self.growth, &self.found_inf, 2.0, 0.5, self.growth_interval);
+            keep
+        })
+    }
+
+    /// The scale and the steps skipped so far: one host read.
+    pub fn read(&self) -> (f64, u64) {
+        let both = Tensor::cat(&[&self.scale, &self.skipped], 0).to_device(Device::Cpu);
+        let v = Vec::<f32>::try_from(both).unwrap_or_default();
+        (f64::from(v.first().copied().unwrap_or(0.0)), v.get(1).copied().unwrap_or(0.0) as u64)
     }
 }
 
@@ -94,7 +175,7 @@ pub fn resolve(wanted: spec::Precision, device: Device) -> Result<Precision, Spe
         spec::Precision::Fp16 if device.is_cuda() => Kind::Half,
         spec::Precision::Fp16 => return Err(SpecError::new("precision", FP16_NEEDS_CUDA)),
     };
-    let scaler = (kind == Kind::Half).then(|| LossScaler::new(INIT_SCALE, GROWTH_INTERVAL));
+    let scaler = (kind == Kind::Half).then(LossScaler::default);
     Ok(Precision { kind, scaler })
 }
 
@@ -119,6 +200,40 @@ mod tests {
         }
         assert!(s.unscale(&mut Tensor::from_slice(&[1.0f32])));
         assert_eq!(s.scale, 512.0, "grows after 3 good steps in a row");
+    }
+
+    #[test]
+    fn one_inf_among_several_networks_skips_them_all() {
+        let mut s = LossScaler::new(4.0, 100);
+        let (mut a, mut b) = (Tensor::from_slice(&[8.0f32]), Tensor::from_slice(&[f32::NEG_INFINITY, 4.0]));
+        assert!(!s.unscale_all(&mut [&mut a, &mut b]));
+        assert_eq!(Vec::<f32>::try_from(&a).unwrap(), vec![8.0], "a skipped step leaves every gradient as it was");
+        assert_eq!((s.scale, s.skipped), (2.0, 1));
+        let mut b = Tensor::from_slice(&[4.0f32, 2.0]);
+        assert!(s.unscale_all(&mut [&mut a, &mut b]));
+        assert_eq!(Vec::<f32>::try_from(&a).unwrap(), vec![4.0]);
+        assert_eq!(Vec::<f32>::try_from(&b).unwrap(), vec![2.0, 1.0]);
+    }
+
+    /// The device scaler follows the same rule with no read per step: an inf skips (weight
+    /// 0) and halves the scale, good steps unscale and, after the interval, double it.
+    #[test]
+    fn the_device_scaler_follows_the_same_rule_without_reading() {
+        let mut s = DeviceScaler::new(1024.0, 2, Device::Cpu);
+        let loss = s.scale(&Tensor::from_slice(&[3.0f32]));
+        assert_eq!(Vec::<f32>::try_from(&loss).unwrap(), vec![3072.0]);
+        let (mut a, mut b) = (Tensor::from_slice(&[2048.0f32]), Tensor::from_slice(&[f32::NAN]));
+        let keep = s.unscale(&mut [&mut a, &mut b]);
+        assert_eq!(Vec::<f32>::try_from(&keep).unwrap(), vec![0.0], "a NaN anywhere skips the step");
+        assert_eq!(s.read(), (512.0, 1));
+        for expect in [512.0, 1024.0] {
+            let keep = s.unscale(&mut [&mut Tensor::from_slice(&[1.0f32, 2.0])]);
+            assert_eq!(Vec::<f32>::try_from(&keep).unwrap(), vec![1.0]);
+            assert_eq!(s.read(), (expect, 1), "grows after 2 good steps in a row");
+        }
+        let mut g = Tensor::from_slice(&[1024.0f32]);
+        let _ = s.unscale(&mut [&mut g]);
+        assert_eq!(Vec::<f32>::try_from(&g).unwrap(), vec![1.0], "unscaled by the scale in force");
     }
 
     #[test]

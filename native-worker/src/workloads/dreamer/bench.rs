@@ -30,8 +30,10 @@ pub struct BatchBench {
     pub settings: DreamerSpec,
     pub seconds: f64,
     pub device: Device,
-    /// What the products compute in (fp32 or bf16).
+    /// What the products compute in (fp32, bf16, or fp16 with its loss scalers).
     pub kind: tch::Kind,
+    /// Let cuDNN time its algorithms for each new shape and keep the fastest (CUDA).
+    pub cudnn_benchmark: bool,
 }
 
 /// One batch size's figures.
@@ -61,6 +63,8 @@ pub struct BatchReport {
     pub threads: usize,
     /// What the products computed in.
     pub precision: String,
+    /// Whether cuDNN chose its algorithms by timing them.
+    pub cudnn_benchmark: bool,
     /// Model FLOPs of one replayed step (forward and backward, imagination included).
     pub flops_per_sample: f64,
     pub sgemm_gflops: f64,
@@ -96,7 +100,7 @@ pub fn flops_per_sample(d: &Dims, horizon: usize) -> f64 {
 }
 
 /// A replay buffer of random CartPole episodes, drawn, enough for `seq_len` sequences.
-fn filled(settings: &DreamerSpec, device: Device) -> Replay {
+pub(super) fn filled(settings: &DreamerSpec, device: Device) -> Replay {
     let steps = (4 * settings.seq_len).max(64);
     let mut replay = Replay::new(settings.replay, steps * FILL_ENVS, FILL_ENVS, device);
     let mut env = CartPoleBatch::new(FILL_ENVS, 1, 0);
@@ -136,6 +140,9 @@ fn memory(device: Device) -> (Option<u64>, Option<u64>) {
 
 /// Runs the sweep; `progress` is told each batch size as it starts.
 pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
+    if b.device.is_cuda() {
+        tch::Cuda::cudnn_set_benchmark(b.cudnn_benchmark);
+    }
     let sgemm = crate::system::sgemm_gflops(b.device);
     let dims = Dims::new(b.settings.size);
     let flops = flops_per_sample(&dims, b.settings.horizon);
@@ -147,7 +154,8 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
         let settings = DreamerSpec { batch, ..b.settings.clone() };
         let world = WorldModel::new(dims, b.device, b.kind);
         let behavior = Behavior::new(&dims, b.device, b.kind);
-        let mut trainer = Trainer::new(settings.clone(), world, behavior);
+        let scaler = (b.kind == tch::Kind::Half).then_some(crate::train::precision::INIT_SCALE);
+        let mut trainer = Trainer::new(settings.clone(), world, behavior, scaler);
         let (mut rng, mut c, mut prof) = (HostRng::new(3), Counters::default(), Profiler::new(None));
         let mut tally = Tally::new(settings.loss_read);
         trainer.step(&replay, &mut rng, &mut prof, &mut c, &mut tally); // warm-up: allocations, kernels
@@ -187,6 +195,7 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
         size: b.settings.size,
         threads: tch::get_num_threads().max(1) as usize,
         precision: crate::train::precision::Precision { kind: b.kind, scaler: None }.label().into(),
+        cudnn_benchmark: b.cudnn_benchmark && b.device.is_cuda(),
         flops_per_sample: flops,
         sgemm_gflops: sgemm,
         figures,

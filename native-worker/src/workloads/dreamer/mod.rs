@@ -103,16 +103,6 @@ impl Workload for Dreamer {
                  allowed here: host, device"
             );
         }
-        // bf16 products on fp32 masters need no scaler; fp16 would, and the world model has none.
-        if setup.precision.kind == tch::Kind::Half {
-            if setup.spec.exec.precision == hotlab_shared::spec::Precision::Fp16 {
-                bail!("--precision fp16: the world model has no loss scaler; allowed with --env dreamer: fp32, bf16, auto");
-            }
-            setup
-                .notes
-                .push("env dreamer: auto picked fp16, which needs a loss scaler the world model lacks: fp32".into());
-            setup.precision = crate::train::precision::Precision::fp32();
-        }
         Ok(Box::new(learner::DreamerLearner::new(setup, self)?))
     }
 

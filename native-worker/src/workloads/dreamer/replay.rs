@@ -4,10 +4,11 @@
 //!
 //! A step is its frame, the action that led to it (0 at an episode's first), the reward
 //! received on arriving, whether the episode continues after it, and whether it is an
-//! episode's first. Where the frames live is `--replay` (catalogue row 11): `host` keeps
+//! episode's first. Where the steps live is `--replay` (catalogue row 11): `host` keeps
 //! them in host memory and gathers each batch there, then copies it to the model's
-//! device; `pinned` gathers into page-locked memory and copies without blocking (CUDA);
-//! `device` keeps them in a tensor beside the model, so a batch is one gather there.
+//! device, the host waiting for each copy; `pinned` stages the batch in page-locked memory
+//! and copies it without blocking (CUDA); `device` keeps them in tensors beside the model,
+//! so a batch is one small copy of the rows to gather (staged the same way) and gathers there.
 
 use super::world::PIXELS;
 use hotlab_shared::counters::Counters;
@@ -38,51 +39,65 @@ pub struct Batch {
     pub first: Tensor,
 }
 
-/// Where the frames are.
-enum Frames {
-    /// Host memory, `[env][slot][pixel]`.
-    Host(Vec<u8>),
-    /// A `[envs × slots, PIXELS]` byte tensor on the model's device.
-    Device(Tensor),
+/// Where the steps are.
+enum Store {
+    /// Host memory: frames `[env][slot][pixel]`, and each small field per step.
+    Host { frames: Vec<u8>, prev_action: Vec<i64>, reward: Vec<f32>, cont: Vec<f32>, first: Vec<f32> },
+    /// Tensors on the model's device: `[steps, PIXELS]` bytes, and `[steps, 4]` f32 (the
+    /// previous action, reward, continue and first flag of each step).
+    Device { frames: Tensor, small: Tensor },
 }
+
+/// The small fields' columns in [`Store::Device`]'s `small`.
+const SMALL: i64 = 4;
 
 pub struct Replay {
     at: ReplayAt,
     device: Device,
     /// Steps each env's ring holds.
     slots: usize,
-    frames: Frames,
-    prev_action: Vec<i64>,
-    reward: Vec<f32>,
-    cont: Vec<f32>,
-    first: Vec<f32>,
+    store: Store,
     /// Per env: the next slot to write, and how many are filled.
     head: Vec<usize>,
     filled: Vec<usize>,
 }
 
+/// Host tensor `t` on `device`, counted as a host→device copy when that is a GPU: from
+/// page-locked staging without blocking the host (`staged`), or a plain copy from pageable
+/// memory, which waits until the device has run everything queued before it.
+fn copy_to(t: Tensor, device: Device, staged: bool, c: &mut Counters) -> Tensor {
+    if device == Device::Cpu {
+        return t;
+    }
+    c.h2d_copies += 1;
+    c.h2d_bytes += (t.numel() * t.kind().elt_size_in_bytes()) as u64;
+    match staged {
+        // libtorch's pinned allocator records the copy's stream before reusing the block.
+        true => t.internal_pin_memory(device).to_device_(device, t.kind(), true, false),
+        false => t.to_device(device),
+    }
+}
+
 impl Replay {
-    /// `capacity` steps over `envs` rings, the frames where `at` says (`pinned` keeps them
-    /// on the host like `host`; only its batches differ).
+    /// `capacity` steps over `envs` rings, where `at` says (`pinned` keeps them on the host
+    /// like `host`; only its batches' copies differ).
     pub fn new(at: ReplayAt, capacity: usize, envs: usize, device: Device) -> Self {
         let slots = (capacity / envs).max(2);
         let n = slots * envs;
-        let frames = match at {
-            ReplayAt::Host | ReplayAt::Pinned => Frames::Host(vec![0; n * PIXELS as usize]),
-            ReplayAt::Device => Frames::Device(Tensor::zeros([n as i64, PIXELS], (Kind::Uint8, device))),
+        let store = match at {
+            ReplayAt::Host | ReplayAt::Pinned => Store::Host {
+                frames: vec![0; n * PIXELS as usize],
+                prev_action: vec![0; n],
+                reward: vec![0.0; n],
+                cont: vec![0.0; n],
+                first: vec![0.0; n],
+            },
+            ReplayAt::Device => Store::Device {
+                frames: Tensor::zeros([n as i64, PIXELS], (Kind::Uint8, device)),
+                small: Tensor::zeros([n as i64, SMALL], (Kind::Float, device)),
+            },
         };
-        Self {
-            at,
-            device,
-            slots,
-            frames,
-            prev_action: vec![0; n],
-            reward: vec![0.0; n],
-            cont: vec![0.0; n],
-            first: vec![0.0; n],
-            head: vec![0; envs],
-            filled: vec![0; envs],
-        }
+        Self { at, device, slots, store, head: vec![0; envs], filled: vec![0; envs] }
     }
 
     /// Steps stored, over every env.
@@ -99,78 +114,80 @@ impl Replay {
         self.filled.iter().all(|&f| f >= t)
     }
 
-    /// Appends one step per env in `steps` (env `e` at row `e`); frames go to the device in
-    /// one copy per call.
+    /// Appends one step per env in `steps` (env `e` at row `e`). On the device: the frames,
+    /// the small fields and the rows to write go there in three copies per call.
     pub fn push(&mut self, envs: &[usize], steps: &[Step<'_>], c: &mut Counters) {
         let px = PIXELS as usize;
         let mut rows = Vec::with_capacity(envs.len());
-        for (&e, s) in envs.iter().zip(steps) {
-            let i = e * self.slots + self.head[e];
-            rows.push(i as i64);
-            self.prev_action[i] = s.prev_action;
-            self.reward[i] = s.reward;
-            self.cont[i] = f32::from(u8::from(s.cont));
-            self.first[i] = f32::from(u8::from(s.first));
-            if let Frames::Host(frames) = &mut self.frames {
-                frames[i * px..(i + 1) * px].copy_from_slice(s.frame);
-            }
+        for &e in envs {
+            rows.push((e * self.slots + self.head[e]) as i64);
             self.head[e] = (self.head[e] + 1) % self.slots;
             self.filled[e] = (self.filled[e] + 1).min(self.slots);
         }
-        if let Frames::Device(frames) = &mut self.frames {
-            let bytes: Vec<u8> = steps.iter().flat_map(|s| s.frame.iter().copied()).collect();
-            let new = Tensor::from_slice(&bytes).view([steps.len() as i64, PIXELS]).to_device(self.device);
-            let index = Tensor::from_slice(&rows).to_device(self.device);
-            let _ = frames.index_copy_(0, &index, &new);
-            if self.device != Device::Cpu {
-                c.h2d_copies += 2;
-                c.h2d_bytes += (bytes.len() + rows.len() * 8) as u64;
+        let flag = |b: bool| f32::from(u8::from(b));
+        match &mut self.store {
+            Store::Host { frames, prev_action, reward, cont, first } => {
+                for (&i, s) in rows.iter().zip(steps) {
+                    let i = i as usize;
+                    frames[i * px..(i + 1) * px].copy_from_slice(s.frame);
+                    prev_action[i] = s.prev_action;
+                    reward[i] = s.reward;
+                    cont[i] = flag(s.cont);
+                    first[i] = flag(s.first);
+                }
+            }
+            Store::Device { frames, small } => {
+                let k = steps.len() as i64;
+                let bytes: Vec<u8> = steps.iter().flat_map(|s| s.frame.iter().copied()).collect();
+                let values: Vec<f32> =
+                    steps.iter().flat_map(|s| [s.prev_action as f32, s.reward, flag(s.cont), flag(s.first)]).collect();
+                let device = self.device;
+                let index = copy_to(Tensor::from_slice(&rows), device, true, c);
+                let bytes = copy_to(Tensor::from_slice(&bytes), device, true, c);
+                let values = copy_to(Tensor::from_slice(&values), device, true, c);
+                let _ = frames.index_copy_(0, &index, &bytes.view([k, PIXELS]));
+                let _ = small.index_copy_(0, &index, &values.view([k, SMALL]));
             }
         }
     }
 
     /// `b` sequences of `t` steps: each from a random env, starting at a random step whose
-    /// sequence lies inside what its ring holds.
+    /// sequence lies inside what its ring holds. From the host: five copies (frames and each
+    /// small field); from the device: one (the rows to gather).
     pub fn sample(&self, b: usize, t: usize, rng: &mut HostRng, c: &mut Counters) -> Batch {
         let mut index = Vec::with_capacity(b * t);
         for _ in 0..b {
             let e = (rng.next_u64() % self.head.len() as u64) as usize;
             let oldest = (self.head[e] + self.slots - self.filled[e]) % self.slots;
             let start = oldest + (rng.next_u64() % (self.filled[e] - t + 1) as u64) as usize;
-            index.extend((0..t).map(|k| e * self.slots + (start + k) % self.slots));
+            index.extend((0..t).map(|k| (e * self.slots + (start + k) % self.slots) as i64));
         }
-        let shape = [b as i64, t as i64];
-        let gather = |v: &Vec<f32>| index.iter().map(|&i| v[i]).collect::<Vec<f32>>();
-        let small = [gather(&self.reward), gather(&self.cont), gather(&self.first)];
-        let actions: Vec<i64> = index.iter().map(|&i| self.prev_action[i]).collect();
-        let to_model = |t: Tensor, c: &mut Counters| {
-            if self.device == Device::Cpu {
-                return t;
-            }
-            c.h2d_copies += 1;
-            c.h2d_bytes += (t.numel() * t.kind().elt_size_in_bytes()) as u64;
-            match self.at {
-                ReplayAt::Pinned => t.pin_memory(self.device).to_device_(self.device, t.kind(), true, false),
-                ReplayAt::Host | ReplayAt::Device => t.to_device(self.device),
-            }
-        };
-        let obs = match &self.frames {
-            Frames::Host(frames) => {
+        let (bt, shape) = (b as i64, [b as i64, t as i64]);
+        let to_model = |t: Tensor, c: &mut Counters| copy_to(t, self.device, self.at != ReplayAt::Host, c);
+        match &self.store {
+            Store::Host { frames, prev_action, reward, cont, first } => {
                 let px = PIXELS as usize;
                 let mut bytes = Vec::with_capacity(index.len() * px);
                 for &i in &index {
-                    bytes.extend_from_slice(&frames[i * px..(i + 1) * px]);
+                    bytes.extend_from_slice(&frames[i as usize * px..(i as usize + 1) * px]);
                 }
-                to_model(Tensor::from_slice(&bytes), c).view([b as i64, t as i64, PIXELS])
+                let obs = to_model(Tensor::from_slice(&bytes), c).view([bt, t as i64, PIXELS]);
+                let gather = |v: &Vec<f32>| index.iter().map(|&i| v[i as usize]).collect::<Vec<f32>>();
+                let [reward, cont, first] =
+                    [reward, cont, first].map(|v| to_model(Tensor::from_slice(&gather(v)), c).view(shape));
+                let actions: Vec<i64> = index.iter().map(|&i| prev_action[i as usize]).collect();
+                let prev_action = to_model(Tensor::from_slice(&actions), c).view(shape);
+                Batch { b: bt, t: t as i64, obs, prev_action, reward, cont, first }
             }
-            Frames::Device(frames) => {
-                let rows: Vec<i64> = index.iter().map(|&i| i as i64).collect();
-                frames.index_select(0, &to_model(Tensor::from_slice(&rows), c)).view([b as i64, t as i64, PIXELS])
+            Store::Device { frames, small } => {
+                let rows = to_model(Tensor::from_slice(&index), c);
+                let obs = frames.index_select(0, &rows).view([bt, t as i64, PIXELS]);
+                let small = small.index_select(0, &rows).view([bt, t as i64, SMALL]);
+                let column = |i: i64| small.select(2, i).contiguous();
+                let prev_action = column(0).to_kind(Kind::Int64);
+                Batch { b: bt, t: t as i64, obs, prev_action, reward: column(1), cont: column(2), first: column(3) }
             }
-        };
-        let [reward, cont, first] = small.map(|v| to_model(Tensor::from_slice(&v), c).view(shape));
-        let prev_action = to_model(Tensor::from_slice(&actions), c).view(shape);
-        Batch { b: b as i64, t: t as i64, obs, prev_action, reward, cont, first }
+        }
     }
 }
 
@@ -190,7 +207,13 @@ mod tests {
             let frames = [frame(0, k), frame(1, k)];
             let steps: Vec<Step> = frames
                 .iter()
-                .map(|f| Step { frame: f, prev_action: (k % 2) as i64, reward: k as f32, cont: true, first: k == 0 })
+                .map(|f| Step {
+                    frame: f,
+                    prev_action: (k % 2) as i64,
+                    reward: k as f32,
+                    cont: k % 3 > 0,
+                    first: k % 7 == 0,
+                })
                 .collect();
             r.push(&[0, 1], &steps, &mut c);
         }
@@ -198,7 +221,7 @@ mod tests {
     }
 
     /// Sequences are consecutive steps of one env, from what the ring still holds, with
-    /// every field of the same step; host and device buffers give the same batch.
+    /// every field of the same step; host and device buffers give the same batch, field for field.
     #[test]
     fn sequences_are_consecutive_steps_of_one_env_wherever_the_frames_live() {
         let mut batches = Vec::new();
@@ -217,7 +240,10 @@ mod tests {
                     assert_eq!(p as usize, env * 100 + seq[k] as usize);
                 }
             }
-            batches.push((rewards, pixels));
+            let rest = [&batch.cont, &batch.first, &batch.prev_action.to_kind(Kind::Float)]
+                .map(|t| Vec::<f32>::try_from(t.reshape([-1])).unwrap());
+            assert_eq!(batch.prev_action.kind(), Kind::Int64);
+            batches.push((rewards, pixels, rest));
         }
         assert_eq!(batches[0], batches[1]);
     }
