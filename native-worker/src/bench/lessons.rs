@@ -3,6 +3,7 @@
 //! lesson whose bottleneck needs a GPU is skipped, saying so, where CUDA is missing.
 
 use anyhow::{Context, Result};
+use hotlab_shared::audit::Plan;
 use hotlab_shared::lessons::{Figure, Lesson, Params};
 use serde::Serialize;
 
@@ -20,20 +21,19 @@ pub struct Check {
     pub skipped: Option<String>,
 }
 
-/// Why `lesson` cannot run on this machine, if it cannot.
-pub fn unrunnable(lesson: &Lesson) -> Option<String> {
-    (lesson.needs_gpu() && !tch::Cuda::is_available()).then(|| {
-        format!(
-            "lesson {} needs a CUDA GPU (its bottleneck does not exist on a CPU), and this machine has none",
-            lesson.id
-        )
+/// Why `lesson` cannot run as `plan` says on this machine, if it cannot: its runs are on
+/// CUDA and this machine has none.
+pub fn unrunnable(lesson: &Lesson, plan: &Plan) -> Option<String> {
+    (plan.baseline.device.starts_with("cuda") && !tch::Cuda::is_available()).then(|| {
+        let why = if lesson.needs_gpu() { " (its bottleneck does not exist on a CPU)" } else { "" };
+        format!("lesson {} needs a CUDA GPU{why}, and this machine has none", lesson.id)
     })
 }
 
 /// Trains the lesson's slow setting and each fix once under `params`' budget.
 pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
     let plan = lesson.plan(params)?;
-    if let Some(why) = unrunnable(lesson) {
+    if let Some(why) = unrunnable(lesson, &plan) {
         return Ok(Check {
             lesson: lesson.id,
             measure: lesson.signature.text,

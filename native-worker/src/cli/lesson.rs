@@ -121,10 +121,8 @@ fn run(a: RunArgs) -> Result<()> {
     }
     let params = Params { settings, repeats: a.repeats, seconds: a.seconds };
     let plan = lesson.plan(&params)?;
-    if let Some(why) = hotlab::bench::lessons::unrunnable(lesson) {
-        if plan.baseline.device.starts_with("cuda") {
-            return Err(UsageError { flag: "ID", message: format!("{why}; run it on a GPU machine") }.into());
-        }
+    if let Some(why) = hotlab::bench::lessons::unrunnable(lesson, &plan) {
+        return Err(UsageError { flag: "ID", message: format!("{why}; run it on a GPU machine") }.into());
     }
     if !a.json {
         println!("{} (row {}): {}\n", lesson.title, lesson.row, lesson.phenomenon);

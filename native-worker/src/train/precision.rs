@@ -20,13 +20,6 @@ pub struct LossScaler {
     pub skipped: u64,
 }
 
-impl Default for LossScaler {
-    /// PyTorch's `GradScaler` defaults.
-    fn default() -> Self {
-        Self::new(INIT_SCALE, GROWTH_INTERVAL)
-    }
-}
-
 impl LossScaler {
     pub fn new(scale: f64, growth_interval: u32) -> Self {
         Self { scale, growth_interval: growth_interval.max(1), good_steps: 0, skipped: 0 }
@@ -35,16 +28,7 @@ impl LossScaler {
     /// Unscales `grad` in place and says whether the step may be taken (one host read:
     /// `GradScaler.step` makes the same one).
     pub fn unscale(&mut self, grad: &mut Tensor) -> bool {
-        self.unscale_all(&mut [grad])
-    }
-
-    /// [`Self::unscale`] for the gradients of several networks stepped together: one read
-    /// says whether all of them are finite, and the step is taken or skipped for all.
-    pub fn unscale_all(&mut self, grads: &mut [&mut Tensor]) -> bool {
-        let finite = tch::no_grad(|| {
-            let each: Vec<Tensor> = grads.iter().map(|g| g.isfinite().all()).collect();
-            bool::try_from(Tensor::stack(&each, 0).all()).unwrap_or(false)
-        });
+        let finite = tch::no_grad(|| bool::try_from(grad.isfinite().all()).unwrap_or(false));
         if !finite {
             self.skipped += 1;
             self.scale *= 0.5;
@@ -52,9 +36,7 @@ impl LossScaler {
             return false;
         }
         tch::no_grad(|| {
-            for g in grads.iter_mut() {
-                let _ = g.g_mul_scalar_(1.0 / self.scale);
-            }
+            let _ = grad.g_mul_scalar_(1.0 / self.scale);
         });
         self.good_steps += 1;
         if self.good_steps >= self.growth_interval {
@@ -175,7 +157,7 @@ pub fn resolve(wanted: spec::Precision, device: Device) -> Result<Precision, Spe
         spec::Precision::Fp16 if device.is_cuda() => Kind::Half,
         spec::Precision::Fp16 => return Err(SpecError::new("precision", FP16_NEEDS_CUDA)),
     };
-    let scaler = (kind == Kind::Half).then(LossScaler::default);
+    let scaler = (kind == Kind::Half).then(|| LossScaler::new(INIT_SCALE, GROWTH_INTERVAL));
     Ok(Precision { kind, scaler })
 }
 
@@ -200,19 +182,6 @@ mod tests {
         }
         assert!(s.unscale(&mut Tensor::from_slice(&[1.0f32])));
         assert_eq!(s.scale, 512.0, "grows after 3 good steps in a row");
-    }
-
-    #[test]
-    fn one_inf_among_several_networks_skips_them_all() {
-        let mut s = LossScaler::new(4.0, 100);
-        let (mut a, mut b) = (Tensor::from_slice(&[8.0f32]), Tensor::from_slice(&[f32::NEG_INFINITY, 4.0]));
-        assert!(!s.unscale_all(&mut [&mut a, &mut b]));
-        assert_eq!(Vec::<f32>::try_from(&a).unwrap(), vec![8.0], "a skipped step leaves every gradient as it was");
-        assert_eq!((s.scale, s.skipped), (2.0, 1));
-        let mut b = Tensor::from_slice(&[4.0f32, 2.0]);
-        assert!(s.unscale_all(&mut [&mut a, &mut b]));
-        assert_eq!(Vec::<f32>::try_from(&a).unwrap(), vec![4.0]);
-        assert_eq!(Vec::<f32>::try_from(&b).unwrap(), vec![2.0, 1.0]);
     }
 
     /// The device scaler follows the same rule with no read per step: an inf skips (weight
