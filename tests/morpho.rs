@@ -48,6 +48,8 @@ fn learning(dir: &Path) -> Vec<serde_json::Value> {
 /// Where the envs step changes nothing they compute: the hosts, their draws and the agent's
 /// decisions are the same on each host backend, so are the returns, losses and weights.
 /// (Hosts trained one by one: batched hosts round alike only within the same batches.)
+/// The run's `--telemetry-every` reaches worker processes: the seeds' gradient norms are
+/// read as often everywhere.
 #[test]
 fn every_host_backend_gives_the_same_morpho_run() {
     let runs: Vec<_> = ["vectorized", "sequential", "threads", "subprocess"]
@@ -55,8 +57,9 @@ fn every_host_backend_gives_the_same_morpho_run() {
         .map(|b| {
             let dir = tempfile::tempdir().unwrap();
             let args = ["--backend", b, "--workers", "2", "--seed", "4", "--host-exec", "per_env"];
-            let report = train(dir.path(), &args);
+            let report = train(dir.path(), &[&args[..], &["--telemetry-every", "1"]].concat());
             assert_eq!(report["env"], "morpho");
+            let reads = report["counters"]["seed_norm_reads"].as_u64().unwrap();
             // The env's own parts are carved out of its step on every backend (worker
             // processes' through shared memory).
             let phases = report["profile"]["phases"].as_array().expect("a profile");
@@ -65,14 +68,16 @@ fn every_host_backend_gives_the_same_morpho_run() {
             for part in ["host_forward", "host_backward", "host_optimizer", "validation", "lifecycle", "reward"] {
                 assert!(secs(part) > 0.0, "{b}: {part} timed: {phases:?}");
             }
-            (b, learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap(), dir)
+            (b, learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap(), reads)
         })
         .collect();
-    let (_, first, weights, _) = &runs[0];
+    let (_, first, weights, reads) = &runs[0];
     assert_eq!(first.len(), 2, "two updates");
-    for (b, figures, w, _) in &runs[1..] {
+    assert!(*reads > 0, "seeds grafted and their norms read");
+    for (b, figures, w, r) in &runs[1..] {
         assert_eq!(figures, first, "{b}: the same figures as vectorized");
         assert!(w == weights, "{b}: the same weights as vectorized");
+        assert_eq!(r, reads, "{b}: the seeds' norms read as often");
     }
 }
 
@@ -182,6 +187,9 @@ fn morpho_settings_are_refused_naming_their_flag() {
     rejected(&["--host-exec", "grouped"], "--host-exec");
     rejected(&["--host-precision", "fp16"], "--host-precision");
     rejected(&["--backend", "device"], "--backend");
+    // Seed 002 #4's wait is a CUDA stream's: hosts on the CPU have none.
+    rejected(&["--stream-wait", "every", "--device", "cpu"], "--stream-wait");
+    rejected(&["--stream-wait", "sometimes"], "--stream-wait");
     let out = run(hotlab().args(["train", "--env", "cartpole", "--rent", "0.1"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--rent") && stderr(&out).contains("morpho"), "{}", stderr(&out));

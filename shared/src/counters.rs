@@ -35,6 +35,15 @@ pub struct Counters {
     /// ops, each a run of kernel launches on a GPU.
     #[serde(default)]
     pub host_passes: u64,
+    /// Reads of the seeds' gradient norms (the morpho env's telemetry, every
+    /// `--telemetry-every` host epochs; seed 001 F1): each a device sync where the hosts
+    /// train on a GPU.
+    #[serde(default)]
+    pub seed_norm_reads: u64,
+    /// Waits of a morpho host's CUDA stream for the default stream (`--stream-wait`, seed
+    /// 002 #4): each one orders the host's work behind everything queued there.
+    #[serde(default)]
+    pub stream_waits: u64,
 }
 
 impl Counters {
@@ -53,6 +62,8 @@ impl Counters {
             topology_changes: self.topology_changes - earlier.topology_changes,
             lifecycle_reads: self.lifecycle_reads - earlier.lifecycle_reads,
             host_passes: self.host_passes - earlier.host_passes,
+            seed_norm_reads: self.seed_norm_reads - earlier.seed_norm_reads,
+            stream_waits: self.stream_waits - earlier.stream_waits,
         }
     }
 
@@ -70,6 +81,8 @@ impl Counters {
         self.topology_changes += o.topology_changes;
         self.lifecycle_reads += o.lifecycle_reads;
         self.host_passes += o.host_passes;
+        self.seed_norm_reads += o.seed_norm_reads;
+        self.stream_waits += o.stream_waits;
     }
 
     /// Takes an env backend's own totals (IPC, spins, waits) into these.
@@ -80,11 +93,15 @@ impl Counters {
         self.topology_changes = env.topology_changes;
         self.lifecycle_reads = env.lifecycle_reads;
         self.host_passes = env.host_passes;
+        self.seed_norm_reads = env.seed_norm_reads;
+        self.stream_waits = env.stream_waits;
     }
 }
 
 /// Parts of an env step an env times itself ([`crate::profile::Phase::ENV_PARTS`]).
 pub const ENV_PARTS: usize = 7;
+/// Counts an env keeps itself ([`EnvCounters::own_counts`]).
+pub const ENV_COUNTS: usize = 5;
 
 /// What an env backend counts itself (totals since it was made).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -105,6 +122,12 @@ pub struct EnvCounters {
     /// Its envs' host training passes ([`Counters::host_passes`]).
     #[serde(default)]
     pub host_passes: u64,
+    /// Its envs' reads of their seeds' gradient norms ([`Counters::seed_norm_reads`]).
+    #[serde(default)]
+    pub seed_norm_reads: u64,
+    /// Its envs' hosts' stream waits ([`Counters::stream_waits`]).
+    #[serde(default)]
+    pub stream_waits: u64,
 }
 
 impl EnvCounters {
@@ -118,6 +141,20 @@ impl EnvCounters {
             topology_changes: self.topology_changes + o.topology_changes,
             lifecycle_reads: self.lifecycle_reads + o.lifecycle_reads,
             host_passes: self.host_passes + o.host_passes,
+            seed_norm_reads: self.seed_norm_reads + o.seed_norm_reads,
+            stream_waits: self.stream_waits + o.stream_waits,
         }
+    }
+
+    /// The counts an env times and counts itself, as a worker process writes them to
+    /// shared memory ([`ENV_COUNTS`] of them, after the parts).
+    pub fn own_counts(&self) -> [u64; ENV_COUNTS] {
+        [self.topology_changes, self.lifecycle_reads, self.host_passes, self.seed_norm_reads, self.stream_waits]
+    }
+
+    /// A worker's parts and counts as read back from shared memory.
+    pub fn from_own(parts: [f64; ENV_PARTS], counts: [u64; ENV_COUNTS]) -> Self {
+        let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits] = counts;
+        Self { parts, topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, ..Self::default() }
     }
 }

@@ -154,7 +154,13 @@ pub const KNOBS: &[Knob] = &[
         "host_precision",
         "workload.morpho.host_precision",
         Choice(crate::spec::Precision::ALL),
-        "morpho: the hosts' convolutions and matmuls in fp32, bf16 or auto (fp16 refused: hosts train on the CPU)",
+        "morpho: the hosts' convolutions and matmuls in fp32, bf16 or auto (fp16 refused: no loss scaler yet)",
+    ),
+    morpho(
+        "stream_wait",
+        "workload.morpho.stream_wait",
+        Choice(crate::spec::StreamWait::ALL),
+        "morpho, hosts on CUDA: each host's stream waits before every minibatch (every) or once per epoch (moved)",
     ),
     morpho(
         "shapley_perms",
@@ -276,7 +282,7 @@ pub const KNOBS: &[Knob] = &[
     knob("vf_coef", "ppo.vf_coef", "PPO hyperparameters", Float, "value loss coefficient"),
     knob("max_grad_norm", "ppo.max_grad_norm", "PPO hyperparameters", Float, "global gradient norm clip"),
     knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64"),
-    knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates; 0 = off"),
+    knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates (morpho: seeds' norms every K host epochs); 0 = off"),
 ];
 
 /// The knob of a spec field, by its name (the flag in snake_case).

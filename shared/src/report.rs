@@ -168,7 +168,12 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 }
                 None => "the CPU trench".into(),
             };
-            format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool})", spec.envs)
+            let norms = match spec.morpho().map(|_| spec.telemetry.every) {
+                Some(0) => "; seeds' gradient norms off".to_string(),
+                Some(k) => format!("; seeds' gradient norms every {k} epochs, {} reads", c.seed_norm_reads),
+                None => String::new(),
+            };
+            format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool}{norms})", spec.envs)
         }
         Phase::Reward => "each env's reward".into(),
         Phase::Replay => match spec.dreamer() {

@@ -329,6 +329,8 @@ fn Counters(data: RwSignal<RunData>) -> impl IntoView {
                 {row("topology changes", |d| si(d.total.counters.topology_changes as f64), |d| per(d, d.total.counters.topology_changes as f64))}
                 {row("lifecycle reads", |d| si(d.total.counters.lifecycle_reads as f64), |d| per(d, d.total.counters.lifecycle_reads as f64))}
                 {row("host passes", |d| si(d.total.counters.host_passes as f64), |d| per(d, d.total.counters.host_passes as f64))}
+                {row("seed norm reads", |d| si(d.total.counters.seed_norm_reads as f64), |d| per(d, d.total.counters.seed_norm_reads as f64))}
+                {row("stream waits", |d| si(d.total.counters.stream_waits as f64), |d| per(d, d.total.counters.stream_waits as f64))}
             </tbody>
         </table>
     }

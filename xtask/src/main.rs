@@ -126,6 +126,26 @@ fn ensure_torch() -> Result<PathBuf> {
     Ok(venv_python)
 }
 
+/// The CUDA compiler headers (`crt/`) that the torch wheel's CUDA runtime headers include:
+/// the worker's small C++ file for libtorch's CUDA streams and graphs compiles against them
+/// (a 134 kB wheel). Only for a torch built for CUDA 13; elsewhere the worker builds
+/// without that file.
+fn ensure_cuda_headers(python: &Path) -> Result<()> {
+    step("CUDA compiler headers (nvidia-cuda-crt, for the worker's CUDA stream shim)");
+    let cuda = output(Command::new(python).args(["-c", "import torch; print(torch.version.cuda or '')"]));
+    if !cuda.as_deref().unwrap_or("").starts_with("13.") {
+        eprintln!("    not needed: this torch is not built for CUDA 13");
+        return Ok(());
+    }
+    let have = "import importlib.metadata as m; m.version('nvidia-cuda-crt')";
+    if succeeds(Command::new(python).args(["-c", have])) {
+        eprintln!("    already installed");
+        return Ok(());
+    }
+    let wheel = "nvidia-cuda-crt==13.0.*";
+    run(Command::new(python).args(["-m", "pip", "install", "--disable-pip-version-check", "--no-deps", wheel]))
+}
+
 /// Environment under which cargo builds tch against that Python's torch.
 fn torch_env<'a>(cmd: &'a mut Command, python: &Path) -> &'a mut Command {
     let bin = python.parent().expect("python has a directory");
@@ -197,6 +217,7 @@ fn build_worker(python: &Path) -> Result<()> {
 /// Everything `build` does; returns the Python with torch.
 fn build() -> Result<PathBuf> {
     let python = ensure_torch()?;
+    ensure_cuda_headers(&python)?;
     ensure_wasm_target()?;
     let bindgen = ensure_wasm_bindgen()?;
     build_web(&bindgen)?;

@@ -84,10 +84,12 @@ pub fn run(opts: &Options) -> Value {
                 checks.extend(cuda_checks(&gpu));
                 checks.push(amp_check());
                 checks.extend(super::gpu_dreamer::checks());
+                checks.extend(super::gpu_morpho::checks());
                 if !opts.no_bench {
                     benches = benchmarks(&gpu, opts.max_log2_envs);
                     benches["dreamer_batch"] = super::gpu_dreamer::bench();
                     benches["dreamer_batch_precision"] = super::gpu_dreamer::bench_precisions();
+                    benches["morpho_hosts"] = super::gpu_morpho::bench();
                 }
             }
             Err(e) => checks.push(check("open_gpu", false, "-", json!(e))),

@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::Args;
 use hotlab::exec::worker::{self, WorkerArgs};
 use hotlab::workloads;
-use hotlab_shared::spec::{RunSpec, WaitMode, WorkloadSpec};
+use hotlab_shared::spec::{RunSpec, TelemetrySpec, WaitMode, WorkloadSpec};
 
 #[derive(Args, Debug)]
 pub struct EnvWorkerArgs {
@@ -29,6 +29,13 @@ pub struct EnvWorkerArgs {
     pub wait: WaitMode,
     #[arg(long)]
     pub parent: u32,
+    /// The run's `--telemetry-every`, for envs that take telemetry themselves (morpho's
+    /// seeds' gradient norms).
+    #[arg(long, default_value_t = 0)]
+    pub telemetry_every: u64,
+    /// The run's device, resolved, for envs whose own compute runs there (morpho's hosts).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
 }
 
 pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
@@ -43,7 +50,8 @@ pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
         wait: a.wait,
         parent: a.parent,
     };
-    let spec = RunSpec { workload: a.workload, ..RunSpec::default() };
+    let telemetry = TelemetrySpec { every: a.telemetry_every };
+    let spec = RunSpec { workload: a.workload, telemetry, device: a.device, ..RunSpec::default() };
     worker::run(args, || Ok(workloads::load(&spec)?))
 }
 

@@ -113,7 +113,8 @@ pub struct TrainArgs {
     #[arg(long)]
     pub precision: Option<Precision>,
     /// Global and per-layer gradient norms every K updates, published from a background
-    /// thread (telemetry.jsonl with --out); 0 = off [0].
+    /// thread (telemetry.jsonl with --out); with --env morpho also the seeds' gradient
+    /// norms the agent observes, every K host epochs; 0 = off [0].
     #[arg(long)]
     pub telemetry_every: Option<u64>,
     #[command(flatten)]

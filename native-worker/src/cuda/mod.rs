@@ -17,3 +17,4 @@
 pub mod events;
 pub mod gpu;
 pub mod nvrtc;
+pub mod shim;

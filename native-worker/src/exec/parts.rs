@@ -10,13 +10,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Nanoseconds per part, summed over every env and thread, the changes to the envs'
-/// parameter sets, the reads of their lifecycle state and their hosts' training passes.
+/// parameter sets, the reads of their lifecycle state, their hosts' training passes and
+/// the reads of their seeds' gradient norms and their hosts' stream waits.
 #[derive(Debug, Default)]
 pub struct PartClock {
     nanos: [AtomicU64; ENV_PARTS],
     topology_changes: AtomicU64,
     lifecycle_reads: AtomicU64,
     host_passes: AtomicU64,
+    seed_norm_reads: AtomicU64,
+    stream_waits: AtomicU64,
 }
 
 impl PartClock {
@@ -50,6 +53,16 @@ impl PartClock {
         self.host_passes.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// One read of a host's seeds' gradient norms.
+    pub fn seed_norm_read(&self) {
+        self.seed_norm_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A host's stream waited for the default stream.
+    pub fn stream_wait(&self) {
+        self.stream_waits.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The totals as an env backend's counters.
     pub fn counters(&self) -> EnvCounters {
         EnvCounters {
@@ -57,6 +70,8 @@ impl PartClock {
             topology_changes: self.topology_changes.load(Ordering::Relaxed),
             lifecycle_reads: self.lifecycle_reads.load(Ordering::Relaxed),
             host_passes: self.host_passes.load(Ordering::Relaxed),
+            seed_norm_reads: self.seed_norm_reads.load(Ordering::Relaxed),
+            stream_waits: self.stream_waits.load(Ordering::Relaxed),
             ..EnvCounters::default()
         }
     }

@@ -2,7 +2,7 @@
 //! in both, a layout of flags and arrays computed from the batch's shape, and futex
 //! waits on the flags for `--wait block`.
 
-use hotlab_shared::counters::ENV_PARTS;
+use hotlab_shared::counters::{ENV_COUNTS, ENV_PARTS};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU32;
@@ -17,7 +17,7 @@ pub const CMD_EXIT: u32 = 2;
 pub const MAX_FIELDS: usize = 4;
 
 /// Bytes per worker of what its envs counted themselves.
-pub const PARTS_BYTES: usize = (ENV_PARTS + 3) * 8;
+pub const PARTS_BYTES: usize = (ENV_PARTS + ENV_COUNTS) * 8;
 
 /// Byte offsets of everything in the region, for `envs` envs whose observation fields
 /// take `row_bytes` bytes each per env, and `heads` action heads, split among `workers`.

@@ -13,7 +13,7 @@
 
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP, MAX_FIELDS, PARTS_BYTES};
 use super::{partition, EnvMaker};
-use hotlab_shared::counters::{EnvCounters, ENV_PARTS};
+use hotlab_shared::counters::{EnvCounters, ENV_COUNTS, ENV_PARTS};
 use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
 use hotlab_shared::spec::WaitMode;
 use std::process::{Child, Command, Stdio};
@@ -261,9 +261,8 @@ impl BatchEnv for Subprocess {
         (0..l.workers).fold(self.counters, |c, w| {
             let at = l.parts + w * PARTS_BYTES;
             let parts = std::array::from_fn(|i| self.region.slice::<f64>(at, ENV_PARTS)[i]);
-            let [topology_changes, lifecycle_reads, host_passes] =
-                std::array::from_fn(|i| self.region.slice::<u64>(at + ENV_PARTS * 8, 3)[i]);
-            c.plus(&EnvCounters { parts, topology_changes, lifecycle_reads, host_passes, ..EnvCounters::default() })
+            let counts = std::array::from_fn(|i| self.region.slice::<u64>(at + ENV_PARTS * 8, ENV_COUNTS)[i]);
+            c.plus(&EnvCounters::from_own(parts, counts))
         })
     }
 }

@@ -4,7 +4,7 @@ use super::shm::PARTS_BYTES;
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET};
 use super::EnvMaker;
 use anyhow::{bail, Result};
-use hotlab_shared::counters::ENV_PARTS;
+use hotlab_shared::counters::{ENV_COUNTS, ENV_PARTS};
 use hotlab_shared::env::{Observations, StepBatch};
 use hotlab_shared::spec::WaitMode;
 use std::sync::atomic::Ordering;
@@ -119,8 +119,7 @@ pub fn run(a: WorkerArgs, load: impl FnOnce() -> Result<std::sync::Arc<dyn EnvMa
             let own = maker.env_counters();
             let at = l.parts + a.worker * PARTS_BYTES;
             region.slice::<f64>(at, ENV_PARTS).copy_from_slice(&own.parts);
-            let counts = [own.topology_changes, own.lifecycle_reads, own.host_passes];
-            region.slice::<u64>(at + ENV_PARTS * 8, 3).copy_from_slice(&counts);
+            region.slice::<u64>(at + ENV_PARTS * 8, ENV_COUNTS).copy_from_slice(&own.own_counts());
         }
         region.done(a.worker).store(now, Ordering::Release);
         if region.remaining().fetch_sub(1, Ordering::AcqRel) == 1 && a.wait == WaitMode::Block {

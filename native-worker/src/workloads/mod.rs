@@ -32,7 +32,7 @@ pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
     Ok(match &spec.workload {
         WorkloadSpec::Cartpole(_) => Arc::new(cartpole::CartPole),
         WorkloadSpec::Proof(settings) => Arc::new(proof::Proof::load(settings)?),
-        WorkloadSpec::Morpho(settings) => Arc::new(morpho::Morpho::load(settings)?),
+        WorkloadSpec::Morpho(settings) => Arc::new(morpho::Morpho::load(settings, spec)?),
         WorkloadSpec::Dreamer(settings) => Arc::new(dreamer::Dreamer::load(settings)?),
     })
 }

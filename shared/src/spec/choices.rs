@@ -206,6 +206,24 @@ impl Default for LifecycleMode {
     }
 }
 
+knob!(
+    /// When a morpho host's own CUDA stream waits for the default stream (seed 002 #4),
+    /// hosts on CUDA under `--host-exec per_env`.
+    StreamWait, "stream wait" {
+        /// Before every minibatch, whether or not anything moved (seed 002's inner wait).
+        Every = "every",
+        /// Once per host epoch, after the surgery and the epoch's indices reached the device.
+        Moved = "moved",
+    }
+);
+
+#[allow(clippy::derivable_impls)]
+impl Default for StreamWait {
+    fn default() -> Self {
+        StreamWait::Moved
+    }
+}
+
 #[allow(clippy::derivable_impls)] // the knob macro cannot mark one variant `#[default]`
 impl Default for SlotPool {
     fn default() -> Self {

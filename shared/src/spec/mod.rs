@@ -16,7 +16,7 @@ mod workload;
 
 pub use choices::{
     ActionSync, Backend, EncoderMode, HostExec, Inference, LifecycleMode, LossRead, Precision, ReplayAt, RolloutCopy,
-    SlotPool, Transfer, WaitMode,
+    SlotPool, StreamWait, Transfer, WaitMode,
 };
 pub use workload::{CartpoleSpec, DreamerSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec, DREAMER_IMAGE};
 

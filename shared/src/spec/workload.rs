@@ -5,7 +5,7 @@
 //! worker's registry (`native-worker/src/workloads/mod.rs`) maps the name to its code.
 
 use super::choices::{
-    Backend, EncoderMode, HostExec, Inference, LifecycleMode, LossRead, Precision, ReplayAt, SlotPool,
+    Backend, EncoderMode, HostExec, Inference, LifecycleMode, LossRead, Precision, ReplayAt, SlotPool, StreamWait,
 };
 use super::{in_range, SpecError};
 use serde::{Deserialize, Serialize};
@@ -248,9 +248,13 @@ pub struct MorphoSpec {
     /// with a leading env dimension (`batched`). Flag `--host-exec`.
     pub host_exec: HostExec,
     /// What the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master
-    /// weights, norms, loss and Adam) or `auto` (bf16 where the CPU has AVX512-BF16); the
-    /// hosts train on the CPU, so `fp16` is refused. Flag `--host-precision`.
+    /// weights, norms, loss and Adam) or `auto` (bf16 where the device has it); `fp16`
+    /// (no loss scaler for the hosts yet) is refused. Flag `--host-precision`.
     pub host_precision: Precision,
+    /// Hosts on CUDA, each on its own stream: wait for the default stream before every
+    /// minibatch (`every`, seed 002 #4) or once per epoch (`moved`); hosts on the CPU have
+    /// no streams and refuse `every`. Flag `--stream-wait`.
+    pub stream_wait: StreamWait,
 }
 
 impl Default for MorphoSpec {
@@ -267,12 +271,13 @@ impl Default for MorphoSpec {
             lifecycle: LifecycleMode::Batched,
             host_exec: HostExec::PerEnv,
             host_precision: Precision::Fp32,
+            stream_wait: StreamWait::Moved,
         }
     }
 }
 
 impl Settings for MorphoSpec {
-    /// A host trains on the CPU beside its env (a device host is the `--host-exec` work).
+    /// A host trains beside its env, on the run's device (no `device` backend).
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
     /// The features (5 + 3 slots × 19 f32) and the mask table (6 ops × 30 choices, i64).
     const OBS_BYTES: u64 = (5 + 3 * 19) * 4 + 6 * 30 * 8;
@@ -290,7 +295,7 @@ impl Settings for MorphoSpec {
         if self.host_precision == Precision::Fp16 {
             return Err(SpecError::new(
                 "host_precision",
-                "fp16 needs CUDA and a loss scaler, and hosts train on the CPU; allowed: fp32, bf16, auto",
+                "fp16 needs a loss scaler, which the hosts do not have yet; allowed: fp32, bf16, auto",
             ));
         }
         in_range("shapley_perms", self.shapley_perms, 0, 10_000)

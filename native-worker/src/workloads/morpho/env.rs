@@ -6,7 +6,7 @@
 //! accuracy less a rent on the parameters the seeds added.
 
 use super::blueprint::Blueprint;
-use super::host::{batch, tensors, Host, SLOTS};
+use super::host::{batch, tensors, Epoch, Host, SLOTS};
 use super::lifecycle::{self, RewardInputs};
 use crate::exec::parts::PartClock;
 use anyhow::{anyhow, Result};
@@ -14,7 +14,7 @@ use hotlab_shared::glyphs::Task;
 use hotlab_shared::morpho::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{HostExec, LifecycleMode, SlotPool};
+use hotlab_shared::spec::{HostExec, LifecycleMode, SlotPool, StreamWait};
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Tensor};
@@ -41,6 +41,13 @@ pub struct MorphoConfig {
     pub host_exec: HostExec,
     /// What the hosts' convolutions and matmuls compute in.
     pub host_kind: tch::Kind,
+    /// The seeds' gradient norms every K host epochs (the run's `--telemetry-every`); the
+    /// observation keeps a live seed's last norm between them; 0 = never (they read 0).
+    pub telemetry_every: u64,
+    /// Where the hosts, their data and the batch's lifecycle state live (the run's device).
+    pub device: Device,
+    /// Hosts on CUDA, one stream each: when a host's stream waits for the default stream.
+    pub stream_wait: StreamWait,
     pub gates: Gates,
 }
 
@@ -57,6 +64,9 @@ impl Default for MorphoConfig {
             lifecycle: LifecycleMode::Batched,
             host_exec: HostExec::PerEnv,
             host_kind: tch::Kind::Float,
+            telemetry_every: 1,
+            device: Device::Cpu,
+            stream_wait: StreamWait::Moved,
             gates: Gates::default(),
         }
     }
@@ -112,9 +122,9 @@ pub struct MorphoEnv {
 impl MorphoEnv {
     /// An env on `task` whose host's weights, minibatches and seeds are drawn from `seed`.
     pub fn new(task: &Task, cfg: MorphoConfig, seed: u64) -> Result<Self> {
-        let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
+        let ((x, y), (xv, yv)) = (tensors(&task.train, cfg.device), tensors(&task.val, cfg.device));
         let mut rng = HostRng::new(seed);
-        let mut host = Host::new(cfg.width, cfg.lr, cfg.slots, Device::Cpu, &mut rng)?;
+        let mut host = Host::new(cfg.width, cfg.lr, cfg.slots, cfg.device, &mut rng)?;
         host.set_kind(cfg.host_kind);
         let base_params = host.params();
         let mut env = Self {
@@ -149,6 +159,11 @@ impl MorphoEnv {
 
     pub fn config(&self) -> &MorphoConfig {
         &self.cfg
+    }
+
+    /// The clock this env's parts are timed and counted on.
+    pub fn clock(&self) -> &PartClock {
+        &self.clock
     }
 
     /// Every head's mask, a row per op ([`morpho::mask_table`]).
@@ -260,16 +275,50 @@ impl MorphoEnv {
     }
 
     /// One host epoch of the tempo head's choice `tempo` minibatches, and the live seeds'
-    /// gradient norms after it.
+    /// gradient norms after it when telemetry is due.
     pub fn train(&mut self, tempo: usize) -> Result<()> {
-        let tempo = *TEMPOS.get(tempo).ok_or_else(|| anyhow!("tempo {tempo}"))?;
-        let clock = self.clock.clone();
-        self.trained =
-            self.host.train_steps(&self.data[0], &self.data[1], tempo, self.cfg.batch, &mut self.rng, &clock);
-        let t = Instant::now();
-        self.grad_norm = self.host.seed_grad_norms();
-        clock.lap(Phase::Lifecycle, t);
+        let mut epoch = self.begin_epoch(tempo)?;
+        while self.minibatch(&mut epoch) {}
+        self.end_epoch(epoch);
         Ok(())
+    }
+
+    /// An epoch of the tempo head's choice `tempo` minibatches, drawn, not yet run.
+    pub fn begin_epoch(&mut self, tempo: usize) -> Result<Epoch> {
+        let steps = *TEMPOS.get(tempo).ok_or_else(|| anyhow!("tempo {tempo}"))?;
+        let n = self.data[0].size()[0] as u64;
+        Ok(Epoch::draw(n, steps, self.cfg.batch, &mut self.rng, self.cfg.device))
+    }
+
+    /// The epoch's next minibatch, queued; false once it is over.
+    pub fn minibatch(&mut self, epoch: &mut Epoch) -> bool {
+        self.host.minibatch(epoch, &self.data[0], &self.data[1], &self.clock)
+    }
+
+    /// The epoch's loss and accuracy read back, and the seeds' norms when telemetry is due.
+    pub fn end_epoch(&mut self, epoch: Epoch) {
+        self.trained = epoch.finish(&self.clock);
+        let t = Instant::now();
+        self.telemetry();
+        self.clock.lap(Phase::Lifecycle, t);
+    }
+
+    /// The live seeds' gradient norms, every `telemetry_every` host epochs of the episode
+    /// (seed 001 F1: strided, one fused reduction and one read per host); in between a
+    /// live seed keeps its last norm, and a slot without a seed reads 0.
+    fn telemetry(&mut self) {
+        let every = self.cfg.telemetry_every;
+        if every > 0 && u64::from(self.epoch) % every == 0 {
+            if let Some(norms) = self.host.seed_grad_norms() {
+                self.grad_norm = norms;
+                self.clock.seed_norm_read();
+            }
+        }
+        for (norm, slot) in self.grad_norm.iter_mut().zip(&self.host.slots) {
+            if slot.live.is_none() {
+                *norm = 0.0;
+            }
+        }
     }
 
     /// One host epoch for each of `envs` (the tempo head's choice each), their hosts trained
@@ -290,7 +339,7 @@ impl MorphoEnv {
         let t = Instant::now();
         for (env, trained) in envs.iter_mut().zip(trained) {
             env.trained = trained;
-            env.grad_norm = env.host.seed_grad_norms();
+            env.telemetry();
         }
         clock.lap(Phase::Lifecycle, t);
         Ok(())
@@ -421,6 +470,34 @@ mod tests {
         assert!(total > -1.0 && total < 1.0 && start < 1.0);
         let (_, _, again) = run();
         assert_eq!(out, again, "the same seed and actions, the same episode");
+    }
+
+    /// `--telemetry-every K`: the live seed's gradient norm is read (once per host, counted)
+    /// in epochs 0, K, 2K… of the episode and kept in between; K = 0 never reads it.
+    #[test]
+    fn seed_gradient_norms_are_taken_every_k_epochs() {
+        use morpho::Op::*;
+        let plan = [op(Germinate, 0), op(Advance, 0), op(Wait, 0), op(Wait, 0), op(Wait, 0)];
+        let norms = |every: u64| {
+            let cfg = MorphoConfig { epochs: 6, telemetry_every: every, ..MorphoConfig::default() };
+            let mut env = MorphoEnv::new(&task(), cfg, 3).unwrap();
+            let mut seen = Vec::new();
+            for a in &plan {
+                env.step(a).unwrap();
+                seen.push(env.grad_norm[0]);
+                assert_eq!(env.grad_norm[1..], [0.0, 0.0], "slots without a seed read 0");
+            }
+            (seen, env.clock.counters().seed_norm_reads)
+        };
+        // Germinated in epoch 0 (no gradient yet), learning from epoch 1.
+        let (every, reads) = norms(1);
+        assert_eq!(reads, 5);
+        assert!(every[0] == 0.0 && every[1..].iter().all(|&n| n > 0.0), "{every:?}");
+        assert!(every.windows(2).all(|w| w[0] != w[1]), "{every:?}");
+        let (strided, reads) = norms(2);
+        assert_eq!(reads, 3, "epochs 0, 2 and 4");
+        assert_eq!(strided, [every[0], every[0], every[2], every[2], every[4]], "kept between reads");
+        assert_eq!(norms(0), (vec![0.0; 5], 0), "off: never read");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::blueprint::Blueprint;
 use super::env::{MorphoConfig, MorphoEnv, Outcome, OBS};
 use super::host::SLOTS;
 use super::lifecycle::{self, Lifecycle, RewardInputs};
+use super::streams::HostStreams;
 use crate::exec::parts::PartClock;
 use hotlab_shared::env::{
     BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv,
@@ -77,7 +78,7 @@ impl Episodes {
     fn episode(pool: &Pool, seed: u64, index: u64, n: u64) -> MorphoEnv {
         let task = &pool.tasks[((index + n) % pool.tasks.len() as u64) as usize];
         let draws = splitmix64(seed ^ splitmix64(index.wrapping_mul(0x9e37_79b9) ^ splitmix64(n)));
-        let env = one_thread(|| MorphoEnv::new(task, pool.cfg.clone(), draws).expect("a host on the CPU builds"));
+        let env = one_thread(|| MorphoEnv::new(task, pool.cfg.clone(), draws).expect("a host builds"));
         env.with_clock(pool.clock.clone())
     }
 
@@ -129,6 +130,8 @@ impl Episodes {
 struct Group {
     envs: Vec<Episodes>,
     life: Box<dyn Lifecycle>,
+    /// Hosts on CUDA under `per_env`: a stream each ([`HostStreams`]).
+    streams: Option<HostStreams>,
     /// The envs' setup (the same for every env of the group).
     cfg: MorphoConfig,
     clock: Arc<PartClock>,
@@ -139,9 +142,12 @@ impl Group {
     fn new(pool: Pool, count: usize, seed: u64, first: u64) -> Self {
         let (cfg, clock) = (pool.cfg.clone(), pool.clock.clone());
         let (mode, gates) = (cfg.lifecycle, cfg.gates);
-        let life = lifecycle::new(mode, count, SLOTS, Blueprint::ALL.len(), gates, clock.clone());
+        let life = lifecycle::new(mode, count, SLOTS, Blueprint::ALL.len(), gates, cfg.device, clock.clone());
         let envs = (0..count as u64).map(|i| Episodes::new(pool.clone(), seed, first + i)).collect();
-        Self { envs, life, clock, cfg }
+        let streams = (cfg.device.is_cuda() && cfg.host_exec == HostExec::PerEnv)
+            .then(|| HostStreams::new(cfg.device, count, cfg.stream_wait).ok())
+            .flatten();
+        Self { envs, life, streams, clock, cfg }
     }
 
     /// Env `e` starts its next episode.
@@ -158,19 +164,24 @@ impl Group {
         let d = self.life.decide(heads);
         self.clock.lap(Phase::Lifecycle, t);
         let (envs, life, clock, host_exec) = (&mut self.envs, &mut self.life, &self.clock, self.cfg.host_exec);
+        let streams = self.streams.as_ref();
         one_thread(|| {
+            let one_by_one = host_exec == HostExec::PerEnv && streams.is_none();
             for (e, env) in envs.iter_mut().enumerate() {
                 env.refused += d.refused[e] as u64;
                 env.fresh = false;
                 env.env.operate(life.slots(e), d.surgeries[e]).expect("a legal action's surgery");
-                if host_exec == HostExec::PerEnv {
+                if one_by_one {
                     env.env.train(d.actions[e].tempo).expect("a legal tempo");
                 }
             }
-            if host_exec == HostExec::Batched {
+            if !one_by_one {
                 let tempos: Vec<usize> = d.actions.iter().map(|a| a.tempo).collect();
                 let mut hosts: Vec<&mut MorphoEnv> = envs.iter_mut().map(|e| &mut e.env).collect();
-                MorphoEnv::train_together(&mut hosts, &tempos).expect("legal tempos");
+                match streams {
+                    Some(s) => s.train(&mut hosts, &tempos).expect("hosts trained on their streams"),
+                    None => MorphoEnv::train_together(&mut hosts, &tempos).expect("legal tempos"),
+                }
             }
             let t = Instant::now();
             life.tick();

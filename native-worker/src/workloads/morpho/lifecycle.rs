@@ -154,25 +154,29 @@ pub trait Lifecycle: Send {
     fn reset(&mut self, e: usize);
 }
 
-/// `envs` envs' lifecycles of `slots` slots each, run as `mode` says, their reads counted on `clock`.
+/// `envs` envs' lifecycles of `slots` slots each, run as `mode` says with their state on
+/// `device` (the hosts' and the agent's: every read a sync there), their reads counted on
+/// `clock`.
 pub fn new(
     mode: LifecycleMode,
     envs: usize,
     slots: usize,
     blueprints: usize,
     gates: Gates,
+    device: Device,
     clock: Arc<PartClock>,
 ) -> Box<dyn Lifecycle> {
     let fresh = vec![Slot::default(); slots];
     match mode {
         LifecycleMode::Loop => Box::new(Looped {
-            records: (0..envs).map(|_| Tensor::from_slice(&record(&fresh))).collect(),
+            records: (0..envs).map(|_| f64s(&record(&fresh), device)).collect(),
             views: vec![fresh; envs],
             gates,
             blueprints,
+            device,
             clock,
         }),
-        LifecycleMode::Batched => Box::new(Batched::new(envs, slots, blueprints, gates, clock)),
+        LifecycleMode::Batched => Box::new(Batched::new(envs, slots, blueprints, gates, device, clock)),
     }
 }
 
@@ -183,6 +187,7 @@ pub struct Looped {
     views: Vec<Vec<Slot>>,
     gates: Gates,
     blueprints: usize,
+    device: Device,
     clock: Arc<PartClock>,
 }
 
@@ -196,7 +201,7 @@ impl Looped {
     }
 
     fn write(&mut self, e: usize, slots: Vec<Slot>) {
-        self.records[e].copy_(&Tensor::from_slice(&record(&slots)));
+        self.records[e].copy_(&f64s(&record(&slots), self.device));
         self.views[e] = slots;
     }
 }
@@ -249,7 +254,7 @@ impl Lifecycle for Looped {
     }
 }
 
-/// Every env at once: `[envs, FIELDS, slots]` f64 on the CPU.
+/// Every env at once: `[envs, FIELDS, slots]` f64 on the hosts' device.
 pub struct Batched {
     state: Tensor,
     views: Vec<Vec<Slot>>,
@@ -257,15 +262,16 @@ pub struct Batched {
     blueprints: usize,
     /// `α`'s share of the way at `(curve, epochs, done)`, flattened.
     curves: Tensor,
+    device: Device,
     clock: Arc<PartClock>,
 }
 
-fn f64s(v: &[f64]) -> Tensor {
-    Tensor::from_slice(v)
+fn f64s(v: &[f64], device: Device) -> Tensor {
+    Tensor::from_slice(v).to(device)
 }
 
 impl Batched {
-    fn new(envs: usize, slots: usize, blueprints: usize, gates: Gates, clock: Arc<PartClock>) -> Self {
+    fn new(envs: usize, slots: usize, blueprints: usize, gates: Gates, device: Device, clock: Arc<PartClock>) -> Self {
         let side = MAX_EPOCHS + 1;
         let mut curves = vec![0.0; CURVES.len() * side * side];
         for (c, curve) in CURVES.iter().enumerate() {
@@ -276,8 +282,9 @@ impl Batched {
             }
         }
         let fresh = record(&vec![Slot::default(); slots]);
-        let state = f64s(&fresh).view([1, FIELDS as i64, slots as i64]).repeat([envs as i64, 1, 1]);
-        let mut b = Self { state, views: Vec::new(), gates, blueprints, curves: f64s(&curves), clock };
+        let state = f64s(&fresh, device).view([1, FIELDS as i64, slots as i64]).repeat([envs as i64, 1, 1]);
+        let curves = f64s(&curves, device);
+        let mut b = Self { state, views: Vec::new(), gates, blueprints, curves, device, clock };
         b.read();
         b
     }
@@ -320,7 +327,7 @@ impl Batched {
         let ops = Tensor::stack(&allows.iter().map(|a| a.any_dim(1, false)).collect::<Vec<_>>(), 1);
         let first = |n: usize| {
             let v: Vec<i64> = (0..n).map(|i| (i == 0) as i64).collect();
-            Tensor::from_slice(&v).view([1, n as i64]).expand([envs, n as i64], false)
+            Tensor::from_slice(&v).to(self.device).view([1, n as i64]).expand([envs, n as i64], false)
         };
         let rows: Vec<Tensor> = OPS
             .iter()
@@ -336,7 +343,7 @@ impl Batched {
                             let none = allows[o].any_dim(1, true).logical_not();
                             allows[o].logical_or(&none.logical_and(&first(n).ne(0))).to_kind(Kind::Int64)
                         }
-                        _ if op.reads(h) => Tensor::ones([envs, n as i64], (Kind::Int64, Device::Cpu)),
+                        _ if op.reads(h) => Tensor::ones([envs, n as i64], (Kind::Int64, self.device)),
                         _ => first(n),
                     })
                     .collect();
@@ -366,7 +373,7 @@ impl Lifecycle for Batched {
         let k = self.state.size()[2];
         let sizes = morpho::heads(k as usize, self.blueprints);
         let h = sizes.len() as i64;
-        let a = Tensor::from_slice(heads).view([envs, h]);
+        let a = Tensor::from_slice(heads).to(self.device).view([envs, h]);
         // Legal: each head's index in range and allowed by the op's row of the table.
         let table = self.table();
         let width = table.size()[2];
@@ -382,21 +389,23 @@ impl Lifecycle for Batched {
             ok = ok.logical_and(&inside.logical_and(&allowed));
             start += n as i64;
         }
-        let wait = Tensor::zeros([envs, h], (Kind::Int64, Device::Cpu));
+        let wait = Tensor::zeros([envs, h], (Kind::Int64, self.device));
         wait.select(1, 6).copy_(&a.select(1, 6).clamp(0, TEMPOS.len() as i64 - 1));
         let eff = a.where_self(&ok.unsqueeze(1), &wait);
 
         // Transitions: the chosen slot of each env that did not wait.
         let col = |i: i64| eff.select(1, i).unsqueeze(1);
         let (op, slot) = (col(0), col(1));
-        let sel = Tensor::arange(k, (Kind::Int64, Device::Cpu)).unsqueeze(0).eq_tensor(&slot).logical_and(&op.ne(0));
+        let sel = Tensor::arange(k, (Kind::Int64, self.device)).unsqueeze(0).eq_tensor(&slot).logical_and(&op.ne(0));
         let by = |o: Op| sel.logical_and(&op.eq(OPS.iter().position(|&x| x == o).unwrap_or(0) as i64));
         let st = self.field(STAGE);
         let advance = by(Op::Advance);
         let trains = advance.logical_and(&st.eq(code(Stage::Germinated)));
         let blends = advance.logical_and(&st.eq(code(Stage::Training))).logical_or(&by(Op::SetAlpha));
         let (germ, prune, fossil) = (by(Op::Germinate), by(Op::Prune), by(Op::Fossilize));
-        let pick = |table: &[f64], head: i64| f64s(table).index_select(0, &col(head).squeeze_dim(1)).unsqueeze(1);
+        let device = self.device;
+        let pick =
+            |table: &[f64], head: i64| f64s(table, device).index_select(0, &col(head).squeeze_dim(1)).unsqueeze(1);
         let epochs: Vec<f64> = ALPHA_EPOCHS.iter().map(|&e| e.max(1) as f64).collect();
         let alpha = self.field(ALPHA);
         self.set(FROM, &blends, &alpha);
@@ -463,7 +472,10 @@ impl Lifecycle for Batched {
     }
 
     fn rewards(&mut self, r: &RewardInputs) -> Vec<f64> {
-        let (acc, last, added, base) = (f64s(&r.accuracy), f64s(&r.last), f64s(&r.added), f64s(&r.base));
+        let (acc, last, added, base) = {
+            let at = |v: &[f64]| f64s(v, self.device);
+            (at(&r.accuracy), at(&r.last), at(&r.added), at(&r.base))
+        };
         let share = added / base / r.epochs as f64;
         let rewards = (acc - last) - share * r.rent;
         self.clock.lifecycle_read(1);
@@ -473,7 +485,7 @@ impl Lifecycle for Batched {
     fn reset(&mut self, e: usize) {
         let k = self.state.size()[2];
         let fresh = vec![Slot::default(); k as usize];
-        self.state.get(e as i64).copy_(&f64s(&record(&fresh)).view([FIELDS as i64, k]));
+        self.state.get(e as i64).copy_(&f64s(&record(&fresh), self.device).view([FIELDS as i64, k]));
         self.views[e] = fresh;
     }
 }
@@ -491,8 +503,8 @@ mod tests {
         let (envs, k, bps, g) = (5, 3, 5, Gates::default());
         let clocks = [Arc::new(PartClock::default()), Arc::new(PartClock::default())];
         let mut lives = [
-            new(LifecycleMode::Loop, envs, k, bps, g, clocks[0].clone()),
-            new(LifecycleMode::Batched, envs, k, bps, g, clocks[1].clone()),
+            new(LifecycleMode::Loop, envs, k, bps, g, Device::Cpu, clocks[0].clone()),
+            new(LifecycleMode::Batched, envs, k, bps, g, Device::Cpu, clocks[1].clone()),
         ];
         let width = OPS.len() * morpho::heads(k, bps).iter().map(|h| h.1).sum::<usize>();
         let mut rng = HostRng::new(11);

@@ -9,6 +9,7 @@
 //! - [`envs`]: episodes on a pool of tasks, as a batch and one at a time (the backends);
 //!   [`lifecycle`]: a batch's decisions, slot ticks and rewards, env after env or in one
 //!   pass of tensor ops (`--lifecycle`);
+//! - [`streams`]: hosts on CUDA, a stream each, queued minibatch-first (`--stream-wait`);
 //! - [`agent`]: the 8-head policy, its rollout forward and PPO gradient;
 //! - [`view`]: what the lab's viewer draws;
 //! - [`bench`]: `hotlab bench host`, host training against this machine's sgemm;
@@ -24,6 +25,7 @@ pub mod eval;
 pub mod host;
 pub mod lifecycle;
 pub mod mixed;
+pub mod streams;
 pub mod view;
 
 use crate::exec::transfer::Mover;
@@ -42,7 +44,9 @@ use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::glyphs::{generate, TaskSpec};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{
+    Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, WorkloadSpec,
+};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -54,33 +58,60 @@ const REPORT_EPISODES: usize = 8;
 /// The workload: its settings and the training tasks they name, generated once.
 pub struct Morpho {
     pub settings: MorphoSpec,
+    pub run: Run,
     pub pool: Pool,
 }
 
+/// What the envs take from the run beside the workload's settings (worker processes get
+/// them as flags).
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// Where the hosts train, with their data and the lifecycle state: the run's device.
+    pub device: tch::Device,
+    /// The run's `--telemetry-every`: the seeds' gradient norms every K host epochs.
+    pub telemetry_every: u64,
+}
+
 impl Morpho {
-    pub fn load(settings: &MorphoSpec) -> Result<Self, SpecError> {
+    /// The workload for a run: its settings, the run's device (where the hosts train) and
+    /// its `--telemetry-every` (the seeds' gradient norms every K host epochs).
+    pub fn load(settings: &MorphoSpec, run: &RunSpec) -> Result<Self, SpecError> {
         hotlab_shared::spec::Settings::validate(settings)?;
-        let pool = Self::pool(settings, settings.task_seed, settings.tasks);
-        Ok(Self { settings: settings.clone(), pool })
+        let device = crate::exec::device::resolve(&run.device)?;
+        if settings.stream_wait == StreamWait::Every && !device.is_cuda() {
+            return Err(SpecError::new(
+                "stream_wait",
+                "'every' makes each host's CUDA stream wait before every minibatch; hosts on the CPU have no \
+                 streams (--device cpu); allowed here: moved",
+            ));
+        }
+        let run = Run { device, telemetry_every: run.telemetry.every };
+        let pool = Self::pool(settings, run, settings.task_seed, settings.tasks);
+        Ok(Self { settings: settings.clone(), run, pool })
     }
 
     /// `count` tasks from `first`, and the env setup the settings say.
-    fn pool(s: &MorphoSpec, first: u64, count: usize) -> Pool {
+    fn pool(s: &MorphoSpec, run: Run, first: u64, count: usize) -> Pool {
         let tasks = (0..count as u64)
             .map(|i| generate(&TaskSpec { seed: first + i, train: s.images, val: s.images / 4, ..TaskSpec::default() }))
             .collect();
-        let cfg = MorphoConfig {
-            width: s.width as i64,
-            epochs: s.epochs,
-            rent: s.rent,
-            shapley_perms: (s.shapley_perms > 0).then_some(s.shapley_perms),
-            slots: s.slots,
-            lifecycle: s.lifecycle,
-            host_exec: s.host_exec,
-            host_kind: crate::train::precision::resolve(s.host_precision, tch::Device::Cpu)
-                .map_or(tch::Kind::Float, |p| p.kind),
-            ..MorphoConfig::default()
-        };
+        let cfg =
+            MorphoConfig {
+                width: s.width as i64,
+                epochs: s.epochs,
+                rent: s.rent,
+                shapley_perms: (s.shapley_perms > 0).then_some(s.shapley_perms),
+                slots: s.slots,
+                lifecycle: s.lifecycle,
+                host_exec: s.host_exec,
+                // `auto` may pick fp16 on an older GPU: the hosts have no loss scaler, so fp32.
+                host_kind: crate::train::precision::resolve(s.host_precision, run.device)
+                    .map_or(tch::Kind::Float, |p| if p.kind == tch::Kind::Half { tch::Kind::Float } else { p.kind }),
+                telemetry_every: run.telemetry_every,
+                device: run.device,
+                stream_wait: s.stream_wait,
+                ..MorphoConfig::default()
+            };
         Pool { tasks: Arc::new(tasks), cfg, clock: Arc::default() }
     }
 
@@ -89,7 +120,29 @@ impl Morpho {
     /// episodes at the cost of computing its sleepers, which an evaluation need not pay.
     pub fn held_out(&self, count: usize) -> Pool {
         let s = MorphoSpec { slots: SlotPool::Dynamic, ..self.settings.clone() };
-        Self::pool(&s, s.task_seed + s.tasks as u64 + 1000, count)
+        Self::pool(&s, self.run, s.task_seed + s.tasks as u64 + 1000, count)
+    }
+}
+
+impl Morpho {
+    /// What the run's notes say of hosts on CUDA: their streams, or why they share one.
+    fn host_note(&self) -> Option<String> {
+        let device = self.run.device;
+        if !device.is_cuda() {
+            return None;
+        }
+        let on = crate::exec::device::label(device);
+        Some(match (self.settings.host_exec, crate::cuda::shim::AVAILABLE) {
+            (HostExec::Batched, _) => format!("env morpho: hosts on {on}, each batch trained as one model"),
+            (HostExec::PerEnv, true) => format!(
+                "env morpho: hosts on {on}, each on its own CUDA stream, minibatch-first across a batch \
+                 (--stream-wait {})",
+                self.settings.stream_wait.as_str()
+            ),
+            (HostExec::PerEnv, false) => {
+                format!("env morpho: hosts on {on} share libtorch's stream: this build has no CUDA stream shim")
+            }
+        })
     }
 }
 
@@ -112,7 +165,10 @@ impl EnvMaker for Morpho {
     }
 
     fn worker_flags(&self) -> (Vec<String>, Option<String>) {
-        (worker_flags(WorkloadSpec::Morpho(self.settings.clone())), None)
+        let mut flags = worker_flags(WorkloadSpec::Morpho(self.settings.clone()));
+        flags.extend(["--telemetry-every".into(), self.run.telemetry_every.to_string()]);
+        flags.extend(["--device".into(), crate::exec::device::label(self.run.device)]);
+        (flags, None)
     }
 
     fn env_counters(&self) -> EnvCounters {
@@ -134,7 +190,12 @@ impl Workload for Morpho {
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
         let spec = setup.spec;
         if spec.exec.backend == Backend::Device {
-            bail!("the morpho env's hosts train on the CPU beside their envs: --backend device has no morpho env");
+            bail!(
+                "the morpho env's hosts train beside their envs on a host backend: --backend device has no morpho env"
+            );
+        }
+        if let Some(note) = self.host_note() {
+            setup.notes.push(note);
         }
         let heads: Vec<usize> = env_spec().heads.iter().map(|h| h.n).collect();
         let net = ActorCritic::new(architecture(&spec.ppo.hidden), setup.device);

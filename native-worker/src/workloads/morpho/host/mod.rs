@@ -204,44 +204,58 @@ impl Host {
         rng: &mut HostRng,
         clock: &PartClock,
     ) -> (f64, f64) {
-        let n = x.size()[0] as u64;
-        let (mut loss_sum, mut right) = (0.0, 0.0);
-        for _ in 0..steps {
-            let t = Instant::now();
-            let idx: Vec<i64> = (0..batch).map(|_| rng.below(n) as i64).collect();
-            let idx = Tensor::from_slice(&idx).to(x.device());
-            let (xb, yb) = (x.index_select(0, &idx), y.index_select(0, &idx));
-            let logits = self.forward(&xb);
-            let loss = logits.cross_entropy_for_logits(&yb);
-            loss_sum += loss.double_value(&[]);
-            right += accuracy(&logits, &yb);
-            let t = clock.lap(Phase::HostForward, t);
-            self.opt.zero_grad();
-            loss.backward();
-            let t = clock.lap(Phase::HostBackward, t);
-            self.opt.step();
-            clock.lap(Phase::HostOptimizer, t);
-            clock.host_pass();
-        }
-        let steps = steps.max(1) as f64;
-        (loss_sum / steps, right / steps)
+        let mut epoch = Epoch::draw(x.size()[0] as u64, steps, batch, rng, x.device());
+        while self.minibatch(&mut epoch, x, y, clock) {}
+        epoch.finish(clock)
     }
 
-    /// Each slot's live seed's gradient norm after the last step (0 without one).
-    pub fn seed_grad_norms(&self) -> [f64; SLOTS] {
-        let mut out = [0.0; SLOTS];
-        for (norm, slot) in out.iter_mut().zip(&self.slots) {
-            let Some(seed) = slot.live.and_then(|b| slot.seeds[index(b)].as_ref()) else { continue };
-            let squares: f64 = seed
-                .params
-                .iter()
-                .map(Tensor::grad)
-                .filter(Tensor::defined)
-                .map(|g| g.square().sum(Kind::Double).double_value(&[]))
-                .sum();
-            *norm = squares.sqrt();
+    /// The epoch's next minibatch: forward, backward and an optimizer step, queued on the
+    /// current stream with no read; false (and nothing done) once the epoch is over.
+    pub fn minibatch(&mut self, epoch: &mut Epoch, x: &Tensor, y: &Tensor, clock: &PartClock) -> bool {
+        if epoch.done >= epoch.steps {
+            return false;
         }
-        out
+        let t = Instant::now();
+        let idx = epoch.idx.narrow(0, i64::from(epoch.done) * epoch.batch, epoch.batch);
+        let (xb, yb) = (x.index_select(0, &idx), y.index_select(0, &idx));
+        let logits = self.forward(&xb);
+        let loss = logits.cross_entropy_for_logits(&yb);
+        tch::no_grad(|| {
+            let _ = epoch.loss.g_add_(&loss.to_kind(Kind::Double));
+            let _ = epoch.right.g_add_(&correct(&logits, &yb).to_kind(Kind::Double));
+        });
+        let t = clock.lap(Phase::HostForward, t);
+        self.opt.zero_grad();
+        loss.backward();
+        let t = clock.lap(Phase::HostBackward, t);
+        self.opt.step();
+        clock.lap(Phase::HostOptimizer, t);
+        clock.host_pass();
+        epoch.done += 1;
+        true
+    }
+
+    /// Each slot's live seed's gradient norm after the last step (0 without one): one
+    /// reduction over every live seed's gradients and one read; `None` (and no read)
+    /// without a live seed.
+    pub fn seed_grad_norms(&self) -> Option<[f64; SLOTS]> {
+        let zero = || Tensor::zeros([], (Kind::Double, self.vs.device()));
+        let mut any = false;
+        let squares: Vec<Tensor> = self
+            .slots
+            .iter()
+            .map(|slot| {
+                let Some(seed) = slot.live.and_then(|b| slot.seeds[index(b)].as_ref()) else { return zero() };
+                any = true;
+                let grads: Vec<Tensor> = seed.params.iter().map(Tensor::grad).filter(Tensor::defined).collect();
+                grads.iter().fold(zero(), |sum, g| sum + g.square().sum(Kind::Double))
+            })
+            .collect();
+        if !any {
+            return None;
+        }
+        let norms = Vec::<f64>::try_from(Tensor::stack(&squares, 0).sqrt()).ok()?;
+        Some(std::array::from_fn(|i| norms[i]))
     }
 
     /// Every parameter tensor the host holds, its own then its seeds' (slot by slot,
@@ -327,7 +341,48 @@ impl Host {
 
 /// The share of `logits`' argmax that is `y`.
 fn accuracy(logits: &Tensor, y: &Tensor) -> f64 {
-    logits.argmax(-1, false).eq_tensor(y).to_kind(Kind::Float).mean(Kind::Float).double_value(&[])
+    correct(logits, y).double_value(&[])
+}
+
+/// [`accuracy`] as a tensor on the logits' device (fp32, 0-dim), read by no one yet.
+fn correct(logits: &Tensor, y: &Tensor) -> Tensor {
+    logits.argmax(-1, false).eq_tensor(y).to_kind(Kind::Float).mean(Kind::Float)
+}
+
+/// A host epoch under way: its minibatches' indices, drawn up front in the order one draw
+/// per minibatch would give and copied to the host's device once, and its loss and
+/// accuracy summed there (in f64, as the host would sum them), read once at its end.
+pub struct Epoch {
+    idx: Tensor,
+    steps: u32,
+    batch: i64,
+    done: u32,
+    loss: Tensor,
+    right: Tensor,
+}
+
+impl Epoch {
+    /// `steps` minibatches of `batch` of `n` examples, drawn from `rng`.
+    pub fn draw(n: u64, steps: u32, batch: i64, rng: &mut HostRng, device: Device) -> Self {
+        let idx: Vec<i64> = (0..i64::from(steps) * batch).map(|_| rng.below(n) as i64).collect();
+        let zero = || Tensor::zeros([], (Kind::Double, device));
+        Self { idx: Tensor::from_slice(&idx).to(device), steps, batch, done: 0, loss: zero(), right: zero() }
+    }
+
+    /// Minibatches still to run.
+    pub fn remaining(&self) -> u32 {
+        self.steps - self.done
+    }
+
+    /// The epoch's mean loss and accuracy: one read (timed as the forward's: it waits for
+    /// the epoch's work where that runs on a device).
+    pub fn finish(self, clock: &PartClock) -> (f64, f64) {
+        let t = Instant::now();
+        let sums = Vec::<f64>::try_from(Tensor::stack(&[self.loss, self.right], 0)).unwrap_or_default();
+        clock.lap(Phase::HostForward, t);
+        let steps = self.steps.max(1) as f64;
+        (sums.first().copied().unwrap_or(f64::NAN) / steps, sums.get(1).copied().unwrap_or(f64::NAN) / steps)
+    }
 }
 
 /// Draws every weight of `vs` from `rng` (sorted by name, so the draws land alike every
@@ -375,7 +430,8 @@ mod tests {
         let out = host.forward(&x);
         assert!(out.equal(&bare), "a learning seed leaves the output bit for bit");
         out.sum(Kind::Float).backward();
-        assert!(host.seed_grad_norms()[0] > 0.0 && host.seed_grad_norms()[1] == 0.0);
+        let norms = host.seed_grad_norms().expect("live seeds");
+        assert!(norms[0] > 0.0 && norms[1] == 0.0);
         host.slots[0].learning = false;
         host.slots[0].alpha = 0.5;
         assert!(!host.forward(&x).equal(&bare));
@@ -396,7 +452,8 @@ mod tests {
             let mut train = |host: &mut Host, rng: &mut HostRng| {
                 host.train_steps(&x, &y, 2, 32, rng, &clock);
                 let logits = tch::no_grad(|| host.forward(&xv));
-                trace.push((Vec::<f32>::try_from(logits.view([-1])).unwrap(), host.seed_grad_norms(), host.params()));
+                let norms = host.seed_grad_norms();
+                trace.push((Vec::<f32>::try_from(logits.view([-1])).unwrap(), norms, host.params()));
             };
             host.graft(0, Blueprint::Conv3x3, 0.0, 1.0, &mut rng);
             host.slots[0].learning = true;
@@ -415,7 +472,10 @@ mod tests {
         let (dynamic, sleeper) = (run(SlotPool::Dynamic), run(SlotPool::Sleeper));
         assert!(dynamic.0 == sleeper.0, "logits, gradient norms and parameter counts at every stage");
         assert_eq!(dynamic.1, sleeper.1);
-        assert!(dynamic.0[1].1[2] > 0.0 && dynamic.0[2].2 < dynamic.0[1].2, "a live seed learns; a removal frees");
+        assert!(
+            dynamic.0[1].1.unwrap()[2] > 0.0 && dynamic.0[2].2 < dynamic.0[1].2,
+            "a live seed learns; a removal frees"
+        );
         // Live at the end: conv3x3 (2 tensors), norm (2), attention (6), each with 2 moments.
         assert_eq!(dynamic.2, 10 * 3);
         assert!(sleeper.2 > 3 * dynamic.2, "the pool holds every blueprint in every slot: {}", sleeper.2);

@@ -1,0 +1,186 @@
+//! libtorch's CUDA streams and graph capture, which tch does not reach, through a small
+//! C++ file (`shim.cpp`, compiled by `build.rs` against the torch wheel's headers where
+//! it was built for CUDA): a pool stream made current so that the libtorch ops after it
+//! run there (per-env host training, seed 003), a wait between two streams on the device
+//! (seed 002 #4), and a captured graph of libtorch ops replayed with one launch (the
+//! sleeper host step, catalogue row 9).
+//!
+//! Where the build has no shim (ROCm, a CPU-only torch) or the process has no GPU, every
+//! constructor returns an error that says which; nothing else changes.
+
+use anyhow::{bail, Result};
+
+#[cfg(hotlab_cuda_shim)]
+mod ffi {
+    use std::ffi::{c_char, c_int, c_void};
+    extern "C" {
+        pub fn hl_last_error() -> *const c_char;
+        pub fn hl_stream_new(device: c_int, current: c_int, out: *mut *mut c_void) -> c_int;
+        pub fn hl_stream_free(stream: *mut c_void);
+        pub fn hl_stream_set_current(stream: *mut c_void) -> c_int;
+        pub fn hl_stream_wait(waiter: *mut c_void, on: *mut c_void) -> c_int;
+        pub fn hl_stream_synchronize(stream: *mut c_void) -> c_int;
+        pub fn hl_graph_new(out: *mut *mut c_void) -> c_int;
+        pub fn hl_graph_free(graph: *mut c_void);
+        pub fn hl_graph_capture_begin(graph: *mut c_void) -> c_int;
+        pub fn hl_graph_capture_end(graph: *mut c_void) -> c_int;
+        pub fn hl_graph_replay(graph: *mut c_void) -> c_int;
+    }
+}
+
+/// Whether this build can make streams and capture graphs (given a GPU).
+pub const AVAILABLE: bool = cfg!(hotlab_cuda_shim);
+
+/// A libtorch CUDA stream (owned handle).
+pub struct Stream(*mut std::ffi::c_void);
+
+/// A captured graph of libtorch ops, with its private memory pool.
+pub struct Graph(*mut std::ffi::c_void);
+
+// The handles are libtorch objects usable from any thread (one user at a time).
+unsafe impl Send for Stream {}
+unsafe impl Send for Graph {}
+
+#[cfg(hotlab_cuda_shim)]
+fn check(what: &str, rc: std::ffi::c_int) -> Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    // SAFETY: the shim returns a pointer to its thread's last message, NUL-terminated.
+    let msg = unsafe { std::ffi::CStr::from_ptr(ffi::hl_last_error()) }.to_string_lossy();
+    let first = msg.lines().next().unwrap_or("").to_string();
+    bail!("{what}: {first}")
+}
+
+#[cfg(not(hotlab_cuda_shim))]
+fn unavailable<T>(what: &str) -> Result<T> {
+    bail!("{what}: this build has no CUDA stream support (its libtorch has no CUDA headers: ROCm or CPU-only)")
+}
+
+impl Stream {
+    /// A new stream from libtorch's pool on CUDA device `device`.
+    pub fn new(device: usize) -> Result<Self> {
+        Self::make(device, false)
+    }
+
+    /// libtorch's current stream on `device` (to wait on, or to make current again).
+    pub fn current(device: usize) -> Result<Self> {
+        Self::make(device, true)
+    }
+
+    #[cfg(hotlab_cuda_shim)]
+    fn make(device: usize, current: bool) -> Result<Self> {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: the shim writes a new handle to `out` when it returns 0.
+        check("making a CUDA stream", unsafe { ffi::hl_stream_new(device as i32, current as i32, &mut out) })?;
+        Ok(Self(out))
+    }
+
+    #[cfg(not(hotlab_cuda_shim))]
+    fn make(_: usize, _: bool) -> Result<Self> {
+        unavailable("making a CUDA stream")
+    }
+
+    /// libtorch's ops on this stream's device run here from now on, on this thread.
+    pub fn make_current(&self) -> Result<()> {
+        #[cfg(hotlab_cuda_shim)]
+        // SAFETY: `self.0` is a live handle.
+        return check("setting the current CUDA stream", unsafe { ffi::hl_stream_set_current(self.0) });
+        #[cfg(not(hotlab_cuda_shim))]
+        unavailable("setting the current CUDA stream")
+    }
+
+    /// This stream waits, on the device, for what `other` has queued so far.
+    pub fn wait_for(&self, other: &Stream) -> Result<()> {
+        #[cfg(hotlab_cuda_shim)]
+        // SAFETY: both handles are live.
+        return check("a stream wait", unsafe { ffi::hl_stream_wait(self.0, other.0) });
+        #[cfg(not(hotlab_cuda_shim))]
+        unavailable(&format!("a stream wait on {:p}", other.0))
+    }
+
+    /// Blocks the host until this stream's work is done.
+    pub fn synchronize(&self) -> Result<()> {
+        #[cfg(hotlab_cuda_shim)]
+        // SAFETY: `self.0` is a live handle.
+        return check("synchronizing a CUDA stream", unsafe { ffi::hl_stream_synchronize(self.0) });
+        #[cfg(not(hotlab_cuda_shim))]
+        unavailable("synchronizing a CUDA stream")
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        #[cfg(hotlab_cuda_shim)]
+        // SAFETY: the handle was made by the shim and is dropped once.
+        unsafe {
+            ffi::hl_stream_free(self.0)
+        }
+    }
+}
+
+impl Graph {
+    /// Captures what `record` queues on the current stream (which must not be the default
+    /// stream: make a [`Stream`] current first) as one graph.
+    pub fn capture(record: impl FnOnce() -> Result<()>) -> Result<Self> {
+        #[cfg(hotlab_cuda_shim)]
+        {
+            let mut out = std::ptr::null_mut();
+            // SAFETY: the shim writes a new handle to `out` when it returns 0.
+            check("making a CUDA graph", unsafe { ffi::hl_graph_new(&mut out) })?;
+            let graph = Self(out);
+            // SAFETY: `graph.0` is live; a capture begun is always ended.
+            check("beginning a graph capture", unsafe { ffi::hl_graph_capture_begin(graph.0) })?;
+            let recorded = record();
+            let ended = check("ending a graph capture", unsafe { ffi::hl_graph_capture_end(graph.0) });
+            recorded?;
+            ended?;
+            Ok(graph)
+        }
+        #[cfg(not(hotlab_cuda_shim))]
+        {
+            drop(record);
+            unavailable("capturing a CUDA graph")
+        }
+    }
+
+    /// Launches the captured work again, on the current stream.
+    pub fn replay(&self) -> Result<()> {
+        #[cfg(hotlab_cuda_shim)]
+        // SAFETY: `self.0` is a live, captured graph.
+        return check("replaying a CUDA graph", unsafe { ffi::hl_graph_replay(self.0) });
+        #[cfg(not(hotlab_cuda_shim))]
+        unavailable(&format!("replaying the CUDA graph {:p}", self.0))
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        #[cfg(hotlab_cuda_shim)]
+        // SAFETY: the handle was made by the shim and is dropped once.
+        unsafe {
+            ffi::hl_graph_free(self.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shim is built here (the torch wheel has CUDA's headers) and, without a GPU,
+    /// refuses with libtorch's own message instead of crashing.
+    #[test]
+    fn without_a_gpu_a_stream_is_refused_with_a_message() {
+        if tch::Cuda::is_available() {
+            let s = Stream::new(0).expect("a stream on a GPU");
+            s.make_current().and_then(|_| Stream::current(0)).expect("current");
+            return;
+        }
+        let err = Stream::new(0).err().expect("no GPU, no stream").to_string();
+        assert!(!err.contains("no CUDA stream support"), "the shim was compiled here: {err}");
+        assert!(err.starts_with("making a CUDA stream: ") && err.len() > 25, "{err}");
+        let err = Graph::capture(|| Ok(())).err().expect("no GPU, no graph").to_string();
+        assert!(err.contains("CUDA graph") || err.contains("capture"), "{err}");
+    }
+}
