@@ -44,6 +44,10 @@ pub struct Counters {
     /// 002 #4): each one orders the host's work behind everything queued there.
     #[serde(default)]
     pub stream_waits: u64,
+    /// A sleeper host's training step replayed as a captured CUDA graph (one launch for
+    /// its forward, backward and optimizer; catalogue row 9).
+    #[serde(default)]
+    pub graph_replays: u64,
 }
 
 impl Counters {
@@ -64,6 +68,7 @@ impl Counters {
             host_passes: self.host_passes - earlier.host_passes,
             seed_norm_reads: self.seed_norm_reads - earlier.seed_norm_reads,
             stream_waits: self.stream_waits - earlier.stream_waits,
+            graph_replays: self.graph_replays - earlier.graph_replays,
         }
     }
 
@@ -83,6 +88,7 @@ impl Counters {
         self.host_passes += o.host_passes;
         self.seed_norm_reads += o.seed_norm_reads;
         self.stream_waits += o.stream_waits;
+        self.graph_replays += o.graph_replays;
     }
 
     /// Takes an env backend's own totals (IPC, spins, waits) into these.
@@ -95,13 +101,14 @@ impl Counters {
         self.host_passes = env.host_passes;
         self.seed_norm_reads = env.seed_norm_reads;
         self.stream_waits = env.stream_waits;
+        self.graph_replays = env.graph_replays;
     }
 }
 
 /// Parts of an env step an env times itself ([`crate::profile::Phase::ENV_PARTS`]).
 pub const ENV_PARTS: usize = 7;
 /// Counts an env keeps itself ([`EnvCounters::own_counts`]).
-pub const ENV_COUNTS: usize = 5;
+pub const ENV_COUNTS: usize = 6;
 
 /// What an env backend counts itself (totals since it was made).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -128,6 +135,9 @@ pub struct EnvCounters {
     /// Its envs' hosts' stream waits ([`Counters::stream_waits`]).
     #[serde(default)]
     pub stream_waits: u64,
+    /// Its envs' hosts' captured steps replayed ([`Counters::graph_replays`]).
+    #[serde(default)]
+    pub graph_replays: u64,
 }
 
 impl EnvCounters {
@@ -143,18 +153,35 @@ impl EnvCounters {
             host_passes: self.host_passes + o.host_passes,
             seed_norm_reads: self.seed_norm_reads + o.seed_norm_reads,
             stream_waits: self.stream_waits + o.stream_waits,
+            graph_replays: self.graph_replays + o.graph_replays,
         }
     }
 
     /// The counts an env times and counts itself, as a worker process writes them to
     /// shared memory ([`ENV_COUNTS`] of them, after the parts).
     pub fn own_counts(&self) -> [u64; ENV_COUNTS] {
-        [self.topology_changes, self.lifecycle_reads, self.host_passes, self.seed_norm_reads, self.stream_waits]
+        [
+            self.topology_changes,
+            self.lifecycle_reads,
+            self.host_passes,
+            self.seed_norm_reads,
+            self.stream_waits,
+            self.graph_replays,
+        ]
     }
 
     /// A worker's parts and counts as read back from shared memory.
     pub fn from_own(parts: [f64; ENV_PARTS], counts: [u64; ENV_COUNTS]) -> Self {
-        let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits] = counts;
-        Self { parts, topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, ..Self::default() }
+        let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, graph_replays] = counts;
+        Self {
+            parts,
+            topology_changes,
+            lifecycle_reads,
+            host_passes,
+            seed_norm_reads,
+            stream_waits,
+            graph_replays,
+            ..Self::default()
+        }
     }
 }

@@ -139,9 +139,20 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             }
         },
         Phase::HostForward | Phase::HostBackward | Phase::HostOptimizer => {
+            let on_cuda = hosts_on_cuda(spec, c);
             let pool = match spec.morpho().map(|m| m.slots) {
-                Some(SlotPool::Sleeper) => "; every sleeper seed runs, masked",
-                _ => "",
+                Some(SlotPool::Sleeper) if c.graph_replays > 0 => format!(
+                    "; every sleeper seed runs, masked; {} steps replayed as captured CUDA graphs, one launch each \
+                     (timed as forward)",
+                    c.graph_replays
+                ),
+                Some(SlotPool::Sleeper) => "; every sleeper seed runs, masked".into(),
+                Some(SlotPool::Dynamic) if on_cuda => format!(
+                    "; not captured as CUDA graphs: the seeds' parameter sets changed {} times, which no graph \
+                     survives (--slots sleeper can be captured)",
+                    c.topology_changes
+                ),
+                _ => String::new(),
             };
             format!("the envs' host networks training ({} envs; the env's own compute{pool})", spec.envs)
         }
@@ -275,6 +286,12 @@ fn split(profile: &Profile, spec: &RunSpec) -> Split {
     Split { data_pct: d, forward_pct: f, backward_pct: b, verdict: verdict.into(), next_action: next_action.into() }
 }
 
+/// Whether a morpho run's hosts trained on CUDA: its device says so, or (`--device auto`)
+/// its hosts' streams waited or their graphs replayed.
+fn hosts_on_cuda(spec: &RunSpec, c: &crate::counters::Counters) -> bool {
+    spec.device.starts_with("cuda") || c.stream_waits > 0 || c.graph_replays > 0
+}
+
 fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     let c = &profile.counters;
     let steps = (c.env_steps / spec.envs.max(1) as u64).max(1) as f64;
@@ -389,20 +406,32 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     if let Some(d) = spec.dreamer() {
         world_model_advice(d, profile, &mut out);
     }
-    // A sleeper pool buys graph capture with the masked sleepers' compute; hosts on the
-    // CPU are never captured, so there it is pure cost.
+    // A sleeper pool buys graph capture with the masked sleepers' compute: on the CPU
+    // nothing is captured, so there it is pure cost; on CUDA a dynamic pool's hosts launch
+    // every op of every step, which a captured sleeper step replaces with one launch.
     let hosts = profile.share(Phase::HostForward) + profile.share(Phase::HostBackward);
-    if spec.morpho().is_some_and(|m| m.slots == SlotPool::Sleeper) && hosts >= 0.10 {
-        let share = hosts;
-        out.push(Recommendation {
+    let on_cuda = hosts_on_cuda(spec, c);
+    match spec.morpho().map(|m| m.slots) {
+        Some(SlotPool::Sleeper) if !on_cuda && hosts >= 0.10 => out.push(Recommendation {
             knob: "--slots dynamic".into(),
             phase: Phase::HostBackward,
             signature: format!(
                 "{:.0}% of wall in host forward and backward, every sleeper seed computed masked; hosts on the CPU are never captured as a graph",
-                100.0 * share
+                100.0 * hosts
             ),
-            max_speedup: amdahl(share),
-        });
+            max_speedup: amdahl(hosts),
+        }),
+        Some(SlotPool::Dynamic) if on_cuda && hosts >= 0.10 => out.push(Recommendation {
+            knob: "--slots sleeper".into(),
+            phase: Phase::HostForward,
+            signature: format!(
+                "{:.0}% of wall in host steps launched op by op on CUDA, {} parameter-set changes that no captured graph survives",
+                100.0 * hosts,
+                c.topology_changes
+            ),
+            max_speedup: amdahl(hosts),
+        }),
+        _ => {}
     }
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
     out
@@ -605,6 +634,18 @@ mod tests {
         assert!(knobs(&analyze(&hosts, &morpho(SlotPool::Dynamic))).is_empty());
         let light = profile(&[(Phase::HostBackward, 0.05), (Phase::Backward, 0.9)], Counters::default());
         assert!(knobs(&analyze(&light, &morpho(SlotPool::Sleeper))).is_empty());
+        // On CUDA the advice turns round: a dynamic pool's steps cannot be captured.
+        let cuda = |slots| RunSpec { device: "cuda:0".into(), ..morpho(slots) };
+        let r = analyze(&hosts, &cuda(SlotPool::Dynamic));
+        assert_eq!(knobs(&r), ["--slots sleeper"]);
+        assert!(r.recommendations[0].signature.contains("no captured graph"), "{}", r.recommendations[0].signature);
+        assert!(knobs(&analyze(&hosts, &cuda(SlotPool::Sleeper))).is_empty());
+        let c = Counters { graph_replays: 40, ..Counters::default() };
+        let captured = profile(&[(Phase::HostForward, 0.6)], c);
+        let r = analyze(&captured, &morpho(SlotPool::Sleeper));
+        assert!(knobs(&r).is_empty(), "captured on CUDA (found by its replays under --device auto)");
+        let row = r.rows.iter().find(|p| p.phase == Phase::HostForward).unwrap();
+        assert!(row.diagnosis.contains("40 steps replayed as captured CUDA graphs"), "{}", row.diagnosis);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `hotlab gpu-check`'s morpho part: the shim's graph capture of libtorch ops against the
 //! same ops run eagerly; hosts trained on CUDA, each on its own stream (`--host-exec
 //! per_env`), whose `--stream-wait every` and `moved` give the same run with more waits;
+//! a sleeper pool's steps captured and replayed, giving the dynamic pool's run to rounding;
 //! then decisions/s per setting on the GPU (never asserted).
 
 use super::gpu_check::{check, progress};
@@ -85,6 +86,31 @@ pub fn checks() -> Vec<Value> {
             Err(e) => out.push(check(&format!("morpho_streams_{wait}"), false, "-", json!(format!("{e:#}")))),
         }
     }
+    progress("morpho on CUDA, --slots sleeper: each host's step captured as a graph");
+    let sleeper = short_run(small(StreamWait::Moved, HostExec::PerEnv, SlotPool::Sleeper), 4, 3);
+    match (&sleeper, runs.first()) {
+        (Ok((figures, report)), Some((dynamic, _))) => {
+            let close = figures.len() == dynamic.len()
+                && figures.iter().zip(dynamic).all(|(a, b)| {
+                    a.as_array().into_iter().flatten().zip(b.as_array().into_iter().flatten()).all(|(x, y)| {
+                        match (x.as_f64(), y.as_f64()) {
+                            (Some(x), Some(y)) => (x - y).abs() <= 1e-3 * (1.0 + y.abs()),
+                            _ => x == y,
+                        }
+                    })
+                });
+            let replays = report.counters.graph_replays;
+            out.push(check(
+                "morpho_sleeper_step_captured",
+                replays > 0 && close,
+                "graph replays > 0; the dynamic run's figures to 1e-3",
+                json!({"graph_replays": replays, "host_passes": report.counters.host_passes,
+                       "figures": {"sleeper": figures, "dynamic": dynamic}}),
+            ));
+        }
+        (Err(e), _) => out.push(check("morpho_sleeper_step_captured", false, "-", json!(format!("{e:#}")))),
+        _ => {}
+    }
     if let [(moved, r_moved), (every, r_every)] = runs.as_slice() {
         let streams = r_moved.notes.iter().any(|n| n.contains("own CUDA stream"));
         let (w_moved, w_every) = (r_moved.counters.stream_waits, r_every.counters.stream_waits);
@@ -102,19 +128,22 @@ pub fn checks() -> Vec<Value> {
 /// Decisions/s of a morpho run on CUDA per setting (16 envs, width 16), never asserted.
 pub fn bench() -> Value {
     let settings = [
-        ("per_env streams, moved", StreamWait::Moved, HostExec::PerEnv),
-        ("per_env streams, every", StreamWait::Every, HostExec::PerEnv),
-        ("batched", StreamWait::Moved, HostExec::Batched),
+        ("per_env streams, moved", StreamWait::Moved, HostExec::PerEnv, SlotPool::Dynamic),
+        ("per_env streams, every", StreamWait::Every, HostExec::PerEnv, SlotPool::Dynamic),
+        ("per_env streams, sleeper (captured)", StreamWait::Moved, HostExec::PerEnv, SlotPool::Sleeper),
+        ("batched", StreamWait::Moved, HostExec::Batched, SlotPool::Dynamic),
     ];
     let mut out = Vec::new();
-    for (name, wait, exec) in settings {
+    for (name, wait, exec, slots) in settings {
         progress(&format!("morpho on CUDA, 16 envs: {name}"));
-        let s = MorphoSpec { stream_wait: wait, host_exec: exec, images: 1024, epochs: 4, ..MorphoSpec::default() };
+        let s =
+            MorphoSpec { stream_wait: wait, host_exec: exec, slots, images: 1024, epochs: 4, ..MorphoSpec::default() };
         let t = Instant::now();
         match short_run(s, 16, 4) {
             Ok((_, r)) => out.push(json!({
                 "setting": name, "decisions_per_s": r.sps, "wall_s": r.wall_s, "total_s": t.elapsed().as_secs_f64(),
                 "stream_waits": r.counters.stream_waits, "host_passes": r.counters.host_passes,
+                "graph_replays": r.counters.graph_replays,
             })),
             Err(e) => out.push(json!({"setting": name, "error": format!("{e:#}")})),
         }

@@ -73,8 +73,12 @@ int hl_graph_new(void** out) {
 void hl_graph_free(void* graph) { delete static_cast<at::cuda::CUDAGraph*>(graph); }
 
 // Captures the libtorch ops that follow on the current stream (not the default one).
+// Thread-local mode: other threads (worker threads training their own hosts, libtorch's
+// autograd thread) may go on making CUDA calls while this one captures.
 int hl_graph_capture_begin(void* graph) {
-  return guarded([&] { static_cast<at::cuda::CUDAGraph*>(graph)->capture_begin(); });
+  return guarded([&] {
+    static_cast<at::cuda::CUDAGraph*>(graph)->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+  });
 }
 
 int hl_graph_capture_end(void* graph) {

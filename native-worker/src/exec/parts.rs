@@ -11,7 +11,7 @@ use std::time::Instant;
 
 /// Nanoseconds per part, summed over every env and thread, the changes to the envs'
 /// parameter sets, the reads of their lifecycle state, their hosts' training passes and
-/// the reads of their seeds' gradient norms and their hosts' stream waits.
+/// the reads of their seeds' gradient norms, their hosts' stream waits and graph replays.
 #[derive(Debug, Default)]
 pub struct PartClock {
     nanos: [AtomicU64; ENV_PARTS],
@@ -20,6 +20,7 @@ pub struct PartClock {
     host_passes: AtomicU64,
     seed_norm_reads: AtomicU64,
     stream_waits: AtomicU64,
+    graph_replays: AtomicU64,
 }
 
 impl PartClock {
@@ -63,6 +64,11 @@ impl PartClock {
         self.stream_waits.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A host's captured training step replayed.
+    pub fn graph_replay(&self) {
+        self.graph_replays.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The totals as an env backend's counters.
     pub fn counters(&self) -> EnvCounters {
         EnvCounters {
@@ -72,6 +78,7 @@ impl PartClock {
             host_passes: self.host_passes.load(Ordering::Relaxed),
             seed_norm_reads: self.seed_norm_reads.load(Ordering::Relaxed),
             stream_waits: self.stream_waits.load(Ordering::Relaxed),
+            graph_replays: self.graph_replays.load(Ordering::Relaxed),
             ..EnvCounters::default()
         }
     }

@@ -133,7 +133,7 @@ async fn session(lab: Lab, name: String, mut socket: WebSocket) {
 /// One message from a worker; false ends the connection (it broke the protocol).
 fn receive(lab: &Lab, name: &str, text: &str) -> bool {
     match serde_json::from_str::<ToLab>(text) {
-        Ok(ToLab::Run { run, n, msg }) => match lab.machines.deliver(name, run, n, msg) {
+        Ok(ToLab::Run { run, n, msg }) => match lab.machines.deliver(name, run, n, *msg) {
             Ok(()) => true,
             Err(why) => {
                 tracing::warn!("worker '{name}': {why}; connection closed (it will resend)");

@@ -50,7 +50,7 @@ pub enum ToLab {
         once: Option<u64>,
     },
     /// Message `n` of a run (from 1, without gaps).
-    Run { run: u64, n: u64, msg: FromRun },
+    Run { run: u64, n: u64, msg: Box<FromRun> },
     /// Every few seconds: the machine's load.
     Heartbeat { load: Load },
 }

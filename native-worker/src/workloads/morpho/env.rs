@@ -51,6 +51,17 @@ pub struct MorphoConfig {
     pub gates: Gates,
 }
 
+impl MorphoConfig {
+    /// Whether each host's step is captured as a CUDA graph: a sleeper pool (its tensors
+    /// never change) on CUDA, each host on its own stream (`per_env`).
+    pub fn captures(&self) -> bool {
+        self.slots == SlotPool::Sleeper
+            && self.device.is_cuda()
+            && self.host_exec == HostExec::PerEnv
+            && crate::cuda::shim::AVAILABLE
+    }
+}
+
 impl Default for MorphoConfig {
     fn default() -> Self {
         Self {
@@ -126,6 +137,9 @@ impl MorphoEnv {
         let mut rng = HostRng::new(seed);
         let mut host = Host::new(cfg.width, cfg.lr, cfg.slots, cfg.device, &mut rng)?;
         host.set_kind(cfg.host_kind);
+        if cfg.captures() {
+            host.capture_steps(cfg.batch, true);
+        }
         let base_params = host.params();
         let mut env = Self {
             cfg,

@@ -136,8 +136,13 @@ impl Morpho {
             (HostExec::Batched, _) => format!("env morpho: hosts on {on}, each batch trained as one model"),
             (HostExec::PerEnv, true) => format!(
                 "env morpho: hosts on {on}, each on its own CUDA stream, minibatch-first across a batch \
-                 (--stream-wait {})",
-                self.settings.stream_wait.as_str()
+                 (--stream-wait {}); {}",
+                self.settings.stream_wait.as_str(),
+                if self.pool.cfg.captures() {
+                    "each sleeper host's step captured as a CUDA graph after two warm-up steps"
+                } else {
+                    "steps not captured: a dynamic pool's parameter set changes with every graft"
+                }
             ),
             (HostExec::PerEnv, false) => {
                 format!("env morpho: hosts on {on} share libtorch's stream: this build has no CUDA stream shim")

@@ -29,6 +29,7 @@ use tch::{Device, Kind, Tensor};
 pub const SLOTS: usize = 3;
 
 pub mod batch;
+mod graph;
 
 /// A seed's module and its own store (dropping it frees the seed's tensors).
 struct SeedModule {
@@ -83,6 +84,8 @@ pub struct Host {
     base: usize,
     /// What its convolutions and matmuls compute in (fp32 or bf16: [`mixed`]).
     kind: Kind,
+    /// A sleeper pool's step as a captured graph ([`graph`]), once asked for.
+    captured: Option<graph::Captured>,
 }
 
 /// Stage `s`'s stride: full resolution, then halved twice.
@@ -144,7 +147,7 @@ impl Host {
                 .collect();
             slots.push(Slot { channels: c, alpha: 0.0, learning: false, live: None, seeds });
         }
-        Ok(Self { vs, stages, head, slots, opt, lr, pool, base, kind: Kind::Float })
+        Ok(Self { vs, stages, head, slots, opt, lr, pool, base, kind: Kind::Float, captured: None })
     }
 
     /// Computes the convolutions and matmuls in `kind` from now on (fp32 master weights).
@@ -214,6 +217,10 @@ impl Host {
     pub fn minibatch(&mut self, epoch: &mut Epoch, x: &Tensor, y: &Tensor, clock: &PartClock) -> bool {
         if epoch.done >= epoch.steps {
             return false;
+        }
+        if self.captured.is_some() {
+            self.minibatch_static(epoch, x, y, clock);
+            return true;
         }
         let t = Instant::now();
         let idx = epoch.idx.narrow(0, i64::from(epoch.done) * epoch.batch, epoch.batch);
