@@ -154,7 +154,7 @@ pub const KNOBS: &[Knob] = &[
         "host_precision",
         "workload.morpho.host_precision",
         Choice(crate::spec::Precision::ALL),
-        "morpho: the hosts' convolutions and matmuls in fp32, bf16 or auto (fp16 refused: no loss scaler yet)",
+        "morpho: the hosts' convolutions and matmuls in fp32, bf16, fp16 (CUDA, loss-scaled) or auto",
     ),
     morpho(
         "stream_wait",

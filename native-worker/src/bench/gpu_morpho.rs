@@ -2,11 +2,12 @@
 //! same ops run eagerly; hosts trained on CUDA, each on its own stream (`--host-exec
 //! per_env`), whose `--stream-wait every` and `moved` give the same run with more waits;
 //! a sleeper pool's steps captured and replayed, giving the dynamic pool's run to rounding;
+//! fp16 hosts with their loss scaler, captured or not;
 //! then decisions/s per setting on the GPU (never asserted).
 
 use super::gpu_check::{check, progress};
 use crate::cuda::shim::{Graph, Stream};
-use hotlab_shared::spec::{Backend, HostExec, MorphoSpec, RunSpec, SlotPool, StreamWait, WorkloadSpec};
+use hotlab_shared::spec::{Backend, HostExec, MorphoSpec, Precision, RunSpec, SlotPool, StreamWait, WorkloadSpec};
 use serde_json::{json, Value};
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
@@ -110,6 +111,28 @@ pub fn checks() -> Vec<Value> {
         }
         (Err(e), _) => out.push(check("morpho_sleeper_step_captured", false, "-", json!(format!("{e:#}")))),
         _ => {}
+    }
+    for slots in [SlotPool::Dynamic, SlotPool::Sleeper] {
+        progress(&format!("morpho on CUDA, fp16 hosts with their loss scaler, --slots {slots}"));
+        let s = MorphoSpec { host_precision: Precision::Fp16, ..small(StreamWait::Moved, HostExec::PerEnv, slots) };
+        let name = format!("morpho_fp16_hosts_{slots}");
+        match short_run(s, 4, 3) {
+            Ok((figures, report)) => {
+                let finite = figures.len() == 2
+                    && figures
+                        .iter()
+                        .flat_map(|f| f.as_array().cloned().unwrap_or_default())
+                        .all(|v| v.as_f64().is_none_or(f64::is_finite));
+                let captured = slots == SlotPool::Dynamic || report.counters.graph_replays > 0;
+                out.push(check(
+                    &name,
+                    finite && captured,
+                    "finite figures; sleeper steps captured with the scaler inside",
+                    json!({"figures": figures, "graph_replays": report.counters.graph_replays}),
+                ));
+            }
+            Err(e) => out.push(check(&name, false, "-", json!(format!("{e:#}")))),
+        }
     }
     if let [(moved, r_moved), (every, r_every)] = runs.as_slice() {
         let streams = r_moved.notes.iter().any(|n| n.contains("own CUDA stream"));

@@ -205,7 +205,7 @@ pub struct MorphoFlags {
     /// Morpho: how a batch of envs trains its hosts: `per_env` one host after another, each with its own ops; `batched` every host as one model with a leading env dimension (grouped convolutions, batched matmuls), each host's epoch its own length. The same hosts to rounding. On a CPU batching measured slower (oneDNN runs each host's small convolutions about as well as a grouped one, and the batch adds gathers): per_env [per_env].
     #[arg(long)]
     pub host_exec: Option<HostExec>,
-    /// Morpho: what the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master weights; norms, softmax, loss and Adam in fp32), or `auto` (bf16 where the device has it). `fp16` is refused: the hosts have no loss scaler yet [fp32].
+    /// Morpho: what the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master weights; norms, softmax, loss and Adam in fp32), `fp16` (the same with a dynamic loss scaler on the device; hosts on CUDA under --host-exec per_env only) or `auto` (bf16 where the device has it) [fp32].
     #[arg(long)]
     pub host_precision: Option<Precision>,
     /// Morpho, hosts on CUDA (`--device cuda`) under `--host-exec per_env`, each on its own stream: `every` makes a host's stream wait for the default stream before every minibatch (seed 002 #4's redundant wait); `moved` once per epoch, after the surgery and the epoch's indices reached the device. Refused with hosts on the CPU, which have no streams [moved].

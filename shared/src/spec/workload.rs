@@ -248,8 +248,8 @@ pub struct MorphoSpec {
     /// with a leading env dimension (`batched`). Flag `--host-exec`.
     pub host_exec: HostExec,
     /// What the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master
-    /// weights, norms, loss and Adam) or `auto` (bf16 where the device has it); `fp16`
-    /// (no loss scaler for the hosts yet) is refused. Flag `--host-precision`.
+    /// weights, norms, loss and Adam), `fp16` (the same with a loss scaler; hosts on CUDA
+    /// under `per_env` only) or `auto` (bf16 where the device has it). Flag `--host-precision`.
     pub host_precision: Precision,
     /// Hosts on CUDA, each on its own stream: wait for the default stream before every
     /// minibatch (`every`, seed 002 #4) or once per epoch (`moved`); hosts on the CPU have
@@ -291,12 +291,6 @@ impl Settings for MorphoSpec {
         in_range("host_width", self.width, 1, 256)?;
         if !(self.rent.is_finite() && (0.0..=10.0).contains(&self.rent)) {
             return Err(SpecError::new("rent", format!("must be between 0 and 10 (got {})", self.rent)));
-        }
-        if self.host_precision == Precision::Fp16 {
-            return Err(SpecError::new(
-                "host_precision",
-                "fp16 needs a loss scaler, which the hosts do not have yet; allowed: fp32, bf16, auto",
-            ));
         }
         in_range("shapley_perms", self.shapley_perms, 0, 10_000)
     }

@@ -16,6 +16,9 @@ struct Entry {
     m: Tensor,
     v: Tensor,
     steps: i32,
+    /// The step count of [`HostAdam::step_static`], kept on the device (f32, 0-dim): a
+    /// step skipped there (an fp16 overflow) is never counted, and the host never reads it.
+    dstep: Tensor,
     /// Its learning-rate group: 0 the host's own, `slot + 1` a slot's seeds.
     group: usize,
     /// Who owns it: `None` the host, `Some((slot, blueprint))` a seed.
@@ -32,11 +35,10 @@ pub struct HostAdam {
     version: u64,
 }
 
-/// The optimizer's state as tensors on the device, for a captured step: each entry's step
-/// count and live flag, each group's rate. Written from the host's state, only when that
-/// changed ([`HostAdam::sync`]); the step counts then advance on the device.
+/// What the host decides of the optimizer, as tensors on the device for a captured step:
+/// each entry's live flag and each group's rate, written only when they changed
+/// ([`HostAdam::sync`]).
 pub struct DeviceState {
-    step: Vec<Tensor>,
     live: Vec<Tensor>,
     lr: Vec<Tensor>,
     version: Option<u64>,
@@ -52,7 +54,8 @@ impl HostAdam {
     pub fn add(&mut self, params: &[Tensor], group: usize, owner: Option<(usize, usize)>, live: bool) {
         for p in params {
             let (m, v) = (p.zeros_like(), p.zeros_like());
-            self.entries.push(Entry { param: p.shallow_clone(), m, v, steps: 0, group, owner, live });
+            let dstep = Tensor::zeros([], (Kind::Float, p.device()));
+            self.entries.push(Entry { param: p.shallow_clone(), m, v, steps: 0, dstep, group, owner, live });
         }
         self.version += 1;
     }
@@ -66,7 +69,7 @@ impl HostAdam {
     /// Zeroes `owner`'s moments and step counts in place and marks it live or masked.
     pub fn reset(&mut self, owner: (usize, usize), live: bool) {
         for e in self.entries.iter_mut().filter(|e| e.owner == Some(owner)) {
-            let _ = (e.m.zero_(), e.v.zero_());
+            let _ = (e.m.zero_(), e.v.zero_(), e.dstep.zero_());
             (e.steps, e.live) = (0, live);
         }
         self.version += 1;
@@ -117,26 +120,22 @@ impl HostAdam {
 
     /// Tensors on the entries' device for [`HostAdam::step_static`], not yet written.
     pub fn device_state(&self) -> DeviceState {
-        let device = self.entries.first().map_or(tch::Device::Cpu, |e| e.param.device());
-        let zero = || Tensor::zeros([], (Kind::Float, device));
-        DeviceState {
-            step: self.entries.iter().map(|_| zero()).collect(),
-            live: self.entries.iter().map(|_| zero()).collect(),
-            lr: self.lr.iter().map(|_| zero()).collect(),
-            version: None,
-        }
+        DeviceState { live: Vec::new(), lr: Vec::new(), version: None }
     }
 
-    /// Writes the host's step counts, live flags and rates into `d` if they changed since
-    /// it was last written (a graft, a removal, a rate): a few small copies then, none
-    /// otherwise.
+    /// Writes the live flags and rates into `d` if they changed since it was last written
+    /// (a graft, a removal, a rate): a few small copies then, none otherwise. A dynamic
+    /// pool's entries come and go: `d` follows them.
     pub fn sync(&self, d: &mut DeviceState) {
         if d.version == Some(self.version) {
             return;
         }
+        let device = self.entries.first().map_or(tch::Device::Cpu, |e| e.param.device());
+        let zero = || Tensor::zeros([], (Kind::Float, device));
+        d.live.resize_with(self.entries.len(), zero);
+        d.lr.resize_with(self.lr.len(), zero);
         tch::no_grad(|| {
-            for ((e, step), live) in self.entries.iter().zip(&mut d.step).zip(&mut d.live) {
-                let _ = step.fill_(f64::from(e.steps));
+            for (e, live) in self.entries.iter().zip(&mut d.live) {
                 let _ = live.fill_(if e.live { 1.0 } else { 0.0 });
             }
             for (lr, &value) in d.lr.iter_mut().zip(&self.lr) {
@@ -146,40 +145,41 @@ impl HostAdam {
         d.version = Some(self.version);
     }
 
+    /// The parameters' gradients (those that have one), to unscale in place.
+    pub fn grads(&self) -> Vec<Tensor> {
+        self.entries.iter().map(|e| e.param.grad()).filter(Tensor::defined).collect()
+    }
+
     /// [`HostAdam::step`] as the same ops whatever the state (what a captured graph
-    /// replays): every entry stepped, its moments and parameter left as they were where its
-    /// live flag is 0, its step count and rate read from `d` on the device. Run it, then
-    /// [`HostAdam::count_step`] each time it (or its graph) runs.
-    pub fn step_static(&mut self, d: &DeviceState) {
+    /// replays): every entry stepped, its moments, step count and parameter left as they
+    /// were where its live flag is 0 or `keep` is 0 (an fp16 step whose gradients
+    /// overflowed), its step count on the device and its rate read from `d`.
+    pub fn step_static(&mut self, d: &DeviceState, keep: Option<&Tensor>) {
         let (ln1, ln2) = (BETA1.ln(), BETA2.ln());
+        let keep = keep.map(|k| k.reshape([]));
         tch::no_grad(|| {
-            for (i, e) in self.entries.iter_mut().enumerate() {
+            for (e, live) in self.entries.iter_mut().zip(&d.live) {
                 let g = e.param.grad();
                 if !g.defined() {
                     continue;
                 }
-                let (live, step) = (&d.live[i], &d.step[i]);
+                let live = match &keep {
+                    Some(k) => live * k,
+                    None => live.shallow_clone(),
+                };
                 let on = live.gt(0.5);
-                let _ = step.shallow_clone().g_add_(live);
+                let _ = e.dstep.g_add_(&live);
                 let m = &e.m * BETA1 + &g * (1.0 - BETA1);
                 let v = &e.v * BETA2 + g.square() * (1.0 - BETA2);
                 e.m.copy_(&m.where_self(&on, &e.m));
                 e.v.copy_(&v.where_self(&on, &e.v));
-                // A sleeper never stepped has step 0: clamped, its update is 0 · finite.
-                let t = step.clamp_min(1.0);
+                // A sleeper never stepped counts 0: clamped, its update is 0 · finite.
+                let t = e.dstep.clamp_min(1.0);
                 let c1 = (&t * ln1).exp().neg() + 1.0;
                 let c2 = (&t * ln2).exp().neg() + 1.0;
                 let update = &e.m / ((&e.v / c2).sqrt() + EPS) * (&d.lr[e.group] / c1);
-                let _ = e.param.g_sub_(&(update * live));
+                let _ = e.param.g_sub_(&(update * &live));
             }
         })
-    }
-
-    /// The host's count of a step [`HostAdam::step_static`] took on the device: each live
-    /// entry with a gradient, as [`HostAdam::step`] counts (no read).
-    pub fn count_step(&mut self) {
-        for e in self.entries.iter_mut().filter(|e| e.live && e.param.grad().defined()) {
-            e.steps += 1;
-        }
     }
 }

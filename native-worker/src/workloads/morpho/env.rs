@@ -137,8 +137,8 @@ impl MorphoEnv {
         let mut rng = HostRng::new(seed);
         let mut host = Host::new(cfg.width, cfg.lr, cfg.slots, cfg.device, &mut rng)?;
         host.set_kind(cfg.host_kind);
-        if cfg.captures() {
-            host.capture_steps(cfg.batch, true);
+        if cfg.captures() || cfg.host_kind == tch::Kind::Half {
+            host.static_steps(cfg.captures());
         }
         let base_params = host.params();
         let mut env = Self {

@@ -45,7 +45,7 @@ use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::glyphs::{generate, TaskSpec};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{
-    Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, WorkloadSpec,
+    self as spec, Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, WorkloadSpec,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -83,6 +83,15 @@ impl Morpho {
                 "stream_wait",
                 "'every' makes each host's CUDA stream wait before every minibatch; hosts on the CPU have no \
                  streams (--device cpu); allowed here: moved",
+            ));
+        }
+        if settings.host_precision == spec::Precision::Fp16
+            && (!device.is_cuda() || settings.host_exec == HostExec::Batched)
+        {
+            return Err(SpecError::new(
+                "host_precision",
+                "fp16 hosts train on CUDA (--device cuda) under --host-exec per_env, with their loss scaler; \
+                 allowed here: fp32, bf16, auto",
             ));
         }
         let run = Run { device, telemetry_every: run.telemetry.every };

@@ -7,7 +7,8 @@
 //! live flag and rate ([`HostAdam::step_static`]). A dynamic pool changes its parameter
 //! set with every graft, which no captured graph survives: it is never captured.
 //!
-//! On a CPU (tests) or where a capture fails, the same static step runs eagerly.
+//! On a CPU (tests), for fp16 hosts of a dynamic pool (their loss scaler skips a step by
+//! masking it on the device) or where a capture fails, the same static step runs eagerly.
 
 use super::{correct, index, Epoch, Host, SLOTS};
 use crate::cuda::shim::Graph;
@@ -40,16 +41,17 @@ pub struct Captured {
 }
 
 impl Host {
-    /// From now on each minibatch is the static step, captured on CUDA after two warm-up
-    /// steps (`capture`), eager otherwise. Only for a sleeper pool, whose tensors never change.
-    pub fn capture_steps(&mut self, batch: i64, capture: bool) {
+    /// From now on each minibatch is the static step: captured after two warm-up steps
+    /// (`capture`: CUDA, a sleeper pool, whose tensors never change), eager otherwise (the
+    /// CPU's tests; fp16 hosts, whose loss scaler needs the step's masked form).
+    pub fn static_steps(&mut self, capture: bool) {
         let device = self.vs.device();
         let f32s = |shape: &[i64]| Tensor::zeros(shape, (Kind::Float, device));
         self.captured = Some(Captured {
             masks: f32s(&[2, SLOTS as i64, Blueprint::ALL.len() as i64]),
             shown: Vec::new(),
             adam: self.opt.device_state(),
-            idx: Tensor::zeros([batch], (Kind::Int64, device)),
+            idx: Tensor::zeros([0], (Kind::Int64, device)),
             loss: f32s(&[]),
             right: f32s(&[]),
             capture,
@@ -109,8 +111,18 @@ impl Host {
             c.right.shallow_clone().copy_(&correct(&logits, &yb));
         });
         self.opt.zero_grad();
-        loss.backward();
-        self.opt.step_static(&c.adam);
+        match self.scaler.as_mut() {
+            Some(scaler) => {
+                scaler.scale(&loss).backward();
+                let mut grads = self.opt.grads();
+                let keep = scaler.unscale(&mut grads.iter_mut().collect::<Vec<_>>());
+                self.opt.step_static(&c.adam, Some(&keep));
+            }
+            None => {
+                loss.backward();
+                self.opt.step_static(&c.adam, None);
+            }
+        }
     }
 
     /// The epoch's next minibatch as the static step: the masks and optimizer state written
@@ -119,6 +131,11 @@ impl Host {
     pub(super) fn minibatch_static(&mut self, epoch: &mut Epoch, x: &Tensor, y: &Tensor, clock: &PartClock) {
         let Some(mut c) = self.captured.take() else { return };
         let t = Instant::now();
+        if c.idx.size()[0] != epoch.batch {
+            // A graph reads a minibatch of one size: a new size is captured anew.
+            c.idx = Tensor::zeros([epoch.batch], (Kind::Int64, c.idx.device()));
+            (c.graph, c.warm) = (None, 0);
+        }
         let shown = self.mask_values();
         tch::no_grad(|| {
             if shown != c.shown {
@@ -158,7 +175,6 @@ impl Host {
                 c.warm += 1;
             }
         }
-        self.opt.count_step();
         tch::no_grad(|| {
             let _ = epoch.loss.g_add_(&c.loss.to_kind(Kind::Double));
             let _ = epoch.right.g_add_(&c.right.to_kind(Kind::Double));
@@ -197,7 +213,7 @@ mod tests {
             let mut rng = HostRng::new(9);
             let mut host = Host::new(4, 3e-3, SlotPool::Sleeper, Device::Cpu, &mut rng).unwrap();
             if stat {
-                host.capture_steps(32, false);
+                host.static_steps(false);
             }
             let mut trace = Vec::new();
             let mut train = |host: &mut Host, rng: &mut HostRng| {
@@ -238,5 +254,37 @@ mod tests {
         }
         assert!(eager.0[2].3.unwrap()[2] > 0.0, "the blended seed learns");
         assert!((eager.1 .0 - stat.1 .0).abs() < 1e-4 && eager.1 .1 == stat.1 .1, "{:?} {:?}", eager.1, stat.1);
+    }
+
+    /// fp16 hosts (`--host-precision fp16`, the static step with its loss scaler on the
+    /// device): a step whose scaled gradients overflow leaves every weight as it was and
+    /// halves the scale, with no read; at a sane scale the host learns. libtorch runs fp16
+    /// on the CPU, slowly.
+    #[test]
+    fn an_fp16_host_skips_an_overflowing_step_and_learns_at_a_sane_scale() {
+        use crate::train::precision::DeviceScaler;
+        let task = generate(&TaskSpec { seed: 5, train: 1024, val: 256, ..TaskSpec::default() });
+        let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
+        let clock = PartClock::default();
+        let mut rng = HostRng::new(4);
+        let mut host = Host::new(8, 1e-2, SlotPool::Dynamic, Device::Cpu, &mut rng).unwrap();
+        host.set_kind(Kind::Half);
+        host.static_steps(false);
+        host.graft(1, Blueprint::Conv3x3, 1.0, 1.0, &mut rng);
+        host.scaler = Some(DeviceScaler::starting_at(1e30, Device::Cpu));
+        let before: Vec<Tensor> = host.all_params().iter().map(Tensor::copy).collect();
+        host.train_steps(&x, &y, 1, 32, &mut rng, &clock);
+        assert!(host.all_params().iter().zip(&before).all(|(a, b)| a.equal(b)), "a skipped step changes nothing");
+        let (scale, skipped) = host.loss_scale().unwrap();
+        assert_eq!(skipped, 1);
+        assert!((scale / 5e29 - 1.0).abs() < 1e-6, "the scale halves: {scale}");
+        host.scaler = Some(DeviceScaler::starting_at(1024.0, Device::Cpu));
+        let (start, _) = host.evaluate(&xv, &yv);
+        for _ in 0..4 {
+            host.train_steps(&x, &y, 16, 64, &mut rng, &clock);
+        }
+        let (end, _) = host.evaluate(&xv, &yv);
+        assert_eq!(host.loss_scale().unwrap().1, 0, "no overflow at 1024");
+        assert!(end < start - 0.2, "an fp16 host learns: {start} -> {end}");
     }
 }

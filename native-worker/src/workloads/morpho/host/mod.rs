@@ -17,6 +17,7 @@ use super::adam::HostAdam;
 use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
 use super::mixed;
 use crate::exec::parts::PartClock;
+use crate::train::precision::DeviceScaler;
 use hotlab_shared::glyphs::{Split, SIDE};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
@@ -86,6 +87,8 @@ pub struct Host {
     kind: Kind,
     /// A sleeper pool's step as a captured graph ([`graph`]), once asked for.
     captured: Option<graph::Captured>,
+    /// fp16 hosts' dynamic loss scaling, on the device (no read per step).
+    scaler: Option<DeviceScaler>,
 }
 
 /// Stage `s`'s stride: full resolution, then halved twice.
@@ -147,12 +150,20 @@ impl Host {
                 .collect();
             slots.push(Slot { channels: c, alpha: 0.0, learning: false, live: None, seeds });
         }
-        Ok(Self { vs, stages, head, slots, opt, lr, pool, base, kind: Kind::Float, captured: None })
+        Ok(Self { vs, stages, head, slots, opt, lr, pool, base, kind: Kind::Float, captured: None, scaler: None })
     }
 
-    /// Computes the convolutions and matmuls in `kind` from now on (fp32 master weights).
+    /// Computes the convolutions and matmuls in `kind` from now on (fp32 master weights);
+    /// fp16 with a dynamic loss scaler (PyTorch's rule, from 2^16), which needs the static
+    /// step ([`Host::static_steps`]).
     pub fn set_kind(&mut self, kind: Kind) {
         self.kind = kind;
+        self.scaler = (kind == Kind::Half).then(|| DeviceScaler::starting_at(65536.0, self.vs.device()));
+    }
+
+    /// An fp16 host's loss scale and the steps its scaler skipped so far (one read).
+    pub fn loss_scale(&self) -> Option<(f64, u64)> {
+        self.scaler.as_ref().map(DeviceScaler::read)
     }
 
     /// Grafts a seed of `blueprint` into `slot` at blend `alpha`, its weights drawn from
