@@ -78,6 +78,7 @@ pub enum Counter {
     TopologyChanges,
     LifecycleReads,
     HostPasses,
+    StreamWaits,
 }
 
 impl Counter {
@@ -91,6 +92,7 @@ impl Counter {
             Counter::TopologyChanges => c.topology_changes,
             Counter::LifecycleReads => c.lifecycle_reads,
             Counter::HostPasses => c.host_passes,
+            Counter::StreamWaits => c.stream_waits,
         }
     }
 }
@@ -501,6 +503,38 @@ pub const LESSONS: &[Lesson] = &[
         budget: Budget { seconds: 1.5, repeats: 3 },
     },
     Lesson {
+        id: "stream-waits",
+        row: 4,
+        title: "A stream that waits before every minibatch",
+        phenomenon: "Seed 002's trainer trains each env's host network on a CUDA stream of its own, so that small \
+            hosts overlap on the GPU, but it makes each stream wait for the default stream before every \
+            minibatch as well as before the epoch. The data are already on the device, so the inner wait orders \
+            nothing that needs ordering: it ties every host's minibatch to whatever the default stream holds and \
+            adds an event per host per minibatch. Waiting only when something moved (once per epoch, after the \
+            surgery and the indices' copy) gives the same results. Streams are a GPU's, so this lesson runs on a \
+            CUDA GPU only.",
+        look_at: "Stream waits per env step, and the host phases.",
+        baseline: &[
+            ("env", "morpho"),
+            ("device", "cuda"),
+            ("stream_wait", "every"),
+            ("envs", "8"),
+            ("steps", "3"),
+            ("minibatches", "2"),
+            ("tasks", "2"),
+            ("task_images", "256"),
+            ("host_width", "8"),
+            ("host_epochs", "3"),
+        ],
+        variants: &["stream_wait=moved"],
+        signature: Signature {
+            measure: Measure::PerStep(Counter::StreamWaits),
+            expect: Expect::Higher(3.0),
+            text: "host stream waits per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 2 },
+    },
+    Lesson {
         id: "replay-copies",
         row: 11,
         title: "A replay buffer on the host",
@@ -645,7 +679,7 @@ mod tests {
             assert!(minute <= 60.0, "{}: about {minute:.0} s", l.id);
         }
         let gpu: Vec<&str> = LESSONS.iter().filter(|l| l.needs_gpu()).map(|l| l.id).collect();
-        assert_eq!(gpu, ["replay-copies"], "the lessons whose bottleneck needs a GPU");
+        assert_eq!(gpu, ["stream-waits", "replay-copies"], "the lessons whose bottleneck needs a GPU");
     }
 
     #[test]

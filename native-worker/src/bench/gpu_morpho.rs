@@ -3,10 +3,12 @@
 //! per_env`), whose `--stream-wait every` and `moved` give the same run with more waits;
 //! a sleeper pool's steps captured and replayed, giving the dynamic pool's run to rounding;
 //! fp16 hosts with their loss scaler, captured or not;
-//! then decisions/s per setting on the GPU (never asserted).
+//! the `stream-waits` lesson's signature (a lesson that needs a GPU); then decisions/s per
+//! setting on the GPU (never asserted).
 
 use super::gpu_check::{check, progress};
 use crate::cuda::shim::{Graph, Stream};
+use hotlab_shared::lessons::{self, Params};
 use hotlab_shared::spec::{Backend, HostExec, MorphoSpec, Precision, RunSpec, SlotPool, StreamWait, WorkloadSpec};
 use serde_json::{json, Value};
 use std::time::Instant;
@@ -77,8 +79,21 @@ fn graph_check() -> Value {
     }
 }
 
+/// The `stream-waits` lesson's signature on the GPU: a host stream's waits per env step
+/// fall when it waits only once per epoch.
+fn stream_lesson_check() -> Value {
+    progress("lesson stream-waits (its signature needs a GPU)");
+    let Some(lesson) = lessons::find("stream-waits") else {
+        return check("lesson_stream_waits", false, "-", json!("no such lesson"));
+    };
+    match crate::bench::lessons::check(lesson, &Params { seconds: Some(1.0), ..Params::default() }) {
+        Ok(c) => check("lesson_stream_waits", c.shows, lesson.signature.text, json!(c.figures)),
+        Err(e) => check("lesson_stream_waits", false, "-", json!(format!("{e:#}"))),
+    }
+}
+
 pub fn checks() -> Vec<Value> {
-    let mut out = vec![graph_check()];
+    let mut out = vec![graph_check(), stream_lesson_check()];
     let mut runs = Vec::new();
     for wait in [StreamWait::Moved, StreamWait::Every] {
         progress(&format!("morpho, hosts on CUDA with a stream each, --stream-wait {wait}"));

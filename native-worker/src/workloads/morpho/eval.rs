@@ -2,10 +2,11 @@
 //! draws for every policy (a paired comparison), one episode each; the score is an
 //! episode's final validation accuracy less the rent on what its seeds added.
 
+use super::blueprint::Blueprint;
 use super::envs::{env_spec, Episodes, Pool};
 use crate::models::mlp::policy::ActorCritic;
 use crate::train::distribution;
-use hotlab_shared::morpho::{Action, TEMPOS};
+use hotlab_shared::morpho::{Action, Op, ALPHA_TARGETS, OPS, TEMPOS};
 use hotlab_shared::rng::HostRng;
 use serde::Serialize;
 use tch::Tensor;
@@ -21,6 +22,11 @@ pub enum Policy<'a> {
     AlwaysWait(usize),
     /// A uniformly random legal action.
     RandomLegal(HostRng),
+    /// A scripted grower at this tempo: each epoch it fossilizes a slot if it may, else
+    /// advances one (blending fully in one epoch), else germinates a norm seed (the
+    /// cheapest blueprint, at the host's learning rate) in the first dormant slot, else
+    /// waits: what plain growth earns on the task, rent paid.
+    Grower(usize),
 }
 
 impl Policy<'_> {
@@ -34,14 +40,33 @@ impl Policy<'_> {
                 Vec::<i64>::try_from(a.view([-1])).unwrap_or_default()
             }),
             Policy::AlwaysWait(tempo) => Action { tempo: *tempo, ..Action::default() }.to_heads().to_vec(),
+            Policy::Grower(tempo) => grow(env, *tempo).to_heads().to_vec(),
             Policy::RandomLegal(rng) => {
                 let e = env.env();
-                Action::random_legal(e.slots(), &e.config().gates, super::blueprint::Blueprint::ALL.len(), rng)
-                    .to_heads()
-                    .to_vec()
+                Action::random_legal(e.slots(), &e.config().gates, Blueprint::ALL.len(), rng).to_heads().to_vec()
             }
         }
     }
+}
+
+/// [`Policy::Grower`]'s action.
+fn grow(env: &Episodes, tempo: usize) -> Action {
+    let (ops, slots) = env.env().masks();
+    let norm = Blueprint::ALL.iter().position(|&b| b == Blueprint::Norm).unwrap_or(0);
+    for op in [Op::Fossilize, Op::Advance, Op::Germinate] {
+        let i = OPS.iter().position(|&o| o == op).unwrap_or(0);
+        if let Some(slot) = slots[i].iter().position(|&ok| ok).filter(|_| ops[i]) {
+            // Only the heads the op reads leave their first choice (the masks say so).
+            let mut a = Action { op: i, slot, tempo, ..Action::default() };
+            match op {
+                Op::Germinate => (a.blueprint, a.seed_lr) = (norm, 1),
+                Op::Advance => (a.alpha_target, a.alpha_speed) = (ALPHA_TARGETS.len() - 1, 0),
+                _ => {}
+            }
+            return a;
+        }
+    }
+    Action { tempo, ..Action::default() }
 }
 
 /// The scores of one policy's episodes, in order.
@@ -74,6 +99,9 @@ pub struct MorphoEval {
     /// growth, beside the baselines (an agent that has only learned to train its hosts
     /// longer matches it).
     pub always_wait_longest: f64,
+    /// A scripted grower at the longest tempo ([`Policy::Grower`]): whether growth pays
+    /// on these tasks, rent included, beside waiting at that tempo.
+    pub grower_longest: f64,
     /// Episodes in which the agent beat both baselines.
     pub agent_wins: usize,
 }
@@ -81,9 +109,9 @@ pub struct MorphoEval {
 impl MorphoEval {
     pub fn summary(&self) -> String {
         format!(
-            "held-out episode score over {} episodes: agent {:.3}, always wait {:.3}, random legal {:.3} (margin {:+.3}; the agent beat both in {} of {}); waiting at the longest tempo {:.3}",
+            "held-out episode score over {} episodes: agent {:.3}, always wait {:.3}, random legal {:.3} (margin {:+.3}; the agent beat both in {} of {}); at the longest tempo, waiting {:.3} and a scripted grower {:.3}",
             self.episodes, self.agent, self.always_wait, self.random_legal, self.margin, self.agent_wins, self.episodes,
-            self.always_wait_longest
+            self.always_wait_longest, self.grower_longest
         )
     }
 }
@@ -94,6 +122,7 @@ pub fn evaluate(pool: &Pool, net: &ActorCritic, episodes: usize, seed: u64) -> M
     let wait = scores(pool, &mut Policy::AlwaysWait(STANDARD_TEMPO), episodes, seed);
     let longest = scores(pool, &mut Policy::AlwaysWait(TEMPOS.len() - 1), episodes, seed);
     let random = scores(pool, &mut Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), episodes, seed);
+    let grower = scores(pool, &mut Policy::Grower(TEMPOS.len() - 1), episodes, seed);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let (a, w, r) = (mean(&agent), mean(&wait), mean(&random));
     let agent_wins = (0..agent.len()).filter(|&i| agent[i] > wait[i] && agent[i] > random[i]).count();
@@ -106,5 +135,6 @@ pub fn evaluate(pool: &Pool, net: &ActorCritic, episodes: usize, seed: u64) -> M
         margin: a - w.max(r),
         agent_wins,
         always_wait_longest,
+        grower_longest: mean(&grower),
     }
 }

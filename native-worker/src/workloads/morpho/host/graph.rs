@@ -201,9 +201,9 @@ mod tests {
     use tch::Device;
 
     /// The step a graph captures (masks and optimizer state read from tensors, every seed
-    /// run) trains a sleeper host as the eager step does, to rounding: through a seed
-    /// learning at α = 0, blending, removed and regrafted, with a second rate group; the
-    /// same minibatches, gradient norms, accuracies and step counts.
+    /// run) trains a sleeper host as the eager step does, to rounding: bare, then through a
+    /// seed learning at α = 0, blending, removed and regrafted beside others at other rates;
+    /// the same minibatches, gradient norms and accuracies.
     #[test]
     fn the_static_step_trains_a_sleeper_host_as_the_eager_step_does() {
         let task = generate(&TaskSpec { seed: 3, train: 256, val: 128, ..TaskSpec::default() });
@@ -222,18 +222,7 @@ mod tests {
                 trace.push((loss, acc, logits, host.seed_grad_norms()));
             };
             train(&mut host, &mut rng);
-            host.graft(0, Blueprint::Conv3x3, 0.0, 1.0, &mut rng);
-            host.slots[0].learning = true;
-            train(&mut host, &mut rng);
-            (host.slots[0].learning, host.slots[0].alpha) = (false, 0.5);
-            host.graft(2, Blueprint::Attention, 0.0, 0.5, &mut rng);
-            host.slots[2].alpha = 1.0;
-            train(&mut host, &mut rng);
-            host.remove(0);
-            train(&mut host, &mut rng);
-            host.graft(0, Blueprint::Conv3x3, 1.0, 2.0, &mut rng);
-            host.graft(1, Blueprint::Mlp, 0.25, 1.0, &mut rng);
-            train(&mut host, &mut rng);
+            super::super::tests::grow_and_prune(&mut host, &mut rng, &mut train);
             (trace, host.evaluate(&xv, &yv))
         };
         let (eager, stat) = (run(false), run(true));

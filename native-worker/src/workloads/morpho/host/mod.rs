@@ -455,6 +455,25 @@ mod tests {
         assert!(!host.forward(&x).equal(&bare));
     }
 
+    /// A seed's life and its neighbours', with `train` after each change: a 3×3 convolution
+    /// learning at α = 0 in slot 0, then blending at 0.5 beside an attention seed (half the
+    /// rate) fully blended in slot 2; slot 0's removed, then regrafted with a norm seed in
+    /// slot 1 (twice the rate in slot 0).
+    pub(super) fn grow_and_prune(host: &mut Host, rng: &mut HostRng, train: &mut dyn FnMut(&mut Host, &mut HostRng)) {
+        host.graft(0, Blueprint::Conv3x3, 0.0, 1.0, rng);
+        host.slots[0].learning = true;
+        train(host, rng);
+        (host.slots[0].learning, host.slots[0].alpha) = (false, 0.5);
+        host.graft(2, Blueprint::Attention, 0.0, 0.5, rng);
+        host.slots[2].alpha = 1.0;
+        train(host, rng);
+        host.remove(0);
+        train(host, rng);
+        host.graft(0, Blueprint::Conv3x3, 1.0, 2.0, rng);
+        host.graft(1, Blueprint::Norm, 1.0, 1.0, rng);
+        train(host, rng);
+    }
+
     /// `--slots`: the same draws, the same minibatches and the same grafts and removals give
     /// the same host bit for bit, whether seeds are made and freed or sleep in a pool;
     /// regrafting a slept-in seed starts it afresh. Only what is allocated differs.
@@ -473,18 +492,7 @@ mod tests {
                 let norms = host.seed_grad_norms();
                 trace.push((Vec::<f32>::try_from(logits.view([-1])).unwrap(), norms, host.params()));
             };
-            host.graft(0, Blueprint::Conv3x3, 0.0, 1.0, &mut rng);
-            host.slots[0].learning = true;
-            train(&mut host, &mut rng);
-            (host.slots[0].learning, host.slots[0].alpha) = (false, 0.5);
-            host.graft(2, Blueprint::Attention, 0.0, 0.5, &mut rng);
-            host.slots[2].alpha = 1.0;
-            train(&mut host, &mut rng);
-            host.remove(0);
-            train(&mut host, &mut rng);
-            host.graft(0, Blueprint::Conv3x3, 1.0, 2.0, &mut rng);
-            host.graft(1, Blueprint::Norm, 1.0, 1.0, &mut rng);
-            train(&mut host, &mut rng);
+            grow_and_prune(&mut host, &mut rng, &mut train);
             (trace, host.evaluate(&xv, &yv), host.seed_tensors())
         };
         let (dynamic, sleeper) = (run(SlotPool::Dynamic), run(SlotPool::Sleeper));
