@@ -146,12 +146,15 @@ impl Host {
             c.idx.copy_(&epoch.idx.narrow(0, i64::from(epoch.done) * epoch.batch, epoch.batch));
         });
         match &c.graph {
-            Some(graph) => {
-                if let Err(e) = graph.replay() {
-                    panic!("replaying a host's captured step: {e:#}");
+            Some(graph) => match graph.replay() {
+                Ok(()) => clock.graph_replay(),
+                Err(e) => {
+                    // Eager from now on, and said once per process.
+                    warn_once(&format!("replaying: {e:#}"));
+                    (c.graph, c.capture) = (None, false);
+                    self.static_step(&c, x, y);
                 }
-                clock.graph_replay();
-            }
+            },
             None if c.capture && c.warm >= WARM_STEPS => {
                 let graph = Graph::capture(|| {
                     self.static_step(&c, x, y);
@@ -188,7 +191,9 @@ impl Host {
 
 fn warn_once(message: &str) {
     static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| eprintln!("hotlab: a sleeper host's step could not be captured ({message}); it runs eagerly"));
+    SAID.call_once(|| {
+        eprintln!("hotlab: a sleeper host's captured step failed ({message}); the hosts' steps run eagerly")
+    });
 }
 
 #[cfg(test)]
