@@ -38,6 +38,20 @@ pub(super) fn check(name: &str, ok: bool, tolerance: &str, detail: Value) -> Val
     json!({ "name": name, "ok": ok, "tolerance": tolerance, "detail": detail })
 }
 
+/// A lesson whose signature needs a GPU: its slow setting and its fix, one short run each,
+/// reported as check `name`.
+pub(super) fn lesson_check(id: &str, name: &str) -> Value {
+    progress(&format!("lesson {id} (its signature needs a GPU)"));
+    let Some(lesson) = hotlab_shared::lessons::find(id) else {
+        return check(name, false, "-", json!("no such lesson"));
+    };
+    let params = hotlab_shared::lessons::Params { seconds: Some(1.0), ..Default::default() };
+    match crate::bench::lessons::check(lesson, &params) {
+        Ok(c) => check(name, c.shows, lesson.signature.text, json!(c.figures)),
+        Err(e) => check(name, false, "-", json!(format!("{e:#}"))),
+    }
+}
+
 pub(super) fn progress(msg: &str) {
     eprintln!("gpu-check: {msg}");
 }

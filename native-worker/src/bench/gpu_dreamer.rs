@@ -7,7 +7,6 @@
 
 use super::gpu_check::{check, progress};
 use crate::workloads::dreamer::bench::{run, BatchBench};
-use hotlab_shared::lessons::{self, Params};
 use hotlab_shared::spec::{DreamerSpec, Precision, ReplayAt, RunSpec, WorkloadSpec};
 use serde_json::{json, Value};
 use tch::Device;
@@ -81,7 +80,8 @@ pub fn checks() -> Vec<Value> {
         ));
     }
     out.push(fp16_check());
-    out.push(replay_lesson_check());
+    // The `replay-copies` lesson: host→device bytes per env step fall with the buffer on the device.
+    out.push(super::gpu_check::lesson_check("replay-copies", "lesson_replay_copies"));
     out
 }
 
@@ -102,19 +102,6 @@ fn fp16_check() -> Value {
             )
         }
         Err(e) => check("dreamer_fp16_learns", false, "-", json!(format!("{e:#}"))),
-    }
-}
-
-/// The `replay-copies` lesson's signature on the GPU: host→device bytes per env step fall
-/// when the buffer moves to the device.
-fn replay_lesson_check() -> Value {
-    progress("lesson replay-copies (its signature needs a GPU)");
-    let Some(lesson) = lessons::find("replay-copies") else {
-        return check("lesson_replay_copies", false, "-", json!("no such lesson"));
-    };
-    match crate::bench::lessons::check(lesson, &Params { seconds: Some(1.0), ..Params::default() }) {
-        Ok(c) => check("lesson_replay_copies", c.shows, lesson.signature.text, json!(c.figures)),
-        Err(e) => check("lesson_replay_copies", false, "-", json!(format!("{e:#}"))),
     }
 }
 

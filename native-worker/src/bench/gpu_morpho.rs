@@ -8,7 +8,6 @@
 
 use super::gpu_check::{check, progress};
 use crate::cuda::shim::{Graph, Stream};
-use hotlab_shared::lessons::{self, Params};
 use hotlab_shared::spec::{Backend, HostExec, MorphoSpec, Precision, RunSpec, SlotPool, StreamWait, WorkloadSpec};
 use serde_json::{json, Value};
 use std::time::Instant;
@@ -79,21 +78,9 @@ fn graph_check() -> Value {
     }
 }
 
-/// The `stream-waits` lesson's signature on the GPU: a host stream's waits per env step
-/// fall when it waits only once per epoch.
-fn stream_lesson_check() -> Value {
-    progress("lesson stream-waits (its signature needs a GPU)");
-    let Some(lesson) = lessons::find("stream-waits") else {
-        return check("lesson_stream_waits", false, "-", json!("no such lesson"));
-    };
-    match crate::bench::lessons::check(lesson, &Params { seconds: Some(1.0), ..Params::default() }) {
-        Ok(c) => check("lesson_stream_waits", c.shows, lesson.signature.text, json!(c.figures)),
-        Err(e) => check("lesson_stream_waits", false, "-", json!(format!("{e:#}"))),
-    }
-}
-
 pub fn checks() -> Vec<Value> {
-    let mut out = vec![graph_check(), stream_lesson_check()];
+    // The `stream-waits` lesson: a host stream's waits per env step fall with `moved`.
+    let mut out = vec![graph_check(), super::gpu_check::lesson_check("stream-waits", "lesson_stream_waits")];
     let mut runs = Vec::new();
     for wait in [StreamWait::Moved, StreamWait::Every] {
         progress(&format!("morpho, hosts on CUDA with a stream each, --stream-wait {wait}"));
