@@ -37,7 +37,8 @@ pub struct HostAdam {
 
 /// What the host decides of the optimizer, as tensors on the device for a captured step:
 /// each entry's live flag and each group's rate, written only when they changed
-/// ([`HostAdam::sync`]).
+/// ([`HostAdam::sync`]; empty until first written).
+#[derive(Default)]
 pub struct DeviceState {
     live: Vec<Tensor>,
     lr: Vec<Tensor>,
@@ -116,11 +117,6 @@ impl HostAdam {
                 let _ = e.param.g_sub_(&(&e.m / denom * (self.lr[e.group] / c1)));
             }
         })
-    }
-
-    /// Tensors on the entries' device for [`HostAdam::step_static`], not yet written.
-    pub fn device_state(&self) -> DeviceState {
-        DeviceState { live: Vec::new(), lr: Vec::new(), version: None }
     }
 
     /// Writes the live flags and rates into `d` if they changed since it was last written

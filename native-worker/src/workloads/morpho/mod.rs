@@ -45,7 +45,7 @@ use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::glyphs::{generate, TaskSpec};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{
-    self as spec, Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, WorkloadSpec,
+    Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, WorkloadSpec,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -85,7 +85,7 @@ impl Morpho {
                  streams (--device cpu); allowed here: moved",
             ));
         }
-        if settings.host_precision == spec::Precision::Fp16
+        if settings.host_precision == hotlab_shared::spec::Precision::Fp16
             && (!device.is_cuda() || settings.host_exec == HostExec::Batched)
         {
             return Err(SpecError::new(

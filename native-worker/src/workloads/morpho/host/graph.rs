@@ -50,7 +50,7 @@ impl Host {
         self.captured = Some(Captured {
             masks: f32s(&[2, SLOTS as i64, Blueprint::ALL.len() as i64]),
             shown: Vec::new(),
-            adam: self.opt.device_state(),
+            adam: DeviceState::default(),
             idx: Tensor::zeros([0], (Kind::Int64, device)),
             loss: f32s(&[]),
             right: f32s(&[]),
