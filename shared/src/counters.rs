@@ -48,6 +48,10 @@ pub struct Counters {
     /// its forward, backward and optimizer; catalogue row 9).
     #[serde(default)]
     pub graph_replays: u64,
+    /// fp16 host training steps the hosts' loss scalers skipped (a gradient overflowed:
+    /// no weight moved and the scale halved), read with each host epoch's losses.
+    #[serde(default)]
+    pub host_steps_skipped: u64,
 }
 
 impl Counters {
@@ -69,6 +73,7 @@ impl Counters {
             seed_norm_reads: self.seed_norm_reads - earlier.seed_norm_reads,
             stream_waits: self.stream_waits - earlier.stream_waits,
             graph_replays: self.graph_replays - earlier.graph_replays,
+            host_steps_skipped: self.host_steps_skipped - earlier.host_steps_skipped,
         }
     }
 
@@ -89,6 +94,7 @@ impl Counters {
         self.seed_norm_reads += o.seed_norm_reads;
         self.stream_waits += o.stream_waits;
         self.graph_replays += o.graph_replays;
+        self.host_steps_skipped += o.host_steps_skipped;
     }
 
     /// Takes an env backend's own totals (IPC, spins, waits) into these.
@@ -102,13 +108,14 @@ impl Counters {
         self.seed_norm_reads = env.seed_norm_reads;
         self.stream_waits = env.stream_waits;
         self.graph_replays = env.graph_replays;
+        self.host_steps_skipped = env.host_steps_skipped;
     }
 }
 
 /// Parts of an env step an env times itself ([`crate::profile::Phase::ENV_PARTS`]).
 pub const ENV_PARTS: usize = 7;
 /// Counts an env keeps itself ([`EnvCounters::own_counts`]).
-pub const ENV_COUNTS: usize = 6;
+pub const ENV_COUNTS: usize = 7;
 
 /// What an env backend counts itself (totals since it was made).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -138,6 +145,9 @@ pub struct EnvCounters {
     /// Its envs' hosts' captured steps replayed ([`Counters::graph_replays`]).
     #[serde(default)]
     pub graph_replays: u64,
+    /// Its envs' fp16 host steps skipped ([`Counters::host_steps_skipped`]).
+    #[serde(default)]
+    pub host_steps_skipped: u64,
 }
 
 impl EnvCounters {
@@ -154,6 +164,7 @@ impl EnvCounters {
             seed_norm_reads: self.seed_norm_reads + o.seed_norm_reads,
             stream_waits: self.stream_waits + o.stream_waits,
             graph_replays: self.graph_replays + o.graph_replays,
+            host_steps_skipped: self.host_steps_skipped + o.host_steps_skipped,
         }
     }
 
@@ -167,12 +178,14 @@ impl EnvCounters {
             self.seed_norm_reads,
             self.stream_waits,
             self.graph_replays,
+            self.host_steps_skipped,
         ]
     }
 
     /// A worker's parts and counts as read back from shared memory.
     pub fn from_own(parts: [f64; ENV_PARTS], counts: [u64; ENV_COUNTS]) -> Self {
-        let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, graph_replays] = counts;
+        let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, graph_replays, host_steps_skipped] =
+            counts;
         Self {
             parts,
             topology_changes,
@@ -181,6 +194,7 @@ impl EnvCounters {
             seed_norm_reads,
             stream_waits,
             graph_replays,
+            host_steps_skipped,
             ..Self::default()
         }
     }

@@ -154,7 +154,14 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 ),
                 _ => String::new(),
             };
-            format!("the envs' host networks training ({} envs; the env's own compute{pool})", spec.envs)
+            let scaler = match spec.morpho().map(|m| m.host_precision) {
+                Some(crate::spec::Precision::Fp16) => format!(
+                    "; fp16 with a loss scaler per host: {} steps skipped on overflowing gradients",
+                    c.host_steps_skipped
+                ),
+                _ => String::new(),
+            };
+            format!("the envs' host networks training ({} envs; the env's own compute{pool}{scaler})", spec.envs)
         }
         Phase::Validation => "each host's validation after its epoch".into(),
         Phase::Counterfactual => match spec.morpho().map(|m| m.shapley_perms) {
@@ -646,6 +653,27 @@ mod tests {
         assert!(knobs(&r).is_empty(), "captured on CUDA (found by its replays under --device auto)");
         let row = r.rows.iter().find(|p| p.phase == Phase::HostForward).unwrap();
         assert!(row.diagnosis.contains("40 steps replayed as captured CUDA graphs"), "{}", row.diagnosis);
+    }
+
+    #[test]
+    fn fp16_hosts_say_how_many_steps_their_scalers_skipped() {
+        let spec = |host_precision| RunSpec {
+            device: "cuda:0".into(),
+            workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec {
+                host_precision,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let c = Counters { host_steps_skipped: 3, ..Counters::default() };
+        let p = profile(&[(Phase::HostBackward, 0.6)], c);
+        let diagnosis = |precision| {
+            let r = analyze(&p, &spec(precision));
+            r.rows.iter().find(|row| row.phase == Phase::HostBackward).unwrap().diagnosis.clone()
+        };
+        let fp16 = diagnosis(crate::spec::Precision::Fp16);
+        assert!(fp16.contains("3 steps skipped on overflowing gradients"), "{fp16}");
+        assert!(!diagnosis(crate::spec::Precision::Fp32).contains("skipped"));
     }
 
     #[test]

@@ -130,7 +130,9 @@ pub fn checks() -> Vec<Value> {
                     &name,
                     finite && captured,
                     "finite figures; sleeper steps captured with the scaler inside",
-                    json!({"figures": figures, "graph_replays": report.counters.graph_replays}),
+                    json!({"figures": figures, "graph_replays": report.counters.graph_replays,
+                           "host_steps_skipped": report.counters.host_steps_skipped,
+                           "host_passes": report.counters.host_passes}),
                 ));
             }
             Err(e) => out.push(check(&name, false, "-", json!(format!("{e:#}")))),

@@ -11,7 +11,8 @@ use std::time::Instant;
 
 /// Nanoseconds per part, summed over every env and thread, the changes to the envs'
 /// parameter sets, the reads of their lifecycle state, their hosts' training passes and
-/// the reads of their seeds' gradient norms, their hosts' stream waits and graph replays.
+/// the reads of their seeds' gradient norms, their hosts' stream waits, graph replays and
+/// skipped fp16 steps.
 #[derive(Debug, Default)]
 pub struct PartClock {
     nanos: [AtomicU64; ENV_PARTS],
@@ -21,6 +22,7 @@ pub struct PartClock {
     seed_norm_reads: AtomicU64,
     stream_waits: AtomicU64,
     graph_replays: AtomicU64,
+    host_steps_skipped: AtomicU64,
 }
 
 impl PartClock {
@@ -69,6 +71,11 @@ impl PartClock {
         self.graph_replays.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// `n` more fp16 host steps skipped by a host's loss scaler.
+    pub fn host_steps_skipped(&self, n: u64) {
+        self.host_steps_skipped.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// The totals as an env backend's counters.
     pub fn counters(&self) -> EnvCounters {
         EnvCounters {
@@ -79,6 +86,7 @@ impl PartClock {
             seed_norm_reads: self.seed_norm_reads.load(Ordering::Relaxed),
             stream_waits: self.stream_waits.load(Ordering::Relaxed),
             graph_replays: self.graph_replays.load(Ordering::Relaxed),
+            host_steps_skipped: self.host_steps_skipped.load(Ordering::Relaxed),
             ..EnvCounters::default()
         }
     }

@@ -102,6 +102,12 @@ impl DeviceScaler {
         })
     }
 
+    /// The steps skipped so far, on the device (`[1]` f32), for a caller that reads it
+    /// with other values.
+    pub fn skipped(&self) -> &Tensor {
+        &self.skipped
+    }
+
     /// The scale and the steps skipped so far: one host read.
     pub fn read(&self) -> (f64, u64) {
         let both = Tensor::cat(&[&self.scale, &self.skipped], 0).to_device(Device::Cpu);

@@ -125,6 +125,8 @@ pub struct MorphoEnv {
     trained: (f64, f64),
     validated: (f64, f64),
     base_params: usize,
+    /// fp16 steps this env's host's loss scaler has skipped (as last read).
+    skipped: u64,
     rng: HostRng,
     /// Where the step's parts are timed (the workload's, shared by its envs).
     clock: Arc<PartClock>,
@@ -154,6 +156,7 @@ impl MorphoEnv {
             trained: (0.0, 0.0),
             validated: (0.0, 0.0),
             base_params,
+            skipped: 0,
             rng,
             clock: Arc::default(),
         };
@@ -311,7 +314,12 @@ impl MorphoEnv {
 
     /// The epoch's loss and accuracy read back, and the seeds' norms when telemetry is due.
     pub fn end_epoch(&mut self, epoch: Epoch) {
-        self.trained = epoch.finish(&self.clock);
+        let (loss, accuracy, skipped) = self.host.finish_epoch(epoch, &self.clock);
+        self.trained = (loss, accuracy);
+        if let Some(n) = skipped {
+            self.clock.host_steps_skipped(n.saturating_sub(self.skipped));
+            self.skipped = n;
+        }
         let t = Instant::now();
         self.telemetry();
         self.clock.lap(Phase::Lifecycle, t);
@@ -512,6 +520,25 @@ mod tests {
         assert_eq!(reads, 3, "epochs 0, 2 and 4");
         assert_eq!(strided, [every[0], every[0], every[2], every[2], every[4]], "kept between reads");
         assert_eq!(norms(0), (vec![0.0; 5], 0), "off: never read");
+    }
+
+    /// fp16 hosts: the steps their scalers skip reach the run's counters, read with the
+    /// epoch's losses and counted once each across epochs.
+    #[test]
+    fn an_fp16_hosts_skipped_steps_are_counted() {
+        let cfg = MorphoConfig { epochs: 3, width: 8, host_kind: tch::Kind::Half, ..MorphoConfig::default() };
+        let mut env = MorphoEnv::new(&task(), cfg, 2).unwrap();
+        // A scale no fp16 gradient survives: every step overflows and is skipped.
+        env.host.restart_scaler(1e30);
+        let wait = |tempo| Action { tempo, ..Action::default() };
+        env.step(&wait(0)).unwrap();
+        assert_eq!(env.clock.counters().host_steps_skipped, 4, "tempo 0: 4 minibatches, all skipped");
+        env.step(&wait(1)).unwrap();
+        assert_eq!(env.clock.counters().host_steps_skipped, 12, "8 more, the first 4 not counted twice");
+        assert!(env.trained.0.is_finite(), "the loss itself is finite: {:?}", env.trained);
+        let mut sane = MorphoEnv::new(&task(), MorphoConfig { epochs: 2, ..env.cfg.clone() }, 2).unwrap();
+        sane.step(&wait(0)).unwrap();
+        assert_eq!(sane.clock.counters().host_steps_skipped, 0, "from 2^16 these steps do not overflow");
     }
 
     #[test]

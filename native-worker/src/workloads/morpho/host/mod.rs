@@ -166,6 +166,18 @@ impl Host {
         self.scaler.as_ref().map(DeviceScaler::read)
     }
 
+    /// An fp16 host's scaler restarted at `scale` (tests force overflows with a huge one).
+    #[cfg(test)]
+    pub fn restart_scaler(&mut self, scale: f64) {
+        self.scaler = Some(DeviceScaler::starting_at(scale, self.vs.device()));
+    }
+
+    /// The epoch's mean loss and accuracy and, for an fp16 host, the steps its scaler has
+    /// skipped so far: one read.
+    pub fn finish_epoch(&self, epoch: Epoch, clock: &PartClock) -> (f64, f64, Option<u64>) {
+        epoch.finish_with(self.scaler.as_ref().map(DeviceScaler::skipped), clock)
+    }
+
     /// Grafts a seed of `blueprint` into `slot` at blend `alpha`, its weights drawn from
     /// `rng`, learning at `lr_scale` × the host's rate (each slot's seeds are a
     /// learning-rate group: `slot + 1`).
@@ -395,11 +407,21 @@ impl Epoch {
     /// The epoch's mean loss and accuracy: one read (timed as the forward's: it waits for
     /// the epoch's work where that runs on a device).
     pub fn finish(self, clock: &PartClock) -> (f64, f64) {
+        let (loss, accuracy, _) = self.finish_with(None, clock);
+        (loss, accuracy)
+    }
+
+    /// [`Epoch::finish`], with a `[1]` device count (an fp16 host's skipped steps) read in
+    /// the same transfer.
+    pub fn finish_with(self, count: Option<&Tensor>, clock: &PartClock) -> (f64, f64, Option<u64>) {
         let t = Instant::now();
-        let sums = Vec::<f64>::try_from(Tensor::stack(&[self.loss, self.right], 0)).unwrap_or_default();
+        let mut parts = vec![self.loss, self.right];
+        parts.extend(count.map(|c| c.to_kind(Kind::Double).view([])));
+        let sums = Vec::<f64>::try_from(Tensor::stack(&parts, 0)).unwrap_or_default();
         clock.lap(Phase::HostForward, t);
         let steps = self.steps.max(1) as f64;
-        (sums.first().copied().unwrap_or(f64::NAN) / steps, sums.get(1).copied().unwrap_or(f64::NAN) / steps)
+        let at = |i: usize| sums.get(i).copied().unwrap_or(f64::NAN);
+        (at(0) / steps, at(1) / steps, count.map(|_| at(2) as u64))
     }
 }
 
