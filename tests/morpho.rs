@@ -102,13 +102,12 @@ fn a_sleeper_pool_gives_the_same_run_as_dynamic_seeds() {
 }
 
 /// One run per value of a morpho knob (`knob` its JSON name), the rest of `args` alike:
-/// each run's counter `counter`, learning figures and weights.
+/// each run's counters, learning figures and weights.
 fn per_value(
     knob: &str,
     values: [&str; 2],
-    counter: &str,
     args: &[&str],
-) -> Vec<(u64, Vec<serde_json::Value>, Vec<u8>)> {
+) -> Vec<(serde_json::Value, Vec<serde_json::Value>, Vec<u8>)> {
     values
         .iter()
         .map(|value| {
@@ -116,8 +115,11 @@ fn per_value(
             let flag = format!("--{}", knob.replace('_', "-"));
             let report = train(dir.path(), &[&[flag.as_str(), value], args].concat());
             assert_eq!(report["config"]["workload"]["morpho"][knob], *value, "{report}");
-            let count = report["counters"][counter].as_u64().unwrap();
-            (count, learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap())
+            (
+                report["counters"].clone(),
+                learning(dir.path()),
+                std::fs::read(dir.path().join("policy.safetensors")).unwrap(),
+            )
         })
         .collect()
 }
@@ -130,12 +132,13 @@ fn per_value(
 fn a_batched_lifecycle_gives_the_same_run_as_the_loop() {
     for backend in ["vectorized", "threads"] {
         let args = ["--backend", backend, "--workers", "2", "--seed", "6"];
-        let runs = per_value("lifecycle", ["loop", "batched"], "lifecycle_reads", &args);
+        let runs = per_value("lifecycle", ["loop", "batched"], &args);
         assert_eq!(runs[0].1, runs[1].1, "{backend}: the same figures");
         assert!(runs[0].2 == runs[1].2, "{backend}: the same weights");
         // 12 env steps: the loop reads 10 values per slot, twice per env step.
-        assert_eq!(runs[0].0, 12 * 2 * 30, "{backend}: the loop's reads");
-        assert!(runs[1].0 > 0 && runs[1].0 * 5 < runs[0].0, "{backend}: batched reads per pass: {}", runs[1].0);
+        let reads = |i: usize| runs[i].0["lifecycle_reads"].as_u64().unwrap();
+        assert_eq!(reads(0), 12 * 2 * 30, "{backend}: the loop's reads");
+        assert!(reads(1) > 0 && reads(1) * 5 < reads(0), "{backend}: batched reads per pass: {}", reads(1));
     }
 }
 
@@ -146,9 +149,15 @@ fn a_batched_lifecycle_gives_the_same_run_as_the_loop() {
 fn batched_hosts_give_the_same_run_as_hosts_one_by_one_to_rounding() {
     for backend in ["vectorized", "threads"] {
         let args = ["--backend", backend, "--workers", "1", "--seed", "3"];
-        let runs = per_value("host_exec", ["per_env", "batched"], "host_passes", &args);
+        let runs = per_value("host_exec", ["per_env", "batched"], &args);
+        let count = |i: usize, name: &str| runs[i].0[name].as_u64().unwrap();
         // Two hosts a batch: a pass per host minibatch, or per batch minibatch.
-        assert!(runs[1].0 > 0 && runs[1].0 < runs[0].0, "{backend}: host passes {} vs {}", runs[0].0, runs[1].0);
+        let passes = (count(0, "host_passes"), count(1, "host_passes"));
+        assert!(passes.1 > 0 && passes.1 < passes.0, "{backend}: host passes {passes:?}");
+        // The same decisions, so the same images trained on: whole 64-image minibatches.
+        let samples = count(0, "host_samples");
+        assert!(samples > 0 && samples.is_multiple_of(64), "{backend}: {samples} host samples");
+        assert_eq!(samples, count(1, "host_samples"), "{backend}: the same host samples");
         assert_eq!(runs[0].1.len(), runs[1].1.len());
         for (a, b) in runs[0].1.iter().zip(&runs[1].1) {
             for (x, y) in a.as_array().unwrap().iter().zip(b.as_array().unwrap()) {
@@ -168,6 +177,9 @@ fn bf16_hosts_train_in_a_run() {
     let report = train(dir.path(), &["--host-precision", "bf16", "--backend", "subprocess", "--workers", "2"]);
     assert_eq!(report["config"]["workload"]["morpho"]["host_precision"], "bf16", "{report}");
     assert_eq!(learning(dir.path()).len(), 2, "two updates");
+    // Worker processes hand their hosts' counts back through shared memory.
+    let samples = report["counters"]["host_samples"].as_u64().unwrap();
+    assert!(samples > 0 && samples.is_multiple_of(64), "{samples} host samples from the workers");
 }
 
 #[test]
@@ -234,6 +246,46 @@ fn the_trained_agent_beats_both_baselines_on_held_out_tasks() {
         agent >= wait + 0.02 && agent >= random + 0.02,
         "agent {agent:.3}, always wait {wait:.3}, random {random:.3}"
     );
+}
+
+/// `hotlab bench morpho`: the defaults, each knob flipped alone and all of them, at each env
+/// count, each with its decisions/s, host samples/s, its ratio to the defaults of the same
+/// repeat and where its time went; bad counts are refused naming the flag.
+#[test]
+fn the_morpho_bench_measures_every_knob_against_the_defaults() {
+    let args = ["bench", "morpho", "--envs", "2", "--steps", "2", "--repeats", "2", "--width", "4", "--images", "64"];
+    let out = run(hotlab().args(args).arg("--json"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    let figures = r["figures"].as_array().unwrap();
+    let names: Vec<&str> = figures.iter().map(|f| f["setting"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "defaults",
+            "--lifecycle loop",
+            "--slots sleeper",
+            "--host-exec batched",
+            "--action-sync per_item",
+            "--backend sequential",
+            "every knob flipped"
+        ]
+    );
+    for f in figures {
+        assert_eq!(f["envs"], 2, "{f}");
+        for key in ["decisions_per_s", "host_samples_per_s"] {
+            let v = f[key].as_array().unwrap();
+            assert!(v.len() == 2 && v.iter().all(|x| x.as_f64().unwrap() > 0.0), "{key}: {f}");
+        }
+        assert!(f["phases"].as_array().unwrap().iter().any(|p| p[0] == "host_backward"), "{f}");
+        let paired = f["vs_defaults"]["median"].as_f64();
+        assert_eq!(paired.is_some(), f["setting"] != "defaults", "{f}");
+    }
+    for (flag, value) in [("--envs", "0"), ("--repeats", "11"), ("--images", "8")] {
+        let out = run(hotlab().args(["bench", "morpho", flag, value]));
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        assert!(stderr(&out).contains(flag), "{}", stderr(&out));
+    }
 }
 
 /// `hotlab bench host`: every host setup measured against this machine's sgemm, its

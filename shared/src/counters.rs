@@ -52,6 +52,10 @@ pub struct Counters {
     /// no weight moved and the scale halved), read with each host epoch's losses.
     #[serde(default)]
     pub host_steps_skipped: u64,
+    /// Images the envs' hosts trained on (a minibatch of B images counts B per host):
+    /// host samples/s is this over the run's wall time.
+    #[serde(default)]
+    pub host_samples: u64,
 }
 
 impl Counters {
@@ -74,6 +78,7 @@ impl Counters {
             stream_waits: self.stream_waits - earlier.stream_waits,
             graph_replays: self.graph_replays - earlier.graph_replays,
             host_steps_skipped: self.host_steps_skipped - earlier.host_steps_skipped,
+            host_samples: self.host_samples - earlier.host_samples,
         }
     }
 
@@ -95,6 +100,7 @@ impl Counters {
         self.stream_waits += o.stream_waits;
         self.graph_replays += o.graph_replays;
         self.host_steps_skipped += o.host_steps_skipped;
+        self.host_samples += o.host_samples;
     }
 
     /// Takes an env backend's own totals (IPC, spins, waits) into these.
@@ -109,13 +115,14 @@ impl Counters {
         self.stream_waits = env.stream_waits;
         self.graph_replays = env.graph_replays;
         self.host_steps_skipped = env.host_steps_skipped;
+        self.host_samples = env.host_samples;
     }
 }
 
 /// Parts of an env step an env times itself ([`crate::profile::Phase::ENV_PARTS`]).
 pub const ENV_PARTS: usize = 7;
 /// Counts an env keeps itself ([`EnvCounters::own_counts`]).
-pub const ENV_COUNTS: usize = 7;
+pub const ENV_COUNTS: usize = 8;
 
 /// What an env backend counts itself (totals since it was made).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -148,6 +155,9 @@ pub struct EnvCounters {
     /// Its envs' fp16 host steps skipped ([`Counters::host_steps_skipped`]).
     #[serde(default)]
     pub host_steps_skipped: u64,
+    /// Images its envs' hosts trained on ([`Counters::host_samples`]).
+    #[serde(default)]
+    pub host_samples: u64,
 }
 
 impl EnvCounters {
@@ -165,6 +175,7 @@ impl EnvCounters {
             stream_waits: self.stream_waits + o.stream_waits,
             graph_replays: self.graph_replays + o.graph_replays,
             host_steps_skipped: self.host_steps_skipped + o.host_steps_skipped,
+            host_samples: self.host_samples + o.host_samples,
         }
     }
 
@@ -179,12 +190,13 @@ impl EnvCounters {
             self.stream_waits,
             self.graph_replays,
             self.host_steps_skipped,
+            self.host_samples,
         ]
     }
 
     /// A worker's parts and counts as read back from shared memory.
     pub fn from_own(parts: [f64; ENV_PARTS], counts: [u64; ENV_COUNTS]) -> Self {
-        let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, graph_replays, host_steps_skipped] =
+        let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, graph_replays, host_steps_skipped, host_samples] =
             counts;
         Self {
             parts,
@@ -195,6 +207,7 @@ impl EnvCounters {
             stream_waits,
             graph_replays,
             host_steps_skipped,
+            host_samples,
             ..Self::default()
         }
     }

@@ -18,7 +18,7 @@ pub fn tune(
     progress: &mut dyn FnMut(usize, &str, usize, usize),
 ) -> Result<TuneReport> {
     progress(0, "profiling the start", 0, 1);
-    let first = crate::workloads::train(start, &mut |_| {})?.report;
+    let first = crate::workloads::measure(start)?;
     let mut profile = first.profile;
     let mut spec = start.clone();
     let (mut path, mut tried, mut speedup) = (Vec::new(), Vec::<String>::new(), 1.0);

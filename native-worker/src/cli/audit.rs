@@ -42,8 +42,8 @@ pub fn audit(a: AuditArgs) -> Result<()> {
         changes.push(change);
     }
     if a.recommendations {
-        let trained = hotlab::workloads::train(&baseline, &mut |_| {})?;
-        let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+        let trained = hotlab::workloads::measure(&baseline)?;
+        let report = hotlab_shared::report::analyze(&trained.profile, &trained.config);
         for r in &report.recommendations {
             // A recommendation the baseline already follows, or that cannot be applied, is said and skipped.
             match Change::recommended(r).and_then(|c| c.apply(&baseline).map(|_| c)) {

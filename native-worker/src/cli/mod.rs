@@ -4,6 +4,7 @@
 mod audit;
 mod bench;
 mod bench_batch;
+mod bench_morpho;
 mod env_worker;
 mod eval;
 mod gpu_check;
@@ -109,6 +110,9 @@ pub enum BenchCommand {
     /// backward split, memory against the device's, GFLOP/s against sgemm, and where
     /// throughput stops growing.
     Batch(bench_batch::BenchBatchArgs),
+    /// The morpho trainer at each env count: decisions/s, host samples/s and where the time
+    /// went for its defaults, each knob flipped alone and every knob flipped, interleaved.
+    Morpho(bench_morpho::BenchMorphoArgs),
 }
 
 /// A flag value that is not allowed (exit code 2).
@@ -132,6 +136,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCommand::Soak(a)) => soak::soak(a),
         Command::Bench(BenchCommand::Host(a)) => bench::host(a),
         Command::Bench(BenchCommand::Batch(a)) => bench_batch::batch(a),
+        Command::Bench(BenchCommand::Morpho(a)) => bench_morpho::morpho(a),
         Command::Prove(a) => prove::prove_cmd(a),
         Command::Audit(a) => audit::audit(*a),
         Command::Lesson(c) => lesson::lesson(c),

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 /// Nanoseconds per part, summed over every env and thread, the changes to the envs'
 /// parameter sets, the reads of their lifecycle state, their hosts' training passes and
-/// the reads of their seeds' gradient norms, their hosts' stream waits, graph replays and
-/// skipped fp16 steps.
+/// the reads of their seeds' gradient norms, their hosts' stream waits, graph replays,
+/// skipped fp16 steps and images trained on.
 #[derive(Debug, Default)]
 pub struct PartClock {
     nanos: [AtomicU64; ENV_PARTS],
@@ -23,6 +23,7 @@ pub struct PartClock {
     stream_waits: AtomicU64,
     graph_replays: AtomicU64,
     host_steps_skipped: AtomicU64,
+    host_samples: AtomicU64,
 }
 
 impl PartClock {
@@ -76,6 +77,11 @@ impl PartClock {
         self.host_steps_skipped.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// `n` more images trained on by the hosts.
+    pub fn host_samples(&self, n: u64) {
+        self.host_samples.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// The totals as an env backend's counters.
     pub fn counters(&self) -> EnvCounters {
         EnvCounters {
@@ -87,6 +93,7 @@ impl PartClock {
             stream_waits: self.stream_waits.load(Ordering::Relaxed),
             graph_replays: self.graph_replays.load(Ordering::Relaxed),
             host_steps_skipped: self.host_steps_skipped.load(Ordering::Relaxed),
+            host_samples: self.host_samples.load(Ordering::Relaxed),
             ..EnvCounters::default()
         }
     }

@@ -119,6 +119,8 @@ pub struct TrainOptions {
     pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Where rollout frames go (none are taken without a feed).
     pub frames: Option<FrameFeed>,
+    /// No held-out evaluation in the report (a benchmark times the run, not those games).
+    pub skip_evaluation: bool,
 }
 
 /// libtorch threads: `--threads`, or for 0 one per core, except for small minibatches,
@@ -242,7 +244,7 @@ pub fn run(
 
     let wall_s = start.elapsed().as_secs_f64();
     let policy = learner.finish();
-    let evaluation = policy.report_evaluation(spec.seed);
+    let evaluation = if opts.skip_evaluation { None } else { policy.report_evaluation(spec.seed) };
     let report = TrainReport {
         env: env.into(),
         device: device::label(device),

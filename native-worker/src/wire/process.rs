@@ -83,6 +83,7 @@ pub fn serve(spec: &RunSpec) -> Result<()> {
         telemetry_sink: None,
         stop: Some(Arc::clone(&stop)),
         frames: Some(frames),
+        skip_evaluation: false,
     };
     let mut observe = |m: &UpdateMetrics| {
         let (metrics, profile, publish_s) = (m.point.clone(), m.profile.clone(), out.spent());

@@ -42,6 +42,13 @@ pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<
     train_with(spec, TrainOptions::default(), observe)
 }
 
+/// [`train`] for its speed and profile alone: no held-out evaluation after it (what
+/// audits, lessons, the tuner and the benchmarks read is the run itself).
+pub fn measure(spec: &RunSpec) -> Result<crate::train::TrainReport> {
+    let opts = TrainOptions { skip_evaluation: true, ..TrainOptions::default() };
+    Ok(train_with(spec, opts, &mut |_| {})?.report)
+}
+
 /// [`train`] with a trace window, a telemetry sink, a stop flag or a frame feed.
 pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
     let begin = Instant::now();

@@ -72,6 +72,7 @@ pub fn train(members: &mut [Member<'_>], batch: i64, clock: &PartClock) -> Vec<(
         }
         clock.lap(Phase::HostOptimizer, t);
         clock.host_pass();
+        clock.host_samples(active.len() as u64 * batch as u64);
     }
     members.iter().zip(sums).map(|(m, (l, r))| (l / m.steps.max(1) as f64, r / m.steps.max(1) as f64)).collect()
 }

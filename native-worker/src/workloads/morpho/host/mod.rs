@@ -419,6 +419,7 @@ impl Epoch {
         parts.extend(count.map(|c| c.to_kind(Kind::Double).view([])));
         let sums = Vec::<f64>::try_from(Tensor::stack(&parts, 0)).unwrap_or_default();
         clock.lap(Phase::HostForward, t);
+        clock.host_samples(u64::from(self.done) * self.batch as u64);
         let steps = self.steps.max(1) as f64;
         let at = |i: usize| sums.get(i).copied().unwrap_or(f64::NAN);
         (at(0) / steps, at(1) / steps, count.map(|_| at(2) as u64))
