@@ -332,6 +332,7 @@ fn Counters(data: RwSignal<RunData>) -> impl IntoView {
                 {row("seed norm reads", |d| si(d.total.counters.seed_norm_reads as f64), |d| per(d, d.total.counters.seed_norm_reads as f64))}
                 {row("stream waits", |d| si(d.total.counters.stream_waits as f64), |d| per(d, d.total.counters.stream_waits as f64))}
                 {row("graph replays", |d| si(d.total.counters.graph_replays as f64), |d| per(d, d.total.counters.graph_replays as f64))}
+                {row("host samples", |d| si(d.total.counters.host_samples as f64), |d| per(d, d.total.counters.host_samples as f64))}
                 {row("fp16 host steps skipped", |d| si(d.total.counters.host_steps_skipped as f64), |d| per(d, d.total.counters.host_steps_skipped as f64))}
             </tbody>
         </table>
