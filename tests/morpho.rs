@@ -222,6 +222,11 @@ fn a_morpho_checkpoint_is_evaluated_against_both_baselines() {
         let score = e[key].as_f64().unwrap_or(f64::NAN);
         assert!((-1.0..=1.0).contains(&score), "{key}: {e}");
     }
+    // What the agent chose: one op and one tempo per decision, 2 episodes of 3 epochs.
+    let total = |key: &str| e[key].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
+    assert_eq!((total("agent_ops"), total("agent_tempos")), (6, 6), "{e}");
+    assert_eq!(e["agent_ops"][3][0], "set_alpha", "{e}");
+    assert_eq!(e["agent_tempos"][2][0], 16, "{e}");
 }
 
 /// The promise at a CI budget: after about 1,300 decisions the trained agent's

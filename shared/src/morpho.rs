@@ -36,6 +36,20 @@ pub enum Op {
 
 pub const OPS: [Op; 6] = [Op::Wait, Op::Germinate, Op::Advance, Op::SetAlpha, Op::Prune, Op::Fossilize];
 
+impl Op {
+    /// Its name as the lab and the evaluation print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Wait => "wait",
+            Op::Germinate => "germinate",
+            Op::Advance => "advance",
+            Op::SetAlpha => "set_alpha",
+            Op::Prune => "prune",
+            Op::Fossilize => "fossilize",
+        }
+    }
+}
+
 /// How α moves from where it is to its target while blending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Curve {

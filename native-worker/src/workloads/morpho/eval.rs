@@ -69,13 +69,20 @@ fn grow(env: &Episodes, tempo: usize) -> Action {
     Action { tempo, ..Action::default() }
 }
 
-/// The scores of one policy's episodes, in order.
-pub fn scores(pool: &Pool, policy: &mut Policy<'_>, episodes: usize, seed: u64) -> Vec<f64> {
+/// The scores of one policy's episodes, in order; `seen` hears each action's heads.
+pub fn scores(
+    pool: &Pool,
+    policy: &mut Policy<'_>,
+    episodes: usize,
+    seed: u64,
+    seen: &mut dyn FnMut(&[i64]),
+) -> Vec<f64> {
     (0..episodes as u64)
         .map(|j| {
             let mut env = Episodes::new(pool.clone(), seed, j);
             loop {
                 let a = policy.act(&env);
+                seen(&a);
                 if let (_, Some((_, _, score))) = env.step(&a) {
                     break score;
                 }
@@ -104,6 +111,10 @@ pub struct MorphoEval {
     pub grower_longest: f64,
     /// Episodes in which the agent beat both baselines.
     pub agent_wins: usize,
+    /// What the agent chose over these episodes: how often each op (in [`OPS`]' order, by
+    /// name), and each tempo (minibatches per host epoch): whether it grows or only trains.
+    pub agent_ops: Vec<(String, u64)>,
+    pub agent_tempos: Vec<(u32, u64)>,
 }
 
 impl MorphoEval {
@@ -112,17 +123,30 @@ impl MorphoEval {
             "held-out episode score over {} episodes: agent {:.3}, always wait {:.3}, random legal {:.3} (margin {:+.3}; the agent beat both in {} of {}); at the longest tempo, waiting {:.3} and a scripted grower {:.3}",
             self.episodes, self.agent, self.always_wait, self.random_legal, self.margin, self.agent_wins, self.episodes,
             self.always_wait_longest, self.grower_longest
-        )
+        ) + &format!("; the agent chose {}; tempos {}", tally(&self.agent_ops), tally(&self.agent_tempos))
     }
+}
+
+/// `label value` pairs, comma-separated, the zeros left out.
+fn tally<T: std::fmt::Display>(counts: &[(T, u64)]) -> String {
+    let shown: Vec<String> = counts.iter().filter(|c| c.1 > 0).map(|(k, n)| format!("{k} {n}")).collect();
+    shown.join(", ")
 }
 
 /// The agent `net` and both baselines over `episodes` held-out episodes from `seed`.
 pub fn evaluate(pool: &Pool, net: &ActorCritic, episodes: usize, seed: u64) -> MorphoEval {
-    let agent = scores(pool, &mut Policy::Agent(net), episodes, seed);
-    let wait = scores(pool, &mut Policy::AlwaysWait(STANDARD_TEMPO), episodes, seed);
-    let longest = scores(pool, &mut Policy::AlwaysWait(TEMPOS.len() - 1), episodes, seed);
-    let random = scores(pool, &mut Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), episodes, seed);
-    let grower = scores(pool, &mut Policy::Grower(TEMPOS.len() - 1), episodes, seed);
+    let (mut ops, mut tempos) = ([0u64; OPS.len()], [0u64; TEMPOS.len()]);
+    let mut count = |a: &[i64]| {
+        let act = Action::from_heads(a);
+        ops.get_mut(act.op).into_iter().for_each(|n| *n += 1);
+        tempos.get_mut(act.tempo).into_iter().for_each(|n| *n += 1);
+    };
+    let agent = scores(pool, &mut Policy::Agent(net), episodes, seed, &mut count);
+    let mut ignore = |_: &[i64]| {};
+    let wait = scores(pool, &mut Policy::AlwaysWait(STANDARD_TEMPO), episodes, seed, &mut ignore);
+    let longest = scores(pool, &mut Policy::AlwaysWait(TEMPOS.len() - 1), episodes, seed, &mut ignore);
+    let random = scores(pool, &mut Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), episodes, seed, &mut ignore);
+    let grower = scores(pool, &mut Policy::Grower(TEMPOS.len() - 1), episodes, seed, &mut ignore);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let (a, w, r) = (mean(&agent), mean(&wait), mean(&random));
     let agent_wins = (0..agent.len()).filter(|&i| agent[i] > wait[i] && agent[i] > random[i]).count();
@@ -136,5 +160,7 @@ pub fn evaluate(pool: &Pool, net: &ActorCritic, episodes: usize, seed: u64) -> M
         agent_wins,
         always_wait_longest,
         grower_longest: mean(&grower),
+        agent_ops: OPS.iter().zip(ops).map(|(op, n)| (op.name().to_string(), n)).collect(),
+        agent_tempos: TEMPOS.iter().copied().zip(tempos).collect(),
     }
 }

@@ -40,7 +40,7 @@ fn decision(a: &[i64]) -> Vec<HeadChoice> {
     let op = OPS.get(a[0] as usize).copied().unwrap_or(morpho::Op::Wait);
     let pick = |h: usize| a[h].max(0) as usize;
     let choices = [
-        format!("{op:?}").to_lowercase(),
+        op.name().to_string(),
         format!("{}", pick(1)),
         Blueprint::ALL.get(pick(2)).map_or("?", |b| b.name()).to_string(),
         CURVES.get(pick(3)).map_or("?".into(), |c| format!("{c:?}").to_lowercase()),
