@@ -207,6 +207,17 @@ fn morpho_settings_are_refused_naming_their_flag() {
     assert!(stderr(&out).contains("--rent") && stderr(&out).contains("morpho"), "{}", stderr(&out));
 }
 
+/// A minibatch of one decision trains (its advantage, with no spread, normalizes to 0) on
+/// the 8-head agent's eager update, where an unbiased std of one row would be NaN.
+#[test]
+fn one_row_minibatches_train_without_diverging() {
+    let out = run(hotlab()
+        .args(["train", "--envs", "1", "--steps", "1", "--minibatches", "1", "--total-steps", "2", "--json"])
+        .args(SMALL));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(last_json(&out)["updates"], 2);
+}
+
 /// A checkpoint loads and plays held-out tasks beside "always wait" and "random legal".
 #[test]
 fn a_morpho_checkpoint_is_evaluated_against_both_baselines() {

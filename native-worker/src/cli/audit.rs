@@ -5,7 +5,6 @@ use anyhow::Result;
 use clap::Args;
 use hotlab::bench::audit;
 use hotlab_shared::audit::{AuditReport, Change, Measured, Plan};
-use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
@@ -67,15 +66,8 @@ pub fn audit(a: AuditArgs) -> Result<()> {
 
 /// The plan's runs, with a progress bar unless the output is JSON.
 pub(super) fn measure(plan: &Plan, json: bool) -> Result<Vec<Measured>> {
-    let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(1) };
-    bar.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} run {pos}/{len}: {msg}").expect("template"),
-    );
-    let runs = audit::measure(plan, &mut |what, done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(what.to_string());
-    })?;
+    let bar = super::runs_bar(json);
+    let runs = audit::measure(plan, &mut super::runs_progress(&bar))?;
     bar.finish_and_clear();
     Ok(runs)
 }

@@ -4,7 +4,6 @@ use crate::cli::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab::bench::morpho::{run, MorphoBench, MorphoBenchReport};
-use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Args, Debug)]
 pub struct BenchMorphoArgs {
@@ -58,15 +57,8 @@ pub fn morpho(a: BenchMorphoArgs) -> Result<()> {
         width: a.width,
         images: a.images,
     };
-    let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new(1) };
-    bar.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} run {pos}/{len}: {msg}").expect("template"),
-    );
-    let r = run(&b, &mut |what, done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(what.to_string());
-    })?;
+    let bar = super::runs_bar(a.json);
+    let r = run(&b, &mut super::runs_progress(&bar))?;
     bar.finish_and_clear();
     match a.json {
         true => println!("{}", serde_json::to_string(&r)?),

@@ -115,6 +115,26 @@ pub enum BenchCommand {
     Morpho(bench_morpho::BenchMorphoArgs),
 }
 
+/// A bar over a series of runs ("run i/n: what"), hidden where the output is JSON; feed it
+/// with [`runs_progress`].
+pub(crate) fn runs_bar(json: bool) -> indicatif::ProgressBar {
+    let bar = if json { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(1) };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("[{elapsed_precise}] {bar:30} run {pos}/{len}: {msg}")
+            .expect("template"),
+    );
+    bar
+}
+
+/// What a series of runs reports before each run (`what`, run `done` of `total`), shown on `bar`.
+pub(crate) fn runs_progress(bar: &indicatif::ProgressBar) -> impl FnMut(&str, usize, usize) + '_ {
+    |what, done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(what.to_string());
+    }
+}
+
 /// A flag value that is not allowed (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{flag}: {message}")]
