@@ -214,7 +214,8 @@ pub struct AuditReport {
     pub changes: Vec<ChangeResult>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+/// The middle value (the mean of the two middle ones for an even count); None for none.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }

@@ -5,7 +5,7 @@
 //! repeat: a machine that drifts moves both.
 
 use anyhow::{Context, Result};
-use hotlab_shared::audit::{interval, Change, Interval};
+use hotlab_shared::audit::{self, interval, Change, Interval};
 use hotlab_shared::profile::{Phase, Profile};
 use hotlab_shared::spec::{Backend, MorphoSpec, RunSpec, WorkloadSpec};
 use serde::Serialize;
@@ -102,13 +102,7 @@ fn shares(p: &Profile) -> Vec<(String, f64)> {
 }
 
 fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+    audit::median(v.to_vec()).unwrap_or(f64::NAN)
 }
 
 /// Runs every setting at every env count; `progress` hears of each run before it starts.
