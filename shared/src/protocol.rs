@@ -64,7 +64,7 @@ impl RunStatus {
 }
 
 /// One update's figures.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MetricsPoint {
     pub update: u64,
     pub updates: u64,
@@ -74,58 +74,142 @@ pub struct MetricsPoint {
     pub episodes: u64,
     pub mean_return_last_100: Option<f64>,
     pub lr: f64,
-    pub policy_loss: f64,
-    pub value_loss: f64,
-    pub entropy: f64,
-    pub approx_kl: f64,
-    pub clip_fraction: f64,
-    /// Seconds of this update's rollout and of its PPO epochs.
+    /// The learner's own figures, by name, beside these keys in JSON ([`Losses`]).
+    #[serde(flatten)]
+    pub losses: Losses,
+    /// Seconds of this update's rollout and of its learning.
     pub rollout_s: f64,
     pub update_s: f64,
-    /// A world model's losses, averaged over the iteration's train steps (the dreamer).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub world: Option<WorldLosses>,
 }
 
-/// A world model's loss terms (DreamerV3's: each before its weight).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorldLosses {
-    /// Pixel reconstruction: squared error summed over a frame's pixels.
-    pub image: f64,
-    /// Reward prediction, squared error in symlog space.
-    pub reward: f64,
-    /// Episode continuation, binary cross-entropy.
-    pub cont: f64,
-    /// KL(sg(posterior) ‖ prior) in nats, before free bits (the dynamics loss).
-    pub kl: f64,
-    /// Train steps behind these figures.
-    pub train_steps: u64,
+/// A learner's figures of one iteration, by name, in the order it gives them: PPO's
+/// `policy_loss`, `value_loss`, `entropy`, `approx_kl`, `clip_fraction`; the dreamer's
+/// `actor_loss`, …, and its world model's terms as `world.image`, `world.kl`, …
+///
+/// In JSON each is a key of the object that holds them; a name with a dot is a key of a
+/// nested object (`world.image` is `"world": {"image": …}`), so a learner's group of terms
+/// reads as one object. The loop and the lab name none of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Losses(pub Vec<(String, f64)>);
+
+impl Losses {
+    /// Adds a figure (names are the learner's; the last one given for a name counts).
+    pub fn push(&mut self, name: impl Into<String>, value: f64) {
+        let name = name.into();
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((name, value)),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The first figure that is not a finite number, if any.
+    pub fn first_not_finite(&self) -> Option<(&str, f64)> {
+        self.0.iter().find(|(_, v)| !v.is_finite()).map(|(n, v)| (n.as_str(), *v))
+    }
+}
+
+impl<S: Into<String>> FromIterator<(S, f64)> for Losses {
+    fn from_iter<I: IntoIterator<Item = (S, f64)>>(iter: I) -> Self {
+        let mut out = Losses::default();
+        for (n, v) in iter {
+            out.push(n, v);
+        }
+        out
+    }
+}
+
+impl Serialize for Losses {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        // Groups in the order their first term comes; NaN and infinities are null in JSON.
+        let mut groups: Vec<(&str, serde_json::Map<String, serde_json::Value>)> = Vec::new();
+        let mut map = s.serialize_map(None)?;
+        for (name, v) in &self.0 {
+            match name.split_once('.') {
+                Some((group, term)) => match groups.iter_mut().find(|(g, _)| *g == group) {
+                    Some((_, terms)) => {
+                        terms.insert(term.into(), serde_json::Value::from(*v));
+                    }
+                    None => {
+                        groups.push((group, [(term.to_string(), serde_json::Value::from(*v))].into_iter().collect()))
+                    }
+                },
+                None => map.serialize_entry(name, v)?,
+            }
+        }
+        for (group, terms) in groups {
+            map.serialize_entry(group, &terms)?;
+        }
+        map.end()
+    }
+}
+
+/// Reads every number as a figure and every object of numbers as a group. Other values
+/// are not figures and are passed over: a point is read beside keys it does not know.
+impl<'de> Deserialize<'de> for Losses {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let mut out = Losses::default();
+        for (name, v) in map {
+            match v {
+                serde_json::Value::Number(n) => out.push(name, n.as_f64().unwrap_or(f64::NAN)),
+                // A figure that was not finite when written.
+                serde_json::Value::Null => out.push(name, f64::NAN),
+                serde_json::Value::Object(terms) => {
+                    for (term, v) in terms {
+                        if let Some(x) = v.as_f64() {
+                            out.push(format!("{name}.{term}"), x);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl MetricsPoint {
-    /// The CSV header of [`MetricsPoint::csv_row`].
-    pub const CSV_HEADER: &'static str = "update,updates,global_step,wall_s,sps,episodes,mean_return_last_100,lr,\
-policy_loss,value_loss,entropy,approx_kl,clip_fraction,rollout_s,update_s";
-
-    pub fn csv_row(&self) -> String {
-        let ret = self.mean_return_last_100.map_or(String::new(), |r| r.to_string());
-        format!(
-            "{},{},{},{},{},{},{ret},{},{},{},{},{},{},{},{}",
-            self.update,
-            self.updates,
-            self.global_step,
-            self.wall_s,
-            self.sps,
-            self.episodes,
-            self.lr,
-            self.policy_loss,
-            self.value_loss,
-            self.entropy,
-            self.approx_kl,
-            self.clip_fraction,
-            self.rollout_s,
-            self.update_s
-        )
+    /// The points as CSV: the point's own columns, then every figure any point names, in
+    /// the order they first come (an empty cell where a point lacks one).
+    pub fn csv(points: &[MetricsPoint]) -> String {
+        let mut names: Vec<&str> = Vec::new();
+        for p in points {
+            for n in p.losses.names() {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+        let mut out = String::from("update,updates,global_step,wall_s,sps,episodes,mean_return_last_100,lr");
+        for n in &names {
+            out.push(',');
+            out.push_str(n);
+        }
+        out.push_str(",rollout_s,update_s\n");
+        for p in points {
+            let ret = p.mean_return_last_100.map_or(String::new(), |r| r.to_string());
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{ret},{}",
+                p.update, p.updates, p.global_step, p.wall_s, p.sps, p.episodes, p.lr
+            ));
+            for n in &names {
+                out.push(',');
+                if let Some(v) = p.losses.get(n) {
+                    out.push_str(&v.to_string());
+                }
+            }
+            out.push_str(&format!(",{},{}\n", p.rollout_s, p.update_s));
+        }
+        out
     }
 }
 

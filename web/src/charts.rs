@@ -13,7 +13,7 @@ const MUTED: RGBColor = RGBColor(0x8a, 0x96, 0xa3);
 /// One series of a chart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Line {
-    pub name: &'static str,
+    pub name: String,
     pub color: (u8, u8, u8),
     pub points: Vec<(f64, f64)>,
 }
@@ -96,7 +96,7 @@ fn draw(canvas: web_sys::HtmlCanvasElement, title: &str, lines: &[Line], log: bo
         chart
             .draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))
             .map_err(|x| e(&x))?
-            .label(line.name)
+            .label(line.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2)));
     }
     if lines.len() > 1 {
@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn ranges_cover_the_data_and_are_never_empty() {
-        let line = |points: Vec<(f64, f64)>| vec![Line { name: "x", color: (0, 0, 0), points }];
+        let line = |points: Vec<(f64, f64)>| vec![Line { name: "x".into(), color: (0, 0, 0), points }];
         assert_eq!(bounds(&[]), ((0.0, 1.0), (0.0, 1.0)));
         let ((x0, x1), (y0, y1)) = bounds(&line(vec![(0.0, 10.0), (100.0, 30.0)]));
         assert_eq!((x0, x1), (0.0, 100.0));
@@ -150,8 +150,11 @@ mod tests {
 
     #[test]
     fn log_axes_take_log2_of_x_and_log10_of_y_and_drop_what_has_no_log() {
-        let l =
-            log_points(&[Line { name: "x", color: (0, 0, 0), points: vec![(1.0, 10.0), (1024.0, 1e6), (0.0, 5.0)] }]);
+        let l = log_points(&[Line {
+            name: "x".into(),
+            color: (0, 0, 0),
+            points: vec![(1.0, 10.0), (1024.0, 1e6), (0.0, 5.0)],
+        }]);
         assert_eq!(l[0].points, vec![(0.0, 1.0), (10.0, 6.0)]);
     }
 }

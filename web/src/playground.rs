@@ -361,7 +361,7 @@ pub fn Playground() -> impl IntoView {
             [(Path::WebGpu, "webgpu", (240, 160, 48)), (Path::Cpu, "wasm cpu", (90, 160, 230))]
                 .into_iter()
                 .map(|(path, name, color)| Line {
-                    name,
+                    name: name.into(),
                     color,
                     points: p.iter().filter(|m| m.path == path).map(|m| (m.envs as f64, m.sps)).collect(),
                 })

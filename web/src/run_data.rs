@@ -106,25 +106,54 @@ pub fn series(metrics: &[MetricsPoint], value: impl Fn(&MetricsPoint) -> Option<
     metrics.iter().filter_map(|m| value(m).filter(|v| v.is_finite()).map(|v| (m.global_step as f64, v))).collect()
 }
 
+/// Line colours, in the order a learner names its figures.
+const PALETTE: [(u8, u8, u8); 6] = [
+    (0xf0, 0xa0, 0x30),
+    (0x4a, 0x90, 0xe2),
+    (0x4c, 0xc3, 0x8a),
+    (0xc7, 0x92, 0xea),
+    (0xe8, 0x79, 0xa0),
+    (0x9a, 0xa0, 0xa6),
+];
+
+/// The learner's own figures over the run, a line each (PPO: its losses, entropy, KL and
+/// clip fraction; the dreamer: its actor's and critic's), in the order it names them.
+/// Grouped figures (`world.image`) have their own chart ([`world_lines`]).
+pub fn loss_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::Line> {
+    let mut names: Vec<&str> = Vec::new();
+    for m in metrics {
+        for n in m.losses.names().filter(|n| !n.contains('.')) {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| crate::charts::Line {
+            name: name.replace('_', " "),
+            color: PALETTE[i % PALETTE.len()],
+            points: chart_points(&series(metrics, |m| m.losses.get(name)), max),
+        })
+        .collect()
+}
+
 /// A world model's loss terms over the run, each divided by its first value (they start
 /// orders of magnitude apart: a frame's squared error against a reward's): falling lines.
 pub fn world_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::Line> {
-    type Term = fn(&hotlab_shared::protocol::WorldLosses) -> f64;
-    let terms: [(&'static str, (u8, u8, u8), Term); 4] = [
-        ("image", (0xf0, 0xa0, 0x30), |w| w.image),
-        ("reward", (0x4c, 0xc3, 0x8a), |w| w.reward),
-        ("continue", (0x4a, 0x90, 0xe2), |w| w.cont),
-        ("KL", (0xc7, 0x92, 0xea), |w| w.kl),
-    ];
+    let terms: [(&'static str, &str); 4] =
+        [("image", "world.image"), ("reward", "world.reward"), ("continue", "world.cont"), ("KL", "world.kl")];
     terms
         .into_iter()
-        .map(|(name, color, term)| {
-            let first = metrics.iter().find_map(|m| m.world.as_ref().map(term)).filter(|v| *v > 0.0);
+        .enumerate()
+        .map(|(i, (name, term))| {
+            let first = metrics.iter().find_map(|m| m.losses.get(term)).filter(|v| *v > 0.0);
             let points = match first {
-                Some(first) => chart_points(&series(metrics, |m| m.world.as_ref().map(|w| term(w) / first)), max),
+                Some(first) => chart_points(&series(metrics, |m| m.losses.get(term).map(|v| v / first)), max),
                 None => Vec::new(),
             };
-            crate::charts::Line { name, color, points }
+            crate::charts::Line { name: name.into(), color: PALETTE[[0, 2, 1, 3][i]], points }
         })
         .collect()
 }
@@ -157,21 +186,13 @@ mod tests {
     #[test]
     fn world_losses_are_drawn_relative_to_their_first_value_and_only_when_present() {
         let mut a = point(1, 10.0);
-        a.world = Some(hotlab_shared::protocol::WorldLosses {
-            image: 800.0,
-            reward: 0.4,
-            cont: 0.6,
-            kl: 2.0,
-            train_steps: 8,
-        });
+        a.losses = [("world.image", 800.0), ("world.reward", 0.4), ("world.cont", 0.6), ("world.kl", 2.0)]
+            .into_iter()
+            .collect();
         let mut b = point(2, 10.0);
-        b.world = Some(hotlab_shared::protocol::WorldLosses {
-            image: 200.0,
-            reward: 0.1,
-            cont: 0.3,
-            kl: 0.0,
-            train_steps: 8,
-        });
+        b.losses = [("world.image", 200.0), ("world.reward", 0.1), ("world.cont", 0.3), ("world.kl", 0.0)]
+            .into_iter()
+            .collect();
         let lines = world_lines(&[point(0, 1.0), a, b], 100);
         let image = &lines[0].points;
         assert_eq!(image, &vec![(1024.0, 1.0), (2048.0, 0.25)]);
@@ -199,14 +220,9 @@ mod tests {
             episodes: 0,
             mean_return_last_100: (update > 1).then_some(20.0),
             lr: 2.5e-4,
-            policy_loss: 0.0,
-            value_loss: 0.0,
-            entropy: 0.69,
-            approx_kl: 0.0,
-            clip_fraction: 0.0,
+            losses: [("policy_loss", 0.0), ("value_loss", 0.0), ("entropy", 0.69)].into_iter().collect(),
             rollout_s: 0.5,
             update_s: 0.5,
-            world: None,
         }
     }
 

@@ -88,7 +88,7 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
     let sps_line = Signal::derive(move || {
         data.with(|d| {
             vec![Line {
-                name: "steps/s",
+                name: "steps/s".into(),
                 color: (0xf0, 0xa0, 0x30),
                 points: chart_points(&series(&d.metrics, |m| Some(m.sps)), CHART_POINTS),
             }]
@@ -97,26 +97,13 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
     let return_line = Signal::derive(move || {
         data.with(|d| {
             vec![Line {
-                name: "return",
+                name: "return".into(),
                 color: (0x4c, 0xc3, 0x8a),
                 points: chart_points(&series(&d.metrics, |m| m.mean_return_last_100), CHART_POINTS),
             }]
         })
     });
-    let loss_lines = Signal::derive(move || {
-        data.with(|d| {
-            let l = |name, color, f: fn(&hotlab_shared::protocol::MetricsPoint) -> f64| Line {
-                name,
-                color,
-                points: chart_points(&series(&d.metrics, |m| Some(f(m))), CHART_POINTS),
-            };
-            vec![
-                l("policy loss", (0xf0, 0xa0, 0x30), |m| m.policy_loss),
-                l("value loss", (0x4a, 0x90, 0xe2), |m| m.value_loss),
-                l("entropy", (0x4c, 0xc3, 0x8a), |m| m.entropy),
-            ]
-        })
-    });
+    let loss_lines = Signal::derive(move || data.with(|d| crate::run_data::loss_lines(&d.metrics, CHART_POINTS)));
     let world_lines = Signal::derive(move || data.with(|d| crate::run_data::world_lines(&d.metrics, CHART_POINTS)));
     let has_world = move || world_lines.with(|l| l.iter().any(|l| !l.points.is_empty()));
     let windows = Signal::derive(move || data.with(|d| d.windows.clone()));

@@ -27,8 +27,10 @@ fn short_run(replay: ReplayAt, precision: Precision) -> anyhow::Result<ShortRun>
     spec.exec.precision = precision;
     let (mut losses, mut scaling) = (Vec::new(), (None, 0));
     let trained = crate::workloads::train(&spec, &mut |m| {
-        if let Some(w) = m.point.world {
-            losses.push([w.image, w.reward, w.cont]);
+        let term = |name| m.point.losses.get(name);
+        if let (Some(image), Some(reward), Some(cont)) = (term("world.image"), term("world.reward"), term("world.cont"))
+        {
+            losses.push([image, reward, cont]);
         }
         scaling = (m.loss_scale, m.skipped_steps);
     })?;

@@ -33,7 +33,14 @@ fn short_run(
     let mut figures = Vec::new();
     let trained = crate::workloads::train(&spec, &mut |m| {
         let p = &m.point;
-        figures.push(json!([p.global_step, p.mean_return_last_100, p.policy_loss, p.value_loss, p.entropy]));
+        let loss = |name| p.losses.get(name);
+        figures.push(json!([
+            p.global_step,
+            p.mean_return_last_100,
+            loss("policy_loss"),
+            loss("value_loss"),
+            loss("entropy")
+        ]));
     })?;
     Ok((figures, trained.report))
 }

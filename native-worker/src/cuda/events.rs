@@ -1,16 +1,21 @@
 //! Device time per phase from CUDA events recorded on libtorch's stream at every span
 //! boundary, read once per window (one host sync per update, counted as the window's
 //! drain); and the GPU's memory in use, sampled at each drain.
+//!
+//! The timer needs libtorch's context and stream only, never a kernel of ours: the loop
+//! opens it for any workload on a CUDA device.
 
-use super::gpu::Gpu;
+use super::gpu::Support;
 use crate::profiler::DeviceTimer;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::CudaEvent;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use hotlab_shared::profile::{GpuMemory, Phase};
 use std::sync::Arc;
 
 pub struct EventTimer {
-    gpu: Arc<Gpu>,
+    ctx: Arc<CudaContext>,
+    /// libtorch's stream (the legacy default stream of the primary context).
+    stream: Arc<CudaStream>,
     /// Recorded boundaries: the phase the work before each belongs to.
     marks: Vec<(Option<Phase>, CudaEvent)>,
     /// Events already read, reused (creating one costs a driver call).
@@ -21,12 +26,22 @@ pub struct EventTimer {
 }
 
 impl EventTimer {
-    pub fn new(gpu: Arc<Gpu>) -> Self {
-        Self { gpu, marks: Vec::new(), pool: Vec::new(), memory: GpuMemory::default(), failed: false }
+    /// A timer on CUDA GPU `ordinal`'s primary context (libtorch's); why not where there
+    /// is no CUDA driver (the CPU, ROCm).
+    pub fn open(ordinal: usize) -> Result<Self, String> {
+        if let Some(why) = Support::probe().why_not() {
+            return Err(why.replace("hand-written CUDA kernels need", "CUDA events need"));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| format!("opening the CUDA device: {e:?}"))?;
+        // Events are recorded on libtorch's work, which cudarc's tracking does not see.
+        // SAFETY: the timer allocates nothing that streams share.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        Ok(Self { ctx, stream, marks: Vec::new(), pool: Vec::new(), memory: GpuMemory::default(), failed: false })
     }
 
     fn event(&mut self) -> Option<CudaEvent> {
-        self.pool.pop().or_else(|| self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).ok())
+        self.pool.pop().or_else(|| self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).ok())
     }
 }
 
@@ -36,7 +51,7 @@ impl DeviceTimer for EventTimer {
             return;
         }
         match self.event() {
-            Some(ev) if ev.record(&self.gpu.torch_stream).is_ok() => self.marks.push((phase, ev)),
+            Some(ev) if ev.record(&self.stream).is_ok() => self.marks.push((phase, ev)),
             _ => self.failed = true,
         }
     }
@@ -57,7 +72,7 @@ impl DeviceTimer for EventTimer {
         let keep = self.marks.pop();
         self.pool.extend(self.marks.drain(..).map(|(_, ev)| ev));
         self.marks.extend(keep.map(|(_, ev)| (None, ev)));
-        if let Ok((free, total)) = self.gpu.ctx.mem_get_info() {
+        if let Ok((free, total)) = self.ctx.mem_get_info() {
             let used = (total - free) as u64;
             self.memory =
                 GpuMemory { used_bytes: used, peak_bytes: self.memory.peak_bytes.max(used), total_bytes: total as u64 };

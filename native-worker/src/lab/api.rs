@@ -455,14 +455,14 @@ pub async fn report(State(lab): State<Lab>, Path(id): Path<u64>, Query(q): Query
 
 pub async fn export_csv(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Response> {
     let all = events(&lab, id, 0, Some("metrics"), usize::MAX).await?;
-    let mut csv = String::from(MetricsPoint::CSV_HEADER);
-    csv.push('\n');
-    for e in &all {
-        if let Ok(Event { body: EventBody::Metrics { metrics }, .. }) = serde_json::from_str::<Event>(&e.json) {
-            csv.push_str(&metrics.csv_row());
-            csv.push('\n');
-        }
-    }
+    let points: Vec<MetricsPoint> = all
+        .iter()
+        .filter_map(|e| match serde_json::from_str::<Event>(&e.json) {
+            Ok(Event { body: EventBody::Metrics { metrics }, .. }) => Some(metrics),
+            _ => None,
+        })
+        .collect();
+    let csv = MetricsPoint::csv(&points);
     let disposition = format!("attachment; filename=\"run-{id}.csv\"");
     Ok((
         [(header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)],

@@ -804,24 +804,7 @@ mod tests {
     }
 
     fn metric(seq: u64) -> Write {
-        let m = MetricsPoint {
-            update: seq,
-            updates: 0,
-            global_step: 0,
-            wall_s: 0.0,
-            sps: 0.0,
-            episodes: 0,
-            mean_return_last_100: None,
-            lr: 0.0,
-            policy_loss: 0.0,
-            value_loss: 0.0,
-            entropy: 0.0,
-            approx_kl: 0.0,
-            clip_fraction: 0.0,
-            rollout_s: 0.0,
-            update_s: 0.0,
-            world: None,
-        };
+        let m = MetricsPoint { update: seq, ..MetricsPoint::default() };
         event(seq, EventBody::Metrics { metrics: m })
     }
 

@@ -156,9 +156,17 @@ pub fn run(
     tch::set_num_threads(1);
     tch::manual_seed(spec.seed as i64);
     let env = workload.name();
-    let mut setup = Setup { spec, device, precision, threads: torch_threads(spec), notes: Vec::new(), gpu: None };
+    let mut setup = Setup { spec, device, precision, threads: torch_threads(spec), notes: Vec::new() };
     let mut learner = workload.learner(&mut setup)?;
-    let Setup { precision, threads, mut notes, gpu, .. } = setup;
+    let Setup { precision, threads, mut notes, .. } = setup;
+    // On a CUDA device the profiler times every phase with CUDA events too.
+    let timer = match device {
+        tch::Device::Cuda(ordinal) => EventTimer::open(ordinal)
+            .map_err(|why| notes.push(format!("{why}: phases are timed on the host only")))
+            .ok(),
+        _ => None,
+    };
+    let device_timing = timer.is_some();
     let sink = opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {}));
     let mut telemetry = Telemetry::new(spec.telemetry.every, learner.layout(), device, sink);
 
@@ -166,8 +174,8 @@ pub fn run(
     let setup_s = begin.elapsed().as_secs_f64();
     let start = Instant::now();
     let mut prof = Profiler::new(trace);
-    if let Some(gpu) = &gpu {
-        prof.set_device_timer(Box::new(EventTimer::new(Arc::clone(gpu))));
+    if let Some(timer) = timer {
+        prof.set_device_timer(Box::new(timer));
     }
     let mut c = Counters::default();
     let mut frames = Frames::new(opts.frames);
@@ -204,12 +212,11 @@ pub fn run(
             telemetry.publish(index + 1, norms, &mut c);
             prof.stop(Phase::Telemetry, s);
         }
-        let stats = &out.stats;
-        if !stats.policy_loss.is_finite() || !stats.value_loss.is_finite() {
-            bail!("training diverged: the loss is not finite at update {} of {iterations}", index + 1);
+        if let Some((name, v)) = out.losses.first_not_finite() {
+            bail!("training diverged: {name} is {v} at update {} of {iterations}", index + 1);
         }
         let wall_s = start.elapsed().as_secs_f64();
-        if gpu.is_some() {
+        if device_timing {
             c.host_syncs += 1; // the device timer waits for the window's last event
         }
         let window = prof.take_window(&c.since(&before));
@@ -224,17 +231,12 @@ pub fn run(
                 episodes: episodes.count,
                 mean_return_last_100: episodes.mean(),
                 lr: out.lr,
-                policy_loss: stats.policy_loss,
-                value_loss: stats.value_loss,
-                entropy: stats.entropy,
-                approx_kl: stats.approx_kl,
-                clip_fraction: stats.clip_fraction,
+                losses: out.losses,
                 rollout_s: out.rollout_s,
                 update_s: out.learn_start.elapsed().as_secs_f64(),
-                world: out.world,
             },
-            loss_scale: stats.loss_scale,
-            skipped_steps: stats.skipped_steps,
+            loss_scale: out.loss_scale,
+            skipped_steps: out.skipped_steps,
             counters: c.since(&before),
             profile: window,
             lines: out.lines,

@@ -13,7 +13,6 @@ use super::checkpoint::Stored;
 use super::episodes::Episodes;
 use super::frames::Frames;
 use super::params::ParamSlot;
-use super::ppo::update::UpdateStats;
 use super::precision::Precision;
 use super::telemetry::Telemetry;
 use crate::cuda::gpu::{Gpu, Support};
@@ -22,7 +21,7 @@ use crate::profiler::Profiler;
 use anyhow::Result;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
-use hotlab_shared::protocol::{Frame, WorldLosses};
+use hotlab_shared::protocol::{Frame, Losses};
 use hotlab_shared::spec::{Backend, RunSpec};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,28 +56,22 @@ pub struct Setup<'a> {
     pub threads: usize,
     /// Where a knob could not do what it says, and what happened instead.
     pub notes: Vec<String>,
-    /// The CUDA kernels, when the learner opened them (then the profiler times phases
-    /// with CUDA events).
-    pub gpu: Option<Arc<Gpu>>,
 }
 
 impl Setup<'_> {
-    /// Opens the CUDA kernels on a CUDA device (`width`: the widest layer the rollout
-    /// kernel evaluates); elsewhere, or if NVRTC fails, None and a note on what falls back.
+    /// Opens the hand-written CUDA kernels on a CUDA device (`width`: the widest layer the
+    /// rollout kernel evaluates); elsewhere, or if NVRTC fails, None and a note on what
+    /// falls back.
     pub fn open_gpu(&mut self, width: usize) -> Option<Arc<Gpu>> {
         let Device::Cuda(ordinal) = self.device else { return None };
         if let Some(why) = Support::probe().why_not() {
-            self.notes.push(format!("{why}: libtorch ops only, and no device timing"));
+            self.notes.push(format!("{why}: libtorch ops only"));
             return None;
         }
         match Gpu::open(ordinal, width) {
-            Ok(gpu) => {
-                self.gpu = Some(Arc::new(gpu));
-                self.gpu.clone()
-            }
+            Ok(gpu) => Some(Arc::new(gpu)),
             Err(e) => {
-                self.notes
-                    .push(format!("the CUDA kernels are unavailable ({e}): libtorch ops only, and no device timing"));
+                self.notes.push(format!("the CUDA kernels are unavailable ({e}): libtorch ops only"));
                 None
             }
         }
@@ -118,16 +111,20 @@ pub struct Outcome {
     pub env_steps: u64,
     /// The learning rate used.
     pub lr: f64,
-    /// The loss statistics of the iteration's last minibatch.
-    pub stats: UpdateStats,
+    /// The learner's figures by name (PPO: its last minibatch's losses; a world model: its
+    /// terms averaged over the iteration's train steps). A figure that is not finite ends
+    /// the run as diverged.
+    pub losses: Losses,
+    /// The fp16 loss scale after this iteration (fp16 only).
+    pub loss_scale: Option<f64>,
+    /// Steps the fp16 scalers have skipped so far (inf/NaN gradients).
+    pub skipped_steps: u64,
     /// Squared gradient norms per parameter, when telemetry was due.
     pub norms: Option<Tensor>,
     /// When the learning part began (what came before it is the rollout).
     pub learn_start: Instant,
     /// Seconds of experience collection.
     pub rollout_s: f64,
-    /// A world model's losses over the iteration, when the learner has one.
-    pub world: Option<WorldLosses>,
     /// Lines for a person watching (the dreamer's `[PROFILE]` split).
     pub lines: Vec<String>,
 }

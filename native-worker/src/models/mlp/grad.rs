@@ -133,24 +133,12 @@ pub fn loss_grad(
     })
 }
 
-/// Per-minibatch advantage normalization for a whole shuffled epoch at once: rows
-/// `[M·B]` → `[M·B, 1]`, each block of `B` rows to mean 0 and (unbiased) std 1; a block of
-/// one row has no spread and gives 0 (as the host path does), not the NaN of its std.
-pub fn normalize_per_minibatch(advantages: &Tensor, minibatches: i64) -> Tensor {
-    let blocks = advantages.view([minibatches, -1]);
-    let mean = blocks.mean_dim([1i64].as_slice(), true, Kind::Float);
-    if blocks.size()[1] < 2 {
-        return (blocks - mean).view([-1, 1]);
-    }
-    let std = blocks.std_dim([1i64].as_slice(), true, true);
-    ((blocks - mean) / (std + 1e-8)).view([-1, 1])
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::minibatch_loss;
     use super::*;
     use crate::models::mlp::policy::Architecture;
+    use crate::train::ppo::advantages::normalize_per_minibatch;
     use tch::Device;
 
     /// `shape` standard normals from a local stream (Box–Muller): tests run in parallel
@@ -255,17 +243,5 @@ pub(crate) mod tests {
         loss_grad(&net, &mb, &adv, &[2], &spec, Kind::Float, 256.0, false).backward(&net, Kind::Float);
         let _ = net.flat_grad.g_div_scalar_(256.0);
         assert!(net.flat_grad.allclose(&fp32, 1e-5, 1e-7, false));
-    }
-
-    #[test]
-    fn advantages_are_normalized_per_minibatch() {
-        let adv = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 10.0, 20.0, 30.0]);
-        let got = Vec::<f32>::try_from(normalize_per_minibatch(&adv, 2).view([-1])).unwrap();
-        for (g, w) in got.iter().zip([-1.0, 0.0, 1.0, -1.0, 0.0, 1.0]) {
-            assert!((g - w).abs() < 1e-6, "{got:?}");
-        }
-        // Minibatches of one row: no spread, so 0 (the host path's rule), never NaN.
-        let one = normalize_per_minibatch(&Tensor::from_slice(&[4.0f32, -2.0]), 2);
-        assert_eq!(Vec::<f32>::try_from(one.view([-1])).unwrap(), [0.0, 0.0]);
     }
 }

@@ -144,27 +144,6 @@ pub fn value_head(
     sum
 }
 
-/// [`crate::models::mlp::grad::normalize_per_minibatch`] in one host pass: rows `[M·B]` →
-/// `[M·B, 1]`, each block of `B` rows to mean 0 and (unbiased) std 1.
-pub fn normalize_per_minibatch(advantages: &Tensor, minibatches: usize) -> Tensor {
-    let src = advantages.contiguous();
-    let out = Tensor::empty([src.numel() as i64, 1], (Kind::Float, tch::Device::Cpu));
-    // SAFETY: `out` is new; `src` is only read.
-    unsafe { normalize_blocks(host(&src), minibatches, host_mut(&out)) };
-    out
-}
-
-/// [`normalize_per_minibatch`] on slices.
-pub fn normalize_blocks(xs: &[f32], minibatches: usize, ys: &mut [f32]) {
-    let rows = xs.len() / minibatches.max(1);
-    for (x, y) in xs.chunks_exact(rows.max(1)).zip(ys.chunks_exact_mut(rows.max(1))) {
-        let mean = x.iter().map(|&v| v as f64).sum::<f64>() / rows as f64;
-        let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / (rows as f64 - 1.0).max(1.0);
-        let scale = 1.0 / (var.sqrt() + 1e-8);
-        y.iter_mut().zip(x).for_each(|(y, &v)| *y = ((v as f64 - mean) * scale) as f32);
-    }
-}
-
 /// Where one network's step spent its time.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timing {
@@ -208,8 +187,8 @@ pub fn critic_step(net: &Mlp, x: ValueInputs) -> (f64, Timing) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::mlp::grad::normalize_per_minibatch;
     use crate::models::mlp::grad::tests::{assert_gradient_matches, autograd_reference, case};
+    use crate::train::ppo::advantages::normalize_per_minibatch;
 
     /// The host path (both threads' halves) against autograd on the loss's definition,
     /// with layers that take each kernel (small input, small output, MKL in between).
@@ -231,13 +210,6 @@ mod tests {
         for (g, w) in got.iter().zip(&want_stats) {
             assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "stats {got:?} vs the autograd loss {want_stats:?}");
         }
-    }
-
-    #[test]
-    fn host_normalization_matches_libtorch() {
-        let adv = Tensor::randn([96], (Kind::Float, tch::Device::Cpu)) * 3.0 + 1.0;
-        let want = crate::models::mlp::grad::normalize_per_minibatch(&adv, 4);
-        assert!(normalize_per_minibatch(&adv, 4).allclose(&want, 1e-5, 1e-6, false));
     }
 
     #[test]

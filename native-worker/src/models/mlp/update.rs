@@ -9,6 +9,7 @@ use super::{MlpAgent, TrainedMlp};
 use crate::exec::helper::Helper;
 use crate::profiler::Profiler;
 use crate::train::params::ParamSlot;
+use crate::train::ppo::advantages;
 use crate::train::ppo::update::UpdateCtx;
 use crate::train::ppo::{Pass, PpoPolicy};
 use crate::train::precision::Precision;
@@ -77,8 +78,8 @@ impl Pass for MlpPass<'_> {
             _ => self.batch.select(&Tensor::from_slice(order).to_device(self.agent.net.device())),
         };
         self.advantages = Some(match self.host {
-            true => grad_host::normalize_per_minibatch(&shuffled.advantages, self.minibatches),
-            false => grad::normalize_per_minibatch(&shuffled.advantages, self.minibatches as i64),
+            true => advantages::normalize_per_minibatch_host(&shuffled.advantages, self.minibatches),
+            false => advantages::normalize_per_minibatch(&shuffled.advantages, self.minibatches as i64),
         });
         self.shuffled = Some(shuffled);
     }

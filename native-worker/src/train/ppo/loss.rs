@@ -26,7 +26,7 @@ pub fn loss_from(
     let ratio = log_ratio.exp();
 
     let adv = &mb.advantages;
-    let adv = crate::models::mlp::grad::normalize_per_minibatch(adv, 1).view_as(adv);
+    let adv = super::advantages::normalize_per_minibatch(adv, 1).view_as(adv);
     let pg1 = -&adv * &ratio;
     let pg2 = -&adv * ratio.clamp(1.0 - spec.ppo.clip, 1.0 + spec.ppo.clip);
     let pg_loss = pg1.maximum(&pg2).mean(Kind::Float);

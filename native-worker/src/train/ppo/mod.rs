@@ -10,8 +10,10 @@
 //!
 //! - [`update`]: the epochs × minibatches loop, the clip and Adam;
 //! - [`loss`]: the loss's definition;
+//! - [`advantages`]: the per-minibatch advantage normalization (one rule, three forms);
 //! - [`collect`]: the rollout from host envs.
 
+pub mod advantages;
 pub mod collect;
 pub mod loss;
 pub mod update;
@@ -199,13 +201,24 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
             stop: it.stop,
         };
         let update = update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters);
-        let Some((stats, norms)) = update else { return Ok(None) };
+        let Some((losses, norms)) = update else { return Ok(None) };
         let c = &mut *it.counters;
         c.host_syncs += 1; // the loss statistics, read once per update
         c.d2h_copies += 1;
         c.d2h_bytes += 5 * 4;
         let env_steps = spec.batch_size() as u64;
-        Ok(Some(Outcome { env_steps, lr, stats, norms, learn_start, rollout_s, world: None, lines: Vec::new() }))
+        let scaler = self.precision.scaler.as_ref();
+        Ok(Some(Outcome {
+            env_steps,
+            lr,
+            losses,
+            loss_scale: scaler.map(|s| s.scale),
+            skipped_steps: scaler.map_or(0, |s| s.skipped),
+            norms,
+            learn_start,
+            rollout_s,
+            lines: Vec::new(),
+        }))
     }
 
     fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy> {

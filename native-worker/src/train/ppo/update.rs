@@ -13,26 +13,15 @@ use crate::train::telemetry::Telemetry;
 use crate::train::workload::asked_to_stop;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
+use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::RunSpec;
-use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 use tch::Tensor;
 
-/// Loss statistics of an update's last minibatch (what CleanRL logs).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct UpdateStats {
-    pub policy_loss: f64,
-    pub value_loss: f64,
-    pub entropy: f64,
-    pub approx_kl: f64,
-    pub clip_fraction: f64,
-    /// The fp16 loss scale after this update (fp16 only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub loss_scale: Option<f64>,
-    /// Steps the fp16 scaler has skipped so far (inf/NaN gradients).
-    pub skipped_steps: u64,
-}
+/// The names of an update's statistics, in the order a [`Pass`](super::Pass) gives them
+/// (what CleanRL logs of its last minibatch).
+pub const STATS: [&str; 5] = ["policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"];
 
 /// What an update needs besides the network and the batch.
 pub struct UpdateCtx<'a> {
@@ -47,8 +36,8 @@ pub struct UpdateCtx<'a> {
 }
 
 /// Runs `epochs × minibatches` gradient steps on one rollout; returns the last
-/// minibatch's statistics and, when asked, its squared gradient norms; None when the run
-/// was asked to stop (the steps already taken stay taken).
+/// minibatch's statistics ([`STATS`]) and, when asked, its squared gradient norms; None
+/// when the run was asked to stop (the steps already taken stay taken).
 pub fn update<P: PpoPolicy>(
     net: &mut P,
     opt: &mut FlatAdam,
@@ -57,7 +46,7 @@ pub fn update<P: PpoPolicy>(
     rng: &mut HostRng,
     prof: &mut Profiler,
     c: &mut Counters,
-) -> Option<(UpdateStats, Option<Tensor>)> {
+) -> Option<(Losses, Option<Tensor>)> {
     let spec = ctx.spec;
     let mut order: Vec<i64> = (0..spec.batch_size() as i64).collect();
     let (mut last_stats, mut norms) = (None, None);
@@ -96,16 +85,7 @@ pub fn update<P: PpoPolicy>(
         }
     }
     let s = last_stats.expect("at least one minibatch");
-    let stats = UpdateStats {
-        policy_loss: s[0],
-        value_loss: s[1],
-        entropy: s[2],
-        approx_kl: s[3],
-        clip_fraction: s[4],
-        loss_scale: ctx.precision.scaler.as_ref().map(|s| s.scale),
-        skipped_steps: ctx.precision.scaler.as_ref().map_or(0, |s| s.skipped),
-    };
-    Some((stats, norms))
+    Some((STATS.into_iter().zip(s).collect(), norms))
 }
 
 /// `torch.nn.utils.clip_grad_norm_` on one flat gradient, without a host sync.

@@ -6,15 +6,14 @@
 use super::behavior::Behavior;
 use super::collect::Collector;
 use super::replay::Replay;
-use super::step::{Tally, Trainer};
+use super::step::{Tally, Trainer, TERMS};
 use super::world::WorldModel;
 use super::{Dreamer, TrainedDreamer};
 use crate::train::params::ParamSlot;
-use crate::train::ppo::update::UpdateStats;
 use crate::train::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
 use anyhow::Result;
 use hotlab_shared::profile::Phase;
-use hotlab_shared::protocol::WorldLosses;
+use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::RunSpec;
 use std::sync::Arc;
@@ -47,7 +46,6 @@ impl DreamerLearner {
         tch::set_num_threads(setup.threads as i32);
         // On CUDA the profiler times every phase with CUDA events (the kernels it opens are
         // CartPole's; only their events are used here).
-        setup.open_gpu(64);
         if setup.device.is_cuda() {
             // A run's convolutions keep their shapes, so timing cuDNN's algorithms once pays:
             // its heuristics pick slow fp16 ones on an H200 (measured: fp16 train steps 1.8–2×
@@ -120,24 +118,22 @@ impl Learner for DreamerLearner {
         let s = it.prof.stop(Phase::Telemetry, s);
         let mean = tally.read(steps, it.counters).map(|sum| sum.map(|v| v / steps as f64));
         it.prof.stop(Phase::Decoder, s);
-        let world = mean.map(|m| WorldLosses { image: m[0], reward: m[1], cont: m[2], kl: m[3], train_steps: steps });
+        // Before the first train step (the prefill) there is nothing to report.
+        let losses = mean.map_or_else(Losses::default, |m| {
+            let mut l: Losses = TERMS.into_iter().zip(m).collect();
+            l.push("world.train_steps", steps as f64);
+            l
+        });
         let (loss_scale, skipped_steps) = self.trainer.scaling(it.counters);
-        let stats = UpdateStats {
-            policy_loss: mean.map_or(0.0, |m| m[4]),
-            value_loss: mean.map_or(0.0, |m| m[5]),
-            entropy: mean.map_or(0.0, |m| m[6]),
-            loss_scale,
-            skipped_steps,
-            ..UpdateStats::default()
-        };
         Ok(Some(Outcome {
             env_steps: self.spec.batch_size() as u64,
             lr: self.trainer.settings.wm_lr,
-            stats,
+            losses,
+            loss_scale,
+            skipped_steps,
             norms,
             learn_start,
             rollout_s,
-            world,
             lines,
         }))
     }

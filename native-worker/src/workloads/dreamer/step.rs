@@ -31,6 +31,12 @@ const BEHAVIOR_CLIP: f64 = 100.0;
 /// Loss figures kept per train step: the world model's four terms (image, reward,
 /// continue, KL), then the actor's loss, the critic's and the actor's entropy.
 pub const FIGURES: usize = 7;
+/// The figures' names in an iteration's [`Losses`](hotlab_shared::protocol::Losses): the
+/// world model's terms (each before its weight: pixel squared error summed over a frame,
+/// reward squared error in symlog space, continuation cross-entropy, KL in nats before free
+/// bits), then the actor's and critic's losses and the actor's entropy.
+pub const TERMS: [&str; FIGURES] =
+    ["world.image", "world.reward", "world.cont", "world.kl", "actor_loss", "critic_loss", "entropy"];
 
 /// Seed 004's coarse split: replay, forward passes, backward passes and optimizers.
 #[derive(Clone, Copy, Debug, Default)]

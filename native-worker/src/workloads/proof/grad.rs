@@ -305,7 +305,7 @@ mod tests {
         let want_stats = Vec::<f64>::try_from(stats.unwrap().to_kind(Kind::Double)).unwrap();
 
         let flat = Vec::<f32>::try_from(&net.flat).unwrap();
-        let adv = crate::models::mlp::grad_host::normalize_per_minibatch(&mb.advantages, 1);
+        let adv = crate::train::ppo::advantages::normalize_per_minibatch_host(&mb.advantages, 1);
         // The host reads the rows in reverse order (a shuffled minibatch): the loss is a
         // mean over rows, so the gradient is the same.
         let index: Vec<i64> = (0..n as i64).rev().collect();

@@ -120,7 +120,6 @@ impl Workload for Proof {
             setup.precision = Precision::fp32();
         }
         let (opt, mover) = ppo::after_init(setup, &net.flat);
-        setup.open_gpu(4);
         let device = setup.device;
         let actor = || match spec.exec.inference {
             // Graph is validated away off the device backend.

@@ -5,7 +5,6 @@
 use super::grad::{ProofGrad, ProofRows};
 use super::{ProofAgent, TrainedProof};
 use crate::kernels;
-use crate::models::mlp::grad_host;
 use crate::profiler::Profiler;
 use crate::train::params::ParamSlot;
 use crate::train::ppo::loss::loss_from;
@@ -165,6 +164,6 @@ impl Gathered {
         let mut raw = Vec::new();
         pick(adv, &mut raw);
         self.advantages.resize(raw.len(), 0.0);
-        grad_host::normalize_blocks(&raw, minibatches, &mut self.advantages);
+        crate::train::ppo::advantages::normalize_blocks(&raw, minibatches, &mut self.advantages);
     }
 }
