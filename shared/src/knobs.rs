@@ -4,7 +4,9 @@
 //! shows them. A workload's own settings name their workload: the form shows them only
 //! for it. A test keeps this table and the spec's fields the same set.
 
-use crate::spec::{ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, Transfer, WaitMode};
+use crate::spec::{
+    ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, SpecError, Transfer, WaitMode,
+};
 use serde_json::{Map, Value};
 
 /// What a knob's value is.
@@ -68,7 +70,11 @@ pub struct Knob {
     pub workload: Option<EnvName>,
     pub group: &'static str,
     pub kind: KnobKind,
+    /// One line: the launch form's help, and the CLI's `-h`.
     pub help: &'static str,
+    /// The whole story, where one line is not enough: the CLI's `--help` (the help line
+    /// when empty).
+    pub about: &'static str,
 }
 
 /// The groups, in order (the syllabus's knobs each have their own).
@@ -84,22 +90,22 @@ pub const GROUPS: &[&str] = &[
 ];
 
 const fn knob(name: &'static str, path: &'static str, group: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, path, workload: None, group, kind, help }
+    Knob { name, path, workload: None, group, kind, help, about: "" }
 }
 
 /// A setting of the proof env's own.
 const fn proof(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, path, workload: Some(EnvName::Proof), group: "Scenario", kind, help }
+    Knob { name, path, workload: Some(EnvName::Proof), group: "Scenario", kind, help, about: "" }
 }
 
 /// A setting of the morphogenetic workload's own.
 const fn morpho(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, path, workload: Some(EnvName::Morpho), group: "Scenario", kind, help }
+    Knob { name, path, workload: Some(EnvName::Morpho), group: "Scenario", kind, help, about: "" }
 }
 
 /// A setting of the world-model workload's own.
 const fn dreamer(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, path, workload: Some(EnvName::Dreamer), group: "Scenario", kind, help }
+    Knob { name, path, workload: Some(EnvName::Dreamer), group: "Scenario", kind, help, about: "" }
 }
 
 use KnobKind::*;
@@ -117,172 +123,228 @@ pub const KNOBS: &[Knob] = &[
         "workload.proof.kb",
         Text,
         "proof: a generated world (family:people=N,seed=S) or a .pl file in the data dir",
-    ),
+    )
+    .about("a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world, `family:people=N,seed=S` or `geography:places=N,seed=S`"),
     proof(
         "queries",
         "workload.proof.queries",
         OptionalText,
         "proof: a query file in the data dir (generated for a world when empty)",
-    ),
-    proof("proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode"),
-    proof("embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings"),
-    morpho("task_seed", "workload.morpho.task_seed", Int, "morpho: the first training task's seed"),
-    morpho("tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through"),
-    morpho("task_images", "workload.morpho.images", Int, "morpho: training images per task (validation: a quarter)"),
-    morpho("host_epochs", "workload.morpho.epochs", Int, "morpho: host epochs per episode, one decision each"),
-    morpho("host_width", "workload.morpho.width", Int, "morpho: the host's first-stage channels"),
-    morpho("rent", "workload.morpho.rent", Float, "morpho: reward lost per host's worth of added parameters"),
+    )
+    .about("a query file, one ground atom per line, `% test` before the held-out ones (needed with a --kb file; generated for a world when absent)"),
+    proof("proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
+    .about("most resolution steps per episode"),
+    proof("embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings")
+    .about("width of the policy's index embeddings"),
+    morpho("task_seed", "workload.morpho.task_seed", Int, "morpho: the first training task's seed")
+    .about("the first training task's seed; evaluation's held-out tasks come after the training ones"),
+    morpho("tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through")
+    .about("training tasks the envs cycle through"),
+    morpho("task_images", "workload.morpho.images", Int, "morpho: training images per task (validation: a quarter)")
+    .about("training images per task; validation gets a quarter as many"),
+    morpho("host_epochs", "workload.morpho.epochs", Int, "morpho: host epochs per episode, one decision each")
+    .about("host epochs per episode, one agent decision each"),
+    morpho("host_width", "workload.morpho.width", Int, "morpho: the host's first-stage channels")
+    .about("the host's first-stage channels (2× and 4× in the next stages)"),
+    morpho("rent", "workload.morpho.rent", Float, "morpho: reward lost per host's worth of added parameters")
+    .about("reward lost over an episode per host's worth of parameters the seeds add"),
     morpho(
         "slots",
         "workload.morpho.slots",
         Choice(crate::spec::SlotPool::ALL),
         "morpho: seeds made and freed per graft (dynamic), or a fixed masked pool (sleeper)",
-    ),
+    )
+    .about("how hosts hold their seeds: `dynamic` makes a seed's tensors on its graft and frees them (and its optimizer state) on removal; `sleeper` keeps one of each blueprint per slot, masked, reset in place (catalogue row 9)"),
     morpho(
         "lifecycle",
         "workload.morpho.lifecycle",
         Choice(crate::spec::LifecycleMode::ALL),
         "morpho: lifecycles and rewards env after env (loop) or in one pass of tensor ops (batched)",
-    ),
+    )
+    .about("how a batch of envs runs its lifecycles and rewards: `loop` env after env, each env's slot state read one value at a time and written back with one small op (seed 003's \"CPU trench\", catalogue row 8); `batched` every env in one pass of tensor ops, read back once. Identical trajectories"),
     morpho(
         "host_exec",
         "workload.morpho.host_exec",
         Choice(crate::spec::HostExec::ALL),
         "morpho: hosts trained one after another (per_env) or as one model with an env dimension (batched)",
-    ),
+    )
+    .about("how a batch of envs trains its hosts: `per_env` one host after another, each with its own ops; `batched` every host as one model with a leading env dimension (grouped convolutions, batched matmuls), each host's epoch its own length. The same hosts to rounding. On a CPU batching measured slower (oneDNN runs each host's small convolutions about as well as a grouped one, and the batch adds gathers): per_env"),
     morpho(
         "host_precision",
         "workload.morpho.host_precision",
         Choice(crate::spec::Precision::ALL),
         "morpho: the hosts' convolutions and matmuls in fp32, bf16, fp16 (CUDA, loss-scaled) or auto",
-    ),
+    )
+    .about("what the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master weights; norms, softmax, loss and Adam in fp32), `fp16` (the same with a dynamic loss scaler on the device; hosts on CUDA under --host-exec per_env only) or `auto` (bf16 where the device has it)"),
     morpho(
         "stream_wait",
         "workload.morpho.stream_wait",
         Choice(crate::spec::StreamWait::ALL),
         "morpho, hosts on CUDA: each host's stream waits before every minibatch (every) or once per epoch (moved)",
-    ),
+    )
+    .about("Hosts on CUDA (`--device cuda`) under `--host-exec per_env`, each on its own stream: `every` makes a host's stream wait for the default stream before every minibatch (seed 002 #4's redundant wait); `moved` once per epoch, after the surgery and the epoch's indices reached the device. Refused with hosts on the CPU, which have no streams"),
     morpho(
         "shapley_perms",
         "workload.morpho.shapley_perms",
         Int,
         "morpho: orderings sampled for Shapley credit; 0 = exact",
-    ),
-    dreamer("size", "workload.dreamer.size", Int, "dreamer: width multiplier of every network (1 for a CPU)"),
-    dreamer("batch_size", "workload.dreamer.batch", Int, "dreamer: replayed sequences per train step"),
-    dreamer("seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence"),
-    dreamer("train_ratio", "workload.dreamer.train_ratio", Float, "dreamer: replayed steps per env step"),
-    dreamer("horizon", "workload.dreamer.horizon", Int, "dreamer: steps of each imagined trajectory"),
-    dreamer("replay_capacity", "workload.dreamer.capacity", Int, "dreamer: env steps the replay buffer holds"),
-    dreamer("prefill", "workload.dreamer.prefill", Int, "dreamer: random env steps before the first train step"),
-    dreamer("wm_lr", "workload.dreamer.wm_lr", Float, "dreamer: the world model's learning rate"),
-    dreamer("ac_lr", "workload.dreamer.ac_lr", Float, "dreamer: the actor's and critic's learning rate"),
+    )
+    .about("orderings sampled for each step's Shapley credit; 0 = exact, every ordering"),
+    dreamer("size", "workload.dreamer.size", Int, "dreamer: width multiplier of every network (1 for a CPU)")
+    .about("width multiplier of every network: 1 = conv depth 8, GRU 128, MLPs 128 (a CPU); 4–8 for a GPU box"),
+    dreamer("batch_size", "workload.dreamer.batch", Int, "dreamer: replayed sequences per train step")
+    .about("replayed sequences per train step (`hotlab bench batch` sweeps it)"),
+    dreamer("seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence")
+    .about("steps per replayed sequence"),
+    dreamer("train_ratio", "workload.dreamer.train_ratio", Float, "dreamer: replayed steps per env step")
+    .about("replayed steps per env step; train steps = env steps × ratio ÷ (batch × seq-len)"),
+    dreamer("horizon", "workload.dreamer.horizon", Int, "dreamer: steps of each imagined trajectory")
+    .about("steps of each imagined trajectory the actor and critic learn from"),
+    dreamer("replay_capacity", "workload.dreamer.capacity", Int, "dreamer: env steps the replay buffer holds")
+    .about("env steps the replay buffer holds; the oldest are overwritten"),
+    dreamer("prefill", "workload.dreamer.prefill", Int, "dreamer: random env steps before the first train step")
+    .about("env steps of random actions before the first train step"),
+    dreamer("wm_lr", "workload.dreamer.wm_lr", Float, "dreamer: the world model's learning rate")
+    .about("the world model's Adam learning rate"),
+    dreamer("ac_lr", "workload.dreamer.ac_lr", Float, "dreamer: the actor's and critic's learning rate")
+    .about("the actor's and critic's Adam learning rate"),
     dreamer(
         "encoder",
         "workload.dreamer.encoder",
         Choice(crate::spec::EncoderMode::ALL),
         "dreamer: the encoder once per timestep (per_step) or once on the whole batch (batched)",
-    ),
+    )
+    .about("the encoder once per timestep inside the RSSM loop (`per_step`, seed 004's loop) or once on every frame of the batch, `[B·T, C, H, W]` (`batched`). The same losses to rounding"),
     dreamer(
         "loss_read",
         "workload.dreamer.loss_read",
         Choice(crate::spec::LossRead::ALL),
         "dreamer: loss terms read every train step (per_item) or once per iteration (deferred)",
-    ),
+    )
+    .about("every loss term read with `.item()` each train step (`per_item`, a host sync each, seed 004) or summed as tensors and read once per iteration (`deferred`). The same training"),
     dreamer(
         "replay",
         "workload.dreamer.replay",
         Choice(crate::spec::ReplayAt::ALL),
         "dreamer: the replay buffer in host memory, pinned host memory (CUDA) or on the model's device",
-    ),
-    knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto"),
-    knob("seed", "seed", "Scenario", Int, "seed of every random stream"),
-    knob("envs", "envs", "Envs and steps", Int, "parallel environments"),
-    knob("steps", "steps", "Envs and steps", Int, "steps per env per rollout"),
-    knob("total_steps", "total_steps", "Envs and steps", Int, "env steps over the whole run"),
+    )
+    .about("where the replay buffer lives: `host` (gathered in host memory, copied to the model), `pinned` (page-locked, copied without blocking; CUDA only) or `device` (a tensor beside the model; a batch is one gather)"),
+    knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto")
+    .about("cpu, cuda, cuda:N or auto (a GPU if there is one)"),
+    knob("seed", "seed", "Scenario", Int, "seed of every random stream")
+    .about("Seed of every random stream"),
+    knob("envs", "envs", "Envs and steps", Int, "parallel environments")
+    .about("Parallel environments"),
+    knob("steps", "steps", "Envs and steps", Int, "steps per env per rollout")
+    .about("Steps per environment per rollout"),
+    knob("total_steps", "total_steps", "Envs and steps", Int, "env steps over the whole run")
+    .about("Environment steps over the whole run"),
     knob(
         "seconds",
         "seconds",
         "Envs and steps",
         Float,
         "most seconds of training; 0 = no limit (total_steps ends the run)",
-    ),
+    )
+    .about("Most seconds of training (rollouts and updates): the run ends after the update in progress once they are spent; 0 = no limit"),
     knob(
         "backend",
         "exec.backend",
         "Backend, workers and wait",
         Choice(Backend::ALL),
         "where and how the envs are stepped",
-    ),
+    )
+    .about("Env backend: sequential, threads, subprocess, vectorized or device"),
     knob(
         "workers",
         "exec.workers",
         "Backend, workers and wait",
         Int,
         "threads or processes for threads/subprocess; 0 = one per core",
-    ),
+    )
+    .about("Worker threads/processes for `threads` and `subprocess`; 0 = one per core"),
     knob(
         "wait",
         "exec.wait",
         "Backend, workers and wait",
         Choice(WaitMode::ALL),
         "how the trainer waits for worker processes",
-    ),
+    )
+    .about("How to wait for `subprocess` workers: `spin` (busy-poll) or `block` (futex)"),
     knob(
         "worker_timeout",
         "exec.worker_timeout_s",
         "Backend, workers and wait",
         Float,
         "seconds a subprocess worker may stay silent before the run fails naming it",
-    ),
-    knob("threads", "exec.threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic"),
+    )
+    .about("Seconds a `subprocess` worker may stay silent in one step before the run fails naming it, its pid and how long it was silent"),
+    knob("threads", "exec.threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic")
+    .about("libtorch intra-op threads; 0 = automatic: 1 for minibatches under 1024 rows or beside env workers (threads, subprocess), else one per core"),
     knob(
         "transfer",
         "exec.transfer",
         "Transfer",
         Choice(Transfer::ALL),
         "how observations reach the device for an eager forward",
-    ),
+    )
+    .about("Observations to the device for an eager forward: per_tensor, packed or pinned"),
     knob(
         "rollout_copy",
         "exec.rollout_copy",
         "Transfer",
         Choice(RolloutCopy::ALL),
         "how the rollout reaches the device for the update: a copy per field, or per step and field",
-    ),
+    )
+    .about("The rollout to the device for the update: whole (a copy per field) or per_step (a copy per step and field, concatenated there)"),
     knob(
         "action_sync",
         "exec.action_sync",
         "Action read-back",
         Choice(ActionSync::ALL),
         "how an eager forward's actions come back",
-    ),
+    )
+    .about("Actions back from an eager forward: per_item (a read per element) or stacked"),
     knob(
         "inference",
         "exec.inference",
         "Inference",
         Choice(Inference::ALL),
         "the rollout's forward: libtorch ops, a native one, or a CUDA graph",
-    ),
-    knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision"),
-    knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout"),
+    )
+    .about("Rollout forward: `fused` (native, no per-op dispatch) or `eager` (libtorch ops)"),
+    knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision")
+    .about("The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto (bf16 where the device supports it, else fp32); master weights stay fp32"),
+    knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout")
+    .about("Passes over each rollout"),
     knob(
         "minibatches",
         "ppo.minibatches",
         "PPO hyperparameters",
         Int,
         "minibatches per epoch; must divide envs × steps",
-    ),
-    knob("lr", "ppo.lr", "PPO hyperparameters", Float, "Adam learning rate"),
-    knob("anneal_lr", "ppo.anneal_lr", "PPO hyperparameters", Bool, "anneal the learning rate linearly to 0"),
-    knob("gamma", "ppo.gamma", "PPO hyperparameters", Float, "discount factor γ"),
-    knob("gae_lambda", "ppo.gae_lambda", "PPO hyperparameters", Float, "GAE λ"),
-    knob("clip", "ppo.clip", "PPO hyperparameters", Float, "PPO clip range"),
-    knob("ent_coef", "ppo.ent_coef", "PPO hyperparameters", Float, "entropy bonus coefficient"),
-    knob("vf_coef", "ppo.vf_coef", "PPO hyperparameters", Float, "value loss coefficient"),
-    knob("max_grad_norm", "ppo.max_grad_norm", "PPO hyperparameters", Float, "global gradient norm clip"),
-    knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64"),
-    knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates (morpho: seeds' norms every K host epochs); 0 = off"),
+    )
+    .about("Minibatches per epoch; must divide envs × steps"),
+    knob("lr", "ppo.lr", "PPO hyperparameters", Float, "Adam learning rate")
+    .about("Adam learning rate"),
+    knob("anneal_lr", "ppo.anneal_lr", "PPO hyperparameters", Bool, "anneal the learning rate linearly to 0")
+    .about("Anneal the learning rate linearly to 0 (`--no-anneal-lr` keeps it constant)"),
+    knob("gamma", "ppo.gamma", "PPO hyperparameters", Float, "discount factor γ")
+    .about("Discount factor"),
+    knob("gae_lambda", "ppo.gae_lambda", "PPO hyperparameters", Float, "GAE λ")
+    .about("GAE lambda"),
+    knob("clip", "ppo.clip", "PPO hyperparameters", Float, "PPO clip range")
+    .about("PPO clip range"),
+    knob("ent_coef", "ppo.ent_coef", "PPO hyperparameters", Float, "entropy bonus coefficient")
+    .about("Entropy coefficient"),
+    knob("vf_coef", "ppo.vf_coef", "PPO hyperparameters", Float, "value loss coefficient")
+    .about("Value loss coefficient"),
+    knob("max_grad_norm", "ppo.max_grad_norm", "PPO hyperparameters", Float, "global gradient norm clip")
+    .about("Gradient norm clip"),
+    knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64")
+    .about("Hidden layer widths of actor and critic, comma-separated"),
+    knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates (morpho: seeds' norms every K host epochs); 0 = off")
+    .about("Global and per-layer gradient norms every K updates, published from a background thread (telemetry.jsonl with --out); with --env morpho also the seeds' gradient norms the agent observes, every K host epochs; 0 = off"),
 ];
 
 /// The knob of a spec field, by its name (the flag in snake_case).
@@ -296,6 +358,20 @@ pub fn at_path(path: &str) -> Option<&'static Knob> {
 }
 
 impl Knob {
+    /// With a longer explanation for `--help`.
+    pub const fn about(self, about: &'static str) -> Self {
+        Knob { about, ..self }
+    }
+
+    /// What `--help` says of it: [`Knob::about`], or the help line.
+    pub fn long_help(&self) -> &'static str {
+        if self.about.is_empty() {
+            self.help
+        } else {
+            self.about
+        }
+    }
+
     /// Whether a spec of workload `env` has this knob.
     pub fn applies_to(&self, env: EnvName) -> bool {
         self.workload.is_none_or(|w| w == env)
@@ -332,6 +408,37 @@ impl Knob {
         }
         set_path(spec, self.path, value);
     }
+}
+
+/// `spec` with knobs set (a knob and its typed value: the CLI's flags, a form's fields):
+/// `env` first, so that a workload's settings land in the workload asked for wherever it
+/// was named; a workload's own setting for another workload is refused, naming it.
+pub fn apply(spec: RunSpec, given: &[(&Knob, Value)]) -> Result<RunSpec, SpecError> {
+    if given.is_empty() {
+        return Ok(spec);
+    }
+    let mut json = serde_json::to_value(&spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+    let (env, rest): (Vec<_>, Vec<_>) = given.iter().partition(|(k, _)| k.path == "workload");
+    for (knob, v) in env {
+        knob.set(&mut json, v.clone());
+    }
+    let name = workload_name(&json).unwrap_or_default();
+    let env: EnvName = name.parse().map_err(|m| SpecError::new("env", m))?;
+    for (knob, v) in rest {
+        if !knob.applies_to(env) {
+            let owner = knob.workload.map_or("another workload", |w| w.as_str());
+            return Err(SpecError::new(
+                knob.name,
+                format!("is a setting of --env {owner}, and this run's env is {env}"),
+            ));
+        }
+        if v.is_null() && knob.kind != KnobKind::OptionalText {
+            // JSON has no NaN or infinity: `Value::from` made them null.
+            return Err(SpecError::new(knob.name, "must be a finite number"));
+        }
+        knob.set(&mut json, v.clone());
+    }
+    serde_json::from_value(Value::Object(json)).map_err(|e| SpecError::new("env", e.to_string()))
 }
 
 /// The workload's name in a nested spec as JSON.
@@ -371,7 +478,6 @@ pub fn set_path(spec: &mut Map<String, Value>, path: &str, value: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::RunSpec;
 
     /// Every leaf's path of a nested spec as JSON, and `workload` (the workload's name).
     fn leaves(v: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {

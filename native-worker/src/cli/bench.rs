@@ -1,9 +1,10 @@
-//! `hotlab bench envs` (flags, the sweep, the peer comparison and the printout) and
-//! `hotlab bench host`.
+//! `hotlab bench`: its subcommands, `hotlab bench envs` (flags, the sweep, the peer
+//! comparison and the printout) and `hotlab bench host`; the other benchmarks have files of
+//! their own (`bench_batch.rs`, `bench_morpho.rs`, `soak.rs`).
 
 use crate::cli::UsageError;
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, Subcommand};
 use hotlab::bench::envs::{self, EnvBench, EnvBenchSpec};
 use hotlab::workloads;
 use hotlab_shared::spec::{Backend, EnvName, RunSpec, SpecError, WaitMode, WorkloadSpec};
@@ -12,15 +13,46 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
+/// `hotlab bench …`: one subcommand per benchmark.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Env stepping only, random actions: steps/s and counters per backend and env count.
+    #[command(allow_negative_numbers = true)]
+    Envs(BenchEnvsArgs),
+    /// A lab under many viewers for minutes: the server's memory over time, steps/s and
+    /// the trainer's publishing share with and without viewers, events stored and dropped.
+    Soak(super::soak::BenchSoakArgs),
+    /// The morpho env's host training alone, bare and with each blueprint grown in every
+    /// slot: minibatches/s, samples/s and GFLOP/s against this machine's sgemm.
+    Host(BenchHostArgs),
+    /// The dreamer's train step at each batch size: samples/s, the data / forward /
+    /// backward split, memory against the device's, GFLOP/s against sgemm, and where
+    /// throughput stops growing.
+    Batch(super::bench_batch::BenchBatchArgs),
+    /// The morpho trainer at each env count: decisions/s, host samples/s and where the time
+    /// went for its defaults, each knob flipped alone and every knob flipped, interleaved.
+    Morpho(super::bench_morpho::BenchMorphoArgs),
+}
+
+/// Runs a benchmark.
+pub fn bench(c: BenchCommand) -> Result<()> {
+    match c {
+        BenchCommand::Envs(a) => envs(a),
+        BenchCommand::Soak(a) => super::soak::soak(a),
+        BenchCommand::Host(a) => host(a),
+        BenchCommand::Batch(a) => super::bench_batch::batch(a),
+        BenchCommand::Morpho(a) => super::bench_morpho::morpho(a),
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct BenchEnvsArgs {
     /// Workload.
     #[arg(long, default_value = "cartpole")]
     pub env: EnvName,
+    /// The workload's own settings.
     #[command(flatten)]
-    pub proof: super::ProofFlags,
-    #[command(flatten)]
-    pub morpho: super::MorphoFlags,
+    pub settings: super::knob_args::KnobArgs<super::knob_args::WorkloadOnly>,
     /// Backends to measure, comma-separated [every one the workload runs on: all five for
     /// cartpole, the four host ones for the proof env].
     #[arg(long, value_delimiter = ',')]
@@ -52,8 +84,7 @@ impl BenchEnvsArgs {
     /// The workload's part of a spec, from the flags.
     fn workload_spec(&self) -> Result<RunSpec, SpecError> {
         let spec = RunSpec { workload: WorkloadSpec::default_for(self.env), ..RunSpec::default() };
-        let own: Vec<_> = self.proof.given().into_iter().chain(self.morpho.given()).collect();
-        super::with_own_settings(spec, &own)
+        self.settings.apply(spec)
     }
 }
 

@@ -1,15 +1,17 @@
-//! The REST handlers and the WebSocket stream. Every error renders itself as
-//! `{"error": {"code", "message", "field"}}` with a 4xx/5xx status.
+//! The REST handlers of runs and the WebSocket stream. Every error is an [`ApiError`],
+//! which renders itself; what handlers take from a request is in [`super::extract`].
 
 use super::auth;
-use super::runs::{now_ms, Manager, Run};
+use super::error::{ApiError, ApiResult};
+use super::extract::{json_body, page_limit, Client, Operator, Path, Query};
+use super::runs::{now_ms, Run};
+use super::state::{blocking, Lab};
 use super::store::Logged;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{ConnectInfo, FromRequestParts, State};
-use axum::http::request::Parts;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -17,130 +19,14 @@ use hotlab_shared::protocol::{Event, EventBody, MetricsPoint, RunInfo, RunSummar
 use hotlab_shared::spec::{json, RunSpec};
 use hotlab_shared::system::SystemInfo;
 use serde::Deserialize;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What every handler shares.
-#[derive(Clone)]
-pub struct Lab {
-    pub manager: Arc<Manager>,
-    /// The lab's machines (the local one and connected workers).
-    pub machines: Arc<super::machines::Machines>,
-    pub token: Arc<String>,
-    /// The token workers connect with (not the operator's).
-    pub worker_token: Arc<String>,
-    pub data_dir: std::path::PathBuf,
-    pub system: Arc<SystemInfo>,
-    pub limiter: Arc<super::limit::Limiter>,
-    /// The audits and lessons, run one at a time.
-    pub audits: Arc<super::audits::Audits>,
-    /// The sweeps.
-    pub sweeps: Arc<super::sweeps::Sweeps>,
-    /// Permits to read events from the store ([`STORE_READERS`]).
-    pub store_readers: Arc<tokio::sync::Semaphore>,
-}
-
-/// An API error that renders itself.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    pub field: Option<String>,
-    /// The field's JSON path in the nested spec, where it is one.
-    pub path: Option<String>,
-    /// Seconds to wait before asking again (429).
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), field: None, path: None, retry_after: None }
-    }
-
-    fn retry_after(mut self, secs: u64) -> Self {
-        self.retry_after = Some(secs);
-        self
-    }
-
-    pub(crate) fn field(mut self, field: &str) -> Self {
-        self.field = Some(field.to_string());
-        self
-    }
-
-    fn path(mut self, path: &str) -> Self {
-        self.path = Some(path.to_string());
-        self
-    }
-
-    pub(super) fn bad(code: &'static str, field: &str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message).field(field)
-    }
-
-    pub(super) fn internal(e: impl std::fmt::Display) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = serde_json::json!({
-            "error": { "code": self.code, "message": self.message, "field": self.field, "path": self.path }
-        });
-        let mut res = (self.status, Json(body)).into_response();
-        if let Some(secs) = self.retry_after {
-            res.headers_mut().insert(header::RETRY_AFTER, secs.into());
-        }
-        res
-    }
-}
-
-pub(super) type ApiResult<T> = Result<T, ApiError>;
-
-/// A refused spec value, naming its knob and its JSON path.
-impl From<hotlab_shared::spec::SpecError> for ApiError {
-    fn from(e: hotlab_shared::spec::SpecError) -> Self {
-        ApiError::bad("invalid_value", &e.field, e.message).path(&e.path)
-    }
-}
-
-/// A path parameter (`/api/runs/{id}`) whose rejection is the API's JSON error.
-pub struct Path<T>(pub T);
-
-impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Path(v)) => Ok(Path(v)),
-            Err(e) => Err(ApiError::bad("invalid_path", "path", e.body_text())),
-        }
-    }
-}
-
-/// A query string whose rejection (a wrong type, an unknown field) is the API's JSON error.
-pub struct Query<T>(pub T);
-
-impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> for Query<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Query(v)) => Ok(Query(v)),
-            Err(e) => Err(ApiError::bad("invalid_query", "query", e.body_text())),
-        }
-    }
-}
 
 /// `GET /api/system`: the machine, and the store's size now.
 pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
     let store_bytes = Some(lab.manager.store().size_bytes());
     Json(SystemInfo { store_bytes, ..(*lab.system).clone() })
 }
-
-/// The client's address, as the connection gives it.
-pub(super) type Client = ConnectInfo<SocketAddr>;
 
 /// `GET /api/auth`: whether this request carries the operator token (the page enables
 /// its launch and stop buttons by it; the cookie itself is HttpOnly). Rate-limited per
@@ -151,28 +37,8 @@ pub async fn auth(
     headers: HeaderMap,
     uri: Uri,
 ) -> ApiResult<Json<serde_json::Value>> {
-    lab.limiter.take(client.ip()).map_err(too_many)?;
+    lab.limiter.take(client.ip()).map_err(ApiError::too_many)?;
     Ok(Json(serde_json::json!({ "operator": auth::authorized(&lab.token, &headers, uri.query()) })))
-}
-
-fn too_many(wait: Duration) -> ApiError {
-    let secs = wait.as_secs_f64().ceil().max(1.0);
-    ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
-        format!("too many token checks from this address; try again in {secs} s"),
-    )
-    .retry_after(secs as u64)
-}
-
-/// Passes when the request carries the operator token; a wrong one spends from the
-/// client's allowance of checks.
-pub(super) fn operator(lab: &Lab, client: SocketAddr, headers: &HeaderMap, uri: &Uri) -> ApiResult<()> {
-    if auth::authorized(&lab.token, headers, uri.query()) {
-        return Ok(());
-    }
-    lab.limiter.take(client.ip()).map_err(too_many)?;
-    Err(unauthorized())
 }
 
 pub async fn not_found(uri: Uri) -> ApiError {
@@ -180,22 +46,12 @@ pub async fn not_found(uri: Uri) -> ApiError {
 }
 
 /// Reads run by id: this server's runs from memory, earlier ones from the store.
-pub(super) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
-) -> ApiResult<T> {
-    tokio::task::spawn_blocking(f).await.map_err(ApiError::internal)?.map_err(ApiError::internal)
-}
-
-pub(super) fn no_run(id: u64) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "no_such_run", format!("no run {id}")).field("id")
-}
-
 async fn run_info(lab: &Lab, id: u64) -> ApiResult<RunInfo> {
     if let Some(run) = lab.manager.get(id) {
         return Ok(lab.manager.info(&run));
     }
     let store = lab.manager.store().clone();
-    blocking(move || store.run(id)).await?.ok_or_else(|| no_run(id))
+    blocking(move || store.run(id)).await?.ok_or_else(|| ApiError::no_run(id))
 }
 
 /// Events of one kind, or of every kind.
@@ -252,14 +108,6 @@ pub struct Page {
     limit: Option<usize>,
 }
 
-/// A page's `limit`: `default` when absent, else 1 to `max`; refused naming the field.
-pub(super) fn page_limit(limit: Option<usize>, default: usize, max: usize) -> ApiResult<usize> {
-    match limit.unwrap_or(default) {
-        n if (1..=max).contains(&n) => Ok(n),
-        n => Err(ApiError::bad("invalid_value", "limit", format!("{n}: allowed 1 to {max}"))),
-    }
-}
-
 /// `GET /api/runs?before=ID&limit=N`: a page of runs, newest first.
 pub async fn list_runs(State(lab): State<Lab>, Query(page): Query<Page>) -> ApiResult<Json<Vec<RunInfo>>> {
     let limit = page_limit(page.limit, PAGE, PAGE_MAX)?;
@@ -276,7 +124,7 @@ pub async fn list_runs(State(lab): State<Lab>, Query(page): Query<Page>) -> ApiR
 /// `GET /api/runs/{id}/summary`: the run's totals (what the compare view reads).
 pub async fn summary(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<Json<RunSummary>> {
     let manager = Arc::clone(&lab.manager);
-    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| no_run(id))?;
+    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| ApiError::no_run(id))?;
     Ok(Json((*summary).clone()))
 }
 
@@ -287,20 +135,8 @@ pub struct Prune {
     older_than_days: f64,
 }
 
-/// A request's JSON body as `T`; refused naming the field `body`.
-pub(super) fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad("invalid_value", "body", e.to_string()))
-}
-
 /// `POST /api/prune {"older_than_days": N}` (token): deletes old runs, never a live one.
-pub async fn prune(
-    State(lab): State<Lab>,
-    ConnectInfo(client): Client,
-    headers: HeaderMap,
-    uri: Uri,
-    body: Bytes,
-) -> ApiResult<Response> {
-    operator(&lab, client, &headers, &uri)?;
+pub async fn prune(State(lab): State<Lab>, _: Operator, body: Bytes) -> ApiResult<Response> {
     let req: Prune = json_body(&body)?;
     let days = req.older_than_days;
     if !(days.is_finite() && days >= 0.0) {
@@ -323,12 +159,9 @@ pub async fn get_run(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult<J
 
 pub async fn create_run(
     State(lab): State<Lab>,
-    ConnectInfo(client): Client,
-    headers: HeaderMap,
-    uri: Uri,
+    _: Operator,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    operator(&lab, client, &headers, &uri)?;
     let body = body.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(_) => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -356,28 +189,11 @@ pub async fn create_run(
     .await
     .map_err(ApiError::internal)??;
     let id = lab.manager.launch(spec, machine);
-    // Durable before the answer: a run whose 201 a client saw survives a crash right after.
-    let store = lab.manager.store().clone();
-    tokio::task::spawn_blocking(move || store.flush()).await.map_err(ApiError::internal)?;
+    lab.durable().await?;
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))).into_response())
 }
 
-fn unauthorized() -> ApiError {
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "launching and stopping runs needs the operator token (Authorization: Bearer TOKEN; printed at start)",
-    )
-}
-
-pub async fn stop_run(
-    State(lab): State<Lab>,
-    ConnectInfo(client): Client,
-    Path(id): Path<u64>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> ApiResult<Json<RunInfo>> {
-    operator(&lab, client, &headers, &uri)?;
+pub async fn stop_run(State(lab): State<Lab>, Path(id): Path<u64>, _: Operator) -> ApiResult<Json<RunInfo>> {
     let info = run_info(&lab, id).await?;
     if !lab.manager.stop(id) {
         return Err(ApiError::new(
@@ -440,7 +256,7 @@ pub struct Format {
 
 pub async fn report(State(lab): State<Lab>, Path(id): Path<u64>, Query(q): Query<Format>) -> ApiResult<Response> {
     let manager = Arc::clone(&lab.manager);
-    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| no_run(id))?;
+    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| ApiError::no_run(id))?;
     let Some(report) = summary.report.clone() else {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "no_report", format!("run {id} has no report (yet)")));
     };

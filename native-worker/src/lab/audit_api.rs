@@ -9,11 +9,13 @@
 //! | `GET /api/audits?run=ID&lesson=ID&limit=N` | audits, newest first |
 //! | `GET /api/audits/{id}`, `POST /api/audits/{id}/stop` (token) | one audit; stop it |
 
-use super::api::{blocking, json_body, no_run, operator, page_limit, ApiError, ApiResult, Client, Lab, Path, Query};
 use super::audits::{Request, Search};
+use super::error::{ApiError, ApiResult};
+use super::extract::{json_body, json_body_or_default, page_limit, Operator, Path, Query};
+use super::state::{blocking, Lab};
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hotlab_shared::audit::{Change, Plan};
@@ -39,12 +41,7 @@ async fn start(lab: &Lab, request: Request) -> ApiResult<Response> {
         crate::system::check_memory(spec)?;
     }
     let info = lab.audits.start(request);
-    let store = lab.manager.store().clone();
-    blocking(move || {
-        store.flush();
-        Ok(())
-    })
-    .await?;
+    lab.durable().await?;
     Ok(created(info))
 }
 
@@ -72,7 +69,7 @@ async fn budgeted(
     total_steps: Option<u64>,
 ) -> ApiResult<(Arc<hotlab_shared::protocol::RunSummary>, hotlab_shared::spec::RunSpec)> {
     let manager = Arc::clone(&lab.manager);
-    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| no_run(id))?;
+    let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| ApiError::no_run(id))?;
     let mut baseline = summary.info.spec.clone();
     match (seconds, total_steps) {
         (None, None) => baseline.seconds = DEFAULT_SECONDS,
@@ -91,15 +88,7 @@ fn no_report(id: u64, field: &str) -> ApiError {
 }
 
 /// `POST /api/runs/{id}/audit`: the run's spec as the baseline, with a short budget.
-pub async fn audit_run(
-    State(lab): State<Lab>,
-    ConnectInfo(client): Client,
-    Path(id): Path<u64>,
-    headers: HeaderMap,
-    uri: Uri,
-    body: Bytes,
-) -> ApiResult<Response> {
-    operator(&lab, client, &headers, &uri)?;
+pub async fn audit_run(State(lab): State<Lab>, Path(id): Path<u64>, _: Operator, body: Bytes) -> ApiResult<Response> {
     let ask: AuditAsk = json_body(&body)?;
     let (summary, baseline) = budgeted(&lab, id, ask.seconds, ask.total_steps).await?;
     // A change written as one of the run's recommendations (`--backend vectorized`) keeps
@@ -147,16 +136,8 @@ pub const DEFAULT_TUNE_STEPS: usize = 5;
 
 /// `POST /api/runs/{id}/tune`: from the run's recommendations, audits that keep the fastest
 /// confirmed change that still learns, one after another, until nothing helps.
-pub async fn tune_run(
-    State(lab): State<Lab>,
-    ConnectInfo(client): Client,
-    Path(id): Path<u64>,
-    headers: HeaderMap,
-    uri: Uri,
-    body: Bytes,
-) -> ApiResult<Response> {
-    operator(&lab, client, &headers, &uri)?;
-    let ask: TuneAsk = if body.is_empty() { TuneAsk::default() } else { json_body(&body)? };
+pub async fn tune_run(State(lab): State<Lab>, Path(id): Path<u64>, _: Operator, body: Bytes) -> ApiResult<Response> {
+    let ask: TuneAsk = json_body_or_default(&body)?;
     let max_steps = ask.max_steps.unwrap_or(DEFAULT_TUNE_STEPS);
     if !(1..=20).contains(&max_steps) {
         return Err(ApiError::bad("invalid_value", "max_steps", format!("{max_steps}: allowed 1 to 20")));
@@ -187,15 +168,12 @@ fn no_lesson(id: &str) -> ApiError {
 /// `POST /api/lessons/{id}`: runs a lesson with its parameters.
 pub async fn run_lesson(
     State(lab): State<Lab>,
-    ConnectInfo(client): Client,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    uri: Uri,
+    _: Operator,
     body: Bytes,
 ) -> ApiResult<Response> {
-    operator(&lab, client, &headers, &uri)?;
     let lesson = lessons::find(&id).ok_or_else(|| no_lesson(&id))?;
-    let params: Params = if body.is_empty() { Params::default() } else { json_body(&body)? };
+    let params: Params = json_body_or_default(&body)?;
     let plan = lesson.plan(&params)?;
     start(&lab, Request { plan, run: None, lesson: Some((lesson, params)), tune: None }).await
 }
@@ -233,14 +211,7 @@ pub async fn get_audit(State(lab): State<Lab>, Path(id): Path<u64>) -> ApiResult
 }
 
 /// `POST /api/audits/{id}/stop`: stops it and its run in progress.
-pub async fn stop_audit(
-    State(lab): State<Lab>,
-    ConnectInfo(client): Client,
-    Path(id): Path<u64>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> ApiResult<Json<AuditInfo>> {
-    operator(&lab, client, &headers, &uri)?;
+pub async fn stop_audit(State(lab): State<Lab>, Path(id): Path<u64>, _: Operator) -> ApiResult<Json<AuditInfo>> {
     let audits = Arc::clone(&lab.audits);
     let info = blocking(move || audits.get(id)).await?.ok_or_else(|| no_audit(id))?;
     if !lab.audits.stop(id) {

@@ -10,7 +10,7 @@
 //!
 //! A refusal is the API's JSON error, like every other one.
 
-use super::api::ApiError;
+use super::error::ApiError;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;

@@ -3,7 +3,8 @@
 //! run's process ([`crate::wire::process`], or [`remote`] on a worker), the audits and lessons that run through it ([`audits`]), the SQLite history ([`store`]),
 //! the operator token ([`auth`]) and the limit on guessing it ([`limit`]), the checks every request passes ([`guard`]: its Host,
 //! and for changes a JSON body from this server's pages) and the HTTP/WebSocket
-//! handlers ([`api`]).
+//! handlers ([`api`]; their one error type in [`error`], what they take from a request, the
+//! operator's token included, in [`extract`]).
 //!
 //! | route | what |
 //! |---|---|
@@ -25,6 +26,8 @@ pub mod api;
 pub mod audit_api;
 pub mod audits;
 pub mod auth;
+pub mod error;
+pub mod extract;
 pub mod guard;
 pub mod limit;
 pub mod machines;
@@ -32,6 +35,7 @@ pub mod ray;
 pub mod remote;
 pub mod runs;
 pub mod server;
+pub mod state;
 pub mod store;
 pub mod sweep_api;
 pub mod sweeps;
@@ -45,7 +49,7 @@ use axum::Router;
 pub const BODY_LIMIT: usize = 64 * 1024;
 
 /// The API routes (the caller adds the page's static files, then [`auth::cookie_from_query`]).
-pub fn router(lab: api::Lab) -> Router {
+pub fn router(lab: state::Lab) -> Router {
     Router::new()
         .route("/api/system", get(api::system))
         .route("/api/auth", get(api::auth))

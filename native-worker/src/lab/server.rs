@@ -42,7 +42,7 @@ pub struct ServeConfig {
 }
 
 /// The router: the API, then the single-page app (unknown paths get index.html).
-pub fn router(lab: lab::api::Lab, static_dir: &Path, hosts: lab::guard::Hosts) -> Router {
+pub fn router(lab: lab::state::Lab, static_dir: &Path, hosts: lab::guard::Hosts) -> Router {
     let index = ServeFile::new(static_dir.join("index.html"));
     let token = Arc::clone(&lab.token);
     lab::router(lab)
@@ -119,7 +119,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     let data_dir = cfg.data_dir.canonicalize().unwrap_or(cfg.data_dir);
     let audits = lab::audits::Audits::new(std::sync::Arc::clone(&manager))?;
     let sweeps = lab::sweeps::Sweeps::new(Arc::clone(&manager))?;
-    let state = lab::api::Lab {
+    let state = lab::state::Lab {
         sweeps,
         manager,
         machines,

@@ -5,12 +5,13 @@
 //! | `POST /api/sweeps` (token) | `{"grid": "envs=64,256 backend=vectorized,threads", "spec": {…}, "on": "any\|local\|workers\|ray"}` → 201 the sweep |
 //! | `GET /api/sweeps?limit=N`, `GET /api/sweeps/{id}` | sweeps newest first; one sweep: its cells, their runs and figures, the best cell |
 
-use super::api::{
-    blocking, json_body, operator, page_limit, parse_spec, ApiError, ApiResult, Client, Lab, Path, Query,
-};
+use super::api::parse_spec;
+use super::error::{ApiError, ApiResult};
+use super::extract::{json_body, page_limit, Operator, Path, Query};
+use super::state::{blocking, Lab};
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hotlab_shared::sweep::SweepInfo;
@@ -30,14 +31,7 @@ struct SweepAsk {
 }
 
 /// `POST /api/sweeps`: launches every cell; durable before the answer.
-pub async fn start_sweep(
-    State(lab): State<Lab>,
-    ConnectInfo(client): Client,
-    headers: HeaderMap,
-    uri: Uri,
-    body: Bytes,
-) -> ApiResult<Response> {
-    operator(&lab, client, &headers, &uri)?;
+pub async fn start_sweep(State(lab): State<Lab>, _: Operator, body: Bytes) -> ApiResult<Response> {
     let ask: SweepAsk = json_body(&body)?;
     let spec_body = ask.spec.unwrap_or_else(|| serde_json::json!({})).to_string().into_bytes();
     let data_dir = lab.data_dir.clone();
@@ -47,12 +41,7 @@ pub async fn start_sweep(
     let sweeps = Arc::clone(&lab.sweeps);
     let info =
         tokio::task::spawn_blocking(move || sweeps.start(&ask.grid, spec, &on)).await.map_err(ApiError::internal)??;
-    let store = lab.manager.store().clone();
-    blocking(move || {
-        store.flush();
-        Ok(())
-    })
-    .await?;
+    lab.durable().await?;
     Ok((StatusCode::CREATED, Json(info)).into_response())
 }
 

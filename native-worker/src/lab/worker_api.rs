@@ -1,7 +1,8 @@
 //! The lab's side of its machines: `GET /api/machines`, and `GET /api/worker`, where a
 //! worker's connection lives ([`crate::wire::link`]).
 
-use super::api::{ApiError, ApiResult, Lab};
+use super::error::{ApiError, ApiResult};
+use super::state::Lab;
 use crate::wire::link::{self, ToLab, ToWorker};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};

@@ -1,0 +1,265 @@
+//! Every knob of the spec as a flag, made from the knob table
+//! ([`hotlab_shared::knobs::KNOBS`]): its name (`--total-steps`), its help (`-h`) and its
+//! whole story (`--help`), its heading (its group, or its workload), the value it takes
+//! (a whole number, a number, one of a list…) and its default under each preset, all read
+//! from the table. A setting is written once: its spec field and its knob.
+
+use clap::builder::ValueParser;
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use hotlab_shared::knobs::{Knob, KnobKind, KNOBS};
+use hotlab_shared::spec::{Preset, RunSpec, WorkloadSpec};
+use serde_json::Value;
+
+/// Which knobs a command takes.
+pub trait Which {
+    fn takes(knob: &Knob) -> bool;
+}
+
+/// Every knob (`hotlab train`, `profile`, `audit`, `tune`, `sweep`).
+#[derive(Clone, Debug, Default)]
+pub struct All;
+
+impl Which for All {
+    fn takes(_: &Knob) -> bool {
+        true
+    }
+}
+
+/// A workload's own settings only (`hotlab bench envs`, which has its own `--envs`).
+#[derive(Clone, Debug, Default)]
+pub struct WorkloadOnly;
+
+impl Which for WorkloadOnly {
+    fn takes(knob: &Knob) -> bool {
+        knob.workload.is_some()
+    }
+}
+
+/// The knobs given on the command line, each with its value, in the table's order.
+#[derive(Clone, Debug)]
+pub struct KnobArgs<W = All> {
+    pub given: Vec<(&'static Knob, Value)>,
+    which: std::marker::PhantomData<W>,
+}
+
+impl<W> Default for KnobArgs<W> {
+    fn default() -> Self {
+        Self { given: Vec::new(), which: std::marker::PhantomData }
+    }
+}
+
+impl<W: Which> KnobArgs<W> {
+    /// `spec` with the knobs given applied ([`hotlab_shared::knobs::apply`]).
+    pub fn apply(&self, spec: RunSpec) -> Result<RunSpec, hotlab_shared::spec::SpecError> {
+        hotlab_shared::knobs::apply(spec, &self.given)
+    }
+}
+
+/// The flag of a knob: `--total-steps`.
+fn flag(knob: &Knob) -> String {
+    knob.name.replace('_', "-")
+}
+
+/// The id of `--no-X` for a yes/no knob.
+fn negated(knob: &Knob) -> String {
+    format!("no_{}", knob.name)
+}
+
+/// Where `--help` lists it: the workload's own settings under the workload.
+fn heading(knob: &Knob) -> String {
+    match knob.workload {
+        Some(w) => format!("{} settings (--env {w})", capitalized(w.as_str())),
+        None => knob.group.to_string(),
+    }
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
+}
+
+/// A knob's value in a spec, as a person reads it.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Null => "none".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(shown).collect::<Vec<_>>().join(","),
+        // `0`, `64`, `0.0003`: as a flag would be written.
+        Value::Number(n) => {
+            n.as_u64().map_or_else(|| n.as_f64().map_or_else(|| n.to_string(), |f| f.to_string()), |u| u.to_string())
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `[default: 4]`, or each preset's value where they differ: `[cleanrl: 4, wide: 1024,
+/// proof: 64]`. A workload's own setting has its workload's default.
+fn defaults(knob: &Knob) -> String {
+    let json = |spec: RunSpec| serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned());
+    if let Some(w) = knob.workload {
+        let spec = RunSpec { workload: WorkloadSpec::default_for(w), ..RunSpec::default() };
+        return json(spec).and_then(|j| knob.get(&j)).map_or_else(String::new, |v| format!("[default: {}]", shown(&v)));
+    }
+    let values: Vec<(&str, String)> = Preset::ALL
+        .iter()
+        .filter_map(|p| {
+            let spec = p.parse::<Preset>().ok()?.spec();
+            Some((*p, shown(&knob.get(&json(spec)?)?)))
+        })
+        .collect();
+    match values.first() {
+        Some((_, first)) if values.iter().all(|(_, v)| v == first) => format!("[default: {first}]"),
+        Some(_) => format!("[{}]", values.iter().map(|(p, v)| format!("{p}: {v}")).collect::<Vec<_>>().join(", ")),
+        None => String::new(),
+    }
+}
+
+/// A value typed by the knob's kind; text that is not one is refused here, naming the
+/// flag (ranges are the spec's validation's, which names the flag too).
+fn parse(kind: KnobKind, text: &str) -> Result<Value, String> {
+    let t = text.trim();
+    match kind {
+        KnobKind::Int => t.parse::<u64>().map(Value::from).map_err(|e| e.to_string()),
+        KnobKind::Float => match t.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Value::from(f)),
+            Ok(_) => Err("must be a finite number".into()),
+            Err(e) => Err(e.to_string()),
+        },
+        KnobKind::Choice(allowed) if allowed.contains(&t) => Ok(Value::from(t)),
+        KnobKind::Choice(allowed) => Err(format!("allowed: {}", allowed.join(", "))),
+        KnobKind::IntList => {
+            t.split(',').map(|i| i.trim().parse::<u64>().map(Value::from).map_err(|e| e.to_string())).collect()
+        }
+        KnobKind::Text | KnobKind::OptionalText => Ok(Value::from(t)),
+        KnobKind::Bool => match t {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            _ => Err("allowed: true, false".into()),
+        },
+    }
+}
+
+/// The flag(s) of a knob: a yes/no knob is `--X` and `--no-X`, each overriding the other.
+fn args(knob: &'static Knob) -> Vec<Arg> {
+    let help = format!("{} {}", knob.help, defaults(knob));
+    let long_help = format!("{} {}", knob.long_help(), defaults(knob));
+    let base = Arg::new(knob.name).long(flag(knob)).help(help).long_help(long_help).help_heading(heading(knob));
+    match knob.kind {
+        KnobKind::Bool => vec![
+            base.action(ArgAction::SetTrue).overrides_with(negated(knob)),
+            Arg::new(negated(knob))
+                .long(format!("no-{}", flag(knob)))
+                .action(ArgAction::SetTrue)
+                .help(format!("the opposite of --{}", flag(knob)))
+                .help_heading(heading(knob))
+                .overrides_with(knob.name),
+        ],
+        kind => {
+            let value = match kind {
+                KnobKind::Choice(allowed) => allowed.join("|"),
+                KnobKind::IntList => "N,N,…".into(),
+                _ => knob.name.to_uppercase(),
+            };
+            vec![base.value_name(value).value_parser(ValueParser::new(move |s: &str| parse(kind, s)))]
+        }
+    }
+}
+
+impl<W: Which> clap::Args for KnobArgs<W> {
+    /// The run's own knobs by group, then each workload's settings under its name.
+    fn augment_args(cmd: Command) -> Command {
+        let (own, workloads): (Vec<&'static Knob>, Vec<_>) =
+            KNOBS.iter().filter(|k| W::takes(k)).partition(|k| k.workload.is_none());
+        own.into_iter().chain(workloads).flat_map(args).fold(cmd, Command::arg)
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl<W: Which> clap::FromArgMatches for KnobArgs<W> {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let given_here = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+        let mut given = Vec::new();
+        for knob in KNOBS.iter().filter(|k| W::takes(k)) {
+            let value = match knob.kind {
+                KnobKind::Bool if given_here(&negated(knob)) && m.get_flag(&negated(knob)) => Some(Value::Bool(false)),
+                KnobKind::Bool if given_here(knob.name) && m.get_flag(knob.name) => Some(Value::Bool(true)),
+                KnobKind::Bool => None,
+                _ => m.get_one::<Value>(knob.name).cloned(),
+            };
+            given.extend(value.map(|v| (knob, v)));
+        }
+        Ok(Self { given, which: std::marker::PhantomData })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    #[command(args_override_self = true, allow_negative_numbers = true)]
+    struct Cli {
+        #[command(flatten)]
+        knobs: KnobArgs,
+    }
+
+    fn spec(args: &[&str]) -> Result<RunSpec, String> {
+        let cli = Cli::try_parse_from(std::iter::once("hotlab").chain(args.iter().copied()))
+            .map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?;
+        cli.knobs.apply(RunSpec::default()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_knob_is_a_flag_that_sets_its_spec_field() {
+        let s = spec(&["--envs", "8", "--lr", "1e-3", "--hidden", "32,16", "--backend", "threads", "--no-anneal-lr"])
+            .unwrap();
+        assert_eq!(
+            (s.envs, s.ppo.lr, s.ppo.hidden.clone(), s.exec.backend.as_str()),
+            (8, 1e-3, vec![32, 16], "threads")
+        );
+        assert!(!s.ppo.anneal_lr);
+        assert!(spec(&["--no-anneal-lr", "--anneal-lr"]).unwrap().ppo.anneal_lr, "the last one counts");
+        let m = spec(&["--env", "morpho", "--host-epochs", "3", "--slots", "sleeper"]).unwrap();
+        let morpho = m.morpho().unwrap();
+        assert_eq!((morpho.epochs, morpho.slots.as_str()), (3, "sleeper"));
+        let p = spec(&["--kb", "x.pl", "--env", "proof"]).unwrap();
+        assert_eq!(p.proof().unwrap().kb, "x.pl", "the workload is chosen before its settings, wherever --env is");
+        assert_eq!(spec(&[]).unwrap(), RunSpec::default(), "nothing given changes nothing");
+    }
+
+    #[test]
+    fn a_bad_value_is_refused_naming_the_flag() {
+        for (args, named) in [
+            (&["--envs", "-3"][..], "--envs"),
+            (&["--lr", "abc"], "--lr"),
+            (&["--lr", "nan"], "--lr"),
+            (&["--hidden", "64,x"], "--hidden"),
+            (&["--backend", "gpu"], "--backend"),
+            (&["--kb", "x.pl"], "--kb"),
+            (&["--env", "proof", "--host-epochs", "3"], "--host-epochs"),
+        ] {
+            let e = spec(args).unwrap_err();
+            assert!(e.contains(named), "{args:?}: {e}");
+        }
+        assert!(spec(&["--backend", "gpu"]).unwrap_err().contains("allowed: sequential"), "and says what is allowed");
+    }
+
+    #[test]
+    fn help_shows_each_presets_default_and_the_workloads_under_their_own_headings() {
+        let help = <Cli as clap::CommandFactory>::command().render_long_help().to_string();
+        assert!(help.contains("[cleanrl: 4, wide: 1024, proof: 64]"), "{help}");
+        assert!(help.contains("[default: 0.99]"), "{help}");
+        assert!(help.contains("Morpho settings (--env morpho)") && help.contains("[default: 12]"), "{help}");
+        assert!(help.contains("--no-anneal-lr"), "{help}");
+    }
+}
