@@ -2,17 +2,17 @@
 
 mod common;
 use common::*;
-use hotlab::exec::sequential::Sequential;
-use hotlab::exec::subprocess::Subprocess;
-use hotlab::exec::threads::Threads;
-use hotlab::exec::EnvMaker;
-use hotlab::workloads::cartpole::device::env::DeviceCartPole;
-use hotlab::workloads::cartpole::CartPole;
-use hotlab::workloads::proof::Proof;
 use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{ProofSpec, WaitMode};
+use hotlab_train::exec::sequential::Sequential;
+use hotlab_train::exec::subprocess::Subprocess;
+use hotlab_train::exec::threads::Threads;
+use hotlab_train::exec::EnvMaker;
+use hotlab_workloads::cartpole::device::env::DeviceCartPole;
+use hotlab_workloads::cartpole::CartPole;
+use hotlab_workloads::proof::Proof;
 use std::time::Duration;
 use tch::{Device, Tensor};
 

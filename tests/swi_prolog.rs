@@ -7,10 +7,10 @@
 mod common;
 
 use common::{hotlab, run, stderr, stdout};
-use hotlab_shared::prolog::kb::{Kb, MAX_ATOMS, MAX_VARS};
-use hotlab_shared::prolog::prove::{annotate, check, prove, SUCCESSORS};
-use hotlab_shared::prolog::worlds::{queries, WorldSpec};
-use hotlab_shared::prolog::{Atom, Program};
+use hotlab_workloads::proof::prolog::kb::{Kb, MAX_ATOMS, MAX_VARS};
+use hotlab_workloads::proof::prolog::prove::{annotate, check, prove, SUCCESSORS};
+use hotlab_workloads::proof::prolog::worlds::{queries, WorldSpec};
+use hotlab_workloads::proof::prolog::{Atom, Program};
 use std::fmt::Write;
 use std::process::Command;
 

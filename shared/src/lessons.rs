@@ -251,7 +251,10 @@ pub const LESSONS: &[Lesson] = &[
             computes bf16 natively (recent GPUs, CPUs with AVX512-BF16) the update gets faster; elsewhere bf16 \
             is emulated and slower. Master weights stay fp32 either way, so learning should not suffer.",
         look_at: "The backward and update_forward phases, and the returns of both settings.",
-        baseline: &[("precision", "fp32"), ("hidden", "256,256")],
+        // Products large enough that the precision decides their time: at 256 wide the
+        // conversions cost as much as bf16 saves (an AMD EPYC with AVX512-BF16, 2026-11-26:
+        // 1.04× slower at 256, 1.7× faster at 1024).
+        baseline: &[("precision", "fp32"), ("hidden", "1024,1024")],
         variants: &["precision=bf16"],
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::Backward),

@@ -209,9 +209,11 @@ impl Settings for ProofSpec {
         in_range("embed_dim", self.embed_dim, 1, 1024)
     }
 
-    /// The knowledge base unless it is a generated world, and the query file.
+    /// The knowledge base unless it names a generated world (`family:…`, `geography:…`;
+    /// the proof workload parses the rest), and the query file.
     fn files(&mut self) -> Vec<(&'static str, &mut String)> {
-        let world = self.kb.parse::<crate::prolog::worlds::WorldSpec>().is_ok();
+        let kind = self.kb.split_once(':').map_or(self.kb.as_str(), |(kind, _)| kind);
+        let world = matches!(kind, "family" | "geography");
         let kb = (!world).then_some(("kb", &mut self.kb));
         kb.into_iter().chain(self.queries.as_mut().map(|q| ("queries", q))).collect()
     }

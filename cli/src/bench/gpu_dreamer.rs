@@ -1,0 +1,141 @@
+//! `hotlab gpu-check`'s dreamer part: the world model trained on CUDA with the replay
+//! buffer in pinned host memory and on the device (the same batches, so the same losses
+//! up to cuDNN's nondeterministic backward), its losses falling, and its phases timed with
+//! CUDA events; the world model in fp16 with its loss scalers; the `replay-copies` lesson's
+//! signature (a lesson that needs a GPU); then `bench batch` on the GPU (samples/s, split
+//! and memory per batch size, in fp32, then bf16 and fp16 at two sizes).
+
+use super::gpu_check::{check, progress};
+use hotlab_shared::spec::{DreamerSpec, Precision, ReplayAt, RunSpec, WorkloadSpec};
+use hotlab_workloads::dreamer::bench::{run, BatchBench};
+use serde_json::{json, Value};
+use tch::Device;
+
+/// The CI test's short run (tests/dreamer.rs), on CUDA with `replay` and `precision`.
+fn short_run(replay: ReplayAt, precision: Precision) -> anyhow::Result<ShortRun> {
+    let settings =
+        DreamerSpec { batch: 8, seq_len: 8, prefill: 64, train_ratio: 16.0, replay, ..DreamerSpec::default() };
+    let spec = RunSpec {
+        workload: WorkloadSpec::Dreamer(settings),
+        device: "cuda".into(),
+        envs: 2,
+        steps: 32,
+        total_steps: 256,
+        ..RunSpec::default()
+    };
+    let mut spec = spec;
+    spec.exec.precision = precision;
+    let (mut losses, mut scaling) = (Vec::new(), (None, 0));
+    let trained = hotlab_workloads::train(&spec, &mut |m| {
+        let term = |name| m.point.losses.get(name);
+        if let (Some(image), Some(reward), Some(cont)) = (term("world.image"), term("world.reward"), term("world.cont"))
+        {
+            losses.push([image, reward, cont]);
+        }
+        scaling = (m.loss_scale, m.skipped_steps);
+    })?;
+    Ok(ShortRun { losses, report: trained.report, loss_scale: scaling.0, skipped_steps: scaling.1 })
+}
+
+/// A short run's world-model losses per iteration, its report and (fp16) its loss scaling.
+struct ShortRun {
+    losses: Vec<[f64; 3]>,
+    report: hotlab_train::TrainReport,
+    loss_scale: Option<f64>,
+    skipped_steps: u64,
+}
+
+pub fn checks() -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut runs = Vec::new();
+    for replay in [ReplayAt::Device, ReplayAt::Pinned] {
+        progress(&format!("dreamer on CUDA, --replay {replay}"));
+        match short_run(replay, Precision::Fp32) {
+            Ok(r) => runs.push((r.losses, r.report)),
+            Err(e) => out.push(check(&format!("dreamer_replay_{replay}"), false, "-", json!(format!("{e:#}")))),
+        }
+    }
+    if let [(device, report), (pinned, _)] = runs.as_slice() {
+        let falls = device.len() == 4 && device[0][0] > 3.0 * device[3][0] && device[0][2] > 1.5 * device[3][2];
+        out.push(check(
+            "dreamer_learns_on_cuda",
+            falls,
+            "image loss falls > 3×, continue > 1.5× over 64 train steps (as on the CPU)",
+            json!({"losses": device, "h2d_copies": report.counters.h2d_copies}),
+        ));
+        let timed = report.profile.phases.iter().any(|p| p.device_s.is_some_and(|s| s > 0.0));
+        out.push(check(
+            "dreamer_phases_device_timed",
+            timed,
+            "CUDA-event time on its phases",
+            json!(report.profile.gpu_memory),
+        ));
+        let close = device
+            .iter()
+            .zip(pinned)
+            .all(|(a, b)| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 0.05 * x.abs().max(1e-3)));
+        out.push(check(
+            "dreamer_replay_pinned_matches_device",
+            close,
+            "the same losses within 5 % (the same batches; cuDNN's backward is not bit-reproducible)",
+            json!({"device": device, "pinned": pinned}),
+        ));
+    }
+    out.push(fp16_check());
+    // The `replay-copies` lesson: host→device bytes per env step fall with the buffer on the device.
+    out.push(super::gpu_check::lesson_check("replay-copies", "lesson_replay_copies"));
+    out
+}
+
+/// The world model, actor and critic with fp16 products and their two loss scalers: the
+/// losses fall as in fp32, and the run reports its scale and skipped steps.
+fn fp16_check() -> Value {
+    progress("dreamer on CUDA, --precision fp16");
+    match short_run(ReplayAt::Device, Precision::Fp16) {
+        Ok(r) => {
+            let l = &r.losses;
+            let falls = l.len() == 4 && l[0][0] > 3.0 * l[3][0] && l[0][2] > 1.5 * l[3][2];
+            check(
+                "dreamer_fp16_learns",
+                falls && r.report.precision == "fp16" && r.loss_scale.is_some(),
+                "fp16 products with loss scaling: image loss falls > 3×, continue > 1.5× over 64 train steps",
+                json!({"losses": l, "precision": r.report.precision, "loss_scale": r.loss_scale,
+                       "skipped_steps": r.skipped_steps}),
+            )
+        }
+        Err(e) => check("dreamer_fp16_learns", false, "-", json!(format!("{e:#}"))),
+    }
+}
+
+/// `bench batch` on CUDA in bf16 and fp16 at two batch sizes (fp32's are in [`bench`]).
+pub fn bench_precisions() -> Value {
+    let figures: Vec<Value> = [tch::Kind::BFloat16, tch::Kind::Half]
+        .into_iter()
+        .map(|kind| {
+            progress(&format!("dreamer bench batch on CUDA in {kind:?}, sizes 64 and 256"));
+            let b = BatchBench {
+                sizes: vec![64, 256],
+                settings: DreamerSpec { size: 4, seq_len: 64, ..DreamerSpec::default() },
+                seconds: 2.0,
+                device: Device::Cuda(0),
+                kind,
+                cudnn_benchmark: true,
+            };
+            serde_json::to_value(run(&b, |_| {})).unwrap_or(Value::Null)
+        })
+        .collect();
+    json!(figures)
+}
+
+pub fn bench() -> Value {
+    progress("dreamer bench batch on CUDA, sizes 16–512");
+    let b = BatchBench {
+        sizes: vec![16, 32, 64, 128, 256, 512],
+        settings: DreamerSpec { size: 4, seq_len: 64, ..DreamerSpec::default() },
+        seconds: 2.0,
+        device: Device::Cuda(0),
+        kind: tch::Kind::Float,
+        cudnn_benchmark: true,
+    };
+    serde_json::to_value(run(&b, |_| {})).unwrap_or(Value::Null)
+}

@@ -1,0 +1,47 @@
+//! `hotlab eval`: a checkpoint's policy over fresh episodes, as its workload evaluates it.
+
+use crate::commands::UsageError;
+use anyhow::Result;
+use clap::Args;
+use hotlab_train::checkpoint;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// A directory written by `hotlab train --out`.
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Episodes to play (1 to 100000); for a proof policy, tries per held-out query (at most 1000).
+    #[arg(long, default_value_t = 100)]
+    pub episodes: usize,
+    /// Seed of the evaluation envs.
+    #[arg(long, default_value_t = 12_345)]
+    pub seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn eval(a: EvalArgs) -> Result<()> {
+    if !(1..=100_000).contains(&a.episodes) {
+        return Err(UsageError {
+            flag: "--episodes",
+            message: format!("must be between 1 and 100000 (got {})", a.episodes),
+        }
+        .into());
+    }
+    if !a.checkpoint.join(checkpoint::SPEC_FILE).exists() {
+        return Err(UsageError {
+            flag: "--checkpoint",
+            message: format!("{} is not a checkpoint directory (no {})", a.checkpoint.display(), checkpoint::SPEC_FILE),
+        }
+        .into());
+    }
+    let policy = hotlab_workloads::load_checkpoint(&a.checkpoint)?;
+    let e = policy.evaluate(a.episodes, a.seed)?;
+    match a.json {
+        true => println!("{}", serde_json::to_string(&e.json)?),
+        false => println!("{}", e.summary),
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! `hotlab lesson list` and `hotlab lesson run ID`: the catalogue's lessons, each run as an
+//! audit of its fixes against its slow setting, with its signature's figures.
+
+use crate::commands::UsageError;
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use hotlab_shared::lessons::{self, Lesson, Outcome, Params};
+
+#[derive(Subcommand, Debug)]
+pub enum LessonCommand {
+    /// The lessons: id, catalogue row, title, the slow setting and its fixes.
+    List(ListArgs),
+    /// Run a lesson: its slow setting and each fix, interleaved, with the verdicts and the
+    /// signature's figure per setting (the same result as the lab's lesson page).
+    Run(RunArgs),
+    /// Train each lesson's slow setting and fixes once, briefly, and say whether its
+    /// signature shows on this machine (exit 1 when one does not). A lesson that needs a
+    /// GPU is skipped, saying so, on a machine without CUDA.
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The lessons to check [all].
+    pub ids: Vec<String>,
+    /// Seconds of training per run.
+    #[arg(long, default_value_t = 0.5)]
+    pub seconds: f64,
+    /// Print one JSON array (a check per lesson) as the last line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Print the catalogue as one JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The lesson (`hotlab lesson list` shows them).
+    pub id: String,
+    /// A knob over the lesson's baseline, KEY=VALUE (applies to every fix too); repeat for several.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub settings: Vec<String>,
+    /// Pairs per fix, and baseline/baseline pairs for the noise [the lesson's].
+    #[arg(long)]
+    pub repeats: Option<usize>,
+    /// Seconds of training per run [the lesson's].
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Print one JSON object (the outcome) as the last line, no progress bar.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn lesson(c: LessonCommand) -> Result<()> {
+    match c {
+        LessonCommand::List(a) => list(a),
+        LessonCommand::Run(a) => run(a),
+        LessonCommand::Check(a) => check(a),
+    }
+}
+
+fn check(a: CheckArgs) -> Result<()> {
+    let chosen: Vec<&'static Lesson> = match a.ids.is_empty() {
+        true => lessons::LESSONS.iter().collect(),
+        false => a.ids.iter().map(|id| find(id)).collect::<Result<_, _>>()?,
+    };
+    let params = Params { seconds: Some(a.seconds), ..Params::default() };
+    let mut checks = Vec::new();
+    for lesson in chosen {
+        let c = crate::bench::lessons::check(lesson, &params)?;
+        if let (false, Some(why)) = (a.json, &c.skipped) {
+            println!("{:<20} {:<13} {why}", c.lesson, "skipped");
+        } else if !a.json {
+            let figures: Vec<String> = c.figures.iter().map(|f| format!("{} {:.4}", f.setting, f.value)).collect();
+            let shows = if c.shows { "shows" } else { "DOES NOT SHOW" };
+            println!("{:<20} {shows:<13} {}: {}", c.lesson, c.measure, figures.join(", "));
+        }
+        checks.push(c);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&checks)?);
+    }
+    let missing: Vec<&str> = checks.iter().filter(|c| !c.shows && c.skipped.is_none()).map(|c| c.lesson).collect();
+    anyhow::ensure!(missing.is_empty(), "the signature did not show for {}", missing.join(", "));
+    Ok(())
+}
+
+fn list(a: ListArgs) -> Result<()> {
+    if a.json {
+        println!("{}", serde_json::to_string(lessons::LESSONS)?);
+        return Ok(());
+    }
+    for l in lessons::LESSONS {
+        let base: Vec<String> = l.baseline.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("{:<20} row {:>2}  {}", l.id, l.row, l.title);
+        println!("{:<28}{} → {}", "", base.join(" "), l.variants.join(" | "));
+    }
+    Ok(())
+}
+
+fn find(id: &str) -> Result<&'static Lesson, UsageError> {
+    lessons::find(id).ok_or_else(|| UsageError {
+        flag: "ID",
+        message: format!("'{id}' is not a lesson; the lessons: {}", lessons::ids().join(", ")),
+    })
+}
+
+fn run(a: RunArgs) -> Result<()> {
+    let lesson = find(&a.id)?;
+    let mut settings = std::collections::BTreeMap::new();
+    for s in &a.settings {
+        let Some((k, v)) = s.split_once('=') else {
+            return Err(UsageError { flag: "--set", message: format!("'{s}': write KEY=VALUE, e.g. envs=32") }.into());
+        };
+        settings.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    let params = Params { settings, repeats: a.repeats, seconds: a.seconds };
+    let plan = lesson.plan(&params)?;
+    if let Some(why) = crate::bench::lessons::unrunnable(lesson, &plan) {
+        return Err(UsageError { flag: "ID", message: format!("{why}; run it on a GPU machine") }.into());
+    }
+    if !a.json {
+        println!("{} (row {}): {}\n", lesson.title, lesson.row, lesson.phenomenon);
+        println!("look at: {}\n", lesson.look_at);
+    }
+    let measured = super::audit::measure(&plan, a.json)?;
+    let outcome = lesson.conclude(&plan, &measured).map_err(anyhow::Error::msg)?;
+    match a.json {
+        true => println!("{}", serde_json::to_string(&outcome)?),
+        false => print!("{}", text(lesson, &outcome)),
+    }
+    Ok(())
+}
+
+fn text(lesson: &Lesson, o: &Outcome) -> String {
+    let mut out = super::audit::table(&o.audit);
+    out.push_str(&format!("\n{}:\n", lesson.signature.text));
+    for f in &o.signature {
+        out.push_str(&format!("  {:<28} {:.4}\n", f.setting, f.value));
+    }
+    let shows = if o.shows { "shows" } else { "DID NOT SHOW" };
+    out.push_str(&format!("the signature {shows} on the slow setting\n"));
+    out
+}

@@ -1,0 +1,132 @@
+//! `hotlab serve`: the web lab and its API.
+
+use crate::commands::UsageError;
+use anyhow::{Context, Result};
+use clap::Args;
+use hotlab_lab::server;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0 = any free port; the URL is printed).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// The web app's files [./static, or the repository's static/].
+    #[arg(long)]
+    pub static_dir: Option<PathBuf>,
+    /// Where the run history (SQLite) and knowledge-base files for API runs live.
+    #[arg(long, default_value = "hotlab-data")]
+    pub data_dir: PathBuf,
+    /// The operator token needed to launch and stop runs, 16 characters or more
+    /// [$HOTLAB_TOKEN, else generated and printed].
+    #[arg(long, env = "HOTLAB_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// A host name the lab may be reached by besides its IP addresses and localhost (the
+    /// name in the browser's address bar); repeat for several. Other names are refused, a
+    /// guard against DNS rebinding.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+    /// Runs at once on this machine, the rest wait in its queue; 0 = one per GPU, one on
+    /// a CPU-only machine.
+    #[arg(long, default_value_t = 0)]
+    pub max_runs: usize,
+    /// Whether this server trains runs itself (as the machine `--local-name`) besides
+    /// the workers that connect to it; `off` for a lab on a small host that only serves.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub local_worker: String,
+    /// This machine's name in the lab (the launch form's machine choice).
+    #[arg(long, default_value = "local", value_name = "NAME")]
+    pub local_name: String,
+    /// The token workers connect with (`hotlab worker --worker-token`), 16 characters or
+    /// more, not the operator token [$HOTLAB_WORKER_TOKEN, else generated and printed].
+    #[arg(long, env = "HOTLAB_WORKER_TOKEN", hide_env_values = true)]
+    pub worker_token: Option<String>,
+    /// Seconds a worker may be away (a network hiccup, a restart of the lab) before its
+    /// runs end `interrupted`; it resends what it kept meanwhile.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub worker_grace: f64,
+    /// A Ray head's job API, http://HEAD:8265: runs (and audits, lessons) go to the
+    /// machine `ray` by default, each a Ray job whose `hotlab worker --once` connects back.
+    #[arg(long, value_name = "URL")]
+    pub ray: Option<String>,
+    /// Where a Ray job's worker finds this lab [http:// and the address it listens on].
+    #[arg(long, value_name = "URL")]
+    pub ray_lab_url: Option<String>,
+    /// The hotlab binary a Ray job runs, as a path on the Ray nodes [this binary].
+    #[arg(long, value_name = "PATH")]
+    pub ray_hotlab: Option<String>,
+    /// Rollout frames a run keeps in the history per minute of its wall time once it has
+    /// ended (live runs keep one a second; 0 keeps none). Metrics are always kept.
+    #[arg(long, default_value_t = 6.0, value_name = "N")]
+    pub finished_frames_per_minute: f64,
+}
+
+/// Shortest operator token accepted: anyone who guesses it can launch and stop runs.
+const MIN_TOKEN: usize = 16;
+
+/// Refuses a given token that is too short (an empty one means none: one is generated).
+fn check_token(token: Option<&str>, flag: &'static str, rights: &str) -> Result<()> {
+    match token.filter(|t| !t.is_empty() && t.chars().count() < MIN_TOKEN) {
+        Some(t) => {
+            let message = format!(
+                "must be at least {MIN_TOKEN} characters (got {}): anyone who guesses it {rights}; leave it out to have one generated",
+                t.chars().count()
+            );
+            Err(UsageError { flag, message }.into())
+        }
+        None => Ok(()),
+    }
+}
+
+pub fn serve(a: ServeArgs) -> Result<()> {
+    check_token(a.token.as_deref(), "--token", "gets operator rights")?;
+    check_token(a.worker_token.as_deref(), "--worker-token", "can connect a worker and report runs")?;
+    if a.token.is_some() && a.token == a.worker_token {
+        let message = "must differ from --token: a worker's token gives no operator rights".to_string();
+        return Err(UsageError { flag: "--worker-token", message }.into());
+    }
+    if !(a.worker_grace.is_finite() && a.worker_grace >= 0.0) {
+        let message = format!("{}: allowed a number of seconds ≥ 0", a.worker_grace);
+        return Err(UsageError { flag: "--worker-grace", message }.into());
+    }
+    hotlab_lab::wire::link::check_name(&a.local_name)
+        .map_err(|message| UsageError { flag: "--local-name", message })?;
+    let ray = a
+        .ray
+        .as_deref()
+        .map(hotlab_lab::ray::Head::parse)
+        .transpose()
+        .map_err(|message| UsageError { flag: "--ray", message })?;
+    if ray.is_some() && a.local_name == hotlab_lab::machines::RAY {
+        let message = "'ray' is the Ray cluster's name in a lab with --ray: give this machine another".to_string();
+        return Err(UsageError { flag: "--local-name", message }.into());
+    }
+    let rate = a.finished_frames_per_minute;
+    if !(rate.is_finite() && rate >= 0.0) {
+        let message = format!("{rate}: allowed a number of frames per minute ≥ 0");
+        return Err(UsageError { flag: "--finished-frames-per-minute", message }.into());
+    }
+    let static_dir = server::find_static_dir(a.static_dir);
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let cfg = server::ServeConfig {
+        host: a.host,
+        port: a.port,
+        static_dir,
+        data_dir: a.data_dir,
+        token: a.token,
+        allow_hosts: a.allow_hosts,
+        max_runs: a.max_runs,
+        local_worker: (a.local_worker == "on").then_some(a.local_name),
+        worker_token: a.worker_token,
+        worker_grace: std::time::Duration::from_secs_f64(a.worker_grace),
+        ray,
+        ray_lab_url: a.ray_lab_url,
+        ray_hotlab: a.ray_hotlab,
+        finished_frames_per_minute: rate,
+        trainer: std::sync::Arc::new(crate::trainer::Trainer),
+    };
+    runtime.block_on(server::serve(cfg))
+}

@@ -1,0 +1,168 @@
+//! `hotlab train` and `hotlab profile`: the training flags (a preset, then every flag on
+//! top of it), the progress bar, `--out` and the printed summary or report.
+
+use super::knob_args::KnobArgs;
+use anyhow::{Context, Result};
+use clap::Args;
+use hotlab_shared::spec::{Preset, RunSpec, SpecError};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Starting point: `cleanrl` (4 envs × 128 steps, 4 epochs, 4 minibatches, 500k steps),
+    /// `wide` (1024 envs × 128 steps, 4 epochs, 32 minibatches, 5M steps) or `proof` (the
+    /// proof env, 64 envs × 128 steps, lr 0.003, 1M steps); explicit flags override it.
+    #[arg(long, default_value = "cleanrl")]
+    pub preset: Preset,
+    /// Every setting of the run, one flag per knob of the spec.
+    #[command(flatten)]
+    pub knobs: KnobArgs,
+    /// Write the checkpoint, metrics.jsonl and report.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print one JSON object (the run's summary) as the last line, no progress bar.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl TrainArgs {
+    /// The preset with every explicit flag applied on top; a workload's own flag on a run
+    /// of another workload is refused.
+    pub fn spec(&self) -> Result<RunSpec, SpecError> {
+        self.knobs.apply(self.preset.spec())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub train: TrainArgs,
+    /// Report format: `md` (Markdown) or `json`.
+    #[arg(long, default_value = "md", value_parser = ["md", "json"])]
+    pub report: String,
+    /// Also write Chrome trace-event JSON (opens in Perfetto and chrome://tracing) here.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Rollout steps to trace, `A..B` (a step = every env once).
+    #[arg(long, default_value = "0..64")]
+    pub trace_steps: hotlab_train::profiler::TraceWindow,
+}
+
+pub fn profile(a: ProfileArgs) -> Result<()> {
+    let trace = a.trace.as_ref().map(|_| a.trace_steps);
+    let json = a.report == "json" || a.train.json;
+    let trained = run_training(&a.train, trace, json)?;
+    let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+    if let (Some(path), Some(events)) = (&a.trace, &trained.trace) {
+        std::fs::write(path, serde_json::to_string(events)?)
+            .with_context(|| format!("--trace: cannot write {}", path.display()))?;
+    }
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.markdown());
+        if let Some(path) = &a.trace {
+            println!(
+                "
+trace of steps {}..{} written to {}",
+                a.trace_steps.first,
+                a.trace_steps.end,
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn train(a: TrainArgs) -> Result<()> {
+    let trained = run_training(&a, None, a.json)?;
+    let report = &trained.report;
+    if a.json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        let ret = report.mean_return_last_100.map_or("n/a".into(), |r| format!("{r:.1}"));
+        println!(
+            "{} on {} ({} backend): {} steps in {:.1} s = {:.0} steps/s (set-up {:.2} s before); {} episodes, mean return of the last 100: {ret}",
+            report.env, report.device, report.backend, report.total_steps, report.wall_s, report.sps, report.setup_s, report.episodes
+        );
+        let k = &report.counters;
+        println!(
+            "counters: {} host syncs, {} h2d copies ({} B), {} d2h copies ({} B), {} IPC round-trips, {} spins, {:.2} s waiting on workers",
+            k.host_syncs, k.h2d_copies, k.h2d_bytes, k.d2h_copies, k.d2h_bytes, k.ipc_round_trips, k.spin_iterations, k.worker_wait_s
+        );
+        if let Some(summary) = &report.evaluation_summary {
+            println!("{summary}");
+        }
+        for note in &report.notes {
+            println!("note: {note}");
+        }
+        if let Some(dir) = &a.out {
+            println!("checkpoint and metrics written to {}", dir.display());
+        }
+    }
+    Ok(())
+}
+
+/// Trains with a progress bar (unless `quiet`), writing `--out` if asked.
+fn run_training(
+    a: &TrainArgs,
+    trace: Option<hotlab_train::profiler::TraceWindow>,
+    quiet: bool,
+) -> Result<hotlab_train::Trained> {
+    let spec = a.spec()?;
+    spec.validate()?;
+    let mut metrics = match &a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("--out: cannot create {}", dir.display()))?;
+            let path = dir.join("metrics.jsonl");
+            let file =
+                std::fs::File::create(&path).with_context(|| format!("--out: cannot write {}", path.display()))?;
+            Some(std::io::BufWriter::new(file))
+        }
+        None => None,
+    };
+    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(spec.updates() * spec.batch_size() as u64) };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}")
+            .expect("valid template"),
+    );
+    let sink: Option<hotlab_train::telemetry::Sink> = match (&a.out, spec.telemetry.every) {
+        (Some(dir), k) if k > 0 => {
+            let path = dir.join("telemetry.jsonl");
+            let mut file = std::io::BufWriter::new(
+                std::fs::File::create(&path).with_context(|| format!("--out: cannot create {}", path.display()))?,
+            );
+            Some(Box::new(move |e: &hotlab_train::telemetry::GradNorms| {
+                if let Ok(line) = serde_json::to_string(e) {
+                    let _ = writeln!(file, "{line}");
+                    let _ = file.flush();
+                }
+            }))
+        }
+        _ => None,
+    };
+    let opts = hotlab_train::TrainOptions { trace, telemetry_sink: sink, ..Default::default() };
+    let trained = hotlab_workloads::train_with(&spec, opts, &mut |m| {
+        bar.set_position(m.point.global_step);
+        let ret = m.point.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));
+        bar.set_message(format!("{:.0} SPS  return {ret}", m.point.sps));
+        // On stderr, above the bar: `--json`'s last line on stdout stays the summary.
+        for line in &m.lines {
+            bar.suspend(|| eprintln!("{line}"));
+        }
+        if let Some(w) = metrics.as_mut() {
+            let _ = writeln!(w, "{}", serde_json::to_string(m).unwrap_or_default());
+        }
+    })?;
+    bar.finish_and_clear();
+    if let Some(dir) = &a.out {
+        if let Some(mut w) = metrics.take() {
+            w.flush().context("writing metrics.jsonl")?;
+        }
+        trained.policy.save(dir, &spec)?;
+        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&trained.report)?)?;
+    }
+    Ok(trained)
+}

@@ -1,0 +1,55 @@
+//! `hotlab`: the command line. One file per subcommand ([`commands`]: its flags and its
+//! printout) and the measuring commands' runs ([`bench`]); everything they run is in the
+//! crates below: `hotlab-lab` (the server, workers), `hotlab-workloads`, `hotlab-train`
+//! (the loop and its kernels) and `hotlab-shared` (specs, the protocol, the report).
+
+mod bench;
+mod commands;
+mod trainer;
+
+use clap::Parser;
+use hotlab_shared::spec::SpecError;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = match commands::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            use clap::error::ErrorKind::*;
+            if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                return if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            // One line naming the flag and what is allowed; `--help` has the rest.
+            let text = e.to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match commands::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => report(e),
+    }
+}
+
+/// Invalid values exit with 2 and one line naming the flag; anything else with 1.
+fn report(e: anyhow::Error) -> ExitCode {
+    if let Some(spec) = e.downcast_ref::<SpecError>() {
+        eprintln!("error: {spec}");
+        return ExitCode::from(2);
+    }
+    if let Some(usage) = e.downcast_ref::<commands::UsageError>() {
+        eprintln!("error: {usage}");
+        return ExitCode::from(2);
+    }
+    eprintln!("error: {e:#}");
+    ExitCode::FAILURE
+}

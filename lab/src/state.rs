@@ -1,0 +1,47 @@
+//! What every handler shares: the lab's parts ([`Lab`], axum's state), and running
+//! blocking work off the async runtime.
+
+use super::error::{ApiError, ApiResult};
+use super::runs::Manager;
+use hotlab_shared::system::SystemInfo;
+use std::sync::Arc;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct Lab {
+    pub manager: Arc<Manager>,
+    /// The lab's machines (the local one and connected workers).
+    pub machines: Arc<super::machines::Machines>,
+    pub token: Arc<String>,
+    /// The token workers connect with (not the operator's).
+    pub worker_token: Arc<String>,
+    pub data_dir: std::path::PathBuf,
+    pub system: Arc<SystemInfo>,
+    pub limiter: Arc<super::limit::Limiter>,
+    /// The audits and lessons, run one at a time.
+    pub audits: Arc<super::audits::Audits>,
+    /// The sweeps.
+    pub sweeps: Arc<super::sweeps::Sweeps>,
+    /// Permits to read events from the store ([`super::api::STORE_READERS`]).
+    pub store_readers: Arc<tokio::sync::Semaphore>,
+    /// What the lab asks of the trainer: a spec's checks before it queues.
+    pub trainer: Arc<dyn super::trainer::Trainer>,
+}
+
+impl Lab {
+    /// Waits until everything queued for the store is written: what a client was told
+    /// exists survives a crash right after.
+    pub async fn durable(&self) -> ApiResult<()> {
+        let store = self.manager.store().clone();
+        blocking(move || {
+            store.flush();
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Runs `f` on the blocking pool (the store, the file system), off the async runtime.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f).await.map_err(ApiError::internal)?.map_err(ApiError::internal)
+}

@@ -1,8 +1,0 @@
-//! How a run talks to the lab, whichever machine trains it: a run's process writes JSON
-//! lines ([`process`]), here or on a worker, and a worker relays them over its WebSocket
-//! to the lab ([`link`]). Both the lab (`crate::lab`) and the worker (`crate::worker`)
-//! import this; it imports neither.
-
-pub mod http;
-pub mod link;
-pub mod process;

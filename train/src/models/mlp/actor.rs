@@ -1,0 +1,158 @@
+//! The MLP's rollout forward on host observations: libtorch ops (`eager`) or the native
+//! forward (`fused`).
+
+use super::host::{draw_uniforms, ActOut, FusedPolicy};
+use super::policy::ActorCritic;
+use super::MlpAgent;
+use crate::distribution;
+use crate::exec::helper::Helper;
+use crate::exec::transfer::{read_into, Mover};
+use crate::ppo::{device_outputs, Actor};
+use crate::profiler::Profiler;
+use crate::rollout::Rollout;
+use hotlab_shared::counters::Counters;
+use hotlab_shared::env::Observations;
+use hotlab_shared::profile::Phase;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::ActionSync;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::Tensor;
+
+pub enum MlpActor {
+    /// A libtorch forward on the device: observations go there (`--transfer`), actions come
+    /// back (`--action-sync`); log-probs and values stay on the device in `Rollout::device`.
+    Eager { mover: Mover, sync: ActionSync },
+    /// The native forward on the host; nothing crosses to the device until the update.
+    /// With a helper thread, a large batch's second half runs there on `twin`.
+    Fused { policy: Box<FusedPolicy>, twin: Option<(Box<FusedPolicy>, Arc<Helper>)> },
+}
+
+/// Below this many envs a step is a few microseconds: handing half to another thread
+/// would cost as much as it saves.
+const SPLIT_ENVS: usize = 64;
+
+impl Actor<MlpAgent> for MlpActor {
+    fn act(
+        &mut self,
+        agent: &MlpAgent,
+        rollout: &mut Rollout,
+        t: usize,
+        heads: &[usize],
+        rng: &mut HostRng,
+        c: &mut Counters,
+        prof: &mut Profiler,
+        start: Instant,
+    ) -> Instant {
+        let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
+        match self {
+            MlpActor::Fused { policy, twin } => {
+                let slot = rollout.step_mut(t);
+                let uniforms = draw_uniforms(envs * heads.len(), rng);
+                match twin.take() {
+                    Some((other, helper)) if envs >= SPLIT_ENVS => {
+                        let half = envs / 2;
+                        let (obs, u) = (slot.obs[half * obs_dim..].to_vec(), uniforms[half * heads.len()..].to_vec());
+                        let owned_heads = heads.to_vec();
+                        let pending = helper.spawn(move || {
+                            let mut other = other;
+                            let n = obs.len() / obs_dim;
+                            let (mut a, mut lp, mut v) =
+                                (vec![0i64; n * owned_heads.len()], vec![0f32; n], vec![0f32; n]);
+                            let out = ActOut { actions: &mut a, log_probs: &mut lp, values: &mut v };
+                            other.act_with(&obs, None, &owned_heads, &u, out);
+                            (other, a, lp, v)
+                        });
+                        let k = half * heads.len();
+                        let out = ActOut {
+                            actions: &mut slot.actions[..k],
+                            log_probs: &mut slot.log_probs[..half],
+                            values: &mut slot.values[..half],
+                        };
+                        policy.act_with(&slot.obs[..half * obs_dim], None, heads, &uniforms[..k], out);
+                        let (other, a, lp, v) = pending.wait();
+                        slot.actions[k..].copy_from_slice(&a);
+                        slot.log_probs[half..].copy_from_slice(&lp);
+                        slot.values[half..].copy_from_slice(&v);
+                        *twin = Some((other, helper));
+                    }
+                    not_split => {
+                        *twin = not_split;
+                        let out = ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values };
+                        policy.act_with(slot.obs, None, heads, &uniforms, out);
+                    }
+                }
+                prof.stop(Phase::PolicyForward, start)
+            }
+            MlpActor::Eager { mover, sync } => tch::no_grad(|| {
+                let net = &agent.net;
+                let device_buffers = rollout.device_buffers(net.device());
+                let (mut log_probs, mut values) = (device_buffers.0.get(t as i64), device_buffers.1.get(t as i64));
+                let slot = rollout.step_mut(t);
+                let obs = mover.obs_to_device(slot.obs, envs, obs_dim, c);
+                let s = prof.stop(Phase::ObsTransfer, start);
+                let logits = net.logits(&obs);
+                let actions = distribution::sample(&logits, None, heads);
+                let (lp, _) = distribution::log_prob_and_entropy(&logits, None, heads, &actions);
+                log_probs.copy_(&lp);
+                values.copy_(&net.value(&obs));
+                let s = prof.stop(Phase::PolicyForward, s);
+                mover.read_actions(&actions, slot.actions, *sync, c);
+                prof.stop(Phase::ActionReadback, s)
+            }),
+        }
+    }
+
+    fn values(
+        &mut self,
+        agent: &MlpAgent,
+        obs: &Observations,
+        envs: usize,
+        row: Option<usize>,
+        c: &mut Counters,
+    ) -> Vec<f32> {
+        let (x, w) = value_rows(obs, envs, row);
+        match self {
+            MlpActor::Fused { policy, .. } => x.chunks_exact(w).map(|r| policy.value(r)).collect(),
+            MlpActor::Eager { mover, .. } => eager_values(&agent.net, mover, x, w, c),
+        }
+    }
+
+    fn sync_weights(&mut self, agent: &MlpAgent) {
+        if let MlpActor::Fused { policy, twin } = self {
+            let params = agent.net.host_params();
+            policy.load(&params);
+            if let Some((other, _)) = twin {
+                other.load(&params);
+            }
+        }
+    }
+
+    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+        match self {
+            MlpActor::Fused { .. } => None,
+            MlpActor::Eager { .. } => device_outputs(rollout, c),
+        }
+    }
+}
+
+/// The rows of the first (f32) field whose values are asked for: env `row`'s, or every
+/// env's; and the width of one.
+pub fn value_rows(obs: &Observations, envs: usize, row: Option<usize>) -> (&[f32], usize) {
+    let (first, rows) = row.map_or((0, envs), |e| (e, 1));
+    let x = obs.fields[0].as_f32().expect("an f32 env");
+    let w = x.len() / envs;
+    (&x[first * w..(first + rows) * w], w)
+}
+
+/// The critic's values of the observations `x` (rows of `w`) by libtorch ops, uploaded
+/// through `mover` and read back in one copy.
+pub fn eager_values(net: &ActorCritic, mover: &Mover, x: &[f32], w: usize, c: &mut Counters) -> Vec<f32> {
+    let rows = x.len() / w;
+    tch::no_grad(|| {
+        let t = mover.upload_f32(x, &[rows as i64, w as i64], c);
+        let mut out = vec![0f32; rows];
+        read_into(&net.value(&t), &mut out, c);
+        out
+    })
+}

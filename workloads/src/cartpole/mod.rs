@@ -1,0 +1,101 @@
+//! `cartpole`: Gymnasium's CartPole-v1 to the letter (the envs are `hotlab_shared::cartpole`),
+//! trained by PPO with the MLP actor-critic ([`hotlab_train::models::mlp`]). Its envs also step
+//! on the device ([`device`]: tensor ops, a fused CUDA kernel, or a captured CUDA graph of
+//! the whole rollout).
+
+pub mod device;
+
+use anyhow::Result;
+use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
+use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::spec::{Backend, EnvName, Inference, WorkloadSpec};
+use hotlab_train::checkpoint::Stored;
+use hotlab_train::exec::transfer::Mover;
+use hotlab_train::exec::{worker_flags, EnvMaker};
+use hotlab_train::models::mlp::actor::MlpActor;
+use hotlab_train::models::mlp::host::FusedPolicy;
+use hotlab_train::models::mlp::policy::ActorCritic;
+use hotlab_train::models::mlp::{architecture, MlpAgent, TrainedMlp};
+use hotlab_train::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
+use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
+use std::sync::Arc;
+
+/// CartPole envs shown per frame.
+pub const FRAME_ENVS: usize = 4;
+
+/// The CartPole workload (it has no settings of its own).
+pub struct CartPole;
+
+impl EnvMaker for CartPole {
+    fn name(&self) -> &'static str {
+        "cartpole"
+    }
+
+    fn vector_env(&self, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv> {
+        Box::new(CartPoleBatch::new(count, seed, first))
+    }
+
+    fn scalar_env(&self, seed: u64, index: u64) -> Box<dyn ScalarEnv> {
+        Box::new(CartPoleF32::new(seed, index))
+    }
+
+    fn worker_flags(&self) -> (Vec<String>, Option<String>) {
+        (worker_flags(WorkloadSpec::default_for(EnvName::Cartpole)), None)
+    }
+}
+
+/// A frame of the first few envs' states `[x, ẋ, θ, θ̇]` and their actions.
+pub fn frame(step: u64, state: &[f32], actions: &[i64]) -> Frame {
+    let n = (state.len() / 4).min(FRAME_ENVS);
+    let states = state[..n * 4].chunks_exact(4).map(|s| [s[0], s[1], s[2], s[3]]).collect();
+    Frame::Cartpole { step, states, actions: actions[..n].to_vec() }
+}
+
+impl Workload for CartPole {
+    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
+        let [FieldData::F32(state)] = obs.fields.as_slice() else { return None };
+        Some(frame(step, state, actions))
+    }
+
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+        let spec = setup.spec;
+        let env_spec = self.vector_env(1, spec.seed, 0).spec().clone();
+        let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
+        let arch = architecture(&env_spec, &spec.ppo.hidden)?;
+        let net = ActorCritic::new(arch.clone(), setup.device);
+        let (opt, mover) = ppo::after_init(setup, &net.flat);
+        let helper = hotlab_train::models::mlp::update_helper(setup)?;
+        if helper.is_some() {
+            setup.notes.push("two threads: the update's actor and critic, and the halves of a fused rollout step of 64 envs or more (CPU, fp32)".into());
+        }
+        let gpu = setup.open_gpu(arch.hidden.iter().copied().chain([arch.obs_dim, arch.logits]).max().unwrap_or(4));
+        let collector: Box<dyn Collect<MlpAgent>> = if spec.exec.backend == Backend::Device {
+            let (heads, notes) = (heads.len(), &mut setup.notes);
+            Box::new(device::DeviceCollector::new(spec, setup.device, gpu.as_ref(), &arch, heads, notes)?)
+        } else {
+            let device = setup.device;
+            if spec.exec.inference == Inference::Fused {
+                setup.notes.push(FUSED_NOTE.into());
+            }
+            let actor = || match spec.exec.inference {
+                // Graph is validated away off the device backend.
+                Inference::Eager | Inference::Graph => {
+                    MlpActor::Eager { mover: Mover::new(spec.exec.transfer, device), sync: spec.exec.action_sync }
+                }
+                Inference::Fused => {
+                    let policy = Box::new(FusedPolicy::new(&arch, &net.host_params()));
+                    let twin = helper.as_ref().map(|h| (policy.clone(), Arc::clone(h)));
+                    MlpActor::Fused { policy, twin }
+                }
+            };
+            Box::new(HostCollector::new(spec, self.clone(), arch.obs_dim, actor)?)
+        };
+        let agent = MlpAgent { net, helper, env: self };
+        Ok(Box::new(PpoLearner::new(setup, agent, opt, mover, collector, heads)))
+    }
+
+    fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>> {
+        Ok(Box::new(TrainedMlp::load(stored, self)?))
+    }
+}

@@ -1,0 +1,217 @@
+//! The layers the dreamer's networks are made of, over one [`FlatParams`] per network: a
+//! [`Builder`] names each parameter and its initial scale, and each layer keeps the
+//! indices of its parameters, so a forward reads views of the one flat tensor.
+//!
+//! `--precision bf16`: each layer's product (matmul, convolution, the GRU's gates) takes
+//! bf16 copies of its input and weights and gives fp32 back; norms, softmax, the losses,
+//! the gradients' accumulation and Adam stay fp32 on fp32 master weights (autocast's rule,
+//! written out: libtorch's autocast is not reachable through tch). In fp32 the layers run
+//! as they are, bit for bit.
+
+use hotlab_train::params::{pack, FlatParams};
+use tch::{Device, Kind, Tensor};
+
+/// Collects a network's parameters: name, shape and the scale of its initial draw.
+pub struct Builder {
+    params: Vec<(String, Vec<i64>, f64)>,
+    /// What the layers' products compute in.
+    kind: Kind,
+}
+
+impl Builder {
+    /// Layers whose products compute in `kind` (fp32 or bf16).
+    pub fn new(kind: Kind) -> Self {
+        Self { params: Vec::new(), kind }
+    }
+
+    fn add(&mut self, name: String, shape: Vec<i64>, std: f64) -> usize {
+        self.params.push((name, shape, std));
+        self.params.len() - 1
+    }
+
+    /// `inputs → outputs`, He-scaled (`scale` shrinks an output head).
+    pub fn linear(&mut self, name: &str, inputs: i64, outputs: i64, scale: f64) -> Linear {
+        let std = scale * (1.0 / inputs as f64).sqrt();
+        Linear {
+            w: self.add(format!("{name}.w"), vec![outputs, inputs], std),
+            b: self.add(format!("{name}.b"), vec![outputs], 0.0),
+            kind: self.kind,
+        }
+    }
+
+    /// A 4×4 convolution of stride 2 (halves the side), or its transpose (doubles it).
+    pub fn conv(&mut self, name: &str, inputs: i64, outputs: i64, transposed: bool) -> Conv {
+        let std = (1.0 / (inputs * 16) as f64).sqrt();
+        let shape = if transposed { vec![inputs, outputs, 4, 4] } else { vec![outputs, inputs, 4, 4] };
+        Conv {
+            w: self.add(format!("{name}.w"), shape, std),
+            b: self.add(format!("{name}.b"), vec![outputs], 0.0),
+            transposed,
+            kind: self.kind,
+        }
+    }
+
+    /// A hidden layer: linear, layer norm, SiLU (DreamerV3's block).
+    pub fn block(&mut self, name: &str, inputs: i64, outputs: i64) -> Block {
+        Block(self.linear(name, inputs, outputs, 1.0))
+    }
+
+    /// A GRU cell (PyTorch's gate layout), drawn with the spread of `nn.GRUCell`'s uniform ±1/√hidden.
+    pub fn gru(&mut self, name: &str, inputs: i64, hidden: i64) -> Gru {
+        let std = (1.0 / hidden as f64).sqrt() / 3f64.sqrt();
+        Gru {
+            w_ih: self.add(format!("{name}.w_ih"), vec![3 * hidden, inputs], std),
+            w_hh: self.add(format!("{name}.w_hh"), vec![3 * hidden, hidden], std),
+            b_ih: self.add(format!("{name}.b_ih"), vec![3 * hidden], 0.0),
+            b_hh: self.add(format!("{name}.b_hh"), vec![3 * hidden], 0.0),
+            kind: self.kind,
+        }
+    }
+
+    /// The parameters drawn from libtorch's generator (seed it first), on `device`.
+    pub fn finish(self, device: Device) -> FlatParams {
+        let layout = pack(self.params.iter().map(|(n, s, _)| (n.clone(), s.clone())));
+        let total: i64 = layout.iter().map(|s| s.numel()).sum();
+        let flat = Tensor::zeros([total], (Kind::Float, Device::Cpu));
+        for ((_, _, std), slot) in self.params.iter().zip(&layout) {
+            if *std > 0.0 {
+                let n = slot.numel();
+                flat.narrow(0, slot.offset, n).copy_(&(Tensor::randn([n], (Kind::Float, Device::Cpu)) * *std));
+            }
+        }
+        FlatParams::new(layout, flat.to_device(device))
+    }
+}
+
+/// `t` as `kind` for a product (itself in fp32).
+fn operand(t: &Tensor, kind: Kind) -> Tensor {
+    if kind == Kind::Float {
+        t.shallow_clone()
+    } else {
+        t.to_kind(kind)
+    }
+}
+
+/// A product's result back in fp32.
+fn out(t: Tensor, kind: Kind) -> Tensor {
+    if kind == Kind::Float {
+        t
+    } else {
+        t.to_kind(Kind::Float)
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct Linear {
+    w: usize,
+    b: usize,
+    kind: Kind,
+}
+
+impl Linear {
+    pub fn forward(&self, p: &FlatParams, x: &Tensor) -> Tensor {
+        let k = self.kind;
+        out(operand(x, k).linear(&operand(p.get(self.w), k), Some(operand(p.get(self.b), k))), k)
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct Conv {
+    w: usize,
+    b: usize,
+    transposed: bool,
+    kind: Kind,
+}
+
+impl Conv {
+    pub fn forward(&self, p: &FlatParams, x: &Tensor) -> Tensor {
+        let k = self.kind;
+        let (x, w, b) = (operand(x, k), operand(p.get(self.w), k), Some(operand(p.get(self.b), k)));
+        let y = if self.transposed {
+            x.conv_transpose2d(&w, b, [2, 2], [1, 1], [0, 0], 1, [1, 1])
+        } else {
+            x.conv2d(&w, b, [2, 2], [1, 1], [1, 1], 1)
+        };
+        out(y, k)
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct Block(Linear);
+
+impl Block {
+    pub fn forward(&self, p: &FlatParams, x: &Tensor) -> Tensor {
+        let y = self.0.forward(p, x);
+        let n = *y.size().last().unwrap_or(&1);
+        y.layer_norm([n], None::<Tensor>, None::<Tensor>, 1e-3, false).silu()
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct Gru {
+    w_ih: usize,
+    w_hh: usize,
+    b_ih: usize,
+    b_hh: usize,
+    kind: Kind,
+}
+
+impl Gru {
+    /// The next hidden state from input `x` and state `h`: in fp32 libtorch's cell; in
+    /// bf16 its gates' two products in bf16 and the gating in fp32.
+    pub fn forward(&self, p: &FlatParams, x: &Tensor, h: &Tensor) -> Tensor {
+        let (w_ih, w_hh, b_ih, b_hh) = (p.get(self.w_ih), p.get(self.w_hh), p.get(self.b_ih), p.get(self.b_hh));
+        let k = self.kind;
+        if k == Kind::Float {
+            return x.gru_cell(h, w_ih, w_hh, Some(b_ih), Some(b_hh));
+        }
+        let gi = out(operand(x, k).linear(&operand(w_ih, k), Some(operand(b_ih, k))), k).chunk(3, -1);
+        let gh = out(operand(h, k).linear(&operand(w_hh, k), Some(operand(b_hh, k))), k).chunk(3, -1);
+        let r = (&gi[0] + &gh[0]).sigmoid();
+        let z = (&gi[1] + &gh[1]).sigmoid();
+        let n = (&gi[2] + r * &gh[2]).tanh();
+        &n + z * (h - &n)
+    }
+}
+
+/// DreamerV3's symlog: `sign(x)·ln(1 + |x|)`, and its inverse.
+pub fn symlog(x: &Tensor) -> Tensor {
+    x.sign() * x.abs().log1p()
+}
+
+pub fn symexp(x: &Tensor) -> Tensor {
+    x.sign() * (x.abs().exp() - 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// bf16 products on fp32 weights give what fp32 gives, to bf16's rounding: the GRU's
+    /// hand-written gating is libtorch's cell, and the layers' outputs come back in fp32.
+    #[test]
+    fn bf16_layers_compute_what_fp32_layers_do_to_rounding() {
+        let _seeded = hotlab_train::testing::torch_seed(6);
+        let make = |kind| {
+            tch::manual_seed(6);
+            let mut b = Builder::new(kind);
+            let (lin, conv, gru) = (b.linear("l", 32, 16, 1.0), b.conv("c", 2, 4, false), b.gru("g", 16, 24));
+            (lin, conv, gru, b.finish(Device::Cpu))
+        };
+        let x = Tensor::randn([5, 32], (Kind::Float, Device::Cpu));
+        let h = Tensor::randn([5, 24], (Kind::Float, Device::Cpu));
+        let img = Tensor::randn([3, 2, 8, 8], (Kind::Float, Device::Cpu));
+        let outputs = [Kind::Float, Kind::BFloat16].map(|kind| {
+            let (lin, conv, gru, p) = make(kind);
+            let y = lin.forward(&p, &x);
+            [gru.forward(&p, &y, &h), conv.forward(&p, &img).view([-1]), y]
+        });
+        for (a, b) in outputs[0].iter().zip(&outputs[1]) {
+            assert_eq!(b.kind(), Kind::Float);
+            let err = f64::try_from((a - b).abs().max()).unwrap();
+            let scale = f64::try_from(a.abs().max()).unwrap();
+            assert!(err <= 0.03 * scale.max(1.0), "bf16 differs by {err} (largest {scale})");
+            assert!(err > 0.0, "the bf16 path ran");
+        }
+    }
+}

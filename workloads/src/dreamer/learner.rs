@@ -1,0 +1,144 @@
+//! The dreamer's learner, one iteration top to bottom: `envs × steps` env steps into the
+//! replay buffer ([`Collector`]), then as many train steps ([`Trainer::step`]) as the
+//! train ratio asks, the loss figures read as `--loss-read` says, and seed 004's
+//! `[PROFILE]` line every 50 train steps.
+
+use super::behavior::Behavior;
+use super::collect::Collector;
+use super::replay::Replay;
+use super::step::{Tally, Trainer, TERMS};
+use super::world::WorldModel;
+use super::{Dreamer, TrainedDreamer};
+use anyhow::Result;
+use hotlab_shared::profile::Phase;
+use hotlab_shared::protocol::Losses;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::RunSpec;
+use hotlab_train::params::ParamSlot;
+use hotlab_train::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub struct DreamerLearner {
+    spec: RunSpec,
+    trainer: Trainer,
+    replay: Replay,
+    collector: Collector,
+    rng: HostRng,
+    /// Train steps owed but not yet taken (the ratio's fraction).
+    owed: f64,
+    layout: Vec<ParamSlot>,
+    workload: Arc<Dreamer>,
+}
+
+impl DreamerLearner {
+    pub fn new(setup: &mut Setup<'_>, workload: Arc<Dreamer>) -> Result<Self> {
+        let spec = setup.spec;
+        let settings = workload.settings.clone();
+        let kind = setup.precision.kind;
+        let world = WorldModel::new(workload.dims(), setup.device, kind);
+        let behavior = Behavior::new(&world.dims, setup.device, kind);
+        if spec.exec.threads == 0 {
+            // A train step's convolutions cover batch × seq_len frames: large enough for every
+            // core, and the envs (CartPole) never step while it runs.
+            setup.threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        }
+        tch::set_num_threads(setup.threads as i32);
+        // On CUDA the profiler times every phase with CUDA events (the kernels it opens are
+        // CartPole's; only their events are used here).
+        if setup.device.is_cuda() {
+            // A run's convolutions keep their shapes, so timing cuDNN's algorithms once pays:
+            // its heuristics pick slow fp16 ones on an H200 (measured: fp16 train steps 1.8–2×
+            // faster timed). The mode is the process's, so it stays on for later runs in it.
+            tch::Cuda::cudnn_set_benchmark(true);
+            setup.notes.push("cuDNN benchmark mode: convolution algorithms timed on their first call".into());
+        }
+        let replay = Replay::new(settings.replay, settings.capacity, spec.envs, setup.device);
+        let collector = Collector::new(spec, workload.clone(), setup.device)?;
+        let layout = super::joint_layout(&world, &behavior);
+        let fp16_scale = (kind == tch::Kind::Half).then_some(hotlab_train::precision::INIT_SCALE);
+        Ok(Self {
+            spec: spec.clone(),
+            trainer: Trainer::new(settings, world, behavior, fp16_scale),
+            replay,
+            collector,
+            rng: HostRng::new(spec.seed ^ 0xd7ea_3e70),
+            owed: 0.0,
+            layout,
+            workload,
+        })
+    }
+
+    /// Train steps the ratio asks for after `env_steps` more env steps (none while the
+    /// buffer prefills or holds no full sequence per env).
+    fn due(&mut self, env_steps: u64) -> u64 {
+        let d = &self.trainer.settings;
+        if self.replay.len() < d.prefill || !self.replay.can_sample(d.seq_len) {
+            return 0;
+        }
+        self.owed += env_steps as f64 * d.train_ratio / (d.batch * d.seq_len) as f64;
+        let n = self.owed.floor();
+        self.owed -= n;
+        n as u64
+    }
+}
+
+impl Learner for DreamerLearner {
+    fn iterations(&self) -> u64 {
+        self.spec.updates()
+    }
+
+    fn layout(&self) -> &[ParamSlot] {
+        &self.layout
+    }
+
+    fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Option<Outcome>> {
+        let rollout = Instant::now();
+        let prefill = self.trainer.settings.prefill;
+        let mut random = |r: &Replay| r.len() < prefill;
+        let models = (&self.trainer.world, &self.trainer.behavior);
+        let done = self.collector.collect(self.spec.steps, models, &mut random, &mut self.replay, &mut self.rng, it)?;
+        if !done {
+            return Ok(None);
+        }
+        let rollout_s = rollout.elapsed().as_secs_f64();
+        let learn_start = Instant::now();
+        let steps = self.due(self.spec.batch_size() as u64);
+        let mut tally = Tally::new(self.trainer.settings.loss_read);
+        let mut lines = Vec::new();
+        for _ in 0..steps {
+            if it.stopped() {
+                return Ok(None);
+            }
+            self.trainer.step(&self.replay, &mut self.rng, it.prof, it.counters, &mut tally);
+            lines.extend(self.trainer.split.line());
+        }
+        let s = it.prof.start();
+        let norms = it.telemetry.filter(|_| steps > 0).map(|t| t.squared_norms(&self.trainer.grads()));
+        let s = it.prof.stop(Phase::Telemetry, s);
+        let mean = tally.read(steps, it.counters).map(|sum| sum.map(|v| v / steps as f64));
+        it.prof.stop(Phase::Decoder, s);
+        // Before the first train step (the prefill) there is nothing to report.
+        let losses = mean.map_or_else(Losses::default, |m| {
+            let mut l: Losses = TERMS.into_iter().zip(m).collect();
+            l.push("world.train_steps", steps as f64);
+            l
+        });
+        let (loss_scale, skipped_steps) = self.trainer.scaling(it.counters);
+        Ok(Some(Outcome {
+            env_steps: self.spec.batch_size() as u64,
+            lr: self.trainer.settings.wm_lr,
+            losses,
+            loss_scale,
+            skipped_steps,
+            norms,
+            learn_start,
+            rollout_s,
+            lines,
+        }))
+    }
+
+    fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy> {
+        Box::new(TrainedDreamer::new(self.trainer.world, self.trainer.behavior, self.workload))
+    }
+}

@@ -1,0 +1,206 @@
+//! `dreamer` (seed 004, issue 22): a DreamerV3-style learner on CartPole drawn to 64×64
+//! frames. Not PPO: it implements [`Learner`] itself, stepping its envs into a replay
+//! buffer and training a world model and an actor-critic in imagination from it.
+//!
+//! - [`render`]: the frames, drawn from the batch env's state beside the learner;
+//! - [`replay`]: the replay buffer (`--replay host|pinned|device`);
+//! - [`layers`]: the layers over one flat parameter tensor per network;
+//! - [`world`]: encoder, RSSM, decoder, heads and the world model's loss
+//!   (`--encoder per_step|batched`);
+//! - [`behavior`]: imagination, λ-returns, the actor and the critic;
+//! - [`collect`]: env steps into the buffer, the actor acting on the model's state;
+//! - [`step`]: one train step, the loss figures as `--loss-read` says, seed 004's split;
+//! - [`learner`]: an iteration: env steps, then the train steps the ratio asks for;
+//! - [`view`]: the lab's frame: the frame seen, its reconstruction, frames imagined;
+//! - [`eval`]: the actor against random actions;
+//! - [`bench`]: `hotlab bench batch`, the train step at each batch size.
+//!
+//! Sizes at `--size 1` (a CPU): encoder channels 8-16-32-64 (4×4×64 = 1,024 features),
+//! GRU 128, 8 categoricals of 8 classes, MLPs 128 wide; `--size k` multiplies the widths
+//! by k (latents up to 32 × 32).
+
+pub mod behavior;
+pub mod bench;
+pub mod collect;
+pub mod eval;
+pub mod layers;
+pub mod learner;
+pub mod render;
+pub mod replay;
+pub mod step;
+pub mod view;
+pub mod world;
+
+use anyhow::{bail, Result};
+use behavior::Behavior;
+use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::spec::{Backend, DreamerSpec, ReplayAt, RunSpec, SpecError, WorkloadSpec};
+use hotlab_train::checkpoint::{self, Stored};
+use hotlab_train::exec::{worker_flags, EnvMaker};
+use hotlab_train::params::ParamSlot;
+use hotlab_train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
+use std::path::Path;
+use std::sync::Arc;
+use tch::{Device, Tensor};
+use world::{Dims, WorldModel};
+
+/// The key of the networks' sizes in a checkpoint's `spec.json`.
+pub const CHECKPOINT_KEY: &str = "dreamer";
+/// Episodes of the run report's evaluation.
+const REPORT_EPISODES: usize = 8;
+
+/// The workload: its settings (its envs are CartPole's).
+pub struct Dreamer {
+    pub settings: DreamerSpec,
+}
+
+impl Dreamer {
+    pub fn load(settings: &DreamerSpec) -> Result<Self, SpecError> {
+        hotlab_shared::spec::Settings::validate(settings)?;
+        Ok(Self { settings: settings.clone() })
+    }
+
+    pub fn dims(&self) -> Dims {
+        Dims::new(self.settings.size)
+    }
+}
+
+impl EnvMaker for Dreamer {
+    fn name(&self) -> &'static str {
+        "dreamer"
+    }
+
+    fn vector_env(&self, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv> {
+        super::cartpole::CartPole.vector_env(count, seed, first)
+    }
+
+    fn scalar_env(&self, seed: u64, index: u64) -> Box<dyn ScalarEnv> {
+        super::cartpole::CartPole.scalar_env(seed, index)
+    }
+
+    fn worker_flags(&self) -> (Vec<String>, Option<String>) {
+        (worker_flags(WorkloadSpec::Dreamer(self.settings.clone())), None)
+    }
+}
+
+impl Workload for Dreamer {
+    /// The envs step on the host; their frames are drawn there.
+    fn backends(&self) -> &'static [Backend] {
+        &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized]
+    }
+
+    /// None: the learner draws its own frames ([`view`]): what the world model sees,
+    /// reconstructs and imagines, which the observations alone do not show.
+    fn frame(&self, _step: u64, _obs: &Observations, _actions: &[i64]) -> Option<Frame> {
+        None
+    }
+
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+        if self.settings.replay == ReplayAt::Pinned && setup.device == Device::Cpu {
+            bail!(
+                "--replay pinned: page-locked memory speeds copies to a GPU, and this run's device is the CPU; \
+                 allowed here: host, device"
+            );
+        }
+        Ok(Box::new(learner::DreamerLearner::new(setup, self)?))
+    }
+
+    fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>> {
+        let dims: Dims = stored.shape(CHECKPOINT_KEY)?;
+        if dims != self.dims() {
+            bail!("the checkpoint's networks ({dims:?}) are not the ones its spec's --size makes ({:?})", self.dims());
+        }
+        let world = WorldModel::new(dims, Device::Cpu, tch::Kind::Float);
+        let behavior = Behavior::new(&dims, Device::Cpu, tch::Kind::Float);
+        let total = world.p.numel() + behavior.actor.numel() + behavior.critic.numel();
+        let flat = stored.params(total)?;
+        let mut trained = TrainedDreamer::new(world, behavior, self);
+        trained.load(&flat);
+        Ok(Box::new(trained))
+    }
+}
+
+/// Every network's parameters, world model first, as one layout.
+fn joint_layout(world: &WorldModel, behavior: &Behavior) -> Vec<ParamSlot> {
+    let mut offset = 0;
+    let mut out = Vec::new();
+    for (net, params) in [("world", &world.p), ("actor", &behavior.actor), ("critic", &behavior.critic)] {
+        for slot in &params.layout {
+            out.push(ParamSlot {
+                name: format!("{net}.{}", slot.name),
+                shape: slot.shape.clone(),
+                offset: offset + slot.offset,
+            });
+        }
+        offset += params.numel();
+    }
+    out
+}
+
+/// A trained (or loaded) world model and actor-critic.
+pub struct TrainedDreamer {
+    world: WorldModel,
+    behavior: Behavior,
+    layout: Vec<ParamSlot>,
+    workload: Arc<Dreamer>,
+}
+
+impl TrainedDreamer {
+    pub fn new(world: WorldModel, behavior: Behavior, workload: Arc<Dreamer>) -> Self {
+        let layout = joint_layout(&world, &behavior);
+        Self { world, behavior, layout, workload }
+    }
+
+    fn flats(&self) -> [&Tensor; 3] {
+        [&self.world.p.flat, &self.behavior.actor.flat, &self.behavior.critic.flat]
+    }
+
+    /// The three networks' parameters from one flat vector in [`joint_layout`]'s order.
+    fn load(&mut self, flat: &Tensor) {
+        let mut offset = 0;
+        tch::no_grad(|| {
+            for net in [&mut self.world.p, &mut self.behavior.actor, &mut self.behavior.critic] {
+                let n = net.numel();
+                net.flat.copy_(&flat.narrow(0, offset, n));
+                offset += n;
+            }
+        });
+    }
+
+    fn joint(&self) -> Tensor {
+        Tensor::cat(&self.flats().map(|t| t.to_device(Device::Cpu)), 0)
+    }
+
+    fn evaluation(&self, episodes: usize, seed: u64) -> Evaluation {
+        let e = eval::evaluate(&self.world, &self.behavior, episodes, seed);
+        Evaluation { key: CHECKPOINT_KEY, json: serde_json::to_value(&e).unwrap_or_default(), summary: e.summary() }
+    }
+}
+
+impl TrainedPolicy for TrainedDreamer {
+    fn shape(&self) -> serde_json::Value {
+        serde_json::to_value(self.workload.dims()).unwrap_or_default()
+    }
+
+    fn layout(&self) -> &[ParamSlot] {
+        &self.layout
+    }
+
+    fn host_params(&self) -> Vec<f32> {
+        Vec::<f32>::try_from(&self.joint()).unwrap_or_default()
+    }
+
+    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
+        checkpoint::save(dir, spec, CHECKPOINT_KEY, self.shape(), &self.joint())
+    }
+
+    fn report_evaluation(&self, seed: u64) -> Option<Evaluation> {
+        Some(self.evaluation(REPORT_EPISODES, seed))
+    }
+
+    /// The actor and random actions over `episodes` episodes (at most 1000).
+    fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
+        Ok(self.evaluation(episodes.clamp(1, 1000), seed))
+    }
+}

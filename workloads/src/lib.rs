@@ -1,0 +1,147 @@
+//! The workloads, each in its own folder behind the seam of [`hotlab_train::workload`],
+//! and the registry that maps a spec's `env` to one. Each folder holds all of its
+//! workload's native code: its env (on libtorch and, where it has one, its scalar rules:
+//! the proof env's Prolog, the morpho env's lifecycle and tasks), its policy, its learner,
+//! its evaluation and its benchmarks.
+//!
+//! | workload | folder | what it is |
+//! |---|---|---|
+//! | `cartpole` | [`cartpole`] | Gymnasium's CartPole-v1, the MLP actor-critic, and a device backend |
+//! | `proof` | [`proof`] | seed 000's proof search over a Prolog knowledge base, an embedding policy |
+//! | `morpho` | [`morpho`] | seeds 001–003: hosts that grow seeds while they learn, an 8-head agent |
+//! | `dreamer` | [`dreamer`] | seed 004: a world model and an actor-critic in imagination, on pixel CartPole |
+//!
+//! Adding a workload: a folder here that implements [`Workload`], and one line in
+//! [`load`]; its settings are one line in `hotlab_shared::spec`'s registry (see
+//! `docs/architecture.md`).
+
+pub mod cartpole;
+pub mod dreamer;
+pub mod morpho;
+pub mod proof;
+
+use anyhow::Result;
+use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
+use hotlab_train::checkpoint;
+use hotlab_train::workload::{TrainedPolicy, Workload};
+use hotlab_train::{TrainOptions, Trained, UpdateMetrics};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The registry: the workload a spec names, loaded (a proof world's queries generated and
+/// labelled, a knowledge-base file parsed); a bad setting is refused naming its field.
+pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+    Ok(match &spec.workload {
+        WorkloadSpec::Cartpole(_) => Arc::new(cartpole::CartPole),
+        WorkloadSpec::Proof(settings) => Arc::new(proof::Proof::load(settings)?),
+        WorkloadSpec::Morpho(settings) => Arc::new(morpho::Morpho::load(settings, spec)?),
+        WorkloadSpec::Dreamer(settings) => Arc::new(dreamer::Dreamer::load(settings)?),
+    })
+}
+
+/// Trains a policy as `spec` says; `observe` is called after every update.
+pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
+    train_with(spec, TrainOptions::default(), observe)
+}
+
+/// [`train`] for its speed and profile alone: no held-out evaluation after it (what
+/// audits, lessons, the tuner and the benchmarks read is the run itself).
+pub fn measure(spec: &RunSpec) -> Result<hotlab_train::TrainReport> {
+    let opts = TrainOptions { skip_evaluation: true, ..TrainOptions::default() };
+    Ok(train_with(spec, opts, &mut |_| {})?.report)
+}
+
+/// [`train`] with a trace window, a telemetry sink, a stop flag or a frame feed.
+pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
+    let begin = Instant::now();
+    spec.validate()?;
+    hotlab_train::system::check_memory(spec)?;
+    let workload = load(spec)?;
+    hotlab_train::run(spec, workload, begin, opts, observe)
+}
+
+/// A checkpoint written by `hotlab train --out`, on the CPU, with its workload.
+pub fn load_checkpoint(dir: &Path) -> Result<Box<dyn TrainedPolicy>> {
+    let stored = checkpoint::read(dir)?;
+    let workload = load(&stored.spec)?;
+    workload.load_policy(stored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    /// A checkpoint's directory and its two files' bytes (spec.json, the weights).
+    type Files = (tempfile::TempDir, Vec<u8>, Vec<u8>);
+
+    /// A small trained checkpoint of each workload, written once.
+    fn checkpoints() -> &'static Vec<Files> {
+        static ONCE: OnceLock<Vec<Files>> = OnceLock::new();
+        ONCE.get_or_init(|| {
+            let specs = [
+                serde_json::json!({"envs": 2, "steps": 8, "total_steps": 16, "device": "cpu", "ppo": {"minibatches": 1}}),
+                serde_json::json!({"workload": {"proof": {"kb": "family:people=12,seed=1"}}, "envs": 2, "steps": 8,
+                    "total_steps": 16, "device": "cpu", "ppo": {"minibatches": 1}}),
+                serde_json::json!({"workload": {"morpho": {"images": 64, "epochs": 2, "width": 2, "tasks": 1}},
+                    "envs": 1, "steps": 2, "total_steps": 2, "device": "cpu", "ppo": {"minibatches": 1}}),
+                serde_json::json!({"workload": {"dreamer": {"batch": 2, "seq_len": 4, "prefill": 0, "horizon": 3}},
+                    "envs": 2, "steps": 8, "total_steps": 16, "device": "cpu", "ppo": {"minibatches": 1}}),
+            ];
+            specs
+                .into_iter()
+                .map(|v| {
+                    let spec: RunSpec = serde_json::from_value(v).unwrap();
+                    let dir = tempfile::tempdir().unwrap();
+                    train(&spec, &mut |_| {}).unwrap().policy.save(dir.path(), &spec).unwrap();
+                    let meta = std::fs::read(dir.path().join(checkpoint::SPEC_FILE)).unwrap();
+                    let weights = std::fs::read(dir.path().join(checkpoint::WEIGHTS_FILE)).unwrap();
+                    (dir, meta, weights)
+                })
+                .collect()
+        })
+    }
+
+    /// `bytes` with up to four bytes flipped, dropped or inserted.
+    fn mutated(bytes: &[u8], edits: &[(usize, u8, u8)]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for &(at, how, byte) in edits {
+            let at = at % out.len().max(1);
+            match how % 3 {
+                0 if at < out.len() => out[at] = byte,
+                1 if at < out.len() => {
+                    out.remove(at);
+                }
+                _ => out.insert(at, byte),
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// A checkpoint's files edited by hand or damaged: loading never panics; it loads, or
+        /// fails with an error. 300 cases × 2 files × 4 workloads.
+        #[test]
+        fn a_damaged_checkpoint_never_panics(
+            which in 0usize..4,
+            spec_edits in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 0..4),
+            weight_edits in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 0..4),
+        ) {
+            let (_, meta, weights) = &checkpoints()[which];
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(checkpoint::SPEC_FILE), mutated(meta, &spec_edits)).unwrap();
+            std::fs::write(dir.path().join(checkpoint::WEIGHTS_FILE), mutated(weights, &weight_edits)).unwrap();
+            match load_checkpoint(dir.path()) {
+                Ok(policy) => prop_assert!(policy.layout().iter().all(|s| s.shape.iter().all(|&d| d > 0))),
+                Err(e) => {
+                    let text = format!("{e:#}");
+                    prop_assert!(!text.trim().is_empty());
+                }
+            }
+        }
+    }
+}

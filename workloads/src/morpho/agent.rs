@@ -1,0 +1,152 @@
+//! The agent: the MLP actor-critic over an env's features, its eight heads sampled under
+//! the mask table (the op first, then the other heads under the op's row), its rollout
+//! forward in libtorch ops, and PPO's gradient of it by autograd. Its cost is small beside
+//! a host epoch; what this workload teaches is in the env's step.
+
+use super::{Morpho, TrainedMorpho};
+use hotlab_shared::counters::Counters;
+use hotlab_shared::env::Observations;
+use hotlab_shared::profile::Phase;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::{ActionSync, RunSpec};
+use hotlab_train::distribution;
+use hotlab_train::exec::transfer::Mover;
+use hotlab_train::models::mlp::actor::{eager_values, value_rows};
+use hotlab_train::models::mlp::policy::ActorCritic;
+use hotlab_train::params::ParamSlot;
+use hotlab_train::ppo::loss::loss_from;
+use hotlab_train::ppo::update::UpdateCtx;
+use hotlab_train::ppo::{device_outputs, Actor, Pass, PpoPolicy};
+use hotlab_train::precision::Precision;
+use hotlab_train::profiler::Profiler;
+use hotlab_train::rollout::{Batch, Rollout};
+use hotlab_train::workload::TrainedPolicy;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::{Kind, Tensor};
+
+/// The network as PPO trains it, and the workload it plays.
+pub struct MorphoAgent {
+    pub net: ActorCritic,
+    pub workload: Arc<Morpho>,
+}
+
+impl PpoPolicy for MorphoAgent {
+    type Pass<'a> = MorphoPass<'a>;
+
+    fn flat(&self) -> &Tensor {
+        &self.net.flat
+    }
+
+    fn layout(&self) -> &[ParamSlot] {
+        &self.net.layout
+    }
+
+    fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, _precision: &Precision) -> MorphoPass<'a> {
+        MorphoPass { agent: self, batch, shuffled: None, mb_size: spec.minibatch_size() as i64 }
+    }
+
+    fn into_trained(self) -> Box<dyn TrainedPolicy> {
+        Box::new(TrainedMorpho { net: self.net, workload: self.workload })
+    }
+}
+
+/// One update: the epoch's shuffled batch.
+pub struct MorphoPass<'a> {
+    agent: &'a mut MorphoAgent,
+    batch: &'a Batch,
+    shuffled: Option<Batch>,
+    mb_size: i64,
+}
+
+impl Pass for MorphoPass<'_> {
+    fn epoch(&mut self, order: &mut [i64]) {
+        self.shuffled = Some(self.batch.select(&Tensor::from_slice(order).to_device(self.agent.net.device())));
+    }
+
+    fn gradient(
+        &mut self,
+        _order: &[i64],
+        m: usize,
+        last: bool,
+        ctx: &UpdateCtx<'_>,
+        prof: &mut Profiler,
+        s: Instant,
+    ) -> (Option<Vec<f64>>, Instant) {
+        let mb = self.shuffled.as_ref().expect("an epoch has begun").rows(m as i64 * self.mb_size, self.mb_size);
+        let net = &mut self.agent.net;
+        net.zero_grad();
+        let (logits, value) = (net.logits(&mb.obs), net.value(&mb.obs));
+        // The mask each action was drawn under: its op's row of the table.
+        let mask = distribution::resolve_rows(&mb.extra[0].ne(0), &mb.actions.select(1, 0), ctx.heads);
+        let (loss, stats) = loss_from(&logits, &value, Some(&mask), &mb, ctx.heads, ctx.spec, last);
+        let s = prof.stop(Phase::UpdateForward, s);
+        loss.backward();
+        let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
+        (stats, prof.stop(Phase::Backward, s))
+    }
+
+    fn params(&mut self) -> (&mut Tensor, &mut Tensor) {
+        let net = &mut self.agent.net;
+        (&mut net.flat, &mut net.flat_grad)
+    }
+}
+
+/// The rollout's forward in libtorch ops: features and mask table to the device
+/// (`--transfer`), actions back (`--action-sync`: 8 heads × envs reads, or one).
+pub struct MorphoActor {
+    pub mover: Mover,
+    pub sync: ActionSync,
+}
+
+impl Actor<MorphoAgent> for MorphoActor {
+    fn act(
+        &mut self,
+        agent: &MorphoAgent,
+        rollout: &mut Rollout,
+        t: usize,
+        heads: &[usize],
+        _rng: &mut HostRng,
+        c: &mut Counters,
+        prof: &mut Profiler,
+        start: Instant,
+    ) -> Instant {
+        let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
+        tch::no_grad(|| {
+            let net = &agent.net;
+            let buffers = rollout.device_buffers(net.device());
+            let (mut log_probs, mut values) = (buffers.0.get(t as i64), buffers.1.get(t as i64));
+            let width = rollout.index[0].width;
+            let (fields, slot) = rollout.index_and_slot(t);
+            let obs = self.mover.obs_to_device(slot.obs, envs, obs_dim, c);
+            let table = self.mover.field_to_device(1, fields[0], envs, width, c).ne(0);
+            let s = prof.stop(Phase::ObsTransfer, start);
+            let logits = net.logits(&obs);
+            let (actions, mask) = distribution::sample_by_rows(&logits, &table, heads);
+            let (lp, _) = distribution::log_prob_and_entropy(&logits, Some(&mask), heads, &actions);
+            log_probs.copy_(&lp);
+            values.copy_(&net.value(&obs));
+            let s = prof.stop(Phase::PolicyForward, s);
+            self.mover.read_actions(&actions, slot.actions, self.sync, c);
+            prof.stop(Phase::ActionReadback, s)
+        })
+    }
+
+    fn values(
+        &mut self,
+        agent: &MorphoAgent,
+        obs: &Observations,
+        envs: usize,
+        row: Option<usize>,
+        c: &mut Counters,
+    ) -> Vec<f32> {
+        let (x, w) = value_rows(obs, envs, row);
+        eager_values(&agent.net, &self.mover, x, w, c)
+    }
+
+    fn sync_weights(&mut self, _agent: &MorphoAgent) {}
+
+    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+        device_outputs(rollout, c)
+    }
+}

@@ -1,0 +1,550 @@
+//! One env of the morphogenetic workload: a host learning its task, its slots' lifecycle,
+//! and one agent decision per step. A step carries out the decision (grafting or removing
+//! a seed), trains the host for `tempo` minibatches (one host epoch), ages the slots,
+//! validates, measures each live seed's contribution (validation with subsets of the live
+//! seeds switched off, Shapley values over them), and pays the change in validation
+//! accuracy less a rent on the parameters the seeds added.
+
+use super::blueprint::Blueprint;
+use super::host::{batch, tensors, Epoch, Host, SLOTS};
+use super::lifecycle::{self, RewardInputs};
+use crate::morpho::glyphs::Task;
+use crate::morpho::rules::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
+use anyhow::{anyhow, Result};
+use hotlab_shared::profile::Phase;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::{HostExec, LifecycleMode, SlotPool, StreamWait};
+use hotlab_train::exec::parts::PartClock;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::{Device, Tensor};
+
+/// How an env is set up.
+#[derive(Clone, Debug)]
+pub struct MorphoConfig {
+    /// The host's first-stage channels.
+    pub width: i64,
+    pub lr: f64,
+    /// Host minibatch size.
+    pub batch: i64,
+    /// Host epochs (agent decisions) per episode.
+    pub epochs: u32,
+    /// Reward lost per host's worth of added parameters.
+    pub rent: f64,
+    /// Sampled orderings for the Shapley values (None: exact, every ordering).
+    pub shapley_perms: Option<usize>,
+    /// How the host holds its seeds.
+    pub slots: SlotPool,
+    /// How a batch of envs runs its lifecycles and rewards.
+    pub lifecycle: LifecycleMode,
+    /// How a batch of envs trains its hosts.
+    pub host_exec: HostExec,
+    /// What the hosts' convolutions and matmuls compute in.
+    pub host_kind: tch::Kind,
+    /// The seeds' gradient norms every K host epochs (the run's `--telemetry-every`); the
+    /// observation keeps a live seed's last norm between them; 0 = never (they read 0).
+    pub telemetry_every: u64,
+    /// Where the hosts, their data and the batch's lifecycle state live (the run's device).
+    pub device: Device,
+    /// Hosts on CUDA, one stream each: when a host's stream waits for the default stream.
+    pub stream_wait: StreamWait,
+    pub gates: Gates,
+}
+
+impl MorphoConfig {
+    /// Whether each host's step is captured as a CUDA graph: a sleeper pool (its tensors
+    /// never change) on CUDA, each host on its own stream (`per_env`).
+    pub fn captures(&self) -> bool {
+        self.slots == SlotPool::Sleeper
+            && self.device.is_cuda()
+            && self.host_exec == HostExec::PerEnv
+            && hotlab_train::cuda::shim::AVAILABLE
+    }
+}
+
+impl Default for MorphoConfig {
+    fn default() -> Self {
+        Self {
+            width: 16,
+            lr: 3e-3,
+            batch: 64,
+            epochs: 12,
+            rent: 0.02,
+            shapley_perms: None,
+            slots: SlotPool::Dynamic,
+            lifecycle: LifecycleMode::Batched,
+            host_exec: HostExec::PerEnv,
+            host_kind: tch::Kind::Float,
+            telemetry_every: 1,
+            device: Device::Cpu,
+            stream_wait: StreamWait::Moved,
+            gates: Gates::default(),
+        }
+    }
+}
+
+/// What a step says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub reward: f64,
+    pub done: bool,
+    /// Validation accuracy after this epoch.
+    pub accuracy: f64,
+    /// At the episode's end: the final validation accuracy less the rent.
+    pub score: Option<f64>,
+}
+
+/// Observation features per env: the episode's progress, the last train and validation
+/// loss and accuracy, then per slot its stage (one-hot), α, age, blueprint (one-hot, none
+/// included), added parameters, the seed's gradient norm and its contribution.
+pub const OBS_PER_SLOT: usize = 7 + 1 + 1 + (Blueprint::ALL.len() + 1) + 3;
+pub const OBS: usize = 5 + SLOTS * OBS_PER_SLOT;
+
+pub const STAGES: [Stage; 7] = [
+    Stage::Dormant,
+    Stage::Germinated,
+    Stage::Training,
+    Stage::Blending,
+    Stage::Holding,
+    Stage::Fossilized,
+    Stage::Cooldown,
+];
+
+pub struct MorphoEnv {
+    cfg: MorphoConfig,
+    data: [Tensor; 4],
+    host: Host,
+    slots: Vec<Slot>,
+    /// Parameters each slot's seed added, and its last gradient norm and contribution.
+    added: [usize; SLOTS],
+    grad_norm: [f64; SLOTS],
+    contribution: [f64; SLOTS],
+    epoch: u32,
+    last: (f64, f64, f64, f64),
+    /// This epoch's training loss and accuracy, and its validation loss and accuracy.
+    trained: (f64, f64),
+    validated: (f64, f64),
+    base_params: usize,
+    /// fp16 steps this env's host's loss scaler has skipped (as last read).
+    skipped: u64,
+    rng: HostRng,
+    /// Where the step's parts are timed (the workload's, shared by its envs).
+    clock: Arc<PartClock>,
+}
+
+impl MorphoEnv {
+    /// An env on `task` whose host's weights, minibatches and seeds are drawn from `seed`.
+    pub fn new(task: &Task, cfg: MorphoConfig, seed: u64) -> Result<Self> {
+        let ((x, y), (xv, yv)) = (tensors(&task.train, cfg.device), tensors(&task.val, cfg.device));
+        let mut rng = HostRng::new(seed);
+        let mut host = Host::new(cfg.width, cfg.lr, cfg.slots, cfg.device, &mut rng)?;
+        host.set_kind(cfg.host_kind);
+        if cfg.captures() || cfg.host_kind == tch::Kind::Half {
+            host.static_steps(cfg.captures());
+        }
+        let base_params = host.params();
+        let mut env = Self {
+            cfg,
+            data: [x, y, xv, yv],
+            host,
+            slots: vec![Slot::default(); SLOTS],
+            added: [0; SLOTS],
+            grad_norm: [0.0; SLOTS],
+            contribution: [0.0; SLOTS],
+            epoch: 0,
+            last: (0.0, 0.0, 0.0, 0.0),
+            trained: (0.0, 0.0),
+            validated: (0.0, 0.0),
+            base_params,
+            skipped: 0,
+            rng,
+            clock: Arc::default(),
+        };
+        let (loss, accuracy) = env.validate(&[]);
+        env.last = (loss, 0.0, loss, accuracy);
+        Ok(env)
+    }
+
+    /// Times this env's steps' parts on `clock`.
+    pub fn with_clock(self, clock: Arc<PartClock>) -> Self {
+        Self { clock, ..self }
+    }
+
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    pub fn config(&self) -> &MorphoConfig {
+        &self.cfg
+    }
+
+    /// The clock this env's parts are timed and counted on.
+    pub fn clock(&self) -> &PartClock {
+        &self.clock
+    }
+
+    /// Every head's mask, a row per op ([`rules::mask_table`]).
+    pub fn mask_table(&self) -> Vec<bool> {
+        rules::mask_table(&self.slots, &self.cfg.gates, Blueprint::ALL.len())
+    }
+
+    /// Whether the masks allow `a` now.
+    pub fn allows(&self, a: &Action) -> bool {
+        let (ops, slots) = self.masks();
+        ops.get(a.op).is_some_and(|&ok| ok) && (a.op == 0 || slots[a.op].get(a.slot).is_some_and(|&ok| ok))
+    }
+
+    /// The op head's mask and, for each op, the slot head's.
+    pub fn masks(&self) -> ([bool; 6], Vec<Vec<bool>>) {
+        let g = &self.cfg.gates;
+        (rules::op_mask(&self.slots, g), rules::OPS.iter().map(|&op| rules::slot_mask(&self.slots, op, g)).collect())
+    }
+
+    /// The features the agent sees ([`OBS`] of them).
+    pub fn observe(&self) -> Vec<f32> {
+        let (train_loss, train_acc, val_loss, val_acc) = self.last;
+        let mut obs = vec![
+            self.epoch as f32 / self.cfg.epochs as f32,
+            train_loss as f32,
+            train_acc as f32,
+            val_loss as f32,
+            val_acc as f32,
+        ];
+        for (i, s) in self.slots.iter().enumerate() {
+            obs.extend(STAGES.map(|st| (st == s.stage) as u8 as f32));
+            obs.push(s.alpha as f32);
+            obs.push((s.age as f32 / 10.0).min(1.0));
+            let bp = s.blueprint.filter(|_| self.host.slots[i].live.is_some());
+            obs.extend((0..=Blueprint::ALL.len()).map(|b| (bp.map_or(Blueprint::ALL.len(), |x| x) == b) as u8 as f32));
+            obs.push(self.added[i] as f32 / self.base_params as f32);
+            obs.push(self.grad_norm[i] as f32);
+            obs.push(self.contribution[i] as f32);
+        }
+        obs
+    }
+
+    /// Validation loss and accuracy with the seeds of `off` switched off (α = 0).
+    fn validate(&mut self, off: &[usize]) -> (f64, f64) {
+        let kept: Vec<f64> = off.iter().map(|&s| self.host.slots[s].alpha).collect();
+        off.iter().for_each(|&s| self.host.slots[s].alpha = 0.0);
+        let result = self.host.evaluate(&self.data[2], &self.data[3]);
+        off.iter().zip(kept).for_each(|(&s, a)| self.host.slots[s].alpha = a);
+        result
+    }
+
+    /// One decision, one host epoch, with the scalar rules ([`rules::apply`],
+    /// [`Slot::tick`], [`lifecycle::reward`]); each part timed on the env's clock. A batch
+    /// of envs runs the same parts around its own lifecycle ([`super::envs`]).
+    pub fn step(&mut self, a: &Action) -> Result<Outcome> {
+        let t = Instant::now();
+        let mut slots = self.slots.clone();
+        let surgery =
+            rules::apply(&mut slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))?;
+        self.clock.lap(Phase::Lifecycle, t);
+        self.operate(&slots, surgery)?;
+        self.train(a.tempo)?;
+        let t = Instant::now();
+        slots.iter_mut().for_each(|s| s.tick(&self.cfg.gates));
+        self.clock.lap(Phase::Lifecycle, t);
+        self.settle(&slots);
+        self.measure();
+        let t = Instant::now();
+        let [accuracy, last, added, base] = self.reward_inputs();
+        let inputs = RewardInputs {
+            accuracy: vec![accuracy],
+            last: vec![last],
+            added: vec![added],
+            base: vec![base],
+            rent: self.cfg.rent,
+            epochs: self.cfg.epochs,
+        };
+        let reward = lifecycle::reward(&inputs, 0);
+        self.clock.lap(Phase::Reward, t);
+        Ok(self.finish(reward))
+    }
+
+    /// Carries a decision out on the host: `slots` are the slots after it, `surgery` what
+    /// it asks of the host (a seed grafted or removed).
+    pub fn operate(&mut self, slots: &[Slot], surgery: Option<Surgery>) -> Result<()> {
+        let t = Instant::now();
+        if surgery.is_some() && self.cfg.slots == SlotPool::Dynamic {
+            self.clock.topology_changed();
+        }
+        match surgery {
+            Some(Surgery::Graft { slot, blueprint, lr_scale }) => {
+                let bp = *Blueprint::ALL.get(blueprint).ok_or_else(|| anyhow!("blueprint {blueprint}"))?;
+                let before = self.host.params();
+                self.host.graft(slot, bp, 0.0, lr_scale, &mut self.rng);
+                self.added[slot] = self.host.params() - before;
+            }
+            Some(Surgery::Remove { slot }) => {
+                self.host.remove(slot);
+                self.added[slot] = 0;
+            }
+            None => {}
+        }
+        self.slots = slots.to_vec();
+        for (host, s) in self.host.slots.iter_mut().zip(&self.slots) {
+            host.learning = s.stage == Stage::Training;
+        }
+        self.clock.lap(Phase::Lifecycle, t);
+        Ok(())
+    }
+
+    /// One host epoch of the tempo head's choice `tempo` minibatches, and the live seeds'
+    /// gradient norms after it when telemetry is due.
+    pub fn train(&mut self, tempo: usize) -> Result<()> {
+        let mut epoch = self.begin_epoch(tempo)?;
+        while self.minibatch(&mut epoch) {}
+        self.end_epoch(epoch);
+        Ok(())
+    }
+
+    /// An epoch of the tempo head's choice `tempo` minibatches, drawn, not yet run.
+    pub fn begin_epoch(&mut self, tempo: usize) -> Result<Epoch> {
+        let steps = *TEMPOS.get(tempo).ok_or_else(|| anyhow!("tempo {tempo}"))?;
+        let n = self.data[0].size()[0] as u64;
+        Ok(Epoch::draw(n, steps, self.cfg.batch, &mut self.rng, self.cfg.device))
+    }
+
+    /// The epoch's next minibatch, queued; false once it is over.
+    pub fn minibatch(&mut self, epoch: &mut Epoch) -> bool {
+        self.host.minibatch(epoch, &self.data[0], &self.data[1], &self.clock)
+    }
+
+    /// The epoch's loss and accuracy read back, and the seeds' norms when telemetry is due.
+    pub fn end_epoch(&mut self, epoch: Epoch) {
+        let (loss, accuracy, skipped) = self.host.finish_epoch(epoch, &self.clock);
+        self.trained = (loss, accuracy);
+        if let Some(n) = skipped {
+            self.clock.host_steps_skipped(n.saturating_sub(self.skipped));
+            self.skipped = n;
+        }
+        let t = Instant::now();
+        self.telemetry();
+        self.clock.lap(Phase::Lifecycle, t);
+    }
+
+    /// The live seeds' gradient norms, every `telemetry_every` host epochs of the episode
+    /// (seed 001 F1: strided, one fused reduction and one read per host); in between a
+    /// live seed keeps its last norm, and a slot without a seed reads 0.
+    fn telemetry(&mut self) {
+        let every = self.cfg.telemetry_every;
+        if every > 0 && u64::from(self.epoch) % every == 0 {
+            if let Some(norms) = self.host.seed_grad_norms() {
+                self.grad_norm = norms;
+                self.clock.seed_norm_read();
+            }
+        }
+        for (norm, slot) in self.grad_norm.iter_mut().zip(&self.host.slots) {
+            if slot.live.is_none() {
+                *norm = 0.0;
+            }
+        }
+    }
+
+    /// One host epoch for each of `envs` (the tempo head's choice each), their hosts trained
+    /// as one model ([`batch`]); each host's loss, accuracy and seeds' gradient norms as
+    /// [`MorphoEnv::train`] gives them, to rounding.
+    pub fn train_together(envs: &mut [&mut MorphoEnv], tempos: &[usize]) -> Result<()> {
+        let Some(first) = envs.first() else { return Ok(()) };
+        let (batch, clock) = (first.cfg.batch, first.clock.clone());
+        let mut members = Vec::new();
+        for (env, &tempo) in envs.iter_mut().zip(tempos) {
+            let steps = *TEMPOS.get(tempo).ok_or_else(|| anyhow!("tempo {tempo}"))?;
+            let env = &mut **env;
+            let [x, y, ..] = &env.data;
+            members.push(batch::Member { host: &mut env.host, x, y, rng: &mut env.rng, steps });
+        }
+        let trained = batch::train(&mut members, batch, &clock);
+        drop(members);
+        let t = Instant::now();
+        for (env, trained) in envs.iter_mut().zip(trained) {
+            env.trained = trained;
+            env.telemetry();
+        }
+        clock.lap(Phase::Lifecycle, t);
+        Ok(())
+    }
+
+    /// The end of the epoch: the slots after their tick, whose blends the host follows (a
+    /// seed learns at α = 0 in its training stage, and through α after it).
+    pub fn settle(&mut self, slots: &[Slot]) {
+        let t = Instant::now();
+        self.slots = slots.to_vec();
+        for (host, s) in self.host.slots.iter_mut().zip(&self.slots) {
+            (host.alpha, host.learning) = (s.alpha, s.stage == Stage::Training);
+        }
+        self.epoch += 1;
+        self.clock.lap(Phase::Lifecycle, t);
+    }
+
+    /// Validates the host and credits each live seed (Shapley values); the accuracy.
+    pub fn measure(&mut self) -> f64 {
+        let t = Instant::now();
+        self.validated = self.validate(&[]);
+        let t = self.clock.lap(Phase::Validation, t);
+        self.contribution = self.contributions(self.validated.1);
+        self.clock.lap(Phase::Counterfactual, t);
+        self.validated.1
+    }
+
+    /// What this epoch's reward is computed from: the validation accuracy now and before,
+    /// the parameters the seeds added and the bare host's.
+    pub fn reward_inputs(&self) -> [f64; 4] {
+        [self.validated.1, self.last.3, self.added.iter().sum::<usize>() as f64, self.base_params as f64]
+    }
+
+    /// Ends the epoch with its reward.
+    pub fn finish(&mut self, reward: f64) -> Outcome {
+        let (val_loss, accuracy) = self.validated;
+        let rent = self.cfg.rent * self.added.iter().sum::<usize>() as f64 / self.base_params as f64;
+        self.last = (self.trained.0, self.trained.1, val_loss, accuracy);
+        let done = self.epoch >= self.cfg.epochs;
+        Outcome { reward, done, accuracy, score: done.then_some(accuracy - rent) }
+    }
+
+    /// Each live seed's Shapley value in validation accuracy (0 for the others).
+    fn contributions(&mut self, accuracy: f64) -> [f64; SLOTS] {
+        let live: Vec<usize> =
+            (0..SLOTS).filter(|&s| self.host.slots[s].live.is_some() && self.host.slots[s].alpha > 0.0).collect();
+        let mut out = [0.0; SLOTS];
+        if live.is_empty() {
+            return out;
+        }
+        let full = (1u32 << live.len()) - 1;
+        let mut rng = HostRng::new(self.epoch as u64);
+        let perms = self.cfg.shapley_perms;
+        let mut value = |mask: u32| {
+            if mask == full {
+                return accuracy;
+            }
+            let off: Vec<usize> =
+                live.iter().enumerate().filter(|(i, _)| mask & (1 << i) == 0).map(|(_, &s)| s).collect();
+            self.validate(&off).1
+        };
+        let sampled = perms.map(|n| (n, &mut rng));
+        let values = rules::shapley(live.len(), &mut value, sampled);
+        for (s, v) in live.into_iter().zip(values) {
+            out[s] = v;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::morpho::glyphs::{generate, TaskSpec};
+    use crate::morpho::rules::OPS;
+
+    fn task() -> Task {
+        generate(&TaskSpec { seed: 21, train: 512, val: 256, ..TaskSpec::default() })
+    }
+
+    fn op(o: rules::Op, slot: usize) -> Action {
+        Action {
+            op: OPS.iter().position(|&x| x == o).unwrap(),
+            slot,
+            blueprint: 2,
+            alpha_target: 3,
+            ..Action::default()
+        }
+    }
+
+    /// A seed from germination to a fossil, through every gate: the episode's rewards sum
+    /// to the accuracy gained less the rent, the observation keeps its size, and two envs
+    /// with the same seed and actions agree bit for bit.
+    #[test]
+    fn an_episode_grows_a_seed_and_is_the_same_twice() {
+        use rules::Op::*;
+        let cfg = MorphoConfig { epochs: 8, ..MorphoConfig::default() };
+        let plan = [
+            op(Germinate, 1),
+            op(Advance, 1),
+            op(Wait, 0),
+            op(Advance, 1),
+            op(Wait, 0),
+            op(Wait, 0),
+            op(Fossilize, 1),
+            op(Wait, 0),
+        ];
+        let run = || {
+            let mut env = MorphoEnv::new(&task(), cfg.clone(), 4).unwrap();
+            let start = env.last.3;
+            let mut out = Vec::new();
+            for a in &plan {
+                let (ops, slots) = env.masks();
+                assert!(ops[a.op] && (a.op == 0 || slots[a.op][a.slot]), "{a:?} is legal");
+                out.push(env.step(a).unwrap());
+                assert_eq!(env.observe().len(), OBS);
+            }
+            (env, start, out)
+        };
+        let (env, start, out) = run();
+        assert_eq!(env.slots()[1].stage, Stage::Fossilized);
+        assert!(out.last().unwrap().done && out.iter().rev().skip(1).all(|o| !o.done));
+        let total: f64 = out.iter().map(|o| o.reward).sum();
+        let score = out.last().unwrap().score.unwrap();
+        let rent = cfg.rent * env.added.iter().sum::<usize>() as f64 / env.base_params as f64;
+        assert!(env.added[1] > 0 && env.contribution[1] != 0.0, "the live seed is credited");
+        assert!((score - (out.last().unwrap().accuracy - rent)).abs() < 1e-12);
+        assert!(total > -1.0 && total < 1.0 && start < 1.0);
+        let (_, _, again) = run();
+        assert_eq!(out, again, "the same seed and actions, the same episode");
+    }
+
+    /// `--telemetry-every K`: the live seed's gradient norm is read (once per host, counted)
+    /// in epochs 0, K, 2K… of the episode and kept in between; K = 0 never reads it.
+    #[test]
+    fn seed_gradient_norms_are_taken_every_k_epochs() {
+        use rules::Op::*;
+        let plan = [op(Germinate, 0), op(Advance, 0), op(Wait, 0), op(Wait, 0), op(Wait, 0)];
+        let norms = |every: u64| {
+            let cfg = MorphoConfig { epochs: 6, telemetry_every: every, ..MorphoConfig::default() };
+            let mut env = MorphoEnv::new(&task(), cfg, 3).unwrap();
+            let mut seen = Vec::new();
+            for a in &plan {
+                env.step(a).unwrap();
+                seen.push(env.grad_norm[0]);
+                assert_eq!(env.grad_norm[1..], [0.0, 0.0], "slots without a seed read 0");
+            }
+            (seen, env.clock.counters().seed_norm_reads)
+        };
+        // Germinated in epoch 0 (no gradient yet), learning from epoch 1.
+        let (every, reads) = norms(1);
+        assert_eq!(reads, 5);
+        assert!(every[0] == 0.0 && every[1..].iter().all(|&n| n > 0.0), "{every:?}");
+        assert!(every.windows(2).all(|w| w[0] != w[1]), "{every:?}");
+        let (strided, reads) = norms(2);
+        assert_eq!(reads, 3, "epochs 0, 2 and 4");
+        assert_eq!(strided, [every[0], every[0], every[2], every[2], every[4]], "kept between reads");
+        assert_eq!(norms(0), (vec![0.0; 5], 0), "off: never read");
+    }
+
+    /// fp16 hosts: the steps their scalers skip reach the run's counters, read with the
+    /// epoch's losses and counted once each across epochs.
+    #[test]
+    fn an_fp16_hosts_skipped_steps_are_counted() {
+        let cfg = MorphoConfig { epochs: 3, width: 8, host_kind: tch::Kind::Half, ..MorphoConfig::default() };
+        let mut env = MorphoEnv::new(&task(), cfg, 2).unwrap();
+        // A scale no fp16 gradient survives: every step overflows and is skipped.
+        env.host.restart_scaler(1e30);
+        let wait = |tempo| Action { tempo, ..Action::default() };
+        env.step(&wait(0)).unwrap();
+        assert_eq!(env.clock.counters().host_steps_skipped, 4, "tempo 0: 4 minibatches, all skipped");
+        env.step(&wait(1)).unwrap();
+        assert_eq!(env.clock.counters().host_steps_skipped, 12, "8 more, the first 4 not counted twice");
+        assert!(env.trained.0.is_finite(), "the loss itself is finite: {:?}", env.trained);
+        let mut sane = MorphoEnv::new(&task(), MorphoConfig { epochs: 2, ..env.cfg.clone() }, 2).unwrap();
+        sane.step(&wait(0)).unwrap();
+        assert_eq!(sane.clock.counters().host_steps_skipped, 0, "from 2^16 these steps do not overflow");
+    }
+
+    #[test]
+    fn an_illegal_action_is_refused() {
+        let mut env = MorphoEnv::new(&task(), MorphoConfig { epochs: 2, ..MorphoConfig::default() }, 1).unwrap();
+        let e = env.step(&op(rules::Op::Fossilize, 0)).unwrap_err();
+        assert!(e.to_string().contains("illegal"), "{e}");
+    }
+}

@@ -1,0 +1,297 @@
+//! `morpho` (seeds 001–003, issue 21): each env is a host network learning a supervised
+//! task ([`glyphs`]: 16×16 glyphs drawn from a seed) into whose slots an agent grafts
+//! small modules ("seeds") while it trains; one decision per host epoch, eight heads.
+//!
+//! - [`rules`]: the slot lifecycle, the eight action heads and their masks, Shapley
+//!   contributions (scalar rules, no tensors);
+//! - [`blueprint`]: the seeds' five blueprints; [`host`]: the host with its slots and
+//!   [`adam`] its optimizer;
+//! - [`env`]: one env's step (the decision, a host epoch, validation, Shapley credit, the
+//!   reward); the lifecycle, masks and Shapley values are [`rules`];
+//! - [`envs`]: episodes on a pool of tasks, as a batch and one at a time (the backends);
+//!   [`lifecycle`]: a batch's decisions, slot ticks and rewards, env after env or in one
+//!   pass of tensor ops (`--lifecycle`);
+//! - [`streams`]: hosts on CUDA, a stream each, queued minibatch-first (`--stream-wait`);
+//! - [`agent`]: the 8-head policy, its rollout forward and PPO gradient;
+//! - [`view`]: what the lab's viewer draws;
+//! - [`bench`]: `hotlab bench host`, host training against this machine's sgemm;
+//! - [`eval`]: the agent against "always wait" and "random legal" on held-out tasks.
+
+pub mod adam;
+pub mod agent;
+pub mod bench;
+pub mod blueprint;
+pub mod env;
+pub mod envs;
+pub mod eval;
+pub mod glyphs;
+pub mod host;
+pub mod lifecycle;
+pub mod mixed;
+pub mod rules;
+pub mod streams;
+pub mod view;
+
+use crate::morpho::glyphs::{generate, TaskSpec};
+use agent::{MorphoActor, MorphoAgent};
+use anyhow::{bail, Result};
+use env::{MorphoConfig, OBS};
+use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
+use hotlab_shared::counters::EnvCounters;
+use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::spec::{
+    Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, WorkloadSpec,
+};
+use hotlab_train::checkpoint;
+use hotlab_train::exec::transfer::Mover;
+use hotlab_train::exec::{worker_flags, EnvMaker};
+use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
+use hotlab_train::params::ParamSlot;
+use hotlab_train::ppo::{self, collect::HostCollector, PpoLearner};
+use hotlab_train::precision::Precision;
+use hotlab_train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The key of the agent's shape in a checkpoint's `spec.json`.
+pub const CHECKPOINT_KEY: &str = "morpho";
+/// Held-out episodes per policy in a run's report.
+const REPORT_EPISODES: usize = 8;
+
+/// The workload: its settings and the training tasks they name, generated once.
+pub struct Morpho {
+    pub settings: MorphoSpec,
+    pub run: Run,
+    pub pool: Pool,
+}
+
+/// What the envs take from the run beside the workload's settings (worker processes get
+/// them as flags).
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// Where the hosts train, with their data and the lifecycle state: the run's device.
+    pub device: tch::Device,
+    /// The run's `--telemetry-every`: the seeds' gradient norms every K host epochs.
+    pub telemetry_every: u64,
+}
+
+impl Morpho {
+    /// The workload for a run: its settings, the run's device (where the hosts train) and
+    /// its `--telemetry-every` (the seeds' gradient norms every K host epochs).
+    pub fn load(settings: &MorphoSpec, run: &RunSpec) -> Result<Self, SpecError> {
+        hotlab_shared::spec::Settings::validate(settings)?;
+        let device = hotlab_train::exec::device::resolve(&run.device)?;
+        if settings.stream_wait == StreamWait::Every && !device.is_cuda() {
+            return Err(SpecError::new(
+                "stream_wait",
+                "'every' makes each host's CUDA stream wait before every minibatch; hosts on the CPU have no \
+                 streams (--device cpu); allowed here: moved",
+            ));
+        }
+        if settings.host_precision == hotlab_shared::spec::Precision::Fp16
+            && (!device.is_cuda() || settings.host_exec == HostExec::Batched)
+        {
+            return Err(SpecError::new(
+                "host_precision",
+                "fp16 hosts train on CUDA (--device cuda) under --host-exec per_env, with their loss scaler; \
+                 allowed here: fp32, bf16, auto",
+            ));
+        }
+        let run = Run { device, telemetry_every: run.telemetry.every };
+        let pool = Self::pool(settings, run, settings.task_seed, settings.tasks);
+        Ok(Self { settings: settings.clone(), run, pool })
+    }
+
+    /// `count` tasks from `first`, and the env setup the settings say.
+    fn pool(s: &MorphoSpec, run: Run, first: u64, count: usize) -> Pool {
+        let tasks = (0..count as u64)
+            .map(|i| generate(&TaskSpec { seed: first + i, train: s.images, val: s.images / 4, ..TaskSpec::default() }))
+            .collect();
+        let cfg =
+            MorphoConfig {
+                width: s.width as i64,
+                epochs: s.epochs,
+                rent: s.rent,
+                shapley_perms: (s.shapley_perms > 0).then_some(s.shapley_perms),
+                slots: s.slots,
+                lifecycle: s.lifecycle,
+                host_exec: s.host_exec,
+                // `auto` may pick fp16 on an older GPU: the hosts have no loss scaler, so fp32.
+                host_kind: hotlab_train::precision::resolve(s.host_precision, run.device)
+                    .map_or(tch::Kind::Float, |p| if p.kind == tch::Kind::Half { tch::Kind::Float } else { p.kind }),
+                telemetry_every: run.telemetry_every,
+                device: run.device,
+                stream_wait: s.stream_wait,
+                ..MorphoConfig::default()
+            };
+        Pool { tasks: Arc::new(tasks), cfg, clock: Arc::default() }
+    }
+
+    /// Tasks no training env learns: the ones after the training tasks' seeds. Their hosts
+    /// make and free their seeds whatever `--slots` says: a sleeper pool gives the same
+    /// episodes at the cost of computing its sleepers, which an evaluation need not pay.
+    pub fn held_out(&self, count: usize) -> Pool {
+        let s = MorphoSpec { slots: SlotPool::Dynamic, ..self.settings.clone() };
+        Self::pool(&s, self.run, s.task_seed + s.tasks as u64 + 1000, count)
+    }
+}
+
+impl Morpho {
+    /// What the run's notes say of hosts on CUDA: their streams, or why they share one.
+    fn host_note(&self) -> Option<String> {
+        let device = self.run.device;
+        if !device.is_cuda() {
+            return None;
+        }
+        let on = hotlab_train::exec::device::label(device);
+        Some(match (self.settings.host_exec, hotlab_train::cuda::shim::AVAILABLE) {
+            (HostExec::Batched, _) => format!("env morpho: hosts on {on}, each batch trained as one model"),
+            (HostExec::PerEnv, true) => format!(
+                "env morpho: hosts on {on}, each on its own CUDA stream, minibatch-first across a batch \
+                 (--stream-wait {}); {}",
+                self.settings.stream_wait.as_str(),
+                if self.pool.cfg.captures() {
+                    "each sleeper host's step captured as a CUDA graph after two warm-up steps"
+                } else {
+                    "steps not captured: a dynamic pool's parameter set changes with every graft"
+                }
+            ),
+            (HostExec::PerEnv, false) => {
+                format!("env morpho: hosts on {on} share libtorch's stream: this build has no CUDA stream shim")
+            }
+        })
+    }
+}
+
+/// The agent's network for the env: the features in, every head's choices out.
+fn architecture(hidden: &[usize]) -> Architecture {
+    Architecture { obs_dim: OBS, hidden: hidden.to_vec(), logits: env_spec().total_choices() }
+}
+
+impl EnvMaker for Morpho {
+    fn name(&self) -> &'static str {
+        "morpho"
+    }
+
+    fn vector_env(&self, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv> {
+        Box::new(MorphoBatch::new(self.pool.clone(), count, seed, first))
+    }
+
+    fn scalar_env(&self, seed: u64, index: u64) -> Box<dyn ScalarEnv> {
+        Box::new(MorphoScalar::new(self.pool.clone(), seed, index))
+    }
+
+    fn worker_flags(&self) -> (Vec<String>, Option<String>) {
+        let mut flags = worker_flags(WorkloadSpec::Morpho(self.settings.clone()));
+        flags.extend(["--telemetry-every".into(), self.run.telemetry_every.to_string()]);
+        flags.extend(["--device".into(), hotlab_train::exec::device::label(self.run.device)]);
+        (flags, None)
+    }
+
+    fn env_counters(&self) -> EnvCounters {
+        self.pool.clock.counters()
+    }
+}
+
+impl Workload for Morpho {
+    /// A host trains on the CPU beside its env.
+    fn backends(&self) -> &'static [Backend] {
+        &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized]
+    }
+
+    /// The first few envs' hosts and the decision just taken on them.
+    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
+        Some(view::frame(step, obs.fields.first()?.as_f32()?, actions, self.settings.epochs))
+    }
+
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+        let spec = setup.spec;
+        if spec.exec.backend == Backend::Device {
+            bail!(
+                "the morpho env's hosts train beside their envs on a host backend: --backend device has no morpho env"
+            );
+        }
+        if let Some(note) = self.host_note() {
+            setup.notes.push(note);
+        }
+        let heads: Vec<usize> = env_spec().heads.iter().map(|h| h.n).collect();
+        let net = ActorCritic::new(architecture(&spec.ppo.hidden), setup.device);
+        if setup.precision.kind != tch::Kind::Float {
+            setup.notes.push("env morpho: the agent's update runs in fp32, whatever --precision says".into());
+            setup.precision = Precision::fp32();
+        }
+        if spec.exec.inference != Inference::Eager {
+            setup.notes.push(format!(
+                "env morpho: the agent's forward is libtorch ops (eager), whatever --inference {} says",
+                spec.exec.inference.as_str()
+            ));
+        }
+        let (opt, mover) = ppo::after_init(setup, &net.flat);
+        let (device, transfer, sync) = (setup.device, spec.exec.transfer, spec.exec.action_sync);
+        let actor = || MorphoActor { mover: Mover::new(transfer, device), sync };
+        let collector = HostCollector::new(spec, self.clone(), OBS, actor)?;
+        let agent = MorphoAgent { net, workload: self };
+        Ok(Box::new(PpoLearner::new(setup, agent, opt, mover, Box::new(collector), heads)))
+    }
+
+    fn load_policy(self: Arc<Self>, stored: checkpoint::Stored) -> Result<Box<dyn TrainedPolicy>> {
+        let arch: Architecture = stored.shape(CHECKPOINT_KEY)?;
+        let want = architecture(&arch.hidden);
+        if (arch.obs_dim, arch.logits) != (want.obs_dim, want.logits) {
+            bail!(
+                "the checkpoint's agent reads {} features and scores {} choices; the morpho env has {} and {}",
+                arch.obs_dim,
+                arch.logits,
+                want.obs_dim,
+                want.logits
+            );
+        }
+        if arch.hidden.is_empty() || arch.hidden.len() > 8 || arch.hidden.iter().any(|&h| !(1..=4096).contains(&h)) {
+            bail!("the checkpoint's hidden widths {:?} are not 1 to 8 layers of 1 to 4096", arch.hidden);
+        }
+        let flat = stored.params(arch.num_params())?;
+        Ok(Box::new(TrainedMorpho { net: ActorCritic::from_flat(arch, flat), workload: self }))
+    }
+}
+
+/// A trained (or loaded) agent and its workload.
+pub struct TrainedMorpho {
+    pub net: ActorCritic,
+    pub workload: Arc<Morpho>,
+}
+
+impl TrainedMorpho {
+    fn evaluation(&self, episodes: usize, seed: u64) -> Evaluation {
+        let pool = self.workload.held_out(episodes);
+        let e = eval::evaluate(&pool, &self.net, episodes, seed);
+        Evaluation { key: CHECKPOINT_KEY, json: serde_json::to_value(&e).unwrap_or_default(), summary: e.summary() }
+    }
+}
+
+impl TrainedPolicy for TrainedMorpho {
+    fn shape(&self) -> serde_json::Value {
+        serde_json::to_value(&self.net.arch).unwrap_or_default()
+    }
+
+    fn layout(&self) -> &[ParamSlot] {
+        &self.net.layout
+    }
+
+    fn host_params(&self) -> Vec<f32> {
+        self.net.host_params()
+    }
+
+    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
+        checkpoint::save(dir, spec, CHECKPOINT_KEY, self.shape(), &self.net.flat)
+    }
+
+    fn report_evaluation(&self, seed: u64) -> Option<Evaluation> {
+        Some(self.evaluation(REPORT_EPISODES, seed))
+    }
+
+    /// The agent, "always wait" and "random legal" on `episodes` held-out episodes (at most 1000).
+    fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
+        Ok(self.evaluation(episodes.clamp(1, 1000), seed))
+    }
+}

@@ -1,0 +1,113 @@
+//! The embedding policy's rollout forward: libtorch ops (`eager`; the three index fields
+//! go to the device) or the native forward on the host (`fused`, [`ProofHost`]).
+
+use super::host::ProofHost;
+use super::ProofAgent;
+use hotlab_shared::counters::Counters;
+use hotlab_shared::env::{FieldData, Observations};
+use hotlab_shared::profile::Phase;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::ActionSync;
+use hotlab_train::distribution;
+use hotlab_train::exec::transfer::{read_into, Mover};
+use hotlab_train::models::mlp::host::{draw_uniforms, ActOut};
+use hotlab_train::ppo::{device_outputs, Actor};
+use hotlab_train::profiler::Profiler;
+use hotlab_train::rollout::Rollout;
+use std::time::Instant;
+use tch::Tensor;
+
+pub enum ProofActor {
+    /// libtorch ops: the index fields go to the device (`--transfer`, one copy per field
+    /// or per env and field), actions come back (`--action-sync`).
+    Eager { mover: Mover, sync: ActionSync },
+    /// The native forward on the host.
+    Fused { policy: Box<ProofHost> },
+}
+
+impl Actor<ProofAgent> for ProofActor {
+    fn act(
+        &mut self,
+        agent: &ProofAgent,
+        rollout: &mut Rollout,
+        t: usize,
+        heads: &[usize],
+        rng: &mut HostRng,
+        c: &mut Counters,
+        prof: &mut Profiler,
+        start: Instant,
+    ) -> Instant {
+        let envs = rollout.envs;
+        match self {
+            ProofActor::Fused { policy } => {
+                let uniforms = draw_uniforms(envs, rng);
+                let (fields, slot) = rollout.index_and_slot(t);
+                let out = ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values };
+                let lookup_s = policy.act(fields[0], fields[1], fields[2], &uniforms, out);
+                prof.stop_split(Phase::PolicyForward, Phase::EmbeddingLookup, lookup_s, start)
+            }
+            ProofActor::Eager { mover, sync } => tch::no_grad(|| {
+                let net = &agent.net;
+                let device_buffers = rollout.device_buffers(net.device());
+                let (mut log_probs, mut values) = (device_buffers.0.get(t as i64), device_buffers.1.get(t as i64));
+                let fields: Vec<Tensor> = (rollout.index_step(t).into_iter().enumerate())
+                    .map(|(f, (rows, width))| mover.field_to_device(f, rows, envs, width, c))
+                    .collect();
+                let s = prof.stop(Phase::ObsTransfer, start);
+                let out = net.forward(&fields[0], &fields[1]);
+                let mask = fields[2].ne(0);
+                let actions = distribution::sample(&out.logits, Some(&mask), heads);
+                let (lp, _) = distribution::log_prob_and_entropy(&out.logits, Some(&mask), heads, &actions);
+                log_probs.copy_(&lp);
+                values.copy_(&out.value);
+                let s = prof.stop_split(Phase::PolicyForward, Phase::EmbeddingLookup, out.lookup_s, s);
+                mover.read_actions(&actions, rollout.step_mut(t).actions, *sync, c);
+                prof.stop(Phase::ActionReadback, s)
+            }),
+        }
+    }
+
+    fn values(
+        &mut self,
+        agent: &ProofAgent,
+        obs: &Observations,
+        envs: usize,
+        row: Option<usize>,
+        c: &mut Counters,
+    ) -> Vec<f32> {
+        let (first, rows) = row.map_or((0, envs), |e| (e, 1));
+        fn index(f: &FieldData, envs: usize, first: usize, rows: usize) -> (&[i64], usize) {
+            let FieldData::I64(v) = f else { unreachable!("the proof env's fields are indices") };
+            let w = v.len() / envs;
+            (&v[first * w..(first + rows) * w], w)
+        }
+        match self {
+            ProofActor::Fused { policy } => policy.values(index(&obs.fields[0], envs, first, rows).0),
+            ProofActor::Eager { mover, .. } => tch::no_grad(|| {
+                let fields: Vec<Tensor> = obs.fields[..2]
+                    .iter()
+                    .map(|f| {
+                        let (v, w) = index(f, envs, first, rows);
+                        mover.upload_i64(v, &[rows as i64, w as i64], c)
+                    })
+                    .collect();
+                let mut out = vec![0f32; rows];
+                read_into(&agent.net.forward(&fields[0], &fields[1]).value, &mut out, c);
+                out
+            }),
+        }
+    }
+
+    fn sync_weights(&mut self, agent: &ProofAgent) {
+        if let ProofActor::Fused { policy } = self {
+            policy.load(&agent.net.host_params());
+        }
+    }
+
+    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+        match self {
+            ProofActor::Fused { .. } => None,
+            ProofActor::Eager { .. } => device_outputs(rollout, c),
+        }
+    }
+}
