@@ -794,13 +794,16 @@ fn writer(mut conn: Connection, queue: &Queue) {
 mod tests {
     use super::*;
     use hotlab_shared::protocol::{Frame, MetricsPoint};
+    use hotlab_shared::workloads::cartpole::CartpoleFrame;
+    use hotlab_shared::workloads::EnvName;
 
     fn event(seq: u64, body: EventBody) -> Write {
         Write::Event(Logged::new(Event { v: PROTOCOL_VERSION, run: 1, seq, body }))
     }
 
     fn frame(seq: u64) -> Write {
-        event(seq, EventBody::Rollout { frame: Frame::Cartpole { step: seq, states: vec![], actions: vec![] } })
+        let frame = Frame::new(EnvName::Cartpole, seq, &CartpoleFrame::default());
+        event(seq, EventBody::Rollout { frame })
     }
 
     fn metric(seq: u64) -> Write {

@@ -63,7 +63,7 @@ pub fn flags(spec: &RunSpec) -> String {
         return String::new();
     };
     let mut out = Vec::new();
-    for k in knobs::KNOBS {
+    for k in knobs::KNOBS.iter() {
         let (mine, default) = (k.get(&s), k.get(&d));
         let Some(v) = mine.filter(|v| Some(v) != default.as_ref()) else { continue };
         let text = match &v {

@@ -1,13 +1,15 @@
 //! Every [`RunSpec`](crate::spec::RunSpec) field as a knob: its name (the CLI flag in
 //! snake_case, the name of the flat form and of the launch form's field), its path in the
-//! nested JSON, its group, its kind and a one-line help, in the order the launch panel
-//! shows them. A workload's own settings name their workload: the form shows them only
-//! for it. A test keeps this table and the spec's fields the same set.
+//! nested JSON, its group, its kind, a one-line help and its whole story, in the order the
+//! launch panel shows them. The CLI's flags are made from this table. A workload's own
+//! settings are its module's knobs ([`crate::workloads`]) and name their workload: the
+//! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
 use crate::spec::{
     ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, SpecError, Transfer, WaitMode,
 };
 use serde_json::{Map, Value};
+use std::sync::LazyLock;
 
 /// What a knob's value is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,24 +95,10 @@ const fn knob(name: &'static str, path: &'static str, group: &'static str, kind:
     Knob { name, path, workload: None, group, kind, help, about: "" }
 }
 
-/// A setting of the proof env's own.
-const fn proof(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, path, workload: Some(EnvName::Proof), group: "Scenario", kind, help, about: "" }
-}
-
-/// A setting of the morphogenetic workload's own.
-const fn morpho(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, path, workload: Some(EnvName::Morpho), group: "Scenario", kind, help, about: "" }
-}
-
-/// A setting of the world-model workload's own.
-const fn dreamer(name: &'static str, path: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, path, workload: Some(EnvName::Dreamer), group: "Scenario", kind, help, about: "" }
-}
-
 use KnobKind::*;
 
-pub const KNOBS: &[Knob] = &[
+/// The run's own knobs; `env` first, then (in [`KNOBS`]) the workloads' own settings.
+const CORE: &[Knob] = &[
     knob(
         "env",
         "workload",
@@ -118,117 +106,6 @@ pub const KNOBS: &[Knob] = &[
         Choice(EnvName::ALL),
         "the workload: CartPole-v1, seed 000's proof search, seeds 001–003's growing hosts, or seed 004's world model on pixels",
     ),
-    proof(
-        "kb",
-        "workload.proof.kb",
-        Text,
-        "proof: a generated world (family:people=N,seed=S) or a .pl file in the data dir",
-    )
-    .about("a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world, `family:people=N,seed=S` or `geography:places=N,seed=S`"),
-    proof(
-        "queries",
-        "workload.proof.queries",
-        OptionalText,
-        "proof: a query file in the data dir (generated for a world when empty)",
-    )
-    .about("a query file, one ground atom per line, `% test` before the held-out ones (needed with a --kb file; generated for a world when absent)"),
-    proof("proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
-    .about("most resolution steps per episode"),
-    proof("embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings")
-    .about("width of the policy's index embeddings"),
-    morpho("task_seed", "workload.morpho.task_seed", Int, "morpho: the first training task's seed")
-    .about("the first training task's seed; evaluation's held-out tasks come after the training ones"),
-    morpho("tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through")
-    .about("training tasks the envs cycle through"),
-    morpho("task_images", "workload.morpho.images", Int, "morpho: training images per task (validation: a quarter)")
-    .about("training images per task; validation gets a quarter as many"),
-    morpho("host_epochs", "workload.morpho.epochs", Int, "morpho: host epochs per episode, one decision each")
-    .about("host epochs per episode, one agent decision each"),
-    morpho("host_width", "workload.morpho.width", Int, "morpho: the host's first-stage channels")
-    .about("the host's first-stage channels (2× and 4× in the next stages)"),
-    morpho("rent", "workload.morpho.rent", Float, "morpho: reward lost per host's worth of added parameters")
-    .about("reward lost over an episode per host's worth of parameters the seeds add"),
-    morpho(
-        "slots",
-        "workload.morpho.slots",
-        Choice(crate::spec::SlotPool::ALL),
-        "morpho: seeds made and freed per graft (dynamic), or a fixed masked pool (sleeper)",
-    )
-    .about("how hosts hold their seeds: `dynamic` makes a seed's tensors on its graft and frees them (and its optimizer state) on removal; `sleeper` keeps one of each blueprint per slot, masked, reset in place (catalogue row 9)"),
-    morpho(
-        "lifecycle",
-        "workload.morpho.lifecycle",
-        Choice(crate::spec::LifecycleMode::ALL),
-        "morpho: lifecycles and rewards env after env (loop) or in one pass of tensor ops (batched)",
-    )
-    .about("how a batch of envs runs its lifecycles and rewards: `loop` env after env, each env's slot state read one value at a time and written back with one small op (seed 003's \"CPU trench\", catalogue row 8); `batched` every env in one pass of tensor ops, read back once. Identical trajectories"),
-    morpho(
-        "host_exec",
-        "workload.morpho.host_exec",
-        Choice(crate::spec::HostExec::ALL),
-        "morpho: hosts trained one after another (per_env) or as one model with an env dimension (batched)",
-    )
-    .about("how a batch of envs trains its hosts: `per_env` one host after another, each with its own ops; `batched` every host as one model with a leading env dimension (grouped convolutions, batched matmuls), each host's epoch its own length. The same hosts to rounding. On a CPU batching measured slower (oneDNN runs each host's small convolutions about as well as a grouped one, and the batch adds gathers): per_env"),
-    morpho(
-        "host_precision",
-        "workload.morpho.host_precision",
-        Choice(crate::spec::Precision::ALL),
-        "morpho: the hosts' convolutions and matmuls in fp32, bf16, fp16 (CUDA, loss-scaled) or auto",
-    )
-    .about("what the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master weights; norms, softmax, loss and Adam in fp32), `fp16` (the same with a dynamic loss scaler on the device; hosts on CUDA under --host-exec per_env only) or `auto` (bf16 where the device has it)"),
-    morpho(
-        "stream_wait",
-        "workload.morpho.stream_wait",
-        Choice(crate::spec::StreamWait::ALL),
-        "morpho, hosts on CUDA: each host's stream waits before every minibatch (every) or once per epoch (moved)",
-    )
-    .about("Hosts on CUDA (`--device cuda`) under `--host-exec per_env`, each on its own stream: `every` makes a host's stream wait for the default stream before every minibatch (seed 002 #4's redundant wait); `moved` once per epoch, after the surgery and the epoch's indices reached the device. Refused with hosts on the CPU, which have no streams"),
-    morpho(
-        "shapley_perms",
-        "workload.morpho.shapley_perms",
-        Int,
-        "morpho: orderings sampled for Shapley credit; 0 = exact",
-    )
-    .about("orderings sampled for each step's Shapley credit; 0 = exact, every ordering"),
-    dreamer("size", "workload.dreamer.size", Int, "dreamer: width multiplier of every network (1 for a CPU)")
-    .about("width multiplier of every network: 1 = conv depth 8, GRU 128, MLPs 128 (a CPU); 4–8 for a GPU box"),
-    dreamer("batch_size", "workload.dreamer.batch", Int, "dreamer: replayed sequences per train step")
-    .about("replayed sequences per train step (`hotlab bench batch` sweeps it)"),
-    dreamer("seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence")
-    .about("steps per replayed sequence"),
-    dreamer("train_ratio", "workload.dreamer.train_ratio", Float, "dreamer: replayed steps per env step")
-    .about("replayed steps per env step; train steps = env steps × ratio ÷ (batch × seq-len)"),
-    dreamer("horizon", "workload.dreamer.horizon", Int, "dreamer: steps of each imagined trajectory")
-    .about("steps of each imagined trajectory the actor and critic learn from"),
-    dreamer("replay_capacity", "workload.dreamer.capacity", Int, "dreamer: env steps the replay buffer holds")
-    .about("env steps the replay buffer holds; the oldest are overwritten"),
-    dreamer("prefill", "workload.dreamer.prefill", Int, "dreamer: random env steps before the first train step")
-    .about("env steps of random actions before the first train step"),
-    dreamer("wm_lr", "workload.dreamer.wm_lr", Float, "dreamer: the world model's learning rate")
-    .about("the world model's Adam learning rate"),
-    dreamer("ac_lr", "workload.dreamer.ac_lr", Float, "dreamer: the actor's and critic's learning rate")
-    .about("the actor's and critic's Adam learning rate"),
-    dreamer(
-        "encoder",
-        "workload.dreamer.encoder",
-        Choice(crate::spec::EncoderMode::ALL),
-        "dreamer: the encoder once per timestep (per_step) or once on the whole batch (batched)",
-    )
-    .about("the encoder once per timestep inside the RSSM loop (`per_step`, seed 004's loop) or once on every frame of the batch, `[B·T, C, H, W]` (`batched`). The same losses to rounding"),
-    dreamer(
-        "loss_read",
-        "workload.dreamer.loss_read",
-        Choice(crate::spec::LossRead::ALL),
-        "dreamer: loss terms read every train step (per_item) or once per iteration (deferred)",
-    )
-    .about("every loss term read with `.item()` each train step (`per_item`, a host sync each, seed 004) or summed as tensors and read once per iteration (`deferred`). The same training"),
-    dreamer(
-        "replay",
-        "workload.dreamer.replay",
-        Choice(crate::spec::ReplayAt::ALL),
-        "dreamer: the replay buffer in host memory, pinned host memory (CUDA) or on the model's device",
-    )
-    .about("where the replay buffer lives: `host` (gathered in host memory, copied to the model), `pinned` (page-locked, copied without blocking; CUDA only) or `device` (a tensor beside the model; a batch is one gather)"),
     knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto")
     .about("cpu, cuda, cuda:N or auto (a GPU if there is one)"),
     knob("seed", "seed", "Scenario", Int, "seed of every random stream")
@@ -346,6 +223,13 @@ pub const KNOBS: &[Knob] = &[
     knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates (morpho: seeds' norms every K host epochs); 0 = off")
     .about("Global and per-layer gradient norms every K updates, published from a background thread (telemetry.jsonl with --out); with --env morpho also the seeds' gradient norms the agent observes, every K host epochs; 0 = off"),
 ];
+
+/// Every knob: `env`, each workload's settings (their knobs are their modules', in
+/// [`crate::workloads`]), then the run's own, in the order the launch panel shows them.
+pub static KNOBS: LazyLock<Vec<Knob>> = LazyLock::new(|| {
+    let (env, rest) = CORE.split_at(1);
+    env.iter().chain(crate::workloads::knobs()).chain(rest).copied().collect()
+});
 
 /// The knob of a spec field, by its name (the flag in snake_case).
 pub fn find(name: &str) -> Option<&'static Knob> {

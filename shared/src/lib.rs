@@ -20,6 +20,8 @@
 //! - [`audit`]: a change to a run (`KEY=VALUE`), the interleaved plan of an audit, and
 //!   its verdicts against this machine's noise and the report's bound.
 //! - [`lessons`]: the catalogue's lessons, each a baseline, its fixes, a signature and a budget.
+//! - [`workloads`]: each workload's settings and their knobs, its rollout frame and its
+//!   report rules, one module each, and the registry (one line per workload).
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
 
@@ -37,3 +39,4 @@ pub mod rng;
 pub mod spec;
 pub mod sweep;
 pub mod system;
+pub mod workloads;

@@ -213,59 +213,35 @@ impl MetricsPoint {
     }
 }
 
-/// A glimpse of the rollout, for watching it.
+/// A glimpse of the rollout, for watching it: which workload drew it, at which step, and
+/// that workload's own fields (its frame type: `CartpoleFrame`, `MorphoFrame`… in
+/// [`crate::workloads`]), beside `env` and `step` in JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "env", rename_all = "snake_case")]
-pub enum Frame {
-    /// The first few envs' states `[x, x_dot, theta, theta_dot]` and the actions taken.
-    Cartpole { step: u64, states: Vec<[f32; 4]>, actions: Vec<i64> },
-    /// Env 0: its goal list, the successors offered (with whether each is allowed) and
-    /// the one chosen.
-    Proof { step: u64, goals: String, successors: Vec<String>, allowed: Vec<bool>, choice: i64 },
-    /// The first few morpho envs: each host's epoch and validation accuracy, its slots,
-    /// and the decision just taken on them.
-    Morpho { step: u64, envs: Vec<MorphoView> },
-    /// The dreamer's env 0: the frame it sees, the world model's reconstruction of it (once
-    /// the actor acts on the model's state), and frames the model imagines ahead under the
-    /// actor, `every` steps apart; each `side × side` grey bytes in base64 ([`crate::pixels`]).
-    Dreamer {
-        step: u64,
-        side: u32,
-        observed: String,
-        reconstruction: Option<String>,
-        imagined: Vec<String>,
-        every: u32,
-    },
+pub struct Frame {
+    pub env: String,
+    pub step: u64,
+    #[serde(flatten)]
+    pub data: serde_json::Map<String, serde_json::Value>,
 }
 
-/// One morpho env as the viewer draws it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MorphoView {
-    pub env: usize,
-    /// Host epochs done in this episode, of `epochs`.
-    pub epoch: u32,
-    pub epochs: u32,
-    /// Validation accuracy after the last epoch.
-    pub accuracy: f32,
-    pub slots: Vec<SlotView>,
-    /// The eight heads' choices, in order.
-    pub decision: Vec<HeadChoice>,
-}
+impl Frame {
+    /// `env`'s frame at `step`, from its workload's frame type.
+    pub fn new<T: Serialize>(env: crate::workloads::EnvName, step: u64, fields: &T) -> Self {
+        let data = match serde_json::to_value(fields) {
+            Ok(serde_json::Value::Object(data)) => data,
+            _ => serde_json::Map::new(),
+        };
+        Self { env: env.as_str().into(), step, data }
+    }
 
-/// A slot: its stage (`dormant`, `training`, …), blend and blueprint.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SlotView {
-    pub stage: String,
-    pub alpha: f32,
-    pub blueprint: Option<String>,
-}
-
-/// One head's choice; `read`: whether the op chosen uses this head.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HeadChoice {
-    pub head: String,
-    pub choice: String,
-    pub read: bool,
+    /// Its fields as `env`'s frame type; None for another workload's frame (or one that
+    /// does not read as it).
+    pub fn read<T: serde::de::DeserializeOwned>(&self, env: crate::workloads::EnvName) -> Option<T> {
+        if self.env != env.as_str() {
+            return None;
+        }
+        serde_json::from_value(serde_json::Value::Object(self.data.clone())).ok()
+    }
 }
 
 /// What happened, by kind.

@@ -7,10 +7,7 @@
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
 use crate::profile::{Phase, Profile};
-use crate::spec::{
-    ActionSync, Backend, EncoderMode, Inference, LifecycleMode, LossRead, ReplayAt, RolloutCopy, RunSpec, SlotPool,
-    Transfer, WaitMode,
-};
+use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, Transfer, WaitMode};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -64,6 +61,12 @@ pub struct Report {
 }
 
 impl Recommendation {
+    /// `knob` against a phase whose share of the wall is `share`: the most it can gain is
+    /// that phase gone (Amdahl).
+    pub fn new(knob: &str, phase: Phase, share: f64, signature: String) -> Self {
+        Self { knob: knob.into(), phase, signature, max_speedup: amdahl(share) }
+    }
+
     /// The spec fields to change, from the knob's flags: `--action-sync stacked` →
     /// `[("action_sync", "stacked")]`.
     pub fn overrides(&self) -> Vec<(String, String)> {
@@ -87,7 +90,12 @@ fn amdahl(share: f64) -> f64 {
     1.0 / (1.0 - share.clamp(0.0, 0.999))
 }
 
+/// A phase's line in the table: the workload's, where it knows more (its own phases, what
+/// its settings make of them), else the report's own.
 fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
+    if let Some(line) = spec.workload.diagnosis(p, profile, spec) {
+        return line;
+    }
     let c = &profile.counters;
     let steps = (c.env_steps / spec.envs.max(1) as u64).max(1);
     match p {
@@ -116,9 +124,6 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             )
         }
         Phase::PolicyForward => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
-        Phase::Optimizer if spec.dreamer().is_some() => {
-            "the world model's, the actor's and the critic's gradient clips and Adam steps".into()
-        }
         Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
             format!(
                 "minibatch {} × {} epochs × {} minibatches",
@@ -127,103 +132,21 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 spec.ppo.minibatches
             )
         }
-        Phase::EmbeddingLookup => match spec.exec.inference {
-            Inference::Fused => {
-                format!(
-                    "goal lists as sums of projected embedding rows (host), embed dim {}",
-                    spec.proof().map_or(0, |p| p.embed_dim)
-                )
-            }
-            Inference::Eager | Inference::Graph => {
-                format!("index embeddings (embedding_bag), embed dim {}", spec.proof().map_or(0, |p| p.embed_dim))
-            }
-        },
+        Phase::EmbeddingLookup => "index embeddings".into(),
         Phase::HostForward | Phase::HostBackward | Phase::HostOptimizer => {
-            let on_cuda = hosts_on_cuda(spec, c);
-            let pool = match spec.morpho().map(|m| m.slots) {
-                Some(SlotPool::Sleeper) if c.graph_replays > 0 => format!(
-                    "; every sleeper seed runs, masked; {} steps replayed as captured CUDA graphs, one launch each \
-                     (timed as forward)",
-                    c.graph_replays
-                ),
-                Some(SlotPool::Sleeper) => "; every sleeper seed runs, masked".into(),
-                Some(SlotPool::Dynamic) if on_cuda => format!(
-                    "; not captured as CUDA graphs: the seeds' parameter sets changed {} times, which no graph \
-                     survives (--slots sleeper can be captured)",
-                    c.topology_changes
-                ),
-                _ => String::new(),
-            };
-            let scaler = match spec.morpho().map(|m| m.host_precision) {
-                Some(crate::spec::Precision::Fp16) => format!(
-                    "; fp16 with a loss scaler per host: {} steps skipped on overflowing gradients",
-                    c.host_steps_skipped
-                ),
-                _ => String::new(),
-            };
-            format!("the envs' host networks training ({} envs; the env's own compute{pool}{scaler})", spec.envs)
+            format!("the envs' host networks training ({} envs; the env's own compute)", spec.envs)
         }
         Phase::Validation => "each host's validation after its epoch".into(),
-        Phase::Counterfactual => match spec.morpho().map(|m| m.shapley_perms) {
-            Some(0) => "validations with live seeds switched off: exact Shapley values (2^live subsets)".into(),
-            Some(n) => format!("validations with live seeds switched off: {n} sampled orderings per step"),
-            None => "validations with parts of the model switched off".into(),
-        },
+        Phase::Counterfactual => "validations with parts of the model switched off".into(),
         Phase::Lifecycle => {
-            let pool = match spec.morpho().map(|m| m.slots) {
-                Some(SlotPool::Dynamic) => {
-                    &format!("; {} seeds made or freed with their optimizer state", c.topology_changes)
-                }
-                Some(SlotPool::Sleeper) => "; sleeper seeds reset in place",
-                None => "",
-            };
-            let how = match spec.morpho().map(|m| m.lifecycle) {
-                Some(LifecycleMode::Loop) => {
-                    format!("env after env, {} state reads one value at a time", c.lifecycle_reads)
-                }
-                Some(LifecycleMode::Batched) => {
-                    format!("one pass of tensor ops per batch, {} bulk reads", c.lifecycle_reads)
-                }
-                None => "the CPU trench".into(),
-            };
-            let norms = match spec.morpho().map(|_| spec.telemetry.every) {
-                Some(0) => "; seeds' gradient norms off".to_string(),
-                Some(k) => format!("; seeds' gradient norms every {k} epochs, {} reads", c.seed_norm_reads),
-                None => String::new(),
-            };
-            format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool}{norms})", spec.envs)
+            format!("decisions, slot ticks and each host's surgery over {} envs (the CPU trench)", spec.envs)
         }
         Phase::Reward => "each env's reward".into(),
-        Phase::Replay => match spec.dreamer() {
-            Some(d) => format!(
-                "sampling {} sequences × {} steps from the replay buffer ({}): {} host→device copies, {:.1} MB",
-                d.batch,
-                d.seq_len,
-                d.replay,
-                c.h2d_copies,
-                c.h2d_bytes as f64 / 1e6
-            ),
-            None => "sampling the replay buffer".into(),
-        },
-        Phase::Encoder => match spec.dreamer() {
-            Some(d) if d.encoder == EncoderMode::PerStep => {
-                format!("the encoder once per timestep: {} calls on {} frames each", d.seq_len, d.batch)
-            }
-            Some(d) => format!("the encoder once on all {} frames", d.batch * d.seq_len),
-            None => "the encoder".into(),
-        },
-        Phase::Rssm => match spec.dreamer() {
-            Some(d) => format!("the RSSM's GRU and latents, {} steps of {} sequences", d.seq_len, d.batch),
-            None => "the recurrent state-space model".into(),
-        },
+        Phase::Replay => "sampling the replay buffer".into(),
+        Phase::Encoder => "the encoder".into(),
+        Phase::Rssm => "the recurrent state-space model".into(),
         Phase::Decoder => "the decoder, reward and continue heads, and the world model's losses".into(),
-        Phase::Imagine => match spec.dreamer() {
-            Some(d) => format!(
-                "imagined trajectories of {} steps from every replayed state; actor and critic losses",
-                d.horizon
-            ),
-            None => "imagined trajectories".into(),
-        },
+        Phase::Imagine => "imagined trajectories".into(),
         Phase::WorldBackward => "the world model's backward pass".into(),
         Phase::ActorCriticBackward => "the actor's and critic's backward passes".into(),
         Phase::RolloutStore => "writing steps into the rollout buffer".into(),
@@ -291,12 +214,6 @@ fn split(profile: &Profile, spec: &RunSpec) -> Split {
         ("balanced: no phase dominates", "increase the batch (more envs, larger minibatches), then profile again")
     };
     Split { data_pct: d, forward_pct: f, backward_pct: b, verdict: verdict.into(), next_action: next_action.into() }
-}
-
-/// Whether a morpho run's hosts trained on CUDA: its device says so, or (`--device auto`)
-/// its hosts' streams waited or their graphs replayed.
-fn hosts_on_cuda(spec: &RunSpec, c: &crate::counters::Counters) -> bool {
-    spec.device.starts_with("cuda") || c.stream_waits > 0 || c.graph_replays > 0
 }
 
 fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
@@ -396,88 +313,9 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
         );
     }
-    // The trench: env-by-env lifecycles whose time is a real share of the wall.
-    let trench = profile.share(Phase::Lifecycle) + profile.share(Phase::Reward);
-    if spec.morpho().is_some_and(|m| m.lifecycle == LifecycleMode::Loop) && trench >= 0.10 {
-        out.push(Recommendation {
-            knob: "--lifecycle batched".into(),
-            phase: Phase::Lifecycle,
-            signature: format!(
-                "{:.0}% of wall in lifecycles and rewards run env after env ({:.0} state reads per env step)",
-                100.0 * trench,
-                c.lifecycle_reads as f64 / c.env_steps.max(1) as f64
-            ),
-            max_speedup: amdahl(trench),
-        });
-    }
-    if let Some(d) = spec.dreamer() {
-        world_model_advice(d, profile, &mut out);
-    }
-    // A sleeper pool buys graph capture with the masked sleepers' compute: on the CPU
-    // nothing is captured, so there it is pure cost; on CUDA a dynamic pool's hosts launch
-    // every op of every step, which a captured sleeper step replaces with one launch.
-    let hosts = profile.share(Phase::HostForward) + profile.share(Phase::HostBackward);
-    let on_cuda = hosts_on_cuda(spec, c);
-    match spec.morpho().map(|m| m.slots) {
-        Some(SlotPool::Sleeper) if !on_cuda && hosts >= 0.10 => out.push(Recommendation {
-            knob: "--slots dynamic".into(),
-            phase: Phase::HostBackward,
-            signature: format!(
-                "{:.0}% of wall in host forward and backward, every sleeper seed computed masked; hosts on the CPU are never captured as a graph",
-                100.0 * hosts
-            ),
-            max_speedup: amdahl(hosts),
-        }),
-        Some(SlotPool::Dynamic) if on_cuda && hosts >= 0.10 => out.push(Recommendation {
-            knob: "--slots sleeper".into(),
-            phase: Phase::HostForward,
-            signature: format!(
-                "{:.0}% of wall in host steps launched op by op on CUDA, {} parameter-set changes that no captured graph survives",
-                100.0 * hosts,
-                c.topology_changes
-            ),
-            max_speedup: amdahl(hosts),
-        }),
-        _ => {}
-    }
+    spec.workload.recommend(profile, spec, &mut out);
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
     out
-}
-
-/// Seed 004's common optimizations, each where its signature shows.
-fn world_model_advice(d: &crate::spec::DreamerSpec, profile: &Profile, out: &mut Vec<Recommendation>) {
-    let c = &profile.counters;
-    let mut add = |knob: &str, phase: Phase, share: f64, signature: String| {
-        out.push(Recommendation { knob: knob.into(), phase, signature, max_speedup: amdahl(share) });
-    };
-    let encoder = profile.share(Phase::Encoder);
-    if d.encoder == EncoderMode::PerStep && encoder >= 0.10 {
-        let signature = format!(
-            "{:.0}% of wall in the encoder, called once per timestep ({} calls per batch)",
-            100.0 * encoder,
-            d.seq_len
-        );
-        add("--encoder batched", Phase::Encoder, encoder, signature);
-    }
-    let syncs = c.host_syncs as f64 / c.env_steps.max(1) as f64;
-    let reads = profile.share(Phase::Decoder);
-    if d.loss_read == LossRead::PerItem && reads >= 0.05 && syncs >= 0.5 {
-        let signature = format!(
-            "{syncs:.1} host syncs per env step reading loss terms one at a time, {:.0}% of wall in the losses",
-            100.0 * reads
-        );
-        add("--loss-read deferred", Phase::Decoder, reads, signature);
-    }
-    let replay = profile.share(Phase::Replay);
-    if d.replay == ReplayAt::Host && replay >= 0.05 {
-        let signature = format!(
-            "{:.0}% of wall gathering batches in host memory, {} copies ({:.1} MB) to the model",
-            100.0 * replay,
-            c.h2d_copies,
-            c.h2d_bytes as f64 / 1e6
-        );
-        add("--replay device", Phase::Replay, replay, signature);
-    }
 }
 
 /// The report of a profile.
@@ -556,6 +394,7 @@ mod tests {
     use super::*;
     use crate::counters::Counters;
     use crate::profile::PhaseTime;
+    use crate::spec::{LifecycleMode, SlotPool};
 
     fn profile(shares: &[(Phase, f64)], counters: Counters) -> Profile {
         Profile {

@@ -25,12 +25,12 @@ mod pg_engine;
 mod phases;
 mod playground;
 mod rollout;
-mod rollout_dreamer;
 mod route;
 mod run_data;
 mod run_view;
 mod stream;
 mod sweeps;
+mod workloads;
 
 use hotlab_shared::system::SystemInfo;
 use leptos::prelude::*;

@@ -13,7 +13,7 @@ use crate::pg_engine::{
     self, now_s, Engine, FrameOut, GpuKnobs, LessonRow, Measurement, Path, PgLesson, ReadBack, SpsMeter,
     STEPS_PER_DISPATCH, SWEEP,
 };
-use crate::rollout::{draw_one, Cell};
+use crate::workloads::{draw_one, Cell};
 use hotlab_shared::protocol::{RunInfo, RunStatus};
 use hotlab_shared::spec::EnvName;
 use hotlab_wgpu::gpu::Gpu;

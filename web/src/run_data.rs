@@ -162,6 +162,7 @@ pub fn world_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::L
 mod tests {
     use super::*;
     use hotlab_shared::profile::{Phase, PhaseTime};
+    use hotlab_shared::workloads::cartpole::CartpoleFrame;
 
     fn event(seq: u64, body: EventBody) -> Event {
         Event { v: 1, run: 1, seq, body }
@@ -170,14 +171,10 @@ mod tests {
     #[test]
     fn live_frames_show_without_moving_the_reconnect_point() {
         let mut d = RunData::default();
-        let frame =
-            |step| EventBody::Rollout { frame: Frame::Cartpole { step, states: vec![[0.0; 4]], actions: vec![0] } };
+        let frame = |step| EventBody::Rollout { frame: cartpole(step) };
         d.apply(event(5, EventBody::Metrics { metrics: point(1, 10.0) }));
         assert!(d.apply(event(0, frame(7))), "a live frame (seq 0) is shown");
-        assert_eq!(
-            (d.last_seq, d.frame.clone()),
-            (5, Some(Frame::Cartpole { step: 7, states: vec![[0.0; 4]], actions: vec![0] }))
-        );
+        assert_eq!((d.last_seq, d.frame.clone()), (5, Some(cartpole(7))));
         d.apply(event(6, frame(9)));
         assert_eq!(d.last_seq, 6, "a kept frame counts");
         assert!(!d.apply(event(5, EventBody::Metrics { metrics: point(1, 10.0) })), "replays are still ignored");
@@ -208,6 +205,11 @@ mod tests {
         s.total.wall_s = 2.0;
         let d = RunData::from_summary(s);
         assert_eq!((d.sps(), d.last_seq, d.total.wall_s), (Some(123.0), 40, 2.0));
+    }
+
+    fn cartpole(step: u64) -> Frame {
+        let fields = CartpoleFrame { states: vec![[0.0; 4]], actions: vec![0] };
+        Frame::new(hotlab_shared::workloads::EnvName::Cartpole, step, &fields)
     }
 
     fn point(update: u64, sps: f64) -> MetricsPoint {

@@ -10,15 +10,15 @@
 //! `spec.json` files and scripts that post it keep working. Every field is a knob of
 //! [`crate::knobs`], which names its flag and its JSON path.
 
-mod choices;
+pub(crate) mod choices;
 pub mod json;
-mod workload;
 
-pub use choices::{
-    ActionSync, Backend, EncoderMode, HostExec, Inference, LifecycleMode, LossRead, Precision, ReplayAt, RolloutCopy,
-    SlotPool, StreamWait, Transfer, WaitMode,
-};
-pub use workload::{CartpoleSpec, DreamerSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec, DREAMER_IMAGE};
+pub use choices::{ActionSync, Backend, Inference, Precision, RolloutCopy, Transfer, WaitMode};
+// Each workload's settings and choices are its module's (`crate::workloads`); named here
+// too, as parts of the spec.
+pub use crate::workloads::dreamer::{EncoderMode, LossRead, ReplayAt, DREAMER_IMAGE};
+pub use crate::workloads::morpho::{HostExec, LifecycleMode, SlotPool, StreamWait};
+pub use crate::workloads::{CartpoleSpec, DreamerSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;

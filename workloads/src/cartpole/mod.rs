@@ -10,6 +10,7 @@ use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
 use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{Backend, EnvName, Inference, WorkloadSpec};
+use hotlab_shared::workloads::cartpole::CartpoleFrame;
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::transfer::Mover;
 use hotlab_train::exec::{worker_flags, EnvMaker};
@@ -49,7 +50,7 @@ impl EnvMaker for CartPole {
 pub fn frame(step: u64, state: &[f32], actions: &[i64]) -> Frame {
     let n = (state.len() / 4).min(FRAME_ENVS);
     let states = state[..n * 4].chunks_exact(4).map(|s| [s[0], s[1], s[2], s[3]]).collect();
-    Frame::Cartpole { step, states, actions: actions[..n].to_vec() }
+    Frame::new(EnvName::Cartpole, step, &CartpoleFrame { states, actions: actions[..n].to_vec() })
 }
 
 impl Workload for CartPole {

@@ -6,7 +6,8 @@ use super::behavior::Behavior;
 use super::world::{State, WorldModel, ACTIONS};
 use hotlab_shared::pixels::{encode, halve};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::DREAMER_IMAGE;
+use hotlab_shared::spec::{EnvName, DREAMER_IMAGE};
+use hotlab_shared::workloads::dreamer::DreamerFrame;
 use tch::{Device, Kind, Tensor};
 
 /// Imagined frames shown, and the steps between them.
@@ -39,12 +40,12 @@ pub fn frame(step: u64, observed: &[u8], model: Option<(&WorldModel, &Behavior, 
             (Some(reconstruction), imagined)
         }),
     };
-    Frame::Dreamer {
-        step,
+    let fields = DreamerFrame {
         side: (DREAMER_IMAGE / 2) as u32,
         observed: encode(&halve(observed, DREAMER_IMAGE)),
         reconstruction,
         imagined,
         every: EVERY as u32,
-    }
+    };
+    Frame::new(EnvName::Dreamer, step, &fields)
 }

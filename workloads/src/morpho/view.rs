@@ -5,7 +5,9 @@ use super::blueprint::Blueprint;
 use super::env::{OBS, OBS_PER_SLOT, STAGES};
 use super::host::SLOTS;
 use crate::morpho::rules::{self, ALPHA_EPOCHS, ALPHA_TARGETS, CURVES, OPS, SEED_LR, TEMPOS};
-use hotlab_shared::protocol::{Frame, HeadChoice, MorphoView, SlotView};
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::workloads::morpho::{HeadChoice, MorphoFrame, MorphoView, SlotView};
+use hotlab_shared::workloads::EnvName;
 
 /// Envs shown per frame.
 pub const FRAME_ENVS: usize = 4;
@@ -26,7 +28,7 @@ pub fn frame(step: u64, features: &[f32], actions: &[i64], epochs: u32) -> Frame
             decision: decision(a),
         })
         .collect();
-    Frame::Morpho { step, envs }
+    Frame::new(EnvName::Morpho, step, &MorphoFrame { envs })
 }
 
 fn slot(f: &[f32]) -> SlotView {
@@ -70,7 +72,8 @@ mod tests {
         let mut env = MorphoEnv::new(&task, MorphoConfig { epochs: 4, ..MorphoConfig::default() }, 2).unwrap();
         let germinate = Action { op: 1, slot: 2, blueprint: 1, seed_lr: 2, ..Action::default() };
         env.step(&germinate).unwrap();
-        let Frame::Morpho { envs, .. } = frame(7, &env.observe(), &germinate.to_heads(), 4) else { unreachable!() };
+        let f = frame(7, &env.observe(), &germinate.to_heads(), 4);
+        let MorphoFrame { envs } = f.read(EnvName::Morpho).expect("a morpho frame");
         let v = &envs[0];
         assert_eq!((v.epoch, v.epochs), (1, 4));
         assert_eq!(v.slots[2].stage, "germinated");

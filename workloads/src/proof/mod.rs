@@ -28,7 +28,8 @@ use anyhow::{bail, Result};
 use host::ProofHost;
 use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, Inference, ProofSpec, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{Backend, EnvName, Inference, ProofSpec, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::workloads::proof::ProofFrame;
 use hotlab_train::checkpoint;
 use hotlab_train::exec::transfer::Mover;
 use hotlab_train::exec::{worker_flags, EnvMaker};
@@ -103,7 +104,7 @@ impl Workload for Proof {
         let successors: Vec<String> = rows.map(|row| self.task.decode(row)).collect();
         let allowed = mask[..successors.len()].iter().map(|&m| m != 0).collect();
         let goals = self.task.decode(&state[..GOAL_WIDTH]);
-        Some(Frame::Proof { step, goals, successors, allowed, choice: actions[0] })
+        Some(Frame::new(EnvName::Proof, step, &ProofFrame { goals, successors, allowed, choice: actions[0] }))
     }
 
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {

@@ -2,6 +2,9 @@
 //! and the frames it imagines ahead under the actor (grey pixels painted on canvases).
 
 use hotlab_shared::pixels;
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::workloads::dreamer::DreamerFrame;
+use hotlab_shared::workloads::EnvName;
 use leptos::prelude::*;
 use wasm_bindgen::{Clamped, JsCast};
 
@@ -32,13 +35,13 @@ fn Pixels(caption: String, data: Option<String>, side: u32) -> impl IntoView {
 }
 
 #[component]
-pub fn DreamerView(
-    side: u32,
-    observed: String,
-    reconstruction: Option<String>,
-    imagined: Vec<String>,
-    every: u32,
-) -> impl IntoView {
+pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
+    let mine = move || frame.with(|f| f.as_ref().and_then(|f| f.read::<DreamerFrame>(EnvName::Dreamer)));
+    move || mine().map(frames)
+}
+
+fn frames(f: DreamerFrame) -> impl IntoView {
+    let DreamerFrame { side, observed, reconstruction, imagined, every } = f;
     let waiting = reconstruction.is_none();
     view! {
         <div class="dreamer" data-testid="rollout-dreamer">

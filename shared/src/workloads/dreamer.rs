@@ -1,0 +1,297 @@
+//! `dreamer` (seed 004): a DreamerV3-style world model on CartPole rendered to pixels, an
+//! actor-critic in imagination. Its settings and their choices, their knobs, its frame,
+//! and its report rules: what its phases hold (the replay, the encoder, the RSSM,
+//! imagination) and seed 004's common optimizations, each where its signature shows.
+
+use super::{setting, EnvName, Settings, HOST_BACKENDS};
+use crate::knobs::{Knob, KnobKind::*};
+use crate::profile::{Phase, Profile};
+use crate::report::Recommendation;
+use crate::spec::choices::choice;
+use crate::spec::{in_range, Backend, Inference, RunSpec, SpecError};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+choice!(
+    /// How the dreamer's world model encodes a replayed sequence's frames (seed 004).
+    EncoderMode, "encoder mode" {
+        /// One encoder call per timestep inside the RSSM loop: T small convolutions.
+        PerStep = "per_step",
+        /// One encoder call on every frame of the batch, `[B·T, C, H, W]`; only the RSSM loops.
+        Batched = "batched",
+    }
+);
+
+choice!(
+    /// When the dreamer reads its loss terms back to the host (seed 004's `.item()`).
+    LossRead, "loss read" {
+        /// `.item()` on every loss term every train step: a host sync each.
+        PerItem = "per_item",
+        /// The terms summed as tensors and read once per iteration.
+        Deferred = "deferred",
+    }
+);
+
+choice!(
+    /// Where the dreamer's replay buffer lives and how a batch reaches the model (row 11).
+    ReplayAt, "replay location" {
+        /// Host memory; each batch is gathered there and copied to the model's device.
+        Host = "host",
+        /// Page-locked host memory; each batch copied without blocking (needs CUDA).
+        Pinned = "pinned",
+        /// A tensor on the model's device; a batch is one gather there, no copy.
+        Device = "device",
+    }
+);
+
+#[allow(clippy::derivable_impls)] // the choice macro cannot mark one variant `#[default]`
+impl Default for EncoderMode {
+    fn default() -> Self {
+        EncoderMode::Batched
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for LossRead {
+    fn default() -> Self {
+        LossRead::Deferred
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for ReplayAt {
+    fn default() -> Self {
+        ReplayAt::Device
+    }
+}
+
+/// The world-model workload's settings: the model's size, what a train step replays, and
+/// seed 004's knobs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DreamerSpec {
+    /// Width multiplier of every network (1: conv depth 8, GRU 128, for a CPU; 4–8 for a
+    /// GPU box). Flag `--size`.
+    pub size: usize,
+    /// Replayed sequences per train step. Flag `--batch-size`.
+    pub batch: usize,
+    /// Steps per replayed sequence. Flag `--seq-len`.
+    pub seq_len: usize,
+    /// Replayed steps per env step (train steps = env steps × ratio ÷ (batch × seq_len)).
+    /// Flag `--train-ratio`.
+    pub train_ratio: f64,
+    /// Steps of each imagined trajectory the actor and critic learn from. Flag `--horizon`.
+    pub horizon: usize,
+    /// Env steps the replay buffer holds (the oldest are overwritten). Flag `--replay-capacity`.
+    pub capacity: usize,
+    /// Env steps of random actions before the first train step. Flag `--prefill`.
+    pub prefill: usize,
+    /// The world model's Adam learning rate. Flag `--wm-lr`.
+    pub wm_lr: f64,
+    /// The actor's and critic's Adam learning rate. Flag `--ac-lr`.
+    pub ac_lr: f64,
+    /// The encoder's frames: one call per timestep (`per_step`) or one call on the whole
+    /// batch (`batched`). Flag `--encoder`.
+    pub encoder: EncoderMode,
+    /// The loss terms read with `.item()` every train step (`per_item`) or once per
+    /// iteration (`deferred`). Flag `--loss-read`.
+    pub loss_read: LossRead,
+    /// Where the replay buffer lives: `host`, `pinned` (CUDA) or `device`. Flag `--replay`.
+    pub replay: ReplayAt,
+}
+
+impl Default for DreamerSpec {
+    fn default() -> Self {
+        Self {
+            size: 1,
+            batch: 16,
+            seq_len: 16,
+            train_ratio: 64.0,
+            horizon: 15,
+            capacity: 100_000,
+            prefill: 1024,
+            wm_lr: 3e-4,
+            ac_lr: 1e-4,
+            encoder: EncoderMode::Batched,
+            loss_read: LossRead::Deferred,
+            replay: ReplayAt::Device,
+        }
+    }
+}
+
+/// Pixels per side of the frames the world model reads.
+pub const DREAMER_IMAGE: usize = 64;
+
+impl Settings for DreamerSpec {
+    const KNOBS: &'static [Knob] = &[
+    setting(
+        EnvName::Dreamer,
+        "size", "workload.dreamer.size", Int, "dreamer: width multiplier of every network (1 for a CPU)")
+    .about("width multiplier of every network: 1 = conv depth 8, GRU 128, MLPs 128 (a CPU); 4–8 for a GPU box"),
+    setting(
+        EnvName::Dreamer,
+        "batch_size", "workload.dreamer.batch", Int, "dreamer: replayed sequences per train step")
+    .about("replayed sequences per train step (`hotlab bench batch` sweeps it)"),
+    setting(
+        EnvName::Dreamer,
+        "seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence")
+    .about("steps per replayed sequence"),
+    setting(
+        EnvName::Dreamer,
+        "train_ratio", "workload.dreamer.train_ratio", Float, "dreamer: replayed steps per env step")
+    .about("replayed steps per env step; train steps = env steps × ratio ÷ (batch × seq-len)"),
+    setting(
+        EnvName::Dreamer,
+        "horizon", "workload.dreamer.horizon", Int, "dreamer: steps of each imagined trajectory")
+    .about("steps of each imagined trajectory the actor and critic learn from"),
+    setting(
+        EnvName::Dreamer,
+        "replay_capacity", "workload.dreamer.capacity", Int, "dreamer: env steps the replay buffer holds")
+    .about("env steps the replay buffer holds; the oldest are overwritten"),
+    setting(
+        EnvName::Dreamer,
+        "prefill", "workload.dreamer.prefill", Int, "dreamer: random env steps before the first train step")
+    .about("env steps of random actions before the first train step"),
+    setting(
+        EnvName::Dreamer,
+        "wm_lr", "workload.dreamer.wm_lr", Float, "dreamer: the world model's learning rate")
+    .about("the world model's Adam learning rate"),
+    setting(
+        EnvName::Dreamer,
+        "ac_lr", "workload.dreamer.ac_lr", Float, "dreamer: the actor's and critic's learning rate")
+    .about("the actor's and critic's Adam learning rate"),
+    setting(
+        EnvName::Dreamer,
+        
+        "encoder",
+        "workload.dreamer.encoder",
+        Choice(EncoderMode::ALL),
+        "dreamer: the encoder once per timestep (per_step) or once on the whole batch (batched)",
+    )
+    .about("the encoder once per timestep inside the RSSM loop (`per_step`, seed 004's loop) or once on every frame of the batch, `[B·T, C, H, W]` (`batched`). The same losses to rounding"),
+    setting(
+        EnvName::Dreamer,
+        
+        "loss_read",
+        "workload.dreamer.loss_read",
+        Choice(LossRead::ALL),
+        "dreamer: loss terms read every train step (per_item) or once per iteration (deferred)",
+    )
+    .about("every loss term read with `.item()` each train step (`per_item`, a host sync each, seed 004) or summed as tensors and read once per iteration (`deferred`). The same training"),
+    setting(
+        EnvName::Dreamer,
+        
+        "replay",
+        "workload.dreamer.replay",
+        Choice(ReplayAt::ALL),
+        "dreamer: the replay buffer in host memory, pinned host memory (CUDA) or on the model's device",
+    )
+    .about("where the replay buffer lives: `host` (gathered in host memory, copied to the model), `pinned` (page-locked, copied without blocking; CUDA only) or `device` (a tensor beside the model; a batch is one gather)"),
+    ];
+    /// CartPole's state: the frames are rendered from it beside the learner.
+    const OBS_BYTES: u64 = 4 * 4;
+    /// The actor reads the world model's state, not `--inference`'s network.
+    const INFERENCE: Option<Inference> = Some(Inference::Eager);
+    /// The envs step on the host; their frames are drawn there.
+    const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+    /// A world model and an actor-critic in imagination: its own learning rates.
+    const PPO: bool = false;
+
+    /// The replay buffer: a frame and 17 bytes of step per slot.
+    fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
+        let bytes = self.capacity as u64 * (DREAMER_IMAGE * DREAMER_IMAGE + 17) as u64;
+        let what = format!(
+            "the replay buffer {:.1} GiB ({} steps of {DREAMER_IMAGE}×{DREAMER_IMAGE} frames)",
+            bytes as f64 / (1u64 << 30) as f64,
+            self.capacity
+        );
+        Some(("replay_capacity", what, bytes, "a smaller --replay-capacity"))
+    }
+
+    fn validate(&self) -> Result<(), SpecError> {
+        in_range("size", self.size, 1, 16)?;
+        in_range("batch_size", self.batch, 1, 4096)?;
+        in_range("seq_len", self.seq_len, 2, 1024)?;
+        in_range("horizon", self.horizon, 1, 256)?;
+        in_range("replay_capacity", self.capacity, 64, 10_000_000)?;
+        in_range("prefill", self.prefill, 0, 10_000_000)?;
+        for (field, v, hi) in
+            [("train_ratio", self.train_ratio, 100_000.0), ("wm_lr", self.wm_lr, 1.0), ("ac_lr", self.ac_lr, 1.0)]
+        {
+            if !(v.is_finite() && v > 0.0 && v <= hi) {
+                return Err(SpecError::new(field, format!("must be above 0 and at most {hi} (got {v})")));
+            }
+        }
+        Ok(())
+    }
+
+    fn diagnosis(&self, phase: Phase, profile: &Profile, _spec: &RunSpec) -> Option<String> {
+        let c = &profile.counters;
+        let (batch, seq) = (self.batch, self.seq_len);
+        Some(match phase {
+            Phase::Optimizer => "the world model's, the actor's and the critic's gradient clips and Adam steps".into(),
+            Phase::Replay => format!(
+                "sampling {batch} sequences × {seq} steps from the replay buffer ({}): {} host→device copies, {:.1} MB",
+                self.replay,
+                c.h2d_copies,
+                c.h2d_bytes as f64 / 1e6
+            ),
+            Phase::Encoder => match self.encoder {
+                EncoderMode::PerStep => format!("the encoder once per timestep: {seq} calls on {batch} frames each"),
+                EncoderMode::Batched => format!("the encoder once on all {} frames", batch * seq),
+            },
+            Phase::Rssm => format!("the RSSM's GRU and latents, {seq} steps of {batch} sequences"),
+            Phase::Imagine => format!(
+                "imagined trajectories of {} steps from every replayed state; actor and critic losses",
+                self.horizon
+            ),
+            _ => return None,
+        })
+    }
+
+    /// Seed 004's common optimizations, each where its signature shows.
+    fn recommend(&self, profile: &Profile, _spec: &RunSpec, out: &mut Vec<Recommendation>) {
+        let c = &profile.counters;
+        let encoder = profile.share(Phase::Encoder);
+        if self.encoder == EncoderMode::PerStep && encoder >= 0.10 {
+            let signature = format!(
+                "{:.0}% of wall in the encoder, called once per timestep ({} calls per batch)",
+                100.0 * encoder,
+                self.seq_len
+            );
+            out.push(Recommendation::new("--encoder batched", Phase::Encoder, encoder, signature));
+        }
+        let syncs = c.host_syncs as f64 / c.env_steps.max(1) as f64;
+        let reads = profile.share(Phase::Decoder);
+        if self.loss_read == LossRead::PerItem && reads >= 0.05 && syncs >= 0.5 {
+            let signature = format!(
+                "{syncs:.1} host syncs per env step reading loss terms one at a time, {:.0}% of wall in the losses",
+                100.0 * reads
+            );
+            out.push(Recommendation::new("--loss-read deferred", Phase::Decoder, reads, signature));
+        }
+        let replay = profile.share(Phase::Replay);
+        if self.replay == ReplayAt::Host && replay >= 0.05 {
+            let signature = format!(
+                "{:.0}% of wall gathering batches in host memory, {} copies ({:.1} MB) to the model",
+                100.0 * replay,
+                c.h2d_copies,
+                c.h2d_bytes as f64 / 1e6
+            );
+            out.push(Recommendation::new("--replay device", Phase::Replay, replay, signature));
+        }
+    }
+}
+
+/// What the viewer draws of env 0: the frame it sees, the world model's reconstruction of
+/// it (once the actor acts on the model's state), and frames the model imagines ahead
+/// under the actor, `every` steps apart; each `side × side` grey bytes in base64
+/// ([`crate::pixels`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DreamerFrame {
+    pub side: u32,
+    pub observed: String,
+    pub reconstruction: Option<String>,
+    pub imagined: Vec<String>,
+    pub every: u32,
+}

@@ -1,0 +1,214 @@
+//! The workloads as the spec, the lab and the browser know them, one module each: its
+//! settings (the spec's `workload` field) and their knobs (flag, JSON path, help), its
+//! choices, its rollout frame, and its report rules (what its phases mean, its knobs'
+//! advice). Its native code is a folder of `hotlab-workloads`, its view a file of
+//! `web/src/workloads/`.
+//!
+//! The registry below is one line per workload: its name (`--env`), its module and its
+//! settings type. From it come [`EnvName`], [`WorkloadSpec`] (in JSON an object with one
+//! key, the workload's name: `{"proof": {"kb": …}}`) and the workloads' knobs in the
+//! spec's knob table.
+
+use crate::knobs::Knob;
+use crate::profile::{Phase, Profile};
+use crate::report::Recommendation;
+use crate::spec::{Backend, Inference, RunSpec, SpecError};
+use serde::{Deserialize, Serialize};
+
+/// What a workload's settings say about themselves, and the report rules it brings.
+pub trait Settings: Default {
+    /// Its settings as knobs, in the order the launch form shows them.
+    const KNOBS: &'static [Knob];
+    /// The env backends its envs run on.
+    const BACKENDS: &'static [Backend] = ALL_BACKENDS;
+    /// Bytes of one env's observation (every field), for the memory a rollout needs.
+    const OBS_BYTES: u64;
+    /// The rollout inference its policy always uses, whatever `--inference` says (None:
+    /// it follows `--inference`).
+    const INFERENCE: Option<Inference> = None;
+    /// Whether PPO trains it (the `ppo` settings apply and are checked).
+    const PPO: bool = true;
+    /// A buffer of its own the memory check counts: its knob, what it is, its bytes, and
+    /// the fix when it does not fit.
+    fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
+        None
+    }
+    /// Checks every setting; the first bad one is named with what is allowed.
+    fn validate(&self) -> Result<(), SpecError> {
+        Ok(())
+    }
+    /// The settings that name files on the machine, by knob (a lab server keeps them
+    /// inside its data dir).
+    fn files(&mut self) -> Vec<(&'static str, &mut String)> {
+        Vec::new()
+    }
+    /// The report's diagnosis of a phase where this workload knows more than the report's
+    /// own line (what its envs' parts are, what its settings make of them).
+    fn diagnosis(&self, _phase: Phase, _profile: &Profile, _spec: &RunSpec) -> Option<String> {
+        None
+    }
+    /// Its knobs' recommendations, each where its signature shows in the profile.
+    fn recommend(&self, _profile: &Profile, _spec: &RunSpec, _out: &mut Vec<Recommendation>) {}
+}
+
+/// Every backend: an env that can live in device tensors too.
+pub const ALL_BACKENDS: &[Backend] =
+    &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized, Backend::Device];
+/// The host backends: an env that steps on the CPU only.
+pub const HOST_BACKENDS: &[Backend] =
+    &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized];
+
+/// The registry: a workload's name, its module and its settings, one line each.
+macro_rules! workloads {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
+        $(pub mod $module;)+
+        $(pub use $module::$settings;)+
+
+        /// A workload's name (`--env`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum EnvName { $($(#[$doc])* $variant),+ }
+
+        impl EnvName {
+            pub const ALL: &'static [&'static str] = &[$($name),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(EnvName::$variant => $name),+ }
+            }
+
+            /// The env backends this workload runs on.
+            pub fn backends(self) -> &'static [Backend] {
+                match self { $(EnvName::$variant => <$settings as Settings>::BACKENDS),+ }
+            }
+
+            /// Bytes of one env's observation.
+            pub fn obs_bytes(self) -> u64 {
+                match self { $(EnvName::$variant => <$settings as Settings>::OBS_BYTES),+ }
+            }
+
+            /// Whether PPO trains this workload (the `ppo` settings apply).
+            pub fn uses_ppo(self) -> bool {
+                match self { $(EnvName::$variant => <$settings as Settings>::PPO),+ }
+            }
+
+            /// The inference this workload's policy always uses, if it ignores `--inference`.
+            pub fn fixed_inference(self) -> Option<Inference> {
+                match self { $(EnvName::$variant => <$settings as Settings>::INFERENCE),+ }
+            }
+
+            /// Its settings' knobs.
+            pub fn knobs(self) -> &'static [Knob] {
+                match self { $(EnvName::$variant => <$settings as Settings>::KNOBS),+ }
+            }
+        }
+
+        impl std::fmt::Display for EnvName {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for EnvName {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($name => Ok(EnvName::$variant),)+
+                    other => Err(format!("unknown env '{other}'; allowed: {}", EnvName::ALL.join(", "))),
+                }
+            }
+        }
+
+        /// The workload of a run with its own settings; in JSON an object with one key,
+        /// the workload's name: `{"cartpole": {}}`, `{"proof": {"kb": …, "depth": …}}`.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum WorkloadSpec { $($variant($settings)),+ }
+
+        impl WorkloadSpec {
+            pub fn name(&self) -> EnvName {
+                match self { $(WorkloadSpec::$variant(_) => EnvName::$variant),+ }
+            }
+
+            /// A workload with its default settings.
+            pub fn default_for(name: EnvName) -> Self {
+                match name { $(EnvName::$variant => WorkloadSpec::$variant(<$settings>::default())),+ }
+            }
+
+            pub fn validate(&self) -> Result<(), SpecError> {
+                match self { $(WorkloadSpec::$variant(s) => s.validate()),+ }
+            }
+
+            /// The workload's own buffer for the memory check, if it has one.
+            pub fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
+                match self { $(WorkloadSpec::$variant(s) => s.buffer()),+ }
+            }
+
+            /// The settings that name files, by knob.
+            pub fn files(&mut self) -> Vec<(&'static str, &mut String)> {
+                match self { $(WorkloadSpec::$variant(s) => s.files()),+ }
+            }
+
+            /// The workload's diagnosis of a phase, where it has one.
+            pub fn diagnosis(&self, phase: Phase, profile: &Profile, spec: &RunSpec) -> Option<String> {
+                match self { $(WorkloadSpec::$variant(s) => s.diagnosis(phase, profile, spec)),+ }
+            }
+
+            /// The workload's knobs' recommendations.
+            pub fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
+                match self { $(WorkloadSpec::$variant(s) => s.recommend(profile, spec, out)),+ }
+            }
+        }
+
+        /// Every workload's knobs, in the registry's order.
+        pub fn knobs() -> impl Iterator<Item = &'static Knob> {
+            [$(<$settings as Settings>::KNOBS),+].into_iter().flatten()
+        }
+    };
+}
+
+workloads! {
+    /// Gymnasium's CartPole-v1.
+    Cartpole = "cartpole" in cartpole (CartpoleSpec),
+    /// Seed 000's proof search over a Prolog knowledge base.
+    Proof = "proof" in proof (ProofSpec),
+    /// Seeds 001–003's morphogenetic trainer: hosts that grow seeds while they learn.
+    Morpho = "morpho" in morpho (MorphoSpec),
+    /// Seed 004's DreamerV3-style learner on CartPole rendered to pixels.
+    Dreamer = "dreamer" in dreamer (DreamerSpec),
+}
+
+#[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
+impl Default for EnvName {
+    fn default() -> Self {
+        EnvName::Cartpole
+    }
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec::Cartpole(CartpoleSpec {})
+    }
+}
+
+impl EnvName {
+    /// The workloads that run on `backend`, for messages.
+    pub fn running_on(backend: Backend) -> Vec<&'static str> {
+        Self::ALL
+            .iter()
+            .filter(|n| n.parse::<EnvName>().is_ok_and(|e| e.backends().contains(&backend)))
+            .copied()
+            .collect()
+    }
+}
+
+/// A setting of `workload`'s own, as a knob: the launch form shows it for that workload
+/// only, and the CLI lists it under the workload's name.
+pub const fn setting(
+    workload: EnvName,
+    name: &'static str,
+    path: &'static str,
+    kind: crate::knobs::KnobKind,
+    help: &'static str,
+) -> Knob {
+    Knob { name, path, workload: Some(workload), group: "Scenario", kind, help, about: "" }
+}

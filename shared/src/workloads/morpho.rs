@@ -1,0 +1,381 @@
+//! `morpho` (seeds 001–003): each env is a host network learning a task while an agent
+//! grows seeds into its slots. Its settings and their choices, their knobs, its frame, and
+//! its report rules: what its envs' parts mean (the hosts' training, validation, Shapley
+//! credit, the lifecycle) and its knobs' advice (`--lifecycle batched` where the trench
+//! costs, `--slots` by device).
+
+use super::{setting, EnvName, Settings, HOST_BACKENDS};
+use crate::counters::Counters;
+use crate::knobs::{Knob, KnobKind::*};
+use crate::profile::{Phase, Profile};
+use crate::report::Recommendation;
+use crate::spec::choices::choice;
+use crate::spec::{in_range, Backend, Inference, Precision, RunSpec, SpecError};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+choice!(
+    /// How a morpho host holds its seeds (catalogue row 9, seed 003 §2.3).
+    SlotPool, "slot pool" {
+        /// A seed's tensors made on its graft and freed on its removal, the optimizer's
+        /// state with them: the parameter set changes, so no captured graph survives.
+        Dynamic = "dynamic",
+        /// A fixed pool, one seed of each blueprint per slot, masked while asleep and reset
+        /// in place on a graft: the same tensors and ops every step.
+        Sleeper = "sleeper",
+    }
+);
+
+choice!(
+    /// How a morpho batch runs its envs' lifecycles and rewards (catalogue row 8, seed 003 §2.1).
+    LifecycleMode, "lifecycle mode" {
+        /// Env after env: each env's slot state read from its tensors one value at a time,
+        /// its action applied and its reward computed in its own pass, written back with
+        /// one small op (seed 003's "CPU trench").
+        Loop = "loop",
+        /// Every env's slot state in struct-of-arrays tensors: masks, transitions and
+        /// rewards for the whole batch in one pass of tensor ops, read back once.
+        Batched = "batched",
+    }
+);
+
+choice!(
+    /// How a morpho batch trains its envs' hosts.
+    HostExec, "host exec mode" {
+        /// Each host with its own sequence of ops, one host after another (seed 003's
+        /// per-env control flow).
+        PerEnv = "per_env",
+        /// Every host of the batch as one model with a leading env dimension: grouped
+        /// convolutions and batched matmuls, each host's epoch its own length.
+        Batched = "batched",
+    }
+);
+
+choice!(
+    /// When a morpho host's own CUDA stream waits for the default stream (seed 002 #4),
+    /// hosts on CUDA under `--host-exec per_env`.
+    StreamWait, "stream wait" {
+        /// Before every minibatch, whether or not anything moved (seed 002's inner wait).
+        Every = "every",
+        /// Once per host epoch, after the surgery and the epoch's indices reached the device.
+        Moved = "moved",
+    }
+);
+
+#[allow(clippy::derivable_impls)] // the choice macro cannot mark one variant `#[default]`
+impl Default for SlotPool {
+    fn default() -> Self {
+        SlotPool::Dynamic
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for LifecycleMode {
+    fn default() -> Self {
+        LifecycleMode::Batched
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for HostExec {
+    fn default() -> Self {
+        HostExec::PerEnv
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for StreamWait {
+    fn default() -> Self {
+        StreamWait::Moved
+    }
+}
+
+/// The morphogenetic workload's settings: the tasks its hosts learn, the hosts, the
+/// episode and the reward.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MorphoSpec {
+    /// The first training task's seed: envs learn tasks `task_seed ..= task_seed + tasks − 1`
+    /// in turn; evaluation draws held-out tasks past them. Flag `--task-seed`.
+    pub task_seed: u64,
+    /// Training tasks the envs cycle through. Flag `--tasks`.
+    pub tasks: usize,
+    /// Training images per task (validation: a quarter as many). Flag `--task-images`.
+    pub images: usize,
+    /// Host epochs per episode, one agent decision each. Flag `--host-epochs`.
+    pub epochs: u32,
+    /// The host's first-stage channels (2× and 4× in the next two stages). Flag `--host-width`.
+    pub width: usize,
+    /// Reward lost per host's worth of parameters added, over an episode. Flag `--rent`.
+    pub rent: f64,
+    /// Orderings sampled for each step's Shapley values; 0 = exact (every ordering).
+    /// Flag `--shapley-perms`.
+    pub shapley_perms: usize,
+    /// How hosts hold their seeds: made and freed per graft, or a fixed masked pool.
+    /// Flag `--slots`.
+    pub slots: SlotPool,
+    /// How a batch of envs runs their lifecycles and rewards: env after env, one value at
+    /// a time (`loop`), or in one pass of tensor ops (`batched`). Flag `--lifecycle`.
+    pub lifecycle: LifecycleMode,
+    /// How a batch of envs trains its hosts: one after another (`per_env`), or as one model
+    /// with a leading env dimension (`batched`). Flag `--host-exec`.
+    pub host_exec: HostExec,
+    /// What the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master
+    /// weights, norms, loss and Adam), `fp16` (the same with a loss scaler; hosts on CUDA
+    /// under `per_env` only) or `auto` (bf16 where the device has it). Flag `--host-precision`.
+    pub host_precision: Precision,
+    /// Hosts on CUDA, each on its own stream: wait for the default stream before every
+    /// minibatch (`every`, seed 002 #4) or once per epoch (`moved`); hosts on the CPU have
+    /// no streams and refuse `every`. Flag `--stream-wait`.
+    pub stream_wait: StreamWait,
+}
+
+impl Default for MorphoSpec {
+    fn default() -> Self {
+        Self {
+            task_seed: 1,
+            tasks: 8,
+            images: 2048,
+            epochs: 12,
+            width: 16,
+            rent: 0.02,
+            shapley_perms: 0,
+            slots: SlotPool::Dynamic,
+            lifecycle: LifecycleMode::Batched,
+            host_exec: HostExec::PerEnv,
+            host_precision: Precision::Fp32,
+            stream_wait: StreamWait::Moved,
+        }
+    }
+}
+
+impl Settings for MorphoSpec {
+    const KNOBS: &'static [Knob] = &[
+    setting(
+        EnvName::Morpho,
+        "task_seed", "workload.morpho.task_seed", Int, "morpho: the first training task's seed")
+    .about("the first training task's seed; evaluation's held-out tasks come after the training ones"),
+    setting(
+        EnvName::Morpho,
+        "tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through")
+    .about("training tasks the envs cycle through"),
+    setting(
+        EnvName::Morpho,
+        "task_images", "workload.morpho.images", Int, "morpho: training images per task (validation: a quarter)")
+    .about("training images per task; validation gets a quarter as many"),
+    setting(
+        EnvName::Morpho,
+        "host_epochs", "workload.morpho.epochs", Int, "morpho: host epochs per episode, one decision each")
+    .about("host epochs per episode, one agent decision each"),
+    setting(
+        EnvName::Morpho,
+        "host_width", "workload.morpho.width", Int, "morpho: the host's first-stage channels")
+    .about("the host's first-stage channels (2× and 4× in the next stages)"),
+    setting(
+        EnvName::Morpho,
+        "rent", "workload.morpho.rent", Float, "morpho: reward lost per host's worth of added parameters")
+    .about("reward lost over an episode per host's worth of parameters the seeds add"),
+    setting(
+        EnvName::Morpho,
+        
+        "slots",
+        "workload.morpho.slots",
+        Choice(SlotPool::ALL),
+        "morpho: seeds made and freed per graft (dynamic), or a fixed masked pool (sleeper)",
+    )
+    .about("how hosts hold their seeds: `dynamic` makes a seed's tensors on its graft and frees them (and its optimizer state) on removal; `sleeper` keeps one of each blueprint per slot, masked, reset in place (catalogue row 9)"),
+    setting(
+        EnvName::Morpho,
+        
+        "lifecycle",
+        "workload.morpho.lifecycle",
+        Choice(LifecycleMode::ALL),
+        "morpho: lifecycles and rewards env after env (loop) or in one pass of tensor ops (batched)",
+    )
+    .about("how a batch of envs runs its lifecycles and rewards: `loop` env after env, each env's slot state read one value at a time and written back with one small op (seed 003's \"CPU trench\", catalogue row 8); `batched` every env in one pass of tensor ops, read back once. Identical trajectories"),
+    setting(
+        EnvName::Morpho,
+        
+        "host_exec",
+        "workload.morpho.host_exec",
+        Choice(HostExec::ALL),
+        "morpho: hosts trained one after another (per_env) or as one model with an env dimension (batched)",
+    )
+    .about("how a batch of envs trains its hosts: `per_env` one host after another, each with its own ops; `batched` every host as one model with a leading env dimension (grouped convolutions, batched matmuls), each host's epoch its own length. The same hosts to rounding. On a CPU batching measured slower (oneDNN runs each host's small convolutions about as well as a grouped one, and the batch adds gathers): per_env"),
+    setting(
+        EnvName::Morpho,
+        
+        "host_precision",
+        "workload.morpho.host_precision",
+        Choice(Precision::ALL),
+        "morpho: the hosts' convolutions and matmuls in fp32, bf16, fp16 (CUDA, loss-scaled) or auto",
+    )
+    .about("what the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master weights; norms, softmax, loss and Adam in fp32), `fp16` (the same with a dynamic loss scaler on the device; hosts on CUDA under --host-exec per_env only) or `auto` (bf16 where the device has it)"),
+    setting(
+        EnvName::Morpho,
+        
+        "stream_wait",
+        "workload.morpho.stream_wait",
+        Choice(StreamWait::ALL),
+        "morpho, hosts on CUDA: each host's stream waits before every minibatch (every) or once per epoch (moved)",
+    )
+    .about("Hosts on CUDA (`--device cuda`) under `--host-exec per_env`, each on its own stream: `every` makes a host's stream wait for the default stream before every minibatch (seed 002 #4's redundant wait); `moved` once per epoch, after the surgery and the epoch's indices reached the device. Refused with hosts on the CPU, which have no streams"),
+    setting(
+        EnvName::Morpho,
+        
+        "shapley_perms",
+        "workload.morpho.shapley_perms",
+        Int,
+        "morpho: orderings sampled for Shapley credit; 0 = exact",
+    )
+    .about("orderings sampled for each step's Shapley credit; 0 = exact, every ordering"),
+    ];
+    /// A host trains beside its env, on the run's device (no `device` backend).
+    const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+    /// The features (5 + 3 slots × 19 f32) and the mask table (6 ops × 30 choices, i64).
+    const OBS_BYTES: u64 = (5 + 3 * 19) * 4 + 6 * 30 * 8;
+    /// The 8-head agent's forward is libtorch ops (the run's notes say so).
+    const INFERENCE: Option<Inference> = Some(Inference::Eager);
+
+    fn validate(&self) -> Result<(), SpecError> {
+        in_range("tasks", self.tasks, 1, 1024)?;
+        in_range("task_images", self.images, 64, 65_536)?;
+        in_range("host_epochs", self.epochs, 1, 1000)?;
+        in_range("host_width", self.width, 1, 256)?;
+        if !(self.rent.is_finite() && (0.0..=10.0).contains(&self.rent)) {
+            return Err(SpecError::new("rent", format!("must be between 0 and 10 (got {})", self.rent)));
+        }
+        in_range("shapley_perms", self.shapley_perms, 0, 10_000)
+    }
+
+    fn diagnosis(&self, phase: Phase, profile: &Profile, spec: &RunSpec) -> Option<String> {
+        let c = &profile.counters;
+        Some(match phase {
+            Phase::HostForward | Phase::HostBackward | Phase::HostOptimizer => {
+                let pool = match self.slots {
+                    SlotPool::Sleeper if c.graph_replays > 0 => format!(
+                        "; every sleeper seed runs, masked; {} steps replayed as captured CUDA graphs, one launch \
+                         each (timed as forward)",
+                        c.graph_replays
+                    ),
+                    SlotPool::Sleeper => "; every sleeper seed runs, masked".into(),
+                    SlotPool::Dynamic if hosts_on_cuda(spec, c) => format!(
+                        "; not captured as CUDA graphs: the seeds' parameter sets changed {} times, which no graph \
+                         survives (--slots sleeper can be captured)",
+                        c.topology_changes
+                    ),
+                    SlotPool::Dynamic => String::new(),
+                };
+                let scaler = match self.host_precision {
+                    Precision::Fp16 => format!(
+                        "; fp16 with a loss scaler per host: {} steps skipped on overflowing gradients",
+                        c.host_steps_skipped
+                    ),
+                    _ => String::new(),
+                };
+                format!("the envs' host networks training ({} envs; the env's own compute{pool}{scaler})", spec.envs)
+            }
+            Phase::Counterfactual => match self.shapley_perms {
+                0 => "validations with live seeds switched off: exact Shapley values (2^live subsets)".into(),
+                n => format!("validations with live seeds switched off: {n} sampled orderings per step"),
+            },
+            Phase::Lifecycle => {
+                let pool = match self.slots {
+                    SlotPool::Dynamic => format!("; {} seeds made or freed with their optimizer state", c.topology_changes),
+                    SlotPool::Sleeper => "; sleeper seeds reset in place".into(),
+                };
+                let how = match self.lifecycle {
+                    LifecycleMode::Loop => format!("env after env, {} state reads one value at a time", c.lifecycle_reads),
+                    LifecycleMode::Batched => format!("one pass of tensor ops per batch, {} bulk reads", c.lifecycle_reads),
+                };
+                let norms = match spec.telemetry.every {
+                    0 => "; seeds' gradient norms off".to_string(),
+                    k => format!("; seeds' gradient norms every {k} epochs, {} reads", c.seed_norm_reads),
+                };
+                format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool}{norms})", spec.envs)
+            }
+            _ => return None,
+        })
+    }
+
+    fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
+        let c = &profile.counters;
+        // The trench: env-by-env lifecycles whose time is a real share of the wall.
+        let trench = profile.share(Phase::Lifecycle) + profile.share(Phase::Reward);
+        if self.lifecycle == LifecycleMode::Loop && trench >= 0.10 {
+            let signature = format!(
+                "{:.0}% of wall in lifecycles and rewards run env after env ({:.0} state reads per env step)",
+                100.0 * trench,
+                c.lifecycle_reads as f64 / c.env_steps.max(1) as f64
+            );
+            out.push(Recommendation::new("--lifecycle batched", Phase::Lifecycle, trench, signature));
+        }
+        // A sleeper pool buys graph capture with the masked sleepers' compute: on the CPU
+        // nothing is captured, so there it is pure cost; on CUDA a dynamic pool's hosts launch
+        // every op of every step, which a captured sleeper step replaces with one launch.
+        let hosts = profile.share(Phase::HostForward) + profile.share(Phase::HostBackward);
+        match self.slots {
+            SlotPool::Sleeper if !hosts_on_cuda(spec, c) && hosts >= 0.10 => {
+                let signature = format!(
+                    "{:.0}% of wall in host forward and backward, every sleeper seed computed masked; hosts on the \
+                     CPU are never captured as a graph",
+                    100.0 * hosts
+                );
+                out.push(Recommendation::new("--slots dynamic", Phase::HostBackward, hosts, signature));
+            }
+            SlotPool::Dynamic if hosts_on_cuda(spec, c) && hosts >= 0.10 => {
+                let signature = format!(
+                    "{:.0}% of wall in host steps launched op by op on CUDA, {} parameter-set changes that no \
+                     captured graph survives",
+                    100.0 * hosts,
+                    c.topology_changes
+                );
+                out.push(Recommendation::new("--slots sleeper", Phase::HostForward, hosts, signature));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether a morpho run's hosts trained on CUDA: its device says so, or (`--device auto`)
+/// its hosts' streams waited or their graphs replayed.
+fn hosts_on_cuda(spec: &RunSpec, c: &Counters) -> bool {
+    spec.device.starts_with("cuda") || c.stream_waits > 0 || c.graph_replays > 0
+}
+
+/// What the viewer draws: the first few envs, each its host's epoch and validation
+/// accuracy, its slots, and the decision just taken on them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MorphoFrame {
+    pub envs: Vec<MorphoView>,
+}
+
+/// One morpho env as the viewer draws it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MorphoView {
+    pub env: usize,
+    /// Host epochs done in this episode, of `epochs`.
+    pub epoch: u32,
+    pub epochs: u32,
+    /// Validation accuracy after the last epoch.
+    pub accuracy: f32,
+    pub slots: Vec<SlotView>,
+    /// The eight heads' choices, in order.
+    pub decision: Vec<HeadChoice>,
+}
+
+/// A slot: its stage (`dormant`, `training`, …), blend and blueprint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlotView {
+    pub stage: String,
+    pub alpha: f32,
+    pub blueprint: Option<String>,
+}
+
+/// One head's choice; `read`: whether the op chosen uses this head.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeadChoice {
+    pub head: String,
+    pub choice: String,
+    pub read: bool,
+}

@@ -1,0 +1,102 @@
+//! `proof` (seed 000): proof search over a Prolog knowledge base. Its settings, their
+//! knobs, its frame and what its phases mean to the report (the env and its Prolog are the
+//! proof workload's native code).
+
+use super::{setting, EnvName, Settings, HOST_BACKENDS};
+use crate::knobs::{Knob, KnobKind::*};
+use crate::profile::{Phase, Profile};
+use crate::spec::{in_range, Backend, Inference, RunSpec, SpecError};
+use serde::{Deserialize, Serialize};
+
+/// The proof env's settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProofSpec {
+    /// The knowledge base: a Prolog file or a generated world (`family:people=N,seed=S`,
+    /// `geography:places=N,seed=S`). Flag `--kb`.
+    pub kb: String,
+    /// A query file (ground atoms; `% test` starts the held-out part); for a generated
+    /// world the queries are generated when this is absent. Flag `--queries`.
+    pub queries: Option<String>,
+    /// Most resolution steps in an episode (the depth limit). Flag `--proof-depth`.
+    pub depth: usize,
+    /// Width of the policy's index embeddings (its hidden width is `ppo.hidden`'s first).
+    /// Flag `--embed-dim`.
+    pub embed_dim: usize,
+}
+
+impl Default for ProofSpec {
+    fn default() -> Self {
+        Self { kb: "family:people=200,seed=3".into(), queries: None, depth: 10, embed_dim: 32 }
+    }
+}
+
+impl Settings for ProofSpec {
+    const KNOBS: &'static [Knob] = &[
+    setting(
+        EnvName::Proof,
+        
+        "kb",
+        "workload.proof.kb",
+        Text,
+        "proof: a generated world (family:people=N,seed=S) or a .pl file in the data dir",
+    )
+    .about("a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world, `family:people=N,seed=S` or `geography:places=N,seed=S`"),
+    setting(
+        EnvName::Proof,
+        
+        "queries",
+        "workload.proof.queries",
+        OptionalText,
+        "proof: a query file in the data dir (generated for a world when empty)",
+    )
+    .about("a query file, one ground atom per line, `% test` before the held-out ones (needed with a --kb file; generated for a world when absent)"),
+    setting(
+        EnvName::Proof,
+        "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
+    .about("most resolution steps per episode"),
+    setting(
+        EnvName::Proof,
+        "embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings")
+    .about("width of the policy's index embeddings"),
+    ];
+    /// Resolution is symbolic: the envs step on the host.
+    const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+    /// The goal list (10 × 3), 20 successors (20 × 10 × 3) and the mask (20), in i64.
+    const OBS_BYTES: u64 = (10 * 3 + 20 * 10 * 3 + 20) * 8;
+
+    fn validate(&self) -> Result<(), SpecError> {
+        in_range("proof_depth", self.depth, 1, 64)?;
+        in_range("embed_dim", self.embed_dim, 1, 1024)
+    }
+
+    /// The knowledge base unless it names a generated world (`family:…`, `geography:…`;
+    /// the proof workload parses the rest), and the query file.
+    fn files(&mut self) -> Vec<(&'static str, &mut String)> {
+        let kind = self.kb.split_once(':').map_or(self.kb.as_str(), |(kind, _)| kind);
+        let world = matches!(kind, "family" | "geography");
+        let kb = (!world).then_some(("kb", &mut self.kb));
+        kb.into_iter().chain(self.queries.as_mut().map(|q| ("queries", q))).collect()
+    }
+
+    fn diagnosis(&self, phase: Phase, _profile: &Profile, spec: &RunSpec) -> Option<String> {
+        let d = self.embed_dim;
+        match (phase, spec.exec.inference) {
+            (Phase::EmbeddingLookup, Inference::Fused) => {
+                Some(format!("goal lists as sums of projected embedding rows (host), embed dim {d}"))
+            }
+            (Phase::EmbeddingLookup, _) => Some(format!("index embeddings (embedding_bag), embed dim {d}")),
+            _ => None,
+        }
+    }
+}
+
+/// What the viewer draws of env 0: its goal list, the successors offered (with whether
+/// each is allowed) and the one chosen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProofFrame {
+    pub goals: String,
+    pub successors: Vec<String>,
+    pub allowed: Vec<bool>,
+    pub choice: i64,
+}

@@ -1,0 +1,31 @@
+//! The proof env's view: env 0's goal list, the successors offered (masked ones dimmed)
+//! and the one chosen.
+
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::workloads::proof::ProofFrame;
+use hotlab_shared::workloads::EnvName;
+use leptos::prelude::*;
+
+#[component]
+pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
+    let mine = move || frame.with(|f| f.as_ref().and_then(|f| f.read::<ProofFrame>(EnvName::Proof)));
+    move || {
+        mine().map(|ProofFrame { goals, successors, allowed, choice }| {
+            view! {
+                <div class="proof" data-testid="rollout-proof">
+                    <p><span class="muted">"goals "</span><code>{goals}</code></p>
+                    <ol start="0" class="successors">
+                        {successors.into_iter().enumerate().map(|(k, s)| {
+                            let class = match (k as i64 == choice, allowed.get(k).copied().unwrap_or(false)) {
+                                (true, _) => "chosen",
+                                (false, true) => "",
+                                (false, false) => "masked",
+                            };
+                            view! { <li class=class><code>{s}</code></li> }
+                        }).collect_view()}
+                    </ol>
+                </div>
+            }
+        })
+    }
+}
