@@ -21,6 +21,62 @@ pub struct Counters {
     pub spin_iterations: u64,
     /// Seconds the trainer thread spent blocked or spinning on workers.
     pub worker_wait_s: f64,
+    /// What the envs counted of their own work (beside these keys in JSON).
+    #[serde(flatten)]
+    pub own: EnvOwn,
+}
+
+impl Counters {
+    /// The counts accumulated after `earlier` was taken.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            env_steps: self.env_steps - earlier.env_steps,
+            host_syncs: self.host_syncs - earlier.host_syncs,
+            h2d_copies: self.h2d_copies - earlier.h2d_copies,
+            h2d_bytes: self.h2d_bytes - earlier.h2d_bytes,
+            d2h_copies: self.d2h_copies - earlier.d2h_copies,
+            d2h_bytes: self.d2h_bytes - earlier.d2h_bytes,
+            ipc_round_trips: self.ipc_round_trips - earlier.ipc_round_trips,
+            spin_iterations: self.spin_iterations - earlier.spin_iterations,
+            worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
+            own: self.own.zip(&earlier.own, |a, b| a - b),
+        }
+    }
+
+    /// Adds another window's counts to these.
+    pub fn add(&mut self, o: &Counters) {
+        self.env_steps += o.env_steps;
+        self.host_syncs += o.host_syncs;
+        self.h2d_copies += o.h2d_copies;
+        self.h2d_bytes += o.h2d_bytes;
+        self.d2h_copies += o.d2h_copies;
+        self.d2h_bytes += o.d2h_bytes;
+        self.ipc_round_trips += o.ipc_round_trips;
+        self.spin_iterations += o.spin_iterations;
+        self.worker_wait_s += o.worker_wait_s;
+        self.own = self.own.zip(&o.own, |a, b| a + b);
+    }
+
+    /// Takes an env backend's own totals (IPC, spins, waits, the envs' own counts) into these.
+    pub fn set_env(&mut self, env: &EnvCounters) {
+        self.ipc_round_trips = env.ipc_round_trips;
+        self.spin_iterations = env.spin_iterations;
+        self.worker_wait_s = env.worker_wait_s;
+        self.own = env.own;
+    }
+}
+
+/// Parts of an env step an env times itself ([`crate::profile::Phase::ENV_PARTS`]).
+pub const ENV_PARTS: usize = 7;
+/// Counts an env keeps itself ([`EnvOwn`]).
+pub const ENV_COUNTS: usize = 8;
+
+/// What an env counts of its own work: the morpho env's hosts (their surgery, lifecycle,
+/// training, streams and graphs), summed over envs, threads and worker processes. Declared
+/// once: a run's [`Counters`], a backend's [`EnvCounters`] and the workers' shared memory
+/// ([`EnvOwn::to_array`]) all carry it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvOwn {
     /// Changes to an env's set of parameter tensors (a morpho seed's tensors made or
     /// freed): each one invalidates a captured graph of its step (catalogue row 9).
     #[serde(default)]
@@ -58,130 +114,22 @@ pub struct Counters {
     pub host_samples: u64,
 }
 
-impl Counters {
-    /// The counts accumulated after `earlier` was taken.
-    pub fn since(&self, earlier: &Counters) -> Counters {
-        Counters {
-            env_steps: self.env_steps - earlier.env_steps,
-            host_syncs: self.host_syncs - earlier.host_syncs,
-            h2d_copies: self.h2d_copies - earlier.h2d_copies,
-            h2d_bytes: self.h2d_bytes - earlier.h2d_bytes,
-            d2h_copies: self.d2h_copies - earlier.d2h_copies,
-            d2h_bytes: self.d2h_bytes - earlier.d2h_bytes,
-            ipc_round_trips: self.ipc_round_trips - earlier.ipc_round_trips,
-            spin_iterations: self.spin_iterations - earlier.spin_iterations,
-            worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
-            topology_changes: self.topology_changes - earlier.topology_changes,
-            lifecycle_reads: self.lifecycle_reads - earlier.lifecycle_reads,
-            host_passes: self.host_passes - earlier.host_passes,
-            seed_norm_reads: self.seed_norm_reads - earlier.seed_norm_reads,
-            stream_waits: self.stream_waits - earlier.stream_waits,
-            graph_replays: self.graph_replays - earlier.graph_replays,
-            host_steps_skipped: self.host_steps_skipped - earlier.host_steps_skipped,
-            host_samples: self.host_samples - earlier.host_samples,
-        }
-    }
-
-    /// Adds another window's counts to these.
-    pub fn add(&mut self, o: &Counters) {
-        self.env_steps += o.env_steps;
-        self.host_syncs += o.host_syncs;
-        self.h2d_copies += o.h2d_copies;
-        self.h2d_bytes += o.h2d_bytes;
-        self.d2h_copies += o.d2h_copies;
-        self.d2h_bytes += o.d2h_bytes;
-        self.ipc_round_trips += o.ipc_round_trips;
-        self.spin_iterations += o.spin_iterations;
-        self.worker_wait_s += o.worker_wait_s;
-        self.topology_changes += o.topology_changes;
-        self.lifecycle_reads += o.lifecycle_reads;
-        self.host_passes += o.host_passes;
-        self.seed_norm_reads += o.seed_norm_reads;
-        self.stream_waits += o.stream_waits;
-        self.graph_replays += o.graph_replays;
-        self.host_steps_skipped += o.host_steps_skipped;
-        self.host_samples += o.host_samples;
-    }
-
-    /// Takes an env backend's own totals (IPC, spins, waits) into these.
-    pub fn set_env(&mut self, env: &EnvCounters) {
-        self.ipc_round_trips = env.ipc_round_trips;
-        self.spin_iterations = env.spin_iterations;
-        self.worker_wait_s = env.worker_wait_s;
-        self.topology_changes = env.topology_changes;
-        self.lifecycle_reads = env.lifecycle_reads;
-        self.host_passes = env.host_passes;
-        self.seed_norm_reads = env.seed_norm_reads;
-        self.stream_waits = env.stream_waits;
-        self.graph_replays = env.graph_replays;
-        self.host_steps_skipped = env.host_steps_skipped;
-        self.host_samples = env.host_samples;
-    }
+/// One of an env's own counts, by its position in [`EnvOwn::to_array`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Own {
+    TopologyChanges,
+    LifecycleReads,
+    HostPasses,
+    SeedNormReads,
+    StreamWaits,
+    GraphReplays,
+    HostStepsSkipped,
+    HostSamples,
 }
 
-/// Parts of an env step an env times itself ([`crate::profile::Phase::ENV_PARTS`]).
-pub const ENV_PARTS: usize = 7;
-/// Counts an env keeps itself ([`EnvCounters::own_counts`]).
-pub const ENV_COUNTS: usize = 8;
-
-/// What an env backend counts itself (totals since it was made).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct EnvCounters {
-    pub ipc_round_trips: u64,
-    pub spin_iterations: u64,
-    pub worker_wait_s: f64,
-    /// Seconds its worker processes' envs spent in each part of their steps (summed over
-    /// workers; in-process envs report theirs through their workload instead).
-    #[serde(default)]
-    pub parts: [f64; ENV_PARTS],
-    /// Changes to its envs' sets of parameter tensors ([`Counters::topology_changes`]).
-    #[serde(default)]
-    pub topology_changes: u64,
-    /// Reads of its envs' lifecycle state ([`Counters::lifecycle_reads`]).
-    #[serde(default)]
-    pub lifecycle_reads: u64,
-    /// Its envs' host training passes ([`Counters::host_passes`]).
-    #[serde(default)]
-    pub host_passes: u64,
-    /// Its envs' reads of their seeds' gradient norms ([`Counters::seed_norm_reads`]).
-    #[serde(default)]
-    pub seed_norm_reads: u64,
-    /// Its envs' hosts' stream waits ([`Counters::stream_waits`]).
-    #[serde(default)]
-    pub stream_waits: u64,
-    /// Its envs' hosts' captured steps replayed ([`Counters::graph_replays`]).
-    #[serde(default)]
-    pub graph_replays: u64,
-    /// Its envs' fp16 host steps skipped ([`Counters::host_steps_skipped`]).
-    #[serde(default)]
-    pub host_steps_skipped: u64,
-    /// Images its envs' hosts trained on ([`Counters::host_samples`]).
-    #[serde(default)]
-    pub host_samples: u64,
-}
-
-impl EnvCounters {
-    /// These and an env's own (a backend's and its workload's), summed.
-    pub fn plus(&self, o: &EnvCounters) -> EnvCounters {
-        EnvCounters {
-            ipc_round_trips: self.ipc_round_trips + o.ipc_round_trips,
-            spin_iterations: self.spin_iterations + o.spin_iterations,
-            worker_wait_s: self.worker_wait_s + o.worker_wait_s,
-            parts: std::array::from_fn(|i| self.parts[i] + o.parts[i]),
-            topology_changes: self.topology_changes + o.topology_changes,
-            lifecycle_reads: self.lifecycle_reads + o.lifecycle_reads,
-            host_passes: self.host_passes + o.host_passes,
-            seed_norm_reads: self.seed_norm_reads + o.seed_norm_reads,
-            stream_waits: self.stream_waits + o.stream_waits,
-            graph_replays: self.graph_replays + o.graph_replays,
-            host_steps_skipped: self.host_steps_skipped + o.host_steps_skipped,
-            host_samples: self.host_samples + o.host_samples,
-        }
-    }
-
-    /// The counts an env times and counts itself, as a worker process writes them to
-    /// shared memory ([`ENV_COUNTS`] of them, after the parts).
-    pub fn own_counts(&self) -> [u64; ENV_COUNTS] {
+impl EnvOwn {
+    /// The counts in [`Own`]'s order (a worker process writes them so to shared memory).
+    pub fn to_array(&self) -> [u64; ENV_COUNTS] {
         [
             self.topology_changes,
             self.lifecycle_reads,
@@ -194,12 +142,10 @@ impl EnvCounters {
         ]
     }
 
-    /// A worker's parts and counts as read back from shared memory.
-    pub fn from_own(parts: [f64; ENV_PARTS], counts: [u64; ENV_COUNTS]) -> Self {
+    pub fn from_array(counts: [u64; ENV_COUNTS]) -> Self {
         let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, graph_replays, host_steps_skipped, host_samples] =
             counts;
         Self {
-            parts,
             topology_changes,
             lifecycle_reads,
             host_passes,
@@ -208,7 +154,45 @@ impl EnvCounters {
             graph_replays,
             host_steps_skipped,
             host_samples,
-            ..Self::default()
         }
+    }
+
+    /// Count by count, `f` of these and `o`'s.
+    pub fn zip(&self, o: &EnvOwn, f: impl Fn(u64, u64) -> u64) -> EnvOwn {
+        let (a, b) = (self.to_array(), o.to_array());
+        EnvOwn::from_array(std::array::from_fn(|i| f(a[i], b[i])))
+    }
+}
+
+/// What an env backend counts itself (totals since it was made).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvCounters {
+    pub ipc_round_trips: u64,
+    pub spin_iterations: u64,
+    pub worker_wait_s: f64,
+    /// Seconds its worker processes' envs spent in each part of their steps (summed over
+    /// workers; in-process envs report theirs through their workload instead).
+    #[serde(default)]
+    pub parts: [f64; ENV_PARTS],
+    /// Its envs' own counts.
+    #[serde(flatten)]
+    pub own: EnvOwn,
+}
+
+impl EnvCounters {
+    /// These and an env's own (a backend's and its workload's), summed.
+    pub fn plus(&self, o: &EnvCounters) -> EnvCounters {
+        EnvCounters {
+            ipc_round_trips: self.ipc_round_trips + o.ipc_round_trips,
+            spin_iterations: self.spin_iterations + o.spin_iterations,
+            worker_wait_s: self.worker_wait_s + o.worker_wait_s,
+            parts: std::array::from_fn(|i| self.parts[i] + o.parts[i]),
+            own: self.own.zip(&o.own, |a, b| a + b),
+        }
+    }
+
+    /// A worker's parts and counts as read back from shared memory.
+    pub fn from_own(parts: [f64; ENV_PARTS], counts: [u64; ENV_COUNTS]) -> Self {
+        Self { parts, own: EnvOwn::from_array(counts), ..Self::default() }
     }
 }

@@ -89,10 +89,10 @@ impl Counter {
             Counter::H2dBytes => c.h2d_bytes,
             Counter::IpcRoundTrips => c.ipc_round_trips,
             Counter::SpinIterations => c.spin_iterations,
-            Counter::TopologyChanges => c.topology_changes,
-            Counter::LifecycleReads => c.lifecycle_reads,
-            Counter::HostPasses => c.host_passes,
-            Counter::StreamWaits => c.stream_waits,
+            Counter::TopologyChanges => c.own.topology_changes,
+            Counter::LifecycleReads => c.own.lifecycle_reads,
+            Counter::HostPasses => c.own.host_passes,
+            Counter::StreamWaits => c.own.stream_waits,
         }
     }
 }

@@ -392,7 +392,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::Counters;
+    use crate::counters::{Counters, EnvOwn};
     use crate::profile::PhaseTime;
     use crate::spec::{LifecycleMode, SlotPool};
 
@@ -486,7 +486,7 @@ mod tests {
         assert_eq!(knobs(&r), ["--slots sleeper"]);
         assert!(r.recommendations[0].signature.contains("no captured graph"), "{}", r.recommendations[0].signature);
         assert!(knobs(&analyze(&hosts, &cuda(SlotPool::Sleeper))).is_empty());
-        let c = Counters { graph_replays: 40, ..Counters::default() };
+        let c = Counters { own: EnvOwn { graph_replays: 40, ..EnvOwn::default() }, ..Counters::default() };
         let captured = profile(&[(Phase::HostForward, 0.6)], c);
         let r = analyze(&captured, &morpho(SlotPool::Sleeper));
         assert!(knobs(&r).is_empty(), "captured on CUDA (found by its replays under --device auto)");
@@ -504,7 +504,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let c = Counters { host_steps_skipped: 3, ..Counters::default() };
+        let c = Counters { own: EnvOwn { host_steps_skipped: 3, ..EnvOwn::default() }, ..Counters::default() };
         let p = profile(&[(Phase::HostBackward, 0.6)], c);
         let diagnosis = |precision| {
             let r = analyze(&p, &spec(precision));
@@ -521,7 +521,11 @@ mod tests {
             workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec { lifecycle, ..Default::default() }),
             ..Default::default()
         };
-        let c = Counters { env_steps: 10, lifecycle_reads: 600, ..Counters::default() };
+        let c = Counters {
+            env_steps: 10,
+            own: EnvOwn { lifecycle_reads: 600, ..EnvOwn::default() },
+            ..Counters::default()
+        };
         let trench = profile(&[(Phase::Lifecycle, 0.15), (Phase::Reward, 0.05), (Phase::HostBackward, 0.5)], c);
         let r = analyze(&trench, &morpho(LifecycleMode::Loop));
         assert_eq!(knobs(&r), ["--lifecycle batched"]);

@@ -16,6 +16,20 @@ impl ParamSlot {
     }
 }
 
+/// A network whose parameters are one flat tensor: what PPO steps, telemetry names, the
+/// lab serves to the browser and a checkpoint stores.
+pub trait Network {
+    /// Every parameter, concatenated in [`Network::layout`]'s order.
+    fn flat(&self) -> &tch::Tensor;
+    fn layout(&self) -> &[ParamSlot];
+    /// Its shape as JSON (its architecture): what the lab serves beside the parameters.
+    fn shape(&self) -> serde_json::Value;
+    /// The flat parameters on the host.
+    fn host_params(&self) -> Vec<f32> {
+        Vec::<f32>::try_from(self.flat().to_device(tch::Device::Cpu).to_kind(tch::Kind::Float)).unwrap_or_default()
+    }
+}
+
 /// Slots for `(name, shape)` pairs, packed one after another.
 pub fn pack(shapes: impl IntoIterator<Item = (String, Vec<i64>)>) -> Vec<ParamSlot> {
     let mut offset = 0;

@@ -12,7 +12,7 @@
 use super::checkpoint::Stored;
 use super::episodes::Episodes;
 use super::frames::Frames;
-use super::params::ParamSlot;
+use super::params::{Network, ParamSlot};
 use super::precision::Precision;
 use super::telemetry::Telemetry;
 use crate::cuda::gpu::{Gpu, Support};
@@ -153,13 +153,25 @@ pub struct Evaluation {
 
 /// A trained (or loaded) policy.
 pub trait TrainedPolicy: Send {
+    /// Its parameters.
+    fn network(&self) -> &dyn Network;
+    /// Its key in the checkpoint's `spec.json` (the network's shape is stored under it).
+    fn checkpoint_key(&self) -> &'static str;
     /// The network's shape as JSON (what the lab serves beside the parameters).
-    fn shape(&self) -> serde_json::Value;
-    fn layout(&self) -> &[ParamSlot];
+    fn shape(&self) -> serde_json::Value {
+        self.network().shape()
+    }
+    fn layout(&self) -> &[ParamSlot] {
+        self.network().layout()
+    }
     /// The flat parameters on the host.
-    fn host_params(&self) -> Vec<f32>;
+    fn host_params(&self) -> Vec<f32> {
+        self.network().host_params()
+    }
     /// Writes the checkpoint (`spec.json` and `policy.safetensors`).
-    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()>;
+    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
+        super::checkpoint::save(dir, spec, self.checkpoint_key(), self.shape(), self.network().flat())
+    }
     /// The evaluation that goes into the run's report, when the workload has one.
     fn report_evaluation(&self, _seed: u64) -> Option<Evaluation> {
         None

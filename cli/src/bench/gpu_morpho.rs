@@ -109,12 +109,12 @@ pub fn checks() -> Vec<Value> {
                         }
                     })
                 });
-            let replays = report.counters.graph_replays;
+            let replays = report.counters.own.graph_replays;
             out.push(check(
                 "morpho_sleeper_step_captured",
                 replays > 0 && close,
                 "graph replays > 0; the dynamic run's figures to 1e-3",
-                json!({"graph_replays": replays, "host_passes": report.counters.host_passes,
+                json!({"graph_replays": replays, "host_passes": report.counters.own.host_passes,
                        "figures": {"sleeper": figures, "dynamic": dynamic}}),
             ));
         }
@@ -132,14 +132,14 @@ pub fn checks() -> Vec<Value> {
                         .iter()
                         .flat_map(|f| f.as_array().cloned().unwrap_or_default())
                         .all(|v| v.as_f64().is_none_or(f64::is_finite));
-                let captured = slots == SlotPool::Dynamic || report.counters.graph_replays > 0;
+                let captured = slots == SlotPool::Dynamic || report.counters.own.graph_replays > 0;
                 out.push(check(
                     &name,
                     finite && captured,
                     "finite figures; sleeper steps captured with the scaler inside",
-                    json!({"figures": figures, "graph_replays": report.counters.graph_replays,
-                           "host_steps_skipped": report.counters.host_steps_skipped,
-                           "host_passes": report.counters.host_passes}),
+                    json!({"figures": figures, "graph_replays": report.counters.own.graph_replays,
+                           "host_steps_skipped": report.counters.own.host_steps_skipped,
+                           "host_passes": report.counters.own.host_passes}),
                 ));
             }
             Err(e) => out.push(check(&name, false, "-", json!(format!("{e:#}")))),
@@ -147,13 +147,13 @@ pub fn checks() -> Vec<Value> {
     }
     if let [(moved, r_moved), (every, r_every)] = runs.as_slice() {
         let streams = r_moved.notes.iter().any(|n| n.contains("own CUDA stream"));
-        let (w_moved, w_every) = (r_moved.counters.stream_waits, r_every.counters.stream_waits);
+        let (w_moved, w_every) = (r_moved.counters.own.stream_waits, r_every.counters.own.stream_waits);
         out.push(check(
             "morpho_hosts_train_on_cuda_streams",
             streams && moved.len() == 2 && w_moved > 0 && w_every > w_moved && moved == every,
             "the same figures; more waits with every",
             json!({"notes": r_moved.notes, "stream_waits": {"moved": w_moved, "every": w_every},
-                   "figures": {"moved": moved, "every": every}, "host_passes": r_moved.counters.host_passes}),
+                   "figures": {"moved": moved, "every": every}, "host_passes": r_moved.counters.own.host_passes}),
         ));
     }
     out
@@ -176,8 +176,8 @@ pub fn bench() -> Value {
         match short_run(s, 16, 4) {
             Ok((_, r)) => out.push(json!({
                 "setting": name, "decisions_per_s": r.sps, "wall_s": r.wall_s, "total_s": t.elapsed().as_secs_f64(),
-                "stream_waits": r.counters.stream_waits, "host_passes": r.counters.host_passes,
-                "graph_replays": r.counters.graph_replays,
+                "stream_waits": r.counters.own.stream_waits, "host_passes": r.counters.own.host_passes,
+                "graph_replays": r.counters.own.graph_replays,
             })),
             Err(e) => out.push(json!({"setting": name, "error": format!("{e:#}")})),
         }

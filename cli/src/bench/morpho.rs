@@ -122,7 +122,7 @@ pub fn run(b: &MorphoBench, progress: &mut dyn FnMut(&str, usize, usize)) -> Res
                 progress(&format!("{envs} envs, {name} (repeat {})", repeat + 1), done, total);
                 let report = hotlab_workloads::measure(spec).with_context(|| format!("{envs} envs, {name}"))?;
                 sps[i].push(report.sps);
-                samples[i].push(report.counters.host_samples as f64 / report.wall_s);
+                samples[i].push(report.counters.own.host_samples as f64 / report.wall_s);
                 match &mut profiles[i] {
                     Some(p) => p.accumulate(&report.profile),
                     slot => *slot = Some(report.profile),

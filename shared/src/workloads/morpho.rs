@@ -253,23 +253,23 @@ impl Settings for MorphoSpec {
         Some(match phase {
             Phase::HostForward | Phase::HostBackward | Phase::HostOptimizer => {
                 let pool = match self.slots {
-                    SlotPool::Sleeper if c.graph_replays > 0 => format!(
+                    SlotPool::Sleeper if c.own.graph_replays > 0 => format!(
                         "; every sleeper seed runs, masked; {} steps replayed as captured CUDA graphs, one launch \
                          each (timed as forward)",
-                        c.graph_replays
+                        c.own.graph_replays
                     ),
                     SlotPool::Sleeper => "; every sleeper seed runs, masked".into(),
                     SlotPool::Dynamic if hosts_on_cuda(spec, c) => format!(
                         "; not captured as CUDA graphs: the seeds' parameter sets changed {} times, which no graph \
                          survives (--slots sleeper can be captured)",
-                        c.topology_changes
+                        c.own.topology_changes
                     ),
                     SlotPool::Dynamic => String::new(),
                 };
                 let scaler = match self.host_precision {
                     Precision::Fp16 => format!(
                         "; fp16 with a loss scaler per host: {} steps skipped on overflowing gradients",
-                        c.host_steps_skipped
+                        c.own.host_steps_skipped
                     ),
                     _ => String::new(),
                 };
@@ -281,16 +281,16 @@ impl Settings for MorphoSpec {
             },
             Phase::Lifecycle => {
                 let pool = match self.slots {
-                    SlotPool::Dynamic => format!("; {} seeds made or freed with their optimizer state", c.topology_changes),
+                    SlotPool::Dynamic => format!("; {} seeds made or freed with their optimizer state", c.own.topology_changes),
                     SlotPool::Sleeper => "; sleeper seeds reset in place".into(),
                 };
                 let how = match self.lifecycle {
-                    LifecycleMode::Loop => format!("env after env, {} state reads one value at a time", c.lifecycle_reads),
-                    LifecycleMode::Batched => format!("one pass of tensor ops per batch, {} bulk reads", c.lifecycle_reads),
+                    LifecycleMode::Loop => format!("env after env, {} state reads one value at a time", c.own.lifecycle_reads),
+                    LifecycleMode::Batched => format!("one pass of tensor ops per batch, {} bulk reads", c.own.lifecycle_reads),
                 };
                 let norms = match spec.telemetry.every {
                     0 => "; seeds' gradient norms off".to_string(),
-                    k => format!("; seeds' gradient norms every {k} epochs, {} reads", c.seed_norm_reads),
+                    k => format!("; seeds' gradient norms every {k} epochs, {} reads", c.own.seed_norm_reads),
                 };
                 format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool}{norms})", spec.envs)
             }
@@ -306,7 +306,7 @@ impl Settings for MorphoSpec {
             let signature = format!(
                 "{:.0}% of wall in lifecycles and rewards run env after env ({:.0} state reads per env step)",
                 100.0 * trench,
-                c.lifecycle_reads as f64 / c.env_steps.max(1) as f64
+                c.own.lifecycle_reads as f64 / c.env_steps.max(1) as f64
             );
             out.push(Recommendation::new("--lifecycle batched", Phase::Lifecycle, trench, signature));
         }
@@ -328,7 +328,7 @@ impl Settings for MorphoSpec {
                     "{:.0}% of wall in host steps launched op by op on CUDA, {} parameter-set changes that no \
                      captured graph survives",
                     100.0 * hosts,
-                    c.topology_changes
+                    c.own.topology_changes
                 );
                 out.push(Recommendation::new("--slots sleeper", Phase::HostForward, hosts, signature));
             }
@@ -340,7 +340,7 @@ impl Settings for MorphoSpec {
 /// Whether a morpho run's hosts trained on CUDA: its device says so, or (`--device auto`)
 /// its hosts' streams waited or their graphs replayed.
 fn hosts_on_cuda(spec: &RunSpec, c: &Counters) -> bool {
-    spec.device.starts_with("cuda") || c.stream_waits > 0 || c.graph_replays > 0
+    spec.device.starts_with("cuda") || c.own.stream_waits > 0 || c.own.graph_replays > 0
 }
 
 /// What the viewer draws: the first few envs, each its host's epoch and validation

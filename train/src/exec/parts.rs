@@ -4,26 +4,19 @@
 //! reads its totals around each env step and carves the span ([`crate::profiler`]); a
 //! worker process copies its own totals into shared memory.
 
-use hotlab_shared::counters::{EnvCounters, ENV_PARTS};
+use hotlab_shared::counters::{EnvCounters, Own, ENV_COUNTS, ENV_PARTS};
 use hotlab_shared::profile::Phase;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// Nanoseconds per part, summed over every env and thread, the changes to the envs'
-/// parameter sets, the reads of their lifecycle state, their hosts' training passes and
-/// the reads of their seeds' gradient norms, their hosts' stream waits, graph replays,
-/// skipped fp16 steps and images trained on.
+/// Nanoseconds per part and the envs' own counts ([`Own`]: changes to their parameter
+/// sets, reads of their lifecycle state, their hosts' training passes, seed-norm reads,
+/// stream waits, graph replays, skipped fp16 steps and images trained on), summed over
+/// every env and thread.
 #[derive(Debug, Default)]
 pub struct PartClock {
     nanos: [AtomicU64; ENV_PARTS],
-    topology_changes: AtomicU64,
-    lifecycle_reads: AtomicU64,
-    host_passes: AtomicU64,
-    seed_norm_reads: AtomicU64,
-    stream_waits: AtomicU64,
-    graph_replays: AtomicU64,
-    host_steps_skipped: AtomicU64,
-    host_samples: AtomicU64,
+    counts: [AtomicU64; ENV_COUNTS],
 }
 
 impl PartClock {
@@ -42,60 +35,15 @@ impl PartClock {
         std::array::from_fn(|i| self.nanos[i].load(Ordering::Relaxed) as f64 * 1e-9)
     }
 
-    /// An env's set of parameter tensors changed.
-    pub fn topology_changed(&self) {
-        self.topology_changes.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// `n` reads of the envs' lifecycle state from its tensors.
-    pub fn lifecycle_read(&self, n: u64) {
-        self.lifecycle_reads.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// One host training pass (a minibatch of one host, or of a batch of hosts).
-    pub fn host_pass(&self) {
-        self.host_passes.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// One read of a host's seeds' gradient norms.
-    pub fn seed_norm_read(&self) {
-        self.seed_norm_reads.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A host's stream waited for the default stream.
-    pub fn stream_wait(&self) {
-        self.stream_waits.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A host's captured training step replayed.
-    pub fn graph_replay(&self) {
-        self.graph_replays.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// `n` more fp16 host steps skipped by a host's loss scaler.
-    pub fn host_steps_skipped(&self, n: u64) {
-        self.host_steps_skipped.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// `n` more images trained on by the hosts.
-    pub fn host_samples(&self, n: u64) {
-        self.host_samples.fetch_add(n, Ordering::Relaxed);
+    /// `n` more of one of the envs' own counts.
+    pub fn count(&self, what: Own, n: u64) {
+        self.counts[what as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     /// The totals as an env backend's counters.
     pub fn counters(&self) -> EnvCounters {
-        EnvCounters {
-            parts: self.totals(),
-            topology_changes: self.topology_changes.load(Ordering::Relaxed),
-            lifecycle_reads: self.lifecycle_reads.load(Ordering::Relaxed),
-            host_passes: self.host_passes.load(Ordering::Relaxed),
-            seed_norm_reads: self.seed_norm_reads.load(Ordering::Relaxed),
-            stream_waits: self.stream_waits.load(Ordering::Relaxed),
-            graph_replays: self.graph_replays.load(Ordering::Relaxed),
-            host_steps_skipped: self.host_steps_skipped.load(Ordering::Relaxed),
-            host_samples: self.host_samples.load(Ordering::Relaxed),
-            ..EnvCounters::default()
-        }
+        let counts = std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed));
+        EnvCounters::from_own(self.totals(), counts)
     }
 }
 

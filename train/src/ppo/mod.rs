@@ -19,7 +19,7 @@ pub mod loss;
 pub mod update;
 
 use super::adam::FlatAdam;
-use super::params::ParamSlot;
+use super::params::{Network, ParamSlot};
 use super::precision::Precision;
 use super::rollout::{Batch, Rollout};
 use super::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
@@ -40,9 +40,16 @@ pub trait PpoPolicy: Sized {
     type Pass<'a>: Pass
     where
         Self: 'a;
+    /// Its network.
+    type Net: Network;
+    fn net(&self) -> &Self::Net;
     /// The flat parameter vector (Adam's state is shaped after it).
-    fn flat(&self) -> &Tensor;
-    fn layout(&self) -> &[ParamSlot];
+    fn flat(&self) -> &Tensor {
+        self.net().flat()
+    }
+    fn layout(&self) -> &[ParamSlot] {
+        self.net().layout()
+    }
     /// Starts an update over `batch`.
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, precision: &Precision) -> Self::Pass<'a>;
     /// The trained network, for checkpoints and evaluation.

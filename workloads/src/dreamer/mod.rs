@@ -35,12 +35,11 @@ use anyhow::{bail, Result};
 use behavior::Behavior;
 use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, DreamerSpec, ReplayAt, RunSpec, SpecError, WorkloadSpec};
-use hotlab_train::checkpoint::{self, Stored};
+use hotlab_shared::spec::{Backend, DreamerSpec, ReplayAt, SpecError, WorkloadSpec};
+use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::{worker_flags, EnvMaker};
-use hotlab_train::params::ParamSlot;
+use hotlab_train::params::{Network, ParamSlot};
 use hotlab_train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
-use std::path::Path;
 use std::sync::Arc;
 use tch::{Device, Tensor};
 use world::{Dims, WorldModel};
@@ -143,13 +142,18 @@ pub struct TrainedDreamer {
     world: WorldModel,
     behavior: Behavior,
     layout: Vec<ParamSlot>,
+    /// The three networks' parameters as one flat vector on the host, in `layout`'s order
+    /// (what the lab serves and a checkpoint stores).
+    joint: Tensor,
     workload: Arc<Dreamer>,
 }
 
 impl TrainedDreamer {
     pub fn new(world: WorldModel, behavior: Behavior, workload: Arc<Dreamer>) -> Self {
         let layout = joint_layout(&world, &behavior);
-        Self { world, behavior, layout, workload }
+        let mut trained = Self { world, behavior, layout, joint: Tensor::new(), workload };
+        trained.joint = trained.joint();
+        trained
     }
 
     fn flats(&self) -> [&Tensor; 3] {
@@ -166,6 +170,7 @@ impl TrainedDreamer {
                 offset += n;
             }
         });
+        self.joint = self.joint();
     }
 
     fn joint(&self) -> Tensor {
@@ -178,21 +183,28 @@ impl TrainedDreamer {
     }
 }
 
-impl TrainedPolicy for TrainedDreamer {
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(self.workload.dims()).unwrap_or_default()
+/// The world model, the actor and the critic as one network: their joint parameters.
+impl Network for TrainedDreamer {
+    fn flat(&self) -> &Tensor {
+        &self.joint
     }
 
     fn layout(&self) -> &[ParamSlot] {
         &self.layout
     }
 
-    fn host_params(&self) -> Vec<f32> {
-        Vec::<f32>::try_from(&self.joint()).unwrap_or_default()
+    fn shape(&self) -> serde_json::Value {
+        serde_json::to_value(self.workload.dims()).unwrap_or_default()
+    }
+}
+
+impl TrainedPolicy for TrainedDreamer {
+    fn network(&self) -> &dyn Network {
+        self
     }
 
-    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
-        checkpoint::save(dir, spec, CHECKPOINT_KEY, self.shape(), &self.joint())
+    fn checkpoint_key(&self) -> &'static str {
+        CHECKPOINT_KEY
     }
 
     fn report_evaluation(&self, seed: u64) -> Option<Evaluation> {

@@ -13,7 +13,7 @@ use hotlab_train::distribution;
 use hotlab_train::exec::transfer::Mover;
 use hotlab_train::models::mlp::actor::{eager_values, value_rows};
 use hotlab_train::models::mlp::policy::ActorCritic;
-use hotlab_train::params::ParamSlot;
+
 use hotlab_train::ppo::loss::loss_from;
 use hotlab_train::ppo::update::UpdateCtx;
 use hotlab_train::ppo::{device_outputs, Actor, Pass, PpoPolicy};
@@ -34,12 +34,10 @@ pub struct MorphoAgent {
 impl PpoPolicy for MorphoAgent {
     type Pass<'a> = MorphoPass<'a>;
 
-    fn flat(&self) -> &Tensor {
-        &self.net.flat
-    }
+    type Net = ActorCritic;
 
-    fn layout(&self) -> &[ParamSlot] {
-        &self.net.layout
+    fn net(&self) -> &ActorCritic {
+        &self.net
     }
 
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, _precision: &Precision) -> MorphoPass<'a> {

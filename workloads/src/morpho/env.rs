@@ -11,6 +11,7 @@ use super::lifecycle::{self, RewardInputs};
 use crate::morpho::glyphs::Task;
 use crate::morpho::rules::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
 use anyhow::{anyhow, Result};
+use hotlab_shared::counters::Own;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{HostExec, LifecycleMode, SlotPool, StreamWait};
@@ -268,7 +269,7 @@ impl MorphoEnv {
     pub fn operate(&mut self, slots: &[Slot], surgery: Option<Surgery>) -> Result<()> {
         let t = Instant::now();
         if surgery.is_some() && self.cfg.slots == SlotPool::Dynamic {
-            self.clock.topology_changed();
+            self.clock.count(Own::TopologyChanges, 1);
         }
         match surgery {
             Some(Surgery::Graft { slot, blueprint, lr_scale }) => {
@@ -317,7 +318,7 @@ impl MorphoEnv {
         let (loss, accuracy, skipped) = self.host.finish_epoch(epoch, &self.clock);
         self.trained = (loss, accuracy);
         if let Some(n) = skipped {
-            self.clock.host_steps_skipped(n.saturating_sub(self.skipped));
+            self.clock.count(Own::HostStepsSkipped, n.saturating_sub(self.skipped));
             self.skipped = n;
         }
         let t = Instant::now();
@@ -333,7 +334,7 @@ impl MorphoEnv {
         if every > 0 && u64::from(self.epoch) % every == 0 {
             if let Some(norms) = self.host.seed_grad_norms() {
                 self.grad_norm = norms;
-                self.clock.seed_norm_read();
+                self.clock.count(Own::SeedNormReads, 1);
             }
         }
         for (norm, slot) in self.grad_norm.iter_mut().zip(&self.host.slots) {
@@ -509,7 +510,7 @@ mod tests {
                 seen.push(env.grad_norm[0]);
                 assert_eq!(env.grad_norm[1..], [0.0, 0.0], "slots without a seed read 0");
             }
-            (seen, env.clock.counters().seed_norm_reads)
+            (seen, env.clock.counters().own.seed_norm_reads)
         };
         // Germinated in epoch 0 (no gradient yet), learning from epoch 1.
         let (every, reads) = norms(1);
@@ -532,13 +533,13 @@ mod tests {
         env.host.restart_scaler(1e30);
         let wait = |tempo| Action { tempo, ..Action::default() };
         env.step(&wait(0)).unwrap();
-        assert_eq!(env.clock.counters().host_steps_skipped, 4, "tempo 0: 4 minibatches, all skipped");
+        assert_eq!(env.clock.counters().own.host_steps_skipped, 4, "tempo 0: 4 minibatches, all skipped");
         env.step(&wait(1)).unwrap();
-        assert_eq!(env.clock.counters().host_steps_skipped, 12, "8 more, the first 4 not counted twice");
+        assert_eq!(env.clock.counters().own.host_steps_skipped, 12, "8 more, the first 4 not counted twice");
         assert!(env.trained.0.is_finite(), "the loss itself is finite: {:?}", env.trained);
         let mut sane = MorphoEnv::new(&task(), MorphoConfig { epochs: 2, ..env.cfg.clone() }, 2).unwrap();
         sane.step(&wait(0)).unwrap();
-        assert_eq!(sane.clock.counters().host_steps_skipped, 0, "from 2^16 these steps do not overflow");
+        assert_eq!(sane.clock.counters().own.host_steps_skipped, 0, "from 2^16 these steps do not overflow");
     }
 
     #[test]

@@ -47,11 +47,10 @@ use hotlab_train::checkpoint;
 use hotlab_train::exec::transfer::Mover;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
-use hotlab_train::params::ParamSlot;
+use hotlab_train::params::Network;
 use hotlab_train::ppo::{self, collect::HostCollector, PpoLearner};
 use hotlab_train::precision::Precision;
 use hotlab_train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
-use std::path::Path;
 use std::sync::Arc;
 
 /// The key of the agent's shape in a checkpoint's `spec.json`.
@@ -270,20 +269,12 @@ impl TrainedMorpho {
 }
 
 impl TrainedPolicy for TrainedMorpho {
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(&self.net.arch).unwrap_or_default()
+    fn network(&self) -> &dyn Network {
+        &self.net
     }
 
-    fn layout(&self) -> &[ParamSlot] {
-        &self.net.layout
-    }
-
-    fn host_params(&self) -> Vec<f32> {
-        self.net.host_params()
-    }
-
-    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
-        checkpoint::save(dir, spec, CHECKPOINT_KEY, self.shape(), &self.net.flat)
+    fn checkpoint_key(&self) -> &'static str {
+        CHECKPOINT_KEY
     }
 
     fn report_evaluation(&self, seed: u64) -> Option<Evaluation> {

@@ -33,7 +33,7 @@ use hotlab_shared::workloads::proof::ProofFrame;
 use hotlab_train::checkpoint;
 use hotlab_train::exec::transfer::Mover;
 use hotlab_train::exec::{worker_flags, EnvMaker};
-use hotlab_train::params::ParamSlot;
+use hotlab_train::params::{Network, ParamSlot};
 use hotlab_train::ppo::{self, collect::HostCollector, PpoLearner, FUSED_NOTE};
 use hotlab_train::precision::Precision;
 use hotlab_train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
@@ -213,18 +213,15 @@ impl TrainedProof {
 }
 
 impl TrainedPolicy for TrainedProof {
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(&self.net.arch).unwrap_or_default()
+    fn network(&self) -> &dyn Network {
+        &self.net
     }
 
-    fn layout(&self) -> &[ParamSlot] {
-        &self.net.layout
+    fn checkpoint_key(&self) -> &'static str {
+        CHECKPOINT_KEY
     }
 
-    fn host_params(&self) -> Vec<f32> {
-        self.net.host_params()
-    }
-
+    /// The checkpoint stores the knowledge base's names with the network's shape.
     fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
         let meta = serde_json::to_value(ProofMeta::of(&self.task, &self.net.arch))?;
         checkpoint::save(dir, spec, CHECKPOINT_KEY, meta, &self.net.flat)

@@ -63,6 +63,24 @@ pub struct ProofNet {
     params: Vec<Tensor>,
 }
 
+impl hotlab_train::params::Network for ProofNet {
+    fn flat(&self) -> &Tensor {
+        &self.flat
+    }
+
+    fn layout(&self) -> &[ParamSlot] {
+        &self.layout
+    }
+
+    fn shape(&self) -> serde_json::Value {
+        serde_json::to_value(&self.arch).unwrap_or_default()
+    }
+
+    fn host_params(&self) -> Vec<f32> {
+        ProofNet::host_params(self)
+    }
+}
+
 impl ProofNet {
     /// A fresh network (libtorch's global generator: seed it first): embeddings N(0, 1),
     /// layers orthogonal-like scaled normal, the score and value heads small.

@@ -3,11 +3,11 @@
 //! embedding lookups are timed as their own phase.
 
 use super::grad::{ProofGrad, ProofRows};
+use super::policy::ProofNet;
 use super::{ProofAgent, TrainedProof};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::RunSpec;
 use hotlab_train::kernels;
-use hotlab_train::params::ParamSlot;
 use hotlab_train::ppo::loss::loss_from;
 use hotlab_train::ppo::update::UpdateCtx;
 use hotlab_train::ppo::{Pass, PpoPolicy};
@@ -21,12 +21,10 @@ use tch::{Kind, Tensor};
 impl PpoPolicy for ProofAgent {
     type Pass<'a> = ProofPass<'a>;
 
-    fn flat(&self) -> &Tensor {
-        &self.net.flat
-    }
+    type Net = ProofNet;
 
-    fn layout(&self) -> &[ParamSlot] {
-        &self.net.layout
+    fn net(&self) -> &ProofNet {
+        &self.net
     }
 
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, _precision: &Precision) -> ProofPass<'a> {

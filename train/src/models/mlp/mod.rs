@@ -20,14 +20,12 @@ pub mod update;
 use crate::checkpoint;
 use crate::exec::helper::Helper;
 use crate::exec::EnvMaker;
-use crate::params::ParamSlot;
+use crate::params::Network;
 use crate::torch_threads;
 use crate::workload::{Evaluation, Setup, TrainedPolicy};
 use anyhow::{bail, Context, Result};
 use hotlab_shared::env::{EnvSpec, FieldKind};
-use hotlab_shared::spec::RunSpec;
 use policy::{ActorCritic, Architecture};
-use std::path::Path;
 use std::sync::Arc;
 use tch::Device;
 
@@ -83,20 +81,12 @@ impl TrainedMlp {
 }
 
 impl TrainedPolicy for TrainedMlp {
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(&self.net.arch).unwrap_or_default()
+    fn network(&self) -> &dyn Network {
+        &self.net
     }
 
-    fn layout(&self) -> &[ParamSlot] {
-        &self.net.layout
-    }
-
-    fn host_params(&self) -> Vec<f32> {
-        self.net.host_params()
-    }
-
-    fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
-        checkpoint::save(dir, spec, CHECKPOINT_KEY, self.shape(), &self.net.flat)
+    fn checkpoint_key(&self) -> &'static str {
+        CHECKPOINT_KEY
     }
 
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {

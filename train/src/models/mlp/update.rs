@@ -4,10 +4,10 @@
 
 use super::grad;
 use super::grad_host::{self, actor_step, critic_step};
+use super::policy::ActorCritic;
 use super::policy::Mlp;
 use super::{MlpAgent, TrainedMlp};
 use crate::exec::helper::Helper;
-use crate::params::ParamSlot;
 use crate::ppo::advantages;
 use crate::ppo::update::UpdateCtx;
 use crate::ppo::{Pass, PpoPolicy};
@@ -23,12 +23,10 @@ use tch::{Kind, Tensor};
 impl PpoPolicy for MlpAgent {
     type Pass<'a> = MlpPass<'a>;
 
-    fn flat(&self) -> &Tensor {
-        &self.net.flat
-    }
+    type Net = ActorCritic;
 
-    fn layout(&self) -> &[ParamSlot] {
-        &self.net.layout
+    fn net(&self) -> &ActorCritic {
+        &self.net
     }
 
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, precision: &Precision) -> MlpPass<'a> {

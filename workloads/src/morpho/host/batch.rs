@@ -10,6 +10,7 @@
 use super::{Host, Slot, SLOTS};
 use crate::morpho::blueprint::Blueprint;
 use crate::morpho::mixed;
+use hotlab_shared::counters::Own;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::SlotPool;
@@ -71,8 +72,8 @@ pub fn train(members: &mut [Member<'_>], batch: i64, clock: &PartClock) -> Vec<(
             members[i].host.opt.step();
         }
         clock.lap(Phase::HostOptimizer, t);
-        clock.host_pass();
-        clock.host_samples(active.len() as u64 * batch as u64);
+        clock.count(Own::HostPasses, 1);
+        clock.count(Own::HostSamples, active.len() as u64 * batch as u64);
     }
     members.iter().zip(sums).map(|(m, (l, r))| (l / m.steps.max(1) as f64, r / m.steps.max(1) as f64)).collect()
 }

@@ -13,6 +13,7 @@
 use super::{correct, index, Epoch, Host, SLOTS};
 use crate::morpho::adam::DeviceState;
 use crate::morpho::blueprint::Blueprint;
+use hotlab_shared::counters::Own;
 use hotlab_shared::profile::Phase;
 use hotlab_train::cuda::shim::Graph;
 use hotlab_train::exec::parts::PartClock;
@@ -147,7 +148,7 @@ impl Host {
         });
         match &c.graph {
             Some(graph) => match graph.replay() {
-                Ok(()) => clock.graph_replay(),
+                Ok(()) => clock.count(Own::GraphReplays, 1),
                 Err(e) => {
                     // Eager from now on, and said once per process.
                     warn_once(&format!("replaying: {e:#}"));
@@ -163,7 +164,7 @@ impl Host {
                 match graph.and_then(|g| g.replay().map(|_| g)) {
                     Ok(g) => {
                         c.graph = Some(g);
-                        clock.graph_replay();
+                        clock.count(Own::GraphReplays, 1);
                     }
                     Err(e) => {
                         // Eager from now on, and said once per process.
@@ -184,7 +185,7 @@ impl Host {
         });
         self.captured = Some(c);
         clock.lap(Phase::HostForward, t);
-        clock.host_pass();
+        clock.count(Own::HostPasses, 1);
         epoch.done += 1;
     }
 }

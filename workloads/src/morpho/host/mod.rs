@@ -17,6 +17,7 @@ use super::adam::HostAdam;
 use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
 use super::mixed;
 use crate::morpho::glyphs::{Split, SIDE};
+use hotlab_shared::counters::Own;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::SlotPool;
@@ -260,7 +261,7 @@ impl Host {
         let t = clock.lap(Phase::HostBackward, t);
         self.opt.step();
         clock.lap(Phase::HostOptimizer, t);
-        clock.host_pass();
+        clock.count(Own::HostPasses, 1);
         epoch.done += 1;
         true
     }
@@ -419,7 +420,7 @@ impl Epoch {
         parts.extend(count.map(|c| c.to_kind(Kind::Double).view([])));
         let sums = Vec::<f64>::try_from(Tensor::stack(&parts, 0)).unwrap_or_default();
         clock.lap(Phase::HostForward, t);
-        clock.host_samples(u64::from(self.done) * self.batch as u64);
+        clock.count(Own::HostSamples, u64::from(self.done) * self.batch as u64);
         let steps = self.steps.max(1) as f64;
         let at = |i: usize| sums.get(i).copied().unwrap_or(f64::NAN);
         (at(0) / steps, at(1) / steps, count.map(|_| at(2) as u64))
