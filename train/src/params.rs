@@ -30,6 +30,27 @@ pub trait Network {
     }
 }
 
+/// [`Network`] for a network type whose fields `flat` and `layout` are its parameters and
+/// whose serializable `arch` is its shape.
+#[macro_export]
+macro_rules! flat_network {
+    ($network:ty) => {
+        impl $crate::params::Network for $network {
+            fn flat(&self) -> &tch::Tensor {
+                &self.flat
+            }
+
+            fn layout(&self) -> &[$crate::params::ParamSlot] {
+                &self.layout
+            }
+
+            fn shape(&self) -> serde_json::Value {
+                serde_json::to_value(&self.arch).unwrap_or_default()
+            }
+        }
+    };
+}
+
 /// Slots for `(name, shape)` pairs, packed one after another.
 pub fn pack(shapes: impl IntoIterator<Item = (String, Vec<i64>)>) -> Vec<ParamSlot> {
     let mut offset = 0;

@@ -43,12 +43,12 @@ impl std::str::FromStr for Inference {
     }
 }
 
-/// A snake_case enum usable as a CLI value and a JSON string, listing its values in errors
-/// (workloads declare theirs with it too).
+/// A snake_case enum usable as a CLI value and a JSON string, listing its values in errors,
+/// its default marked `#[default]` (workloads declare theirs with it too).
 macro_rules! choice {
     ($(#[$doc:meta])* $name:ident, $what:literal { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum $name { $($(#[$vdoc])* $variant),+ }
 
@@ -88,6 +88,7 @@ choice!(
         /// Worker processes with shared-memory buffers.
         Subprocess = "subprocess",
         /// The struct-of-arrays batch on the trainer thread.
+        #[default]
         Vectorized = "vectorized",
         /// Env state in tensors on the trainer's device, stepped by tensor ops.
         Device = "device",
@@ -100,6 +101,7 @@ choice!(
         /// Busy-polls the workers' ready flags.
         Spin = "spin",
         /// Sleeps on a futex until a worker wakes it.
+        #[default]
         Block = "block",
     }
 );
@@ -110,6 +112,7 @@ choice!(
         /// One copy per observation field per env.
         PerTensor = "per_tensor",
         /// One contiguous copy per step, split into views.
+        #[default]
         Packed = "packed",
         /// Staged in page-locked memory, copied without blocking.
         Pinned = "pinned",
@@ -123,6 +126,7 @@ choice!(
         /// (seed 002's many small copies at update time).
         PerStep = "per_step",
         /// Each field in one copy.
+        #[default]
         Whole = "whole",
     }
 );
@@ -133,6 +137,7 @@ choice!(
         /// One scalar read per env per head.
         PerItem = "per_item",
         /// All heads stacked, one read.
+        #[default]
         Stacked = "stacked",
     }
 );
@@ -141,6 +146,7 @@ choice!(
     /// The update's precision (catalogue row 6).
     Precision, "precision" {
         /// Everything in fp32.
+        #[default]
         Fp32 = "fp32",
         /// Matmuls in fp16 with a dynamic loss scaler (CUDA only).
         Fp16 = "fp16",

@@ -18,6 +18,7 @@ choice!(
         /// One encoder call per timestep inside the RSSM loop: T small convolutions.
         PerStep = "per_step",
         /// One encoder call on every frame of the batch, `[B·T, C, H, W]`; only the RSSM loops.
+        #[default]
         Batched = "batched",
     }
 );
@@ -28,6 +29,7 @@ choice!(
         /// `.item()` on every loss term every train step: a host sync each.
         PerItem = "per_item",
         /// The terms summed as tensors and read once per iteration.
+        #[default]
         Deferred = "deferred",
     }
 );
@@ -40,30 +42,10 @@ choice!(
         /// Page-locked host memory; each batch copied without blocking (needs CUDA).
         Pinned = "pinned",
         /// A tensor on the model's device; a batch is one gather there, no copy.
+        #[default]
         Device = "device",
     }
 );
-
-#[allow(clippy::derivable_impls)] // the choice macro cannot mark one variant `#[default]`
-impl Default for EncoderMode {
-    fn default() -> Self {
-        EncoderMode::Batched
-    }
-}
-
-#[allow(clippy::derivable_impls)]
-impl Default for LossRead {
-    fn default() -> Self {
-        LossRead::Deferred
-    }
-}
-
-#[allow(clippy::derivable_impls)]
-impl Default for ReplayAt {
-    fn default() -> Self {
-        ReplayAt::Device
-    }
-}
 
 /// The world-model workload's settings: the model's size, what a train step replays, and
 /// seed 004's knobs.

@@ -19,6 +19,7 @@ choice!(
     SlotPool, "slot pool" {
         /// A seed's tensors made on its graft and freed on its removal, the optimizer's
         /// state with them: the parameter set changes, so no captured graph survives.
+        #[default]
         Dynamic = "dynamic",
         /// A fixed pool, one seed of each blueprint per slot, masked while asleep and reset
         /// in place on a graft: the same tensors and ops every step.
@@ -35,6 +36,7 @@ choice!(
         Loop = "loop",
         /// Every env's slot state in struct-of-arrays tensors: masks, transitions and
         /// rewards for the whole batch in one pass of tensor ops, read back once.
+        #[default]
         Batched = "batched",
     }
 );
@@ -44,6 +46,7 @@ choice!(
     HostExec, "host exec mode" {
         /// Each host with its own sequence of ops, one host after another (seed 003's
         /// per-env control flow).
+        #[default]
         PerEnv = "per_env",
         /// Every host of the batch as one model with a leading env dimension: grouped
         /// convolutions and batched matmuls, each host's epoch its own length.
@@ -58,37 +61,10 @@ choice!(
         /// Before every minibatch, whether or not anything moved (seed 002's inner wait).
         Every = "every",
         /// Once per host epoch, after the surgery and the epoch's indices reached the device.
+        #[default]
         Moved = "moved",
     }
 );
-
-#[allow(clippy::derivable_impls)] // the choice macro cannot mark one variant `#[default]`
-impl Default for SlotPool {
-    fn default() -> Self {
-        SlotPool::Dynamic
-    }
-}
-
-#[allow(clippy::derivable_impls)]
-impl Default for LifecycleMode {
-    fn default() -> Self {
-        LifecycleMode::Batched
-    }
-}
-
-#[allow(clippy::derivable_impls)]
-impl Default for HostExec {
-    fn default() -> Self {
-        HostExec::PerEnv
-    }
-}
-
-#[allow(clippy::derivable_impls)]
-impl Default for StreamWait {
-    fn default() -> Self {
-        StreamWait::Moved
-    }
-}
 
 /// The morphogenetic workload's settings: the tasks its hosts learn, the hosts, the
 /// episode and the reward.

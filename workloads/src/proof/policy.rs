@@ -63,23 +63,7 @@ pub struct ProofNet {
     params: Vec<Tensor>,
 }
 
-impl hotlab_train::params::Network for ProofNet {
-    fn flat(&self) -> &Tensor {
-        &self.flat
-    }
-
-    fn layout(&self) -> &[ParamSlot] {
-        &self.layout
-    }
-
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(&self.arch).unwrap_or_default()
-    }
-
-    fn host_params(&self) -> Vec<f32> {
-        ProofNet::host_params(self)
-    }
-}
+hotlab_train::flat_network!(ProofNet);
 
 impl ProofNet {
     /// A fresh network (libtorch's global generator: seed it first): embeddings N(0, 1),

@@ -118,23 +118,7 @@ fn tanh_fresh(z: Tensor) -> Tensor {
     }
 }
 
-impl crate::params::Network for ActorCritic {
-    fn flat(&self) -> &Tensor {
-        &self.flat
-    }
-
-    fn layout(&self) -> &[ParamSlot] {
-        &self.layout
-    }
-
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(&self.arch).unwrap_or_default()
-    }
-
-    fn host_params(&self) -> Vec<f32> {
-        ActorCritic::host_params(self)
-    }
-}
+crate::flat_network!(ActorCritic);
 
 impl ActorCritic {
     /// A freshly initialized network; uses libtorch's global generator (seed it first).
