@@ -11,9 +11,10 @@
 //! | `morpho` | [`morpho`] | seeds 001–003: hosts that grow seeds while they learn, an 8-head agent |
 //! | `dreamer` | [`dreamer`] | seed 004: a world model and an actor-critic in imagination, on pixel CartPole |
 //!
-//! Adding a workload: a folder here that implements [`Workload`], and one line in
-//! [`load`]; its settings are one line in `hotlab_shared::spec`'s registry (see
-//! `docs/architecture.md`).
+//! Adding a workload: a folder here that implements [`Workload`], and a line in [`load`];
+//! its declarations (settings, knobs, frame, report rules) are a module of
+//! `hotlab_shared::workloads` with a line in its registry, its view a file of
+//! `web/src/workloads/` (see `docs/architecture.md`).
 
 pub mod cartpole;
 pub mod dreamer;
