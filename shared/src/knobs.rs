@@ -108,10 +108,8 @@ const CORE: &[Knob] = &[
     ),
     knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto")
     .about("cpu, cuda, cuda:N or auto (a GPU if there is one)"),
-    knob("seed", "seed", "Scenario", Int, "seed of every random stream")
-    .about("Seed of every random stream"),
-    knob("envs", "envs", "Envs and steps", Int, "parallel environments")
-    .about("Parallel environments"),
+    knob("seed", "seed", "Scenario", Int, "seed of every random stream"),
+    knob("envs", "envs", "Envs and steps", Int, "parallel environments"),
     knob("steps", "steps", "Envs and steps", Int, "steps per env per rollout")
     .about("Steps per environment per rollout"),
     knob("total_steps", "total_steps", "Envs and steps", Int, "env steps over the whole run")
@@ -192,30 +190,25 @@ const CORE: &[Knob] = &[
     .about("Rollout forward: `fused` (native, no per-op dispatch) or `eager` (libtorch ops)"),
     knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision")
     .about("The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto (bf16 where the device supports it, else fp32); master weights stay fp32"),
-    knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout")
-    .about("Passes over each rollout"),
+    knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout"),
     knob(
         "minibatches",
         "ppo.minibatches",
         "PPO hyperparameters",
         Int,
         "minibatches per epoch; must divide envs × steps",
-    )
-    .about("Minibatches per epoch; must divide envs × steps"),
-    knob("lr", "ppo.lr", "PPO hyperparameters", Float, "Adam learning rate")
-    .about("Adam learning rate"),
+    ),
+    knob("lr", "ppo.lr", "PPO hyperparameters", Float, "Adam learning rate"),
     knob("anneal_lr", "ppo.anneal_lr", "PPO hyperparameters", Bool, "anneal the learning rate linearly to 0")
     .about("Anneal the learning rate linearly to 0 (`--no-anneal-lr` keeps it constant)"),
     knob("gamma", "ppo.gamma", "PPO hyperparameters", Float, "discount factor γ")
     .about("Discount factor"),
     knob("gae_lambda", "ppo.gae_lambda", "PPO hyperparameters", Float, "GAE λ")
     .about("GAE lambda"),
-    knob("clip", "ppo.clip", "PPO hyperparameters", Float, "PPO clip range")
-    .about("PPO clip range"),
+    knob("clip", "ppo.clip", "PPO hyperparameters", Float, "PPO clip range"),
     knob("ent_coef", "ppo.ent_coef", "PPO hyperparameters", Float, "entropy bonus coefficient")
     .about("Entropy coefficient"),
-    knob("vf_coef", "ppo.vf_coef", "PPO hyperparameters", Float, "value loss coefficient")
-    .about("Value loss coefficient"),
+    knob("vf_coef", "ppo.vf_coef", "PPO hyperparameters", Float, "value loss coefficient"),
     knob("max_grad_norm", "ppo.max_grad_norm", "PPO hyperparameters", Float, "global gradient norm clip")
     .about("Gradient norm clip"),
     knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64")

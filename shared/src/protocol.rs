@@ -456,6 +456,50 @@ mod tests {
         assert!(RunStatus::Interrupted.is_final() && !RunStatus::Queued.is_final());
         assert_eq!(RunStatus::parse("stopped"), Some(RunStatus::Stopped));
     }
+
+    /// A learner's figures sit beside the point's own keys, a dotted name nested as a group;
+    /// they read back in their order, and a point of another learner keeps its own names.
+    #[test]
+    fn figures_are_keys_of_the_point_and_groups_nest() {
+        let mut p = MetricsPoint { update: 3, ..MetricsPoint::default() };
+        p.losses =
+            [("actor_loss", 0.5), ("world.image", 800.0), ("world.kl", 2.0), ("entropy", 0.7)].into_iter().collect();
+        let j = serde_json::to_value(&p).unwrap();
+        assert_eq!((j["actor_loss"].as_f64(), j["world"]["image"].as_f64()), (Some(0.5), Some(800.0)));
+        assert!(j.get("world.image").is_none(), "grouped, not dotted, in JSON");
+        let back: MetricsPoint = serde_json::from_value(j).unwrap();
+        assert_eq!(back.losses.get("world.kl"), Some(2.0));
+        assert_eq!(back.update, 3);
+        let ppo = MetricsPoint { losses: [("policy_loss", f64::NAN)].into_iter().collect(), ..MetricsPoint::default() };
+        let ppo: MetricsPoint = serde_json::from_str(&serde_json::to_string(&ppo).unwrap()).unwrap();
+        assert!(ppo.losses.get("policy_loss").is_some_and(f64::is_nan), "null reads back as not finite");
+        assert_eq!(ppo.losses.first_not_finite().map(|(n, _)| n), Some("policy_loss"));
+        let csv = MetricsPoint::csv(&[back, ppo]);
+        let header = csv.lines().next().unwrap();
+        assert!(
+            header.ends_with("lr,actor_loss,entropy,world.image,world.kl,policy_loss,rollout_s,update_s"),
+            "{header}"
+        );
+        assert_eq!(csv.lines().nth(2).unwrap().split(',').count(), header.split(',').count());
+    }
+
+    /// A frame reads back as its own workload's type only.
+    #[test]
+    fn a_frame_reads_as_its_workloads_type_only() {
+        use crate::workloads::cartpole::CartpoleFrame;
+        use crate::workloads::proof::ProofFrame;
+        use crate::workloads::EnvName;
+        let fields = CartpoleFrame { states: vec![[0.1, 0.0, -0.2, 0.0]], actions: vec![1] };
+        let f = Frame::new(EnvName::Cartpole, 7, &fields);
+        let j = serde_json::to_value(&f).unwrap();
+        assert_eq!(
+            (j["env"].as_str(), j["step"].as_u64(), j["actions"][0].as_i64()),
+            (Some("cartpole"), Some(7), Some(1))
+        );
+        let back: Frame = serde_json::from_value(j).unwrap();
+        assert_eq!(back.read::<CartpoleFrame>(EnvName::Cartpole), Some(fields));
+        assert_eq!(back.read::<ProofFrame>(EnvName::Proof), None);
+    }
 }
 
 /// One of the lab's machines (`GET /api/machines`): the built-in local one, or a worker

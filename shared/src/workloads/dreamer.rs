@@ -116,8 +116,7 @@ impl Settings for DreamerSpec {
     .about("replayed sequences per train step (`hotlab bench batch` sweeps it)"),
     setting(
         EnvName::Dreamer,
-        "seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence")
-    .about("steps per replayed sequence"),
+        "seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence"),
     setting(
         EnvName::Dreamer,
         "train_ratio", "workload.dreamer.train_ratio", Float, "dreamer: replayed steps per env step")

@@ -133,8 +133,7 @@ impl Settings for MorphoSpec {
     .about("the first training task's seed; evaluation's held-out tasks come after the training ones"),
     setting(
         EnvName::Morpho,
-        "tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through")
-    .about("training tasks the envs cycle through"),
+        "tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through"),
     setting(
         EnvName::Morpho,
         "task_images", "workload.morpho.images", Int, "morpho: training images per task (validation: a quarter)")

@@ -53,12 +53,10 @@ impl Settings for ProofSpec {
     .about("a query file, one ground atom per line, `% test` before the held-out ones (needed with a --kb file; generated for a world when absent)"),
     setting(
         EnvName::Proof,
-        "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
-    .about("most resolution steps per episode"),
+        "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode"),
     setting(
         EnvName::Proof,
-        "embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings")
-    .about("width of the policy's index embeddings"),
+        "embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings"),
     ];
     /// Resolution is symbolic: the envs step on the host.
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
