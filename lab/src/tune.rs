@@ -89,10 +89,10 @@ mod tests {
             verdict,
             ratio: Interval { median, low: median * 0.9, high: median * 1.1 },
             bound: None,
-            phase: Phase::EnvWait,
+            phase: Phase::ENV_WAIT,
             phase_share_before: 0.0,
             phase_share_after: 0.0,
-            moved: Phase::EnvWait,
+            moved: Phase::ENV_WAIT,
             learning: Learning { baseline: None, variant: None },
             learning_worse,
         }
@@ -119,7 +119,7 @@ mod tests {
         spec.exec.wait = hotlab_shared::spec::WaitMode::Spin;
         let rec = |knob: &str| Recommendation {
             knob: knob.into(),
-            phase: Phase::EnvWait,
+            phase: Phase::ENV_WAIT,
             signature: String::new(),
             max_speedup: 2.0,
         };

@@ -314,7 +314,11 @@ fn judge(change: &Change, pairs: &[(&Measured, &Measured)], noise: &Interval) ->
         median(pairs.iter().map(|(a, b)| if after { b } else { a }.profile.share(p)).collect()).unwrap_or(0.0)
     };
     let moved = |p: Phase| (share(true, p) - share(false, p)).abs();
-    let most = Phase::ALL.into_iter().max_by(|&p, &q| moved(p).total_cmp(&moved(q))).unwrap_or(Phase::Other);
+    let most = crate::workloads::PHASES
+        .iter()
+        .map(|i| i.phase)
+        .max_by(|&p, &q| moved(p).total_cmp(&moved(q)))
+        .unwrap_or(Phase::OTHER);
     let phase = change.target.unwrap_or(most);
     let returns =
         |after: bool| median(pairs.iter().filter_map(|(a, b)| if after { b } else { a }.mean_return).collect());
@@ -416,7 +420,7 @@ mod tests {
         let phase = |p, wall_s| crate::profile::PhaseTime { phase: p, wall_s, calls: 1, device_s: None };
         let profile = Profile {
             wall_s: 1.0,
-            phases: vec![phase(Phase::EnvWait, env_wait), phase(Phase::EnvStep, 1.0 - env_wait)],
+            phases: vec![phase(Phase::ENV_WAIT, env_wait), phase(Phase::ENV_STEP, 1.0 - env_wait)],
             ..Profile::default()
         };
         Measured { sps, profile, mean_return: Some(sps / 10.0) }
@@ -447,7 +451,7 @@ mod tests {
         assert!(close(faster.ratio.median, 200.0 / 101.0), "paired with the A just before: {faster:?}");
         assert!(close(slower.ratio.median, 0.5), "{slower:?}");
         assert_eq!((faster.verdict, slower.verdict), (Verdict::Confirmed, Verdict::Regression));
-        assert_eq!(faster.phase, Phase::EnvWait);
+        assert_eq!(faster.phase, Phase::ENV_WAIT);
         assert_eq!((faster.phase_share_before, faster.phase_share_after), (0.5, 0.0));
         assert!(!faster.learning_worse && slower.learning_worse, "{slower:?}");
         assert!(plan.conclude(&runs[1..]).is_err(), "a run missing");
@@ -462,12 +466,12 @@ mod tests {
     fn a_recommendation_is_a_change_with_its_bound() {
         let r = Recommendation {
             knob: "--backend subprocess --wait spin".into(),
-            phase: crate::profile::Phase::EnvWait,
+            phase: crate::profile::Phase::ENV_WAIT,
             signature: String::new(),
             max_speedup: 1.8,
         };
         let c = Change::recommended(&r).unwrap();
-        assert_eq!((c.bound, c.target), (Some(1.8), Some(crate::profile::Phase::EnvWait)));
+        assert_eq!((c.bound, c.target), (Some(1.8), Some(crate::profile::Phase::ENV_WAIT)));
         let base = RunSpec::default();
         let v = c.apply(&base).unwrap();
         assert_eq!((v.exec.backend.to_string(), v.exec.wait.to_string()), ("subprocess".into(), "spin".into()));

@@ -1,6 +1,7 @@
 //! Exact, cheap counters of what a run's hot path did (catalogue rows 1–4 and 8).
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Counts since the start of a run (or of a window: see [`Counters::since`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -39,7 +40,7 @@ impl Counters {
             ipc_round_trips: self.ipc_round_trips - earlier.ipc_round_trips,
             spin_iterations: self.spin_iterations - earlier.spin_iterations,
             worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
-            own: self.own.zip(&earlier.own, |a, b| a - b),
+            own: self.own.zip(&earlier.own, u64::saturating_sub),
         }
     }
 
@@ -57,126 +58,125 @@ impl Counters {
         self.own = self.own.zip(&o.own, |a, b| a + b);
     }
 
-    /// Takes an env backend's own totals (IPC, spins, waits, the envs' own counts) into these.
-    pub fn set_env(&mut self, env: &EnvCounters) {
+    /// Takes an env backend's own totals (IPC, spins, waits, the envs' own counts, named
+    /// by `counts`: the workload's list) into these.
+    pub fn set_env(&mut self, env: &EnvCounters, counts: &[Count]) {
         self.ipc_round_trips = env.ipc_round_trips;
         self.spin_iterations = env.spin_iterations;
         self.worker_wait_s = env.worker_wait_s;
-        self.own = env.own;
+        self.own = EnvOwn::from_slots(counts, &env.counts);
     }
 }
 
-/// Parts of an env step an env times itself ([`crate::profile::Phase::ENV_PARTS`]).
+/// Parts of an env step an env can time itself, at most (its workload's
+/// `Settings::ENV_PARTS`, in that order).
 pub const ENV_PARTS: usize = 7;
-/// Counts an env keeps itself ([`EnvOwn`]).
+/// Counts an env can keep itself, at most (its workload's `Settings::COUNTS`, in that order).
 pub const ENV_COUNTS: usize = 8;
 
-/// What an env counts of its own work: the morpho env's hosts (their surgery, lifecycle,
-/// training, streams and graphs), summed over envs, threads and worker processes. Declared
-/// once: a run's [`Counters`], a backend's [`EnvCounters`] and the workers' shared memory
-/// ([`EnvOwn::to_array`]) all carry it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct EnvOwn {
-    /// Changes to an env's set of parameter tensors (a morpho seed's tensors made or
-    /// freed): each one invalidates a captured graph of its step (catalogue row 9).
-    #[serde(default)]
-    pub topology_changes: u64,
-    /// Reads of the envs' lifecycle state (a morpho batch's slots) from its tensors: one per
-    /// value under `--lifecycle loop`, one per field and batch under `batched`; each one a
-    /// device sync where that state lives on a GPU (catalogue row 8).
-    #[serde(default)]
-    pub lifecycle_reads: u64,
-    /// Host training passes (a minibatch's forward, backward and optimizer step, one host's
-    /// under `--host-exec per_env`, a whole batch's under `batched`): the sequences of small
-    /// ops, each a run of kernel launches on a GPU.
-    #[serde(default)]
-    pub host_passes: u64,
-    /// Reads of the seeds' gradient norms (the morpho env's telemetry, every
-    /// `--telemetry-every` host epochs; seed 001 F1): each a device sync where the hosts
-    /// train on a GPU.
-    #[serde(default)]
-    pub seed_norm_reads: u64,
-    /// Waits of a morpho host's CUDA stream for the default stream (`--stream-wait`, seed
-    /// 002 #4): each one orders the host's work behind everything queued there.
-    #[serde(default)]
-    pub stream_waits: u64,
-    /// A sleeper host's training step replayed as a captured CUDA graph (one launch for
-    /// its forward, backward and optimizer; catalogue row 9).
-    #[serde(default)]
-    pub graph_replays: u64,
-    /// fp16 host training steps the hosts' loss scalers skipped (a gradient overflowed:
-    /// no weight moved and the scale halved), read with each host epoch's losses.
-    #[serde(default)]
-    pub host_steps_skipped: u64,
-    /// Images the envs' hosts trained on (a minibatch of B images counts B per host):
-    /// host samples/s is this over the run's wall time.
-    #[serde(default)]
-    pub host_samples: u64,
+/// One of an env's own counts, by name (its key in a run's counters). A workload declares
+/// its counts in its module (`Settings::COUNTS`) with what each one is ([`CountInfo`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Count(&'static str);
+
+impl Count {
+    pub const fn new(name: &'static str) -> Count {
+        Count(name)
+    }
+
+    /// The count a run's counters name.
+    pub fn named(name: &str) -> Count {
+        Count(crate::names::intern(name))
+    }
+
+    pub fn name(self) -> &'static str {
+        self.0
+    }
 }
 
-/// One of an env's own counts, by its position in [`EnvOwn::to_array`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Own {
-    TopologyChanges,
-    LifecycleReads,
-    HostPasses,
-    SeedNormReads,
-    StreamWaits,
-    GraphReplays,
-    HostStepsSkipped,
-    HostSamples,
+impl std::fmt::Debug for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
 }
+
+impl Serialize for Count {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Count::named(&std::borrow::Cow::<str>::deserialize(d)?))
+    }
+}
+
+/// A count with what it is: its label in the run view and its whole meaning.
+#[derive(Clone, Copy, Debug)]
+pub struct CountInfo {
+    pub count: Count,
+    /// A short label ("topology changes").
+    pub label: &'static str,
+    /// What it counts and why it matters.
+    pub about: &'static str,
+}
+
+impl CountInfo {
+    pub const fn new(count: Count, label: &'static str, about: &'static str) -> Self {
+        Self { count, label, about }
+    }
+}
+
+/// What the envs counted of their own work, by name (the morpho env's hosts: their surgery,
+/// lifecycle, training, streams and graphs), summed over envs, threads and worker
+/// processes; in a run's JSON, keys beside the run's own counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EnvOwn(BTreeMap<Count, u64>);
 
 impl EnvOwn {
-    /// The counts in [`Own`]'s order (a worker process writes them so to shared memory).
-    pub fn to_array(&self) -> [u64; ENV_COUNTS] {
-        [
-            self.topology_changes,
-            self.lifecycle_reads,
-            self.host_passes,
-            self.seed_norm_reads,
-            self.stream_waits,
-            self.graph_replays,
-            self.host_steps_skipped,
-            self.host_samples,
-        ]
+    /// One count (0 when the envs never counted it).
+    pub fn get(&self, count: Count) -> u64 {
+        self.0.get(&count).copied().unwrap_or(0)
     }
 
-    pub fn from_array(counts: [u64; ENV_COUNTS]) -> Self {
-        let [topology_changes, lifecycle_reads, host_passes, seed_norm_reads, stream_waits, graph_replays, host_steps_skipped, host_samples] =
-            counts;
-        Self {
-            topology_changes,
-            lifecycle_reads,
-            host_passes,
-            seed_norm_reads,
-            stream_waits,
-            graph_replays,
-            host_steps_skipped,
-            host_samples,
-        }
+    /// The counts with their names, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (Count, u64)> + '_ {
+        self.0.iter().map(|(&c, &n)| (c, n))
     }
 
-    /// Count by count, `f` of these and `o`'s.
+    /// Counts kept positionally (an env backend's, a worker's shared memory), named by
+    /// their workload's list.
+    pub fn from_slots(names: &[Count], slots: &[u64; ENV_COUNTS]) -> EnvOwn {
+        EnvOwn(names.iter().zip(slots).map(|(&c, &n)| (c, n)).collect())
+    }
+
+    /// Count by count (a count one side lacks is 0 there), `f` of these and `o`'s.
     pub fn zip(&self, o: &EnvOwn, f: impl Fn(u64, u64) -> u64) -> EnvOwn {
-        let (a, b) = (self.to_array(), o.to_array());
-        EnvOwn::from_array(std::array::from_fn(|i| f(a[i], b[i])))
+        let names: std::collections::BTreeSet<Count> = self.0.keys().chain(o.0.keys()).copied().collect();
+        EnvOwn(names.into_iter().map(|c| (c, f(self.get(c), o.get(c)))).collect())
+    }
+}
+
+impl FromIterator<(Count, u64)> for EnvOwn {
+    fn from_iter<I: IntoIterator<Item = (Count, u64)>>(counts: I) -> Self {
+        EnvOwn(counts.into_iter().collect())
     }
 }
 
 /// What an env backend counts itself (totals since it was made).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EnvCounters {
     pub ipc_round_trips: u64,
     pub spin_iterations: u64,
     pub worker_wait_s: f64,
     /// Seconds its worker processes' envs spent in each part of their steps (summed over
-    /// workers; in-process envs report theirs through their workload instead).
-    #[serde(default)]
+    /// workers, in the workload's `ENV_PARTS` order; in-process envs report theirs
+    /// through their workload instead).
     pub parts: [f64; ENV_PARTS],
-    /// Its envs' own counts.
-    #[serde(flatten)]
-    pub own: EnvOwn,
+    /// Its envs' own counts, in the workload's `COUNTS` order.
+    pub counts: [u64; ENV_COUNTS],
 }
 
 impl EnvCounters {
@@ -187,12 +187,32 @@ impl EnvCounters {
             spin_iterations: self.spin_iterations + o.spin_iterations,
             worker_wait_s: self.worker_wait_s + o.worker_wait_s,
             parts: std::array::from_fn(|i| self.parts[i] + o.parts[i]),
-            own: self.own.zip(&o.own, |a, b| a + b),
+            counts: std::array::from_fn(|i| self.counts[i] + o.counts[i]),
         }
     }
 
     /// A worker's parts and counts as read back from shared memory.
     pub fn from_own(parts: [f64; ENV_PARTS], counts: [u64; ENV_COUNTS]) -> Self {
-        Self { parts, own: EnvOwn::from_array(counts), ..Self::default() }
+        Self { parts, counts, ..Self::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_counts_sit_beside_the_run_s_keys_and_read_back() {
+        let names = [Count::new("topology_changes"), Count::new("host_passes")];
+        let mut c = Counters { env_steps: 4, ..Counters::default() };
+        c.set_env(&EnvCounters { counts: [3, 5, 0, 0, 0, 0, 0, 0], ..EnvCounters::default() }, &names);
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!((json["topology_changes"].as_u64(), json["host_passes"].as_u64()), (Some(3), Some(5)));
+        let back: Counters = serde_json::from_value(json).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.own.get(Count::new("host_passes")), 5);
+        let later = Counters { own: EnvOwn::from_slots(&names[..1], &[7, 0, 0, 0, 0, 0, 0, 0]), ..c.clone() };
+        assert_eq!(later.since(&c).own.get(names[0]), 4);
+        assert_eq!(later.since(&c).own.get(names[1]), 0, "a count one side lacks is 0 there");
     }
 }

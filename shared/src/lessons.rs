@@ -9,10 +9,12 @@
 //! at a tiny budget and fails when the bottleneck stops showing.
 
 use crate::audit::{AuditReport, Change, Measured, Plan, Slot};
-use crate::counters::Counters;
+use crate::counters::{Count, Counters};
 use crate::knobs;
 use crate::profile::{Phase, Profile};
 use crate::spec::{json, RunSpec, SpecError};
+use crate::workloads::dreamer::{ENCODER, REPLAY};
+use crate::workloads::morpho::{HOST_PASSES, LIFECYCLE_READS, STREAM_WAITS, TOPOLOGY_CHANGES};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -75,10 +77,8 @@ pub enum Counter {
     H2dBytes,
     IpcRoundTrips,
     SpinIterations,
-    TopologyChanges,
-    LifecycleReads,
-    HostPasses,
-    StreamWaits,
+    /// One of the envs' own counts (its workload's `COUNTS`).
+    Own(Count),
 }
 
 impl Counter {
@@ -89,10 +89,7 @@ impl Counter {
             Counter::H2dBytes => c.h2d_bytes,
             Counter::IpcRoundTrips => c.ipc_round_trips,
             Counter::SpinIterations => c.spin_iterations,
-            Counter::TopologyChanges => c.own.topology_changes,
-            Counter::LifecycleReads => c.own.lifecycle_reads,
-            Counter::HostPasses => c.own.host_passes,
-            Counter::StreamWaits => c.own.stream_waits,
+            Counter::Own(count) => c.own.get(count),
         }
     }
 }
@@ -236,7 +233,7 @@ pub const LESSONS: &[Lesson] = &[
         baseline: &[("inference", "eager")],
         variants: &["inference=fused"],
         signature: Signature {
-            measure: Measure::MicrosPerCall(Phase::PolicyForward),
+            measure: Measure::MicrosPerCall(Phase::POLICY_FORWARD),
             expect: Expect::Higher(3.0),
             text: "µs per rollout forward",
         },
@@ -257,7 +254,7 @@ pub const LESSONS: &[Lesson] = &[
         baseline: &[("precision", "fp32"), ("hidden", "1024,1024")],
         variants: &["precision=bf16"],
         signature: Signature {
-            measure: Measure::MicrosPerCall(Phase::Backward),
+            measure: Measure::MicrosPerCall(Phase::BACKWARD),
             expect: Expect::Moves(1.2),
             text: "µs per backward pass",
         },
@@ -276,7 +273,7 @@ pub const LESSONS: &[Lesson] = &[
         baseline: &[("telemetry_every", "1")],
         variants: &["telemetry_every=10"],
         signature: Signature {
-            measure: Measure::CallsPerStep(Phase::Telemetry),
+            measure: Measure::CallsPerStep(Phase::TELEMETRY),
             expect: Expect::Higher(5.0),
             text: "telemetry calls per env step",
         },
@@ -310,7 +307,7 @@ pub const LESSONS: &[Lesson] = &[
         ],
         variants: &["lifecycle=batched"],
         signature: Signature {
-            measure: Measure::PerStep(Counter::LifecycleReads),
+            measure: Measure::PerStep(Counter::Own(LIFECYCLE_READS)),
             expect: Expect::Higher(10.0),
             text: "reads of the envs' lifecycle state per env step",
         },
@@ -345,7 +342,7 @@ pub const LESSONS: &[Lesson] = &[
         ],
         variants: &["host_exec=batched"],
         signature: Signature {
-            measure: Measure::PerStep(Counter::HostPasses),
+            measure: Measure::PerStep(Counter::Own(HOST_PASSES)),
             expect: Expect::Higher(2.0),
             text: "host training passes (sequences of small ops) per env step",
         },
@@ -377,7 +374,7 @@ pub const LESSONS: &[Lesson] = &[
         ],
         variants: &["slots=sleeper"],
         signature: Signature {
-            measure: Measure::PerStep(Counter::TopologyChanges),
+            measure: Measure::PerStep(Counter::Own(TOPOLOGY_CHANGES)),
             expect: Expect::Higher(4.0),
             text: "changes to a host's parameter set per env step",
         },
@@ -395,7 +392,7 @@ pub const LESSONS: &[Lesson] = &[
         baseline: &[("envs", "1")],
         variants: &["envs=64"],
         signature: Signature {
-            measure: Measure::CallsPerStep(Phase::PolicyForward),
+            measure: Measure::CallsPerStep(Phase::POLICY_FORWARD),
             expect: Expect::Higher(8.0),
             text: "rollout forwards per env step",
         },
@@ -424,7 +421,7 @@ pub const LESSONS: &[Lesson] = &[
         ],
         variants: &["batch_size=16"],
         signature: Signature {
-            measure: Measure::CallsPerStep(Phase::Replay),
+            measure: Measure::CallsPerStep(REPLAY),
             expect: Expect::Higher(4.0),
             text: "train steps per env step",
         },
@@ -451,7 +448,7 @@ pub const LESSONS: &[Lesson] = &[
         ],
         variants: &["encoder=batched"],
         signature: Signature {
-            measure: Measure::CallsPerStep(Phase::Encoder),
+            measure: Measure::CallsPerStep(ENCODER),
             expect: Expect::Higher(8.0),
             text: "encoder calls per env step",
         },
@@ -531,7 +528,7 @@ pub const LESSONS: &[Lesson] = &[
         ],
         variants: &["stream_wait=moved"],
         signature: Signature {
-            measure: Measure::PerStep(Counter::StreamWaits),
+            measure: Measure::PerStep(Counter::Own(STREAM_WAITS)),
             expect: Expect::Higher(3.0),
             text: "host stream waits per env step",
         },
@@ -707,7 +704,7 @@ mod tests {
 
     #[test]
     fn signatures_compare_the_slow_setting_with_each_fix() {
-        let higher = Signature { measure: Measure::Share(Phase::EnvWait), expect: Expect::Higher(4.0), text: "" };
+        let higher = Signature { measure: Measure::Share(Phase::ENV_WAIT), expect: Expect::Higher(4.0), text: "" };
         assert!(higher.shows(1.0, 0.0) && higher.shows(1.0, 0.25) && !higher.shows(1.0, 0.3));
         assert!(!higher.shows(0.0, 0.0), "nothing to show");
         let moves = Signature { expect: Expect::Moves(1.2), ..higher };
@@ -715,10 +712,10 @@ mod tests {
         let mut p = Profile { wall_s: 2.0, ..Profile::default() };
         p.counters.env_steps = 100;
         p.counters.host_syncs = 50;
-        p.phases.push(crate::profile::PhaseTime { phase: Phase::Backward, wall_s: 0.5, calls: 10, device_s: None });
+        p.phases.push(crate::profile::PhaseTime { phase: Phase::BACKWARD, wall_s: 0.5, calls: 10, device_s: None });
         assert_eq!(Measure::PerStep(Counter::HostSyncs).of(&p), 0.5);
-        assert_eq!(Measure::CallsPerStep(Phase::Backward).of(&p), 0.1);
-        assert_eq!(Measure::MicrosPerCall(Phase::Backward).of(&p), 50_000.0);
-        assert_eq!(Measure::Share(Phase::Backward).of(&p), 0.25);
+        assert_eq!(Measure::CallsPerStep(Phase::BACKWARD).of(&p), 0.1);
+        assert_eq!(Measure::MicrosPerCall(Phase::BACKWARD).of(&p), 50_000.0);
+        assert_eq!(Measure::Share(Phase::BACKWARD).of(&p), 0.25);
     }
 }

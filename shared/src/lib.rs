@@ -31,6 +31,7 @@ pub mod counters;
 pub mod env;
 pub mod knobs;
 pub mod lessons;
+pub mod names;
 pub mod pixels;
 pub mod profile;
 pub mod protocol;

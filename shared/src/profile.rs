@@ -4,152 +4,140 @@
 use crate::counters::Counters;
 use serde::{Deserialize, Serialize};
 
-/// The phases of a training step. `other` is wall time no phase claimed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Stepping the envs (their own work).
-    EnvStep,
-    /// Waiting on env workers (IPC, barriers).
-    EnvWait,
-    /// An env's own parts ([`Phase::ENV_PARTS`]; the morpho env's host network): the
-    /// host's forward passes and losses,
-    HostForward,
-    /// its backward passes,
-    HostBackward,
-    /// its optimizer steps,
-    HostOptimizer,
-    /// its validation after each epoch,
-    Validation,
-    /// validation with live seeds switched off, for each seed's credit,
-    Counterfactual,
-    /// the per-env, per-slot bookkeeping of a decision: lifecycle transitions, grafting
-    /// and removing modules, gradient norms (seed 003's "CPU trench"),
-    Lifecycle,
-    /// and the reward.
-    Reward,
-    /// Observations (and rollouts) to the device.
-    ObsTransfer,
-    /// The rollout's policy forward and sampling.
-    PolicyForward,
-    /// Sampled actions back to the host.
-    ActionReadback,
-    /// Writing steps into the rollout buffer.
-    RolloutStore,
-    /// Bootstrap values and advantages.
-    Gae,
-    /// A world model's batch: sampling the replay buffer and bringing it to the model.
-    Replay,
-    /// The update's forward pass and losses.
-    UpdateForward,
-    /// Embedding lookups (the proof policy's index embeddings), rollout and update.
-    EmbeddingLookup,
-    /// A world model's encoder over a replayed batch's frames,
-    Encoder,
-    /// its recurrent state-space model stepping through the sequences,
-    Rssm,
-    /// its decoder, reward and continue heads and losses,
-    Decoder,
-    /// and the actor and critic's imagined trajectories, returns and losses.
-    Imagine,
-    /// The update's backward pass.
-    Backward,
-    /// A world model's backward pass,
-    WorldBackward,
-    /// and its actor's and critic's.
-    ActorCriticBackward,
-    /// Gradient clip and Adam.
-    Optimizer,
-    /// Gradient statistics.
-    Telemetry,
-    /// Handing metrics to observers.
-    Publish,
-    /// Wall time outside every other phase.
-    Other,
-}
+/// A phase of a run's time, by name (its key in a profile's JSON). The loop's and PPO's
+/// phases are the constants here; a workload declares its own in its module
+/// (`Settings::PHASES`), and the registry (`crate::workloads::PHASES`) holds every phase
+/// with what it is. `other` is wall time no phase claimed.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Phase(&'static str);
 
 impl Phase {
-    pub const ALL: [Phase; 28] = [
-        Phase::EnvStep,
-        Phase::EnvWait,
-        Phase::HostForward,
-        Phase::HostBackward,
-        Phase::HostOptimizer,
-        Phase::Validation,
-        Phase::Counterfactual,
-        Phase::Lifecycle,
-        Phase::Reward,
-        Phase::ObsTransfer,
-        Phase::PolicyForward,
-        Phase::ActionReadback,
-        Phase::RolloutStore,
-        Phase::Gae,
-        Phase::Replay,
-        Phase::UpdateForward,
-        Phase::EmbeddingLookup,
-        Phase::Encoder,
-        Phase::Rssm,
-        Phase::Decoder,
-        Phase::Imagine,
-        Phase::Backward,
-        Phase::WorldBackward,
-        Phase::ActorCriticBackward,
-        Phase::Optimizer,
-        Phase::Telemetry,
-        Phase::Publish,
-        Phase::Other,
-    ];
+    /// Stepping the envs (their own work).
+    pub const ENV_STEP: Phase = Phase("env_step");
+    /// Waiting on env workers (IPC, barriers).
+    pub const ENV_WAIT: Phase = Phase("env_wait");
+    /// Observations (and rollouts) to the device.
+    pub const OBS_TRANSFER: Phase = Phase("obs_transfer");
+    /// The rollout's policy forward and sampling.
+    pub const POLICY_FORWARD: Phase = Phase("policy_forward");
+    /// Sampled actions back to the host.
+    pub const ACTION_READBACK: Phase = Phase("action_readback");
+    /// Writing steps into the rollout buffer.
+    pub const ROLLOUT_STORE: Phase = Phase("rollout_store");
+    /// Bootstrap values and advantages.
+    pub const GAE: Phase = Phase("gae");
+    /// The update's forward pass and losses.
+    pub const UPDATE_FORWARD: Phase = Phase("update_forward");
+    /// The update's backward pass.
+    pub const BACKWARD: Phase = Phase("backward");
+    /// Gradient clip and Adam.
+    pub const OPTIMIZER: Phase = Phase("optimizer");
+    /// Gradient statistics.
+    pub const TELEMETRY: Phase = Phase("telemetry");
+    /// Handing metrics to observers.
+    pub const PUBLISH: Phase = Phase("publish");
+    /// Wall time outside every other phase.
+    pub const OTHER: Phase = Phase("other");
+
+    /// A phase named `name` (snake_case: its JSON key and the report's row).
+    pub const fn new(name: &'static str) -> Phase {
+        Phase(name)
+    }
+
+    /// The phase a profile names: a known name's phase, else the name kept for good (a
+    /// run recorded by a workload this build lacks still opens).
+    pub fn named(name: &str) -> Phase {
+        Phase(crate::names::intern(name))
+    }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Phase::EnvStep => "env_step",
-            Phase::EnvWait => "env_wait",
-            Phase::HostForward => "host_forward",
-            Phase::HostBackward => "host_backward",
-            Phase::HostOptimizer => "host_optimizer",
-            Phase::Validation => "validation",
-            Phase::Counterfactual => "counterfactual",
-            Phase::Lifecycle => "lifecycle",
-            Phase::Reward => "reward",
-            Phase::ObsTransfer => "obs_transfer",
-            Phase::PolicyForward => "policy_forward",
-            Phase::ActionReadback => "action_readback",
-            Phase::RolloutStore => "rollout_store",
-            Phase::Gae => "gae",
-            Phase::Replay => "replay",
-            Phase::UpdateForward => "update_forward",
-            Phase::EmbeddingLookup => "embedding_lookup",
-            Phase::Encoder => "encoder",
-            Phase::Rssm => "rssm",
-            Phase::Decoder => "decoder",
-            Phase::Imagine => "imagine",
-            Phase::Backward => "backward",
-            Phase::WorldBackward => "world_backward",
-            Phase::ActorCriticBackward => "actor_critic_backward",
-            Phase::Optimizer => "optimizer",
-            Phase::Telemetry => "telemetry",
-            Phase::Publish => "publish",
-            Phase::Other => "other",
-        }
-    }
-
-    /// The parts of an env step an env times itself ([`crate::counters::EnvCounters::parts`]
-    /// in this order): carved out of the trainer's `env_step` (and `env_wait`) span.
-    pub const ENV_PARTS: [Phase; crate::counters::ENV_PARTS] = [
-        Phase::HostForward,
-        Phase::HostBackward,
-        Phase::HostOptimizer,
-        Phase::Validation,
-        Phase::Counterfactual,
-        Phase::Lifecycle,
-        Phase::Reward,
-    ];
-
-    /// Position in [`Phase::ALL`] (declaration order; the profiler indexes by it per span).
-    pub fn index(self) -> usize {
-        self as usize
+        self.0
     }
 }
+
+impl std::fmt::Debug for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for Phase {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Phase {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<str>::deserialize(d)?;
+        Ok(Phase::named(&name))
+    }
+}
+
+/// Where a phase's time counts in the report's split (data, forward, backward) and where
+/// its bar sits in the phase chart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PhaseKind {
+    /// Collecting and moving data: env steps, waits, transfers, the rollout buffer, replay.
+    Data,
+    /// A part of an env's step the env times itself (the morpho env's host network): data,
+    /// and the envs' own compute when it dominates.
+    EnvPart,
+    /// A forward pass.
+    Forward,
+    /// A learned model's own forward (a world model): forward, named apart when it dominates.
+    Model,
+    /// A backward pass or an optimizer step.
+    Backward,
+    /// Bookkeeping outside the split (telemetry, publishing, `other`).
+    Bookkeeping,
+}
+
+/// A phase with what it is: its kind, its colour in the phase chart and its line in the
+/// report when no rule knows more.
+#[derive(Clone, Copy, Debug)]
+pub struct PhaseInfo {
+    pub phase: Phase,
+    pub kind: PhaseKind,
+    /// A CSS colour (data phases warm, forward green, backward blue, the rest grey).
+    pub color: &'static str,
+    /// The report's line for it.
+    pub about: &'static str,
+}
+
+impl PhaseInfo {
+    pub const fn new(phase: Phase, kind: PhaseKind, color: &'static str, about: &'static str) -> Self {
+        Self { phase, kind, color, about }
+    }
+}
+
+/// The loop's and PPO's phases (a workload's own are in its module).
+pub const CORE_PHASES: &[PhaseInfo] = &[
+    PhaseInfo::new(Phase::ENV_STEP, PhaseKind::Data, "#f0a030", "the envs' steps"),
+    PhaseInfo::new(Phase::ENV_WAIT, PhaseKind::Data, "#ff6b6b", "waiting on env workers"),
+    PhaseInfo::new(Phase::OBS_TRANSFER, PhaseKind::Data, "#e879a0", "observations to the device"),
+    PhaseInfo::new(Phase::ACTION_READBACK, PhaseKind::Data, "#c792ea", "actions back to the host"),
+    PhaseInfo::new(Phase::ROLLOUT_STORE, PhaseKind::Data, "#d8b36a", "writing steps into the rollout buffer"),
+    PhaseInfo::new(Phase::GAE, PhaseKind::Data, "#b0885a", "bootstrap values and advantages"),
+    PhaseInfo::new(Phase::POLICY_FORWARD, PhaseKind::Forward, "#4cc38a", "the rollout's policy forward"),
+    PhaseInfo::new(Phase::UPDATE_FORWARD, PhaseKind::Forward, "#2e9e6e", "the update's forward pass"),
+    PhaseInfo::new(Phase::BACKWARD, PhaseKind::Backward, "#4a90e2", "the update's backward pass"),
+    PhaseInfo::new(Phase::OPTIMIZER, PhaseKind::Backward, "#7aa7e8", "gradient clip and Adam"),
+    PhaseInfo::new(Phase::TELEMETRY, PhaseKind::Bookkeeping, "#9aa0a6", "gradient statistics"),
+    PhaseInfo::new(Phase::PUBLISH, PhaseKind::Bookkeeping, "#6b7785", "metrics to observers"),
+    PhaseInfo::new(
+        Phase::OTHER,
+        PhaseKind::Bookkeeping,
+        "#3a4656",
+        "outside every phase (setup, shuffles, bookkeeping)",
+    ),
+];
 
 /// One phase's share of a window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -165,7 +153,7 @@ pub struct PhaseTime {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
     pub wall_s: f64,
-    /// Every phase, `other` included, in [`Phase::ALL`] order.
+    /// Every phase, `other` included, in the registry's order (`crate::workloads::PHASES`).
     pub phases: Vec<PhaseTime>,
     pub counters: Counters,
     /// Seconds the profiler itself cost (clock reads), estimated from a calibration.
@@ -234,9 +222,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn index_is_the_position_in_all() {
-        for (i, p) in Phase::ALL.iter().enumerate() {
-            assert_eq!(p.index(), i, "{p:?}");
+    fn a_phase_reads_back_as_itself_and_an_unknown_one_is_kept() {
+        for p in CORE_PHASES.iter().map(|i| i.phase) {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.name()));
+            assert_eq!(serde_json::from_str::<Phase>(&json).unwrap(), p);
         }
+        let unknown: Phase = serde_json::from_str("\"a_phase_of_another_build\"").unwrap();
+        assert_eq!(unknown.name(), "a_phase_of_another_build");
+        assert_eq!(Phase::named("a_phase_of_another_build"), unknown);
     }
 }

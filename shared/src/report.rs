@@ -6,8 +6,9 @@
 //! - Recommendations: the knob to turn, the measured signature that triggered it, and the
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
-use crate::profile::{Phase, Profile};
+use crate::profile::{Phase, PhaseKind, Profile};
 use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, Transfer, WaitMode};
+use crate::workloads::phase_info;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -99,15 +100,15 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
     let c = &profile.counters;
     let steps = (c.env_steps / spec.envs.max(1) as u64).max(1);
     match p {
-        Phase::EnvStep => format!("{} backend, {} envs", spec.exec.backend, spec.envs),
-        Phase::EnvWait => format!(
+        Phase::ENV_STEP => format!("{} backend, {} envs", spec.exec.backend, spec.envs),
+        Phase::ENV_WAIT => format!(
             "waiting on {} workers: {} round trips, {} spin polls ({:.1} per step)",
             spec.exec.backend,
             c.ipc_round_trips,
             c.spin_iterations,
             c.spin_iterations as f64 / steps as f64
         ),
-        Phase::ObsTransfer => {
+        Phase::OBS_TRANSFER => {
             format!(
                 "{} host→device copies ({:.1} per step), {} bytes",
                 c.h2d_copies,
@@ -115,7 +116,7 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 c.h2d_bytes
             )
         }
-        Phase::ActionReadback => {
+        Phase::ACTION_READBACK => {
             format!(
                 "{} host syncs ({:.1} per step), {} device→host copies",
                 c.host_syncs,
@@ -123,8 +124,8 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 c.d2h_copies
             )
         }
-        Phase::PolicyForward => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
-        Phase::UpdateForward | Phase::Backward | Phase::Optimizer => {
+        Phase::POLICY_FORWARD => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
+        Phase::UPDATE_FORWARD | Phase::BACKWARD | Phase::OPTIMIZER => {
             format!(
                 "minibatch {} × {} epochs × {} minibatches",
                 spec.minibatch_size(),
@@ -132,47 +133,20 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 spec.ppo.minibatches
             )
         }
-        Phase::EmbeddingLookup => "index embeddings".into(),
-        Phase::HostForward | Phase::HostBackward | Phase::HostOptimizer => {
-            format!("the envs' host networks training ({} envs; the env's own compute)", spec.envs)
-        }
-        Phase::Validation => "each host's validation after its epoch".into(),
-        Phase::Counterfactual => "validations with parts of the model switched off".into(),
-        Phase::Lifecycle => {
-            format!("decisions, slot ticks and each host's surgery over {} envs (the CPU trench)", spec.envs)
-        }
-        Phase::Reward => "each env's reward".into(),
-        Phase::Replay => "sampling the replay buffer".into(),
-        Phase::Encoder => "the encoder".into(),
-        Phase::Rssm => "the recurrent state-space model".into(),
-        Phase::Decoder => "the decoder, reward and continue heads, and the world model's losses".into(),
-        Phase::Imagine => "imagined trajectories".into(),
-        Phase::WorldBackward => "the world model's backward pass".into(),
-        Phase::ActorCriticBackward => "the actor's and critic's backward passes".into(),
-        Phase::RolloutStore => "writing steps into the rollout buffer".into(),
-        Phase::Gae => "bootstrap values and advantages".into(),
-        Phase::Telemetry => "gradient statistics".into(),
-        Phase::Publish => "metrics to observers".into(),
-        Phase::Other => "outside every phase (setup, shuffles, bookkeeping)".into(),
+        p => crate::workloads::phase_info(p).map_or_else(|| p.name().replace('_', " "), |i| i.about.to_string()),
     }
 }
 
 fn split(profile: &Profile, spec: &RunSpec) -> Split {
-    let sum = |ps: &[Phase]| ps.iter().map(|&p| profile.phase(p)).sum::<f64>();
-    let own = sum(&Phase::ENV_PARTS);
-    let data = own
-        + sum(&[
-            Phase::EnvStep,
-            Phase::EnvWait,
-            Phase::ObsTransfer,
-            Phase::ActionReadback,
-            Phase::RolloutStore,
-            Phase::Gae,
-            Phase::Replay,
-        ]);
-    let world = sum(&[Phase::Encoder, Phase::Rssm, Phase::Decoder, Phase::Imagine]);
-    let fwd = world + sum(&[Phase::PolicyForward, Phase::UpdateForward, Phase::EmbeddingLookup]);
-    let bwd = sum(&[Phase::Backward, Phase::WorldBackward, Phase::ActorCriticBackward, Phase::Optimizer]);
+    let sum = |kind: PhaseKind| {
+        let of_kind = |p: Phase| phase_info(p).is_some_and(|i| i.kind == kind);
+        profile.phases.iter().filter(|t| of_kind(t.phase)).map(|t| t.wall_s).sum::<f64>()
+    };
+    let own = sum(PhaseKind::EnvPart);
+    let data = own + sum(PhaseKind::Data);
+    let world = sum(PhaseKind::Model);
+    let fwd = world + sum(PhaseKind::Forward);
+    let bwd = sum(PhaseKind::Backward);
     let total = (data + fwd + bwd).max(1e-12);
     let (d, f, b) = (100.0 * data / total, 100.0 * fwd / total, 100.0 * bwd / total);
     let in_thread = matches!(spec.exec.backend, Backend::Sequential | Backend::Vectorized);
@@ -195,7 +169,7 @@ fn split(profile: &Profile, spec: &RunSpec) -> Split {
             "forward > 50%: the world model's forward passes are the bottleneck",
             "compare encoder, RSSM, decoder and imagination (rows above); batch the encoder over timesteps",
         )
-    } else if f > 50.0 && profile.phase(Phase::PolicyForward) >= profile.phase(Phase::UpdateForward) {
+    } else if f > 50.0 && profile.phase(Phase::POLICY_FORWARD) >= profile.phase(Phase::UPDATE_FORWARD) {
         (
             "forward > 50%: the rollout's forward passes are the bottleneck",
             "fuse the rollout forward, or batch more envs per forward",
@@ -224,7 +198,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         let share = profile.share(phase);
         out.push(Recommendation { knob, phase, signature, max_speedup: amdahl(share) });
     };
-    let wait = profile.share(Phase::EnvWait);
+    let wait = profile.share(Phase::ENV_WAIT);
     if matches!(spec.exec.backend, Backend::Subprocess | Backend::Threads) && wait >= 0.10 {
         let spin = if spec.exec.backend == Backend::Subprocess && spec.exec.wait == WaitMode::Spin {
             format!(", {} spin polls", c.spin_iterations)
@@ -233,7 +207,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         };
         add(
             "--backend vectorized".into(),
-            Phase::EnvWait,
+            Phase::ENV_WAIT,
             format!(
                 "{:.0}% of wall waiting on {} workers ({} round trips{spin})",
                 100.0 * wait,
@@ -245,33 +219,33 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     if spec.exec.backend == Backend::Subprocess && spec.exec.wait == WaitMode::Spin && wait >= 0.10 {
         add(
             "--wait block".into(),
-            Phase::EnvWait,
+            Phase::ENV_WAIT,
             format!("{} spin polls while waiting ({:.0}% of wall)", c.spin_iterations, 100.0 * wait),
         );
     }
-    let env = profile.share(Phase::EnvStep);
+    let env = profile.share(Phase::ENV_STEP);
     if spec.exec.backend == Backend::Sequential && env >= 0.15 {
         add(
             "--backend vectorized".into(),
-            Phase::EnvStep,
+            Phase::ENV_STEP,
             format!("{:.0}% of wall in a per-env loop over {} envs", 100.0 * env, spec.envs),
         );
     }
-    let readback = profile.share(Phase::ActionReadback);
+    let readback = profile.share(Phase::ACTION_READBACK);
     let syncs_per_step = c.host_syncs as f64 / steps;
     if spec.exec.action_sync == ActionSync::PerItem && readback >= 0.03 && syncs_per_step > 1.5 {
         add(
             "--action-sync stacked".into(),
-            Phase::ActionReadback,
+            Phase::ACTION_READBACK,
             format!("{syncs_per_step:.1} host syncs per step, {:.0}% of wall", 100.0 * readback),
         );
     }
-    let transfer = profile.share(Phase::ObsTransfer);
+    let transfer = profile.share(Phase::OBS_TRANSFER);
     let copies_per_step = c.h2d_copies as f64 / steps;
     if spec.exec.transfer == Transfer::PerTensor && transfer >= 0.03 && copies_per_step > 1.5 {
         add(
             "--transfer packed".into(),
-            Phase::ObsTransfer,
+            Phase::OBS_TRANSFER,
             format!("{copies_per_step:.1} host→device copies per step, {:.0}% of wall", 100.0 * transfer),
         );
     }
@@ -281,14 +255,14 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     {
         add(
             "--rollout-copy whole".into(),
-            Phase::ObsTransfer,
+            Phase::OBS_TRANSFER,
             format!(
                 "{copies_per_update:.0} host→device copies per update (a copy per step and field), {:.0}% of wall",
                 100.0 * transfer
             ),
         );
     }
-    let forward = profile.share(Phase::PolicyForward);
+    let forward = profile.share(Phase::POLICY_FORWARD);
     if spec.exec.inference == Inference::Eager
         && spec.env().fixed_inference().is_none()
         && spec.exec.backend != Backend::Device
@@ -296,12 +270,12 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     {
         add(
             "--inference fused".into(),
-            Phase::PolicyForward,
+            Phase::POLICY_FORWARD,
             format!("{:.0}% of wall in the eager rollout forward (batch {})", 100.0 * forward, spec.envs),
         );
     }
     // On a GPU the device rollout's per-step launches are the cost a graph removes.
-    let step = forward + profile.share(Phase::EnvStep) + profile.share(Phase::RolloutStore);
+    let step = forward + profile.share(Phase::ENV_STEP) + profile.share(Phase::ROLLOUT_STORE);
     if spec.exec.backend == Backend::Device
         && spec.device.starts_with("cuda")
         && spec.exec.inference != Inference::Graph
@@ -309,7 +283,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     {
         add(
             "--inference graph".into(),
-            Phase::PolicyForward,
+            Phase::POLICY_FORWARD,
             format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
         );
     }
@@ -392,18 +366,25 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::{Counters, EnvOwn};
+    use crate::counters::{Count, Counters};
+    use crate::workloads::dreamer::{DECODER, ENCODER, REPLAY, RSSM, WORLD_BACKWARD};
+    use crate::workloads::morpho::{GRAPH_REPLAYS, HOST_BACKWARD, HOST_FORWARD, HOST_STEPS_SKIPPED, LIFECYCLE};
+    use crate::workloads::morpho::{LIFECYCLE_READS, REWARD};
+
+    fn own(count: Count, n: u64) -> Counters {
+        Counters { own: [(count, n)].into_iter().collect(), ..Counters::default() }
+    }
     use crate::profile::PhaseTime;
     use crate::spec::{LifecycleMode, SlotPool};
 
     fn profile(shares: &[(Phase, f64)], counters: Counters) -> Profile {
         Profile {
             wall_s: 10.0,
-            phases: Phase::ALL
+            phases: crate::workloads::PHASES
                 .iter()
-                .map(|&p| PhaseTime {
-                    phase: p,
-                    wall_s: shares.iter().find(|(q, _)| *q == p).map_or(0.0, |(_, s)| s * 10.0),
+                .map(|i| PhaseTime {
+                    phase: i.phase,
+                    wall_s: shares.iter().find(|(q, _)| *q == i.phase).map_or(0.0, |(_, s)| s * 10.0),
                     calls: 100,
                     device_s: None,
                 })
@@ -420,26 +401,25 @@ mod tests {
 
     #[test]
     fn ranks_phases_by_time_and_computes_the_split() {
-        let p =
-            profile(&[(Phase::Backward, 0.2), (Phase::EnvStep, 0.5), (Phase::UpdateForward, 0.3)], Counters::default());
+        let p = profile(
+            &[(Phase::BACKWARD, 0.2), (Phase::ENV_STEP, 0.5), (Phase::UPDATE_FORWARD, 0.3)],
+            Counters::default(),
+        );
         let r = analyze(&p, &RunSpec::default());
         let order: Vec<Phase> = r.rows.iter().map(|x| x.phase).collect();
-        assert_eq!(order, vec![Phase::EnvStep, Phase::UpdateForward, Phase::Backward]);
+        assert_eq!(order, vec![Phase::ENV_STEP, Phase::UPDATE_FORWARD, Phase::BACKWARD]);
         assert!((r.rows[0].percent - 50.0).abs() < 1e-9);
         assert!((r.rows[0].per_call_us - 50_000.0).abs() < 1e-6);
         assert!((r.split.data_pct - 50.0).abs() < 1e-9);
         assert!(r.split.verdict.starts_with("balanced"));
         let data_heavy = analyze(
-            &profile(&[(Phase::EnvWait, 0.7), (Phase::Backward, 0.3)], Counters::default()),
+            &profile(&[(Phase::ENV_WAIT, 0.7), (Phase::BACKWARD, 0.3)], Counters::default()),
             &RunSpec::default(),
         );
         assert!(data_heavy.split.verdict.starts_with("data > 50%"));
         assert!(data_heavy.split.next_action.contains("worker waits"));
         // The env's own parts (a host network training) are data, and named as its compute.
-        let hosts = profile(
-            &[(Phase::HostBackward, 0.5), (Phase::HostForward, 0.3), (Phase::Backward, 0.1)],
-            Counters::default(),
-        );
+        let hosts = profile(&[(HOST_BACKWARD, 0.5), (HOST_FORWARD, 0.3), (Phase::BACKWARD, 0.1)], Counters::default());
         let r_hosts = analyze(&hosts, &RunSpec::default());
         assert!(r_hosts.split.verdict.contains("envs' own compute"), "{}", r_hosts.split.verdict);
         assert!(r_hosts.split.next_action.contains("--backend threads"), "{}", r_hosts.split.next_action);
@@ -449,12 +429,12 @@ mod tests {
         };
         assert!(!analyze(&hosts, &threads).split.next_action.contains("--backend"));
         let update_fwd = analyze(
-            &profile(&[(Phase::UpdateForward, 0.6), (Phase::Backward, 0.3)], Counters::default()),
+            &profile(&[(Phase::UPDATE_FORWARD, 0.6), (Phase::BACKWARD, 0.3)], Counters::default()),
             &RunSpec::default(),
         );
         assert!(update_fwd.split.verdict.contains("update's forward"), "{}", update_fwd.split.verdict);
         let rollout_fwd = analyze(
-            &profile(&[(Phase::PolicyForward, 0.6), (Phase::Backward, 0.3)], Counters::default()),
+            &profile(&[(Phase::POLICY_FORWARD, 0.6), (Phase::BACKWARD, 0.3)], Counters::default()),
             &RunSpec::default(),
         );
         assert!(rollout_fwd.split.verdict.contains("rollout's forward"), "{}", rollout_fwd.split.verdict);
@@ -464,7 +444,7 @@ mod tests {
 
     #[test]
     fn a_sleeper_pool_on_the_cpu_is_advised_against_when_hosts_dominate() {
-        let hosts = profile(&[(Phase::HostBackward, 0.4), (Phase::HostForward, 0.2)], Counters::default());
+        let hosts = profile(&[(HOST_BACKWARD, 0.4), (HOST_FORWARD, 0.2)], Counters::default());
         let morpho = |slots| RunSpec {
             workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec { slots, ..Default::default() }),
             ..Default::default()
@@ -478,7 +458,7 @@ mod tests {
         );
         assert!((r.recommendations[0].max_speedup - 2.5).abs() < 1e-9);
         assert!(knobs(&analyze(&hosts, &morpho(SlotPool::Dynamic))).is_empty());
-        let light = profile(&[(Phase::HostBackward, 0.05), (Phase::Backward, 0.9)], Counters::default());
+        let light = profile(&[(HOST_BACKWARD, 0.05), (Phase::BACKWARD, 0.9)], Counters::default());
         assert!(knobs(&analyze(&light, &morpho(SlotPool::Sleeper))).is_empty());
         // On CUDA the advice turns round: a dynamic pool's steps cannot be captured.
         let cuda = |slots| RunSpec { device: "cuda:0".into(), ..morpho(slots) };
@@ -486,11 +466,11 @@ mod tests {
         assert_eq!(knobs(&r), ["--slots sleeper"]);
         assert!(r.recommendations[0].signature.contains("no captured graph"), "{}", r.recommendations[0].signature);
         assert!(knobs(&analyze(&hosts, &cuda(SlotPool::Sleeper))).is_empty());
-        let c = Counters { own: EnvOwn { graph_replays: 40, ..EnvOwn::default() }, ..Counters::default() };
-        let captured = profile(&[(Phase::HostForward, 0.6)], c);
+        let c = own(GRAPH_REPLAYS, 40);
+        let captured = profile(&[(HOST_FORWARD, 0.6)], c);
         let r = analyze(&captured, &morpho(SlotPool::Sleeper));
         assert!(knobs(&r).is_empty(), "captured on CUDA (found by its replays under --device auto)");
-        let row = r.rows.iter().find(|p| p.phase == Phase::HostForward).unwrap();
+        let row = r.rows.iter().find(|p| p.phase == HOST_FORWARD).unwrap();
         assert!(row.diagnosis.contains("40 steps replayed as captured CUDA graphs"), "{}", row.diagnosis);
     }
 
@@ -504,11 +484,11 @@ mod tests {
             }),
             ..Default::default()
         };
-        let c = Counters { own: EnvOwn { host_steps_skipped: 3, ..EnvOwn::default() }, ..Counters::default() };
-        let p = profile(&[(Phase::HostBackward, 0.6)], c);
+        let c = own(HOST_STEPS_SKIPPED, 3);
+        let p = profile(&[(HOST_BACKWARD, 0.6)], c);
         let diagnosis = |precision| {
             let r = analyze(&p, &spec(precision));
-            r.rows.iter().find(|row| row.phase == Phase::HostBackward).unwrap().diagnosis.clone()
+            r.rows.iter().find(|row| row.phase == HOST_BACKWARD).unwrap().diagnosis.clone()
         };
         let fp16 = diagnosis(crate::spec::Precision::Fp16);
         assert!(fp16.contains("3 steps skipped on overflowing gradients"), "{fp16}");
@@ -521,18 +501,14 @@ mod tests {
             workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec { lifecycle, ..Default::default() }),
             ..Default::default()
         };
-        let c = Counters {
-            env_steps: 10,
-            own: EnvOwn { lifecycle_reads: 600, ..EnvOwn::default() },
-            ..Counters::default()
-        };
-        let trench = profile(&[(Phase::Lifecycle, 0.15), (Phase::Reward, 0.05), (Phase::HostBackward, 0.5)], c);
+        let c = Counters { env_steps: 10, ..own(LIFECYCLE_READS, 600) };
+        let trench = profile(&[(LIFECYCLE, 0.15), (REWARD, 0.05), (HOST_BACKWARD, 0.5)], c);
         let r = analyze(&trench, &morpho(LifecycleMode::Loop));
         assert_eq!(knobs(&r), ["--lifecycle batched"]);
         assert!(r.recommendations[0].signature.contains("60 state reads per env step"), "{:?}", r.recommendations);
         assert!((r.recommendations[0].max_speedup - 1.25).abs() < 1e-9);
         assert!(knobs(&analyze(&trench, &morpho(LifecycleMode::Batched))).is_empty());
-        let light = profile(&[(Phase::Lifecycle, 0.01), (Phase::HostBackward, 0.9)], Counters::default());
+        let light = profile(&[(LIFECYCLE, 0.01), (HOST_BACKWARD, 0.9)], Counters::default());
         assert!(knobs(&analyze(&light, &morpho(LifecycleMode::Loop))).is_empty());
     }
 
@@ -547,16 +523,8 @@ mod tests {
             ..Default::default()
         });
         let c = Counters { env_steps: 100, host_syncs: 700, ..Counters::default() };
-        let p = profile(
-            &[
-                (Phase::Encoder, 0.3),
-                (Phase::Rssm, 0.2),
-                (Phase::Decoder, 0.1),
-                (Phase::Replay, 0.1),
-                (Phase::WorldBackward, 0.3),
-            ],
-            c.clone(),
-        );
+        let p =
+            profile(&[(ENCODER, 0.3), (RSSM, 0.2), (DECODER, 0.1), (REPLAY, 0.1), (WORLD_BACKWARD, 0.3)], c.clone());
         let r = analyze(&p, &slow);
         assert_eq!(knobs(&r), ["--encoder batched", "--loss-read deferred", "--replay device"]);
         assert!(
@@ -569,7 +537,7 @@ mod tests {
         assert!((r.split.forward_pct - 60.0).abs() < 1e-6 && (r.split.data_pct - 10.0).abs() < 1e-6);
         assert!(knobs(&analyze(&p, &dreamer(DreamerSpec::default()))).is_empty());
         let quiet = Counters { env_steps: 100, host_syncs: 4, ..Counters::default() };
-        let light = profile(&[(Phase::Encoder, 0.05), (Phase::Decoder, 0.1), (Phase::WorldBackward, 0.8)], quiet);
+        let light = profile(&[(ENCODER, 0.05), (DECODER, 0.1), (WORLD_BACKWARD, 0.8)], quiet);
         assert!(knobs(&analyze(&light, &slow)).is_empty());
         assert!(analyze(&light, &slow).split.verdict.starts_with("backward > 50%"));
     }
@@ -594,32 +562,32 @@ mod tests {
             s.exec.backend = Backend::Subprocess;
             s.exec.wait = WaitMode::Spin;
         });
-        let r = analyze(&profile(&[(Phase::EnvWait, 0.6)], steps.clone()), &sub);
+        let r = analyze(&profile(&[(Phase::ENV_WAIT, 0.6)], steps.clone()), &sub);
         assert_eq!(knobs(&r), vec!["--backend vectorized", "--wait block"]);
         assert_eq!(r.recommendations[0].overrides(), vec![("backend".to_string(), "vectorized".to_string())]);
         assert!((r.recommendations[0].max_speedup - 2.5).abs() < 1e-9, "Amdahl: 1 / (1 - 0.6)");
         // The same wait share on an in-process backend recommends nothing.
-        assert!(analyze(&profile(&[(Phase::EnvWait, 0.6)], steps.clone()), &spec(|_| {})).recommendations.is_empty());
+        assert!(analyze(&profile(&[(Phase::ENV_WAIT, 0.6)], steps.clone()), &spec(|_| {})).recommendations.is_empty());
         // Read-back: only with per_item and more than one sync per step.
         let per_item = spec(|s| s.exec.action_sync = ActionSync::PerItem);
         assert_eq!(
-            knobs(&analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &per_item)),
+            knobs(&analyze(&profile(&[(Phase::ACTION_READBACK, 0.2)], steps.clone()), &per_item)),
             vec!["--action-sync stacked"]
         );
-        let rec = &analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &per_item).recommendations[0];
+        let rec = &analyze(&profile(&[(Phase::ACTION_READBACK, 0.2)], steps.clone()), &per_item).recommendations[0];
         assert_eq!(rec.overrides(), vec![("action_sync".to_string(), "stacked".to_string())], "a spec field");
         let one_sync = Counters { host_syncs: 100, ..steps.clone() };
-        assert!(analyze(&profile(&[(Phase::ActionReadback, 0.2)], one_sync), &per_item).recommendations.is_empty());
-        assert!(analyze(&profile(&[(Phase::ActionReadback, 0.2)], steps.clone()), &spec(|_| {}))
+        assert!(analyze(&profile(&[(Phase::ACTION_READBACK, 0.2)], one_sync), &per_item).recommendations.is_empty());
+        assert!(analyze(&profile(&[(Phase::ACTION_READBACK, 0.2)], steps.clone()), &spec(|_| {}))
             .recommendations
             .is_empty());
         // Transfers: only per_tensor with several copies per step.
         let per_tensor = spec(|s| s.exec.transfer = Transfer::PerTensor);
         assert_eq!(
-            knobs(&analyze(&profile(&[(Phase::ObsTransfer, 0.2)], steps.clone()), &per_tensor)),
+            knobs(&analyze(&profile(&[(Phase::OBS_TRANSFER, 0.2)], steps.clone()), &per_tensor)),
             vec!["--transfer packed"]
         );
-        assert!(analyze(&profile(&[(Phase::ObsTransfer, 0.01)], steps.clone()), &per_tensor)
+        assert!(analyze(&profile(&[(Phase::OBS_TRANSFER, 0.01)], steps.clone()), &per_tensor)
             .recommendations
             .is_empty());
         // The rollout copied per step at update time (800 steps = one update of 8 × 100).
@@ -628,18 +596,18 @@ mod tests {
             s.exec.rollout_copy = RolloutCopy::PerStep;
         });
         assert_eq!(
-            knobs(&analyze(&profile(&[(Phase::ObsTransfer, 0.2)], steps.clone()), &per_step)),
+            knobs(&analyze(&profile(&[(Phase::OBS_TRANSFER, 0.2)], steps.clone()), &per_step)),
             vec!["--rollout-copy whole"]
         );
         let whole = spec(|s| s.steps = 100);
-        assert!(analyze(&profile(&[(Phase::ObsTransfer, 0.2)], steps.clone()), &whole).recommendations.is_empty());
+        assert!(analyze(&profile(&[(Phase::OBS_TRANSFER, 0.2)], steps.clone()), &whole).recommendations.is_empty());
         // Eager forward.
         let eager = spec(|s| s.exec.inference = Inference::Eager);
         assert_eq!(
-            knobs(&analyze(&profile(&[(Phase::PolicyForward, 0.3)], steps.clone()), &eager)),
+            knobs(&analyze(&profile(&[(Phase::POLICY_FORWARD, 0.3)], steps.clone()), &eager)),
             vec!["--inference fused"]
         );
-        assert!(analyze(&profile(&[(Phase::PolicyForward, 0.3)], steps.clone()), &spec(|_| {}))
+        assert!(analyze(&profile(&[(Phase::POLICY_FORWARD, 0.3)], steps.clone()), &spec(|_| {}))
             .recommendations
             .is_empty());
         // The device rollout on a GPU: a graph removes the per-step launches.
@@ -647,7 +615,7 @@ mod tests {
             s.exec.backend = Backend::Device;
             s.device = "cuda".into();
         });
-        let launches = profile(&[(Phase::PolicyForward, 0.2), (Phase::EnvStep, 0.2)], steps.clone());
+        let launches = profile(&[(Phase::POLICY_FORWARD, 0.2), (Phase::ENV_STEP, 0.2)], steps.clone());
         assert_eq!(knobs(&analyze(&launches, &on_gpu)), vec!["--inference graph"]);
         let on_cpu = spec(|s| s.exec.backend = Backend::Device);
         assert!(analyze(&launches, &on_cpu).recommendations.is_empty(), "no graph without CUDA");
@@ -660,9 +628,9 @@ mod tests {
         // The per-env loop.
         let seq = spec(|s| s.exec.backend = Backend::Sequential);
         assert_eq!(
-            knobs(&analyze(&profile(&[(Phase::EnvStep, 0.4)], steps.clone()), &seq)),
+            knobs(&analyze(&profile(&[(Phase::ENV_STEP, 0.4)], steps.clone()), &seq)),
             vec!["--backend vectorized"]
         );
-        assert!(analyze(&profile(&[(Phase::EnvStep, 0.4)], steps), &spec(|_| {})).recommendations.is_empty());
+        assert!(analyze(&profile(&[(Phase::ENV_STEP, 0.4)], steps), &spec(|_| {})).recommendations.is_empty());
     }
 }

@@ -189,6 +189,7 @@ pub fn run(
     let setup_s = begin.elapsed().as_secs_f64();
     let start = Instant::now();
     let mut prof = Profiler::new(trace);
+    prof.set_env_parts(spec.env().env_parts());
     if let Some(timer) = timer {
         prof.set_device_timer(Box::new(timer));
     }
@@ -225,7 +226,7 @@ pub fn run(
         if let Some(norms) = &out.norms {
             let s = prof.start();
             telemetry.publish(index + 1, norms, &mut c);
-            prof.stop(Phase::Telemetry, s);
+            prof.stop(Phase::TELEMETRY, s);
         }
         if let Some((name, v)) = out.losses.first_not_finite() {
             bail!("training diverged: {name} is {v} at update {} of {iterations}", index + 1);
@@ -256,7 +257,7 @@ pub fn run(
             profile: window,
             lines: out.lines,
         });
-        prof.stop(Phase::Publish, s);
+        prof.stop(Phase::PUBLISH, s);
     }
 
     let wall_s = start.elapsed().as_secs_f64();

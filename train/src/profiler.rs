@@ -6,10 +6,9 @@
 
 use hotlab_shared::counters::{Counters, ENV_PARTS};
 use hotlab_shared::profile::{GpuMemory, Phase, PhaseTime, Profile};
+use hotlab_shared::workloads::PHASES;
 use serde_json::json;
 use std::time::Instant;
-
-const PHASES: usize = Phase::ALL.len();
 
 #[derive(Clone, Copy, Default)]
 struct Stat {
@@ -57,8 +56,13 @@ impl std::str::FromStr for TraceWindow {
 }
 
 pub struct Profiler {
-    total: [Stat; PHASES],
-    window: [Stat; PHASES],
+    /// The phases it keeps, in the registry's order (a phase the registry lacks is added at
+    /// its first span); `total` and `window` hold one stat per phase.
+    phases: Vec<Phase>,
+    total: Vec<Stat>,
+    window: Vec<Stat>,
+    /// The run's env parts, in the order its envs' part clock keeps them.
+    env_parts: &'static [Phase],
     run_start: Instant,
     window_start: Instant,
     clock_reads: u64,
@@ -87,9 +91,12 @@ fn calibrate() -> f64 {
 impl Profiler {
     pub fn new(trace_window: Option<TraceWindow>) -> Self {
         let now = Instant::now();
+        let phases: Vec<Phase> = PHASES.iter().map(|i| i.phase).collect();
         Self {
-            total: [Stat::default(); PHASES],
-            window: [Stat::default(); PHASES],
+            total: vec![Stat::default(); phases.len()],
+            window: vec![Stat::default(); phases.len()],
+            phases,
+            env_parts: &[],
             run_start: now,
             window_start: now,
             clock_reads: 0,
@@ -102,6 +109,28 @@ impl Profiler {
             traced_window: false,
             device: None,
         }
+    }
+
+    /// The phases the run's envs time themselves, in their part clock's order (its
+    /// workload's `ENV_PARTS`): [`Profiler::stop_env`] carves an env step into them.
+    pub fn set_env_parts(&mut self, parts: &'static [Phase]) {
+        self.env_parts = parts;
+    }
+
+    /// Where `phase`'s stats are: a scan of a few dozen names, pointers first (a phase's
+    /// constant is one string wherever it is named), added at the end when new.
+    fn slot(&mut self, phase: Phase) -> usize {
+        let name = phase.name();
+        if let Some(i) = self.phases.iter().position(|p| std::ptr::eq(p.name(), name)) {
+            return i;
+        }
+        if let Some(i) = self.phases.iter().position(|&p| p == phase) {
+            return i;
+        }
+        self.phases.push(phase);
+        self.total.push(Stat::default());
+        self.window.push(Stat::default());
+        self.phases.len() - 1
     }
 
     /// Times phases on the device too (a GPU run).
@@ -159,23 +188,23 @@ impl Profiler {
     }
 
     /// Ends an env step's span begun at `start`: first the parts the envs timed themselves
-    /// (`parts` seconds, in [`Phase::ENV_PARTS`] order), then `waited` seconds of waiting
+    /// (`parts` seconds, in the order of [`Profiler::set_env_parts`]), then `waited` seconds of waiting
     /// on workers, the rest `env_step`. Envs stepped in parallel report more part-seconds
     /// than the span lasted: the parts then share the span in proportion to them.
     pub fn stop_env(&mut self, waited: f64, parts: &[f64; ENV_PARTS], start: Instant) -> Instant {
         let busy: f64 = parts.iter().map(|p| p.max(0.0)).sum();
         if busy <= 0.0 {
-            return self.stop_split(Phase::EnvStep, Phase::EnvWait, waited, start);
+            return self.stop_split(Phase::ENV_STEP, Phase::ENV_WAIT, waited, start);
         }
         let now = Instant::now();
         self.clock_reads_window += 1;
         if let Some(d) = self.device.as_mut() {
-            d.mark(Some(Phase::EnvStep));
+            d.mark(Some(Phase::ENV_STEP));
         }
         let total = (now - start).as_secs_f64();
         let scale = (total / busy).min(1.0);
         let mut at = start;
-        for (&phase, &secs) in Phase::ENV_PARTS.iter().zip(parts) {
+        for (&phase, &secs) in self.env_parts.iter().zip(parts) {
             let secs = secs.max(0.0) * scale;
             if secs > 0.0 {
                 self.record(phase, at, secs);
@@ -185,16 +214,17 @@ impl Profiler {
         let rest = (total - busy * scale).max(0.0);
         let waited = waited.clamp(0.0, rest);
         if waited > 0.0 {
-            self.record(Phase::EnvWait, at, waited);
+            self.record(Phase::ENV_WAIT, at, waited);
         }
-        self.record(Phase::EnvStep, at + std::time::Duration::from_secs_f64(waited), rest - waited);
+        self.record(Phase::ENV_STEP, at + std::time::Duration::from_secs_f64(waited), rest - waited);
         now
     }
 
     /// Adds `secs` to `phase` as one call that began at `start` (for phases measured
     /// elsewhere, like the time an env backend spent waiting on its workers).
     pub fn record(&mut self, phase: Phase, start: Instant, secs: f64) {
-        let s = &mut self.window[phase.index()];
+        let i = self.slot(phase);
+        let s = &mut self.window[i];
         s.wall_s += secs;
         s.calls += 1;
         if self.tracing() {
@@ -211,11 +241,14 @@ impl Profiler {
     pub fn take_window(&mut self, counters: &Counters) -> Profile {
         let now = Instant::now();
         let wall = (now - self.window_start).as_secs_f64();
-        let mut window = std::mem::replace(&mut self.window, [Stat::default(); PHASES]);
+        let other = self.slot(Phase::OTHER);
+        let drained = self.device.as_mut().map(|d| d.drain()).unwrap_or_default();
+        let at: Vec<usize> = drained.iter().map(|&(phase, _)| self.slot(phase)).collect();
+        let mut window = std::mem::replace(&mut self.window, vec![Stat::default(); self.phases.len()]);
         let claimed: f64 = window.iter().map(|s| s.wall_s).sum();
-        window[Phase::Other.index()] = Stat { wall_s: (wall - claimed).max(0.0), calls: 1, device_s: 0.0 };
-        for (phase, secs) in self.device.as_mut().map(|d| d.drain()).unwrap_or_default() {
-            window[phase.index()].device_s += secs;
+        window[other] = Stat { wall_s: (wall - claimed).max(0.0), calls: 1, device_s: 0.0 };
+        for (i, (_, secs)) in at.into_iter().zip(drained) {
+            window[i].device_s += secs;
         }
         for (t, w) in self.total.iter_mut().zip(&window) {
             t.wall_s += w.wall_s;
@@ -234,7 +267,8 @@ impl Profiler {
         self.clock_reads_window = 0;
         self.window_start = now;
         self.total_wall_s += wall;
-        let mut p = profile(&window, wall, counters, reads as f64 * self.clock_cost_s, self.device.is_some());
+        let mut p =
+            profile(&self.phases, &window, wall, counters, reads as f64 * self.clock_cost_s, self.device.is_some());
         p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
         p
     }
@@ -242,7 +276,7 @@ impl Profiler {
     /// Every window so far.
     pub fn total(&self, counters: &Counters) -> Profile {
         let overhead = self.clock_reads as f64 * self.clock_cost_s;
-        let mut p = profile(&self.total, self.total_wall_s, counters, overhead, self.device.is_some());
+        let mut p = profile(&self.phases, &self.total, self.total_wall_s, counters, overhead, self.device.is_some());
         p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
         p
     }
@@ -258,10 +292,17 @@ impl Profiler {
     }
 }
 
-fn profile(stats: &[Stat; PHASES], wall_s: f64, counters: &Counters, overhead_s: f64, device: bool) -> Profile {
+fn profile(
+    phases: &[Phase],
+    stats: &[Stat],
+    wall_s: f64,
+    counters: &Counters,
+    overhead_s: f64,
+    device: bool,
+) -> Profile {
     Profile {
         wall_s,
-        phases: Phase::ALL
+        phases: phases
             .iter()
             .zip(stats)
             .map(|(&phase, s)| PhaseTime {
@@ -286,18 +327,18 @@ mod tests {
         let mut p = Profiler::new(Some(TraceWindow { first: 0, end: 10 }));
         let t = p.start();
         std::thread::sleep(std::time::Duration::from_millis(5));
-        let t = p.stop(Phase::EnvStep, t);
+        let t = p.stop(Phase::ENV_STEP, t);
         std::thread::sleep(std::time::Duration::from_millis(2));
-        p.stop(Phase::Backward, t);
+        p.stop(Phase::BACKWARD, t);
         std::thread::sleep(std::time::Duration::from_millis(3));
         let w = p.take_window(&Counters::default());
-        assert!(w.phase(Phase::EnvStep) >= 0.005);
-        assert!(w.phase(Phase::Other) >= 0.003);
+        assert!(w.phase(Phase::ENV_STEP) >= 0.005);
+        assert!(w.phase(Phase::OTHER) >= 0.003);
         let sum: f64 = w.phases.iter().map(|t| t.wall_s).sum();
         assert!((sum - w.wall_s).abs() < 1e-9);
-        assert_eq!(w.calls(Phase::Backward), 1);
+        assert_eq!(w.calls(Phase::BACKWARD), 1);
         let total = p.total(&Counters::default());
-        assert_eq!(total.phase(Phase::EnvStep), w.phase(Phase::EnvStep));
+        assert_eq!(total.phase(Phase::ENV_STEP), w.phase(Phase::ENV_STEP));
         let trace = p.trace_json();
         let events = trace["traceEvents"].as_array().unwrap();
         assert!(events.iter().any(|e| e["ph"] == "X" && e["name"] == "env_step"));
@@ -309,27 +350,32 @@ mod tests {
 
     /// An env step's span is carved into the parts the envs timed, then the wait, then the
     /// rest; parts timed in parallel (more seconds than the span) share it in proportion.
+    /// Two of an env's own parts (any workload's: the profiler names none).
+    const PARTS: [Phase; 2] = [Phase::new("part_a"), Phase::new("part_b")];
+
     #[test]
     fn an_env_span_is_carved_into_the_envs_parts() {
+        let (part_a, part_b) = (PARTS[0], PARTS[1]);
         let mut p = Profiler::new(None);
+        p.set_env_parts(&PARTS);
         let mut parts = [0.0; ENV_PARTS];
-        (parts[0], parts[3]) = (0.004, 0.002);
+        (parts[0], parts[1]) = (0.004, 0.002);
         let t = p.start();
         std::thread::sleep(std::time::Duration::from_millis(10));
         p.stop_env(0.001, &parts, t);
         let w = p.take_window(&Counters::default());
-        assert_eq!((w.phase(Phase::HostForward), w.phase(Phase::Validation)), (0.004, 0.002));
-        assert_eq!(w.phase(Phase::EnvWait), 0.001);
-        assert!(w.phase(Phase::EnvStep) >= 0.003 - 1e-9 && w.calls(Phase::HostBackward) == 0);
+        assert_eq!((w.phase(part_a), w.phase(part_b)), (0.004, 0.002));
+        assert_eq!(w.phase(Phase::ENV_WAIT), 0.001);
+        assert!(w.phase(Phase::ENV_STEP) >= 0.003 - 1e-9 && w.calls(Phase::BACKWARD) == 0);
         // Two workers' parts: 20 ms of work in a span of ~10 ms.
-        (parts[0], parts[3]) = (0.015, 0.005);
+        (parts[0], parts[1]) = (0.015, 0.005);
         let t = p.start();
         std::thread::sleep(std::time::Duration::from_millis(10));
         p.stop_env(0.009, &parts, t);
         let w = p.take_window(&Counters::default());
-        let (f, v) = (w.phase(Phase::HostForward), w.phase(Phase::Validation));
+        let (f, v) = (w.phase(part_a), w.phase(part_b));
         assert!((f / v - 3.0).abs() < 1e-6, "in proportion: {f} {v}");
-        assert!(w.phase(Phase::EnvWait) + w.phase(Phase::EnvStep) < 1e-12, "the parts fill the span");
+        assert!(w.phase(Phase::ENV_WAIT) + w.phase(Phase::ENV_STEP) < 1e-12, "the parts fill the span");
     }
 
     /// The marks a timer receives, attributed as a stream of events would be: what was
@@ -352,18 +398,18 @@ mod tests {
         let mut p = Profiler::new(None);
         p.set_device_timer(Box::new(Marks(Vec::new())));
         let t = p.start();
-        let t = p.stop(Phase::UpdateForward, t);
-        let t = p.stop(Phase::Backward, t);
-        p.stop(Phase::Backward, t);
+        let t = p.stop(Phase::UPDATE_FORWARD, t);
+        let t = p.stop(Phase::BACKWARD, t);
+        p.stop(Phase::BACKWARD, t);
         let w = p.take_window(&Counters::default());
         let device = |ph: Phase| w.phases.iter().find(|t| t.phase == ph).unwrap().device_s;
-        assert_eq!(device(Phase::UpdateForward), Some(1e-3));
-        assert_eq!(device(Phase::Backward), Some(2e-3));
-        assert_eq!(device(Phase::EnvStep), Some(0.0));
+        assert_eq!(device(Phase::UPDATE_FORWARD), Some(1e-3));
+        assert_eq!(device(Phase::BACKWARD), Some(2e-3));
+        assert_eq!(device(Phase::ENV_STEP), Some(0.0));
         let t = p.start();
-        p.stop(Phase::Optimizer, t);
+        p.stop(Phase::OPTIMIZER, t);
         p.take_window(&Counters::default());
         let total = p.total(&Counters::default());
-        assert_eq!(total.phases.iter().find(|t| t.phase == Phase::Backward).unwrap().device_s, Some(2e-3));
+        assert_eq!(total.phases.iter().find(|t| t.phase == Phase::BACKWARD).unwrap().device_s, Some(2e-3));
     }
 }

@@ -288,7 +288,7 @@ mod tests {
             status: RunStatus::Running,
             ..AuditInfo::default()
         };
-        let rows = setting_rows(&a, Some(Measure::Share(hotlab_shared::profile::Phase::EnvWait)));
+        let rows = setting_rows(&a, Some(Measure::Share(hotlab_shared::profile::Phase::ENV_WAIT)));
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].done, rows[0].planned, rows[0].sps), (2, 6, Some(12.0)));
         assert_eq!((rows[1].done, rows[1].planned, rows[1].sps), (1, 2, Some(40.0)));

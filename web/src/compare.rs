@@ -3,7 +3,6 @@
 
 use crate::run_data::RunData;
 use hotlab_shared::knobs::KNOBS;
-use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::RunSpec;
 
 /// How a row's values read.
@@ -70,7 +69,7 @@ pub fn rows(runs: &[&RunData]) -> Vec<Row> {
     let sps = runs.iter().map(|r| r.report.as_ref().map(|p| p.steps_per_s).or(r.sps())).collect();
     out.push(row("steps/s", Unit::PerSecond, true, sps));
     out.push(row("profiled wall", Unit::Seconds, false, runs.iter().map(|r| Some(r.total.wall_s)).collect()));
-    for phase in Phase::ALL {
+    for phase in hotlab_shared::workloads::PHASES.iter().map(|i| i.phase) {
         let shares: Vec<Option<f64>> = runs.iter().map(|r| Some(100.0 * r.total.share(phase))).collect();
         if shares.iter().flatten().any(|&s| s >= 0.5) {
             out.push(row(phase.name(), Unit::Percent, false, shares));

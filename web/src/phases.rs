@@ -2,46 +2,19 @@
 //! its own colour, with a legend of the phases present.
 
 use hotlab_shared::profile::{Phase, Profile};
+use hotlab_shared::workloads::{phase_info, PHASES};
 use leptos::prelude::*;
 
-/// A colour per phase, in [`Phase::ALL`] order (data phases warm, forward green,
-/// backward blue, the rest grey).
+/// A phase's colour, as its declaration gives it (grey for one this build does not know).
 pub fn color(p: Phase) -> &'static str {
-    match p {
-        Phase::EnvStep => "#f0a030",
-        Phase::EnvWait => "#ff6b6b",
-        Phase::HostForward => "#f7c948",
-        Phase::HostBackward => "#e0a526",
-        Phase::HostOptimizer => "#c98a1a",
-        Phase::Validation => "#f4d58d",
-        Phase::Counterfactual => "#e8b4a0",
-        Phase::Lifecycle => "#ff8f5a",
-        Phase::Reward => "#d9825b",
-        Phase::ObsTransfer => "#e879a0",
-        Phase::PolicyForward => "#4cc38a",
-        Phase::ActionReadback => "#c792ea",
-        Phase::RolloutStore => "#d8b36a",
-        Phase::Gae => "#b0885a",
-        Phase::UpdateForward => "#2e9e6e",
-        Phase::EmbeddingLookup => "#7fd1b9",
-        Phase::Replay => "#e6a86a",
-        Phase::Encoder => "#3fb27f",
-        Phase::Rssm => "#5fc99a",
-        Phase::Decoder => "#86d9b0",
-        Phase::Imagine => "#a8e6c6",
-        Phase::Backward => "#4a90e2",
-        Phase::WorldBackward => "#3f7fd0",
-        Phase::ActorCriticBackward => "#6f9fe0",
-        Phase::Optimizer => "#7aa7e8",
-        Phase::Telemetry => "#9aa0a6",
-        Phase::Publish => "#6b7785",
-        Phase::Other => "#3a4656",
-    }
+    phase_info(p).map_or("#8a8f98", |i| i.color)
 }
 
-/// Each phase's share of a window, 0..1, in [`Phase::ALL`] order.
+/// Each phase's share of a window, 0..1, in the registry's order (then any it lacks).
 pub fn shares(p: &Profile) -> Vec<(Phase, f64)> {
-    Phase::ALL.iter().map(|&ph| (ph, p.share(ph))).collect()
+    let known = PHASES.iter().map(|i| i.phase);
+    let unknown = p.phases.iter().map(|t| t.phase).filter(|&ph| phase_info(ph).is_none());
+    known.chain(unknown).map(|ph| (ph, p.share(ph))).collect()
 }
 
 const W: f64 = 560.0;
@@ -56,7 +29,14 @@ pub fn PhaseBars(
 ) -> impl IntoView {
     let present = move || {
         bars.with(|b| {
-            Phase::ALL.iter().copied().filter(|&ph| b.iter().any(|p| p.share(ph) >= 0.005)).collect::<Vec<_>>()
+            let all = b.iter().flat_map(shares).filter(|&(_, s)| s >= 0.005).map(|(ph, _)| ph);
+            let mut present: Vec<Phase> = Vec::new();
+            all.for_each(|ph| {
+                if !present.contains(&ph) {
+                    present.push(ph)
+                }
+            });
+            present
         })
     };
     let labels = std::sync::Arc::new(labels);

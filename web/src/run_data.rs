@@ -230,13 +230,14 @@ mod tests {
 
     fn window(env: f64, other: f64) -> Profile {
         let mut p = Profile { wall_s: env + other, ..Profile::default() };
-        p.phases = Phase::ALL
+        p.phases = hotlab_shared::workloads::PHASES
             .iter()
-            .map(|&phase| PhaseTime {
+            .map(|i| i.phase)
+            .map(|phase| PhaseTime {
                 phase,
                 wall_s: match phase {
-                    Phase::EnvStep => env,
-                    Phase::Other => other,
+                    Phase::ENV_STEP => env,
+                    Phase::OTHER => other,
                     _ => 0.0,
                 },
                 calls: 1,
@@ -258,10 +259,10 @@ mod tests {
         assert_eq!(d.metrics.len(), 1);
         assert_eq!(d.sps(), Some(100.0));
         assert_eq!(d.total.wall_s, 6.0);
-        assert_eq!(d.total.phase(Phase::EnvStep), 4.0);
+        assert_eq!(d.total.phase(Phase::ENV_STEP), 4.0);
         assert_eq!(d.total.counters.env_steps, 2048);
         let report = d.report(&RunSpec::default()).unwrap();
-        assert_eq!(report.rows[0].phase, Phase::EnvStep, "ranked by time");
+        assert_eq!(report.rows[0].phase, Phase::ENV_STEP, "ranked by time");
         assert!((report.rows[0].percent - 66.67).abs() < 0.01);
         d.apply(event(5, EventBody::Status { status: RunStatus::Finished, message: None }));
         assert_eq!(d.status, Some(RunStatus::Finished));

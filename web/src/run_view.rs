@@ -10,6 +10,7 @@ use crate::run_data::{chart_points, series, RunData};
 use crate::stream::{self, Link};
 use hotlab_shared::protocol::{Event, RunInfo, RunStatus};
 use hotlab_shared::report::Report;
+use hotlab_shared::workloads::count_label;
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -313,14 +314,12 @@ fn Counters(data: RwSignal<RunData>) -> impl IntoView {
                 {row("IPC round trips", |d| si(d.total.counters.ipc_round_trips as f64), |d| per(d, d.total.counters.ipc_round_trips as f64))}
                 {row("spin polls", |d| si(d.total.counters.spin_iterations as f64), |d| per(d, d.total.counters.spin_iterations as f64))}
                 {row("worker wait", |d| seconds(d.total.counters.worker_wait_s), |d| per(d, d.total.counters.worker_wait_s))}
-                {row("topology changes", |d| si(d.total.counters.own.topology_changes as f64), |d| per(d, d.total.counters.own.topology_changes as f64))}
-                {row("lifecycle reads", |d| si(d.total.counters.own.lifecycle_reads as f64), |d| per(d, d.total.counters.own.lifecycle_reads as f64))}
-                {row("host passes", |d| si(d.total.counters.own.host_passes as f64), |d| per(d, d.total.counters.own.host_passes as f64))}
-                {row("seed norm reads", |d| si(d.total.counters.own.seed_norm_reads as f64), |d| per(d, d.total.counters.own.seed_norm_reads as f64))}
-                {row("stream waits", |d| si(d.total.counters.own.stream_waits as f64), |d| per(d, d.total.counters.own.stream_waits as f64))}
-                {row("graph replays", |d| si(d.total.counters.own.graph_replays as f64), |d| per(d, d.total.counters.own.graph_replays as f64))}
-                {row("host samples", |d| si(d.total.counters.own.host_samples as f64), |d| per(d, d.total.counters.own.host_samples as f64))}
-                {row("fp16 host steps skipped", |d| si(d.total.counters.own.host_steps_skipped as f64), |d| per(d, d.total.counters.own.host_steps_skipped as f64))}
+                // The envs' own counts: whatever their workload declares (the morpho hosts' …).
+                {move || data.with(|d| {
+                    d.total.counters.own.iter().map(|(count, n)| view! {
+                        <tr><td>{count_label(count)}</td><td class="num">{si(n as f64)}</td><td class="num">{per(d, n as f64)}</td></tr>
+                    }).collect_view()
+                })}
             </tbody>
         </table>
     }

@@ -8,6 +8,7 @@
 
 use super::gpu_check::{check, progress};
 use hotlab_shared::spec::{Backend, HostExec, MorphoSpec, Precision, RunSpec, SlotPool, StreamWait, WorkloadSpec};
+use hotlab_shared::workloads::morpho::{GRAPH_REPLAYS, HOST_PASSES, HOST_STEPS_SKIPPED, STREAM_WAITS};
 use hotlab_train::cuda::shim::{Graph, Stream};
 use serde_json::{json, Value};
 use std::time::Instant;
@@ -109,12 +110,12 @@ pub fn checks() -> Vec<Value> {
                         }
                     })
                 });
-            let replays = report.counters.own.graph_replays;
+            let replays = report.counters.own.get(GRAPH_REPLAYS);
             out.push(check(
                 "morpho_sleeper_step_captured",
                 replays > 0 && close,
                 "graph replays > 0; the dynamic run's figures to 1e-3",
-                json!({"graph_replays": replays, "host_passes": report.counters.own.host_passes,
+                json!({"graph_replays": replays, "host_passes": report.counters.own.get(HOST_PASSES),
                        "figures": {"sleeper": figures, "dynamic": dynamic}}),
             ));
         }
@@ -132,14 +133,14 @@ pub fn checks() -> Vec<Value> {
                         .iter()
                         .flat_map(|f| f.as_array().cloned().unwrap_or_default())
                         .all(|v| v.as_f64().is_none_or(f64::is_finite));
-                let captured = slots == SlotPool::Dynamic || report.counters.own.graph_replays > 0;
+                let captured = slots == SlotPool::Dynamic || report.counters.own.get(GRAPH_REPLAYS) > 0;
                 out.push(check(
                     &name,
                     finite && captured,
                     "finite figures; sleeper steps captured with the scaler inside",
-                    json!({"figures": figures, "graph_replays": report.counters.own.graph_replays,
-                           "host_steps_skipped": report.counters.own.host_steps_skipped,
-                           "host_passes": report.counters.own.host_passes}),
+                    json!({"figures": figures, "graph_replays": report.counters.own.get(GRAPH_REPLAYS),
+                           "host_steps_skipped": report.counters.own.get(HOST_STEPS_SKIPPED),
+                           "host_passes": report.counters.own.get(HOST_PASSES)}),
                 ));
             }
             Err(e) => out.push(check(&name, false, "-", json!(format!("{e:#}")))),
@@ -147,13 +148,13 @@ pub fn checks() -> Vec<Value> {
     }
     if let [(moved, r_moved), (every, r_every)] = runs.as_slice() {
         let streams = r_moved.notes.iter().any(|n| n.contains("own CUDA stream"));
-        let (w_moved, w_every) = (r_moved.counters.own.stream_waits, r_every.counters.own.stream_waits);
+        let (w_moved, w_every) = (r_moved.counters.own.get(STREAM_WAITS), r_every.counters.own.get(STREAM_WAITS));
         out.push(check(
             "morpho_hosts_train_on_cuda_streams",
             streams && moved.len() == 2 && w_moved > 0 && w_every > w_moved && moved == every,
             "the same figures; more waits with every",
             json!({"notes": r_moved.notes, "stream_waits": {"moved": w_moved, "every": w_every},
-                   "figures": {"moved": moved, "every": every}, "host_passes": r_moved.counters.own.host_passes}),
+                   "figures": {"moved": moved, "every": every}, "host_passes": r_moved.counters.own.get(HOST_PASSES)}),
         ));
     }
     out
@@ -176,8 +177,8 @@ pub fn bench() -> Value {
         match short_run(s, 16, 4) {
             Ok((_, r)) => out.push(json!({
                 "setting": name, "decisions_per_s": r.sps, "wall_s": r.wall_s, "total_s": t.elapsed().as_secs_f64(),
-                "stream_waits": r.counters.own.stream_waits, "host_passes": r.counters.own.host_passes,
-                "graph_replays": r.counters.own.graph_replays,
+                "stream_waits": r.counters.own.get(STREAM_WAITS), "host_passes": r.counters.own.get(HOST_PASSES),
+                "graph_replays": r.counters.own.get(GRAPH_REPLAYS),
             })),
             Err(e) => out.push(json!({"setting": name, "error": format!("{e:#}")})),
         }

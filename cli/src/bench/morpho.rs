@@ -6,8 +6,9 @@
 
 use anyhow::{Context, Result};
 use hotlab_shared::audit::{self, interval, Change, Interval};
-use hotlab_shared::profile::{Phase, Profile};
+use hotlab_shared::profile::Profile;
 use hotlab_shared::spec::{Backend, MorphoSpec, RunSpec, WorkloadSpec};
+use hotlab_shared::workloads::morpho::HOST_SAMPLES;
 use serde::Serialize;
 
 /// The knobs flipped, each against the defaults (batched lifecycle, dynamic slots, hosts
@@ -96,7 +97,7 @@ fn base(b: &MorphoBench, envs: usize) -> RunSpec {
 /// The phases above 2 % of the wall, largest first.
 fn shares(p: &Profile) -> Vec<(String, f64)> {
     let mut out: Vec<(String, f64)> =
-        Phase::ALL.iter().map(|&ph| (ph.name().to_string(), p.share(ph))).filter(|(_, s)| *s >= 0.02).collect();
+        p.phases.iter().map(|t| (t.phase.name().to_string(), p.share(t.phase))).filter(|(_, s)| *s >= 0.02).collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1));
     out
 }
@@ -122,7 +123,7 @@ pub fn run(b: &MorphoBench, progress: &mut dyn FnMut(&str, usize, usize)) -> Res
                 progress(&format!("{envs} envs, {name} (repeat {})", repeat + 1), done, total);
                 let report = hotlab_workloads::measure(spec).with_context(|| format!("{envs} envs, {name}"))?;
                 sps[i].push(report.sps);
-                samples[i].push(report.counters.own.host_samples as f64 / report.wall_s);
+                samples[i].push(report.counters.own.get(HOST_SAMPLES) as f64 / report.wall_s);
                 match &mut profiles[i] {
                     Some(p) => p.accumulate(&report.profile),
                     slot => *slot = Some(report.profile),

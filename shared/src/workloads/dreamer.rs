@@ -5,7 +5,7 @@
 
 use super::{setting, EnvName, Settings, HOST_BACKENDS};
 use crate::knobs::{Knob, KnobKind::*};
-use crate::profile::{Phase, Profile};
+use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
 use crate::spec::choices::choice;
 use crate::spec::{in_range, Backend, Inference, RunSpec, SpecError};
@@ -104,6 +104,21 @@ impl Default for DreamerSpec {
 /// Pixels per side of the frames the world model reads.
 pub const DREAMER_IMAGE: usize = 64;
 
+/// A world model's batch: sampling the replay buffer and bringing it to the model.
+pub const REPLAY: Phase = Phase::new("replay");
+/// The world model's encoder over a replayed batch's frames,
+pub const ENCODER: Phase = Phase::new("encoder");
+/// its recurrent state-space model stepping through the sequences,
+pub const RSSM: Phase = Phase::new("rssm");
+/// its decoder, reward and continue heads and losses,
+pub const DECODER: Phase = Phase::new("decoder");
+/// and the actor and critic's imagined trajectories, returns and losses.
+pub const IMAGINE: Phase = Phase::new("imagine");
+/// The world model's backward pass,
+pub const WORLD_BACKWARD: Phase = Phase::new("world_backward");
+/// and its actor's and critic's.
+pub const ACTOR_CRITIC_BACKWARD: Phase = Phase::new("actor_critic_backward");
+
 impl Settings for DreamerSpec {
     const KNOBS: &'static [Knob] = &[
     setting(
@@ -177,6 +192,15 @@ impl Settings for DreamerSpec {
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
     /// A world model and an actor-critic in imagination: its own learning rates.
     const PPO: bool = false;
+    const PHASES: &'static [PhaseInfo] = &[
+        PhaseInfo::new(REPLAY, PhaseKind::Data, "#e6a86a", "sampling the replay buffer"),
+        PhaseInfo::new(ENCODER, PhaseKind::Model, "#3fb27f", "the encoder"),
+        PhaseInfo::new(RSSM, PhaseKind::Model, "#5fc99a", "the recurrent state-space model"),
+        PhaseInfo::new(DECODER, PhaseKind::Model, "#86d9b0", "the decoder, reward and continue heads, and the world model's losses"),
+        PhaseInfo::new(IMAGINE, PhaseKind::Model, "#a8e6c6", "imagined trajectories"),
+        PhaseInfo::new(WORLD_BACKWARD, PhaseKind::Backward, "#3f7fd0", "the world model's backward pass"),
+        PhaseInfo::new(ACTOR_CRITIC_BACKWARD, PhaseKind::Backward, "#6f9fe0", "the actor's and critic's backward passes"),
+    ];
 
     /// The replay buffer: a frame and 17 bytes of step per slot.
     fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
@@ -210,19 +234,19 @@ impl Settings for DreamerSpec {
         let c = &profile.counters;
         let (batch, seq) = (self.batch, self.seq_len);
         Some(match phase {
-            Phase::Optimizer => "the world model's, the actor's and the critic's gradient clips and Adam steps".into(),
-            Phase::Replay => format!(
+            Phase::OPTIMIZER => "the world model's, the actor's and the critic's gradient clips and Adam steps".into(),
+            REPLAY => format!(
                 "sampling {batch} sequences × {seq} steps from the replay buffer ({}): {} host→device copies, {:.1} MB",
                 self.replay,
                 c.h2d_copies,
                 c.h2d_bytes as f64 / 1e6
             ),
-            Phase::Encoder => match self.encoder {
+            ENCODER => match self.encoder {
                 EncoderMode::PerStep => format!("the encoder once per timestep: {seq} calls on {batch} frames each"),
                 EncoderMode::Batched => format!("the encoder once on all {} frames", batch * seq),
             },
-            Phase::Rssm => format!("the RSSM's GRU and latents, {seq} steps of {batch} sequences"),
-            Phase::Imagine => format!(
+            RSSM => format!("the RSSM's GRU and latents, {seq} steps of {batch} sequences"),
+            IMAGINE => format!(
                 "imagined trajectories of {} steps from every replayed state; actor and critic losses",
                 self.horizon
             ),
@@ -233,25 +257,25 @@ impl Settings for DreamerSpec {
     /// Seed 004's common optimizations, each where its signature shows.
     fn recommend(&self, profile: &Profile, _spec: &RunSpec, out: &mut Vec<Recommendation>) {
         let c = &profile.counters;
-        let encoder = profile.share(Phase::Encoder);
+        let encoder = profile.share(ENCODER);
         if self.encoder == EncoderMode::PerStep && encoder >= 0.10 {
             let signature = format!(
                 "{:.0}% of wall in the encoder, called once per timestep ({} calls per batch)",
                 100.0 * encoder,
                 self.seq_len
             );
-            out.push(Recommendation::new("--encoder batched", Phase::Encoder, encoder, signature));
+            out.push(Recommendation::new("--encoder batched", ENCODER, encoder, signature));
         }
         let syncs = c.host_syncs as f64 / c.env_steps.max(1) as f64;
-        let reads = profile.share(Phase::Decoder);
+        let reads = profile.share(DECODER);
         if self.loss_read == LossRead::PerItem && reads >= 0.05 && syncs >= 0.5 {
             let signature = format!(
                 "{syncs:.1} host syncs per env step reading loss terms one at a time, {:.0}% of wall in the losses",
                 100.0 * reads
             );
-            out.push(Recommendation::new("--loss-read deferred", Phase::Decoder, reads, signature));
+            out.push(Recommendation::new("--loss-read deferred", DECODER, reads, signature));
         }
-        let replay = profile.share(Phase::Replay);
+        let replay = profile.share(REPLAY);
         if self.replay == ReplayAt::Host && replay >= 0.05 {
             let signature = format!(
                 "{:.0}% of wall gathering batches in host memory, {} copies ({:.1} MB) to the model",
@@ -259,7 +283,7 @@ impl Settings for DreamerSpec {
                 c.h2d_copies,
                 c.h2d_bytes as f64 / 1e6
             );
-            out.push(Recommendation::new("--replay device", Phase::Replay, replay, signature));
+            out.push(Recommendation::new("--replay device", REPLAY, replay, signature));
         }
     }
 }

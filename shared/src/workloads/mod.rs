@@ -9,8 +9,9 @@
 //! key, the workload's name: `{"proof": {"kb": …}}`) and the workloads' knobs in the
 //! spec's knob table.
 
+use crate::counters::{Count, CountInfo};
 use crate::knobs::Knob;
-use crate::profile::{Phase, Profile};
+use crate::profile::{Phase, PhaseInfo, Profile};
 use crate::report::Recommendation;
 use crate::spec::{Backend, Inference, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,13 @@ pub trait Settings: Default {
     const INFERENCE: Option<Inference> = None;
     /// Whether PPO trains it (the `ppo` settings apply and are checked).
     const PPO: bool = true;
+    /// Its own phases (the loop's and PPO's are `profile::CORE_PHASES`).
+    const PHASES: &'static [PhaseInfo] = &[];
+    /// The phases its envs time themselves inside an env step, in the order its envs'
+    /// part clock keeps them (at most `counters::ENV_PARTS`; each one of `PHASES`).
+    const ENV_PARTS: &'static [Phase] = &[];
+    /// What its envs count of their own work (at most `counters::ENV_COUNTS`).
+    const COUNTS: &'static [CountInfo] = &[];
     /// A buffer of its own the memory check counts: its knob, what it is, its bytes, and
     /// the fix when it does not fit.
     fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
@@ -100,6 +108,16 @@ macro_rules! workloads {
             pub fn knobs(self) -> &'static [Knob] {
                 match self { $(EnvName::$variant => <$settings as Settings>::KNOBS),+ }
             }
+
+            /// The phases its envs time themselves, in their part clock's order.
+            pub fn env_parts(self) -> &'static [Phase] {
+                match self { $(EnvName::$variant => <$settings as Settings>::ENV_PARTS),+ }
+            }
+
+            /// Its envs' own counts, in their slots' order.
+            pub fn counts(self) -> Vec<Count> {
+                match self { $(EnvName::$variant => <$settings as Settings>::COUNTS.iter().map(|c| c.count).collect()),+ }
+            }
         }
 
         impl std::fmt::Display for EnvName {
@@ -163,6 +181,20 @@ macro_rules! workloads {
         pub fn knobs() -> impl Iterator<Item = &'static Knob> {
             [$(<$settings as Settings>::KNOBS),+].into_iter().flatten()
         }
+
+        /// Every phase: the loop's and PPO's, then each workload's, ordered by kind (the
+        /// order of a profile's phases and of the phase chart's stack).
+        pub static PHASES: std::sync::LazyLock<Vec<PhaseInfo>> = std::sync::LazyLock::new(|| {
+            let mut all: Vec<PhaseInfo> = crate::profile::CORE_PHASES.to_vec();
+            $(all.extend_from_slice(<$settings as Settings>::PHASES);)+
+            all.sort_by_key(|i| i.kind);
+            all
+        });
+
+        /// Every workload's own counts.
+        pub static COUNTS: std::sync::LazyLock<Vec<CountInfo>> = std::sync::LazyLock::new(|| {
+            [$(<$settings as Settings>::COUNTS),+].into_iter().flatten().copied().collect()
+        });
     };
 }
 
@@ -201,6 +233,16 @@ impl EnvName {
     }
 }
 
+/// What a phase is (its kind, colour and line), where the registry knows it.
+pub fn phase_info(phase: Phase) -> Option<&'static PhaseInfo> {
+    PHASES.iter().find(|i| i.phase == phase)
+}
+
+/// A count's label, where the registry knows it (else its name).
+pub fn count_label(count: Count) -> &'static str {
+    COUNTS.iter().find(|i| i.count == count).map_or(count.name(), |i| i.label)
+}
+
 /// A setting of `workload`'s own, as a knob: the launch form shows it for that workload
 /// only, and the CLI lists it under the workload's name.
 pub const fn setting(
@@ -211,4 +253,31 @@ pub const fn setting(
     help: &'static str,
 ) -> Knob {
     Knob { name, path, workload: Some(workload), group: "Scenario", kind, help, about: "" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::{ENV_COUNTS, ENV_PARTS};
+
+    #[test]
+    fn each_workload_s_phases_and_counts_fit_the_slots_and_no_name_is_taken_twice() {
+        for name in EnvName::ALL.iter().map(|n| n.parse::<EnvName>().unwrap()) {
+            let parts = name.env_parts();
+            assert!(parts.len() <= ENV_PARTS, "{name}: {} env parts, {ENV_PARTS} slots", parts.len());
+            for p in parts {
+                let info = phase_info(*p).unwrap_or_else(|| panic!("{name}'s env part {p} is not a phase"));
+                assert_eq!(info.kind, crate::profile::PhaseKind::EnvPart, "{name}: {p}");
+            }
+            assert!(name.counts().len() <= ENV_COUNTS, "{name}: {} counts, {ENV_COUNTS} slots", name.counts().len());
+        }
+        let mut phases: Vec<&str> = PHASES.iter().map(|i| i.phase.name()).collect();
+        phases.sort();
+        phases.dedup();
+        assert_eq!(phases.len(), PHASES.len(), "a phase name is declared twice");
+        let mut counts: Vec<&str> = COUNTS.iter().map(|i| i.count.name()).collect();
+        counts.sort();
+        counts.dedup();
+        assert_eq!(counts.len(), COUNTS.len(), "a count name is declared twice");
+    }
 }

@@ -5,9 +5,9 @@
 //! costs, `--slots` by device).
 
 use super::{setting, EnvName, Settings, HOST_BACKENDS};
-use crate::counters::Counters;
+use crate::counters::{Count, CountInfo, Counters};
 use crate::knobs::{Knob, KnobKind::*};
-use crate::profile::{Phase, Profile};
+use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
 use crate::spec::choices::choice;
 use crate::spec::{in_range, Backend, Inference, Precision, RunSpec, SpecError};
@@ -125,6 +125,49 @@ impl Default for MorphoSpec {
     }
 }
 
+/// The hosts' forward passes and losses (an env part).
+pub const HOST_FORWARD: Phase = Phase::new("host_forward");
+/// Their backward passes.
+pub const HOST_BACKWARD: Phase = Phase::new("host_backward");
+/// Their optimizer steps.
+pub const HOST_OPTIMIZER: Phase = Phase::new("host_optimizer");
+/// Each host's validation after its epoch.
+pub const VALIDATION: Phase = Phase::new("validation");
+/// Validations with live seeds switched off, for each seed's credit.
+pub const COUNTERFACTUAL: Phase = Phase::new("counterfactual");
+/// The per-env, per-slot bookkeeping of a decision: lifecycle transitions, grafting and
+/// removing modules, gradient norms (seed 003's "CPU trench").
+pub const LIFECYCLE: Phase = Phase::new("lifecycle");
+/// The reward.
+pub const REWARD: Phase = Phase::new("reward");
+
+/// Changes to an env's set of parameter tensors (a seed's tensors made or freed): each one
+/// invalidates a captured graph of its step (catalogue row 9).
+pub const TOPOLOGY_CHANGES: Count = Count::new("topology_changes");
+/// Reads of the envs' lifecycle state (a batch's slots) from its tensors: one per value
+/// under `--lifecycle loop`, one per field and batch under `batched`; each one a device
+/// sync where that state lives on a GPU (catalogue row 8).
+pub const LIFECYCLE_READS: Count = Count::new("lifecycle_reads");
+/// Host training passes (a minibatch's forward, backward and optimizer step, one host's
+/// under `--host-exec per_env`, a whole batch's under `batched`): the sequences of small
+/// ops, each a run of kernel launches on a GPU.
+pub const HOST_PASSES: Count = Count::new("host_passes");
+/// Reads of the seeds' gradient norms (every `--telemetry-every` host epochs; seed 001 F1):
+/// each a device sync where the hosts train on a GPU.
+pub const SEED_NORM_READS: Count = Count::new("seed_norm_reads");
+/// Waits of a host's CUDA stream for the default stream (`--stream-wait`, seed 002 #4):
+/// each one orders the host's work behind everything queued there.
+pub const STREAM_WAITS: Count = Count::new("stream_waits");
+/// A sleeper host's training step replayed as a captured CUDA graph (one launch for its
+/// forward, backward and optimizer; catalogue row 9).
+pub const GRAPH_REPLAYS: Count = Count::new("graph_replays");
+/// fp16 host training steps the hosts' loss scalers skipped (a gradient overflowed: no
+/// weight moved and the scale halved).
+pub const HOST_STEPS_SKIPPED: Count = Count::new("host_steps_skipped");
+/// Images the hosts trained on (a minibatch of B images counts B per host): host
+/// samples/s is this over the run's wall time.
+pub const HOST_SAMPLES: Count = Count::new("host_samples");
+
 impl Settings for MorphoSpec {
     const KNOBS: &'static [Knob] = &[
     setting(
@@ -211,6 +254,27 @@ impl Settings for MorphoSpec {
     const OBS_BYTES: u64 = (5 + 3 * 19) * 4 + 6 * 30 * 8;
     /// The 8-head agent's forward is libtorch ops (the run's notes say so).
     const INFERENCE: Option<Inference> = Some(Inference::Eager);
+    const PHASES: &'static [PhaseInfo] = &[
+        PhaseInfo::new(HOST_FORWARD, PhaseKind::EnvPart, "#f7c948", "the envs' host networks: forward passes and losses"),
+        PhaseInfo::new(HOST_BACKWARD, PhaseKind::EnvPart, "#e0a526", "the envs' host networks: backward passes"),
+        PhaseInfo::new(HOST_OPTIMIZER, PhaseKind::EnvPart, "#c98a1a", "the envs' host networks: optimizer steps"),
+        PhaseInfo::new(VALIDATION, PhaseKind::EnvPart, "#f4d58d", "each host's validation after its epoch"),
+        PhaseInfo::new(COUNTERFACTUAL, PhaseKind::EnvPart, "#e8b4a0", "validations with parts of the model switched off"),
+        PhaseInfo::new(LIFECYCLE, PhaseKind::EnvPart, "#ff8f5a", "decisions, slot ticks and each host's surgery (the CPU trench)"),
+        PhaseInfo::new(REWARD, PhaseKind::EnvPart, "#d9825b", "each env's reward"),
+    ];
+    const ENV_PARTS: &'static [Phase] =
+        &[HOST_FORWARD, HOST_BACKWARD, HOST_OPTIMIZER, VALIDATION, COUNTERFACTUAL, LIFECYCLE, REWARD];
+    const COUNTS: &'static [CountInfo] = &[
+        CountInfo::new(TOPOLOGY_CHANGES, "topology changes", "changes to an env's set of parameter tensors"),
+        CountInfo::new(LIFECYCLE_READS, "lifecycle reads", "reads of the envs' lifecycle state from its tensors"),
+        CountInfo::new(HOST_PASSES, "host passes", "host training passes (forward, backward, optimizer step)"),
+        CountInfo::new(SEED_NORM_READS, "seed norm reads", "reads of the seeds' gradient norms"),
+        CountInfo::new(STREAM_WAITS, "stream waits", "waits of a host's CUDA stream for the default stream"),
+        CountInfo::new(GRAPH_REPLAYS, "graph replays", "host training steps replayed as captured CUDA graphs"),
+        CountInfo::new(HOST_STEPS_SKIPPED, "fp16 host steps skipped", "fp16 host steps skipped on overflow"),
+        CountInfo::new(HOST_SAMPLES, "host samples", "images the hosts trained on"),
+    ];
 
     fn validate(&self) -> Result<(), SpecError> {
         in_range("tasks", self.tasks, 1, 1024)?;
@@ -226,46 +290,46 @@ impl Settings for MorphoSpec {
     fn diagnosis(&self, phase: Phase, profile: &Profile, spec: &RunSpec) -> Option<String> {
         let c = &profile.counters;
         Some(match phase {
-            Phase::HostForward | Phase::HostBackward | Phase::HostOptimizer => {
+            HOST_FORWARD | HOST_BACKWARD | HOST_OPTIMIZER => {
                 let pool = match self.slots {
-                    SlotPool::Sleeper if c.own.graph_replays > 0 => format!(
+                    SlotPool::Sleeper if c.own.get(GRAPH_REPLAYS) > 0 => format!(
                         "; every sleeper seed runs, masked; {} steps replayed as captured CUDA graphs, one launch \
                          each (timed as forward)",
-                        c.own.graph_replays
+                        c.own.get(GRAPH_REPLAYS)
                     ),
                     SlotPool::Sleeper => "; every sleeper seed runs, masked".into(),
                     SlotPool::Dynamic if hosts_on_cuda(spec, c) => format!(
                         "; not captured as CUDA graphs: the seeds' parameter sets changed {} times, which no graph \
                          survives (--slots sleeper can be captured)",
-                        c.own.topology_changes
+                        c.own.get(TOPOLOGY_CHANGES)
                     ),
                     SlotPool::Dynamic => String::new(),
                 };
                 let scaler = match self.host_precision {
                     Precision::Fp16 => format!(
                         "; fp16 with a loss scaler per host: {} steps skipped on overflowing gradients",
-                        c.own.host_steps_skipped
+                        c.own.get(HOST_STEPS_SKIPPED)
                     ),
                     _ => String::new(),
                 };
                 format!("the envs' host networks training ({} envs; the env's own compute{pool}{scaler})", spec.envs)
             }
-            Phase::Counterfactual => match self.shapley_perms {
+            COUNTERFACTUAL => match self.shapley_perms {
                 0 => "validations with live seeds switched off: exact Shapley values (2^live subsets)".into(),
                 n => format!("validations with live seeds switched off: {n} sampled orderings per step"),
             },
-            Phase::Lifecycle => {
+            LIFECYCLE => {
                 let pool = match self.slots {
-                    SlotPool::Dynamic => format!("; {} seeds made or freed with their optimizer state", c.own.topology_changes),
+                    SlotPool::Dynamic => format!("; {} seeds made or freed with their optimizer state", c.own.get(TOPOLOGY_CHANGES)),
                     SlotPool::Sleeper => "; sleeper seeds reset in place".into(),
                 };
                 let how = match self.lifecycle {
-                    LifecycleMode::Loop => format!("env after env, {} state reads one value at a time", c.own.lifecycle_reads),
-                    LifecycleMode::Batched => format!("one pass of tensor ops per batch, {} bulk reads", c.own.lifecycle_reads),
+                    LifecycleMode::Loop => format!("env after env, {} state reads one value at a time", c.own.get(LIFECYCLE_READS)),
+                    LifecycleMode::Batched => format!("one pass of tensor ops per batch, {} bulk reads", c.own.get(LIFECYCLE_READS)),
                 };
                 let norms = match spec.telemetry.every {
                     0 => "; seeds' gradient norms off".to_string(),
-                    k => format!("; seeds' gradient norms every {k} epochs, {} reads", c.own.seed_norm_reads),
+                    k => format!("; seeds' gradient norms every {k} epochs, {} reads", c.own.get(SEED_NORM_READS)),
                 };
                 format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool}{norms})", spec.envs)
             }
@@ -276,19 +340,19 @@ impl Settings for MorphoSpec {
     fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
         let c = &profile.counters;
         // The trench: env-by-env lifecycles whose time is a real share of the wall.
-        let trench = profile.share(Phase::Lifecycle) + profile.share(Phase::Reward);
+        let trench = profile.share(LIFECYCLE) + profile.share(REWARD);
         if self.lifecycle == LifecycleMode::Loop && trench >= 0.10 {
             let signature = format!(
                 "{:.0}% of wall in lifecycles and rewards run env after env ({:.0} state reads per env step)",
                 100.0 * trench,
-                c.own.lifecycle_reads as f64 / c.env_steps.max(1) as f64
+                c.own.get(LIFECYCLE_READS) as f64 / c.env_steps.max(1) as f64
             );
-            out.push(Recommendation::new("--lifecycle batched", Phase::Lifecycle, trench, signature));
+            out.push(Recommendation::new("--lifecycle batched", LIFECYCLE, trench, signature));
         }
         // A sleeper pool buys graph capture with the masked sleepers' compute: on the CPU
         // nothing is captured, so there it is pure cost; on CUDA a dynamic pool's hosts launch
         // every op of every step, which a captured sleeper step replaces with one launch.
-        let hosts = profile.share(Phase::HostForward) + profile.share(Phase::HostBackward);
+        let hosts = profile.share(HOST_FORWARD) + profile.share(HOST_BACKWARD);
         match self.slots {
             SlotPool::Sleeper if !hosts_on_cuda(spec, c) && hosts >= 0.10 => {
                 let signature = format!(
@@ -296,16 +360,16 @@ impl Settings for MorphoSpec {
                      CPU are never captured as a graph",
                     100.0 * hosts
                 );
-                out.push(Recommendation::new("--slots dynamic", Phase::HostBackward, hosts, signature));
+                out.push(Recommendation::new("--slots dynamic", HOST_BACKWARD, hosts, signature));
             }
             SlotPool::Dynamic if hosts_on_cuda(spec, c) && hosts >= 0.10 => {
                 let signature = format!(
                     "{:.0}% of wall in host steps launched op by op on CUDA, {} parameter-set changes that no \
                      captured graph survives",
                     100.0 * hosts,
-                    c.own.topology_changes
+                    c.own.get(TOPOLOGY_CHANGES)
                 );
-                out.push(Recommendation::new("--slots sleeper", Phase::HostForward, hosts, signature));
+                out.push(Recommendation::new("--slots sleeper", HOST_FORWARD, hosts, signature));
             }
             _ => {}
         }
@@ -315,7 +379,7 @@ impl Settings for MorphoSpec {
 /// Whether a morpho run's hosts trained on CUDA: its device says so, or (`--device auto`)
 /// its hosts' streams waited or their graphs replayed.
 fn hosts_on_cuda(spec: &RunSpec, c: &Counters) -> bool {
-    spec.device.starts_with("cuda") || c.own.stream_waits > 0 || c.own.graph_replays > 0
+    spec.device.starts_with("cuda") || c.own.get(STREAM_WAITS) > 0 || c.own.get(GRAPH_REPLAYS) > 0
 }
 
 /// What the viewer draws: the first few envs, each its host's epoch and validation

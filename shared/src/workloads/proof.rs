@@ -4,7 +4,7 @@
 
 use super::{setting, EnvName, Settings, HOST_BACKENDS};
 use crate::knobs::{Knob, KnobKind::*};
-use crate::profile::{Phase, Profile};
+use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::spec::{in_range, Backend, Inference, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,9 @@ impl Default for ProofSpec {
         Self { kb: "family:people=200,seed=3".into(), queries: None, depth: 10, embed_dim: 32 }
     }
 }
+
+/// Embedding lookups (the proof policy's index embeddings), rollout and update.
+pub const EMBEDDING_LOOKUP: Phase = Phase::new("embedding_lookup");
 
 impl Settings for ProofSpec {
     const KNOBS: &'static [Knob] = &[
@@ -60,6 +63,8 @@ impl Settings for ProofSpec {
     ];
     /// Resolution is symbolic: the envs step on the host.
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
+    const PHASES: &'static [PhaseInfo] =
+        &[PhaseInfo::new(EMBEDDING_LOOKUP, PhaseKind::Forward, "#7fd1b9", "index embeddings")];
     /// The goal list (10 × 3), 20 successors (20 × 10 × 3) and the mask (20), in i64.
     const OBS_BYTES: u64 = (10 * 3 + 20 * 10 * 3 + 20) * 8;
 
@@ -80,10 +85,10 @@ impl Settings for ProofSpec {
     fn diagnosis(&self, phase: Phase, _profile: &Profile, spec: &RunSpec) -> Option<String> {
         let d = self.embed_dim;
         match (phase, spec.exec.inference) {
-            (Phase::EmbeddingLookup, Inference::Fused) => {
+            (EMBEDDING_LOOKUP, Inference::Fused) => {
                 Some(format!("goal lists as sums of projected embedding rows (host), embed dim {d}"))
             }
-            (Phase::EmbeddingLookup, _) => Some(format!("index embeddings (embedding_bag), embed dim {d}")),
+            (EMBEDDING_LOOKUP, _) => Some(format!("index embeddings (embedding_bag), embed dim {d}")),
             _ => None,
         }
     }

@@ -119,7 +119,7 @@ pub fn run(a: WorkerArgs, load: impl FnOnce() -> Result<std::sync::Arc<dyn EnvMa
             let own = maker.env_counters();
             let at = l.parts + a.worker * PARTS_BYTES;
             region.slice::<f64>(at, ENV_PARTS).copy_from_slice(&own.parts);
-            region.slice::<u64>(at + ENV_PARTS * 8, ENV_COUNTS).copy_from_slice(&own.own.to_array());
+            region.slice::<u64>(at + ENV_PARTS * 8, ENV_COUNTS).copy_from_slice(&own.counts);
         }
         region.done(a.worker).store(now, Ordering::Release);
         if region.remaining().fetch_sub(1, Ordering::AcqRel) == 1 && a.wait == WaitMode::Block {

@@ -56,21 +56,21 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
         for t in 0..rollout.steps {
             if asked_to_stop(stop) {
                 // The env state moved on: what was stepped is counted, nothing is learned.
-                c.set_env(&env_totals(&**env, &**workload));
+                c.set_env(&env_totals(&**env, &**workload), &cx.spec.env().counts());
                 return Ok(None);
             }
             let step = cx.first_step + t as u64;
             prof.set_step(step);
             let s = prof.start();
             rollout.store_obs(t, obs);
-            let s = prof.stop(Phase::RolloutStore, s);
+            let s = prof.stop(Phase::ROLLOUT_STORE, s);
             let s = actor.act(net, rollout, t, cx.heads, cx.rng, c, prof, s);
             let actions = t * envs * h..(t + 1) * envs * h;
             let s = if it.frames.due() {
                 if let Some(frame) = workload.frame(step, obs, &rollout.actions[actions.clone()]) {
                     it.frames.send(frame);
                 }
-                prof.stop(Phase::Publish, s)
+                prof.stop(Phase::PUBLISH, s)
             } else {
                 s
             };
@@ -88,7 +88,7 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             rollout.rewards[row.clone()].copy_from_slice(&out.reward);
             rollout.terminated[row.clone()].copy_from_slice(&out.terminated);
             rollout.truncated[row].copy_from_slice(&out.truncated);
-            let s = prof.stop(Phase::RolloutStore, s);
+            let s = prof.stop(Phase::ROLLOUT_STORE, s);
             if out.episodes.is_empty() {
                 std::mem::swap(obs, &mut out.obs);
                 continue;
@@ -102,7 +102,7 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
                 }
             }
             std::mem::swap(obs, &mut out.obs);
-            prof.stop(Phase::Gae, s);
+            prof.stop(Phase::GAE, s);
         }
         let s = prof.start();
         let next_values = actor.values(net, obs, envs, None, c);
@@ -120,10 +120,10 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             cx.spec.ppo.gamma as f32,
             cx.spec.ppo.gae_lambda as f32,
         );
-        let s = prof.stop(Phase::Gae, s);
+        let s = prof.stop(Phase::GAE, s);
         let batch = rollout.to_batch(&advantages, &returns, on_device, (cx.mover, cx.spec.exec.rollout_copy), c);
-        prof.stop(Phase::ObsTransfer, s);
-        c.set_env(&env_totals(&**env, &**workload));
+        prof.stop(Phase::OBS_TRANSFER, s);
+        c.set_env(&env_totals(&**env, &**workload), &cx.spec.env().counts());
         Ok(Some(batch))
     }
 }

@@ -68,20 +68,20 @@ pub fn update<P: PpoPolicy>(
             if let Some(scaler) = ctx.precision.scaler.as_mut() {
                 c.host_syncs += 1; // the scaler's inf check
                 if !scaler.unscale(grad) {
-                    prof.stop(Phase::Optimizer, s);
+                    prof.stop(Phase::OPTIMIZER, s);
                     continue;
                 }
             }
             let s = match (last, ctx.telemetry) {
                 (true, Some(t)) => {
                     norms = Some(t.squared_norms(grad));
-                    prof.stop(Phase::Telemetry, s)
+                    prof.stop(Phase::TELEMETRY, s)
                 }
                 _ => s,
             };
             clip_grad_norm(grad, spec.ppo.max_grad_norm);
             opt.step(flat, grad, ctx.lr);
-            prof.stop(Phase::Optimizer, s);
+            prof.stop(Phase::OPTIMIZER, s);
         }
     }
     let s = last_stats.expect("at least one minibatch");

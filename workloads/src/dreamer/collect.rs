@@ -115,7 +115,7 @@ impl Collector {
         }
         for _ in 0..steps {
             if it.stopped() {
-                it.counters.set_env(&self.env_totals());
+                it.counters.set_env(&self.env_totals(), &[]); // CartPole's envs count nothing of their own
                 return Ok(false);
             }
             let s = it.prof.start();
@@ -125,11 +125,11 @@ impl Collector {
             } else {
                 self.act(models.0, models.1, it)
             };
-            let s = it.prof.stop(Phase::PolicyForward, s);
+            let s = it.prof.stop(Phase::POLICY_FORWARD, s);
             let s = if it.frames.due() {
                 let model = self.state.as_ref().map(|state| (models.0, models.1, state));
                 it.frames.send(view::frame(it.counters.env_steps, &self.frames[..px], model));
-                it.prof.stop(Phase::Publish, s)
+                it.prof.stop(Phase::PUBLISH, s)
             } else {
                 s
             };
@@ -169,9 +169,9 @@ impl Collector {
             }
             let reward: Vec<f32> = (0..envs).map(|e| if self.first[e] { 0.0 } else { self.out.reward[e] }).collect();
             self.store_current(replay, &reward, it);
-            it.prof.stop(Phase::RolloutStore, s);
+            it.prof.stop(Phase::ROLLOUT_STORE, s);
         }
-        it.counters.set_env(&self.env_totals());
+        it.counters.set_env(&self.env_totals(), &[]); // CartPole's envs count nothing of their own
         Ok(true)
     }
 }

@@ -14,6 +14,7 @@ use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::RunSpec;
+use hotlab_shared::workloads::dreamer::DECODER;
 use hotlab_train::params::ParamSlot;
 use hotlab_train::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
 use std::sync::Arc;
@@ -115,9 +116,9 @@ impl Learner for DreamerLearner {
         }
         let s = it.prof.start();
         let norms = it.telemetry.filter(|_| steps > 0).map(|t| t.squared_norms(&self.trainer.grads()));
-        let s = it.prof.stop(Phase::Telemetry, s);
+        let s = it.prof.stop(Phase::TELEMETRY, s);
         let mean = tally.read(steps, it.counters).map(|sum| sum.map(|v| v / steps as f64));
-        it.prof.stop(Phase::Decoder, s);
+        it.prof.stop(DECODER, s);
         // Before the first train step (the prefill) there is nothing to report.
         let losses = mean.map_or_else(Losses::default, |m| {
             let mut l: Losses = TERMS.into_iter().zip(m).collect();

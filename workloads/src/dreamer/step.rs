@@ -16,6 +16,7 @@ use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{DreamerSpec, LossRead};
+use hotlab_shared::workloads::dreamer::{ACTOR_CRITIC_BACKWARD, DECODER, IMAGINE, REPLAY, WORLD_BACKWARD};
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::ppo::update::clip_grad_norm;
 use hotlab_train::precision::DeviceScaler;
@@ -202,40 +203,40 @@ impl Trainer {
         let d = &self.settings;
         let t0 = prof.start();
         let batch = replay.sample(d.batch, d.seq_len, rng, c);
-        let t1 = prof.stop(Phase::Replay, t0);
+        let t1 = prof.stop(REPLAY, t0);
         let seen = self.world.observe(&batch, d.encoder, prof);
         let s = prof.start();
         let (loss, terms) = self.world.loss(&batch, &seen);
-        let t2 = prof.stop(Phase::Decoder, s);
+        let t2 = prof.stop(DECODER, s);
         let [world_scaler, behavior_scaler] = match &mut self.scalers {
             Some([w, b]) => [Some(w), Some(b)],
             None => [None, None],
         };
         self.world.p.zero_grad();
         scaled(&loss, world_scaler.as_deref()).backward();
-        let s = prof.stop(Phase::WorldBackward, t2);
+        let s = prof.stop(WORLD_BACKWARD, t2);
         let [world_adam, actor_adam, critic_adam] = &mut self.adam;
         let world = &mut self.world.p;
         clip_and_step(world_scaler, &mut [(&mut world.flat, &mut world.grad, world_adam)], WORLD_CLIP, d.wm_lr);
-        let t3 = prof.stop(Phase::Optimizer, s);
+        let t3 = prof.stop(Phase::OPTIMIZER, s);
         let feat = seen.feat.view([batch.b * batch.t, -1]);
         let (deter, stoch) = (self.world.dims.deter, self.world.dims.stoch());
         let start = State { deter: feat.narrow(-1, 0, deter), stoch: feat.narrow(-1, deter, stoch) };
         let dream = self.behavior.imagine(&self.world, &start, d.horizon);
         let ac = self.behavior.losses(&self.world, &dream);
-        let t4 = prof.stop(Phase::Imagine, t3);
+        let t4 = prof.stop(IMAGINE, t3);
         self.behavior.actor.zero_grad();
         self.behavior.critic.zero_grad();
         scaled(&(&ac.actor + &ac.critic), behavior_scaler.as_deref()).backward();
-        let s = prof.stop(Phase::ActorCriticBackward, t4);
+        let s = prof.stop(ACTOR_CRITIC_BACKWARD, t4);
         let (actor, critic) = (&mut self.behavior.actor, &mut self.behavior.critic);
         let nets =
             &mut [(&mut actor.flat, &mut actor.grad, actor_adam), (&mut critic.flat, &mut critic.grad, critic_adam)];
         clip_and_step(behavior_scaler, nets, BEHAVIOR_CLIP, d.ac_lr);
-        let t5 = prof.stop(Phase::Optimizer, s);
+        let t5 = prof.stop(Phase::OPTIMIZER, s);
         let [image, reward, cont, kl] = terms.all();
         tally.add([image, reward, cont, kl, &ac.actor.detach(), &ac.critic.detach(), &ac.entropy], c);
-        let t6 = prof.stop(Phase::Decoder, t5);
+        let t6 = prof.stop(DECODER, t5);
         // Seed 004's split; reading the losses counts as forward, where its loop has it.
         self.split.data += t1 - t0;
         self.split.fwd += (t2 - t1) + (t4 - t3) + (t6 - t5);

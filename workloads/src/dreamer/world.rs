@@ -6,8 +6,8 @@
 
 use super::layers::{symlog, Block, Builder, Conv, Gru, Linear};
 use super::replay::Batch;
-use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::{EncoderMode, DREAMER_IMAGE};
+use hotlab_shared::workloads::dreamer::{ENCODER, RSSM};
 use hotlab_train::params::FlatParams;
 use hotlab_train::profiler::Profiler;
 use tch::{Device, Kind, Tensor};
@@ -223,7 +223,7 @@ impl WorldModel {
         let mut embeds = None;
         if mode == EncoderMode::Batched {
             embeds = Some(self.encode(&batch.obs.view([b * t, PIXELS])).view([b, t, -1]));
-            span = prof.stop(Phase::Encoder, span);
+            span = prof.stop(ENCODER, span);
         }
         let mut state = self.initial(b, batch.obs.device());
         let (mut feats, mut posts, mut priors) = (Vec::new(), Vec::new(), Vec::new());
@@ -232,7 +232,7 @@ impl WorldModel {
                 Some(all) => all.select(1, i),
                 None => {
                     let e = self.encode(&batch.obs.select(1, i));
-                    span = prof.stop(Phase::Encoder, span);
+                    span = prof.stop(ENCODER, span);
                     e
                 }
             };
@@ -242,7 +242,7 @@ impl WorldModel {
             posts.push(post);
             priors.push(prior);
             state = next;
-            span = prof.stop(Phase::Rssm, span);
+            span = prof.stop(RSSM, span);
         }
         Observed { feat: Tensor::stack(&feats, 1), post: Tensor::stack(&posts, 1), prior: Tensor::stack(&priors, 1) }
     }

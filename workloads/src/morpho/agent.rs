@@ -78,10 +78,10 @@ impl Pass for MorphoPass<'_> {
         // The mask each action was drawn under: its op's row of the table.
         let mask = distribution::resolve_rows(&mb.extra[0].ne(0), &mb.actions.select(1, 0), ctx.heads);
         let (loss, stats) = loss_from(&logits, &value, Some(&mask), &mb, ctx.heads, ctx.spec, last);
-        let s = prof.stop(Phase::UpdateForward, s);
+        let s = prof.stop(Phase::UPDATE_FORWARD, s);
         loss.backward();
         let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
-        (stats, prof.stop(Phase::Backward, s))
+        (stats, prof.stop(Phase::BACKWARD, s))
     }
 
     fn params(&mut self) -> (&mut Tensor, &mut Tensor) {
@@ -118,15 +118,15 @@ impl Actor<MorphoAgent> for MorphoActor {
             let (fields, slot) = rollout.index_and_slot(t);
             let obs = self.mover.obs_to_device(slot.obs, envs, obs_dim, c);
             let table = self.mover.field_to_device(1, fields[0], envs, width, c).ne(0);
-            let s = prof.stop(Phase::ObsTransfer, start);
+            let s = prof.stop(Phase::OBS_TRANSFER, start);
             let logits = net.logits(&obs);
             let (actions, mask) = distribution::sample_by_rows(&logits, &table, heads);
             let (lp, _) = distribution::log_prob_and_entropy(&logits, Some(&mask), heads, &actions);
             log_probs.copy_(&lp);
             values.copy_(&net.value(&obs));
-            let s = prof.stop(Phase::PolicyForward, s);
+            let s = prof.stop(Phase::POLICY_FORWARD, s);
             self.mover.read_actions(&actions, slot.actions, self.sync, c);
-            prof.stop(Phase::ActionReadback, s)
+            prof.stop(Phase::ACTION_READBACK, s)
         })
     }
 

@@ -6,9 +6,9 @@
 use super::blueprint::Blueprint;
 use super::host::{batch, tensors, Host, SLOTS};
 use crate::morpho::glyphs::{generate, TaskSpec, CLASSES, SIDE};
+use crate::morpho::part_clock;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::SlotPool;
-use hotlab_train::exec::parts::PartClock;
 use serde::Serialize;
 use std::time::Instant;
 use tch::{Device, Tensor};
@@ -112,7 +112,7 @@ pub fn run(b: &HostBench, mut progress: impl FnMut(&str)) -> anyhow::Result<Host
     let one = hotlab_train::system::sgemm_gflops(Device::Cpu);
     let task = generate(&TaskSpec { seed: 1, train: 1024, val: 64, ..TaskSpec::default() });
     let (x, y) = tensors(&task.train, Device::Cpu);
-    let clock = PartClock::default();
+    let clock = part_clock();
     let mut hosts = Vec::new();
     for grown in std::iter::once(None).chain(Blueprint::ALL.map(Some)) {
         let name = grown.map_or("bare", Blueprint::name);
@@ -173,7 +173,7 @@ fn exec_figures(
     y: &Tensor,
     progress: &mut impl FnMut(&str),
 ) -> anyhow::Result<Vec<ExecFigure>> {
-    let clock = PartClock::default();
+    let clock = part_clock();
     let mut out = Vec::new();
     for grown in [None, Some(Blueprint::Conv3x3)] {
         for batched in [false, true] {
@@ -238,7 +238,7 @@ fn shapley_figures(
     for (s, bp) in [Blueprint::Conv3x3, Blueprint::Mlp, Blueprint::Attention].into_iter().enumerate() {
         host.graft(s, bp, 1.0, 1.0, &mut rng);
     }
-    host.train_steps(x, y, 32, b.batch, &mut rng, &PartClock::default());
+    host.train_steps(x, y, 32, b.batch, &mut rng, &part_clock());
     let mut credit = |perms: Option<usize>, draw: u64| {
         let mut validations = 0usize;
         let full = host.evaluate(&xv, &yv).1;

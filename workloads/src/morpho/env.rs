@@ -11,10 +11,11 @@ use super::lifecycle::{self, RewardInputs};
 use crate::morpho::glyphs::Task;
 use crate::morpho::rules::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
 use anyhow::{anyhow, Result};
-use hotlab_shared::counters::Own;
-use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{HostExec, LifecycleMode, SlotPool, StreamWait};
+use hotlab_shared::workloads::morpho::{
+    COUNTERFACTUAL, HOST_STEPS_SKIPPED, LIFECYCLE, REWARD, SEED_NORM_READS, TOPOLOGY_CHANGES, VALIDATION,
+};
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;
 use std::time::Instant;
@@ -159,7 +160,7 @@ impl MorphoEnv {
             base_params,
             skipped: 0,
             rng,
-            clock: Arc::default(),
+            clock: Arc::new(super::part_clock()),
         };
         let (loss, accuracy) = env.validate(&[]);
         env.last = (loss, 0.0, loss, accuracy);
@@ -241,12 +242,12 @@ impl MorphoEnv {
         let mut slots = self.slots.clone();
         let surgery =
             rules::apply(&mut slots, a, &self.cfg.gates).map_err(|e| anyhow!("an illegal action: {}", e.0))?;
-        self.clock.lap(Phase::Lifecycle, t);
+        self.clock.lap(LIFECYCLE, t);
         self.operate(&slots, surgery)?;
         self.train(a.tempo)?;
         let t = Instant::now();
         slots.iter_mut().for_each(|s| s.tick(&self.cfg.gates));
-        self.clock.lap(Phase::Lifecycle, t);
+        self.clock.lap(LIFECYCLE, t);
         self.settle(&slots);
         self.measure();
         let t = Instant::now();
@@ -260,7 +261,7 @@ impl MorphoEnv {
             epochs: self.cfg.epochs,
         };
         let reward = lifecycle::reward(&inputs, 0);
-        self.clock.lap(Phase::Reward, t);
+        self.clock.lap(REWARD, t);
         Ok(self.finish(reward))
     }
 
@@ -269,7 +270,7 @@ impl MorphoEnv {
     pub fn operate(&mut self, slots: &[Slot], surgery: Option<Surgery>) -> Result<()> {
         let t = Instant::now();
         if surgery.is_some() && self.cfg.slots == SlotPool::Dynamic {
-            self.clock.count(Own::TopologyChanges, 1);
+            self.clock.count(TOPOLOGY_CHANGES, 1);
         }
         match surgery {
             Some(Surgery::Graft { slot, blueprint, lr_scale }) => {
@@ -288,7 +289,7 @@ impl MorphoEnv {
         for (host, s) in self.host.slots.iter_mut().zip(&self.slots) {
             host.learning = s.stage == Stage::Training;
         }
-        self.clock.lap(Phase::Lifecycle, t);
+        self.clock.lap(LIFECYCLE, t);
         Ok(())
     }
 
@@ -318,12 +319,12 @@ impl MorphoEnv {
         let (loss, accuracy, skipped) = self.host.finish_epoch(epoch, &self.clock);
         self.trained = (loss, accuracy);
         if let Some(n) = skipped {
-            self.clock.count(Own::HostStepsSkipped, n.saturating_sub(self.skipped));
+            self.clock.count(HOST_STEPS_SKIPPED, n.saturating_sub(self.skipped));
             self.skipped = n;
         }
         let t = Instant::now();
         self.telemetry();
-        self.clock.lap(Phase::Lifecycle, t);
+        self.clock.lap(LIFECYCLE, t);
     }
 
     /// The live seeds' gradient norms, every `telemetry_every` host epochs of the episode
@@ -334,7 +335,7 @@ impl MorphoEnv {
         if every > 0 && u64::from(self.epoch) % every == 0 {
             if let Some(norms) = self.host.seed_grad_norms() {
                 self.grad_norm = norms;
-                self.clock.count(Own::SeedNormReads, 1);
+                self.clock.count(SEED_NORM_READS, 1);
             }
         }
         for (norm, slot) in self.grad_norm.iter_mut().zip(&self.host.slots) {
@@ -364,7 +365,7 @@ impl MorphoEnv {
             env.trained = trained;
             env.telemetry();
         }
-        clock.lap(Phase::Lifecycle, t);
+        clock.lap(LIFECYCLE, t);
         Ok(())
     }
 
@@ -377,16 +378,16 @@ impl MorphoEnv {
             (host.alpha, host.learning) = (s.alpha, s.stage == Stage::Training);
         }
         self.epoch += 1;
-        self.clock.lap(Phase::Lifecycle, t);
+        self.clock.lap(LIFECYCLE, t);
     }
 
     /// Validates the host and credits each live seed (Shapley values); the accuracy.
     pub fn measure(&mut self) -> f64 {
         let t = Instant::now();
         self.validated = self.validate(&[]);
-        let t = self.clock.lap(Phase::Validation, t);
+        let t = self.clock.lap(VALIDATION, t);
         self.contribution = self.contributions(self.validated.1);
-        self.clock.lap(Phase::Counterfactual, t);
+        self.clock.lap(COUNTERFACTUAL, t);
         self.validated.1
     }
 
@@ -510,7 +511,7 @@ mod tests {
                 seen.push(env.grad_norm[0]);
                 assert_eq!(env.grad_norm[1..], [0.0, 0.0], "slots without a seed read 0");
             }
-            (seen, env.clock.counters().own.seed_norm_reads)
+            (seen, env.clock.total(SEED_NORM_READS))
         };
         // Germinated in epoch 0 (no gradient yet), learning from epoch 1.
         let (every, reads) = norms(1);
@@ -533,13 +534,13 @@ mod tests {
         env.host.restart_scaler(1e30);
         let wait = |tempo| Action { tempo, ..Action::default() };
         env.step(&wait(0)).unwrap();
-        assert_eq!(env.clock.counters().own.host_steps_skipped, 4, "tempo 0: 4 minibatches, all skipped");
+        assert_eq!(env.clock.total(HOST_STEPS_SKIPPED), 4, "tempo 0: 4 minibatches, all skipped");
         env.step(&wait(1)).unwrap();
-        assert_eq!(env.clock.counters().own.host_steps_skipped, 12, "8 more, the first 4 not counted twice");
+        assert_eq!(env.clock.total(HOST_STEPS_SKIPPED), 12, "8 more, the first 4 not counted twice");
         assert!(env.trained.0.is_finite(), "the loss itself is finite: {:?}", env.trained);
         let mut sane = MorphoEnv::new(&task(), MorphoConfig { epochs: 2, ..env.cfg.clone() }, 2).unwrap();
         sane.step(&wait(0)).unwrap();
-        assert_eq!(sane.clock.counters().own.host_steps_skipped, 0, "from 2^16 these steps do not overflow");
+        assert_eq!(sane.clock.total(HOST_STEPS_SKIPPED), 0, "from 2^16 these steps do not overflow");
     }
 
     #[test]

@@ -17,9 +17,9 @@ use hotlab_shared::env::{
     BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv,
     StepBatch,
 };
-use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::splitmix64;
 use hotlab_shared::spec::HostExec;
+use hotlab_shared::workloads::morpho::{LIFECYCLE, REWARD};
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;
 use std::time::Instant;
@@ -162,7 +162,7 @@ impl Group {
     fn step(&mut self, heads: &[i64]) -> Vec<(f64, Option<End>)> {
         let t = Instant::now();
         let d = self.life.decide(heads);
-        self.clock.lap(Phase::Lifecycle, t);
+        self.clock.lap(LIFECYCLE, t);
         let (envs, life, clock, host_exec) = (&mut self.envs, &mut self.life, &self.clock, self.cfg.host_exec);
         let streams = self.streams.as_ref();
         one_thread(|| {
@@ -185,7 +185,7 @@ impl Group {
             }
             let t = Instant::now();
             life.tick();
-            clock.lap(Phase::Lifecycle, t);
+            clock.lap(LIFECYCLE, t);
             for (e, env) in envs.iter_mut().enumerate() {
                 env.env.settle(life.slots(e));
                 env.env.measure();
@@ -202,7 +202,7 @@ impl Group {
             rent: self.cfg.rent,
             epochs: self.cfg.epochs,
         });
-        self.clock.lap(Phase::Reward, t);
+        self.clock.lap(REWARD, t);
         let outcome = |env: &mut Episodes, r| {
             let out = env.env.finish(r);
             env.end(out)
@@ -219,7 +219,7 @@ impl Group {
         if let Some(FieldData::I64(mask)) = fields.get_mut(1) {
             self.life.masks(mask);
         }
-        self.clock.lap(Phase::Lifecycle, t);
+        self.clock.lap(LIFECYCLE, t);
     }
 }
 

@@ -17,8 +17,8 @@ use crate::morpho::rules::{
     self, Action, Blend, Curve, Gates, Op, Slot, Stage, Surgery, ALPHA_EPOCHS, ALPHA_TARGETS, CURVES, OPS, SEED_LR,
     TEMPOS,
 };
-use hotlab_shared::counters::Own;
 use hotlab_shared::spec::LifecycleMode;
+use hotlab_shared::workloads::morpho::LIFECYCLE_READS;
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -197,7 +197,7 @@ impl Looped {
     fn read(&self, e: usize) -> Vec<Slot> {
         let r = &self.records[e];
         let values: Vec<f64> = (0..r.numel() as i64).map(|i| r.double_value(&[i])).collect();
-        self.clock.count(Own::LifecycleReads, values.len() as u64);
+        self.clock.count(LIFECYCLE_READS, values.len() as u64);
         slots_of(&values, self.views[e].len())
     }
 
@@ -298,7 +298,7 @@ impl Batched {
     fn read(&mut self) {
         let (envs, slots) = (self.state.size()[0] as usize, self.state.size()[2] as usize);
         let values = Vec::<f64>::try_from(&self.state.flatten(0, -1)).unwrap_or_default();
-        self.clock.count(Own::LifecycleReads, 1);
+        self.clock.count(LIFECYCLE_READS, 1);
         let per = FIELDS * slots;
         self.views = (0..envs).map(|e| slots_of(&values[e * per..(e + 1) * per], slots)).collect();
     }
@@ -432,7 +432,7 @@ impl Lifecycle for Batched {
 
         let taken = Vec::<i64>::try_from(&eff.flatten(0, -1)).unwrap_or_default();
         let refused = Vec::<bool>::try_from(&ok.logical_not()).unwrap_or_default();
-        self.clock.count(Own::LifecycleReads, 2);
+        self.clock.count(LIFECYCLE_READS, 2);
         self.read();
         let actions: Vec<Action> = taken.chunks(h as usize).map(Action::from_heads).collect();
         let surgeries = actions.iter().map(surgery).collect();
@@ -469,7 +469,7 @@ impl Lifecycle for Batched {
     fn masks(&mut self, out: &mut [i64]) {
         let table = self.table();
         table.flatten(0, -1).copy_data(out, out.len().min(table.numel()));
-        self.clock.count(Own::LifecycleReads, 1);
+        self.clock.count(LIFECYCLE_READS, 1);
     }
 
     fn rewards(&mut self, r: &RewardInputs) -> Vec<f64> {
@@ -479,7 +479,7 @@ impl Lifecycle for Batched {
         };
         let share = added / base / r.epochs as f64;
         let rewards = (acc - last) - share * r.rent;
-        self.clock.count(Own::LifecycleReads, 1);
+        self.clock.count(LIFECYCLE_READS, 1);
         Vec::<f64>::try_from(&rewards).unwrap_or_default()
     }
 
@@ -494,6 +494,7 @@ impl Lifecycle for Batched {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::morpho::part_clock;
     use hotlab_shared::rng::HostRng;
 
     /// Random heads, most of them legal, some not: both lifecycles agree on every slot,
@@ -502,7 +503,7 @@ mod tests {
     #[test]
     fn loop_and_batched_agree_bit_for_bit() {
         let (envs, k, bps, g) = (5, 3, 5, Gates::default());
-        let clocks = [Arc::new(PartClock::default()), Arc::new(PartClock::default())];
+        let clocks = [Arc::new(part_clock()), Arc::new(part_clock())];
         let mut lives = [
             new(LifecycleMode::Loop, envs, k, bps, g, Device::Cpu, clocks[0].clone()),
             new(LifecycleMode::Batched, envs, k, bps, g, Device::Cpu, clocks[1].clone()),
@@ -556,7 +557,7 @@ mod tests {
         }
         assert!(seen.iter().all(|&n| n >= 5), "every op is taken: {seen:?}");
         assert!(refused > 50, "heads outside the masks are refused: {refused}");
-        let reads = clocks.map(|c| c.counters().own.lifecycle_reads);
+        let reads = clocks.map(|c| c.total(LIFECYCLE_READS));
         assert_eq!(reads[0], steps * 2 * envs as u64 * (FIELDS * k) as u64, "loop reads every value");
         assert!(reads[1] * 20 < reads[0], "batched reads per pass, not per value: {reads:?}");
     }

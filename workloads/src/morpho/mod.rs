@@ -44,6 +44,7 @@ use hotlab_shared::spec::{
     Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, WorkloadSpec,
 };
 use hotlab_train::checkpoint;
+use hotlab_train::exec::parts::PartClock;
 use hotlab_train::exec::transfer::Mover;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
@@ -124,7 +125,7 @@ impl Morpho {
                 stream_wait: s.stream_wait,
                 ..MorphoConfig::default()
             };
-        Pool { tasks: Arc::new(tasks), cfg, clock: Arc::default() }
+        Pool { tasks: Arc::new(tasks), cfg, clock: Arc::new(part_clock()) }
     }
 
     /// Tasks no training env learns: the ones after the training tasks' seeds. Their hosts
@@ -191,6 +192,12 @@ impl EnvMaker for Morpho {
     fn env_counters(&self) -> EnvCounters {
         self.pool.clock.counters()
     }
+}
+
+/// A clock for the morpho envs' parts and counts (`MorphoSpec::ENV_PARTS` and `COUNTS`).
+pub fn part_clock() -> PartClock {
+    use hotlab_shared::workloads::Settings;
+    PartClock::new(MorphoSpec::ENV_PARTS, MorphoSpec::COUNTS)
 }
 
 impl Workload for Morpho {

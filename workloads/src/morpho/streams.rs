@@ -11,8 +11,8 @@
 
 use super::env::MorphoEnv;
 use anyhow::{bail, Result};
-use hotlab_shared::counters::Own;
 use hotlab_shared::spec::StreamWait;
+use hotlab_shared::workloads::morpho::STREAM_WAITS;
 use hotlab_train::cuda::shim::Stream;
 use tch::Device;
 
@@ -72,7 +72,7 @@ impl HostStreams {
     /// `stream` waits for the default stream, counted on the env's clock.
     fn wait(&self, stream: &Stream, env: &MorphoEnv) -> Result<()> {
         stream.wait_for(&self.default)?;
-        env.clock().count(Own::StreamWaits, 1);
+        env.clock().count(STREAM_WAITS, 1);
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ use hotlab_shared::env::{FieldData, Observations};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ActionSync;
+use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::{read_into, Mover};
 use hotlab_train::models::mlp::host::{draw_uniforms, ActOut};
@@ -44,7 +45,7 @@ impl Actor<ProofAgent> for ProofActor {
                 let (fields, slot) = rollout.index_and_slot(t);
                 let out = ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values };
                 let lookup_s = policy.act(fields[0], fields[1], fields[2], &uniforms, out);
-                prof.stop_split(Phase::PolicyForward, Phase::EmbeddingLookup, lookup_s, start)
+                prof.stop_split(Phase::POLICY_FORWARD, EMBEDDING_LOOKUP, lookup_s, start)
             }
             ProofActor::Eager { mover, sync } => tch::no_grad(|| {
                 let net = &agent.net;
@@ -53,16 +54,16 @@ impl Actor<ProofAgent> for ProofActor {
                 let fields: Vec<Tensor> = (rollout.index_step(t).into_iter().enumerate())
                     .map(|(f, (rows, width))| mover.field_to_device(f, rows, envs, width, c))
                     .collect();
-                let s = prof.stop(Phase::ObsTransfer, start);
+                let s = prof.stop(Phase::OBS_TRANSFER, start);
                 let out = net.forward(&fields[0], &fields[1]);
                 let mask = fields[2].ne(0);
                 let actions = distribution::sample(&out.logits, Some(&mask), heads);
                 let (lp, _) = distribution::log_prob_and_entropy(&out.logits, Some(&mask), heads, &actions);
                 log_probs.copy_(&lp);
                 values.copy_(&out.value);
-                let s = prof.stop_split(Phase::PolicyForward, Phase::EmbeddingLookup, out.lookup_s, s);
+                let s = prof.stop_split(Phase::POLICY_FORWARD, EMBEDDING_LOOKUP, out.lookup_s, s);
                 mover.read_actions(&actions, rollout.step_mut(t).actions, *sync, c);
-                prof.stop(Phase::ActionReadback, s)
+                prof.stop(Phase::ACTION_READBACK, s)
             }),
         }
     }

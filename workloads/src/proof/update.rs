@@ -7,6 +7,7 @@ use super::policy::ProofNet;
 use super::{ProofAgent, TrainedProof};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::RunSpec;
+use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
 use hotlab_train::kernels;
 use hotlab_train::ppo::loss::loss_from;
 use hotlab_train::ppo::update::UpdateCtx;
@@ -105,9 +106,9 @@ impl Pass for ProofPass<'_> {
                 (rows, kernels::host(&net.flat), kernels::host_mut(&net.flat_grad))
             };
             let (stats, lookup_s) = pg.forward(flat, rows, spec);
-            let s = prof.stop_split(Phase::UpdateForward, Phase::EmbeddingLookup, lookup_s, s);
+            let s = prof.stop_split(Phase::UPDATE_FORWARD, EMBEDDING_LOOKUP, lookup_s, s);
             pg.backward(flat, rows, grad);
-            (last.then(|| stats.to_vec()), prof.stop(Phase::Backward, s))
+            (last.then(|| stats.to_vec()), prof.stop(Phase::BACKWARD, s))
         } else {
             let (mb_size, m) = (self.mb_size as i64, m as i64);
             let mb = self.shuffled.as_ref().expect("an epoch has begun").rows(m * mb_size, mb_size);
@@ -115,10 +116,10 @@ impl Pass for ProofPass<'_> {
             let out = net.forward(&mb.obs, &mb.extra[0]);
             let mask = mb.extra[1].ne(0);
             let (loss, stats) = loss_from(&out.logits, &out.value, Some(&mask), &mb, ctx.heads, spec, last);
-            let s = prof.stop_split(Phase::UpdateForward, Phase::EmbeddingLookup, out.lookup_s, s);
+            let s = prof.stop_split(Phase::UPDATE_FORWARD, EMBEDDING_LOOKUP, out.lookup_s, s);
             loss.backward();
             let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
-            (stats, prof.stop(Phase::Backward, s))
+            (stats, prof.stop(Phase::BACKWARD, s))
         }
     }
 

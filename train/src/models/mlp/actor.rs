@@ -82,7 +82,7 @@ impl Actor<MlpAgent> for MlpActor {
                         policy.act_with(slot.obs, None, heads, &uniforms, out);
                     }
                 }
-                prof.stop(Phase::PolicyForward, start)
+                prof.stop(Phase::POLICY_FORWARD, start)
             }
             MlpActor::Eager { mover, sync } => tch::no_grad(|| {
                 let net = &agent.net;
@@ -90,15 +90,15 @@ impl Actor<MlpAgent> for MlpActor {
                 let (mut log_probs, mut values) = (device_buffers.0.get(t as i64), device_buffers.1.get(t as i64));
                 let slot = rollout.step_mut(t);
                 let obs = mover.obs_to_device(slot.obs, envs, obs_dim, c);
-                let s = prof.stop(Phase::ObsTransfer, start);
+                let s = prof.stop(Phase::OBS_TRANSFER, start);
                 let logits = net.logits(&obs);
                 let actions = distribution::sample(&logits, None, heads);
                 let (lp, _) = distribution::log_prob_and_entropy(&logits, None, heads, &actions);
                 log_probs.copy_(&lp);
                 values.copy_(&net.value(&obs));
-                let s = prof.stop(Phase::PolicyForward, s);
+                let s = prof.stop(Phase::POLICY_FORWARD, s);
                 mover.read_actions(&actions, slot.actions, *sync, c);
-                prof.stop(Phase::ActionReadback, s)
+                prof.stop(Phase::ACTION_READBACK, s)
             }),
         }
     }

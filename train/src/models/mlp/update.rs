@@ -104,15 +104,15 @@ impl Pass for MlpPass<'_> {
                 host_minibatch(&self.actor, critic, &mb, &adv, ctx.heads, spec, helper);
             self.critic = Some(critic);
             let wall = s.elapsed().as_secs_f64();
-            (last.then_some(stats), prof.stop_split(Phase::Backward, Phase::UpdateForward, wall * forward_share, s))
+            (last.then_some(stats), prof.stop_split(Phase::BACKWARD, Phase::UPDATE_FORWARD, wall * forward_share, s))
         } else {
             let net = &self.agent.net;
             let scale = ctx.precision.scaler.as_ref().map_or(1.0, |s| s.scale);
             let grad = grad::loss_grad(net, &mb, &adv, ctx.heads, spec, self.kind, scale, last);
-            let s = prof.stop(Phase::UpdateForward, s);
+            let s = prof.stop(Phase::UPDATE_FORWARD, s);
             grad.backward(net, self.kind);
             let stats = grad.stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
-            (stats, prof.stop(Phase::Backward, s))
+            (stats, prof.stop(Phase::BACKWARD, s))
         }
     }
 

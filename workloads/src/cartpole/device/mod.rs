@@ -82,7 +82,7 @@ impl Collect<MlpAgent> for DeviceCollector {
             }
             it.counters.host_syncs += 1;
             it.counters.d2h_copies += 2;
-            it.prof.stop(Phase::Publish, s);
+            it.prof.stop(Phase::PUBLISH, s);
         }
         Ok(Some(got.batch))
     }

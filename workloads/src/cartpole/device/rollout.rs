@@ -95,7 +95,7 @@ impl DeviceRollout {
         graph.run(steps, &net.flat, env, &self.buffers(), false).unwrap_or_else(|e| panic!("graph rollout: {e}"));
         self.graph = Some(graph);
         self.current = env.observations();
-        prof.stop(Phase::PolicyForward, s);
+        prof.stop(Phase::POLICY_FORWARD, s);
     }
 
     /// The last step's observations `[envs, d]` and actions `[envs, heads]` (for a frame).
@@ -133,14 +133,14 @@ impl DeviceRollout {
                 let actions = distribution::sample(&logits, None, heads);
                 let (lp, _) = distribution::log_prob_and_entropy(&logits, None, heads, &actions);
                 let value = net.value(&self.current);
-                let s = prof.stop(Phase::PolicyForward, s);
+                let s = prof.stop(Phase::POLICY_FORWARD, s);
                 self.obs.get(t).copy_(&self.current);
                 self.actions.get(t).copy_(&actions);
                 self.log_probs.get(t).copy_(&lp);
                 self.values.get(t).copy_(&value);
-                let s = prof.stop(Phase::RolloutStore, s);
+                let s = prof.stop(Phase::ROLLOUT_STORE, s);
                 let step = env.step(&actions);
-                let s = prof.stop(Phase::EnvStep, s);
+                let s = prof.stop(Phase::ENV_STEP, s);
                 self.rewards.get(t).copy_(&step.reward);
                 self.terminated.get(t).copy_(&step.terminated);
                 self.truncated.get(t).copy_(&step.truncated);
@@ -148,7 +148,7 @@ impl DeviceRollout {
                 self.done.get(t).copy_(&step.done);
                 self.episode_return.get(t).copy_(&step.episode_return);
                 self.current = step.obs;
-                prof.stop(Phase::RolloutStore, s);
+                prof.stop(Phase::ROLLOUT_STORE, s);
             }
             let s = prof.start();
             c.env_steps += (self.steps * self.envs) as u64;
@@ -197,7 +197,7 @@ impl DeviceRollout {
                 returns: mover.upload_f32(&returns, &[b], c),
             };
             let episode_returns = done.iter().zip(&returns_at).filter(|(d, _)| **d).map(|(_, r)| *r).collect();
-            prof.stop(Phase::Gae, s);
+            prof.stop(Phase::GAE, s);
             Collected { batch, episode_returns }
         })
     }

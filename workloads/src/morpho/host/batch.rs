@@ -10,10 +10,9 @@
 use super::{Host, Slot, SLOTS};
 use crate::morpho::blueprint::Blueprint;
 use crate::morpho::mixed;
-use hotlab_shared::counters::Own;
-use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::SlotPool;
+use hotlab_shared::workloads::morpho::{HOST_BACKWARD, HOST_FORWARD, HOST_OPTIMIZER, HOST_PASSES, HOST_SAMPLES};
 use hotlab_train::exec::parts::PartClock;
 use std::time::Instant;
 use tch::{Kind, Reduction, Tensor};
@@ -62,18 +61,18 @@ pub fn train(members: &mut [Member<'_>], batch: i64, clock: &PartClock) -> Vec<(
             sums[i].0 += losses[k];
             sums[i].1 += rights[k];
         }
-        let t = clock.lap(Phase::HostForward, t);
+        let t = clock.lap(HOST_FORWARD, t);
         for &i in &active {
             members[i].host.opt.zero_grad();
         }
         per_host.sum(Kind::Float).backward();
-        let t = clock.lap(Phase::HostBackward, t);
+        let t = clock.lap(HOST_BACKWARD, t);
         for &i in &active {
             members[i].host.opt.step();
         }
-        clock.lap(Phase::HostOptimizer, t);
-        clock.count(Own::HostPasses, 1);
-        clock.count(Own::HostSamples, active.len() as u64 * batch as u64);
+        clock.lap(HOST_OPTIMIZER, t);
+        clock.count(HOST_PASSES, 1);
+        clock.count(HOST_SAMPLES, active.len() as u64 * batch as u64);
     }
     members.iter().zip(sums).map(|(m, (l, r))| (l / m.steps.max(1) as f64, r / m.steps.max(1) as f64)).collect()
 }
@@ -178,6 +177,7 @@ mod tests {
     use super::*;
     use crate::morpho::glyphs::{generate, TaskSpec};
     use crate::morpho::host::tensors;
+    use crate::morpho::part_clock;
     use tch::Device;
 
     /// Three hosts in different states — bare; a conv3x3 seed learning and an MLP blended
@@ -221,7 +221,7 @@ mod tests {
                     .collect()
             };
             let steps = [5u32, 2, 3];
-            let clock = PartClock::default();
+            let clock = part_clock();
             let mut alone = make();
             let alone_losses: Vec<(f64, f64)> = alone
                 .iter_mut()

@@ -13,8 +13,7 @@
 use super::{correct, index, Epoch, Host, SLOTS};
 use crate::morpho::adam::DeviceState;
 use crate::morpho::blueprint::Blueprint;
-use hotlab_shared::counters::Own;
-use hotlab_shared::profile::Phase;
+use hotlab_shared::workloads::morpho::{GRAPH_REPLAYS, HOST_FORWARD, HOST_PASSES};
 use hotlab_train::cuda::shim::Graph;
 use hotlab_train::exec::parts::PartClock;
 use std::time::Instant;
@@ -148,7 +147,7 @@ impl Host {
         });
         match &c.graph {
             Some(graph) => match graph.replay() {
-                Ok(()) => clock.count(Own::GraphReplays, 1),
+                Ok(()) => clock.count(GRAPH_REPLAYS, 1),
                 Err(e) => {
                     // Eager from now on, and said once per process.
                     warn_once(&format!("replaying: {e:#}"));
@@ -164,7 +163,7 @@ impl Host {
                 match graph.and_then(|g| g.replay().map(|_| g)) {
                     Ok(g) => {
                         c.graph = Some(g);
-                        clock.count(Own::GraphReplays, 1);
+                        clock.count(GRAPH_REPLAYS, 1);
                     }
                     Err(e) => {
                         // Eager from now on, and said once per process.
@@ -184,8 +183,8 @@ impl Host {
             let _ = epoch.right.g_add_(&c.right.to_kind(Kind::Double));
         });
         self.captured = Some(c);
-        clock.lap(Phase::HostForward, t);
-        clock.count(Own::HostPasses, 1);
+        clock.lap(HOST_FORWARD, t);
+        clock.count(HOST_PASSES, 1);
         epoch.done += 1;
     }
 }
@@ -202,6 +201,7 @@ mod tests {
     use super::super::tensors;
     use super::*;
     use crate::morpho::glyphs::{generate, TaskSpec};
+    use crate::morpho::part_clock;
     use hotlab_shared::rng::HostRng;
     use hotlab_shared::spec::SlotPool;
     use tch::Device;
@@ -214,7 +214,7 @@ mod tests {
     fn the_static_step_trains_a_sleeper_host_as_the_eager_step_does() {
         let task = generate(&TaskSpec { seed: 3, train: 256, val: 128, ..TaskSpec::default() });
         let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
-        let clock = PartClock::default();
+        let clock = part_clock();
         let run = |stat: bool| {
             let mut rng = HostRng::new(9);
             let mut host = Host::new(4, 3e-3, SlotPool::Sleeper, Device::Cpu, &mut rng).unwrap();
@@ -260,7 +260,7 @@ mod tests {
         use hotlab_train::precision::DeviceScaler;
         let task = generate(&TaskSpec { seed: 5, train: 1024, val: 256, ..TaskSpec::default() });
         let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
-        let clock = PartClock::default();
+        let clock = part_clock();
         let mut rng = HostRng::new(4);
         let mut host = Host::new(8, 1e-2, SlotPool::Dynamic, Device::Cpu, &mut rng).unwrap();
         host.set_kind(Kind::Half);

@@ -17,10 +17,9 @@ use super::adam::HostAdam;
 use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
 use super::mixed;
 use crate::morpho::glyphs::{Split, SIDE};
-use hotlab_shared::counters::Own;
-use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::SlotPool;
+use hotlab_shared::workloads::morpho::{HOST_BACKWARD, HOST_FORWARD, HOST_OPTIMIZER, HOST_PASSES, HOST_SAMPLES};
 use hotlab_train::exec::parts::PartClock;
 use hotlab_train::precision::DeviceScaler;
 use std::time::Instant;
@@ -255,13 +254,13 @@ impl Host {
             let _ = epoch.loss.g_add_(&loss.to_kind(Kind::Double));
             let _ = epoch.right.g_add_(&correct(&logits, &yb).to_kind(Kind::Double));
         });
-        let t = clock.lap(Phase::HostForward, t);
+        let t = clock.lap(HOST_FORWARD, t);
         self.opt.zero_grad();
         loss.backward();
-        let t = clock.lap(Phase::HostBackward, t);
+        let t = clock.lap(HOST_BACKWARD, t);
         self.opt.step();
-        clock.lap(Phase::HostOptimizer, t);
-        clock.count(Own::HostPasses, 1);
+        clock.lap(HOST_OPTIMIZER, t);
+        clock.count(HOST_PASSES, 1);
         epoch.done += 1;
         true
     }
@@ -419,8 +418,8 @@ impl Epoch {
         let mut parts = vec![self.loss, self.right];
         parts.extend(count.map(|c| c.to_kind(Kind::Double).view([])));
         let sums = Vec::<f64>::try_from(Tensor::stack(&parts, 0)).unwrap_or_default();
-        clock.lap(Phase::HostForward, t);
-        clock.count(Own::HostSamples, u64::from(self.done) * self.batch as u64);
+        clock.lap(HOST_FORWARD, t);
+        clock.count(HOST_SAMPLES, u64::from(self.done) * self.batch as u64);
         let steps = self.steps.max(1) as f64;
         let at = |i: usize| sums.get(i).copied().unwrap_or(f64::NAN);
         (at(0) / steps, at(1) / steps, count.map(|_| at(2) as u64))
@@ -454,6 +453,7 @@ fn init(vs: &nn::VarStore, rng: &mut HostRng) {
 mod tests {
     use super::*;
     use crate::morpho::glyphs::{generate, TaskSpec};
+    use crate::morpho::part_clock;
 
     #[test]
     fn a_seed_at_alpha_zero_leaves_the_output_exactly_the_hosts() {
@@ -505,7 +505,7 @@ mod tests {
     fn a_sleeper_pool_and_dynamic_seeds_give_the_same_host() {
         let task = generate(&TaskSpec { seed: 3, train: 256, val: 128, ..TaskSpec::default() });
         let ((x, y), (xv, yv)) = (tensors(&task.train, Device::Cpu), tensors(&task.val, Device::Cpu));
-        let clock = PartClock::default();
+        let clock = part_clock();
         let run = |pool: SlotPool| {
             let mut rng = HostRng::new(9);
             let mut host = Host::new(4, 3e-3, pool, Device::Cpu, &mut rng).unwrap();
