@@ -6,7 +6,8 @@
 //! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
 use crate::spec::{
-    ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, SpecError, Transfer, WaitMode,
+    ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, SpecError, Transfer, WaitMode, MAX_ENVS,
+    MAX_STEPS,
 };
 use serde_json::{Map, Value};
 use std::sync::LazyLock;
@@ -77,6 +78,32 @@ pub struct Knob {
     /// The whole story, where one line is not enough: the CLI's `--help` (the help line
     /// when empty).
     pub about: &'static str,
+    /// The values a number allows (each number of a list), where they are fixed; a bound
+    /// that depends on other knobs (`minibatches` divides envs × steps) is checked by the
+    /// spec's validation.
+    pub range: Option<Range>,
+}
+
+/// The values a number knob allows: `lo` to `hi`, `lo` itself excluded where `lo_open`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range {
+    pub lo: f64,
+    pub hi: f64,
+    pub lo_open: bool,
+}
+
+impl Range {
+    pub fn allows(&self, v: f64) -> bool {
+        v.is_finite() && (if self.lo_open { v > self.lo } else { v >= self.lo }) && v <= self.hi
+    }
+
+    /// In words, for a knob of `kind`: `1 to 4096`, `(0, 1]`.
+    pub fn describe(&self, kind: KnobKind) -> String {
+        match kind {
+            KnobKind::Int | KnobKind::IntList => format!("{} to {}", self.lo, self.hi),
+            _ => format!("{}{}, {}]", if self.lo_open { "(" } else { "[" }, self.lo, self.hi),
+        }
+    }
 }
 
 /// The groups, in order (the syllabus's knobs each have their own).
@@ -92,7 +119,7 @@ pub const GROUPS: &[&str] = &[
 ];
 
 const fn knob(name: &'static str, path: &'static str, group: &'static str, kind: KnobKind, help: &'static str) -> Knob {
-    Knob { name, path, workload: None, group, kind, help, about: "" }
+    Knob { name, path, workload: None, group, kind, help, about: "", range: None }
 }
 
 use KnobKind::*;
@@ -109,8 +136,10 @@ const CORE: &[Knob] = &[
     knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto")
     .about("cpu, cuda, cuda:N or auto (a GPU if there is one)"),
     knob("seed", "seed", "Scenario", Int, "seed of every random stream"),
-    knob("envs", "envs", "Envs and steps", Int, "parallel environments"),
+    knob("envs", "envs", "Envs and steps", Int, "parallel environments")
+    .range(1.0, MAX_ENVS as f64),
     knob("steps", "steps", "Envs and steps", Int, "steps per env per rollout")
+    .range(1.0, MAX_STEPS as f64)
     .about("Steps per environment per rollout"),
     knob("total_steps", "total_steps", "Envs and steps", Int, "env steps over the whole run")
     .about("Environment steps over the whole run"),
@@ -121,6 +150,7 @@ const CORE: &[Knob] = &[
         Float,
         "most seconds of training; 0 = no limit (total_steps ends the run)",
     )
+    .range(0.0, 30.0 * 86_400.0)
     .about("Most seconds of training (rollouts and updates): the run ends after the update in progress once they are spent; 0 = no limit"),
     knob(
         "backend",
@@ -137,6 +167,7 @@ const CORE: &[Knob] = &[
         Int,
         "threads or processes for threads/subprocess; 0 = one per core",
     )
+    .range(0.0, 256.0)
     .about("Worker threads/processes for `threads` and `subprocess`; 0 = one per core"),
     knob(
         "wait",
@@ -153,8 +184,10 @@ const CORE: &[Knob] = &[
         Float,
         "seconds a subprocess worker may stay silent before the run fails naming it",
     )
+    .above(0.0, 86_400.0)
     .about("Seconds a `subprocess` worker may stay silent in one step before the run fails naming it, its pid and how long it was silent"),
     knob("threads", "exec.threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic")
+    .range(0.0, 1024.0)
     .about("libtorch intra-op threads; 0 = automatic: 1 for minibatches under 1024 rows or beside env workers (threads, subprocess), else one per core"),
     knob(
         "transfer",
@@ -190,7 +223,8 @@ const CORE: &[Knob] = &[
     .about("Rollout forward: `fused` (native, no per-op dispatch) or `eager` (libtorch ops)"),
     knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision")
     .about("The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto (bf16 where the device supports it, else fp32); master weights stay fp32"),
-    knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout"),
+    knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout")
+    .range(1.0, 1000.0),
     knob(
         "minibatches",
         "ppo.minibatches",
@@ -198,22 +232,31 @@ const CORE: &[Knob] = &[
         Int,
         "minibatches per epoch; must divide envs × steps",
     ),
-    knob("lr", "ppo.lr", "PPO hyperparameters", Float, "Adam learning rate"),
+    knob("lr", "ppo.lr", "PPO hyperparameters", Float, "Adam learning rate")
+    .above(0.0, 1.0),
     knob("anneal_lr", "ppo.anneal_lr", "PPO hyperparameters", Bool, "anneal the learning rate linearly to 0")
     .about("Anneal the learning rate linearly to 0 (`--no-anneal-lr` keeps it constant)"),
     knob("gamma", "ppo.gamma", "PPO hyperparameters", Float, "discount factor γ")
+    .range(0.0, 1.0)
     .about("Discount factor"),
     knob("gae_lambda", "ppo.gae_lambda", "PPO hyperparameters", Float, "GAE λ")
+    .range(0.0, 1.0)
     .about("GAE lambda"),
-    knob("clip", "ppo.clip", "PPO hyperparameters", Float, "PPO clip range"),
+    knob("clip", "ppo.clip", "PPO hyperparameters", Float, "PPO clip range")
+    .above(0.0, 10.0),
     knob("ent_coef", "ppo.ent_coef", "PPO hyperparameters", Float, "entropy bonus coefficient")
+    .range(0.0, 10.0)
     .about("Entropy coefficient"),
-    knob("vf_coef", "ppo.vf_coef", "PPO hyperparameters", Float, "value loss coefficient"),
+    knob("vf_coef", "ppo.vf_coef", "PPO hyperparameters", Float, "value loss coefficient")
+    .range(0.0, 100.0),
     knob("max_grad_norm", "ppo.max_grad_norm", "PPO hyperparameters", Float, "global gradient norm clip")
+    .above(0.0, 1e6)
     .about("Gradient norm clip"),
     knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64")
+    .range(1.0, 4096.0)
     .about("Hidden layer widths of actor and critic, comma-separated"),
     knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates (morpho: seeds' norms every K host epochs); 0 = off")
+    .range(0.0, 1_000_000.0)
     .about("Global and per-layer gradient norms every K updates, published from a background thread (telemetry.jsonl with --out); with --env morpho also the seeds' gradient norms the agent observes, every K host epochs; 0 = off"),
 ];
 
@@ -223,6 +266,23 @@ pub static KNOBS: LazyLock<Vec<Knob>> = LazyLock::new(|| {
     let (env, rest) = CORE.split_at(1);
     env.iter().chain(crate::workloads::knobs()).chain(rest).copied().collect()
 });
+
+/// Checks every run knob with a fixed range (PPO's where PPO trains the workload), in the
+/// table's order; the first bad one is named. (A workload's own settings are checked by
+/// [`WorkloadSpec::validate`](crate::spec::WorkloadSpec::validate).)
+pub fn check_ranges(spec: &RunSpec) -> Result<(), SpecError> {
+    let json = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+    let ppo = spec.env().uses_ppo();
+    for knob in CORE.iter().filter(|k| k.range.is_some()) {
+        if !ppo && knob.path.starts_with("ppo.") {
+            continue;
+        }
+        if let Some(v) = knob.get(&json) {
+            knob.check(&v)?;
+        }
+    }
+    Ok(())
+}
 
 /// The knob of a spec field, by its name (the flag in snake_case).
 pub fn find(name: &str) -> Option<&'static Knob> {
@@ -238,6 +298,49 @@ impl Knob {
     /// With a longer explanation for `--help`.
     pub const fn about(self, about: &'static str) -> Self {
         Knob { about, ..self }
+    }
+
+    /// Allowing `lo ..= hi`.
+    pub const fn range(self, lo: f64, hi: f64) -> Self {
+        Knob { range: Some(Range { lo, hi, lo_open: false }), ..self }
+    }
+
+    /// Allowing more than `lo`, up to `hi`.
+    pub const fn above(self, lo: f64, hi: f64) -> Self {
+        Knob { range: Some(Range { lo, hi, lo_open: true }), ..self }
+    }
+
+    /// Its range in words (`1 to 4096`, `(0, 1]`), where it has one.
+    pub fn allowed(&self) -> Option<String> {
+        self.range.map(|r| r.describe(self.kind))
+    }
+
+    /// Checks its value in a spec's JSON against its range (each number of a list), naming
+    /// the knob: `must be between 1 and 4096 (got 0)`, `must be in (0, 1] (got 2)`.
+    pub fn check(&self, value: &Value) -> Result<(), SpecError> {
+        let Some(range) = self.range else { return Ok(()) };
+        let one = |v: &Value| {
+            // serde_json writes NaN and the infinities as null.
+            let n = v.as_f64().filter(|n| range.allows(*n));
+            n.map(|_| ()).ok_or_else(|| {
+                let got = match v.as_f64() {
+                    Some(n) => format!("got {n}"),
+                    None if v.is_null() => "not a finite number".to_string(),
+                    None => format!("got {v}"),
+                };
+                let message = match self.kind {
+                    KnobKind::Int | KnobKind::IntList => {
+                        format!("must be between {} and {} ({got})", range.lo, range.hi)
+                    }
+                    _ => format!("must be in {} ({got})", range.describe(self.kind)),
+                };
+                SpecError::new(self.name, message)
+            })
+        };
+        match value {
+            Value::Array(items) => items.iter().try_for_each(one),
+            v => one(v),
+        }
     }
 
     /// What `--help` says of it: [`Knob::about`], or the help line.
@@ -406,5 +509,52 @@ mod tests {
         assert_eq!(spec["workload"]["proof"]["kb"], "x.pl");
         let back: RunSpec = serde_json::from_value(Value::Object(spec)).unwrap();
         assert_eq!((back.env(), back.ppo.lr, back.proof().unwrap().kb.as_str()), (EnvName::Proof, 0.001, "x.pl"));
+    }
+
+    /// A spec of workload `env` with one knob set (by JSON), validated.
+    fn with(env: EnvName, knob: &Knob, v: Value) -> Result<RunSpec, SpecError> {
+        let base = RunSpec { workload: crate::spec::WorkloadSpec::default_for(env), ..RunSpec::default() };
+        let mut json = serde_json::to_value(base).unwrap().as_object().unwrap().clone();
+        let v = if knob.kind == KnobKind::IntList { Value::Array(vec![v]) } else { v };
+        knob.set(&mut json, v);
+        let spec: RunSpec =
+            serde_json::from_value(Value::Object(json)).map_err(|e| SpecError::new(knob.name, e.to_string()))?;
+        spec.validate().map(|_| spec)
+    }
+
+    /// Each knob's range is what validation allows: its bounds pass (where nothing else
+    /// bounds the knob harder), just past them is refused naming the knob, on every
+    /// workload the knob applies to.
+    #[test]
+    fn every_range_is_enforced_at_its_bounds_naming_the_knob() {
+        let mut checked = 0;
+        for env in EnvName::ALL.iter().map(|e| e.parse::<EnvName>().unwrap()) {
+            let ppo = env.uses_ppo();
+            for knob in KNOBS.iter().filter(|k| k.applies_to(env) && (ppo || !k.path.starts_with("ppo."))) {
+                let Some(r) = knob.range else { continue };
+                let int = matches!(knob.kind, KnobKind::Int | KnobKind::IntList);
+                let step = if int { 1.0 } else { 1e-9 * r.hi.max(1.0) };
+                let number = |x: f64| if int { Value::from(x as u64) } else { Value::from(x) };
+                let refused = |x: f64| {
+                    let e = with(env, knob, number(x)).expect_err(&format!("{env}: {} = {x} is allowed", knob.name));
+                    assert_eq!(e.field, knob.name, "{env}: {} = {x}: {}", knob.name, e.message);
+                };
+                refused(r.hi + step);
+                if r.lo_open || r.lo > 0.0 {
+                    refused(if r.lo_open { r.lo } else { r.lo - step });
+                }
+                let lo = if r.lo_open { r.lo + step } else { r.lo };
+                // The bounds themselves, unless another knob bounds this one harder
+                // (workers ≤ envs, steps × envs ≤ the rollout's cap).
+                for x in [lo, r.hi] {
+                    if let Err(e) = with(env, knob, number(x)) {
+                        let range = e.message.starts_with("must be between") || e.message.starts_with("must be in ");
+                        assert!(!range, "{env}: {} = {x} is in its range: {}", knob.name, e.message);
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 40, "{checked} ranges checked");
     }
 }

@@ -76,7 +76,7 @@ fn Field(
             style:display=move || if env.get().is_none_or(|e| knob.applies_to(e)) { "" } else { "none" }>
             <span class="name">{name}</span>
             {input}
-            <span class="help">{knob.help}</span>
+            <span class="help">{knob.help}{knob.allowed().map(|a| format!(" ({a})"))}</span>
             <span class="field-error" data-testid=format!("error-{name}")>{move || error().unwrap_or_default()}</span>
         </label>
     }

@@ -4,7 +4,7 @@
 use crate::commands::UsageError;
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, Precision, ReplayAt, Settings};
+use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, Precision, ReplayAt, WorkloadSpec};
 use hotlab_workloads::dreamer::bench::{run, BatchBench};
 
 #[derive(Args, Debug)]
@@ -74,9 +74,11 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
         ..DreamerSpec::default()
     };
     for &batch in &a.sizes {
-        DreamerSpec { batch, ..settings.clone() }.validate().map_err(|e| match e.field.as_str() {
-            "batch_size" => usage("--sizes", e.message),
-            _ => anyhow::Error::from(e),
+        WorkloadSpec::Dreamer(DreamerSpec { batch, ..settings.clone() }).validate().map_err(|e| {
+            match e.field.as_str() {
+                "batch_size" => usage("--sizes", e.message),
+                _ => anyhow::Error::from(e),
+            }
         })?;
     }
     let device = hotlab_train::exec::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;

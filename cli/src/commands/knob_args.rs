@@ -143,7 +143,8 @@ fn parse(kind: KnobKind, text: &str) -> Result<Value, String> {
 /// The flag(s) of a knob: a yes/no knob is `--X` and `--no-X`, each overriding the other.
 fn args(knob: &'static Knob) -> Vec<Arg> {
     let help = format!("{} {}", knob.help, defaults(knob));
-    let long_help = format!("{} {}", knob.long_help(), defaults(knob));
+    let allowed = knob.allowed().map_or_else(String::new, |a| format!(" [allowed: {a}]"));
+    let long_help = format!("{} {}{allowed}", knob.long_help(), defaults(knob));
     let base = Arg::new(knob.name).long(flag(knob)).help(help).long_help(long_help).help_heading(heading(knob));
     match knob.kind {
         KnobKind::Bool => vec![
@@ -261,5 +262,6 @@ mod tests {
         assert!(help.contains("[default: 0.99]"), "{help}");
         assert!(help.contains("Morpho settings (--env morpho)") && help.contains("[default: 12]"), "{help}");
         assert!(help.contains("--no-anneal-lr"), "{help}");
+        assert!(help.contains("[allowed: (0, 1]]") && help.contains("[allowed: 1 to 4096]"), "each range: {help}");
     }
 }

@@ -8,7 +8,7 @@ use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
 use crate::spec::choices::choice;
-use crate::spec::{in_range, Backend, Inference, RunSpec, SpecError};
+use crate::spec::{Backend, Inference, RunSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -124,37 +124,46 @@ impl Settings for DreamerSpec {
     setting(
         EnvName::Dreamer,
         "size", "workload.dreamer.size", Int, "dreamer: width multiplier of every network (1 for a CPU)")
+    .range(1.0, 16.0)
     .about("width multiplier of every network: 1 = conv depth 8, GRU 128, MLPs 128 (a CPU); 4–8 for a GPU box"),
     setting(
         EnvName::Dreamer,
         "batch_size", "workload.dreamer.batch", Int, "dreamer: replayed sequences per train step")
+    .range(1.0, 4096.0)
     .about("replayed sequences per train step (`hotlab bench batch` sweeps it)"),
     setting(
         EnvName::Dreamer,
-        "seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence"),
+        "seq_len", "workload.dreamer.seq_len", Int, "dreamer: steps per replayed sequence")
+    .range(2.0, 1024.0),
     setting(
         EnvName::Dreamer,
         "train_ratio", "workload.dreamer.train_ratio", Float, "dreamer: replayed steps per env step")
+    .above(0.0, 100_000.0)
     .about("replayed steps per env step; train steps = env steps × ratio ÷ (batch × seq-len)"),
     setting(
         EnvName::Dreamer,
         "horizon", "workload.dreamer.horizon", Int, "dreamer: steps of each imagined trajectory")
+    .range(1.0, 256.0)
     .about("steps of each imagined trajectory the actor and critic learn from"),
     setting(
         EnvName::Dreamer,
         "replay_capacity", "workload.dreamer.capacity", Int, "dreamer: env steps the replay buffer holds")
+    .range(64.0, 10_000_000.0)
     .about("env steps the replay buffer holds; the oldest are overwritten"),
     setting(
         EnvName::Dreamer,
         "prefill", "workload.dreamer.prefill", Int, "dreamer: random env steps before the first train step")
+    .range(0.0, 10_000_000.0)
     .about("env steps of random actions before the first train step"),
     setting(
         EnvName::Dreamer,
         "wm_lr", "workload.dreamer.wm_lr", Float, "dreamer: the world model's learning rate")
+    .above(0.0, 1.0)
     .about("the world model's Adam learning rate"),
     setting(
         EnvName::Dreamer,
         "ac_lr", "workload.dreamer.ac_lr", Float, "dreamer: the actor's and critic's learning rate")
+    .above(0.0, 1.0)
     .about("the actor's and critic's Adam learning rate"),
     setting(
         EnvName::Dreamer,
@@ -211,23 +220,6 @@ impl Settings for DreamerSpec {
             self.capacity
         );
         Some(("replay_capacity", what, bytes, "a smaller --replay-capacity"))
-    }
-
-    fn validate(&self) -> Result<(), SpecError> {
-        in_range("size", self.size, 1, 16)?;
-        in_range("batch_size", self.batch, 1, 4096)?;
-        in_range("seq_len", self.seq_len, 2, 1024)?;
-        in_range("horizon", self.horizon, 1, 256)?;
-        in_range("replay_capacity", self.capacity, 64, 10_000_000)?;
-        in_range("prefill", self.prefill, 0, 10_000_000)?;
-        for (field, v, hi) in
-            [("train_ratio", self.train_ratio, 100_000.0), ("wm_lr", self.wm_lr, 1.0), ("ac_lr", self.ac_lr, 1.0)]
-        {
-            if !(v.is_finite() && v > 0.0 && v <= hi) {
-                return Err(SpecError::new(field, format!("must be above 0 and at most {hi} (got {v})")));
-            }
-        }
-        Ok(())
     }
 
     fn diagnosis(&self, phase: Phase, profile: &Profile, _spec: &RunSpec) -> Option<String> {

@@ -152,7 +152,16 @@ macro_rules! workloads {
                 match name { $(EnvName::$variant => WorkloadSpec::$variant(<$settings>::default())),+ }
             }
 
+            /// Checks its settings: each knob's range, then the settings' own checks.
             pub fn validate(&self) -> Result<(), SpecError> {
+                let json = serde_json::json!({ "workload": self });
+                if let Some(json) = json.as_object() {
+                    for knob in self.name().knobs() {
+                        if let Some(v) = knob.get(json) {
+                            knob.check(&v)?;
+                        }
+                    }
+                }
                 match self { $(WorkloadSpec::$variant(s) => s.validate()),+ }
             }
 
@@ -252,7 +261,7 @@ pub const fn setting(
     kind: crate::knobs::KnobKind,
     help: &'static str,
 ) -> Knob {
-    Knob { name, path, workload: Some(workload), group: "Scenario", kind, help, about: "" }
+    Knob { name, path, workload: Some(workload), group: "Scenario", kind, help, about: "", range: None }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
 use crate::spec::choices::choice;
-use crate::spec::{in_range, Backend, Inference, Precision, RunSpec, SpecError};
+use crate::spec::{Backend, Inference, Precision, RunSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -176,22 +176,27 @@ impl Settings for MorphoSpec {
     .about("the first training task's seed; evaluation's held-out tasks come after the training ones"),
     setting(
         EnvName::Morpho,
-        "tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through"),
+        "tasks", "workload.morpho.tasks", Int, "morpho: training tasks the envs cycle through")
+    .range(1.0, 1024.0),
     setting(
         EnvName::Morpho,
         "task_images", "workload.morpho.images", Int, "morpho: training images per task (validation: a quarter)")
+    .range(64.0, 65_536.0)
     .about("training images per task; validation gets a quarter as many"),
     setting(
         EnvName::Morpho,
         "host_epochs", "workload.morpho.epochs", Int, "morpho: host epochs per episode, one decision each")
+    .range(1.0, 1000.0)
     .about("host epochs per episode, one agent decision each"),
     setting(
         EnvName::Morpho,
         "host_width", "workload.morpho.width", Int, "morpho: the host's first-stage channels")
+    .range(1.0, 256.0)
     .about("the host's first-stage channels (2× and 4× in the next stages)"),
     setting(
         EnvName::Morpho,
         "rent", "workload.morpho.rent", Float, "morpho: reward lost per host's worth of added parameters")
+    .range(0.0, 10.0)
     .about("reward lost over an episode per host's worth of parameters the seeds add"),
     setting(
         EnvName::Morpho,
@@ -246,6 +251,7 @@ impl Settings for MorphoSpec {
         Int,
         "morpho: orderings sampled for Shapley credit; 0 = exact",
     )
+    .range(0.0, 10_000.0)
     .about("orderings sampled for each step's Shapley credit; 0 = exact, every ordering"),
     ];
     /// A host trains beside its env, on the run's device (no `device` backend).
@@ -275,17 +281,6 @@ impl Settings for MorphoSpec {
         CountInfo::new(HOST_STEPS_SKIPPED, "fp16 host steps skipped", "fp16 host steps skipped on overflow"),
         CountInfo::new(HOST_SAMPLES, "host samples", "images the hosts trained on"),
     ];
-
-    fn validate(&self) -> Result<(), SpecError> {
-        in_range("tasks", self.tasks, 1, 1024)?;
-        in_range("task_images", self.images, 64, 65_536)?;
-        in_range("host_epochs", self.epochs, 1, 1000)?;
-        in_range("host_width", self.width, 1, 256)?;
-        if !(self.rent.is_finite() && (0.0..=10.0).contains(&self.rent)) {
-            return Err(SpecError::new("rent", format!("must be between 0 and 10 (got {})", self.rent)));
-        }
-        in_range("shapley_perms", self.shapley_perms, 0, 10_000)
-    }
 
     fn diagnosis(&self, phase: Phase, profile: &Profile, spec: &RunSpec) -> Option<String> {
         let c = &profile.counters;

@@ -5,7 +5,7 @@
 use super::{setting, EnvName, Settings, HOST_BACKENDS};
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::spec::{in_range, Backend, Inference, RunSpec, SpecError};
+use crate::spec::{Backend, Inference, RunSpec};
 use serde::{Deserialize, Serialize};
 
 /// The proof env's settings.
@@ -56,10 +56,12 @@ impl Settings for ProofSpec {
     .about("a query file, one ground atom per line, `% test` before the held-out ones (needed with a --kb file; generated for a world when absent)"),
     setting(
         EnvName::Proof,
-        "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode"),
+        "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
+    .range(1.0, 64.0),
     setting(
         EnvName::Proof,
-        "embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings"),
+        "embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings")
+    .range(1.0, 1024.0),
     ];
     /// Resolution is symbolic: the envs step on the host.
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
@@ -67,11 +69,6 @@ impl Settings for ProofSpec {
         &[PhaseInfo::new(EMBEDDING_LOOKUP, PhaseKind::Forward, "#7fd1b9", "index embeddings")];
     /// The goal list (10 × 3), 20 successors (20 × 10 × 3) and the mask (20), in i64.
     const OBS_BYTES: u64 = (10 * 3 + 20 * 10 * 3 + 20) * 8;
-
-    fn validate(&self) -> Result<(), SpecError> {
-        in_range("proof_depth", self.depth, 1, 64)?;
-        in_range("embed_dim", self.embed_dim, 1, 1024)
-    }
 
     /// The knowledge base unless it names a generated world (`family:…`, `geography:…`;
     /// the proof workload parses the rest), and the query file.
