@@ -11,15 +11,30 @@
 //! | `morpho` | [`morpho`] | seeds 001–003: hosts that grow seeds while they learn, an 8-head agent |
 //! | `dreamer` | [`dreamer`] | seed 004: a world model and an actor-critic in imagination, on pixel CartPole |
 //!
-//! Adding a workload: a folder here that implements [`Workload`], and a line in [`load`];
-//! its declarations (settings, knobs, frame, report rules) are a module of
-//! `hotlab_shared::workloads` with a line in its registry, its view a file of
-//! `web/src/workloads/` (see `docs/architecture.md`).
+//! Adding a workload: a folder here and a line in `registry.rs` (see
+//! `docs/architecture.md`). The folder's `mod.rs` and its modules are its native code,
+//! implementing [`Workload`] with a `load` the registry calls; two files of the folder are
+//! compiled elsewhere: `spec.rs`, its declarations (settings, knobs, phases, counts, frame,
+//! report rules), into `hotlab-shared` (so the lab and the browser know them), and `web.rs`,
+//! its view, into `hotlab-web`.
 
-pub mod cartpole;
-pub mod dreamer;
-pub mod morpho;
-pub mod proof;
+/// The registry as this crate reads it: each workload's folder (its native code) and its
+/// `load`.
+macro_rules! registry {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
+        $($(#[$doc])* pub mod $module;)+
+
+        /// The workload a spec names, loaded (a proof world's queries generated and
+        /// labelled, a knowledge-base file parsed); a bad setting is refused naming its field.
+        pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+            match &spec.workload {
+                $(WorkloadSpec::$variant(settings) => $module::load(settings, spec),)+
+            }
+        }
+    };
+}
+
+include!("registry.rs");
 
 use anyhow::Result;
 use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
@@ -29,17 +44,6 @@ use hotlab_train::{TrainOptions, Trained, UpdateMetrics};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// The registry: the workload a spec names, loaded (a proof world's queries generated and
-/// labelled, a knowledge-base file parsed); a bad setting is refused naming its field.
-pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
-    Ok(match &spec.workload {
-        WorkloadSpec::Cartpole(_) => Arc::new(cartpole::CartPole),
-        WorkloadSpec::Proof(settings) => Arc::new(proof::Proof::load(settings)?),
-        WorkloadSpec::Morpho(settings) => Arc::new(morpho::Morpho::load(settings, spec)?),
-        WorkloadSpec::Dreamer(settings) => Arc::new(dreamer::Dreamer::load(settings)?),
-    })
-}
 
 /// Trains a policy as `spec` says; `observe` is called after every update.
 pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {

@@ -1,13 +1,15 @@
-//! The workloads as the spec, the lab and the browser know them, one module each: its
-//! settings (the spec's `workload` field) and their knobs (flag, JSON path, help), its
-//! choices, its rollout frame, and its report rules (what its phases mean, its knobs'
-//! advice). Its native code is a folder of `hotlab-workloads`, its view a file of
-//! `web/src/workloads/`.
+//! The workloads as the spec, the lab and the browser know them: each one's declarations
+//! are the `spec.rs` of its folder (`workloads/src/<name>/spec.rs`, compiled into this
+//! crate, so the browser has them too): its settings (the spec's `workload` field) and their
+//! knobs (flag, JSON path, help, range), its choices, its phases and its envs' counts, its
+//! rollout frame, and its report rules (what its phases mean, its knobs' advice). The
+//! same folder holds its native code (`hotlab-workloads`) and its view (`web.rs`,
+//! `hotlab-web`).
 //!
-//! The registry below is one line per workload: its name (`--env`), its module and its
-//! settings type. From it come [`EnvName`], [`WorkloadSpec`] (in JSON an object with one
-//! key, the workload's name: `{"proof": {"kb": …}}`) and the workloads' knobs in the
-//! spec's knob table.
+//! The registry (`workloads/src/registry.rs`) is one line per workload: its name (`--env`),
+//! its folder and its settings type. From it come [`EnvName`], [`WorkloadSpec`] (in JSON an
+//! object with one key, the workload's name: `{"proof": {"kb": …}}`), the workloads' knobs
+//! in the spec's knob table, and every phase and count ([`PHASES`], [`COUNTS`]).
 
 use crate::counters::{Count, CountInfo};
 use crate::knobs::Knob;
@@ -66,10 +68,17 @@ pub const ALL_BACKENDS: &[Backend] =
 pub const HOST_BACKENDS: &[Backend] =
     &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized];
 
-/// The registry: a workload's name, its module and its settings, one line each.
-macro_rules! workloads {
+/// The registry (`workloads/src/registry.rs`, one line per workload) as this crate reads
+/// it: each workload's `spec.rs`, its settings, and what the spec and report need of them.
+macro_rules! registry {
     ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
-        $(pub mod $module;)+
+        // Each workload's declarations live in its folder, beside its native code.
+        // Expanded inside `workloads/src/registry.rs`: "." is that folder.
+        #[path = "."]
+        mod folders {
+            $(pub mod $module { pub mod spec; })+
+        }
+        $(pub use folders::$module::spec as $module;)+
         $(pub use $module::$settings;)+
 
         /// A workload's name (`--env`).
@@ -207,16 +216,7 @@ macro_rules! workloads {
     };
 }
 
-workloads! {
-    /// Gymnasium's CartPole-v1.
-    Cartpole = "cartpole" in cartpole (CartpoleSpec),
-    /// Seed 000's proof search over a Prolog knowledge base.
-    Proof = "proof" in proof (ProofSpec),
-    /// Seeds 001–003's morphogenetic trainer: hosts that grow seeds while they learn.
-    Morpho = "morpho" in morpho (MorphoSpec),
-    /// Seed 004's DreamerV3-style learner on CartPole rendered to pixels.
-    Dreamer = "dreamer" in dreamer (DreamerSpec),
-}
+include!("../../../workloads/src/registry.rs");
 
 #[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
 impl Default for EnvName {

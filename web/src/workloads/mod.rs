@@ -1,24 +1,30 @@
-//! Each workload's view of its rollout frames, a file each, and the registry below: one
-//! line per workload. A view shows the frames of its own workload only (each reads its
-//! frame type from `hotlab_shared::workloads`).
-
-mod cartpole;
-mod dreamer;
-mod morpho;
-mod proof;
-
-pub use cartpole::{draw_one, Cell};
+//! Each workload's view of its rollout frames: the `web.rs` of its folder
+//! (`workloads/src/<name>/web.rs`, compiled into this crate), read from the registry
+//! (`workloads/src/registry.rs`). A view shows the frames of its own workload only (each
+//! reads its frame type from `hotlab_shared::workloads`).
 
 use hotlab_shared::protocol::Frame;
 use leptos::prelude::*;
 
-/// Every workload's view of the run's newest frame.
-#[component]
-pub fn FrameViews(frame: Signal<Option<Frame>>) -> impl IntoView {
-    view! {
-        <cartpole::View frame/>
-        <proof::View frame/>
-        <morpho::View frame/>
-        <dreamer::View frame/>
-    }
+/// The registry as this crate reads it: each workload's `web.rs` and its `View`.
+macro_rules! registry {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
+        // Each workload's view lives in its folder, beside its declarations and native code.
+        // Expanded inside `workloads/src/registry.rs`: "." is that folder.
+        #[path = "."]
+        mod folders {
+            $(pub mod $module { pub mod web; })+
+        }
+        $(use folders::$module::web as $module;)+
+
+        /// Every workload's view of the run's newest frame.
+        #[component]
+        pub fn FrameViews(frame: Signal<Option<Frame>>) -> impl IntoView {
+            view! { $(<$module::View frame/>)+ }
+        }
+    };
 }
+
+include!("../../../workloads/src/registry.rs");
+
+pub use cartpole::{draw_one, Cell};

@@ -1,5 +1,7 @@
 //! The morpho hosts' view: each shown env's host (slots coloured by stage, validation
 //! accuracy over the episode's epochs) and env 0's decision, its eight heads.
+//!
+//! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
 
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::morpho::{MorphoFrame, MorphoView};

@@ -1,9 +1,12 @@
 //! `cartpole`: Gymnasium's CartPole-v1, to the letter (the scalar reference and the
 //! struct-of-arrays batch are [`crate::cartpole`]). No settings of its own: its network is
 //! `ppo.hidden`.
+//!
+//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
+//! `crate` here is that crate, and nothing here links libtorch.
 
-use super::Settings;
 use crate::knobs::Knob;
+use crate::workloads::Settings;
 use serde::{Deserialize, Serialize};
 
 /// CartPole has no settings of its own.

@@ -1,5 +1,7 @@
 //! The dreamer's rollout: the frame env 0 sees, the world model's reconstruction of it,
 //! and the frames it imagines ahead under the actor (grey pixels painted on canvases).
+//!
+//! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
 
 use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;

@@ -2,13 +2,16 @@
 //! actor-critic in imagination. Its settings and their choices, their knobs, its frame,
 //! and its report rules: what its phases hold (the replay, the encoder, the RSSM,
 //! imagination) and seed 004's common optimizations, each where its signature shows.
+//!
+//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
+//! `crate` here is that crate, and nothing here links libtorch.
 
-use super::{setting, EnvName, Settings, HOST_BACKENDS};
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
 use crate::spec::choices::choice;
 use crate::spec::{Backend, Inference, RunSpec};
+use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -167,7 +170,6 @@ impl Settings for DreamerSpec {
     .about("the actor's and critic's Adam learning rate"),
     setting(
         EnvName::Dreamer,
-        
         "encoder",
         "workload.dreamer.encoder",
         Choice(EncoderMode::ALL),
@@ -176,7 +178,6 @@ impl Settings for DreamerSpec {
     .about("the encoder once per timestep inside the RSSM loop (`per_step`, seed 004's loop) or once on every frame of the batch, `[B·T, C, H, W]` (`batched`). The same losses to rounding"),
     setting(
         EnvName::Dreamer,
-        
         "loss_read",
         "workload.dreamer.loss_read",
         Choice(LossRead::ALL),
@@ -185,7 +186,6 @@ impl Settings for DreamerSpec {
     .about("every loss term read with `.item()` each train step (`per_item`, a host sync each, seed 004) or summed as tensors and read once per iteration (`deferred`). The same training"),
     setting(
         EnvName::Dreamer,
-        
         "replay",
         "workload.dreamer.replay",
         Choice(ReplayAt::ALL),
@@ -205,10 +205,20 @@ impl Settings for DreamerSpec {
         PhaseInfo::new(REPLAY, PhaseKind::Data, "#e6a86a", "sampling the replay buffer"),
         PhaseInfo::new(ENCODER, PhaseKind::Model, "#3fb27f", "the encoder"),
         PhaseInfo::new(RSSM, PhaseKind::Model, "#5fc99a", "the recurrent state-space model"),
-        PhaseInfo::new(DECODER, PhaseKind::Model, "#86d9b0", "the decoder, reward and continue heads, and the world model's losses"),
+        PhaseInfo::new(
+            DECODER,
+            PhaseKind::Model,
+            "#86d9b0",
+            "the decoder, reward and continue heads, and the world model's losses",
+        ),
         PhaseInfo::new(IMAGINE, PhaseKind::Model, "#a8e6c6", "imagined trajectories"),
         PhaseInfo::new(WORLD_BACKWARD, PhaseKind::Backward, "#3f7fd0", "the world model's backward pass"),
-        PhaseInfo::new(ACTOR_CRITIC_BACKWARD, PhaseKind::Backward, "#6f9fe0", "the actor's and critic's backward passes"),
+        PhaseInfo::new(
+            ACTOR_CRITIC_BACKWARD,
+            PhaseKind::Backward,
+            "#6f9fe0",
+            "the actor's and critic's backward passes",
+        ),
     ];
 
     /// The replay buffer: a frame and 17 bytes of step per slot.

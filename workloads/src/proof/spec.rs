@@ -1,11 +1,14 @@
 //! `proof` (seed 000): proof search over a Prolog knowledge base. Its settings, their
 //! knobs, its frame and what its phases mean to the report (the env and its Prolog are the
 //! proof workload's native code).
+//!
+//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
+//! `crate` here is that crate, and nothing here links libtorch.
 
-use super::{setting, EnvName, Settings, HOST_BACKENDS};
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::spec::{Backend, Inference, RunSpec};
+use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 
 /// The proof env's settings.
@@ -38,7 +41,6 @@ impl Settings for ProofSpec {
     const KNOBS: &'static [Knob] = &[
     setting(
         EnvName::Proof,
-        
         "kb",
         "workload.proof.kb",
         Text,
@@ -47,7 +49,6 @@ impl Settings for ProofSpec {
     .about("a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world, `family:people=N,seed=S` or `geography:places=N,seed=S`"),
     setting(
         EnvName::Proof,
-        
         "queries",
         "workload.proof.queries",
         OptionalText,

@@ -3,14 +3,17 @@
 //! its report rules: what its envs' parts mean (the hosts' training, validation, Shapley
 //! credit, the lifecycle) and its knobs' advice (`--lifecycle batched` where the trench
 //! costs, `--slots` by device).
+//!
+//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
+//! `crate` here is that crate, and nothing here links libtorch.
 
-use super::{setting, EnvName, Settings, HOST_BACKENDS};
 use crate::counters::{Count, CountInfo, Counters};
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
 use crate::spec::choices::choice;
 use crate::spec::{Backend, Inference, Precision, RunSpec};
+use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -200,7 +203,6 @@ impl Settings for MorphoSpec {
     .about("reward lost over an episode per host's worth of parameters the seeds add"),
     setting(
         EnvName::Morpho,
-        
         "slots",
         "workload.morpho.slots",
         Choice(SlotPool::ALL),
@@ -209,7 +211,6 @@ impl Settings for MorphoSpec {
     .about("how hosts hold their seeds: `dynamic` makes a seed's tensors on its graft and frees them (and its optimizer state) on removal; `sleeper` keeps one of each blueprint per slot, masked, reset in place (catalogue row 9)"),
     setting(
         EnvName::Morpho,
-        
         "lifecycle",
         "workload.morpho.lifecycle",
         Choice(LifecycleMode::ALL),
@@ -218,7 +219,6 @@ impl Settings for MorphoSpec {
     .about("how a batch of envs runs its lifecycles and rewards: `loop` env after env, each env's slot state read one value at a time and written back with one small op (seed 003's \"CPU trench\", catalogue row 8); `batched` every env in one pass of tensor ops, read back once. Identical trajectories"),
     setting(
         EnvName::Morpho,
-        
         "host_exec",
         "workload.morpho.host_exec",
         Choice(HostExec::ALL),
@@ -227,7 +227,6 @@ impl Settings for MorphoSpec {
     .about("how a batch of envs trains its hosts: `per_env` one host after another, each with its own ops; `batched` every host as one model with a leading env dimension (grouped convolutions, batched matmuls), each host's epoch its own length. The same hosts to rounding. On a CPU batching measured slower (oneDNN runs each host's small convolutions about as well as a grouped one, and the batch adds gathers): per_env"),
     setting(
         EnvName::Morpho,
-        
         "host_precision",
         "workload.morpho.host_precision",
         Choice(Precision::ALL),
@@ -236,7 +235,6 @@ impl Settings for MorphoSpec {
     .about("what the hosts' convolutions and matmuls compute in: `fp32`, `bf16` (fp32 master weights; norms, softmax, loss and Adam in fp32), `fp16` (the same with a dynamic loss scaler on the device; hosts on CUDA under --host-exec per_env only) or `auto` (bf16 where the device has it)"),
     setting(
         EnvName::Morpho,
-        
         "stream_wait",
         "workload.morpho.stream_wait",
         Choice(StreamWait::ALL),
@@ -245,7 +243,6 @@ impl Settings for MorphoSpec {
     .about("Hosts on CUDA (`--device cuda`) under `--host-exec per_env`, each on its own stream: `every` makes a host's stream wait for the default stream before every minibatch (seed 002 #4's redundant wait); `moved` once per epoch, after the surgery and the epoch's indices reached the device. Refused with hosts on the CPU, which have no streams"),
     setting(
         EnvName::Morpho,
-        
         "shapley_perms",
         "workload.morpho.shapley_perms",
         Int,
@@ -261,12 +258,27 @@ impl Settings for MorphoSpec {
     /// The 8-head agent's forward is libtorch ops (the run's notes say so).
     const INFERENCE: Option<Inference> = Some(Inference::Eager);
     const PHASES: &'static [PhaseInfo] = &[
-        PhaseInfo::new(HOST_FORWARD, PhaseKind::EnvPart, "#f7c948", "the envs' host networks: forward passes and losses"),
+        PhaseInfo::new(
+            HOST_FORWARD,
+            PhaseKind::EnvPart,
+            "#f7c948",
+            "the envs' host networks: forward passes and losses",
+        ),
         PhaseInfo::new(HOST_BACKWARD, PhaseKind::EnvPart, "#e0a526", "the envs' host networks: backward passes"),
         PhaseInfo::new(HOST_OPTIMIZER, PhaseKind::EnvPart, "#c98a1a", "the envs' host networks: optimizer steps"),
         PhaseInfo::new(VALIDATION, PhaseKind::EnvPart, "#f4d58d", "each host's validation after its epoch"),
-        PhaseInfo::new(COUNTERFACTUAL, PhaseKind::EnvPart, "#e8b4a0", "validations with parts of the model switched off"),
-        PhaseInfo::new(LIFECYCLE, PhaseKind::EnvPart, "#ff8f5a", "decisions, slot ticks and each host's surgery (the CPU trench)"),
+        PhaseInfo::new(
+            COUNTERFACTUAL,
+            PhaseKind::EnvPart,
+            "#e8b4a0",
+            "validations with parts of the model switched off",
+        ),
+        PhaseInfo::new(
+            LIFECYCLE,
+            PhaseKind::EnvPart,
+            "#ff8f5a",
+            "decisions, slot ticks and each host's surgery (the CPU trench)",
+        ),
         PhaseInfo::new(REWARD, PhaseKind::EnvPart, "#d9825b", "each env's reward"),
     ];
     const ENV_PARTS: &'static [Phase] =
@@ -315,12 +327,18 @@ impl Settings for MorphoSpec {
             },
             LIFECYCLE => {
                 let pool = match self.slots {
-                    SlotPool::Dynamic => format!("; {} seeds made or freed with their optimizer state", c.own.get(TOPOLOGY_CHANGES)),
+                    SlotPool::Dynamic => {
+                        format!("; {} seeds made or freed with their optimizer state", c.own.get(TOPOLOGY_CHANGES))
+                    }
                     SlotPool::Sleeper => "; sleeper seeds reset in place".into(),
                 };
                 let how = match self.lifecycle {
-                    LifecycleMode::Loop => format!("env after env, {} state reads one value at a time", c.own.get(LIFECYCLE_READS)),
-                    LifecycleMode::Batched => format!("one pass of tensor ops per batch, {} bulk reads", c.own.get(LIFECYCLE_READS)),
+                    LifecycleMode::Loop => {
+                        format!("env after env, {} state reads one value at a time", c.own.get(LIFECYCLE_READS))
+                    }
+                    LifecycleMode::Batched => {
+                        format!("one pass of tensor ops per batch, {} bulk reads", c.own.get(LIFECYCLE_READS))
+                    }
                 };
                 let norms = match spec.telemetry.every {
                     0 => "; seeds' gradient norms off".to_string(),
