@@ -36,6 +36,8 @@ macro_rules! registry {
 
 include!("registry.rs");
 
+pub mod gpu_check;
+
 use anyhow::Result;
 use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
 use hotlab_train::checkpoint;

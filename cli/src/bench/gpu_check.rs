@@ -19,6 +19,7 @@ use hotlab_workloads::cartpole::device::env::DeviceCartPole;
 use hotlab_workloads::cartpole::device::graph::GraphRollout;
 use hotlab_workloads::cartpole::device::rollout::DeviceRollout;
 use hotlab_workloads::cartpole::CartPole;
+use hotlab_workloads::gpu_check::{check, progress};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -34,26 +35,21 @@ pub struct Options {
 }
 
 /// One check's outcome.
-pub(super) fn check(name: &str, ok: bool, tolerance: &str, detail: Value) -> Value {
-    json!({ "name": name, "ok": ok, "tolerance": tolerance, "detail": detail })
-}
-
-/// A lesson whose signature needs a GPU: its slow setting and its fix, one short run each,
-/// reported as check `name`.
-pub(super) fn lesson_check(id: &str, name: &str) -> Value {
-    progress(&format!("lesson {id} (its signature needs a GPU)"));
-    let Some(lesson) = hotlab_shared::lessons::find(id) else {
-        return check(name, false, "-", json!("no such lesson"));
-    };
-    let params = hotlab_shared::lessons::Params { seconds: Some(1.0), ..Default::default() };
-    match crate::bench::lessons::check(lesson, &params) {
-        Ok(c) => check(name, c.shows, lesson.signature.text, json!(c.figures)),
-        Err(e) => check(name, false, "-", json!(format!("{e:#}"))),
-    }
-}
-
-pub(super) fn progress(msg: &str) {
-    eprintln!("gpu-check: {msg}");
+/// Every lesson whose signature needs a GPU: its slow setting and its fix, one short run
+/// each, reported as the check `lesson_<id>`.
+fn gpu_lesson_checks() -> Vec<Value> {
+    let lessons = hotlab_shared::lessons::LESSONS.iter().filter(|l| l.needs_gpu());
+    lessons
+        .map(|lesson| {
+            progress(&format!("lesson {} (its signature needs a GPU)", lesson.id));
+            let name = format!("lesson_{}", lesson.id.replace('-', "_"));
+            let params = hotlab_shared::lessons::Params { seconds: Some(1.0), ..Default::default() };
+            match crate::bench::lessons::check(lesson, &params) {
+                Ok(c) => check(&name, c.shows, lesson.signature.text, json!(c.figures)),
+                Err(e) => check(&name, false, "-", json!(format!("{e:#}"))),
+            }
+        })
+        .collect()
 }
 
 /// Runs the check; the summary's `ok` says whether everything that ran passed.
@@ -97,13 +93,13 @@ pub fn run(opts: &Options) -> Value {
                 });
                 checks.extend(cuda_checks(&gpu));
                 checks.push(amp_check());
-                checks.extend(super::gpu_dreamer::checks());
-                checks.extend(super::gpu_morpho::checks());
+                checks.extend(hotlab_workloads::gpu_check::checks());
+                checks.extend(gpu_lesson_checks());
                 if !opts.no_bench {
                     benches = benchmarks(&gpu, opts.max_log2_envs);
-                    benches["dreamer_batch"] = super::gpu_dreamer::bench();
-                    benches["dreamer_batch_precision"] = super::gpu_dreamer::bench_precisions();
-                    benches["morpho_hosts"] = super::gpu_morpho::bench();
+                    benches["dreamer_batch"] = hotlab_workloads::dreamer::gpu::bench();
+                    benches["dreamer_batch_precision"] = hotlab_workloads::dreamer::gpu::bench_precisions();
+                    benches["morpho_hosts"] = hotlab_workloads::morpho::gpu::bench();
                 }
             }
             Err(e) => checks.push(check("open_gpu", false, "-", json!(e))),

@@ -1,9 +1,9 @@
 //! `hotlab bench morpho`: the morpho trainer per knob setting and env count.
 
-use crate::bench::morpho::{run, MorphoBench, MorphoBenchReport};
 use crate::commands::UsageError;
 use anyhow::Result;
 use clap::Args;
+use hotlab_workloads::morpho::bench::trainer::{run, MorphoBench, MorphoBenchReport};
 
 #[derive(Args, Debug)]
 pub struct BenchMorphoArgs {

@@ -23,6 +23,7 @@ pub mod behavior;
 pub mod bench;
 pub mod collect;
 pub mod eval;
+pub mod gpu;
 pub mod layers;
 pub mod learner;
 pub mod render;

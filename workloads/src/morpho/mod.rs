@@ -25,6 +25,7 @@ pub mod env;
 pub mod envs;
 pub mod eval;
 pub mod glyphs;
+pub mod gpu;
 pub mod host;
 pub mod lifecycle;
 pub mod mixed;

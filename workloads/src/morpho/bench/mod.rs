@@ -2,6 +2,10 @@
 //! throughput against this machine's sgemm: is a host step compute-bound or overhead-bound?
 //! FLOPs are counted from the layer shapes (a training step ≈ 3 × the forward: the
 //! backward computes the input's gradient and the weights', each about a forward).
+//! `hotlab bench morpho`, the whole trainer per knob setting, is [`trainer`]; the CLI's
+//! flags and printouts of both are its commands (`cli/src/commands/`).
+
+pub mod trainer;
 
 use super::blueprint::Blueprint;
 use super::host::{batch, tensors, Host, SLOTS};

@@ -2,11 +2,10 @@
 //! same ops run eagerly; hosts trained on CUDA, each on its own stream (`--host-exec
 //! per_env`), whose `--stream-wait every` and `moved` give the same run with more waits;
 //! a sleeper pool's steps captured and replayed, giving the dynamic pool's run to rounding;
-//! fp16 hosts with their loss scaler, captured or not;
-//! the `stream-waits` lesson's signature (a lesson that needs a GPU); then decisions/s per
-//! setting on the GPU (never asserted).
+//! fp16 hosts with their loss scaler, captured or not; then decisions/s per setting on the
+//! GPU (never asserted).
 
-use super::gpu_check::{check, progress};
+use crate::gpu_check::{check, progress};
 use hotlab_shared::spec::{Backend, HostExec, MorphoSpec, Precision, RunSpec, SlotPool, StreamWait, WorkloadSpec};
 use hotlab_shared::workloads::morpho::{GRAPH_REPLAYS, HOST_PASSES, HOST_STEPS_SKIPPED, STREAM_WAITS};
 use hotlab_train::cuda::shim::{Graph, Stream};
@@ -32,7 +31,7 @@ fn short_run(
     spec.exec.backend = Backend::Vectorized;
     spec.ppo.minibatches = 2;
     let mut figures = Vec::new();
-    let trained = hotlab_workloads::train(&spec, &mut |m| {
+    let trained = crate::train(&spec, &mut |m| {
         let p = &m.point;
         let loss = |name| p.losses.get(name);
         figures.push(json!([
@@ -88,7 +87,7 @@ fn graph_check() -> Value {
 
 pub fn checks() -> Vec<Value> {
     // The `stream-waits` lesson: a host stream's waits per env step fall with `moved`.
-    let mut out = vec![graph_check(), super::gpu_check::lesson_check("stream-waits", "lesson_stream_waits")];
+    let mut out = vec![graph_check()];
     let mut runs = Vec::new();
     for wait in [StreamWait::Moved, StreamWait::Every] {
         progress(&format!("morpho, hosts on CUDA with a stream each, --stream-wait {wait}"));

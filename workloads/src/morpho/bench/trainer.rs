@@ -121,7 +121,7 @@ pub fn run(b: &MorphoBench, progress: &mut dyn FnMut(&str, usize, usize)) -> Res
         for repeat in 0..b.repeats {
             for (i, (name, spec)) in settings.iter().enumerate() {
                 progress(&format!("{envs} envs, {name} (repeat {})", repeat + 1), done, total);
-                let report = hotlab_workloads::measure(spec).with_context(|| format!("{envs} envs, {name}"))?;
+                let report = crate::measure(spec).with_context(|| format!("{envs} envs, {name}"))?;
                 sps[i].push(report.sps);
                 samples[i].push(report.counters.own.get(HOST_SAMPLES) as f64 / report.wall_s);
                 match &mut profiles[i] {

@@ -1,13 +1,13 @@
 //! `hotlab gpu-check`'s dreamer part: the world model trained on CUDA with the replay
 //! buffer in pinned host memory and on the device (the same batches, so the same losses
 //! up to cuDNN's nondeterministic backward), its losses falling, and its phases timed with
-//! CUDA events; the world model in fp16 with its loss scalers; the `replay-copies` lesson's
-//! signature (a lesson that needs a GPU); then `bench batch` on the GPU (samples/s, split
-//! and memory per batch size, in fp32, then bf16 and fp16 at two sizes).
+//! CUDA events; the world model in fp16 with its loss scalers; then `bench batch` on the
+//! GPU (samples/s, split and memory per batch size, in fp32, then bf16 and fp16 at two
+//! sizes).
 
-use super::gpu_check::{check, progress};
+use crate::gpu_check::{check, progress};
 use hotlab_shared::spec::{DreamerSpec, Precision, ReplayAt, RunSpec, WorkloadSpec};
-use hotlab_workloads::dreamer::bench::{run, BatchBench};
+use crate::dreamer::bench::{run, BatchBench};
 use serde_json::{json, Value};
 use tch::Device;
 
@@ -26,7 +26,7 @@ fn short_run(replay: ReplayAt, precision: Precision) -> anyhow::Result<ShortRun>
     let mut spec = spec;
     spec.exec.precision = precision;
     let (mut losses, mut scaling) = (Vec::new(), (None, 0));
-    let trained = hotlab_workloads::train(&spec, &mut |m| {
+    let trained = crate::train(&spec, &mut |m| {
         let term = |name| m.point.losses.get(name);
         if let (Some(image), Some(reward), Some(cont)) = (term("world.image"), term("world.reward"), term("world.cont"))
         {
@@ -82,8 +82,6 @@ pub fn checks() -> Vec<Value> {
         ));
     }
     out.push(fp16_check());
-    // The `replay-copies` lesson: host→device bytes per env step fall with the buffer on the device.
-    out.push(super::gpu_check::lesson_check("replay-copies", "lesson_replay_copies"));
     out
 }
 
