@@ -1,4 +1,4 @@
-//! `cargo xtask lab | build | test`: everything a fresh machine needs, idempotently.
+//! `cargo xtask lab | build | test | fmt`: everything a fresh machine needs, idempotently.
 //!
 //! - `lab`:   set up, build, and serve the lab (`hotlab serve`, default 127.0.0.1:8080).
 //! - `build`: set up and build: libtorch (PyTorch 2.11.0 wheel in `.venv`), the wasm32
@@ -27,6 +27,8 @@ Commands:
   lab [--host H] [--port P]   set up what is missing, build, and serve the lab (default 127.0.0.1:8080)
   build                       set up what is missing and build the worker and the web bundle
   test                        build, install the test tools, run every suite, print a summary
+  fmt                         cargo fmt, and the workload folders the registry's macros declare (cargo fmt
+                              does not reach them)
 
 Set-up (each step is skipped when already done):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
@@ -41,12 +43,13 @@ fn main() -> ExitCode {
         Some("lab") => lab(&args[1..]),
         Some("build") => build().map(|_| ()),
         Some("test") => test(),
+        Some("fmt") => fmt(false),
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
             return if args.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS };
         }
         Some(other) => {
-            eprintln!("error: unknown command '{other}'; allowed: lab, build, test (see `cargo xtask --help`)");
+            eprintln!("error: unknown command '{other}'; allowed: lab, build, test, fmt (see `cargo xtask --help`)");
             return ExitCode::from(2);
         }
     };
@@ -301,15 +304,25 @@ struct Suite {
     seconds: f64,
 }
 
-/// Each workload folder's files that other crates compile (`spec.rs`, `web.rs`).
+/// Each workload folder's roots: its native code (`mod.rs`, whose modules rustfmt
+/// follows), its declarations (`spec.rs`) and its view (`web.rs`).
 fn registry_files() -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for dir in std::fs::read_dir("workloads/src")? {
         let dir = dir?.path();
-        files.extend(["spec.rs", "web.rs"].map(|f| dir.join(f)).into_iter().filter(|f| f.is_file()));
+        files.extend(["mod.rs", "spec.rs", "web.rs"].map(|f| dir.join(f)).into_iter().filter(|f| f.is_file()));
     }
     files.sort();
     Ok(files)
+}
+
+/// `cargo fmt`, then the workload folders: the registry's macros declare their modules, and
+/// `cargo fmt` does not follow a module a macro declares. With `check`, changes nothing
+/// and fails on a difference.
+fn fmt(check: bool) -> Result<()> {
+    let flag: &[&str] = if check { &["--check"] } else { &[] };
+    run(Command::new("cargo").args(["fmt", "--all"]).args(flag))?;
+    run(Command::new("rustfmt").args(["--edition", "2021"]).args(flag).args(registry_files()?))
 }
 
 fn test() -> Result<()> {
@@ -331,12 +344,7 @@ fn test() -> Result<()> {
         };
         suites.push(Suite { name, ok, seconds: t.elapsed().as_secs_f64() });
     };
-    suite("fmt", &mut || {
-        run(Command::new("cargo").args(["fmt", "--all", "--check"]))?;
-        // A workload's `spec.rs` and `web.rs` are modules of other crates, made by the
-        // registry's macro, which `cargo fmt` does not follow: check them by name.
-        run(Command::new("rustfmt").args(["--edition", "2021", "--check"]).args(registry_files()?))
-    });
+    suite("fmt", &mut || fmt(true));
     suite("clippy", &mut || {
         run(torch_env(
             Command::new("cargo").args(["clippy", "--release", "--all-targets", "--", "-D", "warnings"]),

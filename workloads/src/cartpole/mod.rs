@@ -55,7 +55,10 @@ pub fn frame(step: u64, state: &[f32], actions: &[i64]) -> Frame {
 
 /// This workload for a run: what the registry's `load` calls (a bad setting is refused
 /// naming its field).
-pub fn load(_settings: &hotlab_shared::spec::CartpoleSpec, _spec: &hotlab_shared::spec::RunSpec) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
+pub fn load(
+    _settings: &hotlab_shared::spec::CartpoleSpec,
+    _spec: &hotlab_shared::spec::RunSpec,
+) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
     Ok(std::sync::Arc::new(CartPole))
 }
 

@@ -5,9 +5,9 @@
 //! GPU (samples/s, split and memory per batch size, in fp32, then bf16 and fp16 at two
 //! sizes).
 
+use crate::dreamer::bench::{run, BatchBench};
 use crate::gpu_check::{check, progress};
 use hotlab_shared::spec::{DreamerSpec, Precision, ReplayAt, RunSpec, WorkloadSpec};
-use crate::dreamer::bench::{run, BatchBench};
 use serde_json::{json, Value};
 use tch::Device;
 

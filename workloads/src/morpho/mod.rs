@@ -203,7 +203,10 @@ pub fn part_clock() -> PartClock {
 
 /// This workload for a run: what the registry's `load` calls (a bad setting is refused
 /// naming its field).
-pub fn load(settings: &hotlab_shared::spec::MorphoSpec, spec: &hotlab_shared::spec::RunSpec) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
+pub fn load(
+    settings: &hotlab_shared::spec::MorphoSpec,
+    spec: &hotlab_shared::spec::RunSpec,
+) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
     Ok(std::sync::Arc::new(Morpho::load(settings, spec)?))
 }
 

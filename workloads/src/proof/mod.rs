@@ -91,7 +91,10 @@ impl EnvMaker for Proof {
 
 /// This workload for a run: what the registry's `load` calls (a bad setting is refused
 /// naming its field).
-pub fn load(settings: &hotlab_shared::spec::ProofSpec, _spec: &hotlab_shared::spec::RunSpec) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
+pub fn load(
+    settings: &hotlab_shared::spec::ProofSpec,
+    _spec: &hotlab_shared::spec::RunSpec,
+) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
     Ok(std::sync::Arc::new(Proof::load(settings)?))
 }
 
