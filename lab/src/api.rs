@@ -4,10 +4,11 @@
 use super::auth;
 use super::error::{ApiError, ApiResult};
 use super::extract::{json_body, page_limit, Client, Operator, Path, Query};
-use super::runs::{now_ms, Run};
+use super::runs::Run;
 use super::state::{blocking, Lab};
 use super::store::Logged;
 use super::trainer::Trainer;
+use crate::clock::now_ms;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;

@@ -93,7 +93,7 @@ impl Audits {
         let plan = r.plan;
         let info = AuditInfo {
             id,
-            created_ms: super::runs::now_ms(),
+            created_ms: crate::clock::now_ms(),
             run: r.run,
             lesson: r.lesson.as_ref().map(|(l, _)| l.id.to_string()),
             params: r.lesson.as_ref().map(|(_, p)| p.clone()),

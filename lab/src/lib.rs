@@ -34,6 +34,7 @@ pub mod api;
 pub mod audit_api;
 pub mod audits;
 pub mod auth;
+pub mod clock;
 pub mod error;
 pub mod extract;
 pub mod guard;

@@ -7,6 +7,7 @@
 //! delivered, in order and without duplicates, to the lab thread that publishes it
 //! ([`super::remote`]), and what the lab says to it goes out on the worker's connection.
 
+use crate::clock::now_ms;
 use crate::wire::link::{FileCopy, Held, Resume, ToWorker};
 use crate::wire::process::FromRun;
 use hotlab_shared::protocol::{Load, MachineInfo};
@@ -83,10 +84,6 @@ pub struct Welcome {
     pub resume: Vec<Resume>,
     pub forget: Vec<u64>,
     pub then: Vec<ToWorker>,
-}
-
-fn now_ms() -> u64 {
-    super::runs::now_ms()
 }
 
 impl Machines {

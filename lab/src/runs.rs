@@ -14,6 +14,7 @@
 use super::machines::Machines;
 use super::store::{Logged, Resumable, Store};
 use super::{ray, remote};
+use crate::clock::now_ms;
 use crate::wire::link::FileCopy;
 use crate::wire::process::{self as run_process, FromRun};
 use hotlab_shared::protocol::{
@@ -151,10 +152,6 @@ struct Inner {
     next_id: u64,
     runs: HashMap<u64, Arc<Run>>,
     queue: VecDeque<u64>,
-}
-
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Manager {

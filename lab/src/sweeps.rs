@@ -84,7 +84,7 @@ impl Sweeps {
         };
         let mut info = SweepInfo {
             id,
-            created_ms: super::runs::now_ms(),
+            created_ms: crate::clock::now_ms(),
             grid: grid.trim().to_string(),
             on: on.to_string(),
             spec,

@@ -1,7 +1,7 @@
 //! What the workloads' GPU checks (`hotlab gpu-check`, run on a machine with CUDA) report:
 //! each check a JSON object, and a line on stderr as each one starts. The checks of a
 //! workload that has GPU paths of its own are in its folder (`morpho/gpu.rs`,
-//! `dreamer/gpu.rs`).
+//! `dreamer/gpu.rs`), listed by [`crate::gpu_checks`].
 
 use serde_json::{json, Value};
 
@@ -13,9 +13,4 @@ pub fn check(name: &str, ok: bool, tolerance: &str, detail: Value) -> Value {
 /// A line for the person waiting on the checks.
 pub fn progress(msg: &str) {
     eprintln!("gpu-check: {msg}");
-}
-
-/// Every workload's own GPU checks.
-pub fn checks() -> Vec<Value> {
-    [crate::dreamer::gpu::checks(), crate::morpho::gpu::checks()].concat()
 }

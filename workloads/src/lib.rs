@@ -38,6 +38,11 @@ include!("registry.rs");
 
 pub mod gpu_check;
 
+/// Every workload's own GPU checks (the workloads with GPU paths of their own).
+pub fn gpu_checks() -> Vec<serde_json::Value> {
+    [dreamer::gpu::checks(), morpho::gpu::checks()].concat()
+}
+
 use anyhow::Result;
 use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
 use hotlab_train::checkpoint;

@@ -93,7 +93,7 @@ pub fn run(opts: &Options) -> Value {
                 });
                 checks.extend(cuda_checks(&gpu));
                 checks.push(amp_check());
-                checks.extend(hotlab_workloads::gpu_check::checks());
+                checks.extend(hotlab_workloads::gpu_checks());
                 checks.extend(gpu_lesson_checks());
                 if !opts.no_bench {
                     benches = benchmarks(&gpu, opts.max_log2_envs);

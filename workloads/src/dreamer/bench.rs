@@ -5,9 +5,10 @@
 
 use super::behavior::Behavior;
 use super::render::draw_all;
+use super::render::PIXELS;
 use super::replay::{Replay, Step};
 use super::step::{Tally, Trainer};
-use super::world::{Dims, WorldModel, ACTIONS, PIXELS};
+use super::world::{Dims, WorldModel, ACTIONS};
 use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};

@@ -4,9 +4,10 @@
 
 use super::behavior::Behavior;
 use super::render::draw_all;
+use super::render::PIXELS;
 use super::replay::{Replay, Step};
 use super::view;
-use super::world::{State, WorldModel, ACTIONS, PIXELS};
+use super::world::{State, WorldModel, ACTIONS};
 use anyhow::{Context, Result};
 use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};

@@ -8,6 +8,9 @@
 use hotlab_shared::cartpole::X_THRESHOLD;
 use hotlab_shared::spec::DREAMER_IMAGE;
 
+/// Pixels in a frame (one grey channel).
+pub const PIXELS: i64 = (DREAMER_IMAGE * DREAMER_IMAGE) as i64;
+
 const SIDE: usize = DREAMER_IMAGE;
 /// Pixels per unit of track: the track's ±2.4 fills the frame.
 const SCALE: f32 = SIDE as f32 / (2.0 * X_THRESHOLD as f32);

@@ -10,7 +10,7 @@
 //! and copies it without blocking (CUDA); `device` keeps them in tensors beside the model,
 //! so a batch is one small copy of the rows to gather (staged the same way) and gathers there.
 
-use super::world::PIXELS;
+use super::render::PIXELS;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ReplayAt;

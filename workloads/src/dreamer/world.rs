@@ -5,6 +5,7 @@
 //! representation) with 1 nat of free bits.
 
 use super::layers::{symlog, Block, Builder, Conv, Gru, Linear};
+use super::render::PIXELS;
 use super::replay::Batch;
 use hotlab_shared::spec::{EncoderMode, DREAMER_IMAGE};
 use hotlab_shared::workloads::dreamer::{ENCODER, RSSM};
@@ -14,8 +15,6 @@ use tch::{Device, Kind, Tensor};
 
 /// CartPole's actions.
 pub const ACTIONS: i64 = 2;
-/// Pixels in a frame (one grey channel).
-pub const PIXELS: i64 = (DREAMER_IMAGE * DREAMER_IMAGE) as i64;
 /// DreamerV3's mix of a uniform into every categorical.
 const UNIMIX: f64 = 0.01;
 /// Nats of KL below which the KL terms give no gradient.

@@ -9,7 +9,7 @@ use super::blueprint::Blueprint;
 use super::host::{batch, tensors, Epoch, Host, SLOTS};
 use super::lifecycle::{self, RewardInputs};
 use crate::morpho::glyphs::Task;
-use crate::morpho::rules::{self, Action, Gates, Slot, Stage, Surgery, TEMPOS};
+use crate::morpho::rules::{self, Action, Gates, Slot, Stage, Surgery, STAGES, TEMPOS};
 use anyhow::{anyhow, Result};
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{HostExec, LifecycleMode, SlotPool, StreamWait};
@@ -101,16 +101,6 @@ pub struct Outcome {
 /// included), added parameters, the seed's gradient norm and its contribution.
 pub const OBS_PER_SLOT: usize = 7 + 1 + 1 + (Blueprint::ALL.len() + 1) + 3;
 pub const OBS: usize = 5 + SLOTS * OBS_PER_SLOT;
-
-pub const STAGES: [Stage; 7] = [
-    Stage::Dormant,
-    Stage::Germinated,
-    Stage::Training,
-    Stage::Blending,
-    Stage::Holding,
-    Stage::Fossilized,
-    Stage::Cooldown,
-];
 
 pub struct MorphoEnv {
     cfg: MorphoConfig,

@@ -12,7 +12,7 @@
 //! (tested): α's curves come from one table computed by [`rules::Curve::at`], and the
 //! arithmetic is the same IEEE operations in the same order.
 
-use super::env::STAGES;
+use super::rules::STAGES;
 use crate::morpho::rules::{
     self, Action, Blend, Curve, Gates, Op, Slot, Stage, Surgery, ALPHA_EPOCHS, ALPHA_TARGETS, CURVES, OPS, SEED_LR,
     TEMPOS,

@@ -23,6 +23,17 @@ pub enum Stage {
     Cooldown,
 }
 
+/// Every stage, in the order an observation's one-hot lists them.
+pub const STAGES: [Stage; 7] = [
+    Stage::Dormant,
+    Stage::Germinated,
+    Stage::Training,
+    Stage::Blending,
+    Stage::Holding,
+    Stage::Fossilized,
+    Stage::Cooldown,
+];
+
 /// The op head's choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {

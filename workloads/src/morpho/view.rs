@@ -2,8 +2,9 @@
 //! validation accuracy, slots) read back from their observations, and the decision taken.
 
 use super::blueprint::Blueprint;
-use super::env::{OBS, OBS_PER_SLOT, STAGES};
+use super::env::{OBS, OBS_PER_SLOT};
 use super::host::SLOTS;
+use super::rules::STAGES;
 use crate::morpho::rules::{self, ALPHA_EPOCHS, ALPHA_TARGETS, CURVES, OPS, SEED_LR, TEMPOS};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::morpho::{HeadChoice, MorphoFrame, MorphoView, SlotView};

@@ -216,7 +216,7 @@ macro_rules! registry {
     };
 }
 
-include!("../../../workloads/src/registry.rs");
+include!("../../workloads/src/registry.rs");
 
 #[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
 impl Default for EnvName {

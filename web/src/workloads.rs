@@ -25,6 +25,6 @@ macro_rules! registry {
     };
 }
 
-include!("../../../workloads/src/registry.rs");
+include!("../../workloads/src/registry.rs");
 
 pub use cartpole::{draw_one, Cell};
