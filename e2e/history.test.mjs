@@ -7,7 +7,7 @@ import { copyFileSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startLab, launchBrowser, TOKEN, ARTIFACTS } from './lab.mjs';
+import { labAndBrowser, stopAll, TOKEN, ARTIFACTS } from './lab.mjs';
 
 const fixture = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/fixtures/flat-store/hotlab.sqlite');
 const RUNS = 122;
@@ -15,7 +15,6 @@ const RUNS = 122;
 let lab;
 let browser;
 before(async () => {
-  mkdirSync(ARTIFACTS, { recursive: true });
   const data = mkdtempSync(join(tmpdir(), 'hotlab-e2e-history-'));
   mkdirSync(join(data, 'hotlab-data'));
   const db = join(data, 'hotlab-data', 'hotlab.sqlite');
@@ -29,13 +28,9 @@ for i in range(3, ${RUNS + 1}):
 c.commit()`;
   const out = spawnSync(python, ['-c', insert, db], { encoding: 'utf8' });
   assert.equal(out.status, 0, out.stderr);
-  lab = await startLab({ data });
-  browser = await launchBrowser();
+  ({ lab, browser } = await labAndBrowser({ data }));
 });
-after(async () => {
-  await browser?.close();
-  lab?.stop();
-});
+after(() => stopAll(browser, lab));
 
 test('the history pages through a long store and the system panel shows its size', async () => {
   const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });

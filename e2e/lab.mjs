@@ -1,7 +1,7 @@
 // Helpers for the browser tests: a real `hotlab serve` on a free port with a temporary
 // data dir, and Debian's Chromium driven by playwright-core (never a downloaded browser).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -128,6 +128,21 @@ export async function openPage(browser, lab, path, { operator = true } = {}) {
   await page.goto(new URL(operator ? `/?token=${TOKEN}${path}` : `/${path}`, lab.url).href);
   await page.getByTestId('role').filter({ hasText: operator ? 'operator' : 'viewer' }).waitFor({ timeout: 20_000 });
   return { page, errors, context };
+}
+
+/** A lab (`startLab`'s options) and a browser for a test file, the artifacts folder made. */
+export async function labAndBrowser(options) {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const lab = await startLab(options);
+  return { lab, browser: await launchBrowser() };
+}
+
+/** Closes what a test file started: browsers first, then workers and labs (`stop`). */
+export async function stopAll(...things) {
+  for (const t of things) {
+    if (t?.close) await t.close();
+    else t?.stop();
+  }
 }
 
 /** A full-page screenshot into the artifacts folder. */

@@ -3,20 +3,12 @@
 // reopens it, presenter mode, and a recommendation audited from a run's view.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { startLab, launchBrowser, openPage, screenshot, ARTIFACTS } from './lab.mjs';
+import { labAndBrowser, stopAll, openPage, screenshot } from './lab.mjs';
 
 let lab;
 let browser;
-before(async () => {
-  mkdirSync(ARTIFACTS, { recursive: true });
-  lab = await startLab();
-  browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-  lab?.stop();
-});
+before(async () => ({ lab, browser } = await labAndBrowser()));
+after(() => stopAll(browser, lab));
 
 const open = (path, options) => openPage(browser, lab, path, options);
 const shot = screenshot;

@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { startLab, startWorker, launchBrowser, openPage, screenshot, ARTIFACTS } from './lab.mjs';
+import { startLab, startWorker, launchBrowser, stopAll, openPage, screenshot, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let worker;
@@ -16,11 +16,7 @@ before(async () => {
   worker = startWorker(lab, 'gpu-box-e2e');
   browser = await launchBrowser();
 });
-after(async () => {
-  await browser?.close();
-  worker?.stop();
-  lab?.stop();
-});
+after(() => stopAll(browser, worker, lab));
 
 test('the Machines panel lists each machine and a run launched on the worker says so', async () => {
   const { page, errors } = await openPage(browser, lab, '#/');

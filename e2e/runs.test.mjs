@@ -2,20 +2,12 @@
 // runs, a viewer without the token, a bad value at its field; a screenshot of each view.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { startLab, launchBrowser, openPage, screenshot, ARTIFACTS } from './lab.mjs';
+import { labAndBrowser, startLab, stopAll, openPage, screenshot } from './lab.mjs';
 
 let lab;
 let browser;
-before(async () => {
-  mkdirSync(ARTIFACTS, { recursive: true });
-  lab = await startLab();
-  browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-  lab?.stop();
-});
+before(async () => ({ lab, browser } = await labAndBrowser()));
+after(() => stopAll(browser, lab));
 
 const open = (path, { operator = true, on = lab } = {}) => openPage(browser, on, path, { operator });
 const shot = screenshot;

@@ -7,24 +7,19 @@ import { copyFileSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startLab, launchBrowser, TOKEN, ARTIFACTS } from './lab.mjs';
+import { labAndBrowser, stopAll, TOKEN, ARTIFACTS } from './lab.mjs';
 
 const fixture = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/fixtures/flat-store/hotlab.sqlite');
 
 let lab;
 let browser;
 before(async () => {
-  mkdirSync(ARTIFACTS, { recursive: true });
   const data = mkdtempSync(join(tmpdir(), 'hotlab-e2e-flat-'));
   mkdirSync(join(data, 'hotlab-data'));
   copyFileSync(fixture, join(data, 'hotlab-data', 'hotlab.sqlite'));
-  lab = await startLab({ data });
-  browser = await launchBrowser();
+  ({ lab, browser } = await labAndBrowser({ data }));
 });
-after(async () => {
-  await browser?.close();
-  lab?.stop();
-});
+after(() => stopAll(browser, lab));
 
 test('runs stored in the flat form are listed and displayed', async () => {
   const runs = (await (await fetch(new URL('/api/runs', lab.url))).json()).reverse(); // listed newest first

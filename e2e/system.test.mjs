@@ -1,18 +1,12 @@
 // The page shows the lab's name and the worker's /api/system answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startLab, launchBrowser, TOKEN } from './lab.mjs';
+import { labAndBrowser, stopAll, TOKEN } from './lab.mjs';
 
 let lab;
 let browser;
-before(async () => {
-  lab = await startLab();
-  browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-  lab?.stop();
-});
+before(async () => ({ lab, browser } = await labAndBrowser()));
+after(() => stopAll(browser, lab));
 
 test('the page renders the lab name and the system info from the worker', async () => {
   const api = await (await fetch(new URL('/api/system', lab.url))).json();

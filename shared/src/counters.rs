@@ -74,43 +74,11 @@ pub const ENV_PARTS: usize = 7;
 /// Counts an env can keep itself, at most (its workload's `Settings::COUNTS`, in that order).
 pub const ENV_COUNTS: usize = 8;
 
-/// One of an env's own counts, by name (its key in a run's counters). A workload declares
-/// its counts in its module (`Settings::COUNTS`) with what each one is ([`CountInfo`]).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Count(&'static str);
-
-impl Count {
-    pub const fn new(name: &'static str) -> Count {
-        Count(name)
-    }
-
-    /// The count a run's counters name.
-    pub fn named(name: &str) -> Count {
-        Count(crate::names::intern(name))
-    }
-
-    pub fn name(self) -> &'static str {
-        self.0
-    }
-}
-
-impl std::fmt::Debug for Count {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl Serialize for Count {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Count::named(&std::borrow::Cow::<str>::deserialize(d)?))
-    }
-}
+crate::names::name_type!(
+    /// One of an env's own counts, by name (its key in a run's counters). A workload declares
+    /// its counts in its module (`Settings::COUNTS`) with what each one is ([`CountInfo`]).
+    Count
+);
 
 /// A count with what it is: its label in the run view and its whole meaning.
 #[derive(Clone, Copy, Debug)]

@@ -25,6 +25,58 @@ pub fn intern(name: &str) -> &'static str {
     kept
 }
 
+/// A `Copy` name type: `$name(&'static str)`, written and read as its text (JSON keys and
+/// values), with `new` (a constant), `named` (text read back, kept by [`intern`]) and `name`.
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(&'static str);
+
+        impl $name {
+            /// The one named `name` (snake_case).
+            pub const fn new(name: &'static str) -> $name {
+                $name(name)
+            }
+
+            /// The one `name` names, as read back: the same value as the constant of that
+            /// name, or the name kept for good (a run recorded by another build still opens).
+            pub fn named(name: &str) -> $name {
+                $name($crate::names::intern(name))
+            }
+
+            pub fn name(self) -> &'static str {
+                self.0
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.0)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                Ok($name::named(&std::borrow::Cow::<str>::deserialize(d)?))
+            }
+        }
+    };
+}
+pub(crate) use name_type;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,12 +4,13 @@
 use crate::counters::Counters;
 use serde::{Deserialize, Serialize};
 
-/// A phase of a run's time, by name (its key in a profile's JSON). The loop's and PPO's
-/// phases are the constants here; a workload declares its own in its module
-/// (`Settings::PHASES`), and the registry (`crate::workloads::PHASES`) holds every phase
-/// with what it is. `other` is wall time no phase claimed.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Phase(&'static str);
+crate::names::name_type!(
+    /// A phase of a run's time, by name (its key in a profile's JSON). The loop's and PPO's
+    /// phases are the constants here; a workload declares its own in its module
+    /// (`Settings::PHASES`), and the registry (`crate::workloads::PHASES`) holds every phase
+    /// with what it is. `other` is wall time no phase claimed.
+    Phase
+);
 
 impl Phase {
     /// Stepping the envs (their own work).
@@ -38,46 +39,6 @@ impl Phase {
     pub const PUBLISH: Phase = Phase("publish");
     /// Wall time outside every other phase.
     pub const OTHER: Phase = Phase("other");
-
-    /// A phase named `name` (snake_case: its JSON key and the report's row).
-    pub const fn new(name: &'static str) -> Phase {
-        Phase(name)
-    }
-
-    /// The phase a profile names: a known name's phase, else the name kept for good (a
-    /// run recorded by a workload this build lacks still opens).
-    pub fn named(name: &str) -> Phase {
-        Phase(crate::names::intern(name))
-    }
-
-    pub fn name(self) -> &'static str {
-        self.0
-    }
-}
-
-impl std::fmt::Debug for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl Serialize for Phase {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Phase {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = std::borrow::Cow::<str>::deserialize(d)?;
-        Ok(Phase::named(&name))
-    }
 }
 
 /// Where a phase's time counts in the report's split (data, forward, backward) and where

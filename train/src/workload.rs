@@ -22,7 +22,7 @@ use anyhow::Result;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::protocol::{Frame, Losses};
-use hotlab_shared::spec::{Backend, RunSpec};
+use hotlab_shared::spec::RunSpec;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -35,10 +35,6 @@ pub trait Workload: EnvMaker {
     /// A frame for the viewer from host observations and the actions just chosen for
     /// them (None when the observations show nothing worth drawing).
     fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame>;
-    /// The env backends it runs on (all of them, unless its envs cannot live on the device).
-    fn backends(&self) -> &'static [Backend] {
-        &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized, Backend::Device]
-    }
     /// Builds the run's learner: its network, optimizer, envs and rollout.
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>>;
     /// A policy this workload trained, from its checkpoint.

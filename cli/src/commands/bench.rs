@@ -127,7 +127,7 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
     }
     let device = hotlab_train::exec::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;
     let workload = hotlab_workloads::load(&a.workload_spec()?)?;
-    let supported = workload.backends();
+    let supported = a.env.backends();
     let backends = a.backends.clone().unwrap_or_else(|| supported.to_vec());
     if let Some(bad) = backends.iter().find(|b| !supported.contains(b)) {
         let allowed: Vec<&str> = supported.iter().map(|b| b.as_str()).collect();

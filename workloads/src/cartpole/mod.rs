@@ -9,7 +9,7 @@ use anyhow::Result;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
 use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, EnvName, Inference, WorkloadSpec};
+use hotlab_shared::spec::{Backend, CartpoleSpec, EnvName, Inference, RunSpec, SpecError, WorkloadSpec};
 use hotlab_shared::workloads::cartpole::CartpoleFrame;
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::transfer::Mover;
@@ -53,13 +53,9 @@ pub fn frame(step: u64, state: &[f32], actions: &[i64]) -> Frame {
     Frame::new(EnvName::Cartpole, step, &CartpoleFrame { states, actions: actions[..n].to_vec() })
 }
 
-/// This workload for a run: what the registry's `load` calls (a bad setting is refused
-/// naming its field).
-pub fn load(
-    _settings: &hotlab_shared::spec::CartpoleSpec,
-    _spec: &hotlab_shared::spec::RunSpec,
-) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
-    Ok(std::sync::Arc::new(CartPole))
+/// The registry's entry: this workload for a run (a bad setting is refused, named).
+pub fn load(_settings: &CartpoleSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+    Ok(Arc::new(CartPole))
 }
 
 impl Workload for CartPole {

@@ -36,7 +36,7 @@ use anyhow::{bail, Result};
 use behavior::Behavior;
 use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, DreamerSpec, ReplayAt, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{DreamerSpec, ReplayAt, RunSpec, SpecError, WorkloadSpec};
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::params::{Network, ParamSlot};
@@ -84,21 +84,12 @@ impl EnvMaker for Dreamer {
     }
 }
 
-/// This workload for a run: what the registry's `load` calls (a bad setting is refused
-/// naming its field).
-pub fn load(
-    settings: &hotlab_shared::spec::DreamerSpec,
-    _spec: &hotlab_shared::spec::RunSpec,
-) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
-    Ok(std::sync::Arc::new(Dreamer::load(settings)?))
+/// The registry's entry: this workload for a run (a bad setting is refused, named).
+pub fn load(settings: &DreamerSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+    Ok(Arc::new(Dreamer::load(settings)?))
 }
 
 impl Workload for Dreamer {
-    /// The envs step on the host; their frames are drawn there.
-    fn backends(&self) -> &'static [Backend] {
-        &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized]
-    }
-
     /// None: the learner draws its own frames ([`view`]): what the world model sees,
     /// reconstructs and imagines, which the observations alone do not show.
     fn frame(&self, _step: u64, _obs: &Observations, _actions: &[i64]) -> Option<Frame> {

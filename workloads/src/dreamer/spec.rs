@@ -205,20 +205,10 @@ impl Settings for DreamerSpec {
         PhaseInfo::new(REPLAY, PhaseKind::Data, "#e6a86a", "sampling the replay buffer"),
         PhaseInfo::new(ENCODER, PhaseKind::Model, "#3fb27f", "the encoder"),
         PhaseInfo::new(RSSM, PhaseKind::Model, "#5fc99a", "the recurrent state-space model"),
-        PhaseInfo::new(
-            DECODER,
-            PhaseKind::Model,
-            "#86d9b0",
-            "the decoder, reward and continue heads, and the world model's losses",
-        ),
+        PhaseInfo::new(DECODER, PhaseKind::Model, "#86d9b0", "the decoder, reward and continue heads, their losses"),
         PhaseInfo::new(IMAGINE, PhaseKind::Model, "#a8e6c6", "imagined trajectories"),
         PhaseInfo::new(WORLD_BACKWARD, PhaseKind::Backward, "#3f7fd0", "the world model's backward pass"),
-        PhaseInfo::new(
-            ACTOR_CRITIC_BACKWARD,
-            PhaseKind::Backward,
-            "#6f9fe0",
-            "the actor's and critic's backward passes",
-        ),
+        PhaseInfo::new(ACTOR_CRITIC_BACKWARD, PhaseKind::Backward, "#6f9fe0", "the actor's and critic's backward"),
     ];
 
     /// The replay buffer: a frame and 17 bytes of step per slot.

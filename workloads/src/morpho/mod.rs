@@ -201,21 +201,12 @@ pub fn part_clock() -> PartClock {
     PartClock::new(MorphoSpec::ENV_PARTS, MorphoSpec::COUNTS)
 }
 
-/// This workload for a run: what the registry's `load` calls (a bad setting is refused
-/// naming its field).
-pub fn load(
-    settings: &hotlab_shared::spec::MorphoSpec,
-    spec: &hotlab_shared::spec::RunSpec,
-) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
-    Ok(std::sync::Arc::new(Morpho::load(settings, spec)?))
+/// The registry's entry: this workload for a run (a bad setting is refused, named).
+pub fn load(settings: &MorphoSpec, spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+    Ok(Arc::new(Morpho::load(settings, spec)?))
 }
 
 impl Workload for Morpho {
-    /// A host trains on the CPU beside its env.
-    fn backends(&self) -> &'static [Backend] {
-        &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized]
-    }
-
     /// The first few envs' hosts and the decision just taken on them.
     fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
         Some(view::frame(step, obs.fields.first()?.as_f32()?, actions, self.settings.epochs))

@@ -89,21 +89,12 @@ impl EnvMaker for Proof {
     }
 }
 
-/// This workload for a run: what the registry's `load` calls (a bad setting is refused
-/// naming its field).
-pub fn load(
-    settings: &hotlab_shared::spec::ProofSpec,
-    _spec: &hotlab_shared::spec::RunSpec,
-) -> Result<std::sync::Arc<dyn Workload>, hotlab_shared::spec::SpecError> {
-    Ok(std::sync::Arc::new(Proof::load(settings)?))
+/// The registry's entry: this workload for a run (a bad setting is refused, named).
+pub fn load(settings: &ProofSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+    Ok(Arc::new(Proof::load(settings)?))
 }
 
 impl Workload for Proof {
-    /// Resolution is symbolic: the envs step on the host only.
-    fn backends(&self) -> &'static [Backend] {
-        &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized]
-    }
-
     /// Env 0's goal list, its successors (as many as exist) with their mask, and the choice.
     fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
         let [FieldData::I64(state), FieldData::I64(succ), FieldData::I64(mask)] = obs.fields.as_slice() else {

@@ -55,14 +55,10 @@ impl Settings for ProofSpec {
         "proof: a query file in the data dir (generated for a world when empty)",
     )
     .about("a query file, one ground atom per line, `% test` before the held-out ones (needed with a --kb file; generated for a world when absent)"),
-    setting(
-        EnvName::Proof,
-        "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
-    .range(1.0, 64.0),
-    setting(
-        EnvName::Proof,
-        "embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings")
-    .range(1.0, 1024.0),
+    setting(EnvName::Proof, "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
+        .range(1.0, 64.0),
+    setting(EnvName::Proof, "embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings")
+        .range(1.0, 1024.0),
     ];
     /// Resolution is symbolic: the envs step on the host.
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
