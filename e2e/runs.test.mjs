@@ -192,6 +192,41 @@ test('the dreamer shows the frame it sees, its reconstruction and frames it imag
   await context.close();
 });
 
+test('the header, the counters and the stream agree on env steps, for every workload', async () => {
+  const specs = {
+    cartpole: { env: 'cartpole', envs: 4, steps: 128, total_steps: 20_480, device: 'cpu' },
+    proof: { env: 'proof', kb: 'family:people=12,seed=1', envs: 8, steps: 32, total_steps: 4096, device: 'cpu' },
+    morpho: {
+      env: 'morpho', envs: 4, steps: 4, minibatches: 2, tasks: 1, task_images: 64, host_width: 2, host_epochs: 2,
+      total_steps: 96, device: 'cpu',
+    },
+    dreamer: {
+      env: 'dreamer', envs: 2, steps: 32, prefill: 64, batch_size: 8, seq_len: 8, train_ratio: 16,
+      total_steps: 512, device: 'cpu',
+    },
+  };
+  for (const [workload, spec] of Object.entries(specs)) {
+    const id = await lab.launch(spec);
+    // Watched live from the start: frames stream beside the metrics and profiles.
+    const { page, errors, context } = await open(`#/run/${id}`);
+    await page.getByTestId('run-status').filter({ hasText: 'finished' }).waitFor({ timeout: 120_000 });
+    const events = await (await fetch(new URL(`/api/runs/${id}/events?limit=10000`, lab.url))).json();
+    const last = events.filter((e) => e.kind === 'metrics').at(-1).metrics.global_step;
+    const profiled = events.filter((e) => e.kind === 'profile').reduce((n, e) => n + e.profile.counters.env_steps, 0);
+    assert.equal(profiled, last, `${workload}: the profiles' env steps and the last metrics'`);
+    const header = page.getByTestId('env-steps');
+    const counted = page.getByTestId('counter-env-steps').locator('td').nth(1);
+    await page.waitForFunction(
+      ([a, b]) => a.textContent === b.textContent && a.textContent !== '–',
+      [await header.elementHandle(), await counted.elementHandle()],
+      { timeout: 10_000 },
+    ).catch(() => {});
+    assert.equal(await counted.textContent(), await header.textContent(), `${workload}: counters and header`);
+    assert.deepEqual(errors, [], workload);
+    await context.close();
+  }
+});
+
 test('after a server crash the page shows a banner, reconnects by itself and shows the outcome', async () => {
   const first = await startLab();
   const id = await first.launch({ env: 'cartpole', envs: 8, total_steps: 50_000_000, device: 'cpu' });

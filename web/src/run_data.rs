@@ -11,7 +11,7 @@ pub const WINDOWS: usize = 60;
 
 #[derive(Clone, Debug, Default)]
 pub struct RunData {
-    /// The last event applied (what a reconnect asks to continue after).
+    /// The last event applied other than a frame (what a reconnect asks to continue after).
     pub last_seq: u64,
     pub status: Option<RunStatus>,
     pub message: Option<String>,
@@ -31,8 +31,11 @@ impl RunData {
     /// order, then the newest live one at the viewer's rate (`seq` 0 when not kept).
     pub fn apply(&mut self, e: Event) -> bool {
         if let EventBody::Rollout { frame } = e.body {
+            // A frame never moves the reconnect point: the server sends a live run's newest
+            // frame at the viewer's rate, and a kept one (its `seq` real) can overtake the
+            // metrics and profile published just before it; moving the point past them would
+            // drop them as replays (the counters then fell short of the header's env steps).
             self.frame = Some(frame);
-            self.last_seq = self.last_seq.max(e.seq);
             return true;
         }
         if e.seq <= self.last_seq {
@@ -176,8 +179,28 @@ mod tests {
         assert!(d.apply(event(0, frame(7))), "a live frame (seq 0) is shown");
         assert_eq!((d.last_seq, d.frame.clone()), (5, Some(cartpole(7))));
         d.apply(event(6, frame(9)));
-        assert_eq!(d.last_seq, 6, "a kept frame counts");
+        assert_eq!((d.last_seq, d.frame.clone()), (5, Some(cartpole(9))), "a kept frame is shown; the point stays");
         assert!(!d.apply(event(5, EventBody::Metrics { metrics: point(1, 10.0) })), "replays are still ignored");
+    }
+
+    /// A kept frame sent live ahead of the events published before it: those events still
+    /// count, so the counters' env steps and the header's (the last metrics) agree.
+    #[test]
+    fn events_a_frame_overtook_still_count() {
+        let mut d = RunData::default();
+        for update in 1..=4u64 {
+            let first = update * 10;
+            if update % 2 == 0 {
+                // The ticker's frame (seq first + 2) arrives before its update's events.
+                d.apply(event(first + 2, EventBody::Rollout { frame: cartpole(update) }));
+            }
+            let mut profile = Profile::default();
+            profile.counters.env_steps = 1024;
+            assert!(d.apply(event(first, EventBody::Metrics { metrics: point(update, 10.0) })), "update {update}");
+            assert!(d.apply(event(first + 1, EventBody::Profile { profile })), "update {update}");
+        }
+        assert_eq!(d.total.counters.env_steps, d.metrics.last().unwrap().global_step);
+        assert_eq!((d.metrics.len(), d.windows.len(), d.last_seq), (4, 4, 41));
     }
 
     #[test]

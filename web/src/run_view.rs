@@ -155,7 +155,7 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
             <div class="tiles">
                 <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="sps">{move || data.with(|d| d.sps().map_or("–".into(), si))}</span></div>
                 <div class="tile"><span class="label">"updates"</span><span class="value" data-testid="progress">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| format!("{} / {}", m.update, m.updates)))}</span></div>
-                <div class="tile"><span class="label">"env steps"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
+                <div class="tile"><span class="label">"env steps"</span><span class="value" data-testid="env-steps">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
                 <div class="tile"><span class="label">"return (last 100)"</span><span class="value">{move || data.with(|d| d.metrics.last().and_then(|m| m.mean_return_last_100).map_or("–".into(), |r| format!("{r:.1}")))}</span></div>
                 <div class="tile"><span class="label">"episodes"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| m.episodes.to_string()))}</span></div>
             </div>
@@ -299,7 +299,7 @@ fn per(d: &RunData, x: f64) -> String {
 #[component]
 fn Counters(data: RwSignal<RunData>) -> impl IntoView {
     let row = move |label: &'static str, total: fn(&RunData) -> String, per_step: fn(&RunData) -> String| {
-        view! { <tr><td>{label}</td><td class="num">{move || data.with(total)}</td><td class="num">{move || data.with(per_step)}</td></tr> }
+        view! { <tr data-testid=format!("counter-{}", label.replace(' ', "-"))><td>{label}</td><td class="num">{move || data.with(total)}</td><td class="num">{move || data.with(per_step)}</td></tr> }
     };
     view! {
         <table class="counters" data-testid="counters">
