@@ -130,6 +130,14 @@ export async function openPage(browser, lab, path, { operator = true } = {}) {
   return { page, errors, context };
 }
 
+/** Opens the home's launch form (collapsed under the preset picked) if it is closed. */
+export async function openForm(page) {
+  const details = page.getByTestId('launch-details');
+  await details.waitFor({ state: 'attached', timeout: 20_000 });
+  if (!(await details.evaluate((d) => d.open))) await page.getByTestId('launch-summary').click();
+  await page.getByTestId('launch-form').locator('[name="envs"]').waitFor({ timeout: 10_000 });
+}
+
 /** A lab (`startLab`'s options) and a browser for a test file, the artifacts folder made. */
 export async function labAndBrowser(options) {
   mkdirSync(ARTIFACTS, { recursive: true });

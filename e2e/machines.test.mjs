@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { startLab, startWorker, launchBrowser, stopAll, openPage, screenshot, ARTIFACTS } from './lab.mjs';
+import { startLab, startWorker, launchBrowser, stopAll, openPage, openForm, screenshot, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let worker;
@@ -31,6 +31,7 @@ test('the Machines panel lists each machine and a run launched on the worker say
   await screenshot(page, 'machines');
 
   // The launch form sends the run to the machine chosen.
+  await openForm(page);
   const form = page.getByTestId('launch-form');
   await form.getByTestId('machine-select').locator('option[value="gpu-box-e2e"]').waitFor({ state: 'attached' });
   await form.getByTestId('machine-select').selectOption('gpu-box-e2e');
@@ -53,6 +54,7 @@ test('the Machines panel lists each machine and a run launched on the worker say
   // A machine that is not there is refused at its field.
   await page.goto(new URL('/#/', lab.url).href);
   await page.getByTestId('history-row').first().waitFor({ timeout: 20_000 });
+  await openForm(page);
   assert.equal(await page.locator(`[data-testid="history-row"][data-run="${id}"]`).getByTestId('history-machine').textContent(), 'gpu-box-e2e');
 
   // A sweep from the form, on the workers: its page fills its table and marks the best cell.

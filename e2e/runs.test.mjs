@@ -2,7 +2,7 @@
 // runs, a viewer without the token, a bad value at its field; a screenshot of each view.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { labAndBrowser, startLab, stopAll, openPage, screenshot } from './lab.mjs';
+import { labAndBrowser, startLab, stopAll, openPage, openForm, screenshot } from './lab.mjs';
 
 let lab;
 let browser;
@@ -13,6 +13,7 @@ const open = (path, { operator = true, on = lab } = {}) => openPage(browser, on,
 const shot = screenshot;
 
 async function setKnob(page, name, value) {
+  await openForm(page);
   const input = page.getByTestId('launch-form').locator(`[name="${name}"]`);
   await input.fill(value);
   await input.dispatchEvent('change');
@@ -96,6 +97,7 @@ test('compare two finished runs with different backends: ratios are shown', asyn
 
 test('a viewer cannot launch; a bad value shows the server message at its field', async () => {
   const viewer = await open('#/', { operator: false });
+  await openForm(viewer.page);
   assert.ok(await viewer.page.getByTestId('launch-button').isDisabled(), 'the button is disabled for a viewer');
   await viewer.page.getByTestId('launch-hint').waitFor();
   await viewer.page.getByTestId('system-panel').getByTestId('torch-version').waitFor({ timeout: 20_000 });
@@ -159,6 +161,7 @@ test('the morpho env shows each host with its slots, its accuracy and the 8 head
   await page.getByTestId('stop-button').click();
   await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 90_000 });
   await page.evaluate(() => { location.hash = '#/'; });
+  await openForm(page);
   const form = page.getByTestId('launch-form');
   await form.locator('[name="env"]').selectOption('morpho');
   await form.locator('[name="host_width"]').waitFor({ timeout: 10_000 });

@@ -7,7 +7,7 @@ import { copyFileSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { labAndBrowser, stopAll, TOKEN, ARTIFACTS } from './lab.mjs';
+import { labAndBrowser, stopAll, openForm, TOKEN, ARTIFACTS } from './lab.mjs';
 
 const fixture = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/fixtures/flat-store/hotlab.sqlite');
 
@@ -49,6 +49,7 @@ test('the form shows the chosen workload\'s fields only and launches the nested 
   const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
   const page = await context.newPage();
   await page.goto(new URL(`/?token=${TOKEN}#/`, lab.url).href);
+  await openForm(page);
   const form = page.getByTestId('launch-form');
   await form.locator('[name="envs"]').waitFor({ timeout: 20_000 });
   assert.equal(await form.locator('[name="kb"]').isVisible(), false, 'no proof field on a CartPole run');

@@ -328,3 +328,35 @@ fn audit_refuses_bad_changes_and_reports_each_one() {
         _ => assert!(stderr(&out).contains("--recommendations"), "{}", stderr(&out)),
     }
 }
+
+/// Issue 43: every workload's presets are listed in `--help` with their lines, and a
+/// preset is its workload's whole spec, under explicit flags.
+#[test]
+fn each_workload_has_a_preset_listed_in_help_and_flags_override_it() {
+    let help = run(hotlab().args(["train", "--help"]));
+    let text = String::from_utf8_lossy(&help.stdout);
+    for (name, line) in [
+        ("cleanrl", "CleanRL's ppo.py settings"),
+        ("wide", "CartPole at throughput"),
+        ("proof", "Seed 000's proof search"),
+        ("morpho", "Seeds 001–003's growing hosts"),
+        ("dreamer", "Seed 004's world model"),
+    ] {
+        assert!(text.contains(&format!("- {name}:")) && text.contains(line), "{name}: {text}");
+    }
+    let out = run(hotlab().args(["train", "--preset", "dreamer", "--total-steps", "256", "--prefill", "64", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = last_json(&out);
+    let dreamer = &report["config"]["workload"]["dreamer"];
+    assert_eq!(
+        (dreamer["batch"].as_u64(), dreamer["seq_len"].as_u64()),
+        (Some(16), Some(16)),
+        "the preset's: {report}"
+    );
+    assert_eq!(
+        (dreamer["prefill"].as_u64(), report["config"]["total_steps"].as_u64()),
+        (Some(64), Some(256)),
+        "the flags'"
+    );
+    assert_eq!(report["config"]["envs"], 4);
+}

@@ -983,3 +983,70 @@ fn a_search_for_the_fastest_setup_finds_the_obvious_gain() {
     let best = launch(&addr, last["tune"]["best"].clone());
     wait_for(&addr, best, &["finished"]);
 }
+
+/// Issue 43: the lab checks its lessons on its machine (`hotlab lesson check`, a process per
+/// lesson), one check at a time, and keeps what they found across a restart; a lesson that
+/// needs a GPU is skipped saying so; bad requests name the field.
+#[test]
+fn lesson_checks_run_on_the_lab_machine_and_are_kept() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let addr = server.addr.clone();
+    let empty = get_json(&addr, "/api/lessons/checks");
+    assert_eq!((empty["checks"].as_array().unwrap().len(), &empty["checked_ms"]), (0, &Value::Null), "{empty}");
+    assert!(!empty["machine"].as_str().unwrap().is_empty(), "{empty}");
+
+    let (status, _) = http(&addr, "POST", "/api/lessons/checks", &[], b"{}");
+    assert_eq!(status, 401, "a viewer cannot start a check");
+    for (body, field) in [
+        (json!({"lessons": ["no-such"]}), "lessons"),
+        (json!({"lessons": []}), "lessons"),
+        (json!({"seconds": 0}), "seconds"),
+        (json!({"seconds": 61}), "seconds"),
+        (json!({"secs": 1}), "body"),
+    ] {
+        let (status, e) = post_json(&addr, "/api/lessons/checks", body.clone());
+        assert_eq!((status, e["error"]["field"].as_str()), (400, Some(field)), "{body}: {e}");
+    }
+
+    let ask = json!({"lessons": ["per-item-sync", "replay-copies"], "seconds": 0.2});
+    let (status, started) = post_json(&addr, "/api/lessons/checks", ask.clone());
+    assert_eq!((status, started["running"].as_str(), started["left"].as_u64()), (202, Some("per-item-sync"), Some(1)));
+    let (status, busy) = post_json(&addr, "/api/lessons/checks", ask);
+    assert_eq!((status, busy["error"]["code"].as_str()), (409, Some("check_running")), "one at a time: {busy}");
+    let began = Instant::now();
+    let done = loop {
+        let c = get_json(&addr, "/api/lessons/checks");
+        if c["running"].is_null() {
+            break c;
+        }
+        assert!(began.elapsed() < Duration::from_secs(120), "still checking: {c}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let checks = done["checks"].as_array().unwrap();
+    let lessons: Vec<&str> = checks.iter().map(|c| c["lesson"].as_str().unwrap()).collect();
+    assert_eq!(lessons, ["per-item-sync", "replay-copies"], "in catalogue order: {done}");
+    let sync = &checks[0];
+    assert!(sync.get("error").is_none() && sync.get("skipped").is_none(), "{sync}");
+    assert_eq!(sync["figures"].as_array().unwrap().len(), 2, "the slow setting and its fix: {sync}");
+    // A sync per action element on the slow setting, none of them on the fix: it shows anywhere.
+    assert_eq!(sync["shows"], true, "{sync}");
+    if !get_json(&addr, "/api/system")["cuda_available"].as_bool().unwrap() {
+        let gpu = &checks[1];
+        assert!(gpu["skipped"].as_str().unwrap().contains("needs a CUDA GPU"), "{gpu}");
+    }
+    assert!(done["checked_ms"].as_u64().is_some());
+    drop(server);
+
+    // The file keeps them: a new server on the same data dir shows the same checks.
+    assert!(data.path().join("lesson-checks.json").exists());
+    let again = start(data.path(), &[]);
+    let kept = get_json(&again.addr, "/api/lessons/checks");
+    assert_eq!(kept["checks"], done["checks"]);
+    drop(again);
+    // A damaged file is set aside, not read as checks nor lost.
+    std::fs::write(data.path().join("lesson-checks.json"), b"{not json").unwrap();
+    let third = start(data.path(), &[]);
+    assert_eq!(get_json(&third.addr, "/api/lessons/checks")["checks"], json!([]));
+    assert!(data.path().join("lesson-checks.json.bad").exists());
+}

@@ -6,6 +6,8 @@
 //! | `POST /api/runs/{id}/tune` (token) | `{"repeats", "seconds", "total_steps", "max_steps"}` → 201 the first audit of a search for the fastest setup; each next step is an audit of its own |
 //! | `GET /api/lessons` | the lessons catalogue |
 //! | `POST /api/lessons/{id}` (token) | `{"settings": {"KNOB": "VALUE"}, "repeats": K, "seconds": T}` → 201 the lesson's audit |
+//! | `GET /api/lessons/checks` | this machine's lesson checks (`hotlab lesson check`), cached |
+//! | `POST /api/lessons/checks` (token) | `{"lessons": ["ID", …], "seconds": T}` (both optional: every lesson, 0.5 s) → 202, the check started |
 //! | `GET /api/audits?run=ID&lesson=ID&limit=N` | audits, newest first |
 //! | `GET /api/audits/{id}`, `POST /api/audits/{id}/stop` (token) | one audit; stop it |
 
@@ -20,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hotlab_shared::audit::{Change, Plan};
 use hotlab_shared::lessons::{self, Lesson, Params};
-use hotlab_shared::protocol::AuditInfo;
+use hotlab_shared::protocol::{AuditInfo, LessonChecks};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -176,6 +178,57 @@ pub async fn run_lesson(
     let params: Params = json_body_or_default(&body)?;
     let plan = lesson.plan(&params)?;
     start(&lab, Request { plan, run: None, lesson: Some((lesson, params)), tune: None }).await
+}
+
+/// `GET /api/lessons/checks`: what the checks found here, and the one running.
+pub async fn lesson_checks(State(lab): State<Lab>) -> Json<LessonChecks> {
+    Json(lab.checks.get())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CheckAsk {
+    /// The lessons to check [all].
+    lessons: Option<Vec<String>>,
+    /// Seconds of training per run [`CHECK_SECONDS`].
+    seconds: Option<f64>,
+}
+
+/// Seconds per run of a lesson check unless the request says (`hotlab lesson check`'s).
+pub const CHECK_SECONDS: f64 = 0.5;
+
+/// `POST /api/lessons/checks`: checks the lessons on this machine, one after another.
+pub async fn check_lessons(State(lab): State<Lab>, _: Operator, body: Bytes) -> ApiResult<Response> {
+    let ask: CheckAsk = json_body_or_default(&body)?;
+    let chosen: Vec<&'static Lesson> = match ask.lessons {
+        None => lessons::LESSONS.iter().collect(),
+        Some(ids) if ids.is_empty() => {
+            return Err(ApiError::bad(
+                "invalid_lessons",
+                "lessons",
+                "name at least one lesson, or leave it out for all",
+            ))
+        }
+        Some(ids) => ids
+            .iter()
+            .map(|id| {
+                let message = format!("no lesson '{id}'; the lessons: {}", lessons::ids().join(", "));
+                lessons::find(id).ok_or_else(|| ApiError::bad("no_such_lesson", "lessons", message))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let seconds = ask.seconds.unwrap_or(CHECK_SECONDS);
+    if !(0.05..=60.0).contains(&seconds) {
+        return Err(ApiError::bad(
+            "invalid_seconds",
+            "seconds",
+            format!("{seconds}: allowed 0.05 to 60 seconds per run"),
+        ));
+    }
+    match lab.checks.start(chosen, seconds) {
+        Some(state) => Ok((StatusCode::ACCEPTED, Json(state)).into_response()),
+        None => Err(ApiError::new(StatusCode::CONFLICT, "check_running", "a check is running; wait for it to end")),
+    }
 }
 
 /// Audits per answer of `GET /api/audits` unless `limit` says, and the most it may say.

@@ -29,11 +29,13 @@
 //! | `POST /api/sweeps` (token), `GET /api/sweeps[/{id}]` | a grid's runs and their table ([`sweep_api`]) |
 //! | `GET /api/worker` (worker token) | a worker's connection ([`crate::wire::link`]) |
 //! | `POST /api/runs/{id}/audit`, `/api/lessons/{id}` (token); `GET /api/audits…`, `/api/lessons` | audits and lessons ([`audit_api`]) |
+//! | `GET /api/lessons/checks`, `POST /api/lessons/checks` (token) | this machine's lesson checks, cached ([`checks`]) |
 
 pub mod api;
 pub mod audit_api;
 pub mod audits;
 pub mod auth;
+pub mod checks;
 pub mod clock;
 pub mod error;
 pub mod extract;
@@ -80,6 +82,7 @@ pub fn router(lab: state::Lab) -> Router {
         .route("/api/runs/{id}/audit", post(audit_api::audit_run))
         .route("/api/runs/{id}/tune", post(audit_api::tune_run))
         .route("/api/lessons", get(audit_api::list_lessons))
+        .route("/api/lessons/checks", get(audit_api::lesson_checks).post(audit_api::check_lessons))
         .route("/api/lessons/{id}", post(audit_api::run_lesson))
         .route("/api/audits", get(audit_api::list_audits))
         .route("/api/audits/{id}", get(audit_api::get_audit))

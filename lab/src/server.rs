@@ -116,12 +116,16 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         }
     });
     let ray_line = ray.as_ref().map_or(String::new(), |r| format!(", Ray jobs on {}", r.head.url()));
-    let manager = crate::runs::Manager::new(store, Arc::clone(&machines), ray, cfg.finished_frames_per_minute, exe)?;
+    let manager =
+        crate::runs::Manager::new(store, Arc::clone(&machines), ray, cfg.finished_frames_per_minute, exe.clone())?;
     let data_dir = cfg.data_dir.canonicalize().unwrap_or(cfg.data_dir);
     let audits = crate::audits::Audits::new(std::sync::Arc::clone(&manager))?;
     let sweeps = crate::sweeps::Sweeps::new(Arc::clone(&manager))?;
+    let device = system.devices.first().map_or_else(|| "this machine".to_string(), |d| d.name.clone());
+    let checks = crate::checks::Checks::new(exe.clone(), &data_dir, device);
     let state = crate::state::Lab {
         sweeps,
+        checks,
         manager,
         machines,
         audits,

@@ -20,6 +20,8 @@ pub struct Lab {
     pub limiter: Arc<super::limit::Limiter>,
     /// The audits and lessons, run one at a time.
     pub audits: Arc<super::audits::Audits>,
+    /// This machine's lesson checks.
+    pub checks: Arc<super::checks::Checks>,
     /// The sweeps.
     pub sweeps: Arc<super::sweeps::Sweeps>,
     /// Permits to read events from the store ([`super::api::STORE_READERS`]).

@@ -36,6 +36,8 @@ pub struct Lesson {
     pub variants: &'static [&'static str],
     pub signature: Signature,
     pub budget: Budget,
+    /// What a GPU measured, for a lesson that needs one (shown where CUDA is missing).
+    pub on_gpu: Option<&'static str>,
 }
 
 /// How long a lesson runs: `repeats` × (2 + 2 × variants) runs of `seconds` each.
@@ -145,6 +147,24 @@ pub struct Figure {
     pub value: f64,
 }
 
+/// What a lesson's quick check found on one machine (`hotlab lesson check`): its slow
+/// setting and each fix trained once, briefly, and whether the signature showed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub lesson: String,
+    /// The signature in words.
+    pub measure: String,
+    /// The slow setting's figure, then each fix's.
+    pub figures: Vec<Figure>,
+    pub shows: bool,
+    /// Why the lesson was not run here (it needs a GPU and this machine has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    /// Why the check failed to measure, where it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// Every lesson, in catalogue order.
 pub const LESSONS: &[Lesson] = &[
     Lesson {
@@ -165,6 +185,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "round trips to worker processes per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "observation-copies",
@@ -183,6 +204,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device copies per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "env-on-device",
@@ -202,6 +224,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device copies per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "per-item-sync",
@@ -220,6 +243,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host syncs per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "op-dispatch",
@@ -238,6 +262,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "µs per rollout forward",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "precision",
@@ -259,6 +284,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "µs per backward pass",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "telemetry",
@@ -278,6 +304,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "telemetry calls per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "cpu-trench",
@@ -312,6 +339,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "reads of the envs' lifecycle state per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_gpu: None,
     },
     Lesson {
         id: "host-batching",
@@ -347,6 +375,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host training passes (sequences of small ops) per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_gpu: None,
     },
     Lesson {
         id: "model-surgery",
@@ -379,6 +408,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "changes to a host's parameter set per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_gpu: None,
     },
     Lesson {
         id: "batch-size",
@@ -397,6 +427,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "rollout forwards per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "world-model-batch",
@@ -426,6 +457,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "train steps per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_gpu: None,
     },
     Lesson {
         id: "encoder-loop",
@@ -453,6 +485,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "encoder calls per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_gpu: None,
     },
     Lesson {
         id: "loss-item",
@@ -482,6 +515,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host syncs per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_gpu: None,
     },
     Lesson {
         id: "update-copies",
@@ -501,6 +535,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device copies per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_gpu: None,
     },
     Lesson {
         id: "stream-waits",
@@ -533,6 +568,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host stream waits per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_gpu: None,
     },
     Lesson {
         id: "replay-copies",
@@ -563,6 +599,10 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device bytes per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_gpu: Some(
+            "on an H200 (docs/gpu-results.md): 265,606 host→device bytes per env step with the replay on the host, \
+            7,104 with it on the device",
+        ),
     },
 ];
 

@@ -70,11 +70,20 @@ pub struct PhaseInfo {
     pub color: &'static str,
     /// The report's line for it.
     pub about: &'static str,
+    /// What one call is, for a phase whose calls do not follow the rollout's steps (a
+    /// minibatch, a train step that the prefill has none of): the bottleneck table
+    /// labels its row with it, so that its calls are not read as per env step.
+    pub per: Option<&'static str>,
 }
 
 impl PhaseInfo {
     pub const fn new(phase: Phase, kind: PhaseKind, color: &'static str, about: &'static str) -> Self {
-        Self { phase, kind, color, about }
+        Self { phase, kind, color, about, per: None }
+    }
+
+    /// Labels its calls: one per `what`.
+    pub const fn per(self, what: &'static str) -> Self {
+        Self { per: Some(what), ..self }
     }
 }
 
@@ -85,13 +94,13 @@ pub const CORE_PHASES: &[PhaseInfo] = &[
     PhaseInfo::new(Phase::OBS_TRANSFER, PhaseKind::Data, "#e879a0", "observations to the device"),
     PhaseInfo::new(Phase::ACTION_READBACK, PhaseKind::Data, "#c792ea", "actions back to the host"),
     PhaseInfo::new(Phase::ROLLOUT_STORE, PhaseKind::Data, "#d8b36a", "writing steps into the rollout buffer"),
-    PhaseInfo::new(Phase::GAE, PhaseKind::Data, "#b0885a", "bootstrap values and advantages"),
+    PhaseInfo::new(Phase::GAE, PhaseKind::Data, "#b0885a", "bootstrap values and advantages").per("update"),
     PhaseInfo::new(Phase::POLICY_FORWARD, PhaseKind::Forward, "#4cc38a", "the rollout's policy forward"),
-    PhaseInfo::new(Phase::UPDATE_FORWARD, PhaseKind::Forward, "#2e9e6e", "the update's forward pass"),
-    PhaseInfo::new(Phase::BACKWARD, PhaseKind::Backward, "#4a90e2", "the update's backward pass"),
-    PhaseInfo::new(Phase::OPTIMIZER, PhaseKind::Backward, "#7aa7e8", "gradient clip and Adam"),
-    PhaseInfo::new(Phase::TELEMETRY, PhaseKind::Bookkeeping, "#9aa0a6", "gradient statistics"),
-    PhaseInfo::new(Phase::PUBLISH, PhaseKind::Bookkeeping, "#6b7785", "metrics to observers"),
+    PhaseInfo::new(Phase::UPDATE_FORWARD, PhaseKind::Forward, "#2e9e6e", "the update's forward pass").per("minibatch"),
+    PhaseInfo::new(Phase::BACKWARD, PhaseKind::Backward, "#4a90e2", "the update's backward pass").per("minibatch"),
+    PhaseInfo::new(Phase::OPTIMIZER, PhaseKind::Backward, "#7aa7e8", "gradient clip and Adam").per("minibatch"),
+    PhaseInfo::new(Phase::TELEMETRY, PhaseKind::Bookkeeping, "#9aa0a6", "gradient statistics").per("update"),
+    PhaseInfo::new(Phase::PUBLISH, PhaseKind::Bookkeeping, "#6b7785", "metrics to observers").per("update"),
     PhaseInfo::new(
         Phase::OTHER,
         PhaseKind::Bookkeeping,

@@ -542,3 +542,21 @@ pub struct Load {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_utilization: Option<f64>,
 }
+
+/// The lab machine's lesson checks (`GET /api/lessons/checks`): what `hotlab lesson check`
+/// found here, one process per lesson, cached in the lab's data dir.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LessonChecks {
+    /// The newest check of each lesson checked here, in catalogue order.
+    pub checks: Vec<crate::lessons::Check>,
+    /// When the newest check ended (ms since the epoch), if one has.
+    pub checked_ms: Option<u64>,
+    /// What they ran on (the first device's name).
+    pub machine: String,
+    /// The lesson being checked now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// Lessons queued after it.
+    #[serde(default)]
+    pub left: usize,
+}

@@ -15,7 +15,7 @@ use crate::counters::{Count, CountInfo};
 use crate::knobs::Knob;
 use crate::profile::{Phase, PhaseInfo, Profile};
 use crate::report::Recommendation;
-use crate::spec::{Backend, Inference, RunSpec, SpecError};
+use crate::spec::{Backend, Inference, Preset, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
 /// What a workload's settings say about themselves, and the report rules it brings.
@@ -38,6 +38,8 @@ pub trait Settings: Default {
     const ENV_PARTS: &'static [Phase] = &[];
     /// What its envs count of their own work (at most `counters::ENV_COUNTS`).
     const COUNTS: &'static [CountInfo] = &[];
+    /// Its presets: named whole specs that run it, each with a line on what it shows.
+    const PRESETS: &'static [Preset] = &[];
     /// A buffer of its own the memory check counts: its knob, what it is, its bytes, and
     /// the fix when it does not fit.
     fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
@@ -208,6 +210,11 @@ macro_rules! registry {
             all.sort_by_key(|i| i.kind);
             all
         });
+
+        /// Every workload's presets, in the registry's order.
+        pub fn presets() -> impl Iterator<Item = &'static Preset> {
+            [$(<$settings as Settings>::PRESETS),+].into_iter().flatten()
+        }
 
         /// Every workload's own counts.
         pub static COUNTS: std::sync::LazyLock<Vec<CountInfo>> = std::sync::LazyLock::new(|| {

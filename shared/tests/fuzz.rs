@@ -73,7 +73,7 @@ proptest! {
         proof in any::<bool>(),
         flat in any::<bool>(),
     ) {
-        let base = if proof { hotlab_shared::spec::Preset::Proof.spec() } else { RunSpec::default() };
+        let base = if proof { hotlab_shared::spec::Preset::find("proof").unwrap().spec() } else { RunSpec::default() };
         let mut spec = serde_json::to_value(&base).unwrap().as_object().unwrap().clone();
         let knob = &KNOBS[knob];
         if flat {

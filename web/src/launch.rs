@@ -5,7 +5,7 @@
 use crate::api::{self, ApiError};
 use hotlab_shared::knobs::{workload_name, Knob, KnobKind, GROUPS, KNOBS};
 use hotlab_shared::spec::EnvName;
-use hotlab_shared::spec::Preset;
+use hotlab_shared::spec::{presets, Preset};
 use leptos::prelude::*;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -13,7 +13,7 @@ use std::collections::HashMap;
 pub type Spec = Map<String, Value>;
 
 /// A preset's spec as JSON fields.
-pub fn preset(p: Preset) -> Spec {
+pub fn preset(p: &Preset) -> Spec {
     serde_json::to_value(p.spec()).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default()
 }
 
@@ -83,8 +83,15 @@ fn Field(
 }
 
 #[component]
-pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>, on_sweep: Callback<u64>) -> impl IntoView {
-    let spec = RwSignal::new(preset(Preset::Cleanrl));
+pub fn LaunchPanel(
+    operator: Signal<bool>,
+    /// The form's spec (the home sets it to a preset's).
+    spec: RwSignal<Spec>,
+    /// The preset it started from.
+    picked: RwSignal<&'static str>,
+    on_launched: Callback<u64>,
+    on_sweep: Callback<u64>,
+) -> impl IntoView {
     // The workload's own fields show only for it (a memo: fields re-render when it changes).
     let env = Memo::new(move |_| spec.with(|s| workload_name(s)?.parse::<EnvName>().ok()));
     let errors = RwSignal::new(HashMap::<String, String>::new());
@@ -111,13 +118,13 @@ pub fn LaunchPanel(operator: Signal<bool>, on_launched: Callback<u64>, on_sweep:
             busy.set(false);
         });
     };
-    let presets = Preset::ALL.iter().map(|&name| {
-        let p: Preset = serde_json::from_value(Value::String(name.into())).expect("a preset");
+    let presets = presets::all().map(|p| {
         view! {
-            <button type="button" class="preset" on:click=move |_| {
+            <button type="button" class="preset" title=p.about on:click=move |_| {
                 spec.set(preset(p));
+                picked.set(p.name);
                 errors.set(HashMap::new());
-            }>{name}</button>
+            }>{p.name}</button>
         }
     });
     view! {
@@ -164,12 +171,12 @@ mod tests {
         assert_eq!(KnobKind::IntList.value("64, 64"), serde_json::json!([64, 64]));
         assert_eq!(KnobKind::OptionalText.value(""), Value::Null);
         assert_eq!(KnobKind::Bool.value("true"), Value::Bool(true));
-        let spec = preset(Preset::Cleanrl);
+        let spec = preset(presets::default());
         let get = |spec: &Spec, name| shown(hotlab_shared::knobs::find(name).unwrap().get(spec).as_ref());
         assert_eq!(get(&spec, "hidden"), "64,64");
         assert_eq!(get(&spec, "backend"), "vectorized");
         assert_eq!(get(&spec, "env"), "cartpole");
-        let proof = preset(Preset::Proof);
+        let proof = preset(Preset::find("proof").unwrap());
         assert_eq!(get(&proof, "queries"), "");
         assert_eq!(get(&proof, "proof_depth"), "10");
         for (spec, env) in [(&spec, EnvName::Cartpole), (&proof, EnvName::Proof)] {

@@ -1,15 +1,18 @@
-//! `#/lessons` (the catalogue as cards) and `#/lesson/ID` (one lesson: its story, its
-//! parameters, and its latest run followed live, side by side, ending in the verdicts).
+//! `#/lessons` (the catalogue as cards, each with whether it shows on this machine),
+//! `#/lesson/ID` (one lesson: its story, its parameters, and its latest run followed live,
+//! side by side, ending in the verdicts) and `#/lessons?present=1` (the presenter's tour:
+//! a lesson a screen in large type, forward and back with the arrow keys).
 //!
 //! The lesson's parameters live in the URL, so a link opens the same lesson as it was
 //! set. Anyone sees the newest run of a lesson (a class follows the operator's); only the
 //! operator starts one.
 
 use crate::audits::AuditTable;
-use crate::route::{LessonLink, Route};
+use crate::format::si;
+use crate::route::{LessonLink, Route, Tour};
 use hotlab_shared::knobs;
-use hotlab_shared::lessons::{self, Lesson, Params};
-use hotlab_shared::protocol::AuditInfo;
+use hotlab_shared::lessons::{self, Check, Lesson, Params};
+use hotlab_shared::protocol::{AuditInfo, LessonChecks};
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -18,22 +21,183 @@ fn lead(l: &Lesson) -> &str {
     l.phenomenon.split_once(". ").map_or(l.phenomenon, |(first, _)| first)
 }
 
+/// What a lesson's card says of this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// Its check found the signature here.
+    Shows,
+    /// Its check ran and the signature did not show.
+    NotShown,
+    /// It needs a GPU this machine lacks (with what a GPU measured, where known).
+    NeedsGpu,
+    /// Its check could not measure.
+    Failed,
+    /// Not checked here yet.
+    Unchecked,
+}
+
+impl Seen {
+    fn class(self) -> &'static str {
+        match self {
+            Seen::Shows => "seen shows",
+            Seen::NotShown => "seen not-shown",
+            Seen::NeedsGpu => "seen gpu",
+            Seen::Failed => "seen failed",
+            Seen::Unchecked => "seen unchecked",
+        }
+    }
+}
+
+/// The check's line on a lesson's card: from this machine's check, else what a GPU measured
+/// for a lesson that needs one, else that it has not been checked.
+pub fn seen(lesson: &Lesson, check: Option<&Check>, cuda: bool) -> (Seen, String) {
+    let figures = |c: &Check| c.figures.iter().map(|f| si(f.value)).collect::<Vec<_>>().join(" → ");
+    let gpu = || format!("needs a GPU; {}", lesson.on_gpu.unwrap_or("not yet measured on one"));
+    match check {
+        Some(c) if c.skipped.is_some() => (Seen::NeedsGpu, gpu()),
+        Some(c) if c.error.is_some() => {
+            let e = c.error.as_deref().unwrap_or_default();
+            (Seen::Failed, format!("the check failed here: {}", e.lines().last().unwrap_or(e)))
+        }
+        Some(c) if c.shows => (Seen::Shows, format!("shows here: {} {}", c.measure, figures(c))),
+        Some(c) => (Seen::NotShown, format!("did not show here: {} {}", c.measure, figures(c))),
+        None if lesson.needs_gpu() && !cuda => (Seen::NeedsGpu, gpu()),
+        None => (Seen::Unchecked, "not checked on this machine yet".into()),
+    }
+}
+
+/// This machine's lesson checks, asked again every 2 s while one runs.
+fn follow_checks(checks: RwSignal<Option<LessonChecks>>) {
+    let ask = move || {
+        leptos::task::spawn_local(async move {
+            if let Ok(c) = crate::api::get::<LessonChecks>("/api/lessons/checks").await {
+                checks.try_set(Some(c));
+            }
+        })
+    };
+    ask();
+    let running = move || checks.try_with_untracked(|c| c.as_ref().is_some_and(|c| c.running.is_some()));
+    if let Ok(handle) = set_interval_with_handle(
+        move || {
+            if running().unwrap_or(false) {
+                ask();
+            }
+        },
+        Duration::from_secs(2),
+    ) {
+        on_cleanup(move || handle.clear());
+    }
+}
+
+/// The catalogue as cards: each lesson's row, title, phenomenon in a line, and what its
+/// check found on this machine; with the button that checks them all (the operator's).
 #[component]
-pub fn LessonsList() -> impl IntoView {
+pub fn LessonCards(operator: Signal<bool>, #[prop(optional)] compact: bool) -> impl IntoView {
+    let checks = RwSignal::new(None::<LessonChecks>);
+    let cuda = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    follow_checks(checks);
+    leptos::task::spawn_local(async move {
+        if let Ok(s) = crate::api::get::<hotlab_shared::system::SystemInfo>("/api/system").await {
+            cuda.try_set(s.cuda_available);
+        }
+    });
+    let check_all = move |_| {
+        error.set(None);
+        leptos::task::spawn_local(async move {
+            match crate::api::post::<LessonChecks>("/api/lessons/checks", "{}").await {
+                Ok(c) => checks.set(Some(c)),
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    let running = move || checks.with(|c| c.as_ref().and_then(|c| c.running.clone().map(|r| (r, c.left))));
+    let checked = move || checks.with(|c| c.as_ref().map_or(0, |c| c.checks.len()));
+    view! {
+        <div class=if compact { "cards lesson-cards compact" } else { "cards lesson-cards" }>
+            {lessons::LESSONS.iter().map(|l| {
+                let line = move || {
+                    checks.with(|c| {
+                        let check = c.as_ref().and_then(|c| c.checks.iter().find(|k| k.lesson == l.id));
+                        seen(l, check, cuda.get())
+                    })
+                };
+                view! {
+                    <a class="card" data-testid="lesson-card" data-lesson=l.id href=format!("#/lesson/{}", l.id)>
+                        <span class="row">"row "{l.row}{l.needs_gpu().then_some(" · needs a GPU")}</span>
+                        <h3>{l.title}</h3>
+                        {(!compact).then(|| view! { <p>{lead(l)}"."</p> })}
+                        <p class=move || line().0.class() data-testid="lesson-seen">{move || line().1}</p>
+                    </a>
+                }
+            }).collect_view()}
+        </div>
+        <p class="checks-line" data-testid="lesson-checks">
+            {move || match running() {
+                Some((lesson, left)) => format!("checking {lesson} on this machine ({left} after it)… "),
+                None => checks.with(|c| c.as_ref().map_or(String::new(), |c| match c.checked_ms {
+                    Some(_) => format!("{} of {} lessons checked on {}. ", c.checks.len(), lessons::LESSONS.len(), c.machine),
+                    None => format!("Not checked on {} yet. ", c.machine),
+                })),
+            }}
+            <button data-testid="check-lessons" prop:disabled=move || !operator.get() || running().is_some()
+                on:click=check_all>{move || if checked() == 0 { "Check this machine" } else { "Check again" }}</button>
+            <span class="muted">" trains each lesson's slow setting and fixes for half a second: about a minute in all"</span>
+            <span class="error">{move || error.get().unwrap_or_default()}</span>
+        </p>
+    }
+}
+
+#[component]
+pub fn LessonsList(operator: Signal<bool>) -> impl IntoView {
     view! {
         <section class="panel">
             <h2>"Lessons"</h2>
-            <p class="muted">"Each lesson runs a bottleneck's slow setting and its fix side by side, interleaved, and ends with the measured verdict."</p>
-            <div class="cards">
-                {lessons::LESSONS.iter().map(|l| view! {
-                    <a class="card" data-testid="lesson-card" href=format!("#/lesson/{}", l.id)>
-                        <span class="row">"row "{l.row}{l.needs_gpu().then_some(" · needs a GPU")}</span>
-                        <h3>{l.title}</h3>
-                        <p>{lead(l)}"."</p>
-                    </a>
-                }).collect_view()}
-            </div>
+            <p class="muted">"Each lesson runs a bottleneck's slow setting and its fix side by side, interleaved, and ends with the measured verdict. "
+                <a href="#/lessons?present=1" data-testid="tour-link">"Present them"</a>" one per screen."</p>
+            <LessonCards operator/>
         </section>
+    }
+}
+
+/// The presenter's tour: the lesson at `tour.at` in presenter mode, with the way forward
+/// and back (buttons and the arrow keys).
+#[component]
+pub fn Tour(tour: Tour, operator: Signal<bool>, go: Callback<Route>) -> impl IntoView {
+    let count = lessons::LESSONS.len();
+    let at = tour.at.clamp(1, count);
+    let lesson = &lessons::LESSONS[at - 1];
+    let step = {
+        let tour = tour.clone();
+        move |to: usize| go.run(Route::Tour(Tour { at: to, ..tour.clone() }))
+    };
+    let (back, forward) = (step.clone(), step.clone());
+    let keys = window_event_listener(leptos::ev::keydown, move |ev| {
+        // Not while typing in a field.
+        let typing =
+            ev.target().and_then(|t| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlInputElement>(t).ok()).is_some();
+        match ev.key().as_str() {
+            "ArrowRight" | "PageDown" if !typing && at < count => step(at + 1),
+            "ArrowLeft" | "PageUp" if !typing && at > 1 => step(at - 1),
+            _ => {}
+        }
+    });
+    on_cleanup(move || keys.remove());
+    let link = LessonLink {
+        id: lesson.id.to_string(),
+        repeats: tour.repeats.clone(),
+        seconds: tour.seconds.clone(),
+        present: true,
+        ..LessonLink::default()
+    };
+    view! {
+        <nav class="tour" data-testid="tour">
+            <button data-testid="tour-back" prop:disabled=at == 1 on:click=move |_| back(at - 1)>"← back"</button>
+            <span class="tour-at" data-testid="tour-at">{format!("{at} / {count}")}</span>
+            <button data-testid="tour-forward" prop:disabled=at == count on:click=move |_| forward(at + 1)>"forward →"</button>
+            <a href="#/lessons">"leave the tour"</a>
+        </nav>
+        <LessonView link operator go/>
     }
 }
 
@@ -160,6 +324,7 @@ pub fn LessonView(link: LessonLink, operator: Signal<bool>, go: Callback<Route>)
             </section>
             <section class="panel">
                 <h3>"Side by side"</h3>
+                <crate::guide::Explain section="verdicts"/>
                 {move || match audit.get() {
                     None => view! { <p class="muted" data-testid="lesson-idle">"This lesson has not run yet."</p> }.into_any(),
                     Some(a) => {

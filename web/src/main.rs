@@ -1,10 +1,13 @@
 //! The hotlab web lab (Leptos, client-side rendered, wasm32).
 //!
-//! - `#/` the lab: the launch panel, the run history, the system panel and the machines;
+//! - `#/` the lab's home: three ways in (a preset's run, a lesson, the playground), then the
+//!   launch form, the run history, the system panel and the machines;
 //! - `#/run/ID` one run, live over its WebSocket (or replayed when it is over);
 //! - `#/compare/A,B,…` runs side by side;
 //! - `#/playground` (or `/playground`) CartPole stepped in the browser, WebGPU or wasm CPU;
 //! - `#/lessons`, `#/lesson/ID?…` the lessons, each run live with its verdicts;
+//!   `#/lessons?present=1` the presenter's tour, a lesson a screen;
+//! - `#/guide/SECTION` the guide to the panels (`docs/guide.md`);
 //! - `#/sweep/ID` a sweep: its cells' runs, steps/s and return, the best cell.
 //!
 //! The pure parts (folding events, chart data, ratios, formatting, routes, form values)
@@ -17,7 +20,9 @@ mod charts;
 mod compare;
 mod compare_view;
 mod format;
+mod guide;
 mod history;
+mod home;
 mod launch;
 mod lessons;
 mod machines;
@@ -41,7 +46,7 @@ fn gib(bytes: Option<u64>) -> String {
 }
 
 #[component]
-fn SystemPanel() -> impl IntoView {
+pub fn SystemPanel() -> impl IntoView {
     let system = RwSignal::new(None::<Result<SystemInfo, String>>);
     leptos::task::spawn_local(async move {
         system.set(Some(api::get::<SystemInfo>("/api/system").await.map_err(|e| e.message)));
@@ -111,7 +116,6 @@ fn App() -> impl IntoView {
     });
     let operator = Signal::from(operator);
     let launched = Callback::new(move |id: u64| go.run(Route::Run(id)));
-    let swept = Callback::new(move |id: u64| go.run(Route::Sweep(id)));
     view! {
         <header class="top">
             <h1><a href="#/">"hotlab"</a></h1>
@@ -124,22 +128,7 @@ fn App() -> impl IntoView {
             <span class="role" data-testid="role">{move || if operator.get() { "operator" } else { "viewer" }}</span>
         </header>
         {move || match route.get() {
-            Route::Home => view! {
-                <main class="home">
-                    <section class="panel launch-panel">
-                        <h2>"Launch a run"</h2>
-                        <launch::LaunchPanel operator on_launched=launched on_sweep=swept/>
-                    </section>
-                    <div class="side">
-                        <section class="panel">
-                            <h2>"History"</h2>
-                            <history::History go/>
-                        </section>
-                        <SystemPanel/>
-                        <machines::MachinesPanel/>
-                    </div>
-                </main>
-            }.into_any(),
+            Route::Home => view! { <home::Home operator go/> }.into_any(),
             Route::Run(id) => view! {
                 <main class="run"><run_view::RunView id operator on_launched=launched/></main>
             }.into_any(),
@@ -147,7 +136,9 @@ fn App() -> impl IntoView {
                 <main class="run"><compare_view::CompareView ids/></main>
             }.into_any(),
             Route::Playground => view! { <main class="pg"><playground::Playground/></main> }.into_any(),
-            Route::Lessons => view! { <main class="lessons"><lessons::LessonsList/></main> }.into_any(),
+            Route::Lessons => view! { <main class="lessons"><lessons::LessonsList operator/></main> }.into_any(),
+            Route::Tour(tour) => view! { <main class="run"><lessons::Tour tour operator go/></main> }.into_any(),
+            Route::Guide(section) => view! { <main class="run"><guide::Guide section/></main> }.into_any(),
             Route::Lesson(link) => view! { <main class="run"><lessons::LessonView link operator go/></main> }.into_any(),
             Route::Sweep(id) => view! { <main class="run"><sweeps::SweepView id/></main> }.into_any(),
         }}

@@ -2,8 +2,9 @@
 //! view: `#/` the lab, `#/run/7` a run, `#/compare/3,4` runs side by side,
 //! `#/playground` (or the path `/playground`) CartPole in the browser, `#/lessons` the
 //! lessons and `#/lesson/ID?KNOB=VALUE&repeats=K&seconds=T&hide=KNOB,…&present=1` one
-//! lesson with its parameters (a teacher's link opens it as it was set), `#/sweep/ID` a
-//! sweep's table.
+//! lesson with its parameters (a teacher's link opens it as it was set),
+//! `#/lessons?present=1&at=N&seconds=T&repeats=K` the presenter's tour at its Nth lesson,
+//! `#/guide/SECTION` the guide to the panels, `#/sweep/ID` a sweep's table.
 
 use std::collections::BTreeMap;
 
@@ -14,8 +15,51 @@ pub enum Route {
     Compare(Vec<u64>),
     Playground,
     Lessons,
+    Tour(Tour),
     Lesson(LessonLink),
     Sweep(u64),
+    /// The guide, at a section (empty: its top).
+    Guide(String),
+}
+
+/// The presenter's tour: a lesson a screen, in catalogue order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tour {
+    /// The lesson on screen, from 1.
+    pub at: usize,
+    /// Budgets for every lesson's run, over each lesson's own.
+    pub seconds: Option<String>,
+    pub repeats: Option<String>,
+}
+
+impl Tour {
+    /// From the query after `lessons?`; None when it is not a tour (`present` absent or 0).
+    fn parse(query: &str) -> Option<Self> {
+        let mut tour = Tour { at: 1, seconds: None, repeats: None };
+        let mut present = false;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "present" => present = v != "0",
+                "at" => tour.at = v.parse().unwrap_or(1).max(1),
+                "seconds" => tour.seconds = Some(unescape(v)),
+                "repeats" => tour.repeats = Some(unescape(v)),
+                _ => {}
+            }
+        }
+        present.then_some(tour)
+    }
+
+    fn hash(&self) -> String {
+        let mut h = format!("#/lessons?present=1&at={}", self.at);
+        if let Some(s) = &self.seconds {
+            h.push_str(&format!("&seconds={s}"));
+        }
+        if let Some(r) = &self.repeats {
+            h.push_str(&format!("&repeats={r}"));
+        }
+        h
+    }
 }
 
 /// A lesson and the parameters its link carries.
@@ -107,7 +151,11 @@ impl Route {
                 ids.filter(|v| !v.is_empty()).map_or(Route::Home, Route::Compare)
             }
             (Some("playground"), _) => Route::Playground,
+            (Some(lessons), _) if lessons.starts_with("lessons?") => {
+                Tour::parse(&lessons["lessons?".len()..]).map_or(Route::Lessons, Route::Tour)
+            }
             (Some("lessons"), _) => Route::Lessons,
+            (Some("guide"), section) => Route::Guide(section.unwrap_or("").trim_matches('/').to_string()),
             (Some("lesson"), Some(rest)) => LessonLink::parse(rest).map_or(Route::Lessons, Route::Lesson),
             (Some("sweep"), Some(id)) => id.parse().map_or(Route::Home, Route::Sweep),
             _ => Route::Home,
@@ -133,8 +181,11 @@ impl Route {
             }
             Route::Playground => "#/playground".into(),
             Route::Lessons => "#/lessons".into(),
+            Route::Tour(tour) => tour.hash(),
             Route::Lesson(link) => link.hash(),
             Route::Sweep(id) => format!("#/sweep/{id}"),
+            Route::Guide(s) if s.is_empty() => "#/guide".into(),
+            Route::Guide(s) => format!("#/guide/{s}"),
         }
     }
 }
@@ -163,6 +214,10 @@ mod tests {
             Route::Lesson(link),
             Route::Lesson(lesson),
             Route::Sweep(5),
+            Route::Tour(Tour { at: 3, seconds: Some("0.5".into()), repeats: None }),
+            Route::Tour(Tour { at: 1, seconds: None, repeats: Some("1".into()) }),
+            Route::Guide("noise".into()),
+            Route::Guide(String::new()),
         ] {
             assert_eq!(Route::parse(&r.hash()), r);
         }
@@ -173,6 +228,10 @@ mod tests {
         assert_eq!(Route::parse("#/run/x"), Route::Home);
         assert_eq!(Route::parse("#/compare/"), Route::Home);
         assert_eq!(Route::parse("#/compare/1,b"), Route::Home);
+        assert_eq!(Route::parse("#/lessons?present=1"), Route::Tour(Tour { at: 1, seconds: None, repeats: None }));
+        assert_eq!(Route::parse("#/lessons?present=0&at=3"), Route::Lessons, "present=0 is the catalogue");
+        assert_eq!(Route::parse("#/lessons?present=1&at=x"), Route::Tour(Tour { at: 1, seconds: None, repeats: None }));
+        assert_eq!(Route::parse("#/lessons?present=1&at=0"), Route::Tour(Tour { at: 1, seconds: None, repeats: None }));
     }
 
     #[test]

@@ -4,13 +4,14 @@
 
 use crate::charts::{Chart, Line};
 use crate::format::{bytes, percent, seconds, si};
+use crate::guide::Explain;
 use crate::phases::PhaseBars;
 use crate::rollout::RolloutView;
 use crate::run_data::{chart_points, series, RunData};
 use crate::stream::{self, Link};
 use hotlab_shared::protocol::{Event, RunInfo, RunStatus};
 use hotlab_shared::report::Report;
-use hotlab_shared::workloads::count_label;
+use hotlab_shared::workloads::{count_label, phase_info};
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -181,10 +182,13 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
         </section>
         <section class="panel">
             <h2>"Bottlenecks"</h2>
+            <Explain section="bottlenecks"/>
             {move || report.get().map(|r| view! { <ReportView report=r operator launch=launch_variant audit=audit_change audits/> })}
         </section>
         <section class="panel">
             <h2>"Audits"</h2>
+            <Explain section="verdicts"/>
+            <Explain section="noise"/>
             <p>
                 <button data-testid="tune-button" prop:disabled=move || !operator.get()
                     on:click=move |_| crate::audits::request_tune(id, load_error, audits)>"Find the fastest setup"</button>
@@ -194,10 +198,12 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
         </section>
         <section class="panel">
             <h2>"Phase split per update"</h2>
+            <Explain section="phase-split"/>
             <PhaseBars bars=windows testid="phase-split"/>
         </section>
         <section class="panel">
             <h2>"Counters"</h2>
+            <Explain section="counters"/>
             <Counters data/>
         </section>
         <section class="panel">
@@ -239,7 +245,9 @@ fn ReportView(
                         <td><span class="swatch" style:background=crate::phases::color(r.phase)></span>{r.phase.name()}</td>
                         <td class="num">{seconds(r.wall_s)}</td>
                         <td class="num">{percent(r.percent)}</td>
-                        <td class="num">{r.calls}</td>
+                        <td class="num">{r.calls}{phase_info(r.phase).and_then(|i| i.per).map(|per| view! {
+                            <span class="per" data-testid="row-per">" per "{per}</span>
+                        })}</td>
                         <td class="num">{seconds(r.per_call_us / 1e6)}</td>
                         <td>{r.diagnosis.clone()}</td>
                     </tr>

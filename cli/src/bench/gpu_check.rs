@@ -6,7 +6,7 @@ use cudarc::driver::sys::CUevent_flags;
 use hotlab_shared::cartpole::{dynamics_f32, terminated_f32, MAX_STEPS, RESET_BOUND};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::rng::{action_rng, EnvRng, HostRng};
-use hotlab_shared::spec::{self, ActionSync, Backend, ExecSpec, Inference, Preset, RunSpec};
+use hotlab_shared::spec::{self, ActionSync, Backend, ExecSpec, Inference, RunSpec};
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::cuda::gpu::{ptr, Arg, Gpu, Support};
 use hotlab_train::cuda::nvrtc;
@@ -525,7 +525,7 @@ fn benchmarks(gpu: &Arc<Gpu>, max_log2: u32) -> Value {
         }
     }
     let mut runs = Vec::new();
-    let wide = Preset::Wide.spec();
+    let wide = spec::Preset::find("wide").expect("a preset").spec();
     let device_run = |envs: usize, inference: Inference| RunSpec {
         device: "cuda".into(),
         exec: ExecSpec { backend: Backend::Device, inference, ..ExecSpec::default() },

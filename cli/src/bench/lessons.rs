@@ -4,22 +4,7 @@
 
 use anyhow::{Context, Result};
 use hotlab_shared::audit::Plan;
-use hotlab_shared::lessons::{Figure, Lesson, Params};
-use serde::Serialize;
-
-/// What one lesson's check found.
-#[derive(Clone, Debug, Serialize)]
-pub struct Check {
-    pub lesson: &'static str,
-    /// The signature in words.
-    pub measure: &'static str,
-    /// The slow setting's figure, then each fix's.
-    pub figures: Vec<Figure>,
-    pub shows: bool,
-    /// Why the lesson was not run here (it needs a GPU and this machine has none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<String>,
-}
+use hotlab_shared::lessons::{Check, Figure, Lesson, Params};
 
 /// Why `lesson` cannot run as `plan` says on this machine, if it cannot: its runs are on
 /// CUDA and this machine has none.
@@ -35,11 +20,12 @@ pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
     let plan = lesson.plan(params)?;
     if let Some(why) = unrunnable(lesson, &plan) {
         return Ok(Check {
-            lesson: lesson.id,
-            measure: lesson.signature.text,
+            lesson: lesson.id.into(),
+            measure: lesson.signature.text.into(),
             figures: Vec::new(),
             shows: false,
             skipped: Some(why),
+            error: None,
         });
     }
     let mut figures = Vec::new();
@@ -51,5 +37,12 @@ pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
         figures.push(Figure { setting: label.to_string(), value });
     }
     let shows = figures[1..].iter().all(|f| lesson.signature.shows(figures[0].value, f.value));
-    Ok(Check { lesson: lesson.id, measure: lesson.signature.text, figures, shows, skipped: None })
+    Ok(Check {
+        lesson: lesson.id.into(),
+        measure: lesson.signature.text.into(),
+        figures,
+        shows,
+        skipped: None,
+        error: None,
+    })
 }

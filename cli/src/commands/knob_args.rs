@@ -8,7 +8,7 @@ use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use hotlab_shared::knobs::{Knob, KnobKind, KNOBS};
-use hotlab_shared::spec::{Preset, RunSpec, WorkloadSpec};
+use hotlab_shared::spec::{presets, RunSpec, WorkloadSpec};
 use serde_json::Value;
 
 /// Which knobs a command takes.
@@ -94,20 +94,15 @@ fn shown(v: &Value) -> String {
 }
 
 /// `[default: 4]`, or each preset's value where they differ: `[cleanrl: 4, wide: 1024,
-/// proof: 64]`. A workload's own setting has its workload's default.
+/// proof: 64, …]`. A workload's own setting has its workload's default.
 fn defaults(knob: &Knob) -> String {
     let json = |spec: RunSpec| serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned());
     if let Some(w) = knob.workload {
         let spec = RunSpec { workload: WorkloadSpec::default_for(w), ..RunSpec::default() };
         return json(spec).and_then(|j| knob.get(&j)).map_or_else(String::new, |v| format!("[default: {}]", shown(&v)));
     }
-    let values: Vec<(&str, String)> = Preset::ALL
-        .iter()
-        .filter_map(|p| {
-            let spec = p.parse::<Preset>().ok()?.spec();
-            Some((*p, shown(&knob.get(&json(spec)?)?)))
-        })
-        .collect();
+    let values: Vec<(&str, String)> =
+        presets::all().filter_map(|p| Some((p.name, shown(&knob.get(&json(p.spec())?)?)))).collect();
     match values.first() {
         Some((_, first)) if values.iter().all(|(_, v)| v == first) => format!("[default: {first}]"),
         Some(_) => format!("[{}]", values.iter().map(|(p, v)| format!("{p}: {v}")).collect::<Vec<_>>().join(", ")),
@@ -258,7 +253,7 @@ mod tests {
     #[test]
     fn help_shows_each_presets_default_and_the_workloads_under_their_own_headings() {
         let help = <Cli as clap::CommandFactory>::command().render_long_help().to_string();
-        assert!(help.contains("[cleanrl: 4, wide: 1024, proof: 64]"), "{help}");
+        assert!(help.contains("[cleanrl: 4, wide: 1024, proof: 64, morpho: 8, dreamer: 4]"), "{help}");
         assert!(help.contains("[default: 0.99]"), "{help}");
         assert!(help.contains("Morpho settings (--env morpho)") && help.contains("[default: 12]"), "{help}");
         assert!(help.contains("--no-anneal-lr"), "{help}");

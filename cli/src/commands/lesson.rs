@@ -85,7 +85,8 @@ fn check(a: CheckArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string(&checks)?);
     }
-    let missing: Vec<&str> = checks.iter().filter(|c| !c.shows && c.skipped.is_none()).map(|c| c.lesson).collect();
+    let missing: Vec<&str> =
+        checks.iter().filter(|c| !c.shows && c.skipped.is_none()).map(|c| c.lesson.as_str()).collect();
     anyhow::ensure!(missing.is_empty(), "the signature did not show for {}", missing.join(", "));
     Ok(())
 }

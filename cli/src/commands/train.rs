@@ -4,18 +4,17 @@
 use super::knob_args::KnobArgs;
 use anyhow::{Context, Result};
 use clap::Args;
-use hotlab_shared::spec::{Preset, RunSpec, SpecError};
+use hotlab_shared::spec::{presets, Preset, RunSpec, SpecError};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// Starting point: `cleanrl` (4 envs × 128 steps, 4 epochs, 4 minibatches, 500k steps),
-    /// `wide` (1024 envs × 128 steps, 4 epochs, 32 minibatches, 5M steps) or `proof` (the
-    /// proof env, 64 envs × 128 steps, lr 0.003, 1M steps); explicit flags override it.
-    #[arg(long, default_value = "cleanrl")]
-    pub preset: Preset,
+    /// Starting point: a whole spec, declared by the workload it runs; explicit flags
+    /// override it.
+    #[arg(long, default_value = "cleanrl", value_parser = preset_parser())]
+    pub preset: &'static Preset,
     /// Every setting of the run, one flag per knob of the spec.
     #[command(flatten)]
     pub knobs: KnobArgs,
@@ -33,6 +32,14 @@ impl TrainArgs {
     pub fn spec(&self) -> Result<RunSpec, SpecError> {
         self.knobs.apply(self.preset.spec())
     }
+}
+
+/// `--preset`: the presets' names, each with its line in `--help`.
+fn preset_parser() -> impl clap::builder::TypedValueParser<Value = &'static Preset> {
+    use clap::builder::TypedValueParser;
+    let names = presets::all().map(|p| clap::builder::PossibleValue::new(p.name).help(p.about));
+    clap::builder::PossibleValuesParser::new(names.collect::<Vec<_>>())
+        .map(|name: String| Preset::find(&name).expect("clap checked the name"))
 }
 
 #[derive(Args, Debug)]

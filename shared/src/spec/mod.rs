@@ -12,8 +12,10 @@
 
 pub(crate) mod choices;
 pub mod json;
+pub mod presets;
 
 pub use choices::{ActionSync, Backend, Inference, Precision, RolloutCopy, Transfer, WaitMode};
+pub use presets::Preset;
 // Each workload's settings and choices are its module's (`crate::workloads`); named here
 // too, as parts of the spec.
 pub use crate::workloads::dreamer::{EncoderMode, LossRead, ReplayAt, DREAMER_IMAGE};
@@ -165,55 +167,6 @@ impl<'de> Deserialize<'de> for RunSpec {
         let value = serde_json::Value::deserialize(d)?;
         let nested = json::nested(value).map_err(|e| D::Error::custom(e.message))?;
         RunSpec::deserialize(nested).map_err(D::Error::custom)
-    }
-}
-
-/// Named starting points; explicit values override them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Preset {
-    /// CleanRL's CartPole run: 4 envs × 128 steps, 4 epochs, 4 minibatches, 500,000 steps.
-    Cleanrl,
-    /// A throughput run: 1024 envs × 128 steps, 4 epochs, 32 minibatches, 5,000,000 steps.
-    Wide,
-    /// The proof env on a family world: 64 envs × 128 steps, learning rate 0.003,
-    /// 1,000,000 steps (the embedding policy learns ~10× faster at this rate than at 2.5e-4).
-    Proof,
-}
-
-impl Preset {
-    pub const ALL: &'static [&'static str] = &["cleanrl", "wide", "proof"];
-
-    pub fn spec(self) -> RunSpec {
-        match self {
-            Preset::Cleanrl => RunSpec::default(),
-            Preset::Wide => RunSpec {
-                envs: 1024,
-                steps: 128,
-                total_steps: 5_000_000,
-                ppo: PpoSpec { epochs: 4, minibatches: 32, ..PpoSpec::default() },
-                ..RunSpec::default()
-            },
-            Preset::Proof => RunSpec {
-                workload: WorkloadSpec::default_for(EnvName::Proof),
-                envs: 64,
-                total_steps: 1_000_000,
-                ppo: PpoSpec { lr: 0.003, ..PpoSpec::default() },
-                ..RunSpec::default()
-            },
-        }
-    }
-}
-
-impl std::str::FromStr for Preset {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "cleanrl" => Ok(Preset::Cleanrl),
-            "wide" => Ok(Preset::Wide),
-            "proof" => Ok(Preset::Proof),
-            other => Err(format!("unknown preset '{other}'; allowed: {}", Preset::ALL.join(", "))),
-        }
     }
 }
 
@@ -588,7 +541,7 @@ mod tests {
         s.validate().unwrap();
         assert_eq!((s.envs, s.steps, s.ppo.epochs, s.ppo.minibatches, s.total_steps), (4, 128, 4, 4, 500_000));
         assert_eq!(s.updates(), 976);
-        Preset::Wide.spec().validate().unwrap();
+        presets::Preset::find("wide").unwrap().spec().validate().unwrap();
     }
 
     #[test]

@@ -7,7 +7,8 @@
 
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::spec::{Backend, Inference, RunSpec};
+use crate::spec::{Backend, Inference, PpoSpec, Preset, RunSpec};
+use crate::workloads::WorkloadSpec;
 use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,11 @@ impl Default for ProofSpec {
 pub const EMBEDDING_LOOKUP: Phase = Phase::new("embedding_lookup");
 
 impl Settings for ProofSpec {
+    const PRESETS: &'static [Preset] = &[Preset::new(
+        "proof",
+        "Seed 000's proof search on a 200-person family world: 64 envs, lr 0.003, 1M steps, about 10 s; the training proof rate rises (held-out queries need a smaller world: --kb family:people=30,seed=3)",
+        proof,
+    )];
     const KNOBS: &'static [Knob] = &[
     setting(
         EnvName::Proof,
@@ -96,4 +102,16 @@ pub struct ProofFrame {
     pub successors: Vec<String>,
     pub allowed: Vec<bool>,
     pub choice: i64,
+}
+
+/// The proof env on a family world (the embedding policy learns ~10× faster at lr 0.003
+/// than at 2.5e-4).
+fn proof() -> RunSpec {
+    RunSpec {
+        workload: WorkloadSpec::default_for(EnvName::Proof),
+        envs: 64,
+        total_steps: 1_000_000,
+        ppo: PpoSpec { lr: 0.003, ..PpoSpec::default() },
+        ..RunSpec::default()
+    }
 }

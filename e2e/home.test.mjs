@@ -1,0 +1,140 @@
+// The first five minutes: the home's three ways in on a first visit (and a short one after),
+// a one-click run per preset that finishes with its panels explained, the lesson cards with
+// this machine's checks, and the presenter's tour. Screenshots at 1440×900.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { labAndBrowser, stopAll, openPage, openForm, ARTIFACTS, TOKEN } from './lab.mjs';
+
+let lab;
+let browser;
+before(async () => ({ lab, browser } = await labAndBrowser()));
+after(() => stopAll(browser, lab));
+
+const PRESETS = ['cleanrl', 'wide', 'proof', 'morpho', 'dreamer'];
+const WORKLOAD = { cleanrl: 'cartpole', wide: 'cartpole', proof: 'proof', morpho: 'morpho', dreamer: 'dreamer' };
+
+async function open(path, options) {
+  const opened = await openPage(browser, lab, path, options);
+  await opened.page.setViewportSize({ width: 1440, height: 900 });
+  return opened;
+}
+const shot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+
+test('a first visit shows the three ways in; the next visit opens short; a viewer cannot run', async () => {
+  const { page, errors, context } = await open('#/');
+  await page.getByTestId('first-visit').waitFor({ timeout: 20_000 });
+  for (const way of ['way-run', 'way-lesson', 'way-play']) assert.ok(await page.getByTestId(way).isVisible(), way);
+  assert.deepEqual(await page.locator('[data-testid^="preset-"] h4').allTextContents(), PRESETS);
+  assert.equal(await page.getByTestId('lesson-card').count(), 17, 'the catalogue as cards');
+  assert.ok(await page.getByTestId('play-link').isVisible());
+  assert.equal(await page.getByTestId('launch-details').evaluate((d) => d.open), false, 'the form is collapsed');
+  assert.equal(await page.getByTestId('launch-preset').textContent(), 'cleanrl');
+  await shot(page, 'landing');
+  // "Adjust…" sets the form to the preset and opens it.
+  await page.getByTestId('preset-dreamer').getByTestId('preset-adjust').click();
+  const form = page.getByTestId('launch-form');
+  await form.locator('[name="seq_len"]').waitFor({ state: 'visible', timeout: 10_000 });
+  assert.equal(await form.locator('[name="env"]').inputValue(), 'dreamer');
+  assert.equal(await form.locator('[name="envs"]').inputValue(), '4');
+  assert.equal(await page.getByTestId('launch-preset').textContent(), 'dreamer');
+  await page.reload();
+  await page.getByTestId('welcome-back').waitFor({ timeout: 20_000 });
+  assert.equal(await page.getByTestId('first-visit').count(), 0, 'the home remembers the visit');
+  assert.ok(await page.getByTestId('way-run').isVisible(), 'the ways in stay');
+  assert.deepEqual(errors, []);
+  await context.close();
+
+  const viewer = await open('#/', { operator: false });
+  await viewer.page.getByTestId('preset-hint').waitFor({ timeout: 20_000 });
+  assert.ok(await viewer.page.getByTestId('preset-cleanrl').getByTestId('preset-run').isDisabled());
+  await viewer.context.close();
+});
+
+test('each preset card launches a run that finishes, its panels explained, its odd rows labelled', async () => {
+  const { page, errors, context } = await open('#/');
+  for (const name of PRESETS) {
+    await page.evaluate(() => { location.hash = '#/'; });
+    await page.getByTestId(`preset-${name}`).getByTestId('preset-run').click();
+    await page.waitForURL(/#\/run\/\d+$/, { timeout: 20_000 });
+    const id = Number(page.url().match(/#\/run\/(\d+)$/)[1]);
+    const run = await lab.waitFor(id, ['finished', 'failed'], 240_000);
+    assert.equal(run.status, 'finished', `${name}: ${JSON.stringify(run.message)}`);
+    assert.deepEqual(Object.keys(run.spec.workload), [WORKLOAD[name]], name);
+    await page.getByTestId('run-status').filter({ hasText: 'finished' }).waitFor({ timeout: 30_000 });
+    await page.getByTestId('bottleneck-row').first().waitFor({ timeout: 30_000 });
+    for (const panel of ['bottlenecks', 'phase-split', 'counters', 'verdicts', 'noise']) {
+      const line = await page.getByTestId(`explain-${panel}`).textContent();
+      assert.ok(line.length > 60 && /more in the guide$/.test(line), `${name} ${panel}: ${line}`);
+    }
+    const per = await page.getByTestId('row-per').allTextContents();
+    if (name === 'dreamer') {
+      assert.ok(per.some((p) => /per train step \(none during the prefill\)/.test(p)), `the world model's rows: ${per}`);
+    } else if (name !== 'morpho') {
+      assert.ok(per.some((p) => /per minibatch/.test(p)), `PPO's update rows: ${per}`);
+    }
+    await shot(page, `preset-${name}`);
+  }
+  // A panel's link opens its section of the guide.
+  await page.getByTestId('explain-counters').getByTestId('explain-link').click();
+  await page.getByTestId('guide').waitFor({ timeout: 10_000 });
+  assert.match(page.url(), /#\/guide\/counters$/);
+  await page.waitForFunction(() => {
+    const h = document.getElementById('counters');
+    return h && Math.abs(h.getBoundingClientRect().top) < 200;
+  }, null, { timeout: 10_000 });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('the presenter tour steps forward and back, and a lesson runs from its screen to its verdict', async () => {
+  const { page, errors, context } = await open('#/lessons?present=1&seconds=0.3&repeats=2');
+  const at = page.getByTestId('tour-at');
+  await at.filter({ hasText: '1 / 17' }).waitFor({ timeout: 20_000 });
+  const title = () => page.getByTestId('lesson-title').textContent();
+  const first = await title();
+  assert.ok(await page.getByTestId('tour-back').isDisabled(), 'nothing before the first');
+  await page.keyboard.press('ArrowRight');
+  await at.filter({ hasText: '2 / 17' }).waitFor();
+  assert.notEqual(await title(), first);
+  await page.getByTestId('tour-forward').click();
+  await at.filter({ hasText: '3 / 17' }).waitFor();
+  await page.keyboard.press('ArrowLeft');
+  await at.filter({ hasText: '2 / 17' }).waitFor();
+  await page.getByTestId('tour-back').click();
+  await at.filter({ hasText: '1 / 17' }).waitFor();
+  assert.equal(await title(), first);
+  assert.match(page.url(), /#\/lessons\?present=1&at=1&seconds=0\.3&repeats=2$/, 'the budget goes along');
+  await page.getByTestId('lesson-run').click();
+  await page.getByTestId('lesson-shows').waitFor({ timeout: 180_000 });
+  const verdicts = await page.getByTestId('verdict').allTextContents();
+  assert.match(verdicts[0], /noise ×/);
+  await shot(page, 'tour');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Last: the check goes on in the background (the lab ends it when it stops).
+test('the lesson cards show this machine\'s checks, and the operator starts them from the page', async () => {
+  const res = await fetch(new URL('/api/lessons/checks', lab.url), {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ lessons: ['per-item-sync', 'replay-copies'], seconds: 0.2 }),
+  });
+  assert.equal(res.status, 202, await res.text());
+  const { page, errors, context } = await open('#/lessons');
+  const card = (id) => page.locator(`[data-testid="lesson-card"][data-lesson="${id}"]`).getByTestId('lesson-seen');
+  await card('per-item-sync').filter({ hasText: /shows here: host syncs per env step [0-9.]+ → [0-9.]+/ })
+    .waitFor({ timeout: 120_000 });
+  assert.match(await card('replay-copies').textContent(), /needs a GPU; on an H200 .*265,606/);
+  assert.match(await card('worker-waits').textContent(), /not checked on this machine yet/);
+  await page.getByTestId('lesson-checks').filter({ hasText: /2 of 17 lessons checked on / }).waitFor({ timeout: 20_000 });
+  await page.getByTestId('check-lessons').click();
+  await page.getByTestId('lesson-checks').filter({ hasText: /checking worker-waits on this machine \(16 after it\)/ })
+    .waitFor({ timeout: 20_000 });
+  assert.ok(await page.getByTestId('check-lessons').isDisabled(), 'one check at a time');
+  await card('worker-waits').filter({ hasText: /(shows|did not show) here: / }).waitFor({ timeout: 120_000 });
+  await shot(page, 'lesson-checks');
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -1,0 +1,131 @@
+//! `#/` the lab's home: what the lab is for and three ways in (a one-click run per
+//! workload's preset, a lesson, the playground), then the full launch form collapsed
+//! under the preset picked, the history, the system and the machines. The first visit
+//! says more; the browser remembers the visit (`localStorage`) and later ones open short.
+
+use crate::launch;
+use crate::route::Route;
+use hotlab_shared::spec::{presets, Preset};
+use leptos::prelude::*;
+
+/// The `localStorage` key that says this browser has seen the home.
+const VISITED: &str = "hotlab.visited";
+
+fn storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok()?
+}
+
+/// Whether this browser has been here before; marks it as having been.
+fn first_visit() -> bool {
+    let Some(s) = storage() else { return true };
+    let first = s.get_item(VISITED).ok().flatten().is_none();
+    let _ = s.set_item(VISITED, "1");
+    first
+}
+
+#[component]
+pub fn Home(operator: Signal<bool>, go: Callback<Route>) -> impl IntoView {
+    let first = first_visit();
+    let picked = RwSignal::new(presets::default().name);
+    let spec = RwSignal::new(launch::preset(presets::default()));
+    let form_open = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let launched = Callback::new(move |id: u64| go.run(Route::Run(id)));
+    let swept = Callback::new(move |id: u64| go.run(Route::Sweep(id)));
+    let adjust = Callback::new(move |p: &'static Preset| {
+        spec.set(launch::preset(p));
+        picked.set(p.name);
+        form_open.set(true);
+    });
+    let run_now = Callback::new(move |p: &'static Preset| {
+        error.set(None);
+        let body = launch::preset(p);
+        leptos::task::spawn_local(async move {
+            match launch::launch(&body, None).await {
+                Ok(id) => launched.run(id),
+                Err(e) => error.set(Some(format!("{}: {}", p.name, e.message))),
+            }
+        });
+    });
+    view! {
+        <section class="panel welcome" data-testid="welcome">
+            {if first {
+                view! {
+                    <div data-testid="first-visit">
+                        <h2>"Where does each training step's time go?"</h2>
+                        <p class="lead">"hotlab runs real reinforcement-learning trainers under every execution strategy, measures where each step's time goes, ranks the bottlenecks, and proves its advice by re-running with the fix, side by side. Start one of three ways:"</p>
+                    </div>
+                }.into_any()
+            } else {
+                view! { <p class="muted" data-testid="welcome-back">"Welcome back. Three ways in, or the form and your runs below."</p> }.into_any()
+            }}
+            <div class="ways">
+                <div class="way" data-testid="way-run">
+                    <h3>"1 · Run something now"</h3>
+                    <p class="muted">"One click: a named preset per workload, live, ending in its bottleneck table."</p>
+                    <PresetCards operator run_now adjust/>
+                    <p class="error" data-testid="preset-error">{move || error.get().unwrap_or_default()}</p>
+                </div>
+                <div class="way" data-testid="way-lesson">
+                    <h3>"2 · Take a lesson"</h3>
+                    <p class="muted">"Each lesson turns one knob and measures its bottleneck appear and vanish. "
+                        <a href="#/lessons">"All lessons"</a>" · "<a href="#/lessons?present=1" data-testid="tour-link">"presenter tour"</a></p>
+                    <crate::lessons::LessonCards operator compact=true/>
+                </div>
+                <div class="way" data-testid="way-play">
+                    <h3>"3 · Play in the browser"</h3>
+                    <p class="muted">"CartPole stepped by thousands in this tab, on WebGPU or the CPU, with a policy trained here."</p>
+                    <a class="button" href="#/playground" data-testid="play-link">"Open the playground"</a>
+                </div>
+            </div>
+        </section>
+        <main class="home">
+            <section class="panel launch-panel">
+                <details data-testid="launch-details" prop:open=move || form_open.get()
+                    on:toggle=move |ev| form_open.set(event_target::<web_sys::HtmlDetailsElement>(&ev).open())>
+                    <summary data-testid="launch-summary">
+                        "Launch a run: every knob, starting from the preset "
+                        <code data-testid="launch-preset">{move || picked.get()}</code>
+                    </summary>
+                    <launch::LaunchPanel operator spec picked on_launched=launched on_sweep=swept/>
+                </details>
+            </section>
+            <div class="side">
+                <section class="panel">
+                    <h2>"History"</h2>
+                    <crate::history::History go/>
+                </section>
+                <crate::SystemPanel/>
+                <crate::machines::MachinesPanel/>
+            </div>
+        </main>
+    }
+}
+
+/// A card per preset: its workload, its line, one click to run it, and the form set to it.
+#[component]
+fn PresetCards(
+    operator: Signal<bool>,
+    run_now: Callback<&'static Preset>,
+    adjust: Callback<&'static Preset>,
+) -> impl IntoView {
+    view! {
+        <div class="cards presets-cards">
+            {presets::all().map(|p| view! {
+                <div class="card preset-card" data-testid=format!("preset-{}", p.name)>
+                    <span class="row">{p.spec().env().as_str()}</span>
+                    <h4>{p.name}</h4>
+                    <p>{p.about}</p>
+                    <button data-testid="preset-run" prop:disabled=move || !operator.get() on:click=move |_| run_now.run(p)>"Run"</button>
+                    " "
+                    <button class="secondary" data-testid="preset-adjust" on:click=move |_| adjust.run(p)>"Adjust…"</button>
+                </div>
+            }).collect_view()}
+        </div>
+        {move || (!operator.get()).then(|| view! {
+            <p class="hint" data-testid="preset-hint">
+                "Watching only: running needs the operator token. Open the URL that "<code>"hotlab serve"</code>" printed (it ends in ?token=…)."
+            </p>
+        })}
+    }
+}
