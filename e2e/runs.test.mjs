@@ -188,6 +188,20 @@ test('the dreamer shows the frame it sees, its reconstruction and frames it imag
   });
   assert.ok(lit > 10, `the seen frame shows the cart and pole (${lit} bright pixels)`);
   await page.getByTestId('chart-world').waitFor({ timeout: 30_000 });
+  // The fall, from the run's stored metrics: after the prefill, each iteration trains 16
+  // steps; by the fourth that trains, the frames' loss is under half its first value.
+  const world = async () => {
+    const events = await (await fetch(new URL(`/api/runs/${id}/metrics`, lab.url))).json();
+    return events.map((e) => e.metrics?.losses?.world ?? e.metrics?.world).filter((w) => w?.image > 0);
+  };
+  const start = Date.now();
+  let terms = await world();
+  while (terms.length < 4) {
+    assert.ok(Date.now() - start < 120_000, `world-model losses: ${JSON.stringify(terms)}`);
+    await new Promise((r) => setTimeout(r, 500));
+    terms = await world();
+  }
+  assert.ok(terms.at(-1).image < terms[0].image / 2, `the frames' loss falls: ${terms.map((w) => w.image)}`);
   await shot(page, 'run-dreamer');
   await page.getByTestId('stop-button').click();
   await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 90_000 });

@@ -275,7 +275,10 @@ fn an_edited_checkpoint_is_refused_clearly() {
 
 /// `hotlab audit`: bad changes are refused naming the field; a small audit reports, per
 /// change, a verdict, the ratio's interval, the phase that moved and learning parity
-/// (which verdict comes out depends on this machine's noise, so it is not asserted).
+/// (which verdict comes out depends on this machine's noise: the test checks that it is
+/// the one its interval and the noise's imply); the report's own recommendations, from a
+/// run whose workers spin on two cores (waiting on them is most of its time, so the report
+/// recommends), each with its bound.
 #[test]
 fn audit_refuses_bad_changes_and_reports_each_one() {
     let base = ["audit", "--envs", "4", "--total-steps", "2048", "--device", "cpu"];
@@ -302,13 +305,8 @@ fn audit_refuses_bad_changes_and_reports_each_one() {
         changes.iter().map(|c| c["change"].as_str().unwrap()).collect::<Vec<_>>(),
         ["backend=threads", "lr=0.001"]
     );
+    assert_verdicts_follow(&r);
     for c in changes {
-        assert!(
-            ["confirmed", "no_effect", "regression", "beyond_bound"].contains(&c["verdict"].as_str().unwrap()),
-            "{c}"
-        );
-        let ratio = &c["ratio"];
-        assert!(ratio["low"].as_f64().unwrap() > 0.0 && ratio["low"].as_f64() <= ratio["high"].as_f64(), "{c}");
         assert!(c["phase"].is_string() && c["learning_worse"].is_boolean(), "{c}");
         assert!(c["learning"]["baseline"].is_number(), "CartPole has a mean return: {c}");
         assert!(c["bound"].is_null(), "a change of one's own has no predicted bound: {c}");
@@ -316,17 +314,16 @@ fn audit_refuses_bad_changes_and_reports_each_one() {
 
     // The report's own recommendations, each with the bound it predicted.
     let sub = ["audit", "--envs", "4", "--total-steps", "2048", "--device", "cpu", "--backend", "subprocess"];
-    let out = run(hotlab().args(with(&sub, &["--workers", "2", "--recommendations", "--repeats", "2", "--json"])));
-    match out.status.code() {
-        Some(0) => {
-            let r = last_json(&out);
-            for c in r["changes"].as_array().unwrap() {
-                assert!(c["bound"].as_f64().is_some_and(|b| b >= 1.0), "{c}");
-            }
-        }
-        // What the report recommends depends on what it measured: nothing is said clearly.
-        _ => assert!(stderr(&out).contains("--recommendations"), "{}", stderr(&out)),
+    let flags = ["--workers", "2", "--wait", "spin", "--recommendations", "--repeats", "2", "--json"];
+    let out = run(hotlab().args(with(&sub, &flags)));
+    assert!(out.status.success(), "spinning workers are recommended against: {}", stderr(&out));
+    let r = last_json(&out);
+    let changes = r["changes"].as_array().unwrap();
+    assert!(changes.iter().any(|c| c["phase"] == "env_wait"), "the waits' fix among them: {r}");
+    for c in changes {
+        assert!(c["bound"].as_f64().is_some_and(|b| b >= 1.0), "{c}");
     }
+    assert_verdicts_follow(&r);
 }
 
 /// Issue 43: every workload's presets are listed in `--help` with their lines, and a

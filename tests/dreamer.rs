@@ -41,12 +41,17 @@ fn train(dir: &Path, extra: &[&str]) -> (serde_json::Value, String) {
 
 /// The world model's losses per iteration: image, reward, continue, KL.
 fn world_losses(dir: &Path) -> Vec<[f64; 4]> {
+    terms(dir, "world", ["image", "reward", "cont", "kl"])
+}
+
+/// A group of loss figures per iteration that has them (`world`, `floor`), by name.
+fn terms<const N: usize>(dir: &Path, group: &str, names: [&str; N]) -> Vec<[f64; N]> {
     let text = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
     text.lines()
         .filter_map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let w = v.get("world")?;
-            Some(["image", "reward", "cont", "kl"].map(|k| w[k].as_f64().unwrap()))
+            let w = v.get(group)?;
+            Some(names.map(|k| w[k].as_f64().unwrap()))
         })
         .collect()
 }
@@ -55,19 +60,38 @@ fn weights(dir: &Path) -> Vec<u8> {
     std::fs::read(dir.join("policy.safetensors")).unwrap()
 }
 
-/// With seed 1, 64 train steps: reconstruction falls by more than 3× (measured 5.3×),
-/// reward prediction by more than 5× (18×), continuation by more than 1.5× (2×). The run
-/// prints seed 004's split line, reports its phases and evaluates the actor.
+/// The `dreamer` preset (seed 1, one libtorch thread: about 100 s on 2 cores, ~990 train
+/// steps) learns what a model of the frames must: its last iteration's frame, reward and
+/// continue losses are each below the best constant predictor's on the same batches (the
+/// batch's mean frame, its rewards' mean, its continuation's base rate). Measured on an AMD
+/// EPYC: 9.9 against 28.3, 0.0001 against 0.025, 0.085 against 0.209. A model that falls from
+/// its random start without learning the frames does not pass: at 64 train steps the frame
+/// loss has fallen 5× and is still 8× the mean frame's.
 #[test]
-fn the_world_model_learns_to_predict_frames_rewards_and_episode_ends() {
+fn the_world_model_predicts_better_than_any_constant_at_its_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(hotlab()
+        .args(["train", "--preset", "dreamer", "--device", "cpu", "--threads", "1", "--seed", "1", "--out"])
+        .arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let world = world_losses(dir.path());
+    let floor = terms(dir.path(), "floor", ["image", "reward", "cont"]);
+    assert_eq!((world.len(), floor.len()), (32, 32), "every iteration trains, the first after the prefill");
+    let (w, f) = (world[31], floor[31]);
+    for (i, name) in ["frame", "reward", "continue"].into_iter().enumerate() {
+        assert!(w[i] < f[i], "{name}: the model's {} against a constant's {}: {world:?} {floor:?}", w[i], f[i]);
+    }
+}
+
+/// A short run (64 train steps) prints seed 004's split line, reports its phases, and
+/// evaluates the actor against random actions over its episodes (what the actor learned
+/// at this budget is not claimed: a few hours of a CPU are).
+#[test]
+fn a_short_run_reports_seed_004s_split_and_phases_and_evaluates_its_actor() {
     let dir = tempfile::tempdir().unwrap();
     let (report, err) = train(dir.path(), &[]);
     let losses = world_losses(dir.path());
     assert_eq!(losses.len(), 4, "every iteration trains: {losses:?}");
-    let (first, last) = (losses[0], losses[3]);
-    assert!(first[0] > 3.0 * last[0], "reconstruction {} → {}", first[0], last[0]);
-    assert!(first[1] > 5.0 * last[1], "reward {} → {}", first[1], last[1]);
-    assert!(first[2] > 1.5 * last[2], "continue {} → {}", first[2], last[2]);
     let line = err.lines().find(|l| l.starts_with("[PROFILE] data: ")).expect("a [PROFILE] line");
     assert!(line.contains("% | fwd: ") && line.contains("% | bwd: ") && line.ends_with("/50 steps"), "{line}");
     let phases = report["profile"]["phases"].as_array().unwrap();
@@ -78,17 +102,21 @@ fn the_world_model_learns_to_predict_frames_rewards_and_episode_ends() {
     assert_eq!(calls("rssm"), 64 * 8, "one RSSM span per step of every batch");
     let eval = &report["dreamer"];
     assert_eq!(eval["episodes"], 8);
-    assert!(eval["agent_return"].as_f64().unwrap() >= 8.0 && eval["random_return"].as_f64().unwrap() >= 8.0);
+    for who in ["agent_return", "random_return"] {
+        // CartPole's shortest episode is 8 steps; a return is a whole number of steps.
+        let r = eval[who].as_f64().unwrap();
+        assert!((8.0..=500.0).contains(&r), "{who}: {eval}");
+    }
 }
 
-/// `--loss-read per_item` reads 7 figures per train step (a host sync each); `deferred`
+/// `--loss-read per_item` reads 10 figures per train step (a host sync each); `deferred`
 /// one per iteration. What is learned is the same, bit for bit.
 #[test]
 fn reading_losses_per_item_costs_syncs_and_changes_nothing_learned() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (per_item, _) = train(a.path(), &["--loss-read", "per_item"]);
     let (deferred, _) = train(b.path(), &["--loss-read", "deferred"]);
-    assert_eq!(per_item["counters"]["host_syncs"], 7 * 64);
+    assert_eq!(per_item["counters"]["host_syncs"], 10 * 64, "ten figures a train step, one read each");
     assert_eq!(deferred["counters"]["host_syncs"], 4);
     assert_eq!(weights(a.path()), weights(b.path()));
     for (x, y) in world_losses(a.path()).iter().zip(&world_losses(b.path())) {

@@ -271,44 +271,96 @@ fn where_a_run_goes_is_checked_naming_the_field() {
 }
 
 /// A real Ray head from the project's `.venv` (`cargo xtask test` installs `ray[default]`),
-/// with CPUs only; stopped when dropped.
+/// with CPUs only, on ports of its own and in a temp dir of its own; dropped, it stops its
+/// own processes only (`ray stop` would stop every Ray on the machine).
 struct RayHead {
-    ray: std::path::PathBuf,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+/// The environment variable that marks a test's Ray head's processes.
+const HEAD_MARK: &str = "HOTLAB_TEST_RAY_HEAD";
+
+/// A port nothing listens on now.
+fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string()
 }
 
 impl RayHead {
-    const URL: &'static str = "http://127.0.0.1:8265";
-
     fn start() -> Self {
         let ray = python().with_file_name("ray");
-        let _ = std::process::Command::new(&ray).args(["stop", "--force"]).output();
-        let out = std::process::Command::new(&ray)
-            .args(["start", "--head", "--num-cpus", "2", "--num-gpus", "0", "--disable-usage-stats"])
-            .args(["--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", "8265"])
+        // Short: Ray's socket paths live under it (at most 107 bytes).
+        let dir = tempfile::Builder::new().prefix("ray").tempdir_in("/tmp").unwrap();
+        let dashboard = free_port();
+        let mut command = std::process::Command::new(&ray);
+        command.args(["start", "--head", "--num-cpus", "2", "--num-gpus", "0", "--disable-usage-stats"]);
+        command.args(["--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", &dashboard]);
+        command.arg("--temp-dir").arg(dir.path());
+        // Every process of this head inherits it (Ray renames its processes, so their
+        // command lines do not say whose they are; their environments do).
+        command.env(HEAD_MARK, dir.path());
+        for flag in [
+            "--port",
+            "--ray-client-server-port",
+            "--dashboard-agent-listen-port",
+            "--dashboard-agent-grpc-port",
+            "--metrics-export-port",
+            "--node-manager-port",
+            "--object-manager-port",
+            "--runtime-env-agent-port",
+        ] {
+            command.args([flag, &free_port()]);
+        }
+        let out = command
             .output()
             .unwrap_or_else(|e| panic!("{}: {e} (cargo xtask test installs ray[default] into .venv)", ray.display()));
+        let head = Self { dir, url: format!("http://127.0.0.1:{dashboard}") };
         assert!(out.status.success(), "ray start: {}", String::from_utf8_lossy(&out.stderr));
-        let head = Self { ray };
         let start = Instant::now();
-        while get("127.0.0.1:8265", "/api/version").0 != 200 {
+        let addr = format!("127.0.0.1:{dashboard}");
+        while try_http(&addr, "GET", "/api/version", &[], b"").map(|(s, _)| s) != Some(200) {
             assert!(start.elapsed() < Duration::from_secs(90), "Ray's job API never answered");
             std::thread::sleep(Duration::from_millis(250));
         }
         head
     }
+
+    /// This head's processes: those whose environment carries its mark.
+    fn processes(&self) -> Vec<i32> {
+        let mark = format!("{HEAD_MARK}={}", self.dir.path().display());
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == mark.as_bytes()))
+            })
+            .collect()
+    }
 }
 
 impl Drop for RayHead {
     fn drop(&mut self) {
-        let _ = std::process::Command::new(&self.ray).args(["stop", "--force"]).output();
+        // Its processes by their temp dir, as often as new ones turn up (workers spawn late).
+        for signal in [libc::SIGTERM, libc::SIGTERM, libc::SIGKILL, libc::SIGKILL] {
+            let pids = self.processes();
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
+                // SAFETY: a plain kill(2) of a process this test's head started.
+                unsafe { libc::kill(pid, signal) };
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 }
 
 #[test]
 fn runs_go_to_ray_as_jobs_and_stream_back_and_a_head_that_is_down_fails_them() {
-    let _head = RayHead::start();
+    let head = RayHead::start();
     let data = tempfile::tempdir().unwrap();
-    let server = start(data.path(), &["--local-worker", "off", "--worker-token", WORKER_TOKEN, "--ray", RayHead::URL]);
+    let server = start(data.path(), &["--local-worker", "off", "--worker-token", WORKER_TOKEN, "--ray", &head.url]);
     let machines = get_json(&server.addr, "/api/machines");
     assert_eq!((machines[0]["name"].as_str(), machines[0]["ray"].as_bool()), (Some("ray"), Some(true)), "{machines}");
     // No machine named: Ray places it.

@@ -30,14 +30,26 @@ pub const PROFILE_WINDOW: u64 = 50;
 const WORLD_CLIP: f64 = 1000.0;
 const BEHAVIOR_CLIP: f64 = 100.0;
 /// Loss figures kept per train step: the world model's four terms (image, reward,
-/// continue, KL), then the actor's loss, the critic's and the actor's entropy.
-pub const FIGURES: usize = 7;
+/// continue, KL), the actor's loss, the critic's and the actor's entropy, then the constant
+/// predictors' image, reward and continue losses on the same batches.
+pub const FIGURES: usize = 10;
 /// The figures' names in an iteration's [`Losses`](hotlab_shared::protocol::Losses): the
 /// world model's terms (each before its weight: pixel squared error summed over a frame,
 /// reward squared error in symlog space, continuation cross-entropy, KL in nats before free
-/// bits), then the actor's and critic's losses and the actor's entropy.
-pub const TERMS: [&str; FIGURES] =
-    ["world.image", "world.reward", "world.cont", "world.kl", "actor_loss", "critic_loss", "entropy"];
+/// bits), the actor's and critic's losses and the actor's entropy, then the floors a model
+/// that learned nothing reaches (`floor.*`: the best constant predictor on the same batch).
+pub const TERMS: [&str; FIGURES] = [
+    "world.image",
+    "world.reward",
+    "world.cont",
+    "world.kl",
+    "actor_loss",
+    "critic_loss",
+    "entropy",
+    "floor.image",
+    "floor.reward",
+    "floor.cont",
+];
 
 /// Seed 004's coarse split: replay, forward passes, backward passes and optimizers.
 #[derive(Clone, Copy, Debug, Default)]
@@ -235,7 +247,9 @@ impl Trainer {
         clip_and_step(behavior_scaler, nets, BEHAVIOR_CLIP, d.ac_lr);
         let t5 = prof.stop(Phase::OPTIMIZER, s);
         let [image, reward, cont, kl] = terms.all();
-        tally.add([image, reward, cont, kl, &ac.actor.detach(), &ac.critic.detach(), &ac.entropy], c);
+        let [f_image, f_reward, f_cont] = &terms.floor;
+        let (actor, critic) = (ac.actor.detach(), ac.critic.detach());
+        tally.add([image, reward, cont, kl, &actor, &critic, &ac.entropy, f_image, f_reward, f_cont], c);
         let t6 = prof.stop(DECODER, t5);
         // Seed 004's split; reading the losses counts as forward, where its loop has it.
         self.split.data += t1 - t0;

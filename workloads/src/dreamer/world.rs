@@ -84,12 +84,31 @@ pub struct Terms {
     pub reward: Tensor,
     pub cont: Tensor,
     pub kl: Tensor,
+    /// The best constant predictor's image, reward and continue losses on the same batch
+    /// (its mean frame, its rewards' mean, its base rate of continuing): what a model that
+    /// learned nothing of the frames would reach, the floor a learning test compares with.
+    pub floor: [Tensor; 3],
 }
 
 impl Terms {
     pub fn all(&self) -> [&Tensor; 4] {
         [&self.image, &self.reward, &self.cont, &self.kl]
     }
+}
+
+/// The constant predictors' losses on a batch: the frames' squared error around their mean
+/// frame (summed over a frame), the symlog rewards' variance, and the entropy of the
+/// continue flags' base rate (in nats, as the continue head's cross-entropy).
+fn floor(target: &Tensor, symlog_reward: &Tensor, cont: &Tensor) -> [Tensor; 3] {
+    let image = (target - target.mean_dim([0].as_slice(), true, Kind::Float))
+        .square()
+        .sum_dim_intlist([-1].as_slice(), false, Kind::Float)
+        .mean(Kind::Float);
+    let reward = (symlog_reward - symlog_reward.mean(Kind::Float)).square().mean(Kind::Float);
+    let p = cont.mean(Kind::Float).clamp(1e-6, 1.0 - 1e-6);
+    let q = -&p + 1.0;
+    let cont = -(&p * p.log() + &q * q.log());
+    [image, reward, cont].map(|t| t.detach())
 }
 
 pub struct WorldModel {
@@ -251,9 +270,11 @@ impl WorldModel {
         let (b, t) = (batch.b, batch.t);
         let feat = seen.feat.view([b * t, -1]);
         let target = batch.obs.view([b * t, PIXELS]).to_kind(Kind::Float) / 255.0 - 0.5;
-        let image = (self.decode(&feat) - target).square().sum_dim_intlist([-1].as_slice(), false, Kind::Float);
+        let image = (self.decode(&feat) - &target).square().sum_dim_intlist([-1].as_slice(), false, Kind::Float);
         let (reward, cont) = self.heads(&feat);
-        let reward = (reward - symlog(&batch.reward.view([b * t]))).square();
+        let symlog_reward = symlog(&batch.reward.view([b * t]));
+        let floor = floor(&target, &symlog_reward, &batch.cont.view([b * t]));
+        let reward = (reward - &symlog_reward).square();
         let cont = cont.binary_cross_entropy_with_logits::<Tensor>(
             &batch.cont.view([b * t]),
             None,
@@ -273,6 +294,7 @@ impl WorldModel {
             reward: reward.mean(Kind::Float).detach(),
             cont: cont.mean(Kind::Float).detach(),
             kl: dynamics.mean(Kind::Float).detach(),
+            floor,
         };
         (total, terms)
     }
