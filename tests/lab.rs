@@ -418,7 +418,8 @@ fn a_launched_run_is_stored_before_the_answer() {
 fn mutated_requests_get_4xx_json_never_5xx() {
     let data = tempfile::tempdir().unwrap();
     let server = start(data.path(), &[]);
-    let mut rng = hotlab_shared::rng::HostRng::new(7);
+    let seed = fuzz_seed(7);
+    let mut rng = hotlab_shared::rng::HostRng::new(seed);
     let base = br#"{"envs": 1, "steps": 8, "total_steps": 8, "device": "cpu", "ppo": {"minibatches": 1}}"#.to_vec();
     let noise = b"{}[]\":,0123456789.-eE truefalsnul\\xyz";
     let mut tried = (0, 0);
@@ -438,7 +439,7 @@ fn mutated_requests_get_4xx_json_never_5xx() {
         let (status, text) = http(&server.addr, "POST", "/api/runs", &[AUTH], &body);
         assert!(
             status == 201 || (400..500).contains(&status),
-            "{status} for {}: {text}",
+            "seed {seed}: {status} for {}: {text}",
             String::from_utf8_lossy(&body)
         );
         if status != 201 {
@@ -464,13 +465,153 @@ fn mutated_requests_get_4xx_json_never_5xx() {
         let query = queries[rng.below(queries.len() as u64) as usize];
         let path = format!("/api/{}{query}", route.replace("{}", id));
         let (status, text) = get(&server.addr, &path);
-        assert!(status < 500, "{status} for {path}: {text}");
+        assert!(status < 500, "seed {seed}: {status} for {path}: {text}");
         if status >= 400 {
             assert!(serde_json::from_str::<Value>(&text).is_ok(), "{status} for {path} is not JSON: {text}");
         }
         tried.1 += 1;
     }
     assert_eq!(get(&server.addr, "/api/system").0, 200, "the server answers after {tried:?} requests");
+}
+
+/// The fuzz seed: `HOTLAB_FUZZ_SEED` where set (to replay a failure), else `default`;
+/// every failure message names it.
+fn fuzz_seed(default: u64) -> u64 {
+    std::env::var("HOTLAB_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// `body` with one to four bytes changed, removed or inserted.
+fn mutate(rng: &mut hotlab_shared::rng::HostRng, base: &[u8]) -> Vec<u8> {
+    let noise = b"{}[]\":,0123456789.-eE truefalsnul\\xyz";
+    let mut body = base.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(body.len().max(1) as u64) as usize;
+        let byte = noise[rng.below(noise.len() as u64) as usize];
+        match (rng.below(3), body.is_empty()) {
+            (0, false) => body[at] = byte,
+            (1, false) => {
+                body.remove(at);
+            }
+            _ => body.insert(at.min(body.len()), byte),
+        }
+    }
+    body
+}
+
+/// `value` with one of its parts (or itself) replaced by a value of another kind or range.
+fn twist(rng: &mut hotlab_shared::rng::HostRng, value: &Value) -> Value {
+    fn at(rng: &mut hotlab_shared::rng::HostRng, v: &mut Value) {
+        let odd =
+            [json!(null), json!(-1), json!(0), json!(1e308), json!("x"), json!([]), json!({}), json!(true), json!(2)];
+        let deeper = rng.below(4) != 0;
+        match v {
+            Value::Object(m) if deeper && !m.is_empty() => {
+                let k = m.keys().nth(rng.below(m.len() as u64) as usize).cloned().unwrap_or_default();
+                if let Some(inner) = m.get_mut(&k) {
+                    at(rng, inner);
+                }
+            }
+            Value::Array(a) if deeper && !a.is_empty() => {
+                let i = rng.below(a.len() as u64) as usize;
+                at(rng, &mut a[i]);
+            }
+            _ => *v = odd[rng.below(odd.len() as u64) as usize].clone(),
+        }
+    }
+    let mut out = value.clone();
+    at(rng, &mut out);
+    out
+}
+
+/// Issue 41: every route of the API, GET and POST, with mutated paths, queries and bodies,
+/// answers with a status and JSON, never a 5xx or a dropped connection (a panicking
+/// handler); bodies that stay valid start small things (budgets of a fraction of a second).
+#[test]
+fn every_route_answers_mutated_requests_with_json_never_5xx() {
+    let seed = fuzz_seed(11);
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &[]);
+    let addr = server.addr.clone();
+    let run =
+        launch(&addr, json!({"envs": 2, "steps": 8, "total_steps": 32, "device": "cpu", "ppo": {"minibatches": 1}}));
+    wait_for(&addr, run, &["finished"]);
+    let mut rng = hotlab_shared::rng::HostRng::new(seed);
+    fn pick<'a>(rng: &mut hotlab_shared::rng::HostRng, from: &[&'a str]) -> &'a str {
+        from[rng.below(from.len() as u64) as usize]
+    }
+    let check = |method: &str, path: &str, body: &[u8], status: u16, text: &str| {
+        let shown = String::from_utf8_lossy(body);
+        assert!(status < 500, "seed {seed}: {status} for {method} {path} {shown}: {text}");
+        if status >= 400 {
+            let v: Value = serde_json::from_str(text).unwrap_or_else(|e| {
+                panic!("seed {seed}: {status} for {method} {path} {shown} is not JSON ({e}): {text}")
+            });
+            assert!(v["error"]["code"].is_string(), "seed {seed}: {method} {path} {shown}: {text}");
+        }
+    };
+    let gets = [
+        "/api/system",
+        "/api/auth",
+        "/api/runs?before={}&limit={}",
+        "/api/runs/{}/export.csv",
+        "/api/runs/{}/summary",
+        "/api/lessons",
+        "/api/lessons/checks",
+        "/api/audits?run={}&lesson={}&limit={}",
+        "/api/audits/{}",
+        "/api/machines",
+        "/api/sweeps?limit={}",
+        "/api/sweeps/{}",
+        "/api/ws?run={}&since={}&fps={}",
+        "/api/{}",
+    ];
+    let values = ["1", "0", "-1", "99999999999999999999", "x", "%00", "1%2F2", "", "batch-size", "nan", "1e3"];
+    let run_id = run.to_string();
+    for _ in 0..300 {
+        let mut path = pick(&mut rng, &gets).to_string();
+        while path.contains("{}") {
+            let v = if rng.below(3) == 0 { run_id.as_str() } else { pick(&mut rng, &values) };
+            path = path.replacen("{}", v, 1);
+        }
+        let (status, text) = get(&addr, &path);
+        if !path.starts_with("/api/ws") || status != 101 {
+            check("GET", &path, b"", status, &text);
+        }
+    }
+    let posts: [(&str, Value); 9] = [
+        ("/api/runs/{}/audit", json!({"changes": ["lr=0.001"], "repeats": 2, "seconds": 0.05})),
+        ("/api/runs/{}/tune", json!({"repeats": 2, "seconds": 0.05, "max_steps": 1})),
+        ("/api/lessons/{}", json!({"settings": {"envs": "2"}, "repeats": 2, "seconds": 0.05})),
+        ("/api/lessons/checks", json!({"lessons": ["per-item-sync"], "seconds": 0.05})),
+        ("/api/sweeps", json!({"grid": "envs=2,4", "spec": {"total_steps": 32, "steps": 8, "device": "cpu"}})),
+        ("/api/prune", json!({"older_than_days": 30})),
+        ("/api/runs/{}/stop", json!({})),
+        ("/api/audits/{}/stop", json!({})),
+        ("/api/runs", json!({"envs": 1, "steps": 8, "total_steps": 8, "device": "cpu", "ppo": {"minibatches": 1}})),
+    ];
+    let ids = [run_id.as_str(), "0", "x", "batch-size", "worker-waits", "99999999999999999999", "%00"];
+    let mut answers = std::collections::BTreeMap::<(&str, u16), usize>::new();
+    for _ in 0..300 {
+        let (route, base) = &posts[rng.below(posts.len() as u64) as usize];
+        let path = route.replace("{}", pick(&mut rng, &ids));
+        // Bytes mutated (broken JSON, mostly), a value swapped for one of another kind or
+        // range (well-formed and wrong), or the body as it is (accepted).
+        let body = match rng.below(3) {
+            0 => mutate(&mut rng, base.to_string().as_bytes()),
+            1 => twist(&mut rng, base).to_string().into_bytes(),
+            _ => base.to_string().into_bytes(),
+        };
+        let (status, text) = http(&addr, "POST", &path, &[AUTH], &body);
+        check("POST", &path, &body, status, &text);
+        *answers.entry((*route, status)).or_insert(0) += 1;
+    }
+    // Each route was reached, and some bodies stayed valid (a mutation is not always fatal).
+    for (route, _) in &posts {
+        assert!(answers.keys().any(|(r, _)| r == route), "seed {seed}: {route} never tried: {answers:?}");
+    }
+    assert!(answers.keys().any(|(_, s)| (200..300).contains(s)), "seed {seed}: none accepted: {answers:?}");
+    eprintln!("seed {seed}: POST answers by route and status: {answers:?}");
+    assert_eq!(get(&addr, "/api/system").0, 200, "seed {seed}: the server answers after it all");
 }
 
 /// Reads a run's WebSocket for `secs` seconds (or until its final status); returns what came.
