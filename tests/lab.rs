@@ -768,7 +768,9 @@ fn pages_summaries_and_pruning() {
 #[test]
 fn token_checks_are_rate_limited_per_client() {
     let data = tempfile::tempdir().unwrap();
-    let server = start(data.path(), &[]);
+    // No check comes back during the test, however slow the machine (at the default rate
+    // one a second would, between the burst's end and the wrong-token POST below).
+    let server = start(data.path(), &["--auth-checks-per-second", "0"]);
     let mut limited = None;
     for i in 0..200 {
         let (status, body) = get(&server.addr, &format!("/api/auth?token=guess{i:012}"));
@@ -779,9 +781,10 @@ fn token_checks_are_rate_limited_per_client() {
         assert_eq!(status, 200, "{body}");
     }
     let (after, body) = limited.expect("a client is limited within 200 checks");
-    assert!(after >= 30, "a burst is allowed first (limited after {after})");
+    assert_eq!(after, 60, "the burst, then none");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["error"]["code"], "rate_limited");
+    assert!(v["error"]["message"].as_str().unwrap().contains("gives none back"), "{v}");
     // A wrong token on a change spends from the same allowance.
     let wrong = [("Authorization", "Bearer wrong-token-0000000000")];
     assert_eq!(http(&server.addr, "POST", "/api/runs", &wrong, small_run().to_string().as_bytes()).0, 429);
@@ -977,6 +980,11 @@ fn the_soak_benchmark_reports_both_phases() {
     let bad = run(hotlab().args(["serve", "--finished-frames-per-minute", "nan"]));
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     assert!(stderr(&bad).contains("--finished-frames-per-minute"));
+    for value in ["-1", "nan", "1001"] {
+        let bad = run(hotlab().args(["serve", &format!("--auth-checks-per-second={value}")]));
+        assert_eq!(bad.status.code(), Some(2), "{value}: {}", stderr(&bad));
+        assert!(stderr(&bad).contains("--auth-checks-per-second") && stderr(&bad).contains("0 to 1000"), "{value}");
+    }
 }
 
 fn post_json(addr: &str, path: &str, body: Value) -> (u16, Value) {

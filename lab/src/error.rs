@@ -61,12 +61,14 @@ impl ApiError {
 
     /// 429: too many token checks from one address.
     pub fn too_many(wait: Duration) -> Self {
+        let too_many = "too many token checks from this address";
+        if wait == Duration::MAX {
+            let message = format!("{too_many}; this lab gives none back (--auth-checks-per-second 0)");
+            return Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
+        }
         let secs = wait.as_secs_f64().ceil().max(1.0);
-        let mut e = Self::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("too many token checks from this address; try again in {secs} s"),
-        );
+        let message = format!("{too_many}; try again in {secs} s");
+        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
         e.retry_after = Some(secs as u64);
         e
     }

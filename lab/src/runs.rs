@@ -606,3 +606,34 @@ fn files_of(spec: &RunSpec) -> anyhow::Result<Vec<FileCopy>> {
 
 /// The outputs a run may leave (`GET /api/runs/{id}/trace`, `/policy`; the summary).
 const BLOBS: [&str; 3] = ["trace", "policy", "summary"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 41: a live run keeps at most [`WINDOW`] events in memory however many it
+    /// publishes (the newest, in order), and the store keeps every one.
+    #[test]
+    fn a_live_runs_window_stays_within_its_limit_and_the_store_keeps_every_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // A machine that is not there: the run stays queued, and this test publishes for it.
+        let machines = Arc::new(Machines::new(Duration::from_secs(60)));
+        let manager = Manager::new(store, machines, None, 60.0, "/nonexistent/hotlab".into()).unwrap();
+        let id = manager.launch(RunSpec::default(), "away".into());
+        let run = manager.get(id).expect("a queued run");
+        let published = 3 * WINDOW + 17;
+        for i in 0..published {
+            let message = Some(format!("event {i}"));
+            manager.publish(&run, EventBody::Status { status: RunStatus::Queued, message });
+            let s = run.state();
+            assert!(s.window.len() <= WINDOW, "{} events in memory after {i}", s.window.len());
+        }
+        let last = (published + 1) as u64; // and the launch's own status
+        let seqs: Vec<u64> = run.state().window.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, ((last - WINDOW as u64 + 1)..=last).collect::<Vec<_>>(), "the newest, in order");
+        manager.store.flush();
+        let stored = manager.store.events(id, 0, u64::MAX, None, usize::MAX).unwrap();
+        assert_eq!(stored.len() as u64, last, "the store keeps every event");
+    }
+}

@@ -38,6 +38,8 @@ pub struct ServeConfig {
     pub ray_hotlab: Option<String>,
     /// Rollout frames an ended run keeps per minute of its wall time.
     pub finished_frames_per_minute: f64,
+    /// Token checks a second a client's allowance comes back at, once its burst is spent.
+    pub auth_checks_per_second: f64,
     /// What the lab asks of the trainer (the binary's).
     pub trainer: Arc<dyn crate::trainer::Trainer>,
 }
@@ -133,7 +135,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         worker_token: Arc::new(worker_token.clone()),
         data_dir: data_dir.clone(),
         system,
-        limiter: Arc::default(),
+        limiter: Arc::new(crate::limit::Limiter::new(cfg.auth_checks_per_second)),
         store_readers: Arc::new(tokio::sync::Semaphore::new(crate::api::STORE_READERS)),
         trainer: cfg.trainer,
     };

@@ -62,6 +62,10 @@ pub struct ServeArgs {
     /// ended (live runs keep one a second; 0 keeps none). Metrics are always kept.
     #[arg(long, default_value_t = 6.0, value_name = "N")]
     pub finished_frames_per_minute: f64,
+    /// Token checks a second a client gets back once its burst of 60 is spent (`GET
+    /// /api/auth`, and every request with a wrong token); 0 gives none back.
+    #[arg(long, default_value_t = hotlab_lab::limit::PER_SECOND, value_name = "N")]
+    pub auth_checks_per_second: f64,
 }
 
 /// Shortest operator token accepted: anyone who guesses it can launch and stop runs.
@@ -109,6 +113,11 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         let message = format!("{rate}: allowed a number of frames per minute ≥ 0");
         return Err(UsageError { flag: "--finished-frames-per-minute", message }.into());
     }
+    let checks = a.auth_checks_per_second;
+    if !(checks.is_finite() && (0.0..=1000.0).contains(&checks)) {
+        let message = format!("{checks}: allowed 0 to 1000 checks a second");
+        return Err(UsageError { flag: "--auth-checks-per-second", message }.into());
+    }
     let static_dir = server::find_static_dir(a.static_dir);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let cfg = server::ServeConfig {
@@ -126,6 +135,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         ray_lab_url: a.ray_lab_url,
         ray_hotlab: a.ray_hotlab,
         finished_frames_per_minute: rate,
+        auth_checks_per_second: checks,
         trainer: std::sync::Arc::new(crate::trainer::Trainer),
     };
     runtime.block_on(server::serve(cfg))
