@@ -11,7 +11,9 @@ let browser;
 before(async () => ({ lab, browser } = await labAndBrowser()));
 after(() => stopAll(browser, lab));
 
-const PRESETS = ['cleanrl', 'wide', 'proof', 'morpho', 'dreamer'];
+const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'dreamer'];
+// What a lab without a GPU can run: the gpu preset's card says it needs one.
+const RUNNABLE = PRESETS.filter((p) => p !== 'gpu');
 const WORKLOAD = { cleanrl: 'cartpole', wide: 'cartpole', proof: 'proof', morpho: 'morpho', dreamer: 'dreamer' };
 
 async function open(path, options) {
@@ -30,6 +32,10 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
   assert.ok(await page.getByTestId('play-link').isVisible());
   assert.equal(await page.getByTestId('launch-details').evaluate((d) => d.open), false, 'the form is collapsed');
   assert.equal(await page.getByTestId('launch-preset').textContent(), 'cleanrl');
+  const gpu = page.getByTestId('preset-gpu');
+  await gpu.getByTestId('preset-needs-gpu').waitFor({ timeout: 10_000 });
+  assert.ok(await gpu.getByTestId('preset-run').isDisabled(), 'no GPU here: the gpu preset cannot run');
+  assert.ok(!(await page.getByTestId('preset-cleanrl').getByTestId('preset-run').isDisabled()));
   await shot(page, 'landing');
   // "Adjust…" sets the form to the preset and opens it.
   await page.getByTestId('preset-dreamer').getByTestId('preset-adjust').click();
@@ -53,7 +59,7 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
 
 test('each preset card launches a run that finishes, its panels explained, its odd rows labelled', async () => {
   const { page, errors, context } = await open('#/');
-  for (const name of PRESETS) {
+  for (const name of RUNNABLE) {
     await page.evaluate(() => { location.hash = '#/'; });
     await page.getByTestId(`preset-${name}`).getByTestId('preset-run').click();
     await page.waitForURL(/#\/run\/\d+$/, { timeout: 20_000 });

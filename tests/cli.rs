@@ -335,6 +335,7 @@ fn each_workload_has_a_preset_listed_in_help_and_flags_override_it() {
     for (name, line) in [
         ("cleanrl", "CleanRL's ppo.py settings"),
         ("wide", "CartPole at throughput"),
+        ("gpu", "CartPole on one CUDA GPU"),
         ("proof", "Seed 000's proof search"),
         ("morpho", "Seeds 001–003's growing hosts"),
         ("dreamer", "Seed 004's world model"),
@@ -356,4 +357,11 @@ fn each_workload_has_a_preset_listed_in_help_and_flags_override_it() {
         "the flags'"
     );
     assert_eq!(report["config"]["envs"], 4);
+    // The GPU preset is refused where there is no CUDA, naming the device.
+    if !tch::Cuda::is_available() {
+        let out = hotlab().args(["train", "--preset", "gpu", "--json"]).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--device") && err.contains("'cuda'") && err.contains("no CUDA device"), "{err}");
+    }
 }

@@ -467,3 +467,35 @@ fn a_local_sweep_trains_each_cell_here_and_bad_grids_are_refused() {
         assert!(stderr(&out).contains(flag), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// Issue 38: the GPU box's lab check, dry on the CPU: `hotlab lab-check` starts a lab and a
+/// worker named gpu-box, places a run there and follows it over the WebSocket (every event
+/// stored), stops a second one mid-run and audits the first on the same machine.
+#[test]
+fn the_gpu_box_lab_check_passes_dry_on_the_cpu() {
+    let out = hotlab().args(["lab-check", "--device", "cpu", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let names: Vec<&str> = r["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "run_trains_on_the_machine",
+            "events_streamed_and_stored",
+            "phases_device_timed",
+            "machines_panel_shows_the_load",
+            "stop_mid_run",
+            "audit_on_the_machine_gives_a_verdict"
+        ]
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["checks"][1]["detail"]["received"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["checks"][4]["detail"]["status"], "stopped", "{r}");
+    // Asked for CUDA where there is none: refused, naming the flag.
+    if !tch::Cuda::is_available() {
+        let out = hotlab().args(["lab-check", "--device", "cuda"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--device") && err.contains("--device cpu"), "{err}");
+    }
+}

@@ -109,18 +109,31 @@ fn PresetCards(
     run_now: Callback<&'static Preset>,
     adjust: Callback<&'static Preset>,
 ) -> impl IntoView {
+    // A preset on CUDA runs only where one of the lab's machines has a GPU.
+    let gpu_here = RwSignal::new(false);
+    leptos::task::spawn_local(async move {
+        if let Ok(machines) = crate::api::get::<Vec<hotlab_shared::protocol::MachineInfo>>("/api/machines").await {
+            gpu_here.try_set(machines.iter().any(|m| m.system.as_ref().is_some_and(|s| s.cuda_available)));
+        }
+    });
     view! {
         <div class="cards presets-cards">
-            {presets::all().map(|p| view! {
+            {presets::all().map(|p| {
+                let cuda = p.spec().device.starts_with("cuda");
+                let blocked = move || cuda && !gpu_here.get();
+                view! {
                 <div class="card preset-card" data-testid=format!("preset-{}", p.name)>
                     <span class="row">{p.spec().env().as_str()}</span>
                     <h4>{p.name}</h4>
                     <p>{p.about}</p>
-                    <button data-testid="preset-run" prop:disabled=move || !operator.get() on:click=move |_| run_now.run(p)>"Run"</button>
+                    {move || blocked().then(|| view! {
+                        <p class="hint" data-testid="preset-needs-gpu">"Needs a CUDA GPU: none of this lab's machines has one. Its figures on an H100 are in docs/gpu-results.md."</p>
+                    })}
+                    <button data-testid="preset-run" prop:disabled=move || !operator.get() || blocked() on:click=move |_| run_now.run(p)>"Run"</button>
                     " "
                     <button class="secondary" data-testid="preset-adjust" on:click=move |_| adjust.run(p)>"Adjust…"</button>
                 </div>
-            }).collect_view()}
+            }}).collect_view()}
         </div>
         {move || (!operator.get()).then(|| view! {
             <p class="hint" data-testid="preset-hint">

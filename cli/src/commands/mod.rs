@@ -9,6 +9,7 @@ mod env_worker;
 mod eval;
 mod gpu_check;
 mod knob_args;
+mod lab_check;
 mod lesson;
 mod prove;
 mod prune;
@@ -78,6 +79,10 @@ pub enum Command {
     /// Compile every CUDA kernel (NVRTC; no GPU needed with --compile-only); on a CUDA GPU
     /// check every GPU path against its CPU reference, then benchmark them.
     GpuCheck(gpu_check::GpuCheckArgs),
+    /// The lab end to end on this machine: `hotlab serve` and a `hotlab worker` named
+    /// gpu-box, a run placed on it and followed over the WebSocket, a run stopped mid-run,
+    /// an audit with a verdict (`scripts/gpu-check` runs it on CUDA).
+    LabCheck(lab_check::LabCheckArgs),
     /// Delete old ended runs from a lab's store (the lab never deletes by itself).
     Prune(prune::PruneArgs),
     /// Prove a query on a knowledge base by depth-bounded SLD resolution (the proof env's
@@ -136,6 +141,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Sweep(a) => sweep::sweep(*a),
         Command::Prune(a) => prune::prune(a),
         Command::GpuCheck(a) => gpu_check::gpu_check(a),
+        Command::LabCheck(a) => lab_check::lab_check(a),
         Command::EnvWorker(a) => env_worker::env_worker(a),
         Command::RunWorker(a) => run_worker::run_worker(a),
     }

@@ -34,8 +34,10 @@ impl Policy<'_> {
         match self {
             Policy::Agent(net) => tch::no_grad(|| {
                 let heads: Vec<usize> = env_spec().heads.iter().map(|h| h.n).collect();
-                let obs = Tensor::from_slice(&env.env().observe()).view([1, -1]);
-                let table = Tensor::from_slice(&env.env().mask_table()).view([1, -1]);
+                // On the agent's device: a run on CUDA evaluates there too.
+                let device = net.device();
+                let obs = Tensor::from_slice(&env.env().observe()).view([1, -1]).to_device(device);
+                let table = Tensor::from_slice(&env.env().mask_table()).view([1, -1]).to_device(device);
                 let a = distribution::greedy_by_rows(&net.logits(&obs), &table, &heads);
                 Vec::<i64>::try_from(a.view([-1])).unwrap_or_default()
             }),
