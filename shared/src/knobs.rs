@@ -6,8 +6,8 @@
 //! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
 use crate::spec::{
-    ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, SpecError, Transfer, WaitMode, MAX_ENVS,
-    MAX_STEPS,
+    ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, SpecError, Transfer, UpdateMode,
+    WaitMode, MAX_ENVS, MAX_STEPS,
 };
 use serde_json::{Map, Value};
 use std::sync::LazyLock;
@@ -221,6 +221,14 @@ const CORE: &[Knob] = &[
         "the rollout's forward: libtorch ops, a native one, or a CUDA graph",
     )
     .about("Rollout forward: `fused` (native, no per-op dispatch) or `eager` (libtorch ops)"),
+    knob(
+        "update",
+        "exec.update",
+        "Inference",
+        Choice(UpdateMode::ALL),
+        "the PPO update: op by op from the host, or one CUDA graph replayed per iteration",
+    )
+    .about("The PPO update: `eager` (each minibatch's ops dispatched from the host) or `graph` (CUDA: the whole update captured once and replayed, its Adam step count and learning rate on the device)"),
     knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision")
     .about("The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto (bf16 where the device supports it, else fp32); master weights stay fp32"),
     knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout")

@@ -33,6 +33,8 @@ impl Phase {
     pub const BACKWARD: Phase = Phase("backward");
     /// Gradient clip and Adam.
     pub const OPTIMIZER: Phase = Phase("optimizer");
+    /// `--update graph`: the whole update, one replay.
+    pub const UPDATE_GRAPH: Phase = Phase("update_graph");
     /// Gradient statistics.
     pub const TELEMETRY: Phase = Phase("telemetry");
     /// Handing metrics to observers.
@@ -99,6 +101,13 @@ pub const CORE_PHASES: &[PhaseInfo] = &[
     PhaseInfo::new(Phase::UPDATE_FORWARD, PhaseKind::Forward, "#2e9e6e", "the update's forward pass").per("minibatch"),
     PhaseInfo::new(Phase::BACKWARD, PhaseKind::Backward, "#4a90e2", "the update's backward pass").per("minibatch"),
     PhaseInfo::new(Phase::OPTIMIZER, PhaseKind::Backward, "#7aa7e8", "gradient clip and Adam").per("minibatch"),
+    PhaseInfo::new(
+        Phase::UPDATE_GRAPH,
+        PhaseKind::Backward,
+        "#3b6fb6",
+        "the whole update replayed as one CUDA graph (every minibatch's forward, backward, clip and Adam)",
+    )
+    .per("update"),
     PhaseInfo::new(Phase::TELEMETRY, PhaseKind::Bookkeeping, "#9aa0a6", "gradient statistics").per("update"),
     PhaseInfo::new(Phase::PUBLISH, PhaseKind::Bookkeeping, "#6b7785", "metrics to observers").per("update"),
     PhaseInfo::new(

@@ -47,6 +47,22 @@ impl FlatAdam {
         });
     }
 
+    /// [`Self::step`] with nothing on the host (`--update graph`): the step count on the
+    /// device (shared with [`Self::step_masked`]) and the learning rate a `[1]` f32 tensor
+    /// there, so that a captured step replays as the next step. Only libtorch ops.
+    pub fn step_device(&mut self, params: &mut Tensor, grad: &Tensor, lr: &Tensor) {
+        tch::no_grad(|| {
+            let taken = self.taken.get_or_insert_with(|| lr.zeros_like());
+            let _ = taken.g_add_scalar_(1.0);
+            let bias = |beta: f64| -> Tensor { 1.0 - (&*taken * beta.ln()).exp() };
+            let (bias1, bias2) = (bias(self.beta1), bias(self.beta2));
+            let _ = self.exp_avg.lerp_(grad, 1.0 - self.beta1);
+            let _ = self.exp_avg_sq.g_mul_scalar_(self.beta2).addcmul_(grad, &grad.g_mul_scalar(1.0 - self.beta2));
+            let denom = self.exp_avg_sq.sqrt() / bias2.sqrt() + self.eps;
+            let _ = params.addcdiv_(&(&self.exp_avg * (lr.neg() / bias1)), &denom);
+        });
+    }
+
     /// One step: `params -= lr * m̂ / (sqrt(v̂) + eps)`; one host pass on the CPU.
     pub fn step(&mut self, params: &mut Tensor, grad: &Tensor, lr: f64) {
         self.step += 1;
@@ -99,6 +115,22 @@ mod tests {
             adam.step(&mut ours, g, 1e-2);
         }
         let err = f64::try_from((&ours - &w.detach()).abs().max()).unwrap();
+        assert!(err < 1e-6, "max difference {err}");
+    }
+
+    /// The device step (step count and learning rate in tensors) is Adam's step.
+    #[test]
+    fn the_device_step_is_adam() {
+        let _seeded = crate::testing::torch_seed(5);
+        let p0 = Tensor::randn([64], (Kind::Float, Device::Cpu));
+        let (mut plain, mut device) = (p0.copy(), p0.copy());
+        let (mut a, mut b) = (FlatAdam::new(&plain, 1e-5), FlatAdam::new(&device, 1e-5));
+        for (i, lr) in [1e-2, 5e-3, 2e-3, 1e-3, 5e-4].into_iter().enumerate() {
+            let g = Tensor::randn([64], (Kind::Float, Device::Cpu)) * (i as f64 + 1.0);
+            a.step(&mut plain, &g, lr);
+            b.step_device(&mut device, &g, &Tensor::from_slice(&[lr as f32]));
+        }
+        let err = f64::try_from((&plain - &device).abs().max()).unwrap();
         assert!(err < 1e-6, "max difference {err}");
     }
 

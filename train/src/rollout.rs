@@ -92,6 +92,25 @@ impl Batch {
     }
 
     /// New handles onto the same tensors.
+    /// Copies `src`'s rows into this batch's own tensors (same shapes), keeping their
+    /// addresses: the static input of a captured update.
+    pub fn copy_from(&mut self, src: &Batch) {
+        let pairs = [
+            (&mut self.obs, &src.obs),
+            (&mut self.actions, &src.actions),
+            (&mut self.log_probs, &src.log_probs),
+            (&mut self.values, &src.values),
+            (&mut self.advantages, &src.advantages),
+            (&mut self.returns, &src.returns),
+        ];
+        for (dst, src) in pairs {
+            dst.copy_(src);
+        }
+        for (dst, src) in self.extra.iter_mut().zip(&src.extra) {
+            dst.copy_(src);
+        }
+    }
+
     pub fn shallow_clone(&self) -> Batch {
         self.rows(0, self.obs.size()[0])
     }

@@ -166,6 +166,8 @@ fn cuda_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
     out.extend(graph_checks(gpu));
     progress("a PPO update on the GPU against the CPU");
     out.push(ppo_check());
+    progress("the PPO update captured as a CUDA graph against the eager one");
+    out.push(update_graph_check());
     progress("PPO with --inference graph on CartPole");
     out.push(train_check("ppo_graph_learns", Inference::Graph));
     out
@@ -411,6 +413,30 @@ fn ppo_check() -> Value {
         d <= 1e-4,
         "|Δparameter| ≤ 1e-4 after 16 Adam steps",
         json!({"max_abs_diff": d, "params": on_cpu.len()}),
+    )
+}
+
+/// `--update graph`: 16 updates replayed from the captured graph (after its eager warm-up)
+/// give the eager update's parameters and statistics, on the same batches and shuffles.
+fn update_graph_check() -> Value {
+    use hotlab_workloads::cartpole::update_check::{max_abs_diff, train_updates};
+    let spec = RunSpec {
+        envs: 256,
+        steps: 16,
+        device: "cuda".into(),
+        ppo: spec::PpoSpec { minibatches: 2, lr: 2.5e-3, ..spec::PpoSpec::default() },
+        ..RunSpec::default()
+    };
+    let (eager, eager_stats) = train_updates(&spec, Device::Cuda(0), 3, 16, false);
+    let (graph, graph_stats) = train_updates(&spec, Device::Cuda(0), 3, 16, true);
+    let d = max_abs_diff(&eager, &graph);
+    let last = |s: &[Vec<f64>]| s.last().cloned().unwrap_or_default();
+    check(
+        "ppo_update_graph_matches_eager",
+        d <= 1e-5 && !eager.is_empty(),
+        "|Δparameter| ≤ 1e-5 after 16 updates (14 of them replays)",
+        json!({"max_abs_diff": d, "params": eager.len(),
+               "last_stats": {"eager": last(&eager_stats), "graph": last(&graph_stats)}}),
     )
 }
 

@@ -143,6 +143,19 @@ choice!(
 );
 
 choice!(
+    /// How the PPO update runs (catalogue row 5).
+    UpdateMode, "update mode" {
+        /// Op by op: each minibatch's forward, backward, clip and Adam dispatched from the host.
+        #[default]
+        Eager = "eager",
+        /// CUDA: the whole update (every epoch's gather, every minibatch's forward, backward,
+        /// clip and Adam, its step count and learning rate on the device) captured once as a
+        /// CUDA graph and replayed per iteration.
+        Graph = "graph",
+    }
+);
+
+choice!(
     /// The update's precision (catalogue row 6).
     Precision, "precision" {
         /// Everything in fp32.

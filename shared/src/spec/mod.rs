@@ -14,7 +14,7 @@ pub(crate) mod choices;
 pub mod json;
 pub mod presets;
 
-pub use choices::{ActionSync, Backend, Inference, Precision, RolloutCopy, Transfer, WaitMode};
+pub use choices::{ActionSync, Backend, Inference, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode};
 pub use presets::Preset;
 // Each workload's settings and choices are its module's (`crate::workloads`); named here
 // too, as parts of the spec.
@@ -121,6 +121,9 @@ pub struct ExecSpec {
     /// How the rollout's policy forward runs: `eager` (libtorch ops), `fused` (a native
     /// forward; on CUDA with `--backend device`, a fused env kernel) or `graph` (CUDA graph replay).
     pub inference: Inference,
+    /// How the PPO update runs: `eager` (op by op from the host) or `graph` (CUDA: the
+    /// whole update captured once as a CUDA graph and replayed per iteration).
+    pub update: UpdateMode,
     /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows or beside env worker threads or processes, else one per core).
     pub threads: usize,
     /// The update's matmul precision: `fp32`, `fp16` (CUDA, with a dynamic loss scaler),
@@ -140,6 +143,7 @@ impl Default for ExecSpec {
             action_sync: ActionSync::Stacked,
             rollout_copy: RolloutCopy::Whole,
             inference: Inference::Fused,
+            update: UpdateMode::Eager,
             threads: 0,
             precision: Precision::Fp32,
         }
@@ -246,6 +250,9 @@ impl fmt::Display for SpecError {
 pub const FP16_NEEDS_CUDA: &str =
     "fp16 needs a CUDA device (its loss scaler exists for GPU tensor cores); allowed on the CPU: fp32, bf16, auto";
 
+/// Why `--update graph` is refused on the CPU.
+pub const UPDATE_GRAPH_NEEDS_CUDA: &str =
+    "graph replays the update as a captured CUDA graph, so it needs a CUDA GPU; allowed on the CPU: eager";
 /// Why `--inference graph` is refused off a CUDA device.
 pub const GRAPH_NEEDS_CUDA: &str =
     "graph replays a captured CUDA graph, so it needs a CUDA GPU; allowed on the CPU: eager, fused";
@@ -471,6 +478,23 @@ impl RunSpec {
         let x = &self.exec;
         if x.precision == Precision::Fp16 && self.device == "cpu" {
             return Err(SpecError::new("precision", FP16_NEEDS_CUDA));
+        }
+        if x.update == UpdateMode::Graph {
+            if self.device == "cpu" {
+                return Err(SpecError::new("update", UPDATE_GRAPH_NEEDS_CUDA));
+            }
+            if x.precision == Precision::Fp16 {
+                return Err(SpecError::new(
+                    "update",
+                    "graph cannot hold fp16's loss scaler, which reads its overflow check on the host every step; allowed with fp16: eager (or --precision bf16 with graph)",
+                ));
+            }
+            if self.telemetry.every > 0 {
+                return Err(SpecError::new(
+                    "update",
+                    "graph runs the update's minibatches on the device with no host step between them, where gradient telemetry reads the last one; allowed with --telemetry-every above 0: eager",
+                ));
+            }
         }
         if x.inference == Inference::Graph {
             if self.device == "cpu" {

@@ -9,11 +9,13 @@
 //! own device rollout.
 //!
 //! - [`update`]: the epochs × minibatches loop, the clip and Adam;
+//! - [`captured`]: the same update with static buffers, as one CUDA graph (`--update graph`);
 //! - [`loss`]: the loss's definition;
 //! - [`advantages`]: the per-minibatch advantage normalization (one rule, three forms);
 //! - [`collect`]: the rollout from host envs.
 
 pub mod advantages;
+pub mod captured;
 pub mod collect;
 pub mod loss;
 pub mod update;
@@ -29,7 +31,7 @@ use anyhow::Result;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_shared::spec::{RunSpec, UpdateMode};
 use std::time::Instant;
 use tch::Tensor;
 use update::UpdateCtx;
@@ -54,6 +56,11 @@ pub trait PpoPolicy: Sized {
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, precision: &Precision) -> Self::Pass<'a>;
     /// The trained network, for checkpoints and evaluation.
     fn into_trained(self) -> Box<dyn TrainedPolicy>;
+    /// Whether its passes have the capturable form ([`Pass::epoch_on_device`],
+    /// [`Pass::gradient_on_device`]) that `--update graph` records.
+    fn capturable(&self) -> bool {
+        false
+    }
 }
 
 /// One update of a [`PpoPolicy`].
@@ -75,6 +82,16 @@ pub trait Pass {
     ) -> (Option<Vec<f64>>, Instant);
     /// The flat parameters and their gradient, for the scaler, the clip and Adam.
     fn params(&mut self) -> (&mut Tensor, &mut Tensor);
+    /// [`Pass::epoch`] from rows `order` already on the device, with libtorch ops only
+    /// (`--update graph` records it). Only where [`PpoPolicy::capturable`].
+    fn epoch_on_device(&mut self, _order: &Tensor) {
+        unreachable!("a pass without the capturable form")
+    }
+    /// [`Pass::gradient`] with no host read and no profiling: the statistics stay on the
+    /// device (`[5]` f32, when `last`). Only where [`PpoPolicy::capturable`].
+    fn gradient_on_device(&mut self, _m: usize, _last: bool, _ctx: &UpdateCtx<'_>) -> Option<Tensor> {
+        unreachable!("a pass without the capturable form")
+    }
 }
 
 /// A rollout forward of network `P` on host observations.
@@ -157,6 +174,8 @@ pub struct PpoLearner<P: PpoPolicy> {
     pub mover: Mover,
     pub collector: Box<dyn Collect<P>>,
     pub precision: Precision,
+    /// `--update graph`: the update's static buffers and its graph.
+    pub captured: Option<captured::CapturedUpdate>,
 }
 
 impl<P: PpoPolicy> PpoLearner<P> {
@@ -169,7 +188,9 @@ impl<P: PpoPolicy> PpoLearner<P> {
         heads: Vec<usize>,
     ) -> Self {
         let (spec, precision) = (setup.spec.clone(), setup.precision.clone());
-        Self { rng: HostRng::new(spec.seed), spec, net, opt, heads, mover, collector, precision }
+        let captured =
+            (spec.exec.update == UpdateMode::Graph).then(|| captured::CapturedUpdate::new(setup.device, true));
+        Self { rng: HostRng::new(spec.seed), spec, net, opt, heads, mover, collector, precision, captured }
     }
 }
 
@@ -207,7 +228,10 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
             telemetry: it.telemetry,
             stop: it.stop,
         };
-        let update = update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters);
+        let update = match self.captured.as_mut() {
+            Some(graph) => graph.update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof)?,
+            None => update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters),
+        };
         let Some((losses, norms)) = update else { return Ok(None) };
         let c = &mut *it.counters;
         c.host_syncs += 1; // the loss statistics, read once per update

@@ -4,6 +4,7 @@
 //! the whole rollout).
 
 pub mod device;
+pub mod update_check;
 
 use anyhow::Result;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};

@@ -85,6 +85,19 @@ fn graph_check() -> Value {
     }
 }
 
+/// Two runs' figures per update, equal to 1e-3 relative (counts exactly).
+fn close_figures(a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| {
+            a.as_array().into_iter().flatten().zip(b.as_array().into_iter().flatten()).all(|(x, y)| {
+                match (x.as_f64(), y.as_f64()) {
+                    (Some(x), Some(y)) => (x - y).abs() <= 1e-3 * (1.0 + y.abs()),
+                    _ => x == y,
+                }
+            })
+        })
+}
+
 pub fn checks() -> Vec<Value> {
     // The `stream-waits` lesson: a host stream's waits per env step fall with `moved`.
     let mut out = vec![graph_check()];
@@ -100,15 +113,7 @@ pub fn checks() -> Vec<Value> {
     let sleeper = short_run(small(StreamWait::Moved, HostExec::PerEnv, SlotPool::Sleeper), 4, 3);
     match (&sleeper, runs.first()) {
         (Ok((figures, report)), Some((dynamic, _))) => {
-            let close = figures.len() == dynamic.len()
-                && figures.iter().zip(dynamic).all(|(a, b)| {
-                    a.as_array().into_iter().flatten().zip(b.as_array().into_iter().flatten()).all(|(x, y)| {
-                        match (x.as_f64(), y.as_f64()) {
-                            (Some(x), Some(y)) => (x - y).abs() <= 1e-3 * (1.0 + y.abs()),
-                            _ => x == y,
-                        }
-                    })
-                });
+            let close = close_figures(figures, dynamic);
             let replays = report.counters.own.get(GRAPH_REPLAYS);
             out.push(check(
                 "morpho_sleeper_step_captured",
@@ -150,8 +155,8 @@ pub fn checks() -> Vec<Value> {
         let (w_moved, w_every) = (r_moved.counters.own.get(STREAM_WAITS), r_every.counters.own.get(STREAM_WAITS));
         out.push(check(
             "morpho_hosts_train_on_cuda_streams",
-            streams && moved.len() == 2 && w_moved > 0 && w_every > w_moved && moved == every,
-            "the same figures; more waits with every",
+            streams && moved.len() == 2 && w_moved > 0 && w_every > w_moved && close_figures(moved, every),
+            "the same figures to 1e-3 (cuDNN's backward on CUDA is not bit-reproducible); more waits with every",
             json!({"notes": r_moved.notes, "stream_waits": {"moved": w_moved, "every": w_every},
                    "figures": {"moved": moved, "every": every}, "host_passes": r_moved.counters.own.get(HOST_PASSES)}),
         ));

@@ -50,6 +50,10 @@ impl PpoPolicy for MlpAgent {
     fn into_trained(self) -> Box<dyn TrainedPolicy> {
         Box::new(TrainedMlp { net: self.net, env: self.env })
     }
+
+    fn capturable(&self) -> bool {
+        true
+    }
 }
 
 /// One update of the MLP: the epoch's shuffled batch and normalized advantages.
@@ -119,6 +123,23 @@ impl Pass for MlpPass<'_> {
     fn params(&mut self) -> (&mut Tensor, &mut Tensor) {
         let net = &mut self.agent.net;
         (&mut net.flat, &mut net.flat_grad)
+    }
+
+    fn epoch_on_device(&mut self, order: &Tensor) {
+        let shuffled = self.batch.select(order);
+        self.advantages = Some(advantages::normalize_per_minibatch(&shuffled.advantages, self.minibatches as i64));
+        self.shuffled = Some(shuffled);
+    }
+
+    fn gradient_on_device(&mut self, m: usize, last: bool, ctx: &UpdateCtx<'_>) -> Option<Tensor> {
+        let shuffled = self.shuffled.as_ref().expect("an epoch has begun");
+        let mb_size = ctx.spec.minibatch_size() as i64;
+        let mb = shuffled.rows(m as i64 * mb_size, mb_size);
+        let adv = self.advantages.as_ref().expect("normalized above").narrow(0, m as i64 * mb_size, mb_size);
+        let net = &self.agent.net;
+        let grad = grad::loss_grad(net, &mb, &adv, ctx.heads, ctx.spec, self.kind, 1.0, last);
+        grad.backward(net, self.kind);
+        grad.stats
     }
 }
 

@@ -1,0 +1,163 @@
+//! `--update graph`: the PPO update with static buffers, recorded once as a CUDA graph and
+//! replayed per iteration. The same ops as [`super::update`]'s device path, in the same
+//! order: each epoch's gather of the rollout, the per-minibatch advantage normalization,
+//! each minibatch's forward, hand-written backward, gradient clip and Adam step. What
+//! changes between iterations lives in tensors the graph reads: the rollout (copied into
+//! the static batch), the epochs' shuffles (drawn on the host from the run's stream, as
+//! the eager update draws them, and copied in with one transfer), the learning rate, and
+//! Adam's step count (on the device, [`FlatAdam::step_device`]). Nothing is read back
+//! inside it; the last minibatch's statistics are read once after it, as in the eager
+//! update.
+//!
+//! On CUDA the first [`WARMUP`] updates run these ops eagerly (libtorch's allocator and
+//! cuBLAS settle, and Adam's step count exists before the capture, which would otherwise
+//! record its creation), then one is captured on a side stream and replayed from then on.
+//! Made without capture (the tests on the CPU), the same ops always run eagerly.
+
+use super::update::{clip_grad_norm, UpdateCtx, STATS};
+use super::{Pass, PpoPolicy};
+use crate::adam::FlatAdam;
+use crate::cuda::shim::{Graph, Stream};
+use crate::profiler::Profiler;
+use crate::rollout::Batch;
+use crate::workload::asked_to_stop;
+use anyhow::{bail, Context, Result};
+use hotlab_shared::profile::Phase;
+use hotlab_shared::protocol::Losses;
+use hotlab_shared::rng::HostRng;
+use tch::{Device, Kind, Tensor};
+
+/// Eager updates before the capture.
+pub const WARMUP: u64 = 2;
+
+/// The static buffers of `--update graph` and, once captured, its graph.
+pub struct CapturedUpdate {
+    device: Device,
+    /// Capture after the warm-up (CUDA only); false: always eager (the tests on the CPU).
+    capture: bool,
+    /// The rollout the graph reads (copied in before each replay).
+    batch: Option<Batch>,
+    /// `[epochs, rows]` i64: each epoch's shuffle.
+    orders: Option<Tensor>,
+    /// `[1]` f32: this update's learning rate.
+    lr: Tensor,
+    /// `[5]` f32: the last minibatch's statistics ([`STATS`]).
+    stats: Tensor,
+    graph: Option<Graph>,
+    updates: u64,
+    /// Replays of the captured graph so far.
+    pub replays: u64,
+}
+
+impl CapturedUpdate {
+    pub fn new(device: Device, capture: bool) -> Self {
+        let on = (Kind::Float, device);
+        Self {
+            device,
+            capture,
+            batch: None,
+            orders: None,
+            lr: Tensor::zeros([1], on),
+            stats: Tensor::zeros([STATS.len() as i64], on),
+            graph: None,
+            updates: 0,
+            replays: 0,
+        }
+    }
+
+    /// One update of `net` on `batch`: the eager update's result to rounding; None when the
+    /// run was asked to stop before it.
+    pub fn update<P: PpoPolicy>(
+        &mut self,
+        net: &mut P,
+        opt: &mut FlatAdam,
+        batch: &Batch,
+        ctx: UpdateCtx<'_>,
+        rng: &mut HostRng,
+        prof: &mut Profiler,
+    ) -> Result<Option<(Losses, Option<Tensor>)>> {
+        if !net.capturable() {
+            bail!("--update: graph records the update's ops, and this workload's network has no capturable update yet; allowed: eager");
+        }
+        if self.capture && !matches!(self.device, Device::Cuda(_)) {
+            bail!("--update: graph replays the update as a captured CUDA graph, and this run is on {:?}; allowed there: eager", self.device);
+        }
+        if asked_to_stop(ctx.stop) {
+            return Ok(None);
+        }
+        let s = prof.start();
+        let spec = ctx.spec;
+        // The shuffles the eager update would draw, in its order.
+        let mut order: Vec<i64> = (0..spec.batch_size() as i64).collect();
+        let mut orders = Vec::with_capacity(order.len() * spec.ppo.epochs);
+        for _ in 0..spec.ppo.epochs {
+            rng.shuffle(&mut order);
+            orders.extend_from_slice(&order);
+        }
+        let orders = Tensor::from_slice(&orders).view([spec.ppo.epochs as i64, -1]).to_device(self.device);
+        match (&mut self.batch, &mut self.orders) {
+            (Some(b), Some(o)) => {
+                b.copy_from(batch);
+                o.copy_(&orders);
+            }
+            _ => {
+                let mut own = batch.empty_like();
+                own.copy_from(batch);
+                self.batch = Some(own);
+                self.orders = Some(orders);
+            }
+        }
+        let _ = self.lr.fill_(ctx.lr);
+        let s = prof.stop(Phase::OTHER, s);
+
+        if self.graph.is_none() && self.capture && self.updates >= WARMUP {
+            self.graph = Some(self.record(net, opt, &ctx).context("capturing the update as a CUDA graph")?);
+        }
+        match &self.graph {
+            Some(graph) => {
+                graph.replay()?;
+                self.replays += 1;
+            }
+            None => self.body(net, opt, &ctx),
+        }
+        self.updates += 1;
+        let stats = Vec::<f64>::try_from(self.stats.to_kind(Kind::Double)).unwrap_or_default();
+        prof.stop(Phase::UPDATE_GRAPH, s);
+        Ok(Some((STATS.into_iter().zip(stats).collect(), None)))
+    }
+
+    /// Records [`Self::body`] on a side stream (capture runs nothing).
+    fn record<P: PpoPolicy>(&self, net: &mut P, opt: &mut FlatAdam, ctx: &UpdateCtx<'_>) -> Result<Graph> {
+        let Device::Cuda(index) = self.device else { bail!("capture needs a CUDA device") };
+        let side = Stream::new(index)?;
+        let default = Stream::current(index)?;
+        side.wait_for(&default)?;
+        side.make_current()?;
+        let graph = Graph::capture(|| {
+            self.body(net, opt, ctx);
+            Ok(())
+        });
+        default.make_current()?;
+        default.wait_for(&side)?;
+        graph
+    }
+
+    /// The update's ops on the static buffers: every epoch and minibatch, no host read.
+    fn body<P: PpoPolicy>(&self, net: &mut P, opt: &mut FlatAdam, ctx: &UpdateCtx<'_>) {
+        let spec = ctx.spec;
+        let (batch, orders) = (self.batch.as_ref().expect("filled"), self.orders.as_ref().expect("filled"));
+        let mut pass = net.begin(batch, spec, &*ctx.precision);
+        for epoch in 0..spec.ppo.epochs {
+            pass.epoch_on_device(&orders.get(epoch as i64));
+            for m in 0..spec.ppo.minibatches {
+                let last = epoch + 1 == spec.ppo.epochs && m + 1 == spec.ppo.minibatches;
+                if let Some(stats) = pass.gradient_on_device(m, last, ctx) {
+                    self.stats.shallow_clone().copy_(&stats.to_kind(Kind::Float));
+                }
+                let (flat, grad) = pass.params();
+                clip_grad_norm(grad, spec.ppo.max_grad_norm);
+                opt.step_device(flat, grad, &self.lr);
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! `--update graph` against today's update on made-up rollouts: the same parameters and
+//! statistics to rounding after several updates. On the CPU the captured path's ops run
+//! eagerly (its static buffers, device step count and learning-rate tensor: the test
+//! below, over seeds and shapes); on CUDA they are captured and replayed (`gpu-check`).
+
+use super::CartPole;
+use hotlab_shared::counters::Counters;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::{self, RunSpec};
+use hotlab_train::adam::FlatAdam;
+use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
+use hotlab_train::models::mlp::MlpAgent;
+use hotlab_train::ppo::captured::CapturedUpdate;
+use hotlab_train::ppo::update::{self, UpdateCtx};
+use hotlab_train::profiler::Profiler;
+use hotlab_train::rollout::Batch;
+use std::sync::Arc;
+use tch::{Device, Kind, Tensor};
+
+/// A rollout's worth of made-up rows, drawn from `rng`.
+fn batch(n: i64, device: Device, rng: &mut HostRng) -> Batch {
+    let mut draw = |count: i64, scale: f32, shift: f32| -> Tensor {
+        Tensor::from_slice(&(0..count).map(|_| rng.next_f32() * scale + shift).collect::<Vec<f32>>())
+    };
+    let obs = draw(4 * n, 0.4, -0.2).view([n, 4]);
+    let log_probs = draw(n, 0.5, -1.0);
+    let values = draw(n, 2.0, 0.0);
+    let advantages = draw(n, 2.0, -1.0);
+    let returns = draw(n, 10.0, 0.0);
+    let actions = Tensor::from_slice(&(0..n).map(|i| (i * 7 + n) % 2).collect::<Vec<i64>>()).view([n, 1]);
+    let on = |t: Tensor| t.to_device(device);
+    Batch {
+        obs: on(obs),
+        extra: Vec::new(),
+        actions: on(actions),
+        log_probs: on(log_probs),
+        values: on(values),
+        advantages: on(advantages),
+        returns: on(returns),
+    }
+}
+
+/// A fresh network from `seed`: its parameters drawn from the run's own stream (not
+/// libtorch's global generator, which tests on other threads reseed).
+fn agent(seed: u64, device: Device) -> MlpAgent {
+    let arch = Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2 };
+    let mut rng = HostRng::new(seed + 1000);
+    let flat: Vec<f32> = (0..arch.num_params()).map(|_| (rng.next_f32() - 0.5) * 0.5).collect();
+    let net = ActorCritic::from_flat(arch, Tensor::from_slice(&flat).to_device(device));
+    MlpAgent { net, helper: None, env: Arc::new(CartPole) }
+}
+
+/// `updates` updates on `device` of a fresh network from `seed` on the same batches, eager
+/// or through the captured path (captured and replayed on CUDA after its warm-up): the
+/// flat parameters after them, and each update's statistics.
+pub fn train_updates(
+    spec: &RunSpec,
+    device: Device,
+    seed: u64,
+    updates: usize,
+    captured: bool,
+) -> (Vec<f32>, Vec<Vec<f64>>) {
+    let mut agent = agent(seed, device);
+    let mut opt = FlatAdam::new(&agent.net.flat, 1e-5);
+    let mut graph = CapturedUpdate::new(device, device.is_cuda());
+    let (mut data, mut shuffles) = (HostRng::new(seed + 100), HostRng::new(seed));
+    let mut stats = Vec::new();
+    for u in 0..updates {
+        let b = batch(spec.batch_size() as i64, device, &mut data);
+        let mut precision = hotlab_train::precision::resolve(spec::Precision::Fp32, device).expect("fp32 anywhere");
+        let lr = spec.ppo.lr * (1.0 - u as f64 / updates as f64);
+        let ctx = UpdateCtx { spec, heads: &[2], lr, precision: &mut precision, telemetry: None, stop: None };
+        let (mut prof, mut c) = (Profiler::new(None), Counters::default());
+        let out = if captured {
+            graph.update(&mut agent, &mut opt, &b, ctx, &mut shuffles, &mut prof).expect("a capturable network")
+        } else {
+            update::update(&mut agent, &mut opt, &b, ctx, &mut shuffles, &mut prof, &mut c)
+        };
+        stats.push(out.expect("not stopped").0 .0.iter().map(|(_, v)| *v).collect());
+    }
+    (Vec::<f32>::try_from(agent.net.flat.to_kind(Kind::Float)).unwrap_or_default(), stats)
+}
+
+/// The largest difference between two parameter vectors.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlab_shared::spec::PpoSpec;
+
+    #[test]
+    fn the_captured_update_run_eagerly_is_todays_update_over_seeds_and_shapes() {
+        // (envs, steps, minibatches, epochs)
+        for (envs, steps, minibatches, epochs) in [(8, 16, 4, 4), (32, 8, 2, 2), (4, 128, 4, 4), (64, 4, 1, 3)] {
+            let spec = RunSpec {
+                envs,
+                steps,
+                ppo: PpoSpec { minibatches, epochs, lr: 2.5e-3, ..PpoSpec::default() },
+                ..RunSpec::default()
+            };
+            for seed in 1..=3 {
+                let (eager, eager_stats) = train_updates(&spec, Device::Cpu, seed, 3, false);
+                let (captured, captured_stats) = train_updates(&spec, Device::Cpu, seed, 3, true);
+                let start = Vec::<f32>::try_from(agent(seed, Device::Cpu).net.flat).unwrap();
+                let moved = max_abs_diff(&eager, &start);
+                let d = max_abs_diff(&eager, &captured);
+                let shape = format!("{envs}×{steps}, {minibatches} minibatches × {epochs} epochs, seed {seed}");
+                assert!(moved > 1e-3, "{shape}: the updates moved the parameters ({moved})");
+                assert!(d <= 2e-5, "{shape}: |Δparameter| {d} after 3 updates");
+                for (a, b) in eager_stats.iter().flatten().zip(captured_stats.iter().flatten()) {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * (1.0 + a.abs()),
+                        "{shape}: statistics {eager_stats:?} vs {captured_stats:?}"
+                    );
+                }
+            }
+        }
+    }
+}
