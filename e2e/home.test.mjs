@@ -28,7 +28,7 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
   await page.getByTestId('first-visit').waitFor({ timeout: 20_000 });
   for (const way of ['way-run', 'way-lesson', 'way-play']) assert.ok(await page.getByTestId(way).isVisible(), way);
   assert.deepEqual(await page.locator('[data-testid^="preset-"] h4').allTextContents(), PRESETS);
-  assert.equal(await page.getByTestId('lesson-card').count(), 17, 'the catalogue as cards');
+  assert.equal(await page.getByTestId('lesson-card').count(), 18, 'the catalogue as cards');
   assert.ok(await page.getByTestId('play-link').isVisible());
   assert.equal(await page.getByTestId('launch-details').evaluate((d) => d.open), false, 'the form is collapsed');
   assert.equal(await page.getByTestId('launch-preset').textContent(), 'cleanrl');
@@ -134,7 +134,7 @@ test('the lesson cards show this machine\'s checks, and the operator starts them
     .waitFor({ timeout: 120_000 });
   assert.match(await card('replay-copies').textContent(), /needs a GPU; on an H200 .*265,606/);
   assert.match(await card('worker-waits').textContent(), /not checked on this machine yet/);
-  await page.getByTestId('lesson-checks').filter({ hasText: /2 of 17 lessons checked on / }).waitFor({ timeout: 20_000 });
+  await page.getByTestId('lesson-checks').filter({ hasText: /2 of 18 lessons checked on / }).waitFor({ timeout: 20_000 });
   await page.getByTestId('check-lessons').click();
   await page.getByTestId('lesson-checks').filter({ hasText: /checking worker-waits on this machine \(16 after it\)/ })
     .waitFor({ timeout: 20_000 });

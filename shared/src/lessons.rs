@@ -265,6 +265,40 @@ pub const LESSONS: &[Lesson] = &[
         on_gpu: None,
     },
     Lesson {
+        id: "update-dispatch",
+        row: 5,
+        title: "An update dispatched op by op",
+        phenomenon: "PPO's update runs epochs × minibatches steps, and each step is dozens of small ops: the \
+            forward of both networks, the loss's gradient, the backward, the clip and Adam. Eagerly, the host \
+            launches every one of them and waits on none, so once the rollout is a captured graph the update's \
+            launches are what the GPU waits for. Captured once as a CUDA graph, with the rollout and the \
+            shuffles copied into static buffers and Adam's step count and learning rate on the device, the \
+            whole update is one launch per iteration.",
+        look_at: "The update's phases (update_forward, backward, optimizer) against update_graph, and steps/s.",
+        baseline: &[
+            ("device", "cuda"),
+            ("backend", "device"),
+            ("inference", "graph"),
+            ("update", "eager"),
+            ("envs", "4096"),
+            ("steps", "16"),
+            ("minibatches", "2"),
+            ("lr", "0.0025"),
+        ],
+        variants: &["update=graph"],
+        signature: Signature {
+            measure: Measure::CallsPerStep(Phase::OPTIMIZER),
+            expect: Expect::Higher(4.0),
+            text: "minibatch steps dispatched from the host per env step",
+        },
+        budget: Budget { seconds: 4.0, repeats: 2 },
+        on_gpu: Some(
+            "the same change at --preset gpu's shape, measured by scripts/gpu-bench on an H100 (docs/gpu-results.md, \
+            2026-11-27): 2.7–3.3M steps/s with the update eager, 4.9–5.0M with it captured (1.45–1.83×); not yet run \
+            as this lesson",
+        ),
+    },
+    Lesson {
         id: "precision",
         row: 6,
         title: "The update's precision",
@@ -719,7 +753,11 @@ mod tests {
             assert!(minute <= 60.0, "{}: about {minute:.0} s", l.id);
         }
         let gpu: Vec<&str> = LESSONS.iter().filter(|l| l.needs_gpu()).map(|l| l.id).collect();
-        assert_eq!(gpu, ["stream-waits", "replay-copies"], "the lessons whose bottleneck needs a GPU");
+        assert_eq!(
+            gpu,
+            ["update-dispatch", "stream-waits", "replay-copies"],
+            "the lessons whose bottleneck needs a GPU"
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
 use crate::profile::{Phase, PhaseKind, Profile};
-use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, Transfer, WaitMode};
+use crate::spec::{
+    ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, Transfer, UpdateMode, WaitMode,
+};
 use crate::workloads::phase_info;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -287,6 +289,28 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
         );
     }
+    // On a GPU the eager update dispatches every minibatch's ops from the host; captured,
+    // the whole update is one launch (the MLP's update: CartPole's network).
+    let update =
+        profile.share(Phase::UPDATE_FORWARD) + profile.share(Phase::BACKWARD) + profile.share(Phase::OPTIMIZER);
+    if spec.device.starts_with("cuda")
+        && spec.exec.update == UpdateMode::Eager
+        && spec.env() == EnvName::Cartpole
+        && spec.exec.precision != Precision::Fp16
+        && spec.telemetry.every == 0
+        && update >= 0.20
+    {
+        let ops = spec.ppo.epochs * spec.ppo.minibatches;
+        out.push(Recommendation {
+            knob: "--update graph".into(),
+            phase: Phase::BACKWARD,
+            signature: format!(
+                "{:.0}% of wall in the update's {ops} minibatch steps, each dispatched op by op from the host",
+                100.0 * update
+            ),
+            max_speedup: amdahl(update),
+        });
+    }
     spec.workload.recommend(profile, spec, &mut out);
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
     out
@@ -440,6 +464,35 @@ mod tests {
         assert!(rollout_fwd.split.verdict.contains("rollout's forward"), "{}", rollout_fwd.split.verdict);
         assert!((r.profiler_overhead_pct - 0.1).abs() < 1e-9);
         assert!(r.markdown().contains("| env_step | 5.000 | 50.0 |"));
+    }
+
+    #[test]
+    fn a_gpu_update_dispatched_op_by_op_is_advised_captured() {
+        let busy = profile(
+            &[(Phase::UPDATE_FORWARD, 0.3), (Phase::BACKWARD, 0.2), (Phase::OPTIMIZER, 0.1)],
+            Counters::default(),
+        );
+        let on = |device: &str, update| RunSpec {
+            device: device.into(),
+            exec: crate::spec::ExecSpec { update, ..Default::default() },
+            ..Default::default()
+        };
+        let r = analyze(&busy, &on("cuda", UpdateMode::Eager));
+        assert_eq!(knobs(&r), ["--update graph"]);
+        assert!((r.recommendations[0].max_speedup - 2.5).abs() < 1e-9, "{:?}", r.recommendations);
+        assert!(r.recommendations[0].signature.contains("60% of wall in the update's 16 minibatch steps"));
+        // Not on the CPU, not once captured, not where the update is small, not with fp16's scaler.
+        assert!(knobs(&analyze(&busy, &on("cpu", UpdateMode::Eager))).is_empty());
+        assert!(knobs(&analyze(&busy, &on("cuda", UpdateMode::Graph))).is_empty());
+        let light = profile(&[(Phase::BACKWARD, 0.1), (Phase::ENV_STEP, 0.8)], Counters::default());
+        assert!(knobs(&analyze(&light, &on("cuda", UpdateMode::Eager))).is_empty());
+        let mut fp16 = on("cuda", UpdateMode::Eager);
+        fp16.exec.precision = Precision::Fp16;
+        assert!(knobs(&analyze(&busy, &fp16)).is_empty());
+        // The advice is an audit's change that the spec accepts.
+        let change = crate::audit::Change::recommended(&r.recommendations[0]).unwrap();
+        let changed = change.apply(&on("cuda", UpdateMode::Eager)).unwrap();
+        assert_eq!(changed.exec.update, UpdateMode::Graph);
     }
 
     #[test]

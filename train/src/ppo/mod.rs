@@ -158,6 +158,15 @@ pub fn after_init(setup: &mut Setup<'_>, flat: &Tensor) -> (FlatAdam, Mover) {
             "precision {p}: the update's matmuls run in {p}; the rollout's forward and the master weights stay fp32"
         ));
     }
+    if setup.spec.exec.update == UpdateMode::Graph {
+        let spec = setup.spec;
+        let steps = spec.ppo.epochs * spec.ppo.minibatches;
+        let replays = spec.updates().saturating_sub(captured::WARMUP);
+        setup.notes.push(format!(
+            "update graph: the whole update ({steps} minibatch steps of forward, backward, clip and Adam) captured after {} eager updates and replayed once per update ({replays} replays for a whole run), one launch from the host instead of each op's; its time is the update_graph phase",
+            captured::WARMUP
+        ));
+    }
     let mover = Mover::new(setup.spec.exec.transfer, setup.device);
     setup.notes.extend(mover.note());
     (opt, mover)
