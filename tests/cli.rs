@@ -365,3 +365,32 @@ fn each_workload_has_a_preset_listed_in_help_and_flags_override_it() {
         assert!(err.contains("--device") && err.contains("'cuda'") && err.contains("no CUDA device"), "{err}");
     }
 }
+
+/// Issue 38: a run's steady window starts after its warm-up iterations, so a start-up made
+/// slow on purpose (1.5 s of sleep in the first iteration, standing for compilation or a
+/// graph's capture) stays out of the rate audits compare; a run that ends within its
+/// warm-up has no steady window.
+#[test]
+fn the_steady_window_leaves_a_slow_start_up_out() {
+    let train = |total: &str| {
+        let out = hotlab()
+            .env("HOTLAB_SLOW_START_MS", "1500")
+            .args(["train", "--envs", "8", "--steps", "16", "--minibatches", "4", "--device", "cpu", "--json"])
+            .args(["--total-steps", total])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        last_json(&out)
+    };
+    let r = train("2560"); // 20 updates of 128 steps
+    let steady = &r["steady"];
+    assert_eq!((steady["warmup_updates"].as_u64(), steady["updates"].as_u64()), (Some(2), Some(18)), "{r}");
+    assert_eq!(steady["env_steps"].as_u64(), Some(18 * 128));
+    let (wall, window) = (r["wall_s"].as_f64().unwrap(), steady["seconds"].as_f64().unwrap());
+    assert!(wall >= 1.5, "the sleep is in the run's wall: {wall}");
+    assert!(window > 0.0 && window <= wall - 1.5, "the window leaves the sleep out: {window} of {wall}");
+    let (sps, steady_sps) = (r["sps"].as_f64().unwrap(), steady["sps"].as_f64().unwrap());
+    assert!(close(steady_sps, 18.0 * 128.0 / window), "{r}");
+    assert!(steady_sps > sps, "without the start-up the rate is higher: {steady_sps} vs {sps}");
+    assert!(train("256")["steady"].is_null(), "2 updates: all warm-up");
+}

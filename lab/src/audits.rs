@@ -281,10 +281,10 @@ impl Audits {
     }
 }
 
-/// What an audit needs of a finished run: its steps/s (the report's), its phase totals and
-/// counters, and its return.
+/// What an audit needs of a finished run: its steps/s (the report's steady window's, else
+/// the whole run's), its phase totals and counters, and its return.
 fn measure(s: &RunSummary) -> Option<Measured> {
-    let sps = s.report.as_ref().map(|r| r.steps_per_s).or(s.last.as_ref().map(|m| m.sps))?;
+    let sps = s.report.as_ref().map(|r| r.steady_sps.unwrap_or(r.steps_per_s)).or(s.last.as_ref().map(|m| m.sps))?;
     (sps > 0.0).then(|| Measured {
         sps,
         profile: s.total.clone(),

@@ -127,6 +127,7 @@ mod tests {
             wall_s: 1.0,
             env_steps: 1,
             steps_per_s: 1.0,
+            steady_sps: None,
             rows: vec![],
             split: hotlab_shared::report::Split {
                 data_pct: 0.0,

@@ -61,6 +61,10 @@ pub struct Report {
     pub recommendations: Vec<Recommendation>,
     /// The profiler's own cost, % of wall.
     pub profiler_overhead_pct: f64,
+    /// Steps/s in the run's steady window (after its warm-up iterations: start-up,
+    /// compilation, capture, prefill), where the run went past it: what audits compare.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_sps: Option<f64>,
 }
 
 impl Recommendation {
@@ -341,6 +345,7 @@ pub fn analyze(profile: &Profile, spec: &RunSpec) -> Report {
         split: split(profile, spec),
         recommendations: recommend(profile, spec),
         profiler_overhead_pct: 100.0 * profile.overhead_s / wall,
+        steady_sps: None,
     }
 }
 

@@ -105,6 +105,8 @@ pub struct TrainReport {
     pub telemetry: TelemetrySummary,
     /// Where a knob could not do what it says here, and what happened instead.
     pub notes: Vec<String>,
+    /// The steady window, when the run went past its warm-up.
+    pub steady: Option<Steady>,
     /// The fully resolved spec.
     pub config: RunSpec,
     /// The workload's own evaluation of the trained policy, under its key (the proof env:
@@ -114,6 +116,30 @@ pub struct TrainReport {
     /// That evaluation in one line for people.
     #[serde(skip)]
     pub evaluation_summary: Option<String>,
+}
+
+/// The run's steady window: its iterations after the learner's warm-up
+/// ([`Learner::warmup`](workload::Learner::warmup)), timed from the end of the last
+/// warm-up iteration to the end of the run, on a GPU with the device synchronized at both
+/// edges. What an audit compares: start-up, compilation, capture and prefill stay out.
+#[derive(Clone, Debug, Serialize)]
+pub struct Steady {
+    /// Iterations left out at the start.
+    pub warmup_updates: u64,
+    /// Iterations timed.
+    pub updates: u64,
+    pub env_steps: u64,
+    pub seconds: f64,
+    pub sps: f64,
+}
+
+/// A deliberately slow start-up: `HOTLAB_SLOW_START_MS` milliseconds of sleep in the first
+/// iteration, standing for compilation or capture (tests and demonstrations of the steady
+/// window); unset, nothing.
+fn slow_start() {
+    if let Some(ms) = std::env::var("HOTLAB_SLOW_START_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    }
 }
 
 /// A trained policy, the run's summary, and the trace of the traced window (if any).
@@ -197,8 +223,21 @@ pub fn run(
     let mut frames = Frames::new(opts.frames);
     let mut episodes = Episodes::default();
     let iterations = learner.iterations();
+    let warmup = learner.warmup();
+    let sync = |c: &mut Counters| {
+        if let tch::Device::Cuda(ordinal) = device {
+            tch::Cuda::synchronize(ordinal as i64);
+            c.host_syncs += 1;
+        }
+    };
+    // (when, env steps then): the end of the warm-up.
+    let mut steady_from: Option<(Instant, u64)> = None;
+    let mut steady_updates = 0u64;
     let mut global_step = 0u64;
     for index in 0..iterations {
+        if index == 0 {
+            slow_start();
+        }
         if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
             notes.push(format!("stopped after {index} of {iterations} updates"));
             break;
@@ -223,6 +262,13 @@ pub fn run(
             break;
         };
         global_step += out.env_steps;
+        if steady_from.is_some() {
+            steady_updates += 1;
+        }
+        if index + 1 == warmup {
+            sync(&mut c);
+            steady_from = Some((Instant::now(), global_step));
+        }
         if let Some(norms) = &out.norms {
             let s = prof.start();
             telemetry.publish(index + 1, norms, &mut c);
@@ -260,6 +306,12 @@ pub fn run(
         prof.stop(Phase::PUBLISH, s);
     }
 
+    let steady = steady_from.filter(|_| steady_updates > 0).map(|(from, steps_then)| {
+        sync(&mut c);
+        let seconds = from.elapsed().as_secs_f64();
+        let env_steps = global_step - steps_then;
+        Steady { warmup_updates: warmup, updates: steady_updates, env_steps, seconds, sps: env_steps as f64 / seconds }
+    });
     let wall_s = start.elapsed().as_secs_f64();
     let policy = learner.finish();
     let evaluation = if opts.skip_evaluation { None } else { policy.report_evaluation(spec.seed) };
@@ -279,6 +331,7 @@ pub fn run(
         telemetry: telemetry.finish(),
         counters: c,
         notes,
+        steady,
         config: spec.clone(),
         setup_s,
         evaluation: evaluation.iter().map(|e| (e.key.to_string(), e.json.clone())).collect(),

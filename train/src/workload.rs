@@ -131,6 +131,12 @@ pub trait Learner {
     fn iterations(&self) -> u64;
     /// The parameters' layout (gradient telemetry names them).
     fn layout(&self) -> &[ParamSlot];
+    /// Iterations whose time is start-up rather than training (first-use allocations,
+    /// kernel compilation, a graph's capture, a replay buffer's prefill): the report's
+    /// steady window ([`crate::Steady`]) starts after them.
+    fn warmup(&self) -> u64 {
+        2
+    }
     /// One iteration: collect experience and learn from it; None when a stop request
     /// ended it part-way (nothing of it is learned).
     fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Option<Outcome>>;

@@ -293,6 +293,9 @@ fn ReportView(
             }.into_any()
         }}
         <p class="muted small">{format!("{} env steps, {:.0} steps/s while profiled; profiler overhead {:.2} % of wall", report.env_steps, report.steps_per_s, report.profiler_overhead_pct)}</p>
+        {report.steady_sps.map(|s| view! {
+            <p class="muted small" data-testid="steady-sps">{format!("{s:.0} steps/s in the steady window (after the warm-up: start-up, compilation, capture, prefill), what an audit compares")}</p>
+        })}
     }
 }
 

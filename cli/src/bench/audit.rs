@@ -8,7 +8,9 @@ use hotlab_train::TrainReport;
 
 /// What an audit needs of a finished run.
 pub fn measured(r: &TrainReport) -> Measured {
-    Measured { sps: r.sps, profile: r.profile.clone(), mean_return: r.mean_return_last_100 }
+    // The steady window's rate where the run went past its warm-up: start-up stays out.
+    let sps = r.steady.as_ref().map_or(r.sps, |s| s.sps);
+    Measured { sps, profile: r.profile.clone(), mean_return: r.mean_return_last_100 }
 }
 
 /// Runs the plan's runs in order; `progress` hears of each before it starts (what, run i of n).

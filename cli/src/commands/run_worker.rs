@@ -77,7 +77,8 @@ fn serve(spec: &RunSpec) -> Result<()> {
     }));
     let (status, message) = match outcome {
         Ok(Ok(trained)) => {
-            let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+            let mut report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+            report.steady_sps = trained.report.steady.as_ref().map(|s| s.sps);
             out.send(FromRun::Event(EventBody::Report { report }));
             let blobs = [
                 ("trace", trained.trace.as_ref().map(|t| t.to_string())),

@@ -212,6 +212,15 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
         self.net.layout()
     }
 
+    fn warmup(&self) -> u64 {
+        // A captured update's eager warm-up and its capture, then one replay.
+        if self.captured.is_some() {
+            captured::WARMUP + 2
+        } else {
+            2
+        }
+    }
+
     fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Option<Outcome>> {
         let spec = &self.spec;
         let updates = spec.updates();

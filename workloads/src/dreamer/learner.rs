@@ -93,6 +93,12 @@ impl Learner for DreamerLearner {
         &self.layout
     }
 
+    fn warmup(&self) -> u64 {
+        // The prefill's iterations train nothing; then the first train steps' start-up.
+        let per_iteration = self.spec.batch_size().max(1) as u64;
+        (self.trainer.settings.prefill as u64).div_ceil(per_iteration) + 2
+    }
+
     fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Option<Outcome>> {
         let rollout = Instant::now();
         let prefill = self.trainer.settings.prefill;
