@@ -22,6 +22,16 @@ test('a lesson runs from its page, a viewer follows it, and its link reopens it'
   assert.match(gpuOnly, /needs a GPU/, 'a lesson whose bottleneck needs a GPU says so on its card');
   await shot(page, 'lessons');
 
+  // What a GPU measured, labelled with the device and the day (the repository's record),
+  // on a lesson's page; a lesson with nothing recorded says so.
+  await page.goto(new URL('/#/lesson/op-dispatch', lab.url).href);
+  await page.getByTestId('lesson-title').filter({ hasText: 'Op-by-op dispatch' }).waitFor({ timeout: 20_000 });
+  assert.match(await page.getByTestId('gpu-result').textContent(),
+    /^On a GPU: measured on an NVIDIA H100 80GB HBM3, 2026-11-27: the signature shows, µs per rollout forward 364 → 5\.41? \(a quick check, no verdict yet\)$/);
+  await page.goto(new URL('/#/lesson/update-dispatch', lab.url).href);
+  await page.getByTestId('lesson-title').filter({ hasText: 'An update dispatched op by op' }).waitFor({ timeout: 20_000 });
+  assert.match(await page.getByTestId('gpu-result').textContent(), /^On a GPU: .*(gpu-bench|no figure recorded)/);
+
   // The parameters live in the URL: the operator sets one, and the link carries it.
   await page.goto(new URL('/#/lesson/batch-size?repeats=2&seconds=0.3&hide=', lab.url).href);
   await page.getByTestId('lesson-title').filter({ hasText: 'A batch too small' }).waitFor({ timeout: 20_000 });

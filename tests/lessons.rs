@@ -129,3 +129,60 @@ fn tune_finds_an_obvious_gain() {
     let out = run(hotlab().args(["tune", "--repeats", "1"]));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// Issue 38: `lesson check --record FILE` writes what this machine measured (its device, the
+/// day, the signature, with `--verdicts` the audit's verdicts), merging lesson by lesson;
+/// `lesson list --json` carries the record per lesson as `gpu_result` (null where nothing
+/// is recorded); a file that is not a record is refused, naming the flag.
+#[test]
+fn a_lessons_record_is_written_merged_and_listed() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("record.json");
+    let f = file.to_str().unwrap();
+    let out = run(hotlab().args(["lesson", "check", "per-item-sync", "--seconds", "0.3", "--record", f]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let args = ["lesson", "check", "batch-size", "--seconds", "0.3", "--record", f, "--verdicts"];
+    let out = run(hotlab().args(args));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let ids: Vec<&str> = record.as_array().unwrap().iter().map(|r| r["lesson"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["per-item-sync", "batch-size"], "merged, in the catalogue's order");
+    let cpu = hotlab_train::system::info().devices[0].name.clone();
+    for r in record.as_array().unwrap() {
+        assert_eq!(r["device"], cpu.as_str());
+        let date = r["date"].as_str().unwrap();
+        assert!(date.len() == 10 && date.starts_with("20") && date.as_bytes()[4] == b'-', "{date}");
+        assert_eq!(r["figures"].as_array().unwrap().len(), 2, "{r}");
+    }
+    assert!(record[0].get("verdicts").is_none(), "a quick check has no verdict");
+    let v = &record[1]["verdicts"][0];
+    assert_eq!(v["change"], "envs=64");
+    assert!(
+        v["verdict"].is_string() && v["ratio"]["low"].as_f64().unwrap() <= v["ratio"]["high"].as_f64().unwrap(),
+        "{v}"
+    );
+
+    let list = last_json(&run(hotlab().args(["lesson", "list", "--json", "--records", f])));
+    let of = |id: &str| list.as_array().unwrap().iter().find(|l| l["id"] == id).unwrap()["gpu_result"].clone();
+    assert_eq!(of("batch-size")["device"], cpu.as_str());
+    assert!(of("worker-waits").is_null(), "nothing recorded for it in this file");
+    // Without --records: the repository's record, made on an H100.
+    let shipped = last_json(&run(hotlab().args(["lesson", "list", "--json"])));
+    let replay = shipped.as_array().unwrap().iter().find(|l| l["id"] == "replay-copies").unwrap();
+    assert_eq!(replay["gpu_result"]["device"], "NVIDIA H100 80GB HBM3");
+
+    std::fs::write(&file, "not json").unwrap();
+    for args in
+        [vec!["lesson", "list", "--json", "--records", f], vec!["lesson", "check", "per-item-sync", "--record", f]]
+    {
+        let out = run(hotlab().args(&args));
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(
+            stderr(&out).contains("--record") && stderr(&out).contains("not a lesson record"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not json", "a bad record is never overwritten");
+}

@@ -165,6 +165,88 @@ pub struct Check {
     pub error: Option<String>,
 }
 
+/// What a GPU measured for a lesson (`hotlab lesson check --record FILE` on a GPU box): where
+/// there is no GPU, the lesson shows this beside its own run. The repository's record is
+/// `docs/lessons-gpu.json` ([`gpu_result`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuResult {
+    pub lesson: String,
+    /// The device's name, as the driver gives it.
+    pub device: String,
+    /// The day it was measured, `YYYY-MM-DD` (UTC).
+    pub date: String,
+    /// The signature in words, its figures (the slow setting's first) and whether it showed.
+    pub measure: String,
+    pub figures: Vec<Figure>,
+    pub shows: bool,
+    /// The audit's verdict per fix, where the lesson was run (`--verdicts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<RecordedVerdict>,
+}
+
+/// One fix's verdict in a [`GpuResult`]: the steps/s ratio over the slow setting, with its
+/// interval, against the baseline's own noise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedVerdict {
+    pub change: String,
+    pub verdict: crate::audit::Verdict,
+    pub ratio: crate::audit::Interval,
+    pub noise: crate::audit::Interval,
+}
+
+/// The repository's record of what GPUs measured, one entry per lesson measured.
+const GPU_RECORD: &str = include_str!("../../docs/lessons-gpu.json");
+
+/// Every recorded GPU result (the repository's record, or `text` in its format).
+pub fn gpu_results(text: Option<&str>) -> Result<Vec<GpuResult>, String> {
+    serde_json::from_str(text.unwrap_or(GPU_RECORD)).map_err(|e| format!("not a lesson record: {e}"))
+}
+
+/// What a GPU measured for lesson `id`, as the repository records it (None: not recorded).
+pub fn gpu_result(id: &str) -> Option<GpuResult> {
+    gpu_results(None).ok()?.into_iter().find(|r| r.lesson == id)
+}
+
+/// A figure with about three significant digits.
+fn short(v: f64) -> String {
+    match v.abs() {
+        a if a >= 100.0 || a == 0.0 => format!("{v:.0}"),
+        a if a >= 1.0 => format!("{v:.2}").trim_end_matches('0').trim_end_matches('.').to_string(),
+        a => format!("{v:.*}", (1.0 - a.log10().floor()) as usize),
+    }
+}
+
+impl GpuResult {
+    /// One line: where and when, then the verdicts (`confirmed ×3.4 (3.1–3.7)`) or, for a
+    /// quick check, the signature's figures.
+    pub fn line(&self) -> String {
+        let what = if self.verdicts.is_empty() {
+            let figures: Vec<String> = self.figures.iter().map(|f| short(f.value)).collect();
+            let shows = if self.shows { "the signature shows" } else { "the signature did not show" };
+            format!("{shows}, {} {} (a quick check, no verdict yet)", self.measure, figures.join(" → "))
+        } else {
+            let v: Vec<String> = self
+                .verdicts
+                .iter()
+                .map(|v| {
+                    let verdict = serde_json::to_value(v.verdict).ok().and_then(|j| j.as_str().map(String::from));
+                    let r = &v.ratio;
+                    format!(
+                        "{} {} ×{:.2} ({:.2}–{:.2})",
+                        v.change,
+                        verdict.unwrap_or_default(),
+                        r.median,
+                        r.low,
+                        r.high
+                    )
+                })
+                .collect();
+            v.join("; ")
+        };
+        format!("measured on an {}, {}: {what}", self.device, self.date)
+    }
+}
+
 /// Every lesson, in catalogue order.
 pub const LESSONS: &[Lesson] = &[
     Lesson {
@@ -757,6 +839,36 @@ mod tests {
             gpu,
             ["update-dispatch", "stream-waits", "replay-copies"],
             "the lessons whose bottleneck needs a GPU"
+        );
+    }
+
+    #[test]
+    fn the_gpu_record_names_catalogue_lessons_and_reads_as_a_line() {
+        let records = gpu_results(None).expect("the repository's record parses");
+        assert!(!records.is_empty());
+        for r in &records {
+            let l = find(&r.lesson).unwrap_or_else(|| panic!("{} is not a lesson", r.lesson));
+            assert_eq!(r.figures.len(), l.variants.len() + 1, "{}: the slow setting and each fix", r.lesson);
+            assert_eq!(r.date.len(), 10, "{}", r.date);
+        }
+        let line = gpu_result("replay-copies").expect("recorded").line();
+        assert!(line.starts_with("measured on an NVIDIA H100 80GB HBM3, 2026-11-27: the signature shows"), "{line}");
+        assert!(line.contains("host→device bytes per env step 263681 → 5275"), "{line}");
+        assert_eq!(gpu_result("update-dispatch"), None, "not recorded yet");
+        let confirmed = GpuResult {
+            verdicts: vec![RecordedVerdict {
+                change: "update=graph".into(),
+                verdict: crate::audit::Verdict::Confirmed,
+                ratio: crate::audit::Interval { median: 3.4, low: 3.1, high: 3.7 },
+                noise: crate::audit::Interval { median: 1.0, low: 0.95, high: 1.05 },
+            }],
+            ..records[0].clone()
+        };
+        assert!(confirmed.line().ends_with(": update=graph confirmed ×3.40 (3.10–3.70)"), "{}", confirmed.line());
+        assert!(gpu_results(Some("{}")).unwrap_err().contains("not a lesson record"));
+        assert_eq!(
+            (short(0.0039062), short(364.37), short(1.625), short(0.25)),
+            ("0.0039".into(), "364".into(), "1.62".into(), "0.25".into())
         );
     }
 

@@ -48,11 +48,22 @@ impl Seen {
     }
 }
 
+/// What a GPU measured for the lesson, labelled with the device and the day (the
+/// repository's record, `hotlab lesson check --record` on a GPU box), else the lesson's own
+/// note, else that nothing has been recorded: never an empty cell.
+pub fn on_a_gpu(lesson: &Lesson) -> String {
+    match (lessons::gpu_result(lesson.id), lesson.on_gpu) {
+        (Some(r), _) => r.line(),
+        (None, Some(note)) => note.to_string(),
+        (None, None) => "no figure recorded on a GPU for this lesson yet".into(),
+    }
+}
+
 /// The check's line on a lesson's card: from this machine's check, else what a GPU measured
 /// for a lesson that needs one, else that it has not been checked.
 pub fn seen(lesson: &Lesson, check: Option<&Check>, cuda: bool) -> (Seen, String) {
     let figures = |c: &Check| c.figures.iter().map(|f| si(f.value)).collect::<Vec<_>>().join(" → ");
-    let gpu = || format!("needs a GPU; {}", lesson.on_gpu.unwrap_or("not yet measured on one"));
+    let gpu = || format!("needs a GPU; {}", on_a_gpu(lesson));
     match check {
         Some(c) if c.skipped.is_some() => (Seen::NeedsGpu, gpu()),
         Some(c) if c.error.is_some() => {
@@ -302,6 +313,7 @@ pub fn LessonView(link: LessonLink, operator: Signal<bool>, go: Callback<Route>)
                 <p>{lesson.phenomenon}</p>
                 <p><strong>"Look at: "</strong>{lesson.look_at}</p>
                 <p><strong>"The fixes: "</strong><code>{fixes}</code></p>
+                <p class="muted" data-testid="gpu-result"><strong>"On a GPU: "</strong>{on_a_gpu(lesson)}</p>
             </section>
             <section class="panel params">
                 <h3>"The slow setting"</h3>
@@ -358,5 +370,20 @@ mod tests {
         assert_eq!(value_of(lesson, &link, "envs"), "32");
         assert_eq!(value_of(lesson, &link, "action_sync"), "per_item");
         assert!(lead(lesson).starts_with("Reading sampled actions") && !lead(lesson).contains(". "));
+    }
+
+    #[test]
+    fn a_lesson_says_what_a_gpu_measured_or_that_nothing_is_recorded() {
+        let recorded = lessons::find("per-item-sync").unwrap();
+        assert!(on_a_gpu(recorded).starts_with("measured on an NVIDIA H100 80GB HBM3, 2026-11-27: "));
+        let noted = lessons::find("update-dispatch").unwrap();
+        assert_eq!(on_a_gpu(noted), noted.on_gpu.unwrap());
+        let bare = Lesson { id: "not-recorded", on_gpu: None, ..recorded.clone() };
+        assert_eq!(on_a_gpu(&bare), "no figure recorded on a GPU for this lesson yet");
+        let (seen_as, line) = seen(&Lesson { baseline: &[("device", "cuda")], ..bare }, None, false);
+        assert_eq!(
+            (seen_as, line.as_str()),
+            (Seen::NeedsGpu, "needs a GPU; no figure recorded on a GPU for this lesson yet")
+        );
     }
 }

@@ -29,13 +29,27 @@ pub struct CheckArgs {
     /// Print one JSON array (a check per lesson) as the last line.
     #[arg(long)]
     pub json: bool,
+    /// Record what this machine measured into FILE (the repository's is
+    /// docs/lessons-gpu.json, made on a GPU box): per lesson checked, the device, the date,
+    /// the signature's figures and, with --verdicts, each fix's verdict and ratio. Lessons
+    /// already in FILE and not checked now keep their record.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
+    /// With --record: also run each lesson as `lesson run` does (its repeats, interleaved,
+    /// each run --seconds long) and record the audit's verdicts.
+    #[arg(long, requires = "record")]
+    pub verdicts: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct ListArgs {
-    /// Print the catalogue as one JSON array.
+    /// Print the catalogue as one JSON array, each lesson with what a GPU measured
+    /// (`gpu_result`, null where nothing is recorded).
     #[arg(long)]
     pub json: bool,
+    /// Read the GPU results from FILE instead of the repository's record.
+    #[arg(long, value_name = "FILE")]
+    pub records: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -70,9 +84,16 @@ fn check(a: CheckArgs) -> Result<()> {
         false => a.ids.iter().map(|id| find(id)).collect::<Result<_, _>>()?,
     };
     let params = Params { seconds: Some(a.seconds), ..Params::default() };
+    if let Some(file) = &a.record {
+        crate::bench::lessons::read_records(file)?;
+    }
     let mut checks = Vec::new();
+    let mut recorded = Vec::new();
     for lesson in chosen {
         let c = crate::bench::lessons::check(lesson, &params)?;
+        if a.record.is_some() && c.skipped.is_none() && c.error.is_none() {
+            recorded.push(crate::bench::lessons::record(lesson, &c, a.verdicts, &params)?);
+        }
         if let (false, Some(why)) = (a.json, &c.skipped) {
             println!("{:<20} {:<13} {why}", c.lesson, "skipped");
         } else if !a.json {
@@ -81,6 +102,12 @@ fn check(a: CheckArgs) -> Result<()> {
             println!("{:<20} {shows:<13} {}: {}", c.lesson, c.measure, figures.join(", "));
         }
         checks.push(c);
+    }
+    if let Some(file) = &a.record {
+        crate::bench::lessons::merge_records(file, recorded)?;
+        if !a.json {
+            println!("recorded in {}", file.display());
+        }
     }
     if a.json {
         println!("{}", serde_json::to_string(&checks)?);
@@ -93,7 +120,24 @@ fn check(a: CheckArgs) -> Result<()> {
 
 fn list(a: ListArgs) -> Result<()> {
     if a.json {
-        println!("{}", serde_json::to_string(lessons::LESSONS)?);
+        let text = match &a.records {
+            Some(file) => Some(
+                std::fs::read_to_string(file)
+                    .map_err(|e| UsageError { flag: "--records", message: format!("{}: {e}", file.display()) })?,
+            ),
+            None => None,
+        };
+        let records = lessons::gpu_results(text.as_deref()).map_err(|e| UsageError {
+            flag: "--records",
+            message: format!("{}: {e}", a.records.as_deref().map_or("the record".into(), |f| f.display().to_string())),
+        })?;
+        let mut out = Vec::new();
+        for l in lessons::LESSONS {
+            let mut v = serde_json::to_value(l)?;
+            v["gpu_result"] = serde_json::to_value(records.iter().find(|r| r.lesson == l.id))?;
+            out.push(v);
+        }
+        println!("{}", serde_json::to_string(&out)?);
         return Ok(());
     }
     for l in lessons::LESSONS {
