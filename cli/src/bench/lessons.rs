@@ -75,8 +75,8 @@ pub fn record(lesson: &'static Lesson, c: &Check, verdicts: bool, params: &Param
             .map(|c| RecordedVerdict {
                 change: c.change.clone(),
                 verdict: c.verdict,
-                ratio: c.ratio.clone(),
-                noise: outcome.audit.noise.clone(),
+                ratio: c.ratio,
+                noise: outcome.audit.noise,
             })
             .collect();
     }
