@@ -7,9 +7,7 @@
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
 use crate::profile::{Phase, PhaseKind, Profile};
-use crate::spec::{
-    ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, Transfer, UpdateMode, WaitMode,
-};
+use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, Transfer, WaitMode};
 use crate::workloads::phase_info;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -293,28 +291,6 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
         );
     }
-    // On a GPU the eager update dispatches every minibatch's ops from the host; captured,
-    // the whole update is one launch (the MLP's update: CartPole's network).
-    let update =
-        profile.share(Phase::UPDATE_FORWARD) + profile.share(Phase::BACKWARD) + profile.share(Phase::OPTIMIZER);
-    if spec.device.starts_with("cuda")
-        && spec.exec.update == UpdateMode::Eager
-        && spec.env() == EnvName::Cartpole
-        && spec.exec.precision != Precision::Fp16
-        && spec.telemetry.every == 0
-        && update >= 0.20
-    {
-        let ops = spec.ppo.epochs * spec.ppo.minibatches;
-        out.push(Recommendation {
-            knob: "--update graph".into(),
-            phase: Phase::BACKWARD,
-            signature: format!(
-                "{:.0}% of wall in the update's {ops} minibatch steps, each dispatched op by op from the host",
-                100.0 * update
-            ),
-            max_speedup: amdahl(update),
-        });
-    }
     spec.workload.recommend(profile, spec, &mut out);
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
     out
@@ -473,6 +449,7 @@ mod tests {
 
     #[test]
     fn a_gpu_update_dispatched_op_by_op_is_advised_captured() {
+        use crate::spec::{Precision, UpdateMode};
         let busy = profile(
             &[(Phase::UPDATE_FORWARD, 0.3), (Phase::BACKWARD, 0.2), (Phase::OPTIMIZER, 0.1)],
             Counters::default(),

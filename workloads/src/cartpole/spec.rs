@@ -6,7 +6,9 @@
 //! `crate` here is that crate, and nothing here links libtorch.
 
 use crate::knobs::Knob;
-use crate::spec::{Backend, ExecSpec, Inference, PpoSpec, Preset, RunSpec, UpdateMode};
+use crate::profile::{Phase, Profile};
+use crate::report::Recommendation;
+use crate::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, UpdateMode};
 use crate::workloads::Settings;
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +38,26 @@ impl Settings for CartpoleSpec {
             gpu,
         ),
     ];
+
+    fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
+        // On a GPU the eager update dispatches every minibatch's ops from the host; captured
+        // (the MLP's update is capturable), the whole update is one launch.
+        let update =
+            profile.share(Phase::UPDATE_FORWARD) + profile.share(Phase::BACKWARD) + profile.share(Phase::OPTIMIZER);
+        if spec.device.starts_with("cuda")
+            && spec.exec.update == UpdateMode::Eager
+            && spec.exec.precision != Precision::Fp16
+            && spec.telemetry.every == 0
+            && update >= 0.20
+        {
+            let steps = spec.ppo.epochs * spec.ppo.minibatches;
+            let signature = format!(
+                "{:.0}% of wall in the update's {steps} minibatch steps, each dispatched op by op from the host",
+                100.0 * update
+            );
+            out.push(Recommendation::new("--update graph", Phase::BACKWARD, update, signature));
+        }
+    }
 }
 
 /// The throughput run: many envs, the same update per sample.
