@@ -47,6 +47,17 @@ fn worker(addr: &str, name: &str, token: &str) -> Worker {
     Worker { child, log, _data: data }
 }
 
+impl Worker {
+    /// Waits until a line of its stderr matches (at most 120 s).
+    fn wait_for_line(&self, matches: impl Fn(&str) -> bool) {
+        let start = Instant::now();
+        while !self.log.lock().unwrap().lines().any(&matches) {
+            assert!(start.elapsed() < Duration::from_secs(120), "no such line: {}", self.log.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 /// A lab with no local machine: runs go to workers. Its grace period outlasts the
 /// worker's longest backoff (10 s), so a worker that is only waiting to retry is never
 /// taken for gone.
@@ -151,7 +162,7 @@ fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     let data = tempfile::tempdir().unwrap();
     let mut server = lab(data.path(), 0);
     let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
-    let _w = worker(&server.addr, "box-3", WORKER_TOKEN);
+    let w = worker(&server.addr, "box-3", WORKER_TOKEN);
     connected(&server.addr, "box-3");
     // Long enough to go on while the lab is down, and to end by itself.
     let spec = json!({"envs": 8, "steps": 32, "total_steps": 50_000_000, "seconds": 8.0, "device": "cpu"});
@@ -159,15 +170,16 @@ fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     wait_metrics(&server.addr, id, 5);
     unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
     let _ = server.child.wait();
-    // The worker trains on and keeps what it cannot send.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The worker trains on and keeps what it cannot send: it says so when it retries.
+    w.wait_for_line(|l| l.contains("is unreachable") && !l.contains("(0 bytes waiting"));
     let again = lab(data.path(), port);
     let run = wait_for(&again.addr, id, &["finished", "failed", "interrupted", "stopped"]);
     assert_eq!(run["status"], "finished", "{run}");
     let ms = metrics(&again.addr, id);
     assert!(ms.len() > 5, "{} metrics", ms.len());
     assert_whole(&ms);
-    let events = get_json(&again.addr, &format!("/api/runs/{id}/events"));
+    // Every event (a fast machine makes more than a default page of them in 8 s).
+    let events = get_json(&again.addr, &format!("/api/runs/{id}/events?limit=100000"));
     let seqs: Vec<u64> = events.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seqs strictly increasing");
     // Events came after the restart: numbered past the gap a restart leaves.
@@ -184,7 +196,8 @@ fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     wait_metrics(&again.addr, short, 1);
     unsafe { libc::kill(again.child.id() as i32, libc::SIGKILL) };
     let _ = again.child.wait();
-    std::thread::sleep(Duration::from_secs(4));
+    // Back only once the run has ended on the worker, the lab away.
+    w.wait_for_line(|l| l.contains(&format!("run {short} ended on this worker")));
     let third = lab(data.path(), port);
     let run = wait_for(&third.addr, short, &["finished", "failed", "interrupted"]);
     assert_eq!(run["status"], "finished", "{run}");

@@ -10,7 +10,9 @@
 //! full, a new rollout frame replaces the run's newest queued one, a metric pushes out
 //! the oldest queued frame, and only when no frame is left is a metric dropped. Every
 //! drop is counted per run (`RunInfo.dropped`). Runs, statuses, reports and blobs are
-//! always queued.
+//! always queued. A worker's messages do wait ([`Store::behind`]): the lab reads no more
+//! from its connection while the writer is behind, and the worker keeps what it has not
+//! had acknowledged, so a backlog sent after an outage is stored whole.
 
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
@@ -344,6 +346,14 @@ impl Store {
 
     pub fn add_publish_time(&self, run: u64, seconds: f64) {
         self.send(Write::PublishTime { run, seconds });
+    }
+
+    /// Whether the writer is behind: half its queue or more waits. What can wait (a
+    /// worker's backlog, which the worker keeps until acknowledged) waits then, instead
+    /// of being shed when the queue is full.
+    pub fn behind(&self) -> bool {
+        let queue = &self.handle.queue;
+        queue.lock().writes.len() >= queue.capacity / 2
     }
 
     /// Events of `run` dropped by this server so far.

@@ -26,6 +26,8 @@ const HELLO_WAIT: Duration = Duration::from_secs(15);
 const ACK_GAP: Duration = Duration::from_millis(500);
 /// A worker silent this long (no heartbeat, no message) is taken for gone.
 const SILENCE: Duration = Duration::from_secs(10);
+/// How often a connection waiting on a store that is behind looks again.
+const STORE_WAIT: Duration = Duration::from_millis(5);
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> &'h str {
     headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
@@ -102,6 +104,12 @@ async fn session(lab: Lab, name: String, mut socket: WebSocket) {
                 Some(Ok(Message::Text(t))) => {
                     heard = tokio::time::Instant::now();
                     ok = receive(&lab, &name, &t);
+                    // A backlog (after an outage) comes faster than the store writes: read
+                    // no more until it catches up; the worker keeps the rest meanwhile.
+                    while ok && lab.manager.store().behind() {
+                        tokio::time::sleep(STORE_WAIT).await;
+                        heard = tokio::time::Instant::now();
+                    }
                 }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => ok = false,
                 Some(Ok(_)) => heard = tokio::time::Instant::now(),

@@ -178,6 +178,10 @@ impl Shared {
             let (status, message) = outcome.unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}"))));
             self.end(run, status, message);
         }
+        let (bytes, spilled) = self.outbox().size();
+        tracing::info!(
+            "run {run} ended on this worker; {bytes} bytes not yet acknowledged by the lab ({spilled} spilled)"
+        );
     }
 
     /// Writes the files a run's spec names (sent by the lab) into this worker's data dir
