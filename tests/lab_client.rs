@@ -30,11 +30,17 @@ pub fn start(data: &std::path::Path, extra: &[&str]) -> Server {
 
 /// [`start`] on a given port (0: a free one).
 pub fn start_on(data: &std::path::Path, port: u16, extra: &[&str]) -> Server {
+    start_with_env(data, port, extra, &[])
+}
+
+/// [`start_on`] with environment variables of its own.
+pub fn start_with_env(data: &std::path::Path, port: u16, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let port = port.to_string();
     let mut child = hotlab()
         .args(["serve", "--host", "127.0.0.1", "--port", &port, "--token", TOKEN, "--data-dir"])
         .arg(data)
         .args(extra)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

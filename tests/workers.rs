@@ -69,6 +69,12 @@ fn lab_with_grace(data: &std::path::Path, port: u16, grace: &str) -> Server {
     start_on(data, port, &["--local-worker", "off", "--worker-token", WORKER_TOKEN, "--worker-grace", grace])
 }
 
+/// [`lab`] with environment variables of its own.
+fn start_env(data: &std::path::Path, port: u16, env: &[(&str, &str)]) -> Server {
+    let args = ["--local-worker", "off", "--worker-token", WORKER_TOKEN, "--worker-grace", "20"];
+    start_with_env(data, port, &args, env)
+}
+
 /// Waits until the lab lists `name` as connected; its entry.
 fn connected(addr: &str, name: &str) -> Value {
     let start = Instant::now();
@@ -202,6 +208,34 @@ fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     let run = wait_for(&third.addr, short, &["finished", "failed", "interrupted"]);
     assert_eq!(run["status"], "finished", "{run}");
     let ms = metrics(&third.addr, short);
+    assert_eq!(ms.len(), 20, "every update of 20480 steps in 8 × 128");
+    assert_whole(&ms);
+}
+
+/// The lab dies after a run's last message came and before its final status is stored:
+/// the worker must still have that message (it was not acknowledged), and the restarted
+/// lab ends the run whole, never taking it for a run the worker lost.
+#[test]
+fn the_lab_killed_as_a_run_ends_still_ends_it_whole() {
+    let data = tempfile::tempdir().unwrap();
+    let hold = [("HOTLAB_SLOW_END_MS", "10000")];
+    let server = start_env(data.path(), 0, &hold);
+    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let w = worker(&server.addr, "box-5", WORKER_TOKEN);
+    connected(&server.addr, "box-5");
+    let id = launch(&server.addr, on("box-5", small_run()));
+    w.wait_for_line(|l| l.contains(&format!("run {id} ended on this worker")));
+    wait_metrics(&server.addr, id, 20);
+    // Past two acknowledgements (every 0.5 s), well inside the 10 s hold.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(get_json(&server.addr, &format!("/api/runs/{id}"))["status"], "running", "still held");
+    let mut server = server;
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
+    let _ = server.child.wait();
+    let again = lab(data.path(), port);
+    let run = wait_for(&again.addr, id, &["finished", "failed", "interrupted"]);
+    assert_eq!(run["status"], "finished", "{run}");
+    let ms = metrics(&again.addr, id);
     assert_eq!(ms.len(), 20, "every update of 20480 steps in 8 × 128");
     assert_whole(&ms);
 }

@@ -21,9 +21,13 @@ pub enum From {
     /// A new run: the worker is sent its spec.
     Start(Vec<FileCopy>),
     /// A run the lab had before it restarted: the worker still trains it and resends what
-    /// came after `n`, the last message the store has.
-    Resume(u64),
+    /// came after `n`, the last message the store has. Its route was opened before the lab
+    /// took connections ([`Machines::open_route`]), so that the worker's hello finds it.
+    Resume(u64, Route),
 }
+
+/// Where a run's messages arrive from its worker.
+pub type Route = std::sync::mpsc::Receiver<Delivery>;
 
 /// Looked at every few milliseconds while no message comes, with whether a stop was
 /// asked for: the run's end when something outside the link ended it.
@@ -58,11 +62,13 @@ pub fn run(
     on: &mut dyn FnMut(u64, FromRun),
     watchdog: Watchdog<'_>,
 ) -> (RunStatus, Option<String>) {
-    let (files, delivered) = match from {
-        From::Start(files) => (files, 0),
-        From::Resume(n) => (Vec::new(), n),
+    let (files, delivered, rx) = match from {
+        From::Start(files) => {
+            let rx = machines.open_route(run, machine, spec.clone(), files.clone(), 0);
+            (files, 0, rx)
+        }
+        From::Resume(n, rx) => (Vec::new(), n, rx),
     };
-    let rx = machines.open_route(run, machine, spec.clone(), files.clone(), delivered);
     if delivered == 0 {
         // Not connected: the next welcome sends it.
         machines.send(machine, ToWorker::Start { run, spec: Box::new(spec.clone()), files });
@@ -76,7 +82,7 @@ fn follow(
     machines: &Machines,
     machine: &str,
     run: u64,
-    rx: &std::sync::mpsc::Receiver<Delivery>,
+    rx: &Route,
     control: Control,
     on: &mut dyn FnMut(u64, FromRun),
     watchdog: Watchdog<'_>,

@@ -222,7 +222,11 @@ impl Manager {
         }
         self.machines.take_resumed(&machine);
         tracing::info!("run {} goes on with its worker '{machine}' (from its message {worker_n})", run.id);
-        self.spawn_run(&mut inner, run, Some(worker_n));
+        // Open before the lab takes connections: a worker's hello that came first would
+        // find no route, and the run would wait on it for ever.
+        let worker = self.worker_of(&run);
+        let route = self.machines.open_route(run.id, &worker, run.spec.clone(), Vec::new(), worker_n);
+        self.spawn_run(&mut inner, run, Some((worker_n, route)));
         Ok(())
     }
 
@@ -433,8 +437,8 @@ impl Manager {
     }
 
     /// A thread that follows the run (which holds a place on its machine) to its end;
-    /// `resume` goes on with a remote run from its worker's message `n`.
-    fn spawn_run(self: &Arc<Self>, inner: &mut Inner, run: Arc<Run>, resume: Option<u64>) {
+    /// `resume` goes on with a remote run from its worker's message `n`, on its open route.
+    fn spawn_run(self: &Arc<Self>, inner: &mut Inner, run: Arc<Run>, resume: Option<Resumed>) {
         let (me, id, for_thread) = (Arc::clone(self), run.id, Arc::clone(&run));
         let spawned = std::thread::Builder::new().name(format!("hotlab-run-{id}")).spawn(move || {
             me.execute(&for_thread, resume);
@@ -458,7 +462,7 @@ impl Manager {
     /// Trains in a process of its own (here, see [`crate::wire::process`], or on its worker, see
     /// [`remote`]), publishing what it says; every outcome, its process's death or its
     /// worker's absence included, ends in a final status.
-    fn execute(self: &Arc<Self>, run: &Arc<Run>, resume: Option<u64>) {
+    fn execute(self: &Arc<Self>, run: &Arc<Run>, resume: Option<Resumed>) {
         if resume.is_none() {
             self.publish(run, EventBody::Status { status: RunStatus::Running, message: None });
         }
@@ -483,14 +487,25 @@ impl Manager {
             }
             FromRun::End { publish_s, .. } => publish_time(publish_s),
         };
+        let mut last_message = None;
         let (status, message) = match run.remote {
             false => run_process::run(&self.exe, &run.spec, control, &mut on)
                 .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}")))),
-            true => self
-                .execute_remote(run, resume, control, &mut on)
-                .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}")))),
+            true => self.execute_remote(run, resume, control, &mut on, &mut last_message).unwrap_or_else(|e| {
+                // A resumed run's route is open already.
+                self.machines.close_route(run.id);
+                (RunStatus::Failed, Some(format!("{e:#}")))
+            }),
         };
+        if run.remote {
+            slow_end();
+        }
         self.publish(run, EventBody::Status { status, message });
+        if let Some((worker, n)) = last_message {
+            // Only now: a worker drops what is acknowledged, and the final status is
+            // queued behind it, so a lab killed now still finds the run ended.
+            self.ack_last(&worker, run.id, n);
+        }
         self.store.add_publish_time(run.id, run.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
         let wall_s = run.state().summary.last.as_ref().map_or(0.0, |m| m.wall_s);
         self.store.thin_frames(run.id, wall_s, self.frames_per_minute);
@@ -499,41 +514,51 @@ impl Manager {
 
 impl Manager {
     /// A run on a worker, or on Ray (through a worker of its own, started as a Ray job).
+    /// `last_message` gets its worker and the number of the last message it sent, to
+    /// acknowledge once the final status is published.
     fn execute_remote(
         &self,
         run: &Arc<Run>,
-        resume: Option<u64>,
+        resume: Option<Resumed>,
         control: run_process::Control,
         on: &mut dyn FnMut(FromRun),
+        last_message: &mut Option<(String, u64)>,
     ) -> anyhow::Result<(RunStatus, Option<String>)> {
+        let resumed = resume.is_some();
         let from = match resume {
-            Some(n) => remote::From::Resume(n),
+            Some((n, route)) => remote::From::Resume(n, route),
             None => remote::From::Start(files_of(&run.spec)?),
         };
         // The mark follows the message's events into the store (see `Write::WorkerMark`).
         self.store.mark_worker(run.id, 0, run.state().last_seq);
         let mut last = 0;
         let mut publish = |n: u64, msg: FromRun| {
+            // The end is neither marked nor acknowledged with the others: the run's final
+            // status comes after it, and a lab that dies before that is stored must have
+            // the end resent (the worker drops what is acknowledged).
+            let end = matches!(msg, FromRun::End { .. });
             on(msg);
-            self.store.mark_worker(run.id, n, run.state().last_seq);
-            self.machines.published(run.id, n);
+            if !end {
+                self.store.mark_worker(run.id, n, run.state().last_seq);
+                self.machines.published(run.id, n);
+            }
             last = n;
         };
         if !self.machines.is_ray(&run.machine) {
             let mut grace = remote::grace(&self.machines, &run.machine);
             let (machines, name) = (&self.machines, &run.machine);
             let end = remote::run(machines, name, run.id, &run.spec, from, control, &mut publish, &mut grace);
-            self.ack_last(name, run.id, last);
+            *last_message = Some((name.clone(), last));
             return Ok(end);
         }
         let ray =
             self.ray.as_ref().ok_or_else(|| anyhow::anyhow!("this lab has no Ray head now (serve it with --ray)"))?;
-        let worker = format!("ray-run-{}", run.id);
+        let worker = self.worker_of(run);
         let known = run.ray_job.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let job = match (resume, known) {
-            (Some(_), Some(job)) => job.id,
-            (Some(_), None) => anyhow::bail!("the lab restarted before this run's Ray job was submitted"),
-            (None, _) => {
+        let job = match (resumed, known) {
+            (true, Some(job)) => job.id,
+            (true, None) => anyhow::bail!("the lab restarted before this run's Ray job was submitted"),
+            (false, _) => {
                 let id = format!("hotlab-run-{}-{}", run.id, run.created_ms);
                 let submitted = ray.head.submit(&ray.submission(&id, run.id, &worker, &run.spec.device));
                 let job = submitted.map_err(|e| anyhow::anyhow!("Ray: {e:#}"))?;
@@ -551,9 +576,17 @@ impl Manager {
         let mut watch = ray::JobWatch::new(&ray.head, job.clone(), &self.machines, &worker, &on_state);
         let mut watchdog = |stop: bool| watch.check(stop);
         let end = remote::run(&self.machines, &worker, run.id, &run.spec, from, control, &mut publish, &mut watchdog);
-        self.ack_last(&worker, run.id, last);
+        *last_message = Some((worker, last));
         self.follow_job_to_its_end(run, ray.head.clone(), job);
         Ok(end)
+    }
+
+    /// The worker a remote run's messages come from: its machine's, or on Ray, one of its own.
+    fn worker_of(&self, run: &Run) -> String {
+        match self.machines.is_ray(&run.machine) {
+            true => format!("ray-run-{}", run.id),
+            false => run.machine.clone(),
+        }
     }
 
     /// The run has ended: once the store has its last messages, its worker may drop them
@@ -588,6 +621,18 @@ impl Manager {
     fn set_ray_job(&self, run: &Run, job: RayJob) {
         self.store.set_ray_job(run.id, &job);
         *run.ray_job.lock().unwrap_or_else(|p| p.into_inner()) = Some(job);
+    }
+}
+
+/// A remote run taken back after a restart: its worker's last stored message, and its
+/// route (opened already).
+type Resumed = (u64, remote::Route);
+
+/// A deliberately slow end: `HOTLAB_SLOW_END_MS` milliseconds between a remote run's last
+/// message and its final status (tests kill the lab in that window); unset, nothing.
+fn slow_end() {
+    if let Some(ms) = std::env::var("HOTLAB_SLOW_END_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(Duration::from_millis(ms.min(60_000)));
     }
 }
 
