@@ -146,6 +146,28 @@ test('the proof env shows its goal list, the successors and the choice', async (
   await context.close();
 });
 
+test('a Gymnasium env runs from the lab: its observation vectors and actions show; the form offers its id', async () => {
+  const id = await lab.launch({ env: 'gym', gym_id: 'Acrobot-v1', envs: 4, steps: 32, total_steps: 50_000_000, device: 'cpu' });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const gym = page.getByTestId('rollout-gym');
+  await gym.getByTestId('gym-env').nth(3).waitFor({ timeout: 60_000 });
+  assert.match(await gym.textContent(), /Acrobot-v1/);
+  // Acrobot observes six floats per env.
+  const values = (await gym.getByTestId('gym-env').first().locator('code').textContent()).trim().split(/\s+/);
+  assert.equal(values.length, 6, values.join(' '));
+  await shot(page, 'run-gym');
+  await page.getByTestId('stop-button').click();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
+  await page.evaluate(() => { location.hash = '#/'; });
+  await openForm(page);
+  const form = page.getByTestId('launch-form');
+  await form.locator('[name="env"]').selectOption('gym');
+  await form.locator('[name="gym_id"]').waitFor({ timeout: 10_000 });
+  assert.equal(await form.locator('[name="gym_id"]').inputValue(), 'CartPole-v1');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('the morpho env shows each host with its slots, its accuracy and the 8 heads; the form shows its fields', async () => {
   const id = await lab.launch({
     env: 'morpho', envs: 4, steps: 4, minibatches: 2, tasks: 2, task_images: 64, host_width: 4, host_epochs: 3,
@@ -221,6 +243,7 @@ test('the header, the counters and the stream agree on env steps, for every work
       env: 'dreamer', envs: 2, steps: 32, prefill: 64, batch_size: 8, seq_len: 8, train_ratio: 16,
       total_steps: 512, device: 'cpu',
     },
+    gym: { env: 'gym', gym_id: 'Acrobot-v1', backend: 'subprocess', workers: 2, envs: 4, steps: 32, total_steps: 1024, device: 'cpu' },
   };
   for (const [workload, spec] of Object.entries(specs)) {
     const id = await lab.launch(spec);

@@ -131,7 +131,7 @@ const CORE: &[Knob] = &[
         "workload",
         "Scenario",
         Choice(EnvName::ALL),
-        "the workload: CartPole-v1, seed 000's proof search, seeds 001–003's growing hosts, or seed 004's world model on pixels",
+        "the workload: CartPole-v1, seed 000's proof search, seeds 001–003's growing hosts, seed 004's world model on pixels, or any Gymnasium env (gym:ID, e.g. gym:Acrobot-v1)",
     ),
     knob("device", "device", "Scenario", Text, "cpu, cuda, cuda:N or auto")
     .about("cpu, cuda, cuda:N or auto (a GPU if there is one)"),
@@ -379,6 +379,19 @@ impl Knob {
     pub fn set(&self, spec: &mut Map<String, Value>, value: Value) {
         if self.path == "workload" {
             let wanted = value.as_str().unwrap_or_default().to_string();
+            if let Some(gym) = crate::spec::GymSpec::from_env_value(&wanted) {
+                // `gym:ID`: the gym workload with that id, its other settings kept.
+                let mut settings = match spec.get("workload") {
+                    Some(Value::Object(o)) => o.get("gym").cloned().unwrap_or_default(),
+                    _ => Value::Null,
+                };
+                if !settings.is_object() {
+                    settings = serde_json::to_value(crate::spec::GymSpec::default()).unwrap_or_default();
+                }
+                settings["id"] = Value::from(gym.id);
+                spec.insert("workload".into(), serde_json::json!({ "gym": settings }));
+                return;
+            }
             if workload_name(spec).as_deref() != Some(wanted.as_str()) {
                 let settings = wanted
                     .parse::<EnvName>()

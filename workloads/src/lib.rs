@@ -10,6 +10,7 @@
 //! | `proof` | [`proof`] | seed 000's proof search over a Prolog knowledge base, an embedding policy |
 //! | `morpho` | [`morpho`] | seeds 001–003: hosts that grow seeds while they learn, an 8-head agent |
 //! | `dreamer` | [`dreamer`] | seed 004: a world model and an actor-critic in imagination, on pixel CartPole |
+//! | `gym` | [`gym`] | any Gymnasium env, in Python worker processes over shared memory, the MLP actor-critic |
 //!
 //! Adding a workload: a folder here and a line in `registry.rs` (see
 //! `docs/architecture.md`). The folder's `mod.rs` and its modules are its native code,

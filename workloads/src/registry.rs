@@ -13,4 +13,6 @@ registry! {
     Morpho = "morpho" in morpho (MorphoSpec),
     /// Seed 004's DreamerV3-style learner on CartPole rendered to pixels.
     Dreamer = "dreamer" in dreamer (DreamerSpec),
+    /// Any Gymnasium env, stepped by Python worker processes through shared memory.
+    Gym = "gym" in gym (GymSpec),
 }

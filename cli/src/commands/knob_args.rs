@@ -122,6 +122,8 @@ fn parse(kind: KnobKind, text: &str) -> Result<Value, String> {
             Err(e) => Err(e.to_string()),
         },
         KnobKind::Choice(allowed) if allowed.contains(&t) => Ok(Value::from(t)),
+        // `--env gym:ID`: the gym workload with its id.
+        KnobKind::Choice(allowed) if allowed.contains(&"gym") && t.starts_with("gym:") => Ok(Value::from(t)),
         KnobKind::Choice(allowed) => Err(format!("allowed: {}", allowed.join(", "))),
         KnobKind::IntList => {
             t.split(',').map(|i| i.trim().parse::<u64>().map(Value::from).map_err(|e| e.to_string())).collect()

@@ -20,7 +20,9 @@ pub use presets::Preset;
 // too, as parts of the spec.
 pub use crate::workloads::dreamer::{EncoderMode, LossRead, ReplayAt, DREAMER_IMAGE};
 pub use crate::workloads::morpho::{HostExec, LifecycleMode, SlotPool, StreamWait};
-pub use crate::workloads::{CartpoleSpec, DreamerSpec, EnvName, MorphoSpec, ProofSpec, Settings, WorkloadSpec};
+pub use crate::workloads::{
+    CartpoleSpec, DreamerSpec, EnvName, GymSpec, MorphoSpec, ProofSpec, Settings, WorkloadSpec,
+};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;

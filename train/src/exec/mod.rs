@@ -54,6 +54,18 @@ pub trait EnvMaker: Send + Sync {
     fn env_counters(&self) -> EnvCounters {
         EnvCounters::default()
     }
+    /// Worker processes of the workload's own for `--backend subprocess`, `envs` split
+    /// among `workers` (the `gym` workload's Python workers); None: `hotlab env-worker`
+    /// processes, which make their envs with [`EnvMaker::vector_env`].
+    fn worker_processes(
+        &self,
+        _envs: usize,
+        _seed: u64,
+        _workers: usize,
+        _wait: WaitMode,
+    ) -> Option<Result<subprocess::Subprocess>> {
+        None
+    }
 }
 
 /// A worker process's flags for a workload: `--workload` and the workload as JSON.
@@ -85,7 +97,11 @@ pub fn host_backend(spec: &RunSpec, env: &dyn EnvMaker) -> Result<Box<dyn BatchE
         Backend::Threads => Box::new(threads::Threads::new(env, spec.envs, spec.seed, workers)),
         Backend::Subprocess => {
             let timeout = std::time::Duration::from_secs_f64(spec.exec.worker_timeout_s);
-            let sub = subprocess::Subprocess::spawn(env, spec.envs, spec.seed, workers, spec.exec.wait)?;
+            let (envs, seed, wait) = (spec.envs, spec.seed, spec.exec.wait);
+            let sub = match env.worker_processes(envs, seed, workers, wait) {
+                Some(own) => own?,
+                None => subprocess::Subprocess::spawn(env, envs, seed, workers, wait)?,
+            };
             Box::new(sub.with_timeout(timeout))
         }
     })

@@ -95,6 +95,18 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// Where worker `w`'s command word is (a worker in another language reads it there).
+    pub fn command_at(&self, w: usize) -> usize {
+        HEADER_BYTES + w * SLOT_BYTES
+    }
+
+    /// Where worker `w`'s `done` word is.
+    pub fn done_at(&self, w: usize) -> usize {
+        HEADER_BYTES + w * SLOT_BYTES + 64
+    }
+}
+
 /// A mapped shared-memory region.
 pub struct Region {
     fd: OwnedFd,
@@ -162,11 +174,6 @@ impl Region {
         unsafe { &*(self.base.add(offset) as *const AtomicU32) }
     }
 
-    fn atomic(&self, worker: usize, word: usize) -> &AtomicU32 {
-        assert!(worker < self.layout.workers);
-        self.word(HEADER_BYTES + worker * SLOT_BYTES + word)
-    }
-
     /// The sequence number the trainer bumps to start a command on every worker.
     pub fn go(&self) -> &AtomicU32 {
         self.word(0)
@@ -178,12 +185,12 @@ impl Region {
     }
 
     pub fn command(&self, worker: usize) -> &AtomicU32 {
-        self.atomic(worker, 0)
+        self.word(self.layout.command_at(worker))
     }
 
     /// The last sequence number the worker finished.
     pub fn done(&self, worker: usize) -> &AtomicU32 {
-        self.atomic(worker, 64)
+        self.word(self.layout.done_at(worker))
     }
 
     /// A typed array in the region. Callers touch only their own env rows between a

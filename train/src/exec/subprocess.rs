@@ -29,6 +29,10 @@ pub struct Subprocess {
     spec: EnvSpec,
     region: Region,
     children: Vec<Child>,
+    /// What each worker printed on stderr lately, where it was captured (a Python
+    /// worker's traceback).
+    stderr: Vec<Option<Tail>>,
+    done: Completion,
     wait: WaitMode,
     seq: u32,
     counters: EnvCounters,
@@ -39,6 +43,47 @@ pub struct Subprocess {
 
 /// The timeout of a backend made without one (the spec's default).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How the trainer learns that a round is over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// The workers count down `remaining` (an atomic decrement) and the last one wakes the
+    /// trainer: one wake-up per round (`hotlab env-worker`).
+    Countdown,
+    /// Each worker sets its own `done` word and wakes whoever waits on it; the trainer
+    /// looks at each in turn. For workers with no atomic read-modify-write (Python).
+    EachWorker,
+}
+
+/// The last bytes a worker wrote to its stderr.
+type Tail = std::sync::Arc<std::sync::Mutex<String>>;
+/// Bytes of a worker's stderr kept for an error message.
+const TAIL_BYTES: usize = 8192;
+
+/// Keeps the last [`TAIL_BYTES`] of `child`'s piped stderr, read all along on a thread
+/// (so that the worker never blocks on a full pipe).
+fn capture_stderr(child: &mut Child) -> Option<Tail> {
+    let mut pipe = child.stderr.take()?;
+    let tail: Tail = Default::default();
+    let sink = std::sync::Arc::clone(&tail);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut pipe, &mut buf) {
+            let mut t = sink.lock().unwrap_or_else(|p| p.into_inner());
+            t.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if t.len() > 2 * TAIL_BYTES {
+                let cut = t.len() - TAIL_BYTES;
+                let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(t.len());
+                t.drain(..cut);
+            }
+        }
+    });
+    Some(tail)
+}
+
+/// How to start one worker process: its index, first env, env count and the region's
+/// fd in, the command (not yet spawned) and what to write to its stdin out.
+pub type Launch<'a> = &'a dyn Fn(usize, usize, usize, i32) -> (Command, Option<String>);
 
 impl Subprocess {
     /// Starts `workers` processes of the current executable.
@@ -62,6 +107,32 @@ impl Subprocess {
         wait: WaitMode,
     ) -> anyhow::Result<Self> {
         let spec = env.vector_env(1, seed, 0).spec().clone();
+        let parent = std::process::id();
+        let (flags, input) = env.worker_flags();
+        let launch = |w: usize, first: usize, count: usize, fd: i32| {
+            let mut c = Command::new(exe);
+            c.arg("env-worker")
+                .args(["--shm-fd", &fd.to_string(), "--worker", &w.to_string(), "--workers", &workers.to_string()])
+                .args(["--envs", &envs.to_string(), "--first", &first.to_string(), "--count", &count.to_string()])
+                .args(&flags)
+                .args(["--seed", &seed.to_string(), "--wait", wait.as_str()])
+                .args(["--parent", &parent.to_string()]);
+            (c, input.clone())
+        };
+        Self::start(spec, envs, workers, wait, Completion::Countdown, &launch)
+    }
+
+    /// Starts `workers` processes that serve the region's commands for `spec`'s envs
+    /// (each a contiguous slice), however they are made: `hotlab env-worker`, or a
+    /// workload's own (the `gym` workload's Python workers).
+    pub fn start(
+        spec: EnvSpec,
+        envs: usize,
+        workers: usize,
+        wait: WaitMode,
+        done: Completion,
+        launch: Launch<'_>,
+    ) -> anyhow::Result<Self> {
         if spec.fields.len() > MAX_FIELDS {
             anyhow::bail!("--backend subprocess: env '{}' has more than {MAX_FIELDS} observation fields", spec.name);
         }
@@ -69,17 +140,11 @@ impl Subprocess {
         let layout = Layout::new(envs, &rows, spec.heads.len(), workers);
         let region = Region::create(layout)?;
         let fd = region.share_with_children()?;
-        let parent = std::process::id();
-        let mut children = Vec::new();
-        let (flags, input) = env.worker_flags();
+        let (mut children, mut stderr) = (Vec::new(), Vec::new());
         for (w, (first, count)) in partition(envs, workers).into_iter().enumerate() {
-            let child = Command::new(exe)
-                .arg("env-worker")
-                .args(["--shm-fd", &fd.to_string(), "--worker", &w.to_string(), "--workers", &workers.to_string()])
-                .args(["--envs", &envs.to_string(), "--first", &first.to_string(), "--count", &count.to_string()])
-                .args(&flags)
-                .args(["--seed", &seed.to_string(), "--wait", wait.as_str()])
-                .args(["--parent", &parent.to_string()])
+            let (mut command, input) = launch(w, first, count, fd);
+            let what = format!("{:?}", command.get_program());
+            let child = command
                 .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
                 .stdout(Stdio::null())
                 .spawn();
@@ -90,6 +155,7 @@ impl Subprocess {
                         (Some(mut pipe), Some(text)) => std::io::Write::write_all(&mut pipe, text.as_bytes()),
                         _ => Ok(()),
                     };
+                    stderr.push(capture_stderr(&mut c));
                     children.push(c);
                     if let Err(e) = written {
                         stop_all(&mut children);
@@ -98,12 +164,28 @@ impl Subprocess {
                 }
                 Err(e) => {
                     stop_all(&mut children);
-                    anyhow::bail!("cannot start env worker {w} ({}): {e}", exe.display());
+                    anyhow::bail!("cannot start env worker {w} ({what}): {e}");
                 }
             }
         }
         let (seq, counters, failure) = (0, EnvCounters::default(), None);
-        Ok(Self { spec, region, children, wait, seq, counters, failure, timeout: DEFAULT_TIMEOUT })
+        Ok(Self { spec, region, children, stderr, done, wait, seq, counters, failure, timeout: DEFAULT_TIMEOUT })
+    }
+
+    /// What worker `w` said on its stderr lately (empty where it was not captured), for
+    /// an error message: after its death, once the pipe has drained.
+    fn said(&self, w: usize) -> String {
+        let Some(tail) = self.stderr.get(w).and_then(Option::as_ref) else { return String::new() };
+        let deadline = Instant::now() + Duration::from_millis(500);
+        // The reader thread ends when the dead worker's pipe closes; give it a moment.
+        while std::sync::Arc::strong_count(tail) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let text = tail.lock().unwrap_or_else(|p| p.into_inner()).trim().to_string();
+        if text.is_empty() {
+            return text;
+        }
+        format!(": {text}")
     }
 
     /// Process ids of the workers (for tests and reports).
@@ -127,7 +209,11 @@ impl Subprocess {
             futex_wake(self.region.go());
         }
         let start = Instant::now();
-        if let Err(e) = self.wait_all(seq, start) {
+        let waited = match self.done {
+            Completion::Countdown => self.wait_all(seq, start),
+            Completion::EachWorker => (0..self.children.len()).try_for_each(|w| self.wait_one(w, seq, start)),
+        };
+        if let Err(e) = waited {
             self.failure = Some(e.clone());
             stop_all(&mut self.children);
             return Err(e);
@@ -140,11 +226,10 @@ impl Subprocess {
     /// Waits until `remaining` is 0, checking that unfinished workers are alive and have
     /// not been silent since `start` for longer than the timeout.
     fn wait_all(&mut self, seq: u32, start: Instant) -> Result<(), EnvError> {
-        let remaining = self.region.remaining();
         let mut polls = 0u64;
         let mut last_check = Instant::now();
         loop {
-            let left = remaining.load(Ordering::Acquire);
+            let left = self.region.remaining().load(Ordering::Acquire);
             if left == 0 {
                 return Ok(());
             }
@@ -158,38 +243,69 @@ impl Subprocess {
                     }
                 }
                 WaitMode::Block => {
-                    futex_wait(remaining, left, BLOCK_SLICE);
+                    futex_wait(self.region.remaining(), left, BLOCK_SLICE);
                     if last_check.elapsed() < BLOCK_SLICE {
                         continue;
                     }
                     last_check = Instant::now();
                 }
             }
-            if remaining.load(Ordering::Acquire) == 0 {
+            if self.region.remaining().load(Ordering::Acquire) == 0 {
                 return Ok(());
             }
-            let others = self.children.len() - 1;
-            let silent = start.elapsed();
-            for (w, child) in self.children.iter_mut().enumerate() {
-                if self.region.done(w).load(Ordering::Acquire) == seq {
-                    continue;
-                }
-                if let Ok(Some(status)) = child.try_wait() {
-                    return Err(EnvError(format!(
-                        "env worker {w} (pid {}) died during a step ({status}); the other {others} workers were stopped",
-                        child.id()
-                    )));
-                }
-                if silent > self.timeout {
-                    return Err(EnvError(format!(
-                        "env worker {w} (pid {}) has not answered for {:.1} s (--worker-timeout {}); it and the other {others} workers were stopped",
-                        child.id(),
-                        silent.as_secs_f64(),
-                        self.timeout.as_secs_f64()
-                    )));
+            for w in 0..self.children.len() {
+                if self.region.done(w).load(Ordering::Acquire) != seq {
+                    self.check(w, start)?;
                 }
             }
         }
+    }
+
+    /// Waits until worker `w` has answered `seq`, checking that it is alive and has not
+    /// been silent since `start` for longer than the timeout.
+    fn wait_one(&mut self, w: usize, seq: u32, start: Instant) -> Result<(), EnvError> {
+        let mut polls = 0u64;
+        loop {
+            let done = self.region.done(w).load(Ordering::Acquire);
+            if done == seq {
+                return Ok(());
+            }
+            match self.wait {
+                WaitMode::Spin => {
+                    polls += 1;
+                    self.counters.spin_iterations += 1;
+                    std::hint::spin_loop();
+                    if !polls.is_multiple_of(ALIVE_EVERY) {
+                        continue;
+                    }
+                }
+                WaitMode::Block => futex_wait(self.region.done(w), done, BLOCK_SLICE),
+            }
+            if self.region.done(w).load(Ordering::Acquire) != seq {
+                self.check(w, start)?;
+            }
+        }
+    }
+
+    /// Worker `w` has not answered yet: an error if it died or has been silent too long.
+    fn check(&mut self, w: usize, start: Instant) -> Result<(), EnvError> {
+        let others = self.children.len() - 1;
+        let silent = start.elapsed();
+        let pid = self.children[w].id();
+        if let Ok(Some(status)) = self.children[w].try_wait() {
+            return Err(EnvError(format!(
+                "env worker {w} (pid {pid}) died during a step ({status}); the other {others} workers were stopped{}",
+                self.said(w)
+            )));
+        }
+        if silent > self.timeout {
+            return Err(EnvError(format!(
+                "env worker {w} (pid {pid}) has not answered for {:.1} s (--worker-timeout {}); it and the other {others} workers were stopped",
+                silent.as_secs_f64(),
+                self.timeout.as_secs_f64()
+            )));
+        }
+        Ok(())
     }
 
     fn read_obs(&self, out: &mut Observations) {

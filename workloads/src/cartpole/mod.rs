@@ -10,16 +10,12 @@ use anyhow::Result;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
 use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, CartpoleSpec, EnvName, Inference, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{CartpoleSpec, EnvName, RunSpec, SpecError, WorkloadSpec};
 use hotlab_shared::workloads::cartpole::CartpoleFrame;
 use hotlab_train::checkpoint::Stored;
-use hotlab_train::exec::transfer::Mover;
 use hotlab_train::exec::{worker_flags, EnvMaker};
-use hotlab_train::models::mlp::actor::MlpActor;
-use hotlab_train::models::mlp::host::FusedPolicy;
-use hotlab_train::models::mlp::policy::ActorCritic;
-use hotlab_train::models::mlp::{architecture, MlpAgent, TrainedMlp};
-use hotlab_train::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
+use hotlab_train::models::mlp::learner::{ppo_learner, DeviceRollout};
+use hotlab_train::models::mlp::TrainedMlp;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
 use std::sync::Arc;
 
@@ -66,40 +62,12 @@ impl Workload for CartPole {
     }
 
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
-        let spec = setup.spec;
-        let env_spec = self.vector_env(1, spec.seed, 0).spec().clone();
-        let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
-        let arch = architecture(&env_spec, &spec.ppo.hidden)?;
-        let net = ActorCritic::new(arch.clone(), setup.device);
-        let (opt, mover) = ppo::after_init(setup, &net.flat);
-        let helper = hotlab_train::models::mlp::update_helper(setup)?;
-        if helper.is_some() {
-            setup.notes.push("two threads: the update's actor and critic, and the halves of a fused rollout step of 64 envs or more (CPU, fp32)".into());
-        }
-        let gpu = setup.open_gpu(arch.hidden.iter().copied().chain([arch.obs_dim, arch.logits]).max().unwrap_or(4));
-        let collector: Box<dyn Collect<MlpAgent>> = if spec.exec.backend == Backend::Device {
-            let (heads, notes) = (heads.len(), &mut setup.notes);
-            Box::new(device::DeviceCollector::new(spec, setup.device, gpu.as_ref(), &arch, heads, notes)?)
-        } else {
-            let device = setup.device;
-            if spec.exec.inference == Inference::Fused {
-                setup.notes.push(FUSED_NOTE.into());
-            }
-            let actor = || match spec.exec.inference {
-                // Graph is validated away off the device backend.
-                Inference::Eager | Inference::Graph => {
-                    MlpActor::Eager { mover: Mover::new(spec.exec.transfer, device), sync: spec.exec.action_sync }
-                }
-                Inference::Fused => {
-                    let policy = Box::new(FusedPolicy::new(&arch, &net.host_params()));
-                    let twin = helper.as_ref().map(|h| (policy.clone(), Arc::clone(h)));
-                    MlpActor::Fused { policy, twin }
-                }
-            };
-            Box::new(HostCollector::new(spec, self.clone(), arch.obs_dim, actor)?)
-        };
-        let agent = MlpAgent { net, helper, env: self };
-        Ok(Box::new(PpoLearner::new(setup, agent, opt, mover, collector, heads)))
+        let env_spec = self.vector_env(1, setup.spec.seed, 0).spec().clone();
+        let device: DeviceRollout = Box::new(|setup, arch, gpu, heads| {
+            let (spec, device) = (setup.spec, setup.device);
+            Ok(Box::new(device::DeviceCollector::new(spec, device, gpu, arch, heads, &mut setup.notes)?))
+        });
+        ppo_learner(self, setup, &env_spec, Some(device))
     }
 
     fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>> {

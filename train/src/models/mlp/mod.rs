@@ -7,13 +7,15 @@
 //! - [`actor`]: the rollout's forward (eager or fused);
 //! - [`update`]: PPO's minibatch gradient ([`grad`] on libtorch, [`grad_host`] on the CPU
 //!   in fp32 with the critic on a helper thread);
-//! - [`eval`]: the greedy policy over fresh envs.
+//! - [`eval`]: the greedy policy over fresh envs;
+//! - [`learner`]: PPO with it, for any such workload.
 
 pub mod actor;
 pub mod eval;
 pub mod grad;
 pub mod grad_host;
 pub mod host;
+pub mod learner;
 pub mod policy;
 pub mod update;
 

@@ -1,0 +1,183 @@
+//! `gym`: any Gymnasium env (`--env gym:ID`), stepped by Python worker processes through
+//! shared memory ([`python`] says why not pyo3), trained by PPO with the MLP actor-critic.
+//! Box observations are flattened to f32; Discrete and MultiDiscrete actions are
+//! categorical heads (one per dimension); Box actions are refused (no Gaussian head yet).
+//!
+//! Two ways to run the envs, one code path: one Python process holding them all
+//! ([`GymEnv::vector_env`], the single-process mode: every env steps under one GIL), or
+//! `W` processes each holding a slice ([`GymEnv::worker_processes`], the `subprocess`
+//! backend). Both are the `subprocess` backend's [`Subprocess`] with Python workers, so
+//! the waits (`spin|block`), the worker timeout and the counters are the native ones.
+
+pub mod python;
+
+use anyhow::Result;
+use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv};
+use hotlab_shared::env::{FieldData, StepBatch};
+use hotlab_shared::protocol::Frame;
+use hotlab_shared::spec::{GymSpec, RunSpec, SpecError, WaitMode};
+use hotlab_shared::workloads::gym::GymFrame;
+use hotlab_shared::workloads::EnvName;
+use hotlab_train::checkpoint::Stored;
+use hotlab_train::exec::shm::Layout;
+use hotlab_train::exec::subprocess::{Completion, Subprocess};
+use hotlab_train::exec::EnvMaker;
+use hotlab_train::models::mlp::learner::ppo_learner;
+use hotlab_train::models::mlp::TrainedMlp;
+use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
+use python::Probe;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Envs shown per frame.
+pub const FRAME_ENVS: usize = 4;
+
+/// The registry's entry: the env probed (a missing interpreter or gymnasium, an unknown
+/// id or an unsupported space is refused here, named).
+pub fn load(settings: &GymSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+    let python = settings.python.as_ref().map(PathBuf::from);
+    Ok(Arc::new(GymEnv::open(&settings.id, python, serde_json::Value::Object(settings.kwargs.clone()))?))
+}
+
+/// A Gymnasium env as hotlab steps it: its id, its interpreter, its `make` keywords, and
+/// its spaces (probed once, when it is opened).
+pub struct GymEnv {
+    pub id: String,
+    pub python: PathBuf,
+    pub kwargs: serde_json::Value,
+    pub probe: Probe,
+    spec: EnvSpec,
+}
+
+impl GymEnv {
+    /// Probes `id` (a registered id, or `module:callable`) with `python` (the default
+    /// interpreter when None); refused, naming the field, when it cannot run.
+    pub fn open(id: &str, python: Option<PathBuf>, kwargs: serde_json::Value) -> Result<Self, SpecError> {
+        if id.trim().is_empty() {
+            return Err(SpecError::new("gym_id", "is empty: give a Gymnasium id (gym:CartPole-v1) or module:callable"));
+        }
+        if !kwargs.is_object() {
+            return Err(SpecError::new(
+                "gym_kwargs",
+                format!("must be a JSON object of make()'s keywords (got {kwargs})"),
+            ));
+        }
+        let python = python.unwrap_or_else(python::default_python);
+        let probe = python::probe(&python, id, &kwargs)?;
+        let spec = EnvSpec {
+            name: format!("gym:{id}"),
+            fields: vec![FieldSpec { name: "obs".into(), shape: vec![probe.obs_dim], kind: FieldKind::F32 }],
+            heads: probe.heads.iter().enumerate().map(|(i, &n)| HeadSpec { name: format!("action{i}"), n }).collect(),
+            masked: false,
+        };
+        Ok(Self { id: id.to_string(), python, kwargs, probe, spec })
+    }
+
+    pub fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    /// `envs` envs (global indices from `first`) in `workers` Python processes.
+    fn processes(&self, envs: usize, seed: u64, first: usize, workers: usize, wait: WaitMode) -> Result<Subprocess> {
+        let layout = Layout::new(envs, &[self.probe.obs_dim * 4], self.spec.heads.len(), workers);
+        // Worker envs are seeded `base + g` (`g` within this batch); a slice of a larger
+        // batch starts its streams at its first global index.
+        let base = seed + first as u64;
+        let launch = |w: usize, start: usize, count: usize, fd: i32| {
+            let (p, at) = (&self.probe, (w, start, count, fd));
+            (python::worker_command(&self.python, &self.id, &self.kwargs, p, &layout, at, base, wait), None)
+        };
+        Subprocess::start(self.spec.clone(), envs, workers, wait, Completion::EachWorker, &launch)
+    }
+}
+
+/// A batch that could not start: its error, at every call.
+struct Broken {
+    spec: EnvSpec,
+    envs: usize,
+    error: EnvError,
+}
+
+impl BatchEnv for Broken {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+    fn num_envs(&self) -> usize {
+        self.envs
+    }
+    fn reset(&mut self, _out: &mut Observations) -> Result<(), EnvError> {
+        Err(self.error.clone())
+    }
+    fn step(&mut self, _actions: &[i64], _out: &mut StepBatch) -> Result<(), EnvError> {
+        Err(self.error.clone())
+    }
+}
+
+/// No scalar env: a Python env steps in its interpreter, so the `sequential` and
+/// `threads` backends (which step scalar envs in this process) are refused for `gym`
+/// before a run starts. Every call answers its observation with zeros and ends the
+/// episode, never a step of an env that is not there.
+struct NoScalar(EnvSpec);
+
+impl ScalarEnv for NoScalar {
+    fn spec(&self) -> &EnvSpec {
+        &self.0
+    }
+    fn reset(&mut self, obs: &mut [FieldData]) {
+        obs.iter_mut().for_each(|f| *f = FieldData::zeros(&self.0.fields[0], 1));
+    }
+    fn step(&mut self, _action: &[i64], obs: &mut [FieldData]) -> (f64, bool, bool) {
+        self.reset(obs);
+        (0.0, true, false)
+    }
+}
+
+impl EnvMaker for GymEnv {
+    fn name(&self) -> &'static str {
+        "gym"
+    }
+
+    /// One Python process holding all `count` envs.
+    fn vector_env(&self, count: usize, seed: u64, first: u64) -> Box<dyn BatchEnv> {
+        match self.processes(count, seed, first as usize, 1, WaitMode::Block) {
+            Ok(p) => Box::new(p),
+            Err(e) => Box::new(Broken { spec: self.spec.clone(), envs: count, error: EnvError(format!("{e:#}")) }),
+        }
+    }
+
+    fn scalar_env(&self, _seed: u64, _index: u64) -> Box<dyn ScalarEnv> {
+        Box::new(NoScalar(self.spec.clone()))
+    }
+
+    fn worker_flags(&self) -> (Vec<String>, Option<String>) {
+        // Its workers are Python processes of its own (`worker_processes`).
+        (Vec::new(), None)
+    }
+
+    fn worker_processes(&self, envs: usize, seed: u64, workers: usize, wait: WaitMode) -> Option<Result<Subprocess>> {
+        Some(self.processes(envs, seed, 0, workers, wait))
+    }
+}
+
+impl Workload for GymEnv {
+    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
+        let [FieldData::F32(values)] = obs.fields.as_slice() else { return None };
+        let (dim, heads) = (self.probe.obs_dim.max(1), self.spec.heads.len().max(1));
+        let n = (values.len() / dim).min(actions.len() / heads).min(FRAME_ENVS);
+        let frame = GymFrame {
+            id: self.id.clone(),
+            obs: values.chunks_exact(dim).take(n).map(<[f32]>::to_vec).collect(),
+            actions: actions.chunks_exact(heads).take(n).map(<[i64]>::to_vec).collect(),
+        };
+        Some(Frame::new(EnvName::Gym, step, &frame))
+    }
+
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+        let env_spec = self.spec.clone();
+        ppo_learner(self, setup, &env_spec, None)
+    }
+
+    fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>> {
+        Ok(Box::new(TrainedMlp::load(stored, self)?))
+    }
+}

@@ -1,0 +1,114 @@
+//! The interpreter behind a `gym` env: which Python runs it, the probe that learns its
+//! spaces before anything starts, and the command line of one worker process.
+//!
+//! Python workers over shared memory, not Python embedded with pyo3: a worker is then a
+//! plain process of the interpreter the user names (`--python`, their venv with their
+//! env's dependencies), the `hotlab` binary links no libpython (it runs on the GPU boxes,
+//! which have none that matches), and the trainer's side is the `subprocess` backend's own
+//! region, waits and counters (`hotlab_train::exec::subprocess`).
+
+use hotlab_shared::spec::{SpecError, WaitMode};
+use hotlab_train::exec::shm::{Layout, PARTS_BYTES};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The worker's source, run with `python -c`.
+const WORKER: &str = include_str!("worker.py");
+
+/// The interpreter when none is named: `$HOTLAB_PYTHON`, the active venv's, the project's
+/// `.venv` above the running binary, or `python3` on the `PATH`.
+pub fn default_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("HOTLAB_PYTHON").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|p| !p.is_empty()) {
+        return Path::new(&venv).join("bin/python");
+    }
+    let exe = std::env::current_exe().ok();
+    let project = exe.iter().flat_map(|e| e.ancestors()).map(|d| d.join(".venv/bin/python")).find(|p| p.exists());
+    project.unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// What the probe learned of an env's spaces.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Probe {
+    /// Floats of one flattened observation.
+    pub obs_dim: usize,
+    pub obs_shape: Vec<usize>,
+    /// Choices of each action head (one for Discrete, one per dimension for MultiDiscrete).
+    pub heads: Vec<usize>,
+    /// Each head's first action (a Discrete's `start`), added by the worker.
+    pub starts: Vec<i64>,
+    pub render_modes: Vec<String>,
+    pub max_episode_steps: Option<u64>,
+    /// The env's registered id (or what it prints as).
+    pub name: String,
+}
+
+#[derive(Deserialize)]
+struct Refusal {
+    field: String,
+    message: String,
+}
+
+/// The env's spaces, from one short run of the worker in probe mode; a missing
+/// interpreter, a missing gymnasium, an unknown id or an unsupported space is refused with
+/// what to do.
+pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value) -> Result<Probe, SpecError> {
+    let args = serde_json::json!({"mode": "probe", "id": id, "kwargs": kwargs, "python": python});
+    let out = Command::new(python).arg("-c").arg(WORKER).arg(args.to_string()).stdin(Stdio::null()).output();
+    let out = out.map_err(|e| {
+        SpecError::new(
+            "python",
+            format!(
+                "cannot run the Python interpreter {} ({e}): name one with --python PATH, or create the project's venv (`cargo xtask test` makes .venv with gymnasium)",
+                python.display()
+            ),
+        )
+    })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
+    if let Ok(refused) = serde_json::from_str::<Refusal>(line) {
+        // An unsupported space is the chosen env's: named on its id.
+        let field = if refused.field == "python" { "python" } else { "gym_id" };
+        return Err(SpecError::new(field, refused.message));
+    }
+    serde_json::from_str::<Probe>(line).map_err(|_| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        SpecError::new(
+            "gym_id",
+            format!("probing '{id}' with {} failed ({}): {}", python.display(), out.status, stderr.trim()),
+        )
+    })
+}
+
+/// One worker's command line: it serves envs `first..first + count` of `envs`, split among
+/// `workers`, through the region `fd` laid out as `layout`.
+#[allow(clippy::too_many_arguments)]
+pub fn worker_command(
+    python: &Path,
+    id: &str,
+    kwargs: &serde_json::Value,
+    probe: &Probe,
+    layout: &Layout,
+    (w, first, count, fd): (usize, usize, usize, i32),
+    seed: u64,
+    wait: WaitMode,
+) -> Command {
+    let l = layout;
+    let region = serde_json::json!({
+        "command": l.command_at(w), "done": l.done_at(w), "heads": l.heads, "obs_dim": probe.obs_dim,
+        "actions": l.actions, "obs": l.obs[0], "final_obs": l.final_obs[0], "reward": l.reward,
+        "terminated": l.terminated, "truncated": l.truncated, "episode_return": l.episode_return,
+        "episode_length": l.episode_length, "parts": l.parts, "parts_bytes": PARTS_BYTES, "size": l.size,
+    });
+    let args = serde_json::json!({
+        "mode": "serve", "id": id, "kwargs": kwargs, "python": python, "fd": fd, "worker": w,
+        "envs": l.envs, "first": first, "count": count, "seed": seed, "wait": wait.as_str(),
+        "parent": std::process::id(), "starts": probe.starts, "layout": region,
+    });
+    let mut c = Command::new(python);
+    c.arg("-c").arg(WORKER).arg(args.to_string()).stderr(Stdio::piped());
+    c
+}

@@ -1,0 +1,226 @@
+"""hotlab's Python side of the `gym` workload (run by the trainer as `python -c`).
+
+Two modes, chosen by the JSON in argv[1]:
+
+- `probe`: makes one env and prints its spaces as one JSON line (or, on failure, what
+  failed and how to fix it), so the trainer knows the shapes before it starts anything.
+- `serve`: one worker process of the run. It holds a slice of the envs and serves the
+  trainer's commands through the shared-memory region the trainer created (an inherited
+  memfd), laid out as the trainer's `exec::shm::Layout`: actions in, observations,
+  rewards, terminations, truncations and the ended episodes out, with no pickling.
+
+Autoreset is same-step (Gymnasium's `AutoresetMode.SAME_STEP`): an env that ends is reset
+in the step it ended, its last observation goes to `final_obs` and the observation
+returned is the reset one. Env `g` (global index) is reset with seed `seed + g`.
+
+Waits: the trainer bumps `go`; each worker sets its own `done` word (plain aligned 4-byte
+stores: atomic, and ordered after the arrays' writes on x86-64) and, with `--wait block`,
+wakes the trainer through a futex on it.
+"""
+
+import ctypes
+import json
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+
+CMD_STEP, CMD_RESET, CMD_EXIT = 0, 1, 2
+FUTEX_WAIT, FUTEX_WAKE = 0, 1
+# x86-64 only: its stores are seen in program order, which the done word relies on.
+SYS_FUTEX = {"x86_64": 202}.get(platform.machine())
+
+
+def fail(field, message):
+    print(json.dumps({"ok": False, "field": field, "message": message}), flush=True)
+    sys.exit(0)
+
+
+def import_gymnasium(python):
+    try:
+        import gymnasium  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError as e:
+        fail("python", f"{python} has no gymnasium ({e}): install it with `{python} -m pip install gymnasium`")
+    import gymnasium
+
+    return gymnasium
+
+
+def make(gym, target, kwargs):
+    """`ID` (a registered id), or `module:callable` (a factory or an env class)."""
+    if ":" in target:
+        module, _, name = target.partition(":")
+        import importlib
+
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as e:
+            fail("id", f"cannot import the module '{module}' of '{target}' ({e}); is it on PYTHONPATH?")
+        factory = getattr(mod, name, None)
+        if callable(factory):
+            return factory(**kwargs)
+        # A registered id that needs its module imported first (Gymnasium's `module:Id`).
+    try:
+        return gym.make(target, **kwargs)
+    except gym.error.Error as e:
+        import difflib
+
+        near = difflib.get_close_matches(target, list(gym.registry.keys()), n=5, cutoff=0.5)
+        hint = f"; registered ids near it: {', '.join(near)}" if near else ""
+        fail("id", f"Gymnasium has no env '{target}' ({e}){hint}")
+
+
+def describe(gym, env):
+    """The env's spaces as hotlab takes them, or a refusal naming the space."""
+    spaces = gym.spaces
+    obs, act = env.observation_space, env.action_space
+    if not isinstance(obs, spaces.Box):
+        fail("space", f"observation space {obs} is not supported: only Box observations (flattened to f32)")
+    if isinstance(act, spaces.Discrete):
+        heads, starts = [int(act.n)], [int(act.start)]
+    elif isinstance(act, spaces.MultiDiscrete):
+        if act.nvec.ndim != 1:
+            fail("space", f"action space {act} is not supported: a MultiDiscrete must be one-dimensional")
+        heads, starts = [int(n) for n in act.nvec], [int(s) for s in getattr(act, "start", [0] * len(act.nvec))]
+    else:
+        fail("space", f"action space {act} is not supported: only Discrete and MultiDiscrete (the policy's heads are categorical)")
+    dim = int(math.prod(obs.shape)) if obs.shape else 1
+    modes = list(env.metadata.get("render_modes", []))
+    limit = env.spec.max_episode_steps if env.spec is not None else None
+    return {"ok": True, "obs_dim": dim, "obs_shape": list(obs.shape), "heads": heads, "starts": starts,
+            "render_modes": modes, "max_episode_steps": limit, "name": str(env.spec.id if env.spec else env)}
+
+
+def probe(a):
+    gym = import_gymnasium(a["python"])
+    try:
+        env = make(gym, a["id"], a.get("kwargs") or {})
+        answer = describe(gym, env)
+        env.close()
+    except Exception as e:
+        fail("id", f"making '{a['id']}' raised {type(e).__name__}: {e}\n{traceback.format_exc()}")
+    print(json.dumps(answer), flush=True)
+
+
+class Futex:
+    def __init__(self, mm):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.syscall.restype = ctypes.c_long
+        self.mm = mm
+
+    def word(self, offset):
+        return ctypes.c_uint32.from_buffer(self.mm, offset)
+
+    # `syscall` is variadic: every argument goes as its C type, or ctypes would pass the
+    # word's address as a 32-bit int.
+    def wait(self, word, expected, seconds):
+        ts = (ctypes.c_long * 2)(int(seconds), int((seconds % 1) * 1e9))
+        self.libc.syscall(ctypes.c_long(SYS_FUTEX), ctypes.c_void_p(ctypes.addressof(word)), ctypes.c_int(FUTEX_WAIT),
+                          ctypes.c_uint32(expected), ctypes.byref(ts), ctypes.c_void_p(0), ctypes.c_int(0))
+
+    def wake(self, word):
+        self.libc.syscall(ctypes.c_long(SYS_FUTEX), ctypes.c_void_p(ctypes.addressof(word)), ctypes.c_int(FUTEX_WAKE),
+                          ctypes.c_int(0x7FFFFFFF), ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_int(0))
+
+
+def serve(a):
+    import mmap
+
+    import numpy as np
+
+    gym = import_gymnasium(a["python"])
+    L = a["layout"]
+    envs, heads, dim = a["envs"], L["heads"], L["obs_dim"]
+    first, count, seed, w = a["first"], a["count"], a["seed"], a["worker"]
+    kwargs = a.get("kwargs") or {}
+    local = [make(gym, a["id"], kwargs) for _ in range(count)]
+    mm = mmap.mmap(a["fd"], L["size"])
+    f = Futex(mm)
+    go, command, done = f.word(0), f.word(L["command"]), f.word(L["done"])
+
+    def array(dtype, offset, n):
+        return np.frombuffer(mm, dtype=dtype, count=n, offset=offset)
+
+    actions = array(np.int64, L["actions"], envs * heads).reshape(envs, heads)[first:first + count]
+    obs = array(np.float32, L["obs"], envs * dim).reshape(envs, dim)[first:first + count]
+    final_obs = array(np.float32, L["final_obs"], envs * dim).reshape(envs, dim)[first:first + count]
+    reward = array(np.float32, L["reward"], envs)[first:first + count]
+    terminated = array(np.uint8, L["terminated"], envs)[first:first + count]
+    truncated = array(np.uint8, L["truncated"], envs)[first:first + count]
+    ep_return_out = array(np.float64, L["episode_return"], envs)[first:first + count]
+    ep_length_out = array(np.uint32, L["episode_length"], envs)[first:first + count]
+    # This worker's own part clock: seconds inside the envs' step and reset calls.
+    parts = array(np.float64, L["parts"] + w * L["parts_bytes"], 1)
+    starts = np.asarray(a["starts"], dtype=np.int64)
+    one_head = heads == 1
+    ep_return = [0.0] * count
+    ep_length = [0] * count
+    block = a["wait"] == "block"
+    parent = a["parent"]
+    seen = done.value
+    in_env = 0.0
+    while True:
+        polls = 0
+        while go.value == seen:
+            polls += 1
+            if block and polls > 100:
+                f.wait(go, seen, 0.5)
+            if polls % 1000 == 0 and os.getppid() != parent:
+                return
+        now = go.value
+        cmd = command.value
+        if cmd == CMD_EXIT:
+            return
+        i = 0
+        try:
+            t0 = time.perf_counter()
+            if cmd == CMD_RESET:
+                for i, env in enumerate(local):
+                    o, _ = env.reset(seed=seed + first + i)
+                    obs[i] = np.asarray(o, dtype=np.float32).reshape(-1)
+                    ep_return[i], ep_length[i] = 0.0, 0
+            else:
+                acts = actions + starts
+                for i, env in enumerate(local):
+                    act = int(acts[i, 0]) if one_head else acts[i]
+                    o, r, term, trunc, _ = env.step(act)
+                    ep_return[i] += float(r)
+                    ep_length[i] += 1
+                    if term or trunc:
+                        final_obs[i] = np.asarray(o, dtype=np.float32).reshape(-1)
+                        ep_return_out[i] = ep_return[i]
+                        ep_length_out[i] = ep_length[i]
+                        ep_return[i], ep_length[i] = 0.0, 0
+                        o, _ = env.reset()
+                    obs[i] = np.asarray(o, dtype=np.float32).reshape(-1)
+                    reward[i] = r
+                    terminated[i] = bool(term)
+                    truncated[i] = bool(trunc)
+            in_env += time.perf_counter() - t0
+            parts[0] = in_env
+        except Exception:
+            what = "reset" if cmd == CMD_RESET else "step"
+            sys.stderr.write(f"env {first + i} raised in {what}:\n{traceback.format_exc()}")
+            sys.stderr.flush()
+            os._exit(3)
+        done.value = now
+        if block:
+            f.wake(done)
+        seen = now
+
+
+def main():
+    a = json.loads(sys.argv[1])
+    if SYS_FUTEX is None:
+        fail("python", f"the gym workload's workers run on x86_64 Linux, not {platform.machine()}")
+    if a["mode"] == "probe":
+        probe(a)
+    else:
+        serve(a)
+
+
+if __name__ == "__main__":
+    main()
