@@ -1,23 +1,23 @@
-"""Gymnasium's CartPole stepping speed, for `hotlab bench envs --peer gymnasium`.
+"""Gymnasium's stepping speed, for `hotlab bench envs --peer gymnasium`.
 
-usage: peer_gymnasium.py SECONDS N [N ...]
+usage: peer_gymnasium.py SECONDS [--id ID] N [N ...]
 Prints one JSON object per line: {"peer", "impl", "envs", "steps", "seconds", "steps_per_s"}.
-`CartPoleVectorEnv` (numpy, one process) runs at every N; `make_vec` sync and async
-(one process per env) only up to 64 envs.
+Without `--id` (hotlab's own CartPole): `CartPoleVectorEnv` (numpy, one process) at every N;
+`make_vec` sync and async (one process per env) only up to 64 envs. With `--id` (the `gym`
+workload): `make_vec` sync and async of that id, up to 64 envs.
 """
 import json
 import sys
 import time
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 
 def measure(env, n, seconds):
     env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    actions = rng.integers(0, 2, size=(64, n))
+    env.action_space.seed(0)
+    actions = [env.action_space.sample() for _ in range(64)]
     for i in range(10):  # warm-up
         env.step(actions[i % 64])
     steps, start = 0, time.perf_counter()
@@ -31,12 +31,16 @@ def measure(env, n, seconds):
 
 
 def main():
-    seconds = float(sys.argv[1])
-    for n in map(int, sys.argv[2:]):
-        impls = [("CartPoleVectorEnv", lambda: CartPoleVectorEnv(num_envs=n))]
+    seconds, rest = float(sys.argv[1]), sys.argv[2:]
+    env_id = None
+    if rest[:1] == ["--id"]:
+        env_id, rest = rest[1], rest[2:]
+    for n in map(int, rest):
+        impls = [] if env_id else [("CartPoleVectorEnv", lambda: CartPoleVectorEnv(num_envs=n))]
+        vec_id = env_id or "CartPole-v1"
         if n <= 64:
-            impls.append(("make_vec_sync", lambda: gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync")))
-            impls.append(("make_vec_async", lambda: gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="async")))
+            impls.append(("make_vec_sync", lambda: gym.make_vec(vec_id, num_envs=n, vectorization_mode="sync")))
+            impls.append(("make_vec_async", lambda: gym.make_vec(vec_id, num_envs=n, vectorization_mode="async")))
         for name, make in impls:
             env = make()
             try:

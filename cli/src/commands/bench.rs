@@ -71,7 +71,8 @@ pub struct BenchEnvsArgs {
     /// Device of the `device` backend: cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// Also measure a peer with the same settings: `gymnasium` (from the project's .venv).
+    /// Also measure a peer with the same settings: `gymnasium` (from the project's .venv;
+    /// with `--env gym`, its sync and async vector envs of the same id).
     #[arg(long)]
     pub peer: Option<String>,
     /// One JSON object per line, no progress bar.
@@ -195,9 +196,15 @@ fn run_gymnasium(a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
         )
     })?;
     let script = peer_script().ok_or_else(|| usage("--peer", "scripts/peer_gymnasium.py not found".into()))?;
+    // A gym workload's peer is Gymnasium's own vector envs of the same id.
+    let id = match a.workload_spec()?.workload {
+        hotlab_shared::spec::WorkloadSpec::Gym(g) => vec!["--id".to_string(), g.id],
+        _ => Vec::new(),
+    };
     let out = Command::new(&python)
         .arg(&script)
         .arg(a.seconds.to_string())
+        .args(id)
         .args(a.envs.iter().map(|n| n.to_string()))
         .output()
         .with_context(|| format!("running {}", python.display()))?;
