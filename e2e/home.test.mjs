@@ -28,7 +28,7 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
   await page.getByTestId('first-visit').waitFor({ timeout: 20_000 });
   for (const way of ['way-run', 'way-lesson', 'way-play']) assert.ok(await page.getByTestId(way).isVisible(), way);
   assert.deepEqual(await page.locator('[data-testid^="preset-"] h4').allTextContents(), PRESETS);
-  assert.equal(await page.getByTestId('lesson-card').count(), 18, 'the catalogue as cards');
+  assert.equal(await page.getByTestId('lesson-card').count(), 19, 'the catalogue as cards');
   assert.ok(await page.getByTestId('play-link').isVisible());
   assert.equal(await page.getByTestId('launch-details').evaluate((d) => d.open), false, 'the form is collapsed');
   assert.equal(await page.getByTestId('launch-preset').textContent(), 'cleanrl');
@@ -96,19 +96,19 @@ test('each preset card launches a run that finishes, its panels explained, its o
 test('the presenter tour steps forward and back, and a lesson runs from its screen to its verdict', async () => {
   const { page, errors, context } = await open('#/lessons?present=1&seconds=0.3&repeats=2');
   const at = page.getByTestId('tour-at');
-  await at.filter({ hasText: '1 / 18' }).waitFor({ timeout: 20_000 });
+  await at.filter({ hasText: '1 / 19' }).waitFor({ timeout: 20_000 });
   const title = () => page.getByTestId('lesson-title').textContent();
   const first = await title();
   assert.ok(await page.getByTestId('tour-back').isDisabled(), 'nothing before the first');
   await page.keyboard.press('ArrowRight');
-  await at.filter({ hasText: '2 / 18' }).waitFor();
+  await at.filter({ hasText: '2 / 19' }).waitFor();
   assert.notEqual(await title(), first);
   await page.getByTestId('tour-forward').click();
-  await at.filter({ hasText: '3 / 18' }).waitFor();
+  await at.filter({ hasText: '3 / 19' }).waitFor();
   await page.keyboard.press('ArrowLeft');
-  await at.filter({ hasText: '2 / 18' }).waitFor();
+  await at.filter({ hasText: '2 / 19' }).waitFor();
   await page.getByTestId('tour-back').click();
-  await at.filter({ hasText: '1 / 18' }).waitFor();
+  await at.filter({ hasText: '1 / 19' }).waitFor();
   assert.equal(await title(), first);
   assert.match(page.url(), /#\/lessons\?present=1&at=1&seconds=0\.3&repeats=2$/, 'the budget goes along');
   await page.getByTestId('lesson-run').click();
@@ -135,9 +135,9 @@ test('the lesson cards show this machine\'s checks, and the operator starts them
   assert.match(await card('replay-copies').textContent(),
     /needs a GPU; measured on an NVIDIA H100 80GB HBM3, 2026-11-27: the signature shows, host→device bytes per env step 263681 → 5275/);
   assert.match(await card('worker-waits').textContent(), /not checked on this machine yet/);
-  await page.getByTestId('lesson-checks').filter({ hasText: /2 of 18 lessons checked on / }).waitFor({ timeout: 20_000 });
+  await page.getByTestId('lesson-checks').filter({ hasText: /2 of 19 lessons checked on / }).waitFor({ timeout: 20_000 });
   await page.getByTestId('check-lessons').click();
-  await page.getByTestId('lesson-checks').filter({ hasText: /checking worker-waits on this machine \(17 after it\)/ })
+  await page.getByTestId('lesson-checks').filter({ hasText: /checking worker-waits on this machine \(18 after it\)/ })
     .waitFor({ timeout: 20_000 });
   assert.ok(await page.getByTestId('check-lessons').isDisabled(), 'one check at a time');
   await card('worker-waits').filter({ hasText: /(shows|did not show) here: / }).waitFor({ timeout: 120_000 });

@@ -227,3 +227,30 @@ fn the_cli_refuses_bad_gym_runs_naming_the_flag() {
     assert_eq!(by_env, json!({"gym": {"id": "Acrobot-v1", "python": python, "kwargs": {}}}));
     assert_eq!(workload(&["--python", &python, "--gym-id", "Acrobot-v1", "--env", "gym"]), by_env);
 }
+
+/// The report of a Python env in one process: the envs' own Python is its own phase, named
+/// with its time per env step, and the report advises worker processes; in worker
+/// processes it does not (the `python-processes` lesson verifies the advice by re-running).
+#[test]
+fn the_report_names_the_envs_python_and_advises_worker_processes() {
+    let profile =
+        |backend: &str| {
+            let out = run(hotlab()
+                .args(["profile", "--env", "gym:Acrobot-v1", "--envs", "64", "--steps", "16"])
+                .args(["--total-steps", "20480", "--backend", backend, "--json"]));
+            assert!(out.status.success(), "{}", stderr(&out));
+            last_json(&out)
+        };
+    let one = profile("vectorized");
+    let top = &one["rows"][0];
+    assert_eq!(top["phase"], "python_step", "Acrobot's Python dominates at 64 envs: {one}");
+    assert!(top["diagnosis"].as_str().unwrap().contains("µs per env step, in one process"), "{top}");
+    let knobs: Vec<&str> =
+        one["recommendations"].as_array().unwrap().iter().map(|r| r["knob"].as_str().unwrap()).collect();
+    assert!(knobs.contains(&"--backend subprocess"), "{knobs:?}");
+    let workers = profile("subprocess");
+    let knobs: Vec<&str> =
+        workers["recommendations"].as_array().unwrap().iter().map(|r| r["knob"].as_str().unwrap()).collect();
+    assert!(!knobs.contains(&"--backend subprocess"), "{knobs:?}");
+    assert!(workers["rows"].as_array().unwrap().iter().any(|r| r["phase"] == "python_step"), "{workers}");
+}

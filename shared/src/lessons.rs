@@ -14,6 +14,7 @@ use crate::knobs;
 use crate::profile::{Phase, Profile};
 use crate::spec::{json, RunSpec, SpecError};
 use crate::workloads::dreamer::{ENCODER, REPLAY};
+use crate::workloads::gym::PYTHON_STEP;
 use crate::workloads::morpho::{HOST_PASSES, LIFECYCLE_READS, STREAM_WAITS, TOPOLOGY_CHANGES};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -719,6 +720,33 @@ pub const LESSONS: &[Lesson] = &[
             "on an H200 (docs/gpu-results.md): 265,606 host→device bytes per env step with the replay on the host, \
             7,104 with it on the device",
         ),
+    },
+    Lesson {
+        id: "python-processes",
+        row: 1,
+        title: "Your env in one Python process or in worker processes",
+        phenomenon: "A Gymnasium env is Python: one interpreter steps its envs one after another, under one GIL, \
+            however many cores the machine has, and the trainer waits for the last of them. Worker processes each \
+            hold a slice of the envs and step it at the same time as the others, and the trainer's round trip to \
+            each one is a few microseconds through shared memory. Seed 000 met this with torchrl's ParallelEnv. \
+            The lesson runs on Acrobot-v1; any id runs it (--set gym_id=ID), and the heavier the env's step the \
+            more the split pays, up to as many processes as there are cores.",
+        look_at: "The python_step phase: its time per env step, and its share of the wall.",
+        baseline: &[
+            ("env", "gym"),
+            ("gym_id", "Acrobot-v1"),
+            ("backend", "vectorized"),
+            ("envs", "64"),
+            ("steps", "16"),
+        ],
+        variants: &["backend=subprocess"],
+        signature: Signature {
+            measure: Measure::MicrosPerCall(PYTHON_STEP),
+            expect: Expect::Moves(1.25),
+            text: "µs of the envs' Python per env step of the batch",
+        },
+        budget: Budget { seconds: 3.0, repeats: 3 },
+        on_gpu: None,
     },
 ];
 

@@ -6,7 +6,9 @@
 //! `crate` here is that crate, and nothing here links libtorch.
 
 use crate::knobs::{Knob, KnobKind::*};
-use crate::spec::{Backend, SpecError};
+use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use crate::report::Recommendation;
+use crate::spec::{Backend, RunSpec, SpecError};
 use crate::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +40,22 @@ impl GymSpec {
     }
 }
 
+/// The envs' own Python: `env.step` and the resets, timed inside each worker process.
+pub const PYTHON_STEP: Phase = Phase::new("python_step");
+
+/// Share of the wall in the envs' Python past which one process holding every env is
+/// worth splitting into worker processes.
+const SPLIT_AT: f64 = 0.25;
+
 impl Settings for GymSpec {
+    const PHASES: &'static [PhaseInfo] = &[PhaseInfo::new(
+        PYTHON_STEP,
+        PhaseKind::EnvPart,
+        "#6fa8dc",
+        "the envs' own Python (env.step and resets), timed in their worker processes",
+    )];
+    const ENV_PARTS: &'static [Phase] = &[PYTHON_STEP];
+
     const KNOBS: &'static [Knob] = &[
         setting(EnvName::Gym, "gym_id", "workload.gym.id", Text, "gym: a Gymnasium id (CartPole-v1) or module:callable")
             .about("a registered Gymnasium id (CartPole-v1, Acrobot-v1, MountainCar-v0) or module:callable for your own env on the PYTHONPATH; --env gym:ID says the same"),
@@ -69,6 +86,32 @@ impl Settings for GymSpec {
             return Err(SpecError::new("python", "is empty: give an interpreter's path, or leave it out"));
         }
         Ok(())
+    }
+
+    fn diagnosis(&self, phase: Phase, profile: &Profile, spec: &RunSpec) -> Option<String> {
+        (phase == PYTHON_STEP).then(|| {
+            let per_env = 1e6 * profile.phase(PYTHON_STEP) / profile.counters.env_steps.max(1) as f64;
+            let processes = match spec.exec.backend {
+                Backend::Subprocess => "worker processes (their time shares the span)".to_string(),
+                _ => "one process: every env under one GIL".to_string(),
+            };
+            format!("{}'s Python, {per_env:.1} µs per env step, in {processes}", self.id)
+        })
+    }
+
+    fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
+        // One interpreter steps every env in turn: worker processes step their slices at
+        // once, on as many cores as there are (seed 000's phenomenon, on the user's env).
+        let python = profile.share(PYTHON_STEP);
+        if spec.exec.backend == Backend::Vectorized && spec.envs >= 2 && python >= SPLIT_AT {
+            let signature = format!(
+                "{:.0}% of wall in {}'s Python, {} envs stepped one after another in one process",
+                100.0 * python,
+                self.id,
+                spec.envs
+            );
+            out.push(Recommendation::new("--backend subprocess", PYTHON_STEP, python, signature));
+        }
     }
 }
 
