@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 const ALIVE_EVERY: u64 = 64;
 /// How long a blocked waiter sleeps before checking that the worker is alive.
 const BLOCK_SLICE: Duration = Duration::from_millis(50);
+/// How long a blocking wait on one worker's `done` polls before it sleeps, when the
+/// workers leave a core free ([`Completion::EachWorker`]).
+const EACH_SPIN: Duration = Duration::from_micros(200);
 
 pub struct Subprocess {
     spec: EnvSpec,
@@ -33,6 +36,9 @@ pub struct Subprocess {
     /// worker's traceback).
     stderr: Vec<Option<Tail>>,
     done: Completion,
+    /// Whether the workers leave a core free (known once: asking costs a read of the
+    /// cgroup's files).
+    spare_core: bool,
     wait: WaitMode,
     seq: u32,
     counters: EnvCounters,
@@ -169,7 +175,9 @@ impl Subprocess {
             }
         }
         let (seq, counters, failure) = (0, EnvCounters::default(), None);
-        Ok(Self { spec, region, children, stderr, done, wait, seq, counters, failure, timeout: DEFAULT_TIMEOUT })
+        let spare_core = workers < std::thread::available_parallelism().map_or(1, |n| n.get());
+        let timeout = DEFAULT_TIMEOUT;
+        Ok(Self { spec, region, children, stderr, done, spare_core, wait, seq, counters, failure, timeout })
     }
 
     /// What worker `w` said on its stderr lately (empty where it was not captured), for
@@ -265,10 +273,17 @@ impl Subprocess {
     /// been silent since `start` for longer than the timeout.
     fn wait_one(&mut self, w: usize, seq: u32, start: Instant) -> Result<(), EnvError> {
         let mut polls = 0u64;
+        // With a core to spare, a blocking wait polls for a moment first: a futex wake-up
+        // costs tens of microseconds on a virtual machine, often more than the wait.
+        let spin_until = start + if self.spare_core { EACH_SPIN } else { Duration::ZERO };
         loop {
             let done = self.region.done(w).load(Ordering::Acquire);
             if done == seq {
                 return Ok(());
+            }
+            if self.wait == WaitMode::Block && Instant::now() < spin_until {
+                std::hint::spin_loop();
+                continue;
             }
             match self.wait {
                 WaitMode::Spin => {

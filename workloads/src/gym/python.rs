@@ -104,7 +104,7 @@ pub fn worker_command(
         "episode_length": l.episode_length, "parts": l.parts, "parts_bytes": PARTS_BYTES, "size": l.size,
     });
     let args = serde_json::json!({
-        "mode": "serve", "id": id, "kwargs": kwargs, "python": python, "fd": fd, "worker": w,
+        "mode": "serve", "id": id, "kwargs": kwargs, "python": python, "fd": fd, "worker": w, "workers": l.workers,
         "envs": l.envs, "first": first, "count": count, "seed": seed, "wait": wait.as_str(),
         "parent": std::process::id(), "starts": probe.starts, "layout": region,
     });
