@@ -91,6 +91,84 @@ fn python_workers_step_as_gymnasium_s_own_vector_env() {
     assert!(ended > 20, "episodes ended mid-test: {ended}");
 }
 
+/// Envs of a user's own, as modules on the `PYTHONPATH` of this test process (which every
+/// worker and run it starts inherits); written once, for every test here.
+fn own_envs() {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [("flaky_envs.py", FLAKY), ("echo_envs.py", ECHO), ("broken_envs.py", BROKEN)] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        std::env::set_var("PYTHONPATH", dir.path());
+        dir
+    });
+}
+
+/// Raises, or hangs, at an env's fifth step.
+const FLAKY: &str = r#"
+import time
+import gymnasium as gym
+
+class Flaky(gym.Wrapper):
+    def __init__(self, after, hang):
+        super().__init__(gym.make("CartPole-v1"))
+        self.left, self.hang = after, hang
+    def step(self, action):
+        self.left -= 1
+        if self.left == 0:
+            if self.hang:
+                time.sleep(3600)
+            raise RuntimeError("the physics blew up")
+        return self.env.step(action)
+
+def raises():
+    return Flaky(5, False)
+
+def hangs():
+    return Flaky(5, True)
+"#;
+
+/// Echoes the action it was given in its observation, with a keyword's value.
+const ECHO: &str = r#"
+import numpy as np
+import gymnasium as gym
+
+class Echo(gym.Env):
+    def __init__(self, scale=1.0, limit=4):
+        self.observation_space = gym.spaces.Box(-100, 100, shape=(3,), dtype=np.float32)
+        self.action_space = gym.spaces.MultiDiscrete([3, 2], start=[-1, 5])
+        self.scale, self.limit, self.t = scale, limit, 0
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(3, dtype=np.float32), {}
+    def step(self, action):
+        self.t += 1
+        obs = np.array([action[0], action[1], self.scale], dtype=np.float32)
+        # A point for each head that chose right: 0 (the first's middle), 6 (the second's last).
+        reward = float(action[0] == 0) + float(action[1] == 6)
+        return obs, reward, False, self.t >= self.limit, {}
+
+def twenty():
+    return Echo(limit=20)
+"#;
+
+/// Raises at its 300th step.
+const BROKEN: &str = r#"
+import gymnasium as gym
+
+class Broken(gym.Wrapper):
+    def __init__(self):
+        super().__init__(gym.make("CartPole-v1"))
+        self.n = 0
+    def step(self, action):
+        self.n += 1
+        if self.n == 300:
+            raise ValueError("the env's own bug")
+        return self.env.step(action)
+"#;
+
 /// Every refusal names its field and says what to do.
 #[test]
 fn unknown_ids_unsupported_spaces_and_a_missing_python_are_refused_clearly() {
@@ -128,35 +206,7 @@ fn unknown_ids_unsupported_spaces_and_a_missing_python_are_refused_clearly() {
 /// worker that hangs fails it within the timeout; no worker process stays behind.
 #[test]
 fn an_env_that_raises_or_hangs_fails_the_step_and_leaves_no_process() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("flaky_envs.py"),
-        r#"
-import time
-import gymnasium as gym
-
-class Flaky(gym.Wrapper):
-    def __init__(self, after, hang):
-        super().__init__(gym.make("CartPole-v1"))
-        self.left, self.hang = after, hang
-    def step(self, action):
-        self.left -= 1
-        if self.left == 0:
-            if self.hang:
-                time.sleep(3600)
-            raise RuntimeError("the physics blew up")
-        return self.env.step(action)
-
-def raises():
-    return Flaky(5, False)
-
-def hangs():
-    return Flaky(5, True)
-"#,
-    )
-    .unwrap();
-    // The workers inherit the trainer's environment: the module is on their PYTHONPATH.
-    std::env::set_var("PYTHONPATH", dir.path());
+    own_envs();
     let open = |id: &str| GymEnv::open(id, Some(python()), json!({})).unwrap();
     for (id, timeout) in [("flaky_envs:raises", 60.0), ("flaky_envs:hangs", 1.5)] {
         let env = open(id);
@@ -253,4 +303,60 @@ fn the_report_names_the_envs_python_and_advises_worker_processes() {
         workers["recommendations"].as_array().unwrap().iter().map(|r| r["knob"].as_str().unwrap()).collect();
     assert!(!knobs.contains(&"--backend subprocess"), "{knobs:?}");
     assert!(workers["rows"].as_array().unwrap().iter().any(|r| r["phase"] == "python_step"), "{workers}");
+}
+
+/// A MultiDiscrete action space maps onto the policy's heads, one per dimension, each
+/// head's choice shifted by its dimension's `start`; `make()`'s keywords reach the env.
+/// The env under test echoes the action it was given in its observation.
+#[test]
+fn multi_discrete_actions_arrive_whole_and_keywords_reach_the_env() {
+    own_envs();
+    let env = GymEnv::open("echo_envs:Echo", Some(python()), json!({"scale": 2.5})).unwrap();
+    assert_eq!(env.spec().heads.iter().map(|h| h.n).collect::<Vec<_>>(), [3, 2]);
+    for workers in [1, 2] {
+        let mut b = batch(&env, 3, 0, workers, WaitMode::Block);
+        let mut obs = Observations::zeros(env.spec(), 3);
+        let mut out = StepBatch::new(env.spec(), 3);
+        b.reset(&mut obs).unwrap();
+        for t in 0..6i64 {
+            // Per env its two heads' choices: (t + e) % 3 and (t + e) % 2.
+            let actions: Vec<i64> = (0..3).flat_map(|e| [(t + e) % 3, (t + e) % 2]).collect();
+            b.step(&actions, &mut out).unwrap();
+            for e in 0..3usize {
+                let seen = if out.truncated[e] {
+                    out.final_row(0, e).to_vec()
+                } else {
+                    out.obs.fields[0].as_f32().unwrap()[e * 3..e * 3 + 3].to_vec()
+                };
+                let want = [((t + e as i64) % 3 - 1) as f32, ((t + e as i64) % 2 + 5) as f32, 2.5];
+                assert_eq!(seen, want, "{workers} processes, step {t}, env {e}");
+            }
+        }
+    }
+}
+
+/// An env that raises mid-run fails the run itself (`hotlab train`), naming the env and
+/// quoting Python's traceback, with the exit status of a failed run.
+#[test]
+fn a_run_whose_env_raises_fails_naming_the_env() {
+    own_envs();
+    let out = run(hotlab().args(["train", "--env", "gym:broken_envs:Broken", "--envs", "2", "--total-steps", "4096"]));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("env 0 raised in step") && err.contains("ValueError: the env's own bug"), "{err}");
+}
+
+/// PPO learns both heads of a MultiDiscrete action: 20 steps an episode, a point per head
+/// that chose right. Uniform actions average 16.7; a policy right on one head only, 30 at
+/// best; at least 34 needs both.
+#[test]
+fn ppo_learns_both_heads_of_a_multi_discrete_action() {
+    own_envs();
+    let out = run(hotlab()
+        .args(["train", "--env", "gym:echo_envs:twenty", "--envs", "8", "--total-steps", "60000"])
+        .args(["--seed", "1", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = last_json(&out);
+    let ret = report["mean_return_last_100"].as_f64().unwrap();
+    assert!(ret >= 34.0, "mean return of the last 100 episodes: {ret} (report: {report})");
 }
