@@ -154,11 +154,18 @@ fn split(profile: &Profile, spec: &RunSpec) -> Split {
     let total = (data + fwd + bwd).max(1e-12);
     let (d, f, b) = (100.0 * data / total, 100.0 * fwd / total, 100.0 * bwd / total);
     let in_thread = matches!(spec.exec.backend, Backend::Sequential | Backend::Vectorized);
+    // The backends that spread envs over the cores, of those this workload runs on.
+    let spread: Vec<&str> = [Backend::Threads, Backend::Subprocess]
+        .into_iter()
+        .filter(|b| spec.workload.name().backends().contains(b))
+        .map(|b| b.as_str())
+        .collect();
+    let spread_action = format!("spread the envs over the cores (--backend {})", spread.join(" or "));
     let (verdict, next_action) = if d > 50.0 && own > 0.5 * data {
         (
-            "data > 50%: the envs' own compute (host training, validation) is the bottleneck",
-            if in_thread {
-                "spread the envs over the cores (--backend threads or subprocess)"
+            "data > 50%: the envs' own compute (their own parts, rows above) is the bottleneck",
+            if in_thread && !spread.is_empty() {
+                spread_action.as_str()
             } else {
                 "it is the envs' work itself: a cheaper env step (the env's own parts, rows above)"
             },
@@ -433,6 +440,13 @@ mod tests {
             ..Default::default()
         };
         assert!(!analyze(&hosts, &threads).split.next_action.contains("--backend"));
+        // A workload that cannot run on threads (a Python env) is told of the others only.
+        let gym = RunSpec {
+            workload: crate::spec::WorkloadSpec::default_for(crate::workloads::EnvName::Gym),
+            ..Default::default()
+        };
+        let python = profile(&[(crate::workloads::gym::PYTHON_STEP, 0.7), (Phase::BACKWARD, 0.2)], Counters::default());
+        assert_eq!(analyze(&python, &gym).split.next_action, "spread the envs over the cores (--backend subprocess)");
         let update_fwd = analyze(
             &profile(&[(Phase::UPDATE_FORWARD, 0.6), (Phase::BACKWARD, 0.3)], Counters::default()),
             &RunSpec::default(),
