@@ -243,10 +243,7 @@ impl Subprocess {
             }
             match self.wait {
                 WaitMode::Spin => {
-                    polls += 1;
-                    self.counters.spin_iterations += 1;
-                    std::hint::spin_loop();
-                    if !polls.is_multiple_of(ALIVE_EVERY) {
+                    if !self.spun(&mut polls) {
                         continue;
                     }
                 }
@@ -287,10 +284,7 @@ impl Subprocess {
             }
             match self.wait {
                 WaitMode::Spin => {
-                    polls += 1;
-                    self.counters.spin_iterations += 1;
-                    std::hint::spin_loop();
-                    if !polls.is_multiple_of(ALIVE_EVERY) {
+                    if !self.spun(&mut polls) {
                         continue;
                     }
                 }
@@ -300,6 +294,15 @@ impl Subprocess {
                 self.check(w, start)?;
             }
         }
+    }
+
+    /// One poll of a spinning wait, counted; true every [`ALIVE_EVERY`] polls, when the
+    /// waiter looks whether the workers it waits on are alive.
+    fn spun(&mut self, polls: &mut u64) -> bool {
+        *polls += 1;
+        self.counters.spin_iterations += 1;
+        std::hint::spin_loop();
+        polls.is_multiple_of(ALIVE_EVERY)
     }
 
     /// Worker `w` has not answered yet: an error if it died or has been silent too long.
