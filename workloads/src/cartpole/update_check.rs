@@ -50,19 +50,30 @@ fn agent(seed: u64, device: Device) -> MlpAgent {
     MlpAgent { net, helper: None, env: Arc::new(CartPole) }
 }
 
-/// `updates` updates on `device` of a fresh network from `seed` on the same batches, eager
-/// or through the captured path (captured and replayed on CUDA after its warm-up): the
-/// flat parameters after them, and each update's statistics.
+/// Which update [`train_updates`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// Today's update: libtorch's autograd, minibatch by minibatch.
+    Autograd,
+    /// The captured path's ops (static buffers, hand-written backward), launched eagerly.
+    Static,
+    /// The captured path captured once after its warm-up and replayed (CUDA only; on the
+    /// CPU it is [`Path::Static`]).
+    Replayed,
+}
+
+/// `updates` updates on `device` of a fresh network from `seed` on the same batches, by
+/// `path`: the flat parameters after them, and each update's statistics.
 pub fn train_updates(
     spec: &RunSpec,
     device: Device,
     seed: u64,
     updates: usize,
-    captured: bool,
+    path: Path,
 ) -> (Vec<f32>, Vec<Vec<f64>>) {
     let mut agent = agent(seed, device);
     let mut opt = FlatAdam::new(&agent.net.flat, 1e-5);
-    let mut graph = CapturedUpdate::new(device, device.is_cuda());
+    let mut graph = CapturedUpdate::new(device, path == Path::Replayed && device.is_cuda());
     let (mut data, mut shuffles) = (HostRng::new(seed + 100), HostRng::new(seed));
     let mut stats = Vec::new();
     for u in 0..updates {
@@ -71,7 +82,7 @@ pub fn train_updates(
         let lr = spec.ppo.lr * (1.0 - u as f64 / updates as f64);
         let ctx = UpdateCtx { spec, heads: &[2], lr, precision: &mut precision, telemetry: None, stop: None };
         let (mut prof, mut c) = (Profiler::new(None), Counters::default());
-        let out = if captured {
+        let out = if path != Path::Autograd {
             graph.update(&mut agent, &mut opt, &b, ctx, &mut shuffles, &mut prof).expect("a capturable network")
         } else {
             update::update(&mut agent, &mut opt, &b, ctx, &mut shuffles, &mut prof, &mut c)
@@ -102,8 +113,8 @@ mod tests {
                 ..RunSpec::default()
             };
             for seed in 1..=3 {
-                let (eager, eager_stats) = train_updates(&spec, Device::Cpu, seed, 3, false);
-                let (captured, captured_stats) = train_updates(&spec, Device::Cpu, seed, 3, true);
+                let (eager, eager_stats) = train_updates(&spec, Device::Cpu, seed, 3, Path::Autograd);
+                let (captured, captured_stats) = train_updates(&spec, Device::Cpu, seed, 3, Path::Static);
                 let start = Vec::<f32>::try_from(agent(seed, Device::Cpu).net.flat).unwrap();
                 let moved = max_abs_diff(&eager, &start);
                 let d = max_abs_diff(&eager, &captured);

@@ -27,7 +27,7 @@ impl HostStreams {
     /// build without the CUDA shim).
     pub fn new(device: Device, count: usize, wait: StreamWait) -> Result<Self> {
         let Device::Cuda(index) = device else { bail!("hosts on {device:?} have no CUDA streams") };
-        let own = (0..count).map(|_| Stream::new(index)).collect::<Result<_>>()?;
+        let own = (0..count).map(|_| Stream::unique(index)).collect::<Result<_>>()?;
         Ok(Self { default: Stream::current(index)?, own, wait })
     }
 
