@@ -455,13 +455,24 @@ const EVENT_GAP: Duration = Duration::from_millis(50);
 /// Sends the events after `since`, a page at a time (a viewer of a long run never holds
 /// its whole history); returns the last `seq` sent and the run while it is live. None
 /// when the client is gone.
-async fn catch_up(lab: &Lab, id: u64, mut since: u64, socket: &mut WebSocket) -> Option<(u64, Option<Arc<Run>>)> {
+/// Sends the events after `since`, up to the newest; frames only once the run is over, and
+/// then only those after `shown` (the log's seq when the viewer was last shown a frame: what
+/// came before is as old as that frame or older).
+async fn catch_up(
+    lab: &Lab,
+    id: u64,
+    mut since: u64,
+    shown: u64,
+    socket: &mut WebSocket,
+) -> Option<(u64, Option<Arc<Run>>)> {
+    let new_frame = |e: &Logged| e.is_frame() && e.seq > shown;
     loop {
         if let Some(run) = lab.manager.get(id) {
             let f = run.follow(since);
             if f.stored.is_none() {
                 // While the run is live its viewers get frames as the newest one, at their rate.
-                let sent: Vec<Arc<Logged>> = f.recent.iter().filter(|e| f.over || !e.is_frame()).cloned().collect();
+                let sent: Vec<Arc<Logged>> =
+                    f.recent.iter().filter(|e| !e.is_frame() || (f.over && new_frame(e))).cloned().collect();
                 if !send_all(socket, &sent).await {
                     return None;
                 }
@@ -471,7 +482,8 @@ async fn catch_up(lab: &Lab, id: u64, mut since: u64, socket: &mut WebSocket) ->
             }
         }
         let page = events(lab, id, since, None, CATCH_UP_PAGE).await.ok()?;
-        if !send_all(socket, &page).await {
+        let sent: Vec<Arc<Logged>> = page.iter().filter(|e| !e.is_frame() || new_frame(e)).cloned().collect();
+        if !send_all(socket, &sent).await {
             return None;
         }
         since = page.last().map_or(since, |e| e.seq);
@@ -482,7 +494,7 @@ async fn catch_up(lab: &Lab, id: u64, mut since: u64, socket: &mut WebSocket) ->
 }
 
 async fn stream(lab: Lab, q: Follow, mut socket: WebSocket) {
-    let Some((mut last, live)) = catch_up(&lab, q.run, q.since, &mut socket).await else { return };
+    let Some((mut last, live)) = catch_up(&lab, q.run, q.since, 0, &mut socket).await else { return };
     let Some(run) = live else {
         let _ = socket.send(Message::Close(None)).await;
         return;
@@ -496,20 +508,22 @@ async fn stream(lab: Lab, q: Follow, mut socket: WebSocket) {
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         t
     });
-    let mut shown: Option<Arc<Logged>> = None;
+    // The frame last shown, and the log's seq when it came.
+    let mut shown: Option<(Arc<Logged>, u64)> = None;
     loop {
         tokio::select! {
             _ = poll.tick() => {
-                let Some((caught, live)) = catch_up(&lab, q.run, last, &mut socket).await else { return };
+                let upto = shown.as_ref().map_or(0, |s| s.1);
+                let Some((caught, live)) = catch_up(&lab, q.run, last, upto, &mut socket).await else { return };
                 last = caught;
                 if live.is_none() {
                     break;
                 }
             }
             _ = tick(&mut ticker) => {
-                let newest = run.frame().filter(|f| !shown.as_ref().is_some_and(|s| Arc::ptr_eq(s, f)));
+                let newest = run.frame().filter(|f| !shown.as_ref().is_some_and(|s| Arc::ptr_eq(&s.0, &f.0)));
                 if let Some(frame) = newest {
-                    if !send_all(&mut socket, std::slice::from_ref(&frame)).await {
+                    if !send_all(&mut socket, std::slice::from_ref(&frame.0)).await {
                         return;
                     }
                     shown = Some(frame);

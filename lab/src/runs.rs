@@ -43,7 +43,8 @@ pub struct Run {
     stop: Arc<AtomicBool>,
     state: Mutex<RunState>,
     /// The newest rollout frame (kept or not), for viewers at their own rate.
-    frame: Mutex<Option<Arc<Logged>>>,
+    /// The newest rollout frame, with the log's last seq when it came (see [`Run::frame`]).
+    frame: Mutex<Option<(Arc<Logged>, u64)>>,
     /// Nanoseconds the run's trainer has spent handing out events (its process says).
     publish_ns: AtomicU64,
     /// Viewers following the run now (frames are taken more often while there are any).
@@ -117,8 +118,10 @@ impl Run {
         Watching(Arc::clone(self))
     }
 
-    /// The newest rollout frame, if any.
-    pub fn frame(&self) -> Option<Arc<Logged>> {
+    /// The newest rollout frame, if any, with the log's last seq when it came: every frame
+    /// kept in the log up to that seq is this one or older (a viewer shown it needs none of
+    /// them).
+    pub fn frame(&self) -> Option<(Arc<Logged>, u64)> {
         self.frame.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
@@ -415,8 +418,9 @@ impl Manager {
             }
             false => Logged::new(Event { v: PROTOCOL_VERSION, run: run.id, seq: LIVE_FRAME_SEQ, body }),
         };
+        let upto = s.last_seq;
         drop(s);
-        *run.frame.lock().unwrap_or_else(|p| p.into_inner()) = Some(logged);
+        *run.frame.lock().unwrap_or_else(|p| p.into_inner()) = Some((logged, upto));
     }
 
     /// Starts every queued run whose machine has a place now, in queue order.
