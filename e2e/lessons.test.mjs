@@ -27,10 +27,11 @@ test('a lesson runs from its page, a viewer follows it, and its link reopens it'
   await page.goto(new URL('/#/lesson/op-dispatch', lab.url).href);
   await page.getByTestId('lesson-title').filter({ hasText: 'Op-by-op dispatch' }).waitFor({ timeout: 20_000 });
   assert.match(await page.getByTestId('gpu-result').textContent(),
-    /^On a GPU: measured on an NVIDIA H100 80GB HBM3, 2026-11-27: the signature shows, µs per rollout forward 364 → 5\.41? \(a quick check, no verdict yet\)$/);
+    /^On a GPU: measured on an NVIDIA H100 80GB HBM3, 2026-11-27: inference=fused confirmed ×3\.37 \(2\.76–4\.34; A\/A noise 0\.73–1\.80, 1 s runs × 3 repeats\)$/);
   await page.goto(new URL('/#/lesson/update-dispatch', lab.url).href);
   await page.getByTestId('lesson-title').filter({ hasText: 'An update dispatched op by op' }).waitFor({ timeout: 20_000 });
-  assert.match(await page.getByTestId('gpu-result').textContent(), /^On a GPU: .*(gpu-bench|no figure recorded)/);
+  assert.match(await page.getByTestId('gpu-result').textContent(),
+    /^On a GPU: measured on .*: update=graph confirmed ×1\.90 \(1\.39–2\.50; A\/A noise 0\.87–1\.11, 4 s runs × 3 repeats\); at 1-second runs/);
 
   // The parameters live in the URL: the operator sets one, and the link carries it.
   await page.goto(new URL('/#/lesson/batch-size?repeats=2&seconds=0.3&hide=', lab.url).href);

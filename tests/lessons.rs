@@ -131,9 +131,10 @@ fn tune_finds_an_obvious_gain() {
 }
 
 /// Issue 38: `lesson check --record FILE` writes what this machine measured (its device, the
-/// day, the signature, with `--verdicts` the audit's verdicts), merging lesson by lesson;
-/// `lesson list --json` carries the record per lesson as `gpu_result` (null where nothing
-/// is recorded); a file that is not a record is refused, naming the flag.
+/// day, the signature, with `--verdicts` the audit's verdicts and the budget they were
+/// measured at), merging lesson by lesson; `lesson list --json` carries the record per
+/// lesson as `gpu_result` (null where nothing is recorded); a file that is not a record is
+/// refused, naming the flag.
 #[test]
 fn a_lessons_record_is_written_merged_and_listed() {
     let _alone = alone();
@@ -142,7 +143,7 @@ fn a_lessons_record_is_written_merged_and_listed() {
     let f = file.to_str().unwrap();
     let out = run(hotlab().args(["lesson", "check", "per-item-sync", "--seconds", "0.3", "--record", f]));
     assert!(out.status.success(), "{}", stderr(&out));
-    let args = ["lesson", "check", "batch-size", "--seconds", "0.3", "--record", f, "--verdicts"];
+    let args = ["lesson", "check", "batch-size", "--seconds", "0.3", "--record", f, "--verdicts", "--repeats", "2"];
     let out = run(hotlab().args(args));
     assert!(out.status.success(), "{}", stderr(&out));
     let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -158,6 +159,7 @@ fn a_lessons_record_is_written_merged_and_listed() {
     assert!(record[0].get("verdicts").is_none(), "a quick check has no verdict");
     let v = &record[1]["verdicts"][0];
     assert_eq!(v["change"], "envs=64");
+    assert_eq!((v["budget"]["seconds"].as_f64(), v["budget"]["repeats"].as_u64()), (Some(0.3), Some(2)), "{v}");
     assert!(
         v["verdict"].is_string() && v["ratio"]["low"].as_f64().unwrap() <= v["ratio"]["high"].as_f64().unwrap(),
         "{v}"

@@ -192,6 +192,10 @@ pub struct RecordedVerdict {
     pub verdict: crate::audit::Verdict,
     pub ratio: crate::audit::Interval,
     pub noise: crate::audit::Interval,
+    /// The runs' length and the repeats it was measured with (a verdict depends on them: on
+    /// a GPU, 1-second runs are mostly warm-up and their noise spans several times).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// The repository's record of what GPUs measured, one entry per lesson measured.
@@ -230,14 +234,19 @@ impl GpuResult {
                 .iter()
                 .map(|v| {
                     let verdict = serde_json::to_value(v.verdict).ok().and_then(|j| j.as_str().map(String::from));
-                    let r = &v.ratio;
+                    let (r, n) = (&v.ratio, &v.noise);
+                    let budget = v
+                        .budget
+                        .map_or(String::new(), |b| format!(", {} s runs × {} repeats", short(b.seconds), b.repeats));
                     format!(
-                        "{} {} ×{:.2} ({:.2}–{:.2})",
+                        "{} {} ×{:.2} ({:.2}–{:.2}; A/A noise {:.2}–{:.2}{budget})",
                         v.change,
                         verdict.unwrap_or_default(),
                         r.median,
                         r.low,
-                        r.high
+                        r.high,
+                        n.low,
+                        n.high
                     )
                 })
                 .collect();
@@ -306,7 +315,12 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device copies per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
-        on_gpu: None,
+        on_gpu: Some(
+            "the bottleneck does not show at this lesson's 64 envs on a GPU: there the device env ran 0.32× as fast as \
+            the host's (a regression). Each device step launches its kernels for only 64 tiny envs while the CPU \
+            steps them in microseconds and copies once; the device env is what --preset gpu runs, at 4096 envs with \
+            the rollout captured. The env count where it starts to pay is not measured yet",
+        ),
     },
     Lesson {
         id: "per-item-sync",
@@ -375,9 +389,8 @@ pub const LESSONS: &[Lesson] = &[
         },
         budget: Budget { seconds: 4.0, repeats: 2 },
         on_gpu: Some(
-            "the same change at --preset gpu's shape, measured by scripts/gpu-bench on an H100 (docs/gpu-results.md, \
-            2026-11-27): 2.7–3.3M steps/s with the update eager, 4.9–5.0M with it captured (1.45–1.83×); not yet run \
-            as this lesson",
+            "at 1-second runs its A/A noise spanned 0.19–6.52 on the same card: a GPU run needs seconds past its \
+            warm-up and capture before its rate means anything",
         ),
     },
     Lesson {
@@ -400,7 +413,11 @@ pub const LESSONS: &[Lesson] = &[
             text: "µs per backward pass",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
-        on_gpu: None,
+        on_gpu: Some(
+            "the signature did not show on an H100 at this lesson's shape: the 1024-wide backward took 578 µs in fp32 \
+            and 580 µs in bf16. The likely reason, not measured: at this batch the backward is bound by its \
+            launches and casts, not by the products the tensor cores speed up",
+        ),
     },
     Lesson {
         id: "telemetry",
@@ -524,7 +541,13 @@ pub const LESSONS: &[Lesson] = &[
             text: "changes to a host's parameter set per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
-        on_gpu: None,
+        on_gpu: Some(
+            "on a GPU the sleeper pool is slower (0.42× here; `hotlab bench morpho --device cuda`: 0.38–0.84× over \
+            4–64 envs, its replayed host step 45–67 % of the wall): a sleeper's static step runs every slot's seed, \
+            the sleeping ones times 0, so it does more arithmetic than a dynamic pool's live seeds, and one replay \
+            per minibatch does not pay that back on hosts this small. What shows on a GPU is the signature (no \
+            changes to the parameter set), not speed",
+        ),
     },
     Lesson {
         id: "batch-size",
@@ -716,8 +739,8 @@ pub const LESSONS: &[Lesson] = &[
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
         on_gpu: Some(
-            "on an H200 (docs/gpu-results.md): 265,606 host→device bytes per env step with the replay on the host, \
-            7,104 with it on the device",
+            "the bytes fall 37×; whether the rate follows is not settled on a GPU: 1-second runs measured no effect \
+            with an A/A noise of 0.36–3.27, too wide to tell",
         ),
     },
     Lesson {
@@ -882,20 +905,31 @@ mod tests {
             assert_eq!(r.figures.len(), l.variants.len() + 1, "{}: the slow setting and each fix", r.lesson);
             assert_eq!(r.date.len(), 10, "{}", r.date);
         }
-        let line = gpu_result("replay-copies").expect("recorded").line();
+        let quick = GpuResult { verdicts: Vec::new(), ..gpu_result("replay-copies").expect("recorded") };
+        let line = quick.line();
         assert!(line.starts_with("measured on an NVIDIA H100 80GB HBM3, 2026-11-27: the signature shows"), "{line}");
-        assert!(line.contains("host→device bytes per env step 263681 → 5275"), "{line}");
-        assert_eq!(gpu_result("update-dispatch"), None, "not recorded yet");
-        let confirmed = GpuResult {
-            verdicts: vec![RecordedVerdict {
-                change: "update=graph".into(),
-                verdict: crate::audit::Verdict::Confirmed,
-                ratio: crate::audit::Interval { median: 3.4, low: 3.1, high: 3.7 },
-                noise: crate::audit::Interval { median: 1.0, low: 0.95, high: 1.05 },
-            }],
-            ..records[0].clone()
+        assert!(line.contains("host→device bytes per env step 263681 → 7104"), "{line}");
+        let line = gpu_result("update-dispatch").expect("recorded with its verdict").line();
+        assert!(
+            line.contains(": update=graph confirmed ×1.90 (1.39–2.50; A/A noise 0.87–1.11, 4 s runs × 3 repeats)"),
+            "{line}"
+        );
+        let verdict = RecordedVerdict {
+            change: "update=graph".into(),
+            verdict: crate::audit::Verdict::Confirmed,
+            ratio: crate::audit::Interval { median: 3.4, low: 3.1, high: 3.7 },
+            noise: crate::audit::Interval { median: 1.0, low: 0.95, high: 1.05 },
+            budget: Some(Budget { seconds: 4.0, repeats: 3 }),
         };
-        assert!(confirmed.line().ends_with(": update=graph confirmed ×3.40 (3.10–3.70)"), "{}", confirmed.line());
+        let confirmed = GpuResult { verdicts: vec![verdict.clone()], ..records[0].clone() };
+        let line = confirmed.line();
+        assert!(
+            line.ends_with(": update=graph confirmed ×3.40 (3.10–3.70; A/A noise 0.95–1.05, 4 s runs × 3 repeats)"),
+            "{line}"
+        );
+        // A record made before budgets were kept reads as well, without one.
+        let old = GpuResult { verdicts: vec![RecordedVerdict { budget: None, ..verdict }], ..records[0].clone() };
+        assert!(old.line().ends_with("(3.10–3.70; A/A noise 0.95–1.05)"), "{}", old.line());
         assert!(gpu_results(Some("{}")).unwrap_err().contains("not a lesson record"));
         assert_eq!(
             (short(0.0039062), short(364.37), short(1.625), short(0.25)),

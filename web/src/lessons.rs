@@ -49,11 +49,13 @@ impl Seen {
 }
 
 /// What a GPU measured for the lesson, labelled with the device and the day (the
-/// repository's record, `hotlab lesson check --record` on a GPU box), else the lesson's own
-/// note, else that nothing has been recorded: never an empty cell.
+/// repository's record, `hotlab lesson check --record` on a GPU box), with the lesson's own
+/// note on it (why a bottleneck does not show there, say); else the note alone, else that
+/// nothing has been recorded: never an empty cell.
 pub fn on_a_gpu(lesson: &Lesson) -> String {
     match (lessons::gpu_result(lesson.id), lesson.on_gpu) {
-        (Some(r), _) => r.line(),
+        (Some(r), Some(note)) => format!("{}; {note}", r.line()),
+        (Some(r), None) => r.line(),
         (None, Some(note)) => note.to_string(),
         (None, None) => "no figure recorded on a GPU for this lesson yet".into(),
     }
@@ -376,8 +378,14 @@ mod tests {
     fn a_lesson_says_what_a_gpu_measured_or_that_nothing_is_recorded() {
         let recorded = lessons::find("per-item-sync").unwrap();
         assert!(on_a_gpu(recorded).starts_with("measured on an NVIDIA H100 80GB HBM3, 2026-11-27: "));
-        let noted = lessons::find("update-dispatch").unwrap();
-        assert_eq!(on_a_gpu(noted), noted.on_gpu.unwrap());
+        let explained = lessons::find("env-on-device").unwrap();
+        let line = on_a_gpu(explained);
+        assert!(
+            line.contains("backend=device regression ×0.32") && line.ends_with(explained.on_gpu.unwrap()),
+            "{line}"
+        );
+        let noted = Lesson { id: "not-recorded", on_gpu: Some("a note"), ..recorded.clone() };
+        assert_eq!(on_a_gpu(&noted), "a note");
         let bare = Lesson { id: "not-recorded", on_gpu: None, ..recorded.clone() };
         assert_eq!(on_a_gpu(&bare), "no figure recorded on a GPU for this lesson yet");
         let (seen_as, line) = seen(&Lesson { baseline: &[("device", "cuda")], ..bare }, None, false);

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use hotlab_shared::audit::Plan;
-use hotlab_shared::lessons::{self, Check, Figure, GpuResult, Lesson, Params, RecordedVerdict};
+use hotlab_shared::lessons::{self, Budget, Check, Figure, GpuResult, Lesson, Params, RecordedVerdict};
 use std::path::Path;
 
 /// Why `lesson` cannot run as `plan` says on this machine, if it cannot: its runs are on
@@ -77,6 +77,10 @@ pub fn record(lesson: &'static Lesson, c: &Check, verdicts: bool, params: &Param
                 verdict: c.verdict,
                 ratio: c.ratio,
                 noise: outcome.audit.noise,
+                budget: Some(Budget {
+                    seconds: params.seconds.unwrap_or(lesson.budget.seconds),
+                    repeats: plan.repeats,
+                }),
             })
             .collect();
     }

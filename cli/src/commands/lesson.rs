@@ -39,6 +39,11 @@ pub struct CheckArgs {
     /// each run --seconds long) and record the audit's verdicts.
     #[arg(long, requires = "record")]
     pub verdicts: bool,
+    /// With --verdicts: pairs per fix, and baseline/baseline pairs for the noise [each
+    /// lesson's]. On a GPU, runs of 4 s × 3 repeats kept update-dispatch's A/A noise within
+    /// 0.87–1.11 where 1 s × 2 spanned 0.19–6.52 (docs/gpu-results.md).
+    #[arg(long, requires = "verdicts")]
+    pub repeats: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -83,7 +88,7 @@ fn check(a: CheckArgs) -> Result<()> {
         true => lessons::LESSONS.iter().collect(),
         false => a.ids.iter().map(|id| find(id)).collect::<Result<_, _>>()?,
     };
-    let params = Params { seconds: Some(a.seconds), ..Params::default() };
+    let params = Params { seconds: Some(a.seconds), repeats: a.repeats, ..Params::default() };
     if let Some(file) = &a.record {
         crate::bench::lessons::read_records(file)?;
     }
