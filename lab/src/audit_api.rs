@@ -176,6 +176,11 @@ pub async fn run_lesson(
 ) -> ApiResult<Response> {
     let lesson = lessons::find(&id).ok_or_else(|| no_lesson(&id))?;
     let params: Params = json_body_or_default(&body)?;
+    // Where the machine it would go to now runs it on CUDA, the GPU's budget (lessons::GPU_FLOOR).
+    let device = lesson.device(&params);
+    let machines = lab.manager.machines();
+    let chosen = machines.choose(None, &device, &lab.manager.queued_per_machine());
+    let params = lesson.params_on(&params, chosen.is_ok_and(|m| machines.cuda_for(&m, &device)));
     let plan = lesson.plan(&params)?;
     start(&lab, Request { plan, run: None, lesson: Some((lesson, params)), tune: None }).await
 }

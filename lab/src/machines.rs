@@ -435,6 +435,20 @@ pub struct Hello {
     pub once: Option<u64>,
 }
 
+impl Machines {
+    /// Whether a run asking for `device` on machine `name` lands on a CUDA device there
+    /// (`auto` does where it has one); false for a machine not known.
+    pub fn cuda_for(&self, name: &str, device: &str) -> bool {
+        let inner = self.lock();
+        let Some(m) = inner.machines.get(name) else { return false };
+        let has_cuda = m.system.as_ref().is_some_and(|s| s.devices.iter().any(|d| d.id.starts_with("cuda")));
+        match device {
+            "auto" => has_cuda,
+            d => d.starts_with("cuda"),
+        }
+    }
+}
+
 fn has_device(m: &Machine, device: &str) -> bool {
     let Some(system) = &m.system else { return true };
     match device {
@@ -485,6 +499,9 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         m.connect("gpu-box", hello(true, 2), &[], tx).unwrap();
         assert_eq!(m.choose(None, "cuda", &none).unwrap(), "gpu-box");
+        let cuda = |name, device| m.cuda_for(name, device);
+        assert_eq!((cuda("gpu-box", "auto"), cuda("gpu-box", "cuda:0"), cuda("gpu-box", "cpu")), (true, true, false));
+        assert_eq!((cuda("here", "auto"), cuda("elsewhere", "auto")), (false, false));
         assert_eq!(m.choose(Some("here"), "cuda:0", &none).unwrap_err().0, "device");
         assert_eq!(m.choose(Some("elsewhere"), "cpu", &none).unwrap_err().0, "machine");
         // The local machine full, the worker has room.

@@ -47,6 +47,24 @@ pub struct Budget {
     pub repeats: usize,
 }
 
+/// The least a lesson's runs get on a CUDA device. On an H100, 1-second runs are mostly
+/// warm-up and capture: their A/A noise spanned 0.19–6.52, where 4-second runs × 3 repeats
+/// kept update-dispatch's within 0.87–1.11 (docs/gpu-results.md, 2026-11-27).
+pub const GPU_FLOOR: Budget = Budget { seconds: 4.0, repeats: 3 };
+
+impl Budget {
+    /// This budget where the runs go to a CUDA device (`cuda`), else as it is: on CUDA at
+    /// least [`GPU_FLOOR`].
+    pub fn on(self, cuda: bool) -> Budget {
+        match cuda {
+            true => {
+                Budget { seconds: self.seconds.max(GPU_FLOOR.seconds), repeats: self.repeats.max(GPU_FLOOR.repeats) }
+            }
+            false => self,
+        }
+    }
+}
+
 /// What must move between the slow setting and each fix.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Signature {
@@ -859,6 +877,23 @@ impl Lesson {
     }
 
     /// Runs in the whole lesson.
+    /// The device its runs ask for: `device` in the settings, else its baseline's, else auto.
+    pub fn device(&self, params: &Params) -> String {
+        let baseline = self.baseline.iter().find(|(k, _)| *k == "device").map(|(_, v)| *v);
+        params.settings.get("device").map_or(baseline.unwrap_or("auto"), String::as_str).to_string()
+    }
+
+    /// `params` with the budget the lesson gets where its runs go to a CUDA device (`cuda`),
+    /// or not, filled in where they leave it to the lesson; what was asked stays.
+    pub fn params_on(&self, params: &Params, cuda: bool) -> Params {
+        let budget = self.budget.on(cuda);
+        Params {
+            repeats: params.repeats.or(Some(budget.repeats)),
+            seconds: params.seconds.or(Some(budget.seconds)),
+            ..params.clone()
+        }
+    }
+
     pub fn runs(&self, params: &Params) -> usize {
         params.repeats.unwrap_or(self.budget.repeats) * (2 + 2 * self.variants.len())
     }
@@ -894,6 +929,31 @@ mod tests {
             ["update-dispatch", "stream-waits", "replay-copies"],
             "the lessons whose bottleneck needs a GPU"
         );
+    }
+
+    #[test]
+    fn on_a_cuda_device_a_lessons_budget_is_at_least_the_gpus() {
+        let quick = find("per-item-sync").unwrap();
+        assert_eq!(quick.budget, Budget { seconds: 1.5, repeats: 3 });
+        let on = |l: &Lesson, p: &Params, cuda| {
+            let p = l.params_on(p, cuda);
+            (p.seconds, p.repeats)
+        };
+        assert_eq!(on(quick, &Params::default(), false), (Some(1.5), Some(3)), "a CPU keeps the lesson's own");
+        assert_eq!(on(quick, &Params::default(), true), (Some(4.0), Some(3)));
+        let long = find("update-dispatch").unwrap();
+        assert_eq!(on(long, &Params::default(), true), (Some(4.0), Some(3)), "{:?}", long.budget);
+        let asked = Params { seconds: Some(0.5), repeats: Some(2), ..Params::default() };
+        assert_eq!(on(quick, &asked, true), (Some(0.5), Some(2)), "what was asked stays");
+        // The runs then last that long.
+        let plan = quick.plan(&quick.params_on(&Params::default(), true)).unwrap();
+        assert_eq!((plan.baseline.seconds, plan.repeats), (4.0, 3));
+        // The device the runs ask for: the settings', the baseline's, else auto.
+        assert_eq!(quick.device(&Params::default()), "auto");
+        assert_eq!(long.device(&Params::default()), "cuda");
+        let mut settings = std::collections::BTreeMap::new();
+        settings.insert("device".to_string(), "cpu".to_string());
+        assert_eq!(long.device(&Params { settings, ..Params::default() }), "cpu");
     }
 
     #[test]

@@ -92,15 +92,6 @@ fn usage(flag: &'static str, message: String) -> anyhow::Error {
     UsageError { flag, message }.into()
 }
 
-/// The Python for peers: `$HOTLAB_PYTHON`, `./.venv`, or the repository's `.venv`.
-fn peer_python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("HOTLAB_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let exe_repo = std::env::current_exe().ok()?.parent()?.parent()?.parent()?.to_path_buf();
-    [PathBuf::from(".venv/bin/python"), exe_repo.join(".venv/bin/python")].into_iter().find(|p| p.exists())
-}
-
 fn peer_script() -> Option<PathBuf> {
     let exe_repo = std::env::current_exe().ok()?.parent()?.parent()?.parent()?.to_path_buf();
     [PathBuf::from("scripts/peer_gymnasium.py"), exe_repo.join("scripts/peer_gymnasium.py")]
@@ -189,12 +180,8 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
 
 /// Runs Gymnasium with the same env counts and seconds, and prints hotlab/peer ratios.
 fn run_gymnasium(a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
-    let python = peer_python().ok_or_else(|| {
-        usage(
-            "--peer",
-            "no Python with gymnasium found: run `cargo xtask build` (it makes .venv) or set HOTLAB_PYTHON".into(),
-        )
-    })?;
+    // The interpreter a gym workload's workers use: the peer runs beside them.
+    let python = hotlab_workloads::gym::python::default_python();
     let script = peer_script().ok_or_else(|| usage("--peer", "scripts/peer_gymnasium.py not found".into()))?;
     // A gym workload's peer is Gymnasium's own vector envs of the same id.
     let id = match a.workload_spec()?.workload {
@@ -207,9 +194,11 @@ fn run_gymnasium(a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
         .args(id)
         .args(a.envs.iter().map(|n| n.to_string()))
         .output()
-        .with_context(|| format!("running {}", python.display()))?;
+        .with_context(|| {
+            format!("running {}: run `cargo xtask build` (it makes .venv) or set HOTLAB_PYTHON", python.display())
+        })?;
     if !out.status.success() {
-        anyhow::bail!("gymnasium peer failed: {}", String::from_utf8_lossy(&out.stderr));
+        anyhow::bail!("gymnasium peer ({}) failed: {}", python.display(), String::from_utf8_lossy(&out.stderr));
     }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let mut peer: serde_json::Value = serde_json::from_str(line).context("peer output")?;

@@ -64,10 +64,12 @@ pub struct RunArgs {
     /// A knob over the lesson's baseline, KEY=VALUE (applies to every fix too); repeat for several.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<String>,
-    /// Pairs per fix, and baseline/baseline pairs for the noise [the lesson's].
+    /// Pairs per fix, and baseline/baseline pairs for the noise [the lesson's; at least 3
+    /// where the runs go to a CUDA device].
     #[arg(long)]
     pub repeats: Option<usize>,
-    /// Seconds of training per run [the lesson's].
+    /// Seconds of training per run [the lesson's; at least 4 where the runs go to a CUDA
+    /// device, whose first second is mostly warm-up].
     #[arg(long)]
     pub seconds: Option<f64>,
     /// Print one JSON object (the outcome) as the last line, no progress bar.
@@ -170,7 +172,8 @@ fn run(a: RunArgs) -> Result<()> {
         settings.insert(k.trim().to_string(), v.trim().to_string());
     }
     let params = Params { settings, repeats: a.repeats, seconds: a.seconds };
-    let plan = lesson.plan(&params)?;
+    let cuda = matches!(hotlab_train::exec::device::resolve(&lesson.device(&params)), Ok(tch::Device::Cuda(_)));
+    let plan = lesson.plan(&lesson.params_on(&params, cuda))?;
     if let Some(why) = crate::bench::lessons::unrunnable(lesson, &plan) {
         return Err(UsageError { flag: "ID", message: format!("{why}; run it on a GPU machine") }.into());
     }
