@@ -89,6 +89,7 @@ fn gpu_check_compiles_every_kernel_without_a_gpu_and_the_script_falls_back() {
     let s = last_json(&out);
     assert_eq!(s["ok"], true, "{s}");
     assert!(s["nvrtc"]["version"].as_str().unwrap().starts_with("13."), "{s}");
+    assert!(s["torch"].as_str().unwrap().starts_with("2.11.0"), "the libtorch it was built against: {s}");
     let compiled = s["nvrtc"]["compiled"].as_array().unwrap();
     assert_eq!(compiled.len(), 3);
     assert!(compiled.iter().all(|c| c["ok"] == true && c["ptx_bytes"].as_u64().unwrap() > 1000), "{s}");

@@ -69,7 +69,7 @@ pub fn run(opts: &Options) -> Value {
     }
     let mut out = json!({
         "hotlab": env!("CARGO_PKG_VERSION"),
-        "torch": option_env!("HOTLAB_TORCH_VERSION").unwrap_or("unknown"),
+        "torch": hotlab_train::system::TORCH_VERSION,
         "support": format!("{support:?}").to_lowercase(),
         "nvrtc": { "version": nvrtc::version(), "kernels": nvrtc::KERNELS, "compiled": compiled },
         "gpu": Value::Null,
