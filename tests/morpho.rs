@@ -82,23 +82,35 @@ fn every_host_backend_gives_the_same_morpho_run() {
 }
 
 /// `--slots sleeper` holds a masked pool where `dynamic` makes and frees seeds: the same
-/// run, figure for figure and weight for weight.
+/// run, figure for figure and weight for weight, as a new user would try it (4 envs × 6
+/// decisions, the lifecycle in a loop, hosts one by one) on seeds where the two once
+/// parted (a sleeper counted Adam steps before it learned). Many more seeds and host
+/// shapes are played env by env in the workload's own property test.
 #[test]
 fn a_sleeper_pool_gives_the_same_run_as_dynamic_seeds() {
-    let runs: Vec<_> = ["dynamic", "sleeper"]
-        .iter()
-        .map(|slots| {
-            let dir = tempfile::tempdir().unwrap();
-            let report = train(dir.path(), &["--slots", slots, "--seed", "5"]);
-            assert_eq!(report["config"]["workload"]["morpho"]["slots"], *slots, "{report}");
-            // Seeds made and freed change a host's parameter set; a sleeper pool never does.
-            let changes = report["counters"]["topology_changes"].as_u64().unwrap();
-            assert_eq!(changes > 0, *slots == "dynamic", "{slots}: {changes} topology changes");
-            (learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap())
-        })
-        .collect();
-    assert_eq!(runs[0].0, runs[1].0, "the same figures");
-    assert!(runs[0].1 == runs[1].1, "the same weights");
+    for seed in ["2", "4"] {
+        let runs: Vec<_> = ["dynamic", "sleeper"]
+            .iter()
+            .map(|slots| {
+                let dir = tempfile::tempdir().unwrap();
+                let out = run(hotlab()
+                    .args(["train", "--envs", "4", "--steps", "6", "--total-steps", "24", "--minibatches", "2"])
+                    .args(["--lifecycle", "loop", "--host-exec", "per_env", "--json", "--out"])
+                    .arg(dir.path())
+                    .args(["--env", "morpho", "--task-images", "64", "--host-epochs", "6", "--host-width", "4"])
+                    .args(["--tasks", "2", "--device", "cpu", "--threads", "1", "--slots", slots, "--seed", seed]));
+                assert!(out.status.success(), "--slots {slots} --seed {seed}: {}", stderr(&out));
+                let report = last_json(&out);
+                assert_eq!(report["config"]["workload"]["morpho"]["slots"], *slots, "{report}");
+                // Seeds made and freed change a host's parameter set; a sleeper pool never does.
+                let changes = report["counters"]["topology_changes"].as_u64().unwrap();
+                assert_eq!(changes > 0, *slots == "dynamic", "{slots}: {changes} topology changes");
+                (learning(dir.path()), std::fs::read(dir.path().join("policy.safetensors")).unwrap())
+            })
+            .collect();
+        assert_eq!(runs[0].0, runs[1].0, "seed {seed}: the same figures");
+        assert!(runs[0].1 == runs[1].1, "seed {seed}: the same weights");
+    }
 }
 
 /// One run per value of a morpho knob (`knob` its JSON name), the rest of `args` alike:

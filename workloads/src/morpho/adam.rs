@@ -23,7 +23,8 @@ struct Entry {
     group: usize,
     /// Who owns it: `None` the host, `Some((slot, blueprint))` a seed.
     owner: Option<(usize, usize)>,
-    /// Stepped when it has a gradient (a sleeper seed's is masked while it sleeps).
+    /// Stepped (when it has a gradient): the host, and a live seed while it takes part in
+    /// the loss ([`super::host::Host`] marks it); never a sleeper.
     live: bool,
 }
 
@@ -76,10 +77,16 @@ impl HostAdam {
         self.version += 1;
     }
 
-    /// Marks `owner` live (stepped) or masked (never stepped).
+    /// Marks `owner` live (stepped) or masked (never stepped); a change only moves the
+    /// version (a captured step's state is rewritten when it does).
     pub fn set_live(&mut self, owner: (usize, usize), live: bool) {
-        self.entries.iter_mut().filter(|e| e.owner == Some(owner)).for_each(|e| e.live = live);
-        self.version += 1;
+        let mut changed = false;
+        for e in self.entries.iter_mut().filter(|e| e.owner == Some(owner) && e.live != live) {
+            (e.live, changed) = (live, true);
+        }
+        if changed {
+            self.version += 1;
+        }
     }
 
     pub fn set_lr(&mut self, group: usize, lr: f64) {

@@ -533,6 +533,45 @@ mod tests {
         assert_eq!(sane.clock.total(HOST_STEPS_SKIPPED), 0, "from 2^16 these steps do not overflow");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
+
+        /// `--slots`: random legal play gives the same episode step for step (rewards,
+        /// accuracies, observations) whether seeds sleep in a pool or are made and freed,
+        /// over seeds, host shapes, episode lengths and telemetry strides. A seed is stepped
+        /// only while it takes part in the loss: a sleeper's defined zero gradient before it
+        /// learns once counted Adam steps a new seed did not.
+        #[test]
+        fn a_sleeper_pool_plays_the_same_episode_as_dynamic_seeds(
+            seed in 1u64..1_000,
+            play in 0u64..1_000,
+            width in proptest::sample::select(vec![2i64, 4, 8]),
+            batch in proptest::sample::select(vec![8i64, 16, 32]),
+            epochs in 4u32..=12,
+            telemetry_every in 0u64..=2,
+        ) {
+            let task = generate(&TaskSpec { seed, train: 128, val: 64, ..TaskSpec::default() });
+            let run = |slots: SlotPool| {
+                let cfg = MorphoConfig { slots, width, batch, epochs, telemetry_every, ..MorphoConfig::default() };
+                let mut env = MorphoEnv::new(&task, cfg, seed).unwrap();
+                let mut rng = HostRng::new(play);
+                let mut out = Vec::new();
+                loop {
+                    let a = Action::random_legal(env.slots(), &env.cfg.gates, Blueprint::ALL.len(), &mut rng);
+                    let o = env.step(&a).unwrap();
+                    let done = o.done;
+                    out.push((a, o, env.observe()));
+                    if done {
+                        return out;
+                    }
+                }
+            };
+            let (dynamic, sleeper) = (run(SlotPool::Dynamic), run(SlotPool::Sleeper));
+            let first = dynamic.iter().zip(&sleeper).position(|(d, s)| d != s);
+            proptest::prop_assert!(first.is_none(), "step {first:?} of {dynamic:?}\nagainst {sleeper:?}");
+        }
+    }
+
     #[test]
     fn an_illegal_action_is_refused() {
         let mut env = MorphoEnv::new(&task(), MorphoConfig { epochs: 2, ..MorphoConfig::default() }, 1).unwrap();

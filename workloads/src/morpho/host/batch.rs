@@ -31,6 +31,7 @@ pub struct Member<'a> {
 /// their epoch as one model per minibatch; each host's mean loss and accuracy.
 pub fn train(members: &mut [Member<'_>], batch: i64, clock: &PartClock) -> Vec<(f64, f64)> {
     let mut sums = vec![(0.0, 0.0); members.len()];
+    members.iter_mut().for_each(|m| m.host.mark_stepped());
     let longest = members.iter().map(|m| m.steps).max().unwrap_or(0);
     for step in 0..longest {
         let t = Instant::now();

@@ -241,6 +241,7 @@ impl Host {
         if epoch.done >= epoch.steps {
             return false;
         }
+        self.mark_stepped();
         if self.captured.is_some() {
             self.minibatch_static(epoch, x, y, clock);
             return true;
@@ -263,6 +264,19 @@ impl Host {
         clock.count(HOST_PASSES, 1);
         epoch.done += 1;
         true
+    }
+
+    /// Marks each live seed stepped by Adam exactly while it takes part in the loss (learning,
+    /// or blended at α ≠ 0). Outside it a sleeper's gradient is a defined 0 and a seed made
+    /// anew has none: stepping on "has a gradient" counted Adam steps for the one and not
+    /// the other (a different bias correction once it learns), and let a seed that had
+    /// learned drift on its momentum at α = 0.
+    pub(super) fn mark_stepped(&mut self) {
+        for (s, slot) in self.slots.iter().enumerate() {
+            if let Some(b) = slot.live.map(index) {
+                self.opt.set_live((s, b), slot.learning || slot.alpha != 0.0);
+            }
+        }
     }
 
     /// Each slot's live seed's gradient norm after the last step (0 without one): one
@@ -348,6 +362,7 @@ impl Host {
         rng.shuffle(&mut order);
         let order = Tensor::from_slice(&order).to(x.device());
         let (mut total, mut batches) = (0.0, 0);
+        self.mark_stepped();
         for start in (0..n).step_by(batch as usize) {
             let idx = order.narrow(0, start, batch.min(n - start));
             let loss = self.forward(&x.index_select(0, &idx)).cross_entropy_for_logits(&y.index_select(0, &idx));
