@@ -230,9 +230,11 @@ fn one_row_minibatches_train_without_diverging() {
     assert_eq!(last_json(&out)["updates"], 2);
 }
 
-/// A checkpoint loads and plays held-out tasks beside "always wait" and "random legal".
+/// A checkpoint loads and plays held-out tasks, greedy and sampled, paired against waiting
+/// at each tempo, random legal actions and the scripted grower, each episode naming the
+/// seeds it grew.
 #[test]
-fn a_morpho_checkpoint_is_evaluated_against_both_baselines() {
+fn a_morpho_checkpoint_is_evaluated_against_every_baseline() {
     let dir = tempfile::tempdir().unwrap();
     let report = train(dir.path(), &["--backend", "vectorized", "--seed", "2"]);
     let in_report = &report["morpho"];
@@ -241,22 +243,42 @@ fn a_morpho_checkpoint_is_evaluated_against_both_baselines() {
     assert!(out.status.success(), "{}", stderr(&out));
     let e = last_json(&out);
     assert_eq!(e["episodes"], 2, "{e}");
-    for key in ["agent", "always_wait", "random_legal"] {
-        let score = e[key].as_f64().unwrap_or(f64::NAN);
-        assert!((-1.0..=1.0).contains(&score), "{key}: {e}");
+    let names: Vec<&str> = e["baselines"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    let best = e["best_wait_tempo"].as_u64().unwrap();
+    let grower = format!("the grower at tempo {best}");
+    assert_eq!(names, ["waiting at tempo 4", "waiting at tempo 8", "waiting at tempo 16", "random legal", &grower]);
+    let mean =
+        |name: &str| e["baselines"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap()["mean"].as_f64();
+    let waits = [4, 8, 16].map(|t| mean(&format!("waiting at tempo {t}")).unwrap());
+    assert_eq!(waits.iter().copied().fold(f64::MIN, f64::max), mean(&format!("waiting at tempo {best}")).unwrap());
+    for play in ["greedy", "sampled"] {
+        let p = &e[play];
+        assert!((-1.0..=1.0).contains(&p["mean"].as_f64().unwrap()), "{play}: {e}");
+        let against = p["against"].as_array().unwrap();
+        assert_eq!(against.len(), 3, "{play}: {e}");
+        assert_eq!(against[0]["baseline"], format!("the best waiting (tempo {best})"), "{e}");
+        for d in against {
+            let (diff, low, high) =
+                (d["diff"].as_f64().unwrap(), d["low"].as_f64().unwrap(), d["high"].as_f64().unwrap());
+            assert!(low <= diff && diff <= high, "{play}: {d}");
+        }
+        // One op and one tempo per decision, 2 episodes of 3 epochs, each episode scored.
+        let total = |key: &str| p[key].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
+        assert_eq!((total("ops"), total("tempos")), (6, 6), "{play}: {e}");
+        assert_eq!(p["ops"][3][0], "set_alpha", "{e}");
+        assert_eq!(p["tempos"][2][0], 16, "{e}");
+        assert_eq!(p["episodes"].as_array().unwrap().len(), 2, "{e}");
+        assert!(p["grew"].as_u64().unwrap() <= 2, "{e}");
     }
-    // What the agent chose: one op and one tempo per decision, 2 episodes of 3 epochs.
-    let total = |key: &str| e[key].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
-    assert_eq!((total("agent_ops"), total("agent_tempos")), (6, 6), "{e}");
-    assert_eq!(e["agent_ops"][3][0], "set_alpha", "{e}");
-    assert_eq!(e["agent_tempos"][2][0], 16, "{e}");
 }
 
-/// The issue's promise at a CI budget: after about 1,300 decisions the trained agent's
-/// held-out episode score beats "always wait" (at the host's standard tempo) and "random
-/// legal actions", paired on the same 16 held-out episodes, by at least 0.02.
+/// At a CI budget (about 1,300 decisions) the trained agent's greedy held-out score beats
+/// waiting at the host's standard tempo (8 minibatches) and random legal actions by at least
+/// 0.02, paired on the same 16 held-out episodes. What this proves is only that the agent
+/// learned something; an agent that merely trains its hosts longer passes it. Whether it
+/// grows is what the evaluation's paired difference to waiting at the best tempo says.
 #[test]
-fn the_trained_agent_beats_both_baselines_on_held_out_tasks() {
+fn the_trained_agent_beats_waiting_at_the_standard_tempo_and_random_play() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(hotlab()
         .args(["train", "--env", "morpho", "--task-images", "256", "--host-epochs", "6", "--envs", "8", "--steps", "6"])
@@ -268,11 +290,14 @@ fn the_trained_agent_beats_both_baselines_on_held_out_tasks() {
     assert!(out.status.success(), "{}", stderr(&out));
     let e = last_json(&out);
     eprintln!("{e}");
+    let mean = |name: &str| {
+        e["baselines"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap()["mean"].as_f64().unwrap()
+    };
     let (agent, wait, random) =
-        (e["agent"].as_f64().unwrap(), e["always_wait"].as_f64().unwrap(), e["random_legal"].as_f64().unwrap());
+        (e["greedy"]["mean"].as_f64().unwrap(), mean("waiting at tempo 8"), mean("random legal"));
     assert!(
         agent >= wait + 0.02 && agent >= random + 0.02,
-        "agent {agent:.3}, always wait {wait:.3}, random {random:.3}"
+        "agent {agent:.3}, waiting at tempo 8 {wait:.3}, random {random:.3}"
     );
 }
 

@@ -166,6 +166,12 @@ impl MorphoEnv {
         &self.slots
     }
 
+    /// Each slot's live seed's Shapley credit in validation accuracy, as last measured (0
+    /// without a blended seed).
+    pub fn credit(&self) -> [f64; SLOTS] {
+        self.contribution
+    }
+
     pub fn config(&self) -> &MorphoConfig {
         &self.cfg
     }

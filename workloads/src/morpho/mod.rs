@@ -269,9 +269,9 @@ pub struct TrainedMorpho {
 }
 
 impl TrainedMorpho {
-    fn evaluation(&self, episodes: usize, seed: u64) -> Evaluation {
+    fn evaluation(&self, episodes: usize, seed: u64, progress: &mut dyn FnMut(&str)) -> Evaluation {
         let pool = self.workload.held_out(episodes);
-        let e = eval::evaluate(&pool, &self.net, episodes, seed);
+        let e = eval::evaluate(&pool, &self.net, episodes, seed, progress);
         Evaluation { key: CHECKPOINT_KEY, json: serde_json::to_value(&e).unwrap_or_default(), summary: e.summary() }
     }
 }
@@ -286,11 +286,22 @@ impl TrainedPolicy for TrainedMorpho {
     }
 
     fn report_evaluation(&self, seed: u64) -> Option<Evaluation> {
-        Some(self.evaluation(REPORT_EPISODES, seed))
+        Some(self.evaluation(REPORT_EPISODES, seed, &mut |_| {}))
     }
 
-    /// The agent, "always wait" and "random legal" on `episodes` held-out episodes (at most 1000).
+    /// The agent, greedy and sampled, against waiting at each tempo, random legal actions and
+    /// the grower on `episodes` held-out episodes (at most 1000); each policy named on stderr
+    /// as it starts when that is a terminal (an evaluation at full size takes minutes).
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
-        Ok(self.evaluation(episodes.clamp(1, 1000), seed))
+        use std::io::IsTerminal;
+        let episodes = episodes.clamp(1, 1000);
+        let (mut n, shown) = (0, std::io::stderr().is_terminal());
+        let mut progress = |name: &str| {
+            n += 1;
+            if shown {
+                eprintln!("eval: {name} ({n} of 7 policies, {episodes} episodes each)");
+            }
+        };
+        Ok(self.evaluation(episodes, seed, &mut progress))
     }
 }
