@@ -49,15 +49,18 @@ fn learning(dir: &Path) -> Vec<serde_json::Value> {
 /// decisions are the same on each host backend, so are the returns, losses and weights.
 /// (Hosts trained one by one: batched hosts round alike only within the same batches.)
 /// The run's `--telemetry-every` reaches worker processes: the seeds' gradient norms are
-/// read as often everywhere.
+/// read as often everywhere, and the run's discount reaches the shaping there (seeds enter
+/// training at their gate; the heads pinned as the grower picks them).
 #[test]
 fn every_host_backend_gives_the_same_morpho_run() {
     let runs: Vec<_> = ["vectorized", "sequential", "threads", "subprocess"]
         .iter()
         .map(|b| {
             let dir = tempfile::tempdir().unwrap();
-            let args = ["--backend", b, "--workers", "2", "--seed", "4", "--host-exec", "per_env"];
+            let args = ["--backend", b, "--workers", "2", "--seed", "4", "--host-exec", "per_env", "--gamma", "0.9"];
+            let args = [&args[..], &["--shaping", "0.1", "--training-entry", "gate", "--pin-heads", "grower"]].concat();
             let report = train(dir.path(), &[&args[..], &["--telemetry-every", "1"]].concat());
+            assert_eq!(report["config"]["workload"]["morpho"]["shaping"], 0.1, "{report}");
             assert_eq!(report["env"], "morpho");
             let reads = report["counters"]["seed_norm_reads"].as_u64().unwrap();
             // The env's own parts are carved out of its step on every backend (worker

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::spec::{RunSpec, TelemetrySpec, WaitMode, WorkloadSpec};
+use hotlab_shared::spec::{PpoSpec, RunSpec, TelemetrySpec, WaitMode, WorkloadSpec};
 use hotlab_train::exec::worker::{self, WorkerArgs};
 
 #[derive(Args, Debug)]
@@ -35,6 +35,9 @@ pub struct EnvWorkerArgs {
     /// The run's device, resolved, for envs whose own compute runs there (morpho's hosts).
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// The run's PPO discount, for envs whose rewards use it (morpho's shaping).
+    #[arg(long, default_value_t = 0.99)]
+    pub gamma: f64,
 }
 
 pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
@@ -50,7 +53,8 @@ pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
         parent: a.parent,
     };
     let telemetry = TelemetrySpec { every: a.telemetry_every };
-    let spec = RunSpec { workload: a.workload, telemetry, device: a.device, ..RunSpec::default() };
+    let ppo = PpoSpec { gamma: a.gamma, ..PpoSpec::default() };
+    let spec = RunSpec { workload: a.workload, telemetry, device: a.device, ppo, ..RunSpec::default() };
     worker::run(args, || Ok(hotlab_workloads::load(&spec)?))
 }
 

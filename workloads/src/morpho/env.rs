@@ -12,7 +12,7 @@ use crate::morpho::glyphs::Task;
 use crate::morpho::rules::{self, Action, Gates, Slot, Stage, Surgery, STAGES, TEMPOS};
 use anyhow::{anyhow, Result};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{HostExec, LifecycleMode, SlotPool, StreamWait};
+use hotlab_shared::spec::{HeadPin, HostExec, LifecycleMode, SlotPool, StreamWait};
 use hotlab_shared::workloads::morpho::{
     COUNTERFACTUAL, HOST_STEPS_SKIPPED, LIFECYCLE, REWARD, SEED_NORM_READS, TOPOLOGY_CHANGES, VALIDATION,
 };
@@ -51,6 +51,12 @@ pub struct MorphoConfig {
     /// Hosts on CUDA, one stream each: when a host's stream waits for the default stream.
     pub stream_wait: StreamWait,
     pub gates: Gates,
+    /// Heads the masks pin to one choice ([`rules::pin`]).
+    pub pin: HeadPin,
+    /// Potential-based shaping's weight per fully grown seed ([`MorphoEnv::potential`]); 0 off.
+    pub shaping: f64,
+    /// PPO's discount (the shaping's γ).
+    pub gamma: f64,
 }
 
 impl MorphoConfig {
@@ -81,6 +87,9 @@ impl Default for MorphoConfig {
             device: Device::Cpu,
             stream_wait: StreamWait::Moved,
             gates: Gates::default(),
+            pin: HeadPin::Free,
+            shaping: 0.0,
+            gamma: 0.99,
         }
     }
 }
@@ -119,6 +128,8 @@ pub struct MorphoEnv {
     base_params: usize,
     /// fp16 steps this env's host's loss scaler has skipped (as last read).
     skipped: u64,
+    /// Φ of the state the last step ended in ([`MorphoEnv::potential`]).
+    phi: f64,
     rng: HostRng,
     /// Where the step's parts are timed (the workload's, shared by its envs).
     clock: Arc<PartClock>,
@@ -149,6 +160,7 @@ impl MorphoEnv {
             validated: (0.0, 0.0),
             base_params,
             skipped: 0,
+            phi: 0.0,
             rng,
             clock: Arc::new(super::part_clock()),
         };
@@ -181,9 +193,11 @@ impl MorphoEnv {
         &self.clock
     }
 
-    /// Every head's mask, a row per op ([`rules::mask_table`]).
+    /// Every head's mask, a row per op ([`rules::mask_table`]), pinned heads narrowed.
     pub fn mask_table(&self) -> Vec<bool> {
-        rules::mask_table(&self.slots, &self.cfg.gates, Blueprint::ALL.len())
+        let mut table = rules::mask_table(&self.slots, &self.cfg.gates, Blueprint::ALL.len());
+        rules::pin(&mut table, self.cfg.pin, SLOTS, Blueprint::ALL.len(), true, false);
+        table
     }
 
     /// Whether the masks allow `a` now.
@@ -393,13 +407,30 @@ impl MorphoEnv {
         [self.validated.1, self.last.3, self.added.iter().sum::<usize>() as f64, self.base_params as f64]
     }
 
-    /// Ends the epoch with its reward.
+    /// Ends the epoch with its reward, shaped by `γΦ(s′) − Φ(s)` (Φ = 0 once the episode is
+    /// over: Ng, Harada and Russell's form, which leaves the optimal policies as they were).
+    /// The score stays unshaped: final validation accuracy less the rent.
     pub fn finish(&mut self, reward: f64) -> Outcome {
         let (val_loss, accuracy) = self.validated;
         let rent = self.cfg.rent * self.added.iter().sum::<usize>() as f64 / self.base_params as f64;
         self.last = (self.trained.0, self.trained.1, val_loss, accuracy);
         let done = self.epoch >= self.cfg.epochs;
-        Outcome { reward, done, accuracy, score: done.then_some(accuracy - rent) }
+        let next = if done { 0.0 } else { self.potential() };
+        let shaping = self.cfg.gamma * next - std::mem::replace(&mut self.phi, next);
+        Outcome { reward: reward + shaping, done, accuracy, score: done.then_some(accuracy - rent) }
+    }
+
+    /// Φ of the slots now: `--shaping` × each seed's progress towards a grown one (a quarter
+    /// per stage from germinated to holding; fossilized counts whole).
+    pub fn potential(&self) -> f64 {
+        let progress = |s: &Slot| match s.stage {
+            Stage::Germinated => 0.25,
+            Stage::Training => 0.5,
+            Stage::Blending => 0.75,
+            Stage::Holding | Stage::Fossilized => 1.0,
+            Stage::Dormant | Stage::Cooldown => 0.0,
+        };
+        self.cfg.shaping * self.slots.iter().map(progress).sum::<f64>()
     }
 
     /// Each live seed's Shapley value in validation accuracy (0 for the others).
@@ -539,6 +570,22 @@ mod tests {
         assert_eq!(sane.clock.total(HOST_STEPS_SKIPPED), 0, "from 2^16 these steps do not overflow");
     }
 
+    /// An episode of random legal actions drawn from `play`: each action, its outcome, the
+    /// observation and Φ after it.
+    fn random_episode(mut env: MorphoEnv, play: u64) -> Vec<(Action, Outcome, Vec<f32>, f64)> {
+        let mut rng = HostRng::new(play);
+        let mut out = Vec::new();
+        loop {
+            let a = Action::random_legal(env.slots(), &env.cfg.gates, Blueprint::ALL.len(), &mut rng);
+            let o = env.step(&a).unwrap();
+            let done = o.done;
+            out.push((a, o, env.observe(), env.potential()));
+            if done {
+                return out;
+            }
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
 
@@ -559,22 +606,45 @@ mod tests {
             let task = generate(&TaskSpec { seed, train: 128, val: 64, ..TaskSpec::default() });
             let run = |slots: SlotPool| {
                 let cfg = MorphoConfig { slots, width, batch, epochs, telemetry_every, ..MorphoConfig::default() };
-                let mut env = MorphoEnv::new(&task, cfg, seed).unwrap();
-                let mut rng = HostRng::new(play);
-                let mut out = Vec::new();
-                loop {
-                    let a = Action::random_legal(env.slots(), &env.cfg.gates, Blueprint::ALL.len(), &mut rng);
-                    let o = env.step(&a).unwrap();
-                    let done = o.done;
-                    out.push((a, o, env.observe()));
-                    if done {
-                        return out;
-                    }
-                }
+                random_episode(MorphoEnv::new(&task, cfg, seed).unwrap(), play)
             };
             let (dynamic, sleeper) = (run(SlotPool::Dynamic), run(SlotPool::Sleeper));
             let first = dynamic.iter().zip(&sleeper).position(|(d, s)| d != s);
             proptest::prop_assert!(first.is_none(), "step {first:?} of {dynamic:?}\nagainst {sleeper:?}");
+        }
+
+        /// `--shaping`: over random legal trajectories the shaping's discounted sum
+        /// telescopes to −Φ(s₀) (0: every slot starts dormant), each step's shaping is
+        /// γΦ(s′) − Φ(s) on top of the unshaped reward, and the score is never shaped.
+        #[test]
+        fn the_shapings_discounted_sum_telescopes_to_minus_the_first_potential(
+            seed in 1u64..1_000,
+            play in 0u64..1_000,
+            epochs in 3u32..=10,
+            gamma in 0.5f64..1.0,
+            weight in 0.01f64..2.0,
+            gate in proptest::bool::ANY,
+        ) {
+            let task = generate(&TaskSpec { seed, train: 64, val: 32, ..TaskSpec::default() });
+            let gates = Gates { auto_train: gate, ..Gates::default() };
+            let env = |shaping: f64| {
+                let cfg = MorphoConfig { width: 2, batch: 8, epochs, shaping, gamma, gates, ..MorphoConfig::default() };
+                MorphoEnv::new(&task, cfg, seed).unwrap()
+            };
+            let first = env(weight).potential();
+            proptest::prop_assert_eq!(first, 0.0, "every slot starts dormant");
+            let (plain, shaped) = (random_episode(env(0.0), play), random_episode(env(weight), play));
+            let mut discounted = 0.0;
+            let mut before = first;
+            for (t, ((_, p, _, _), (_, s, _, phi))) in plain.iter().zip(&shaped).enumerate() {
+                let after = if s.done { 0.0 } else { *phi };
+                let f = s.reward - p.reward;
+                proptest::prop_assert!((f - (gamma * after - before)).abs() < 1e-12, "step {}: {} against {}", t, f, gamma * after - before);
+                proptest::prop_assert_eq!((s.accuracy, s.score, s.done), (p.accuracy, p.score, p.done));
+                discounted += gamma.powi(t as i32) * f;
+                before = after;
+            }
+            proptest::prop_assert!((discounted + first).abs() < 1e-9, "Σ γ^t F_t = {}", discounted);
         }
     }
 

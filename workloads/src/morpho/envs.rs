@@ -18,7 +18,7 @@ use hotlab_shared::env::{
     StepBatch,
 };
 use hotlab_shared::rng::splitmix64;
-use hotlab_shared::spec::HostExec;
+use hotlab_shared::spec::{HeadPin, HostExec};
 use hotlab_shared::workloads::morpho::{LIFECYCLE, REWARD};
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;
@@ -218,6 +218,12 @@ impl Group {
         let t = Instant::now();
         if let Some(FieldData::I64(mask)) = fields.get_mut(1) {
             self.life.masks(mask);
+            if self.cfg.pin != HeadPin::Free {
+                let per_env = mask.len() / self.envs.len().max(1);
+                for table in mask.chunks_mut(per_env.max(1)) {
+                    rules::pin(table, self.cfg.pin, SLOTS, Blueprint::ALL.len(), 1, 0);
+                }
+            }
         }
         self.clock.lap(LIFECYCLE, t);
     }

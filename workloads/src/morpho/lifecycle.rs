@@ -456,6 +456,10 @@ impl Lifecycle for Batched {
         let cooled = stage.eq(code(Stage::Cooldown)).logical_and(&age.ge(self.gates.cooldown as f64));
         let stage = Tensor::where_scalarself(&cooled, code(Stage::Dormant), &stage);
         let age = Tensor::where_scalarself(&cooled, 0.0, &age);
+        let trains = stage.eq(code(Stage::Germinated)).logical_and(&age.ge(self.gates.germinated as f64));
+        let trains = trains.logical_and(&Tensor::from(self.gates.auto_train).to(self.device));
+        let stage = Tensor::where_scalarself(&trains, code(Stage::Training), &stage);
+        let age = Tensor::where_scalarself(&trains, 0.0, &age);
         for (f, v) in [(STAGE, stage), (AGE, age), (ALPHA, alpha), (DONE, done)] {
             self.state.select(1, f as i64).copy_(&v);
         }
@@ -499,10 +503,16 @@ mod tests {
 
     /// Random heads, most of them legal, some not: both lifecycles agree on every slot,
     /// mask, action, refusal, surgery and reward, step after step, with resets between
-    /// episodes; `loop` reads a value per field and slot, `batched` a few per pass.
+    /// episodes; `loop` reads a value per field and slot, `batched` a few per pass. With
+    /// the agent moving seeds into training, and with the lifecycle doing it at the gate.
     #[test]
     fn loop_and_batched_agree_bit_for_bit() {
-        let (envs, k, bps, g) = (5, 3, 5, Gates::default());
+        agree_bit_for_bit(Gates::default());
+        agree_bit_for_bit(Gates { auto_train: true, ..Gates::default() });
+    }
+
+    fn agree_bit_for_bit(g: Gates) {
+        let (envs, k, bps) = (5, 3, 5);
         let clocks = [Arc::new(part_clock()), Arc::new(part_clock())];
         let mut lives = [
             new(LifecycleMode::Loop, envs, k, bps, g, Device::Cpu, clocks[0].clone()),

@@ -42,7 +42,7 @@ use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{
-    Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, WorkloadSpec,
+    Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, TrainingEntry, WorkloadSpec,
 };
 use hotlab_train::checkpoint;
 use hotlab_train::exec::parts::PartClock;
@@ -53,6 +53,7 @@ use hotlab_train::params::Network;
 use hotlab_train::ppo::{self, collect::HostCollector, PpoLearner};
 use hotlab_train::precision::Precision;
 use hotlab_train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
+use rules::Gates;
 use std::sync::Arc;
 
 /// The key of the agent's shape in a checkpoint's `spec.json`.
@@ -75,6 +76,8 @@ pub struct Run {
     pub device: tch::Device,
     /// The run's `--telemetry-every`: the seeds' gradient norms every K host epochs.
     pub telemetry_every: u64,
+    /// PPO's discount, which potential-based shaping must use.
+    pub gamma: f64,
 }
 
 impl Morpho {
@@ -99,7 +102,7 @@ impl Morpho {
                  allowed here: fp32, bf16, auto",
             ));
         }
-        let run = Run { device, telemetry_every: run.telemetry.every };
+        let run = Run { device, telemetry_every: run.telemetry.every, gamma: run.ppo.gamma };
         let pool = Self::pool(settings, run, settings.task_seed, settings.tasks);
         Ok(Self { settings: settings.clone(), run, pool })
     }
@@ -124,6 +127,10 @@ impl Morpho {
                 telemetry_every: run.telemetry_every,
                 device: run.device,
                 stream_wait: s.stream_wait,
+                pin: s.pin_heads,
+                shaping: s.shaping,
+                gamma: run.gamma,
+                gates: Gates { auto_train: s.training_entry == TrainingEntry::Gate, ..Gates::default() },
                 ..MorphoConfig::default()
             };
         Pool { tasks: Arc::new(tasks), cfg, clock: Arc::new(part_clock()) }
@@ -187,6 +194,7 @@ impl EnvMaker for Morpho {
         let mut flags = worker_flags(WorkloadSpec::Morpho(self.settings.clone()));
         flags.extend(["--telemetry-every".into(), self.run.telemetry_every.to_string()]);
         flags.extend(["--device".into(), hotlab_train::exec::device::label(self.run.device)]);
+        flags.extend(["--gamma".into(), self.run.gamma.to_string()]);
         (flags, None)
     }
 

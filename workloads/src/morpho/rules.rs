@@ -9,6 +9,7 @@
 //! gated by a minimum number of epochs in the stage; every illegal choice is masked.
 
 use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::HeadPin;
 
 /// A slot's stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,11 +130,13 @@ pub struct Gates {
     pub training: u32,
     pub holding: u32,
     pub cooldown: u32,
+    /// A germinated seed enters training by itself at its gate (`--training-entry gate`).
+    pub auto_train: bool,
 }
 
 impl Default for Gates {
     fn default() -> Self {
-        Self { germinated: 1, training: 2, holding: 1, cooldown: 2 }
+        Self { germinated: 1, training: 2, holding: 1, cooldown: 2, auto_train: false }
     }
 }
 
@@ -206,8 +209,8 @@ impl Slot {
         self.enter(Stage::Blending);
     }
 
-    /// The end of a host epoch: ages the slot, moves a blend on (holding once it is done)
-    /// and ends a cooldown.
+    /// The end of a host epoch: ages the slot, moves a blend on (holding once it is done),
+    /// ends a cooldown and, with `auto_train`, starts a germinated seed's training at its gate.
     pub fn tick(&mut self, gates: &Gates) {
         self.age += 1;
         if let Some(b) = &mut self.blend {
@@ -222,6 +225,9 @@ impl Slot {
         }
         if self.stage == Stage::Cooldown && self.age >= gates.cooldown {
             self.enter(Stage::Dormant);
+        }
+        if gates.auto_train && self.stage == Stage::Germinated && self.age >= gates.germinated {
+            self.enter(Stage::Training);
         }
     }
 }
@@ -275,6 +281,42 @@ pub fn mask_table(slots: &[Slot], gates: &Gates, blueprints: usize) -> Vec<bool>
         }
     }
     table
+}
+
+/// Head `h`'s one allowed choice under `pin` (in [`heads`]' order), `None` where it is free.
+pub fn pinned(pin: HeadPin, h: usize) -> Option<usize> {
+    match (pin, h) {
+        (HeadPin::Free, _) => None,
+        // The scripted grower's choices: a norm seed (blueprint 0) at the host's rate, a
+        // linear blend to α = 1 in one epoch; the tempo at its longest.
+        (HeadPin::Grower, 2 | 3 | 5) => Some(0),
+        (HeadPin::Grower, 4) => Some(ALPHA_TARGETS.len() - 1),
+        (HeadPin::Grower, 6) => Some(TEMPOS.len() - 1),
+        (HeadPin::Grower, 7) => Some(1),
+        (HeadPin::Grower, _) => None,
+    }
+}
+
+/// Narrows a [`mask_table`] (`on`/`off` flags) to the pinned choices: in each op's row, a
+/// pinned head the op reads allows its pinned choice only (one it does not read keeps its
+/// first). Pinned heads then add nothing to the log-probability or the entropy.
+pub fn pin<T: Copy>(table: &mut [T], pin: HeadPin, slots: usize, blueprints: usize, on: T, off: T) {
+    if pin == HeadPin::Free {
+        return;
+    }
+    let sizes = heads(slots, blueprints);
+    let width: usize = sizes.iter().map(|h| h.1).sum();
+    for (row, op) in table.chunks_mut(width).zip(OPS) {
+        let mut start = 0;
+        for (h, &(_, n)) in sizes.iter().enumerate() {
+            if let Some(choice) = pinned(pin, h).filter(|_| op.reads(h)) {
+                for (i, flag) in row[start..start + n].iter_mut().enumerate() {
+                    *flag = if i == choice { on } else { off };
+                }
+            }
+            start += n;
+        }
+    }
 }
 
 impl Action {
@@ -456,6 +498,28 @@ mod tests {
         assert_eq!(slot_mask(&slots, Op::Prune, &g), [false, false, false], "a fossil stays");
     }
 
+    /// `--training-entry gate`: a germinated seed starts training by itself once its gate
+    /// has passed, so the advance op never applies to it; the agent's advance starts blends.
+    #[test]
+    fn at_the_gate_a_germinated_seed_starts_training_by_itself() {
+        let g = Gates { auto_train: true, ..Gates::default() };
+        let mut slots = vec![Slot::default(); 3];
+        apply(&mut slots, &act(Op::Germinate, 0), &g).unwrap();
+        slots.iter_mut().for_each(|s| s.tick(&g));
+        assert_eq!((slots[0].stage, slots[0].age), (Stage::Training, 0), "at the gate (1 epoch)");
+        assert!(!slots[0].allows(Op::Advance, &g), "not before the training gate");
+        for _ in 0..g.training {
+            slots.iter_mut().for_each(|s| s.tick(&g));
+        }
+        apply(&mut slots, &act(Op::Advance, 0), &g).unwrap();
+        assert_eq!(slots[0].stage, Stage::Blending);
+        let manual = Gates::default();
+        let mut slots = vec![Slot::default(); 3];
+        apply(&mut slots, &act(Op::Germinate, 0), &manual).unwrap();
+        (0..4).for_each(|_| slots.iter_mut().for_each(|s| s.tick(&manual)));
+        assert_eq!(slots[0].stage, Stage::Germinated, "without it, the seed waits for the agent");
+    }
+
     #[test]
     fn a_pruned_slot_cools_down_before_it_is_dormant_again() {
         let g = Gates::default();
@@ -498,6 +562,40 @@ mod tests {
         assert_eq!(mask_table(&slots, &g, 5).len(), 6 * 30);
         let back = Action::from_heads(&Action { op: 1, slot: 2, seed_lr: 1, ..Action::default() }.to_heads());
         assert_eq!((back.op, back.slot, back.seed_lr), (1, 2, 1));
+    }
+
+    /// `--pin-heads grower`: in every op's row, each pinned head the op reads allows the
+    /// grower's choice only; the op and slot parts, and heads the op does not read, are as
+    /// before; `free` changes nothing.
+    #[test]
+    fn pinned_heads_allow_the_growers_choice_only() {
+        let g = Gates::default();
+        let mut rng = HostRng::new(8);
+        let mut slots = vec![Slot::default(); 3];
+        let sizes = heads(3, 5);
+        let width: usize = sizes.iter().map(|h| h.1).sum();
+        for _ in 0..300 {
+            let free = mask_table(&slots, &g, 5);
+            let mut same = free.clone();
+            pin(&mut same, HeadPin::Free, 3, 5, true, false);
+            assert_eq!(same, free);
+            let mut pinned = free.clone();
+            pin(&mut pinned, HeadPin::Grower, 3, 5, true, false);
+            for (o, op) in OPS.iter().enumerate() {
+                let mut start = o * width;
+                for (h, &(_, n)) in sizes.iter().enumerate() {
+                    let (a, b) = (&free[start..start + n], &pinned[start..start + n]);
+                    match super::pinned(HeadPin::Grower, h).filter(|_| op.reads(h)) {
+                        Some(c) => assert!(b.iter().enumerate().all(|(i, &x)| x == (i == c)), "{op:?} head {h}"),
+                        None => assert_eq!(a, b, "{op:?} head {h}"),
+                    }
+                    start += n;
+                }
+            }
+            let a = Action::random_legal(&slots, &g, 5, &mut rng);
+            apply(&mut slots, &a, &g).unwrap();
+            slots.iter_mut().for_each(|s| s.tick(&g));
+        }
     }
 
     #[test]

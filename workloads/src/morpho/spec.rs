@@ -70,6 +70,32 @@ choice!(
     }
 );
 
+choice!(
+    /// Who moves a germinated seed into its training stage.
+    TrainingEntry, "training entry" {
+        /// The agent, with its advance op, once the germinated gate has passed.
+        #[default]
+        Agent = "agent",
+        /// The lifecycle, at the germinated gate (as seed 002's trainer does): the agent's
+        /// advance then only starts a blend.
+        Gate = "gate",
+    }
+);
+
+choice!(
+    /// Which of the agent's heads the masks pin to one choice (issue 40's diagnosis: pinned to
+    /// the scripted grower's choices, the op and slot heads alone decide when and where to grow).
+    HeadPin, "head pin" {
+        /// Every head free.
+        #[default]
+        Free = "free",
+        /// Blueprint (norm), seed rate (1×), curve, α target (1) and speed (one epoch) pinned
+        /// as the scripted grower picks them, and the tempo at its longest: only the op and
+        /// the slot are learned.
+        Grower = "grower",
+    }
+);
+
 /// The morphogenetic workload's settings: the tasks its hosts learn, the hosts, the
 /// episode and the reward.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -108,6 +134,16 @@ pub struct MorphoSpec {
     /// minibatch (`every`, seed 002 #4) or once per epoch (`moved`); hosts on the CPU have
     /// no streams and refuse `every`. Flag `--stream-wait`.
     pub stream_wait: StreamWait,
+    /// Heads pinned to one choice through the masks (a diagnosis: `grower` leaves the agent
+    /// only when and where to grow). Flag `--pin-heads`.
+    pub pin_heads: HeadPin,
+    /// Who moves a germinated seed into training: the agent's advance op (`agent`) or the
+    /// lifecycle at its gate (`gate`). Flag `--training-entry`.
+    pub training_entry: TrainingEntry,
+    /// Potential-based shaping's weight per fully grown seed (0 = off): each step's reward
+    /// gains `γΦ(s′) − Φ(s)`, Φ this weight × each seed's progress through its stages.
+    /// Flag `--shaping`.
+    pub shaping: f64,
 }
 
 impl Default for MorphoSpec {
@@ -125,6 +161,9 @@ impl Default for MorphoSpec {
             host_exec: HostExec::PerEnv,
             host_precision: Precision::Fp32,
             stream_wait: StreamWait::Moved,
+            pin_heads: HeadPin::Free,
+            training_entry: TrainingEntry::Agent,
+            shaping: 0.0,
         }
     }
 }
@@ -247,6 +286,27 @@ impl Settings for MorphoSpec {
         "morpho, hosts on CUDA: each host's stream waits before every minibatch (every) or once per epoch (moved)",
     )
     .about("Hosts on CUDA (`--device cuda`) under `--host-exec per_env`, each on its own stream: `every` makes a host's stream wait for the default stream before every minibatch (seed 002 #4's redundant wait); `moved` once per epoch, after the surgery and the epoch's indices reached the device. Refused with hosts on the CPU, which have no streams"),
+    setting(
+        EnvName::Morpho,
+        "pin_heads",
+        "workload.morpho.pin_heads",
+        Choice(HeadPin::ALL),
+        "morpho: heads the masks pin to one choice (free, or grower: only the op and the slot learned)",
+    )
+    .about("a diagnosis of what the agent learns: `free` every head learned; `grower` pins the blueprint (norm), the seed's rate (1×), the blend's curve, target (α = 1) and speed (one epoch) to the scripted grower's choices and the tempo to its longest (16 minibatches) through the masks, so that the op and slot heads alone decide when and where to grow"),
+    setting(
+        EnvName::Morpho,
+        "training_entry",
+        "workload.morpho.training_entry",
+        Choice(TrainingEntry::ALL),
+        "morpho: who moves a germinated seed into training: the agent's advance op, or the lifecycle at its gate",
+    )
+    .about("who moves a germinated seed into its training stage (α = 0, learning without changing the host's output): `agent` its advance op once the germinated gate has passed; `gate` the lifecycle itself at that gate, as seed 002's trainer does, so that the agent's advance only starts a blend"),
+    setting(
+        EnvName::Morpho,
+        "shaping", "workload.morpho.shaping", Float, "morpho: potential-based shaping's weight per grown seed; 0 = off")
+    .range(0.0, 10.0)
+    .about("potential-based shaping (Ng, Harada and Russell, 1999): each step's reward gains γΦ(s′) − Φ(s), with γ PPO's and Φ = 0 at the episode's end, Φ this weight × each seed's progress (a quarter per stage from germinated to holding; fossilized counts whole). It leaves the optimal policies as they were; the evaluation's score is never shaped. 0 = off"),
     setting(
         EnvName::Morpho,
         "shapley_perms",
