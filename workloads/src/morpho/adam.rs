@@ -23,8 +23,8 @@ struct Entry {
     group: usize,
     /// Who owns it: `None` the host, `Some((slot, blueprint))` a seed.
     owner: Option<(usize, usize)>,
-    /// Stepped (when it has a gradient): the host, and a live seed while it takes part in
-    /// the loss ([`super::host::Host`] marks it); never a sleeper.
+    /// Stepped (when it has a gradient): the host's own, and a live seed's while it takes
+    /// part in the loss ([`super::host::Host`] marks it); never a masked sleeper's.
     live: bool,
 }
 

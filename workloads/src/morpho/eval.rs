@@ -249,11 +249,9 @@ pub struct Paired {
 pub fn paired(baseline: &str, a: &[f64], b: &[f64], rng: &mut HostRng) -> Paired {
     let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
     let n = d.len().max(1);
-    let mean = |pick: &mut dyn FnMut() -> f64| (0..n).map(|_| pick()).sum::<f64>() / n as f64;
     let diff = d.iter().sum::<f64>() / n as f64;
-    let mut means: Vec<f64> = (0..RESAMPLES)
-        .map(|_| if d.is_empty() { 0.0 } else { mean(&mut || d[rng.below(d.len() as u64) as usize]) })
-        .collect();
+    let mut resample = || (0..d.len()).map(|_| d[rng.below(d.len() as u64) as usize]).sum::<f64>() / n as f64;
+    let mut means: Vec<f64> = (0..RESAMPLES).map(|_| resample()).collect();
     means.sort_by(f64::total_cmp);
     let at = |q: f64| means[((q * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
     Paired { baseline: baseline.into(), diff, low: at(0.025), high: at(0.975) }
