@@ -11,9 +11,10 @@ let browser;
 before(async () => ({ lab, browser } = await labAndBrowser()));
 after(() => stopAll(browser, lab));
 
-const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'dreamer'];
-// What a lab without a GPU can run: the gpu preset's card says it needs one.
-const RUNNABLE = PRESETS.filter((p) => p !== 'gpu');
+const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer'];
+// What a lab without a GPU can run to its end here: the gpu preset's card says it needs
+// one; the grow preset trains for minutes, so its card is only opened into the form.
+const RUNNABLE = PRESETS.filter((p) => p !== 'gpu' && p !== 'grow');
 const WORKLOAD = { cleanrl: 'cartpole', wide: 'cartpole', proof: 'proof', morpho: 'morpho', dreamer: 'dreamer' };
 
 async function open(path, options) {
@@ -44,6 +45,12 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
   assert.equal(await form.locator('[name="env"]').inputValue(), 'dreamer');
   assert.equal(await form.locator('[name="envs"]').inputValue(), '4');
   assert.equal(await page.getByTestId('launch-preset').textContent(), 'dreamer');
+  await page.getByTestId('preset-grow').getByTestId('preset-adjust').click();
+  await form.locator('[name="clone_grower"]').waitFor({ state: 'visible', timeout: 10_000 });
+  assert.equal(await form.locator('[name="env"]').inputValue(), 'morpho');
+  assert.equal(await form.locator('[name="pin_heads"]').inputValue(), 'grower');
+  assert.equal(await form.locator('[name="clone_grower"]').inputValue(), '384');
+  assert.equal(await form.locator('[name="training_entry"]').inputValue(), 'gate');
   await page.reload();
   await page.getByTestId('welcome-back').waitFor({ timeout: 20_000 });
   assert.equal(await page.getByTestId('first-visit').count(), 0, 'the home remembers the visit');

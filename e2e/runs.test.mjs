@@ -168,7 +168,7 @@ test('a Gymnasium env runs from the lab: its observation vectors and actions sho
   await context.close();
 });
 
-test('the morpho env shows each host with its slots, its accuracy and the 8 heads; the form shows its fields', async () => {
+test('the morpho env shows each host with its slots, its accuracy, its episode as a timeline and the 8 heads; the form shows its fields', async () => {
   const id = await lab.launch({
     env: 'morpho', envs: 4, steps: 4, minibatches: 2, tasks: 2, task_images: 64, host_width: 4, host_epochs: 3,
     total_steps: 2_000_000, device: 'cpu',
@@ -179,6 +179,15 @@ test('the morpho env shows each host with its slots, its accuracy and the 8 head
   assert.equal(await morpho.getByTestId('morpho-host').first().getByTestId('morpho-slot').count(), 3, 'three slots');
   assert.equal(await morpho.getByTestId('morpho-heads').locator('tr').count(), 8, 'eight heads');
   assert.match(await morpho.textContent(), /validation \d+\.\d %/);
+  assert.match(await morpho.textContent(), /credit [+-]\d\.\d{3}/);
+  // The episode so far: a row per slot with its α curve, a cell per slot and epoch seen,
+  // each cell coloured by its stage and naming its credit.
+  const timeline = morpho.getByTestId('morpho-host').first().getByTestId('morpho-timeline');
+  assert.equal(await timeline.locator('polyline.alpha').count(), 3, 'an α curve per slot');
+  const cells = timeline.locator('rect');
+  assert.ok((await cells.count()) >= 3 && (await cells.count()) % 3 === 0, `${await cells.count()} cells`);
+  assert.match(await cells.first().locator('title').textContent(), /^epoch \d+ · slot 0 · \w+.* · α \d\.\d\d · credit [+-]\d\.\d{3}$/);
+  assert.match(await cells.first().getAttribute('class'), /^stage-(dormant|germinated|training|blending|holding|fossilized|cooldown)$/);
   await shot(page, 'run-morpho');
   await page.getByTestId('stop-button').click();
   await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 90_000 });

@@ -175,6 +175,9 @@ fn train_json_summary_checkpoint_metrics_and_eval() {
     assert_eq!(eval["episodes"], 5);
     let mean = eval["mean_return"].as_f64().unwrap();
     assert!((1.0..=500.0).contains(&mean), "{eval}");
+    // CartPole has no tasks of its own, so no validation set to tune on.
+    let out = run(hotlab().args(["eval", "--task-set", "validation", "--checkpoint"]).arg(dir.path()));
+    assert!(!out.status.success() && stderr(&out).contains("--task-set validation"), "{}", stderr(&out));
 }
 
 /// The helper thread (the critic's half of each minibatch, half of each rollout step
@@ -339,6 +342,7 @@ fn each_workload_has_a_preset_listed_in_help_and_flags_override_it() {
         ("gpu", "CartPole on one CUDA GPU"),
         ("proof", "Seed 000's proof search"),
         ("morpho", "Seeds 001–003's growing hosts"),
+        ("grow", "Morpho hosts that grow"),
         ("dreamer", "Seed 004's world model"),
     ] {
         assert!(text.contains(&format!("- {name}:")) && text.contains(line), "{name}: {text}");

@@ -48,9 +48,9 @@ fn learning(dir: &Path) -> Vec<serde_json::Value> {
 /// Where the envs step changes nothing they compute: the hosts, their draws and the agent's
 /// decisions are the same on each host backend, so are the returns, losses and weights.
 /// (Hosts trained one by one: batched hosts round alike only within the same batches.)
-/// The run's `--telemetry-every` reaches worker processes: the seeds' gradient norms are
-/// read as often everywhere, and the run's discount reaches the shaping there (seeds enter
-/// training at their gate; the heads pinned as the grower picks them).
+/// The seeds' gradient norms are read as often everywhere (every host epoch with a live
+/// seed), and the run's discount reaches the shaping in worker processes (seeds enter
+/// training at their gate; the heads pinned as the grower picks them; Φ counts the probes).
 #[test]
 fn every_host_backend_gives_the_same_morpho_run() {
     let runs: Vec<_> = ["vectorized", "sequential", "threads", "subprocess"]
@@ -58,8 +58,9 @@ fn every_host_backend_gives_the_same_morpho_run() {
         .map(|b| {
             let dir = tempfile::tempdir().unwrap();
             let args = ["--backend", b, "--workers", "2", "--seed", "4", "--host-exec", "per_env", "--gamma", "0.9"];
-            let args = [&args[..], &["--shaping", "0.1", "--training-entry", "gate", "--pin-heads", "grower"]].concat();
-            let report = train(dir.path(), &[&args[..], &["--telemetry-every", "1"]].concat());
+            let shaped = ["--shaping", "0.1", "--training-entry", "gate", "--pin-heads", "grower", "--probe", "shaped"];
+            let args = [&args[..], &shaped].concat();
+            let report = train(dir.path(), &args);
             assert_eq!(report["config"]["workload"]["morpho"]["shaping"], 0.1, "{report}");
             assert_eq!(report["env"], "morpho");
             let reads = report["counters"]["seed_norm_reads"].as_u64().unwrap();
@@ -142,11 +143,11 @@ fn per_value(
 /// `--lifecycle loop` runs each env's decision, slot ticks and reward env after env, reading
 /// its slot state one value at a time; `batched` runs every env of a batch in one pass of
 /// tensor ops: the same run, figure for figure and weight for weight, on a batch and on
-/// worker threads, with the loop's reads per value counted.
+/// worker threads, with the loop's reads per value counted (rewards shaped, the probes in Φ).
 #[test]
 fn a_batched_lifecycle_gives_the_same_run_as_the_loop() {
     for backend in ["vectorized", "threads"] {
-        let args = ["--backend", backend, "--workers", "2", "--seed", "6"];
+        let args = ["--backend", backend, "--workers", "2", "--seed", "6", "--probe", "shaped", "--shaping", "0.1"];
         let runs = per_value("lifecycle", ["loop", "batched"], &args);
         assert_eq!(runs[0].1, runs[1].1, "{backend}: the same figures");
         assert!(runs[0].2 == runs[1].2, "{backend}: the same weights");
@@ -302,6 +303,71 @@ fn the_trained_agent_beats_waiting_at_the_standard_tempo_and_random_play() {
         agent >= wait + 0.02 && agent >= random + 0.02,
         "agent {agent:.3}, waiting at tempo 8 {wait:.3}, random {random:.3}"
     );
+}
+
+/// `hotlab bench growth`: each training seed trained and played against every baseline on
+/// tasks it never trained on, held-out or validation (other tasks: other scores), with
+/// whether each seed learned growth and whether the spec did; `hotlab eval --task-set`
+/// plays the same sets. Bad input is refused naming its flag.
+#[test]
+fn the_growth_bench_trains_each_seed_and_plays_it_on_unseen_tasks() {
+    let bench = |set: &str| {
+        let out = run(hotlab()
+            .args(["bench", "growth", "--seeds", "3,5", "--episodes", "3", "--task-set", set, "--json"])
+            .args(["--envs", "2", "--steps", "3", "--total-steps", "6", "--minibatches", "1"])
+            .args(SMALL));
+        assert!(out.status.success(), "{}", stderr(&out));
+        last_json(&out)
+    };
+    let (held_out, validation) = (bench("held-out"), bench("validation"));
+    for (r, set) in [(&held_out, "held-out"), (&validation, "validation")] {
+        assert_eq!((r["tasks"].as_str(), r["episodes"].as_u64()), (Some(set), Some(3)), "{r}");
+        let seeds = r["seeds"].as_array().unwrap();
+        assert_eq!(seeds.iter().map(|s| s["seed"].as_u64().unwrap()).collect::<Vec<_>>(), [3, 5]);
+        for s in seeds {
+            assert_eq!(s["decisions"], 6, "{s}");
+            let w = &s["vs_best_waiting"];
+            assert!(w["low"].as_f64() <= w["diff"].as_f64() && w["diff"].as_f64() <= w["high"].as_f64(), "{s}");
+            assert_eq!(s["eval"]["tasks"], set, "{s}");
+            // Learned growth: above the best waiting, growing in half the episodes, near the grower.
+            let learned = w["low"].as_f64().unwrap() > 0.0
+                && 2 * s["grew"].as_u64().unwrap() >= 3
+                && s["vs_grower"]["diff"].as_f64().unwrap() >= -0.01;
+            assert_eq!(s["learned"].as_bool(), Some(learned), "{s}");
+        }
+        let learned = seeds.iter().filter(|s| s["learned"] == true).count();
+        assert_eq!(r["learned"].as_u64(), Some(learned as u64), "{r}");
+        assert_eq!(r["spec_learns"].as_bool(), Some(3 * learned >= 4), "{r}");
+    }
+    let baselines = |r: &serde_json::Value| r["seeds"][0]["eval"]["baselines"].clone();
+    assert_ne!(baselines(&held_out), baselines(&validation), "other tasks, other scores");
+    // The same spec and training seed (the bench starts from the morpho preset), the same
+    // agent: `hotlab eval` plays the validation tasks as the bench did.
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(hotlab()
+        .args(["train", "--preset", "morpho", "--seed", "3", "--envs", "2", "--steps", "3", "--total-steps", "6"])
+        .args(["--minibatches", "1"])
+        .args(["--no-eval", "--json", "--out"])
+        .arg(dir.path())
+        .args(SMALL));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(last_json(&out)["morpho"].is_null(), "--no-eval: no evaluation in the report");
+    let out = run(hotlab()
+        .args(["eval", "--episodes", "3", "--seed", "7", "--task-set", "validation", "--json", "--checkpoint"])
+        .arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(last_json(&out), validation["seeds"][0]["eval"], "eval --task-set validation");
+    for (args, flag) in [
+        (&["--seeds", ""][..], "--seeds"),
+        (&["--episodes", "0"][..], "--episodes"),
+        (&["--task-set", "train"][..], "--task-set"),
+        (&["--env", "cartpole"][..], "--env"),
+        (&["--seed", "4"][..], "--seeds"),
+    ] {
+        let out = run(hotlab().args(["bench", "growth"]).args(args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(flag), "{args:?}: {}", stderr(&out));
+    }
 }
 
 /// `hotlab bench morpho`: the defaults, each knob flipped alone and all of them, at each env

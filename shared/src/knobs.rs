@@ -263,7 +263,7 @@ const CORE: &[Knob] = &[
     knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64")
     .range(1.0, 4096.0)
     .about("Hidden layer widths of actor and critic, comma-separated"),
-    knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates (morpho: seeds' norms every K host epochs); 0 = off")
+    knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates; 0 = off")
     .range(0.0, 1_000_000.0)
     .about("Global and per-layer gradient norms every K updates, published from a background thread (telemetry.jsonl with --out); with --env morpho also the seeds' gradient norms the agent observes, every K host epochs; 0 = off"),
 ];

@@ -153,6 +153,37 @@ pub struct Evaluation {
     pub summary: String,
 }
 
+/// Which tasks an evaluation plays: the held-out ones that a result is reported on, or a
+/// separate validation set to tune on, so that tuning never sees the held-out tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TaskSet {
+    #[default]
+    HeldOut,
+    Validation,
+}
+
+impl TaskSet {
+    pub const NAMES: [&'static str; 2] = ["held-out", "validation"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskSet::HeldOut => "held-out",
+            TaskSet::Validation => "validation",
+        }
+    }
+}
+
+impl std::str::FromStr for TaskSet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "held-out" => Ok(TaskSet::HeldOut),
+            "validation" => Ok(TaskSet::Validation),
+            _ => Err(format!("unknown task set '{s}'; allowed: held-out, validation")),
+        }
+    }
+}
+
 /// A trained (or loaded) policy.
 pub trait TrainedPolicy: Send {
     /// Its parameters.
@@ -180,4 +211,15 @@ pub trait TrainedPolicy: Send {
     }
     /// `hotlab eval`: the policy over `episodes` episodes (or tries) from `seed`.
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation>;
+    /// [`TrainedPolicy::evaluate`] on `tasks`; a workload without tasks of its own has
+    /// no validation set.
+    fn evaluate_on(&self, tasks: TaskSet, episodes: usize, seed: u64) -> Result<Evaluation> {
+        match tasks {
+            TaskSet::HeldOut => self.evaluate(episodes, seed),
+            TaskSet::Validation => anyhow::bail!(
+                "--task-set validation: this workload has no validation tasks (morpho has; here every evaluation \
+                 draws fresh episodes from --seed)"
+            ),
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! `hotlab bench`: its subcommands, `hotlab bench envs` (flags, the sweep, the peer
 //! comparison and the printout) and `hotlab bench host`; the other benchmarks have files of
-//! their own (`bench_batch.rs`, `bench_morpho.rs`, `soak.rs`).
+//! their own (`bench_batch.rs`, `bench_morpho.rs`, `bench_growth.rs`, `soak.rs`).
 
 use crate::bench::envs::{self, EnvBench, EnvBenchSpec};
 use crate::commands::UsageError;
@@ -31,6 +31,10 @@ pub enum BenchCommand {
     /// The morpho trainer at each env count: decisions/s, host samples/s and where the time
     /// went for its defaults, each knob flipped alone and every knob flipped, interleaved.
     Morpho(super::bench_morpho::BenchMorphoArgs),
+    /// Does a morpho spec learn to grow? Trains it on each seed and plays every agent on
+    /// held-out (or validation) tasks against waiting at the best tempo, random legal
+    /// actions and a scripted grower, with paired 95 % intervals.
+    Growth(super::bench_growth::BenchGrowthArgs),
 }
 
 /// Runs a benchmark.
@@ -41,6 +45,7 @@ pub fn bench(c: BenchCommand) -> Result<()> {
         BenchCommand::Host(a) => host(a),
         BenchCommand::Batch(a) => super::bench_batch::batch(a),
         BenchCommand::Morpho(a) => super::bench_morpho::morpho(a),
+        BenchCommand::Growth(a) => super::bench_growth::growth(a),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::spec::{PpoSpec, RunSpec, TelemetrySpec, WaitMode, WorkloadSpec};
+use hotlab_shared::spec::{PpoSpec, RunSpec, WaitMode, WorkloadSpec};
 use hotlab_train::exec::worker::{self, WorkerArgs};
 
 #[derive(Args, Debug)]
@@ -28,10 +28,6 @@ pub struct EnvWorkerArgs {
     pub wait: WaitMode,
     #[arg(long)]
     pub parent: u32,
-    /// The run's `--telemetry-every`, for envs that take telemetry themselves (morpho's
-    /// seeds' gradient norms).
-    #[arg(long, default_value_t = 0)]
-    pub telemetry_every: u64,
     /// The run's device, resolved, for envs whose own compute runs there (morpho's hosts).
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -52,9 +48,8 @@ pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
         wait: a.wait,
         parent: a.parent,
     };
-    let telemetry = TelemetrySpec { every: a.telemetry_every };
     let ppo = PpoSpec { gamma: a.gamma, ..PpoSpec::default() };
-    let spec = RunSpec { workload: a.workload, telemetry, device: a.device, ppo, ..RunSpec::default() };
+    let spec = RunSpec { workload: a.workload, device: a.device, ppo, ..RunSpec::default() };
     worker::run(args, || Ok(hotlab_workloads::load(&spec)?))
 }
 

@@ -4,6 +4,7 @@ use crate::commands::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_train::checkpoint;
+use hotlab_train::workload::TaskSet;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -17,6 +18,10 @@ pub struct EvalArgs {
     /// Seed of the evaluation envs.
     #[arg(long, default_value_t = 12_345)]
     pub seed: u64,
+    /// Which tasks to play, for workloads with tasks of their own (morpho): `held-out`,
+    /// what results are reported on, or `validation`, a separate set to tune on.
+    #[arg(long, default_value = "held-out", value_parser = TaskSet::NAMES)]
+    pub task_set: String,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -38,7 +43,8 @@ pub fn eval(a: EvalArgs) -> Result<()> {
         .into());
     }
     let policy = hotlab_workloads::load_checkpoint(&a.checkpoint)?;
-    let e = policy.evaluate(a.episodes, a.seed)?;
+    let tasks: TaskSet = a.task_set.parse().map_err(|message| UsageError { flag: "--task-set", message })?;
+    let e = policy.evaluate_on(tasks, a.episodes, a.seed)?;
     match a.json {
         true => println!("{}", serde_json::to_string(&e.json)?),
         false => println!("{}", e.summary),

@@ -4,6 +4,7 @@
 mod audit;
 mod bench;
 mod bench_batch;
+mod bench_growth;
 mod bench_morpho;
 mod env_worker;
 mod eval;

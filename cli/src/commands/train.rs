@@ -24,6 +24,10 @@ pub struct TrainArgs {
     /// Print one JSON object (the run's summary) as the last line, no progress bar.
     #[arg(long)]
     pub json: bool,
+    /// No evaluation at the run's end (morpho's yardstick and the proof env's held-out
+    /// rate; at 12 host epochs morpho's takes about a minute); `hotlab eval` runs it later.
+    #[arg(long)]
+    pub no_eval: bool,
 }
 
 impl TrainArgs {
@@ -35,7 +39,7 @@ impl TrainArgs {
 }
 
 /// `--preset`: the presets' names, each with its line in `--help`.
-fn preset_parser() -> impl clap::builder::TypedValueParser<Value = &'static Preset> {
+pub(super) fn preset_parser() -> impl clap::builder::TypedValueParser<Value = &'static Preset> {
     use clap::builder::TypedValueParser;
     let names = presets::all().map(|p| clap::builder::PossibleValue::new(p.name).help(p.about));
     clap::builder::PossibleValuesParser::new(names.collect::<Vec<_>>())
@@ -150,7 +154,8 @@ fn run_training(
         }
         _ => None,
     };
-    let opts = hotlab_train::TrainOptions { trace, telemetry_sink: sink, ..Default::default() };
+    let opts =
+        hotlab_train::TrainOptions { trace, telemetry_sink: sink, skip_evaluation: a.no_eval, ..Default::default() };
     let trained = hotlab_workloads::train_with(&spec, opts, &mut |m| {
         bar.set_position(m.point.global_step);
         let ret = m.point.mean_return_last_100.map_or("-".into(), |r| format!("{r:.1}"));

@@ -63,6 +63,6 @@ mod tests {
         assert_eq!(default().name, "cleanrl");
         assert_eq!(default().spec(), RunSpec::default(), "the defaults are the cleanrl preset");
         let e = Preset::find("huge").unwrap_err();
-        assert!(e.contains("'huge'") && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, dreamer"), "{e}");
+        assert!(e.contains("'huge'") && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, grow, dreamer"), "{e}");
     }
 }

@@ -12,7 +12,7 @@ use crate::morpho::glyphs::Task;
 use crate::morpho::rules::{self, Action, Gates, Slot, Stage, Surgery, STAGES, TEMPOS};
 use anyhow::{anyhow, Result};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{HeadPin, HostExec, LifecycleMode, SlotPool, StreamWait};
+use hotlab_shared::spec::{HeadPin, HostExec, LifecycleMode, Probe, SlotPool, StreamWait};
 use hotlab_shared::workloads::morpho::{
     COUNTERFACTUAL, HOST_STEPS_SKIPPED, LIFECYCLE, REWARD, SEED_NORM_READS, TOPOLOGY_CHANGES, VALIDATION,
 };
@@ -43,9 +43,6 @@ pub struct MorphoConfig {
     pub host_exec: HostExec,
     /// What the hosts' convolutions and matmuls compute in.
     pub host_kind: tch::Kind,
-    /// The seeds' gradient norms every K host epochs (the run's `--telemetry-every`); the
-    /// observation keeps a live seed's last norm between them; 0 = never (they read 0).
-    pub telemetry_every: u64,
     /// Where the hosts, their data and the batch's lifecycle state live (the run's device).
     pub device: Device,
     /// Hosts on CUDA, one stream each: when a host's stream waits for the default stream.
@@ -57,6 +54,8 @@ pub struct MorphoConfig {
     pub shaping: f64,
     /// PPO's discount (the shaping's γ).
     pub gamma: f64,
+    /// Whether training seeds' contributions are probed, and whether Φ counts them.
+    pub probe: Probe,
 }
 
 impl MorphoConfig {
@@ -83,13 +82,13 @@ impl Default for MorphoConfig {
             lifecycle: LifecycleMode::Batched,
             host_exec: HostExec::PerEnv,
             host_kind: tch::Kind::Float,
-            telemetry_every: 1,
             device: Device::Cpu,
             stream_wait: StreamWait::Moved,
             gates: Gates::default(),
             pin: HeadPin::Free,
             shaping: 0.0,
             gamma: 0.99,
+            probe: Probe::Off,
         }
     }
 }
@@ -116,10 +115,12 @@ pub struct MorphoEnv {
     data: [Tensor; 4],
     host: Host,
     slots: Vec<Slot>,
-    /// Parameters each slot's seed added, and its last gradient norm and contribution.
+    /// Parameters each slot's seed added, and its last gradient norm and contribution
+    /// (Shapley credit), and the probe of a training seed (`--probe`).
     added: [usize; SLOTS],
     grad_norm: [f64; SLOTS],
     contribution: [f64; SLOTS],
+    probe: [f64; SLOTS],
     epoch: u32,
     last: (f64, f64, f64, f64),
     /// This epoch's training loss and accuracy, and its validation loss and accuracy.
@@ -154,6 +155,7 @@ impl MorphoEnv {
             added: [0; SLOTS],
             grad_norm: [0.0; SLOTS],
             contribution: [0.0; SLOTS],
+            probe: [0.0; SLOTS],
             epoch: 0,
             last: (0.0, 0.0, 0.0, 0.0),
             trained: (0.0, 0.0),
@@ -230,9 +232,18 @@ impl MorphoEnv {
             obs.extend((0..=Blueprint::ALL.len()).map(|b| (bp.map_or(Blueprint::ALL.len(), |x| x) == b) as u8 as f32));
             obs.push(self.added[i] as f32 / self.base_params as f32);
             obs.push(self.grad_norm[i] as f32);
-            obs.push(self.contribution[i] as f32);
+            obs.push(self.contributes(i) as f32);
         }
         obs
+    }
+
+    /// What slot `i`'s seed is seen to contribute: its probe while it trains (`--probe`),
+    /// else its Shapley credit.
+    fn contributes(&self, i: usize) -> f64 {
+        match self.cfg.probe != Probe::Off && self.slots[i].stage == Stage::Training {
+            true => self.probe[i],
+            false => self.contribution[i],
+        }
     }
 
     /// Validation loss and accuracy with the seeds of `off` switched off (α = 0).
@@ -304,7 +315,7 @@ impl MorphoEnv {
     }
 
     /// One host epoch of the tempo head's choice `tempo` minibatches, and the live seeds'
-    /// gradient norms after it when telemetry is due.
+    /// gradient norms after it.
     pub fn train(&mut self, tempo: usize) -> Result<()> {
         let mut epoch = self.begin_epoch(tempo)?;
         while self.minibatch(&mut epoch) {}
@@ -324,7 +335,7 @@ impl MorphoEnv {
         self.host.minibatch(epoch, &self.data[0], &self.data[1], &self.clock)
     }
 
-    /// The epoch's loss and accuracy read back, and the seeds' norms when telemetry is due.
+    /// The epoch's loss and accuracy read back, and the seeds' gradient norms.
     pub fn end_epoch(&mut self, epoch: Epoch) {
         let (loss, accuracy, skipped) = self.host.finish_epoch(epoch, &self.clock);
         self.trained = (loss, accuracy);
@@ -337,21 +348,17 @@ impl MorphoEnv {
         self.clock.lap(LIFECYCLE, t);
     }
 
-    /// The live seeds' gradient norms, every `telemetry_every` host epochs of the episode
-    /// (seed 001 F1: strided, one fused reduction and one read per host); in between a
-    /// live seed keeps its last norm, and a slot without a seed reads 0.
+    /// The live seeds' gradient norms after every host epoch, one fused reduction and one
+    /// read per host (seed 001 F1), a slot without a seed reading 0. The agent observes
+    /// them, so no performance setting thins them (issue 40: with the run's telemetry
+    /// stride they read 0 by default, and the agent grew less).
     fn telemetry(&mut self) {
-        let every = self.cfg.telemetry_every;
-        if every > 0 && u64::from(self.epoch) % every == 0 {
-            if let Some(norms) = self.host.seed_grad_norms() {
+        match self.host.seed_grad_norms() {
+            Some(norms) => {
                 self.grad_norm = norms;
                 self.clock.count(SEED_NORM_READS, 1);
             }
-        }
-        for (norm, slot) in self.grad_norm.iter_mut().zip(&self.host.slots) {
-            if slot.live.is_none() {
-                *norm = 0.0;
-            }
+            None => self.grad_norm = [0.0; SLOTS],
         }
     }
 
@@ -397,6 +404,9 @@ impl MorphoEnv {
         self.validated = self.validate(&[]);
         let t = self.clock.lap(VALIDATION, t);
         self.contribution = self.contributions(self.validated.1);
+        if self.cfg.probe != Probe::Off {
+            self.probe = self.probes(self.validated.1);
+        }
         self.clock.lap(COUNTERFACTUAL, t);
         self.validated.1
     }
@@ -421,8 +431,13 @@ impl MorphoEnv {
     }
 
     /// Φ of the slots now: `--shaping` × each seed's progress towards a grown one (a quarter
-    /// per stage from germinated to holding; fossilized counts whole).
+    /// per stage from germinated to holding; fossilized counts whole), and with `--probe
+    /// shaped` what each seed is seen to contribute.
     pub fn potential(&self) -> f64 {
+        let seen = match self.cfg.probe {
+            Probe::Shaped => (0..SLOTS).map(|i| self.contributes(i)).sum::<f64>(),
+            Probe::Off | Probe::Observed => 0.0,
+        };
         let progress = |s: &Slot| match s.stage {
             Stage::Germinated => 0.25,
             Stage::Training => 0.5,
@@ -430,7 +445,25 @@ impl MorphoEnv {
             Stage::Holding | Stage::Fossilized => 1.0,
             Stage::Dormant | Stage::Cooldown => 0.0,
         };
-        self.cfg.shaping * self.slots.iter().map(progress).sum::<f64>()
+        self.cfg.shaping * self.slots.iter().map(progress).sum::<f64>() + seen
+    }
+
+    /// Each training seed's probe: validation accuracy with the seed at α = 1, less
+    /// `accuracy` (the same pass with it at α = 0, as it trains); 0 for the other slots.
+    fn probes(&mut self, accuracy: f64) -> [f64; SLOTS] {
+        let mut out = [0.0; SLOTS];
+        for (s, probe) in out.iter_mut().enumerate() {
+            if self.slots[s].stage == Stage::Training && self.host.slots[s].live.is_some() {
+                // A learning seed adds 0 to the output (its gradient passes straight through):
+                // blended in for the probe's pass only.
+                let slot = &mut self.host.slots[s];
+                (slot.alpha, slot.learning) = (1.0, false);
+                *probe = self.host.evaluate(&self.data[2], &self.data[3]).1 - accuracy;
+                let slot = &mut self.host.slots[s];
+                (slot.alpha, slot.learning) = (0.0, true);
+            }
+        }
+        out
     }
 
     /// Each live seed's Shapley value in validation accuracy (0 for the others).
@@ -523,32 +556,63 @@ mod tests {
         assert_eq!(out, again, "the same seed and actions, the same episode");
     }
 
-    /// `--telemetry-every K`: the live seed's gradient norm is read (once per host, counted)
-    /// in epochs 0, K, 2K… of the episode and kept in between; K = 0 never reads it.
+    /// The live seed's gradient norm is read after every host epoch (once per host,
+    /// counted) and observed: 0 before it learns, then each epoch's own; slots without a
+    /// seed read 0, and so does an episode without one.
     #[test]
-    fn seed_gradient_norms_are_taken_every_k_epochs() {
+    fn seed_gradient_norms_are_read_and_observed_every_epoch() {
         use rules::Op::*;
-        let plan = [op(Germinate, 0), op(Advance, 0), op(Wait, 0), op(Wait, 0), op(Wait, 0)];
-        let norms = |every: u64| {
-            let cfg = MorphoConfig { epochs: 6, telemetry_every: every, ..MorphoConfig::default() };
-            let mut env = MorphoEnv::new(&task(), cfg, 3).unwrap();
-            let mut seen = Vec::new();
+        let plan = [op(Wait, 0), op(Germinate, 0), op(Advance, 0), op(Wait, 0), op(Wait, 0)];
+        let cfg = MorphoConfig { epochs: 6, ..MorphoConfig::default() };
+        let mut env = MorphoEnv::new(&task(), cfg, 3).unwrap();
+        let norm_feature = 5 + OBS_PER_SLOT - 2;
+        let mut seen = Vec::new();
+        for a in &plan {
+            env.step(a).unwrap();
+            seen.push(env.grad_norm[0]);
+            assert_eq!(env.observe()[norm_feature], env.grad_norm[0] as f32, "observed as read");
+            assert_eq!(env.grad_norm[1..], [0.0, 0.0], "slots without a seed read 0");
+        }
+        // No seed in epoch 0 (no read), germinated in epoch 1 (no gradient yet), learning from epoch 2.
+        assert_eq!(env.clock.total(SEED_NORM_READS), 4);
+        assert!(seen[..2] == [0.0, 0.0] && seen[2..].iter().all(|&n| n > 0.0), "{seen:?}");
+        assert!(seen[2..].windows(2).all(|w| w[0] != w[1]), "each epoch's own: {seen:?}");
+    }
+
+    /// `--probe observed`: while a seed trains at α = 0, its contribution feature reads the
+    /// validation accuracy with it at α = 1 less the pass without it; the probe changes
+    /// nothing else of the episode, and without it a training seed reads 0.
+    #[test]
+    fn a_training_seeds_probe_is_its_validation_at_full_blend_less_without_it() {
+        use rules::Op::*;
+        // At the longest tempo the host learns enough for a seed to move its accuracy.
+        let plan = [op(Germinate, 1), op(Advance, 1), op(Wait, 0), op(Wait, 0)].map(|a| Action { tempo: 2, ..a });
+        let feature = 5 + OBS_PER_SLOT + OBS_PER_SLOT - 1;
+        let run = |probe: Probe| {
+            let cfg = MorphoConfig { epochs: 5, width: 8, probe, ..MorphoConfig::default() };
+            let mut env = MorphoEnv::new(&task(), cfg, 6).unwrap();
+            let mut out = Vec::new();
             for a in &plan {
-                env.step(a).unwrap();
-                seen.push(env.grad_norm[0]);
-                assert_eq!(env.grad_norm[1..], [0.0, 0.0], "slots without a seed read 0");
+                let o = env.step(a).unwrap();
+                let seen = env.observe()[feature] as f64;
+                let training = env.slots()[1].stage == Stage::Training;
+                if training && probe != Probe::Off {
+                    (env.host.slots[1].alpha, env.host.slots[1].learning) = (1.0, false);
+                    let full = env.host.evaluate(&env.data[2], &env.data[3]).1;
+                    (env.host.slots[1].alpha, env.host.slots[1].learning) = (0.0, true);
+                    assert_eq!(seen, (full - env.validated.1) as f32 as f64, "the probe");
+                }
+                out.push((o, training, seen));
             }
-            (seen, env.clock.total(SEED_NORM_READS))
+            out
         };
-        // Germinated in epoch 0 (no gradient yet), learning from epoch 1.
-        let (every, reads) = norms(1);
-        assert_eq!(reads, 5);
-        assert!(every[0] == 0.0 && every[1..].iter().all(|&n| n > 0.0), "{every:?}");
-        assert!(every.windows(2).all(|w| w[0] != w[1]), "{every:?}");
-        let (strided, reads) = norms(2);
-        assert_eq!(reads, 3, "epochs 0, 2 and 4");
-        assert_eq!(strided, [every[0], every[0], every[2], every[2], every[4]], "kept between reads");
-        assert_eq!(norms(0), (vec![0.0; 5], 0), "off: never read");
+        let (off, observed) = (run(Probe::Off), run(Probe::Observed));
+        assert!(observed.iter().filter(|s| s.1).count() >= 2, "the seed trains for two epochs or more");
+        assert!(observed.iter().any(|s| s.1 && s.2 != 0.0), "a trained seed changes the host: {observed:?}");
+        assert!(off.iter().all(|s| !s.1 || s.2 == 0.0), "off: a training seed reads 0");
+        for (a, b) in off.iter().zip(&observed) {
+            assert_eq!(a.0, b.0, "the same rewards, accuracies and scores");
+        }
     }
 
     /// fp16 hosts: the steps their scalers skip reach the run's counters, read with the
@@ -591,7 +655,7 @@ mod tests {
 
         /// `--slots`: random legal play gives the same episode step for step (rewards,
         /// accuracies, observations) whether seeds sleep in a pool or are made and freed,
-        /// over seeds, host shapes, episode lengths and telemetry strides. A seed is stepped
+        /// over seeds, host shapes, episode lengths and probes. A seed is stepped
         /// only while it takes part in the loss: a sleeper's defined zero gradient before it
         /// learns once counted Adam steps a new seed did not.
         #[test]
@@ -601,11 +665,11 @@ mod tests {
             width in proptest::sample::select(vec![2i64, 4, 8]),
             batch in proptest::sample::select(vec![8i64, 16, 32]),
             epochs in 4u32..=12,
-            telemetry_every in 0u64..=2,
+            probe in proptest::sample::select(vec![Probe::Off, Probe::Observed]),
         ) {
             let task = generate(&TaskSpec { seed, train: 128, val: 64, ..TaskSpec::default() });
             let run = |slots: SlotPool| {
-                let cfg = MorphoConfig { slots, width, batch, epochs, telemetry_every, ..MorphoConfig::default() };
+                let cfg = MorphoConfig { slots, width, batch, epochs, probe, ..MorphoConfig::default() };
                 random_episode(MorphoEnv::new(&task, cfg, seed).unwrap(), play)
             };
             let (dynamic, sleeper) = (run(SlotPool::Dynamic), run(SlotPool::Sleeper));
@@ -613,9 +677,10 @@ mod tests {
             proptest::prop_assert!(first.is_none(), "step {first:?} of {dynamic:?}\nagainst {sleeper:?}");
         }
 
-        /// `--shaping`: over random legal trajectories the shaping's discounted sum
-        /// telescopes to −Φ(s₀) (0: every slot starts dormant), each step's shaping is
-        /// γΦ(s′) − Φ(s) on top of the unshaped reward, and the score is never shaped.
+        /// `--shaping` (and `--probe shaped`, whose Φ also counts what seeds contribute): over
+        /// random legal trajectories the shaping's discounted sum telescopes to −Φ(s₀) (0:
+        /// every slot starts dormant), each step's shaping is γΦ(s′) − Φ(s) on top of the
+        /// unshaped reward, and the score is never shaped.
         #[test]
         fn the_shapings_discounted_sum_telescopes_to_minus_the_first_potential(
             seed in 1u64..1_000,
@@ -624,16 +689,19 @@ mod tests {
             gamma in 0.5f64..1.0,
             weight in 0.01f64..2.0,
             gate in proptest::bool::ANY,
+            probe in proptest::sample::select(vec![Probe::Off, Probe::Observed, Probe::Shaped]),
         ) {
             let task = generate(&TaskSpec { seed, train: 64, val: 32, ..TaskSpec::default() });
             let gates = Gates { auto_train: gate, ..Gates::default() };
-            let env = |shaping: f64| {
-                let cfg = MorphoConfig { width: 2, batch: 8, epochs, shaping, gamma, gates, ..MorphoConfig::default() };
+            let env = |shaping: f64, probe: Probe| {
+                let cfg =
+                    MorphoConfig { width: 2, batch: 8, epochs, shaping, gamma, gates, probe, ..MorphoConfig::default() };
                 MorphoEnv::new(&task, cfg, seed).unwrap()
             };
-            let first = env(weight).potential();
+            let first = env(weight, probe).potential();
             proptest::prop_assert_eq!(first, 0.0, "every slot starts dormant");
-            let (plain, shaped) = (random_episode(env(0.0), play), random_episode(env(weight), play));
+            let (plain, shaped) =
+                (random_episode(env(0.0, Probe::Off), play), random_episode(env(weight, probe), play));
             let mut discounted = 0.0;
             let mut before = first;
             for (t, ((_, p, _, _), (_, s, _, phi))) in plain.iter().zip(&shaped).enumerate() {

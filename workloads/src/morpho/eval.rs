@@ -1,4 +1,5 @@
-//! The yardstick: the agent against the policies that do not learn, on held-out tasks. Every
+//! The yardstick: the agent against the policies that do not learn, on held-out tasks (or,
+//! to tune on, a validation set that never meets them: [`TaskSet`]). Every
 //! policy plays the same tasks with the same host draws, one episode each, so each episode
 //! is a pair; the score is an episode's final validation accuracy less the rent on what its
 //! seeds added (never shaped). The baselines:
@@ -19,6 +20,7 @@ use crate::morpho::rules::{Action, Op, Stage, ALPHA_TARGETS, OPS, TEMPOS};
 use hotlab_shared::rng::HostRng;
 use hotlab_train::distribution;
 use hotlab_train::models::mlp::policy::ActorCritic;
+use hotlab_train::workload::TaskSet;
 use serde::Serialize;
 use tch::Tensor;
 
@@ -44,7 +46,8 @@ pub enum Policy<'a> {
 }
 
 impl Policy<'_> {
-    fn act(&mut self, env: &Episodes) -> Vec<i64> {
+    /// The heads of this policy's action on `env`.
+    pub fn act(&mut self, env: &Episodes) -> Vec<i64> {
         match self {
             Policy::Agent(net) => agent(net, env, None),
             Policy::Sampled(net, rng) => agent(net, env, Some(rng)),
@@ -283,6 +286,8 @@ pub struct Baseline {
 /// The agent, greedy and sampled, against the baselines on the same held-out episodes.
 #[derive(Clone, Debug, Serialize)]
 pub struct MorphoEval {
+    /// `held-out` or `validation` (the tasks kept for tuning).
+    pub tasks: String,
     pub episodes: usize,
     pub greedy: Play,
     pub sampled: Play,
@@ -313,8 +318,9 @@ impl MorphoEval {
         };
         let baselines: Vec<String> = self.baselines.iter().map(|b| format!("{} {:.3}", b.name, b.mean)).collect();
         format!(
-            "held-out episode score over {} episodes (paired differences, bootstrap 95 % intervals):\n  {}\n  {}\n  \
+            "{} episode score over {} episodes (paired differences, bootstrap 95 % intervals):\n  {}\n  {}\n  \
              baselines: {}",
+            self.tasks,
             self.episodes,
             play("greedy", &self.greedy),
             play("sampled", &self.sampled),
@@ -339,11 +345,12 @@ pub fn waiting(t: usize) -> String {
     format!("waiting at tempo {}", TEMPOS[t])
 }
 
-/// The agent `net`, greedy and sampled, and every baseline over `episodes` held-out
-/// episodes from `seed`; `progress` hears each policy's name before it plays.
+/// The agent `net`, greedy and sampled, and every baseline over `episodes` episodes of
+/// `pool` (the `tasks` set) from `seed`; `progress` hears each policy's name before it plays.
 pub fn evaluate(
     pool: &Pool,
     net: &ActorCritic,
+    tasks: TaskSet,
     episodes: usize,
     seed: u64,
     progress: &mut dyn FnMut(&str),
@@ -391,7 +398,7 @@ pub fn evaluate(
     };
     let greedy = agent_play("greedy agent", &mut Policy::Agent(net));
     let sampled = agent_play("sampled agent", &mut Policy::Sampled(net, HostRng::new(seed ^ 0x5a3d)));
-    MorphoEval { episodes, greedy, sampled, baselines, best_wait_tempo: TEMPOS[best] }
+    MorphoEval { tasks: tasks.name().into(), episodes, greedy, sampled, baselines, best_wait_tempo: TEMPOS[best] }
 }
 
 #[cfg(test)]

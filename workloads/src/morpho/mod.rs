@@ -12,15 +12,19 @@
 //!   [`lifecycle`]: a batch's decisions, slot ticks and rewards, env after env or in one
 //!   pass of tensor ops (`--lifecycle`);
 //! - [`streams`]: hosts on CUDA, a stream each, queued minibatch-first (`--stream-wait`);
-//! - [`agent`]: the 8-head policy, its rollout forward and PPO gradient;
+//! - [`agent`]: the 8-head policy, its rollout forward and PPO gradient; [`clone`]: an
+//!   agent fitted to the scripted grower's play before PPO (`--clone-grower`);
 //! - [`view`]: what the lab's viewer draws;
-//! - [`bench`]: `hotlab bench host`, host training against this machine's sgemm;
-//! - [`eval`]: the agent against "always wait" and "random legal" on held-out tasks.
+//! - [`bench`]: `hotlab bench host` (host training against this machine's sgemm), `bench
+//!   morpho` (the trainer per knob) and `bench growth` (does a spec learn to grow?);
+//! - [`eval`]: the yardstick, the agent against the policies that do not grow, on held-out
+//!   or validation tasks.
 
 pub mod adam;
 pub mod agent;
 pub mod bench;
 pub mod blueprint;
+pub mod clone;
 pub mod env;
 pub mod envs;
 pub mod eval;
@@ -52,7 +56,7 @@ use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
 use hotlab_train::params::Network;
 use hotlab_train::ppo::{self, collect::HostCollector, PpoLearner};
 use hotlab_train::precision::Precision;
-use hotlab_train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
+use hotlab_train::workload::{Evaluation, Learner, Setup, TaskSet, TrainedPolicy, Workload};
 use rules::Gates;
 use std::sync::Arc;
 
@@ -74,15 +78,13 @@ pub struct Morpho {
 pub struct Run {
     /// Where the hosts train, with their data and the lifecycle state: the run's device.
     pub device: tch::Device,
-    /// The run's `--telemetry-every`: the seeds' gradient norms every K host epochs.
-    pub telemetry_every: u64,
     /// PPO's discount, which potential-based shaping must use.
     pub gamma: f64,
 }
 
 impl Morpho {
     /// The workload for a run: its settings, the run's device (where the hosts train) and
-    /// its `--telemetry-every` (the seeds' gradient norms every K host epochs).
+    /// its discount (the shaping's).
     pub fn load(settings: &MorphoSpec, run: &RunSpec) -> Result<Self, SpecError> {
         hotlab_shared::spec::Settings::validate(settings)?;
         let device = hotlab_train::exec::device::resolve(&run.device)?;
@@ -102,7 +104,7 @@ impl Morpho {
                  allowed here: fp32, bf16, auto",
             ));
         }
-        let run = Run { device, telemetry_every: run.telemetry.every, gamma: run.ppo.gamma };
+        let run = Run { device, gamma: run.ppo.gamma };
         let pool = Self::pool(settings, run, settings.task_seed, settings.tasks);
         Ok(Self { settings: settings.clone(), run, pool })
     }
@@ -124,24 +126,30 @@ impl Morpho {
                 // `auto` may pick fp16 on an older GPU: the hosts have no loss scaler, so fp32.
                 host_kind: hotlab_train::precision::resolve(s.host_precision, run.device)
                     .map_or(tch::Kind::Float, |p| if p.kind == tch::Kind::Half { tch::Kind::Float } else { p.kind }),
-                telemetry_every: run.telemetry_every,
                 device: run.device,
                 stream_wait: s.stream_wait,
                 pin: s.pin_heads,
                 shaping: s.shaping,
                 gamma: run.gamma,
+                probe: s.probe,
                 gates: Gates { auto_train: s.training_entry == TrainingEntry::Gate, ..Gates::default() },
                 ..MorphoConfig::default()
             };
         Pool { tasks: Arc::new(tasks), cfg, clock: Arc::new(part_clock()) }
     }
 
-    /// Tasks no training env learns: the ones after the training tasks' seeds. Their hosts
-    /// make and free their seeds whatever `--slots` says: a sleeper pool gives the same
-    /// episodes at the cost of computing its sleepers, which an evaluation need not pay.
-    pub fn held_out(&self, count: usize) -> Pool {
+    /// `count` tasks no training env learns (at most 1000): held-out ones from 1000 seeds
+    /// past the training tasks, or validation ones, for tuning, from 100,000 past them: the
+    /// two never meet. Their hosts make and free their seeds whatever `--slots` says: a
+    /// sleeper pool gives the same episodes at the cost of computing its sleepers, which an
+    /// evaluation need not pay.
+    pub fn eval_pool(&self, tasks: TaskSet, count: usize) -> Pool {
         let s = MorphoSpec { slots: SlotPool::Dynamic, ..self.settings.clone() };
-        Self::pool(&s, self.run, s.task_seed + s.tasks as u64 + 1000, count)
+        let past = match tasks {
+            TaskSet::HeldOut => 1000,
+            TaskSet::Validation => 100_000,
+        };
+        Self::pool(&s, self.run, s.task_seed + s.tasks as u64 + past, count.min(1000))
     }
 }
 
@@ -192,7 +200,6 @@ impl EnvMaker for Morpho {
 
     fn worker_flags(&self) -> (Vec<String>, Option<String>) {
         let mut flags = worker_flags(WorkloadSpec::Morpho(self.settings.clone()));
-        flags.extend(["--telemetry-every".into(), self.run.telemetry_every.to_string()]);
         flags.extend(["--device".into(), hotlab_train::exec::device::label(self.run.device)]);
         flags.extend(["--gamma".into(), self.run.gamma.to_string()]);
         (flags, None)
@@ -231,7 +238,11 @@ impl Workload for Morpho {
             setup.notes.push(note);
         }
         let heads: Vec<usize> = env_spec().heads.iter().map(|h| h.n).collect();
-        let net = ActorCritic::new(architecture(&spec.ppo.hidden), setup.device);
+        let mut net = ActorCritic::new(architecture(&spec.ppo.hidden), setup.device);
+        if self.settings.clone_grower > 0 {
+            let c = clone::grower(&mut net, &self.pool, self.settings.clone_grower, spec.seed, spec.ppo.gamma);
+            setup.notes.push(c.note());
+        }
         if setup.precision.kind != tch::Kind::Float {
             setup.notes.push("env morpho: the agent's update runs in fp32, whatever --precision says".into());
             setup.precision = Precision::fp32();
@@ -277,9 +288,20 @@ pub struct TrainedMorpho {
 }
 
 impl TrainedMorpho {
-    fn evaluation(&self, episodes: usize, seed: u64, progress: &mut dyn FnMut(&str)) -> Evaluation {
-        let pool = self.workload.held_out(episodes);
-        let e = eval::evaluate(&pool, &self.net, episodes, seed, progress);
+    /// The yardstick on `episodes` tasks of `tasks`.
+    pub fn evaluation(
+        &self,
+        tasks: TaskSet,
+        episodes: usize,
+        seed: u64,
+        progress: &mut dyn FnMut(&str),
+    ) -> eval::MorphoEval {
+        let pool = self.workload.eval_pool(tasks, episodes);
+        eval::evaluate(&pool, &self.net, tasks, episodes, seed, progress)
+    }
+
+    fn report(&self, tasks: TaskSet, episodes: usize, seed: u64, progress: &mut dyn FnMut(&str)) -> Evaluation {
+        let e = self.evaluation(tasks, episodes, seed, progress);
         Evaluation { key: CHECKPOINT_KEY, json: serde_json::to_value(&e).unwrap_or_default(), summary: e.summary() }
     }
 }
@@ -294,13 +316,18 @@ impl TrainedPolicy for TrainedMorpho {
     }
 
     fn report_evaluation(&self, seed: u64) -> Option<Evaluation> {
-        Some(self.evaluation(REPORT_EPISODES, seed, &mut |_| {}))
+        Some(self.report(TaskSet::HeldOut, REPORT_EPISODES, seed, &mut |_| {}))
     }
 
     /// The agent, greedy and sampled, against waiting at each tempo, random legal actions and
     /// the grower on `episodes` held-out episodes (at most 1000); each policy named on stderr
     /// as it starts when that is a terminal (an evaluation at full size takes minutes).
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
+        self.evaluate_on(TaskSet::HeldOut, episodes, seed)
+    }
+
+    /// [`TrainedPolicy::evaluate`] on the held-out or the validation tasks.
+    fn evaluate_on(&self, tasks: TaskSet, episodes: usize, seed: u64) -> Result<Evaluation> {
         use std::io::IsTerminal;
         let episodes = episodes.clamp(1, 1000);
         let (mut n, shown) = (0, std::io::stderr().is_terminal());
@@ -310,6 +337,6 @@ impl TrainedPolicy for TrainedMorpho {
                 eprintln!("eval: {name} ({n} of 7 policies, {episodes} episodes each)");
             }
         };
-        Ok(self.evaluation(episodes, seed, &mut progress))
+        Ok(self.report(tasks, episodes, seed, &mut progress))
     }
 }

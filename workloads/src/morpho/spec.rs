@@ -83,6 +83,22 @@ choice!(
 );
 
 choice!(
+    /// Whether each training seed's contribution is probed before its blend (issue 40): the
+    /// host validated with the seed at α = 1 against the same pass with it off.
+    Probe, "probe" {
+        /// No probe: a training seed (α = 0) reads a contribution of 0.
+        #[default]
+        Off = "off",
+        /// The probe read as a training seed's contribution (a blended seed's stays its
+        /// Shapley credit).
+        Observed = "observed",
+        /// Observed, and in the shaping's Φ: each live seed adds what it contributes (the
+        /// probe while it trains, its credit once blended), in accuracy.
+        Shaped = "shaped",
+    }
+);
+
+choice!(
     /// Which of the agent's heads the masks pin to one choice (issue 40's diagnosis: pinned to
     /// the scripted grower's choices, the op and slot heads alone decide when and where to grow).
     HeadPin, "head pin" {
@@ -144,6 +160,12 @@ pub struct MorphoSpec {
     /// gains `γΦ(s′) − Φ(s)`, Φ this weight × each seed's progress through its stages.
     /// Flag `--shaping`.
     pub shaping: f64,
+    /// Each training seed's contribution probed before its blend: off, observed, or
+    /// observed and in Φ. Flag `--probe`.
+    pub probe: Probe,
+    /// Decisions of the scripted grower's play the agent is fitted to before PPO starts
+    /// (0 = none: PPO from a fresh agent). Flag `--clone-grower`.
+    pub clone_grower: usize,
 }
 
 impl Default for MorphoSpec {
@@ -164,6 +186,8 @@ impl Default for MorphoSpec {
             pin_heads: HeadPin::Free,
             training_entry: TrainingEntry::Agent,
             shaping: 0.0,
+            probe: Probe::Off,
+            clone_grower: 0,
         }
     }
 }
@@ -195,8 +219,8 @@ pub const LIFECYCLE_READS: Count = Count::new("lifecycle_reads");
 /// under `--host-exec per_env`, a whole batch's under `batched`): the sequences of small
 /// ops, each a run of kernel launches on a GPU.
 pub const HOST_PASSES: Count = Count::new("host_passes");
-/// Reads of the seeds' gradient norms (every `--telemetry-every` host epochs; seed 001 F1):
-/// each a device sync where the hosts train on a GPU.
+/// Reads of the seeds' gradient norms (one per host epoch with a live seed, one fused
+/// reduction each; seed 001 F1): each a device sync where the hosts train on a GPU.
 pub const SEED_NORM_READS: Count = Count::new("seed_norm_reads");
 /// Waits of a host's CUDA stream for the default stream (`--stream-wait`, seed 002 #4):
 /// each one orders the host's work behind everything queued there.
@@ -212,11 +236,18 @@ pub const HOST_STEPS_SKIPPED: Count = Count::new("host_steps_skipped");
 pub const HOST_SAMPLES: Count = Count::new("host_samples");
 
 impl Settings for MorphoSpec {
-    const PRESETS: &'static [Preset] = &[Preset::new(
-        "morpho",
-        "Seeds 001–003's growing hosts: 8 envs × 6 decisions, 1,344 in all, about a minute; the agent beats random on held-out tasks (by training its hosts longer: it does not learn to grow yet)",
-        preset,
-    )];
+    const PRESETS: &'static [Preset] = &[
+        Preset::new(
+            "morpho",
+            "Seeds 001–003's growing hosts: 8 envs × 6 decisions, 1,344 in all, about a minute; the agent beats random on held-out tasks (by training its hosts longer: it does not learn to grow yet)",
+            preset,
+        ),
+        Preset::new(
+            "grow",
+            "Morpho hosts that grow: 12-epoch episodes, the op and slot heads learned (the others pinned to the scripted grower's choices), seeds entering training at their gate, shaped progress, the agent starting from 384 decisions of the grower's play, then 4,608 of PPO, about 3 minutes on 2 CPU cores; it grows in every held-out episode and beats waiting at the best tempo by playing as the grower (PPO keeps that growth; PPO alone finds it on 1 or 2 training seeds of 3)",
+            grow,
+        ),
+    ];
     const KNOBS: &'static [Knob] = &[
     setting(
         EnvName::Morpho,
@@ -307,6 +338,23 @@ impl Settings for MorphoSpec {
         "shaping", "workload.morpho.shaping", Float, "morpho: potential-based shaping's weight per grown seed; 0 = off")
     .range(0.0, 10.0)
     .about("potential-based shaping (Ng, Harada and Russell, 1999): each step's reward gains γΦ(s′) − Φ(s), with γ PPO's and Φ = 0 at the episode's end, Φ this weight × each seed's progress (a quarter per stage from germinated to holding; fossilized counts whole). It leaves the optimal policies as they were; the evaluation's score is never shaped. 0 = off"),
+    setting(
+        EnvName::Morpho,
+        "probe",
+        "workload.morpho.probe",
+        Choice(Probe::ALL),
+        "morpho: probe each training seed's contribution (α = 1 against off): off, observed, or observed and in Φ",
+    )
+    .about("a training seed learns at α = 0, so its contribution reads 0 until it blends and the agent cannot tell a good seed from a bad one. `observed` validates the host with each training seed at α = 1 against the pass with it off (one more validation per training seed per epoch) and shows the difference as that seed's contribution; `shaped` also adds each live seed's contribution (the probe while it trains, its Shapley credit once blended) to the shaping's Φ, in accuracy (it works with or without `--shaping`). The evaluation's score is never shaped"),
+    setting(
+        EnvName::Morpho,
+        "clone_grower",
+        "workload.morpho.clone_grower",
+        Int,
+        "morpho: decisions of the scripted grower's play the agent is fitted to before PPO; 0 = none",
+    )
+    .range(0.0, 100_000.0)
+    .about("a diagnosis (issue 40, b): the grower plays this many decisions (whole episodes) on the training tasks, the actor is fitted to its actions under their masks and the critic to the discounted returns that followed, and PPO starts from that agent. Does it keep growing or drift back to waiting? 0 = PPO from a fresh agent"),
     setting(
         EnvName::Morpho,
         "shapley_perms",
@@ -406,10 +454,7 @@ impl Settings for MorphoSpec {
                         format!("one pass of tensor ops per batch, {} bulk reads", c.own.get(LIFECYCLE_READS))
                     }
                 };
-                let norms = match spec.telemetry.every {
-                    0 => "; seeds' gradient norms off".to_string(),
-                    k => format!("; seeds' gradient norms every {k} epochs, {} reads", c.own.get(SEED_NORM_READS)),
-                };
+                let norms = format!("; {} reads of the seeds' gradient norms", c.own.get(SEED_NORM_READS));
                 format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool}{norms})", spec.envs)
             }
             _ => return None,
@@ -482,12 +527,16 @@ pub struct MorphoView {
     pub decision: Vec<HeadChoice>,
 }
 
-/// A slot: its stage (`dormant`, `training`, …), blend and blueprint.
+/// A slot: its stage (`dormant`, `training`, …), blend and blueprint, and what its seed is
+/// seen to contribute: its Shapley credit in validation accuracy (or, while it trains under
+/// `--probe`, its probe); frames stored before it was shown read 0.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SlotView {
     pub stage: String,
     pub alpha: f32,
     pub blueprint: Option<String>,
+    #[serde(default)]
+    pub credit: f32,
 }
 
 /// One head's choice; `read`: whether the op chosen uses this head.
@@ -496,6 +545,22 @@ pub struct HeadChoice {
     pub head: String,
     pub choice: String,
     pub read: bool,
+}
+
+/// Growth on 12-epoch episodes of 512-image tasks (where it pays +16 points): the agent
+/// fitted to the grower's play, then PPO; the op and slot heads alone learned, seeds
+/// entering training at their gate, the progress shaped.
+fn grow() -> RunSpec {
+    let settings = MorphoSpec {
+        images: 512,
+        epochs: 12,
+        pin_heads: HeadPin::Grower,
+        training_entry: TrainingEntry::Gate,
+        shaping: 0.05,
+        clone_grower: 384,
+        ..MorphoSpec::default()
+    };
+    RunSpec { workload: WorkloadSpec::Morpho(settings), steps: 12, total_steps: 4608, ..preset() }
 }
 
 /// A run that learns within about a minute on 2 cores: small tasks (256 images, 6 host

@@ -36,7 +36,7 @@ fn slot(f: &[f32]) -> SlotView {
     let stage = STAGES.iter().zip(f).find(|(_, &x)| x > 0.5).map_or(rules::Stage::Dormant, |(s, _)| *s);
     let bp = &f[9..9 + Blueprint::ALL.len()];
     let blueprint = Blueprint::ALL.iter().zip(bp).find(|(_, &x)| x > 0.5).map(|(b, _)| b.name().to_string());
-    SlotView { stage: format!("{stage:?}").to_lowercase(), alpha: f[7], blueprint }
+    SlotView { stage: format!("{stage:?}").to_lowercase(), alpha: f[7], blueprint, credit: f[OBS_PER_SLOT - 1] }
 }
 
 fn decision(a: &[i64]) -> Vec<HeadChoice> {
@@ -70,16 +70,29 @@ mod tests {
     #[test]
     fn a_frame_shows_the_slots_and_the_decision() {
         let task = generate(&TaskSpec { seed: 3, train: 128, val: 64, ..TaskSpec::default() });
-        let mut env = MorphoEnv::new(&task, MorphoConfig { epochs: 4, ..MorphoConfig::default() }, 2).unwrap();
+        let mut env = MorphoEnv::new(&task, MorphoConfig { epochs: 8, ..MorphoConfig::default() }, 2).unwrap();
         let germinate = Action { op: 1, slot: 2, blueprint: 1, seed_lr: 2, ..Action::default() };
         env.step(&germinate).unwrap();
-        let f = frame(7, &env.observe(), &germinate.to_heads(), 4);
+        let f = frame(7, &env.observe(), &germinate.to_heads(), 8);
         let MorphoFrame { envs } = f.read(EnvName::Morpho).expect("a morpho frame");
         let v = &envs[0];
-        assert_eq!((v.epoch, v.epochs), (1, 4));
+        assert_eq!((v.epoch, v.epochs), (1, 8));
         assert_eq!(v.slots[2].stage, "germinated");
         assert_eq!(v.slots[2].blueprint.as_deref(), Some("depthwise"));
         assert_eq!(v.slots[0].stage, "dormant");
+        assert!(v.slots.iter().all(|s| s.credit == 0.0), "nothing blended, nothing credited");
+        // Into training, then blended in, at the longest tempo (the host learns enough for a
+        // seed to move its accuracy): the frame shows the blend and the seed's credit.
+        let advance = Action { op: 2, slot: 2, alpha_target: 3, tempo: 2, ..Action::default() };
+        let wait = Action { tempo: 2, ..Action::default() };
+        for a in [&advance, &wait, &advance, &wait] {
+            env.step(a).unwrap();
+        }
+        let f = frame(8, &env.observe(), &Action::default().to_heads(), 8);
+        let MorphoFrame { envs } = f.read(EnvName::Morpho).expect("a morpho frame");
+        let s = &envs[0].slots[2];
+        assert!((s.stage == "blending" || s.stage == "holding") && s.alpha > 0.0, "{s:?}");
+        assert!(s.credit != 0.0 && s.credit == env.credit()[2] as f32, "{s:?} against {:?}", env.credit());
         assert_eq!((v.decision[0].choice.as_str(), v.decision[7].choice.as_str()), ("germinate", "×2"));
         assert!(v.decision[2].read && !v.decision[3].read, "a germination reads the blueprint, not the curve");
     }

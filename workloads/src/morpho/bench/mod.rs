@@ -5,6 +5,7 @@
 //! `hotlab bench morpho`, the whole trainer per knob setting, is [`trainer`]; the CLI's
 //! flags and printouts of both are its commands (`cli/src/commands/`).
 
+pub mod growth;
 pub mod trainer;
 
 use super::blueprint::Blueprint;
