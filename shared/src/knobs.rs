@@ -265,7 +265,7 @@ const CORE: &[Knob] = &[
     .about("Hidden layer widths of actor and critic, comma-separated"),
     knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates; 0 = off")
     .range(0.0, 1_000_000.0)
-    .about("Global and per-layer gradient norms every K updates, published from a background thread (telemetry.jsonl with --out); with --env morpho also the seeds' gradient norms the agent observes, every K host epochs; 0 = off"),
+    .about("Global and per-layer gradient norms every K updates, published from a background thread (telemetry.jsonl with --out); 0 = off. (The morpho env reads its seeds' gradient norms, which its agent observes, after every host epoch whatever this says)"),
 ];
 
 /// Every knob: `env`, each workload's settings (their knobs are their modules', in

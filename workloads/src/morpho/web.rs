@@ -94,7 +94,7 @@ fn timeline(episode: &[Seen], epochs: u32, slots: usize) -> impl IntoView {
     let height = slots as f64 * ROW;
     view! {
         <svg class="timeline" data-testid="morpho-timeline" width=WIDTH height=height viewBox=format!("0 0 {WIDTH} {height}")>
-            <title>"this episode so far: a row per slot, a column per epoch, coloured by the slot's stage (blue training, \
+            <title>"this episode so far: a row per slot, a column per epoch, coloured by the slot's stage (purple germinated, blue training, \
                 yellow blending, orange holding, green fossilized, red cooldown); the white line is its α"</title>
             {cells}
             {alphas}
