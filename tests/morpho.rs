@@ -370,6 +370,22 @@ fn the_growth_bench_trains_each_seed_and_plays_it_on_unseen_tasks() {
     }
 }
 
+/// `--clone-grower N`: the run starts from N decisions of the grower's play (whole
+/// episodes), fitted before PPO, and says so in its notes; the agent it trains differs.
+#[test]
+fn a_run_starts_from_the_growers_play_when_asked() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let cloned = train(a.path(), &["--clone-grower", "5", "--no-eval"]);
+    let notes = cloned["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains("6 decisions in 2 episodes")),
+        "two whole 3-epoch episodes: {notes:?}"
+    );
+    train(b.path(), &["--no-eval"]);
+    let weights = |d: &Path| std::fs::read(d.join("policy.safetensors")).unwrap();
+    assert!(weights(a.path()) != weights(b.path()), "another starting agent, another run");
+}
+
 /// `hotlab bench morpho`: the defaults, each knob flipped alone and all of them, at each env
 /// count, each with its decisions/s, host samples/s, its ratio to the defaults of the same
 /// repeat and where its time went; bad counts are refused naming the flag.
