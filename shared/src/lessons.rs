@@ -125,6 +125,12 @@ pub enum Expect {
 }
 
 impl Measure {
+    /// Whether it times (µs, a share of wall time) rather than counts: a timed figure of a
+    /// short run on a loaded machine moves, so only a benchmark judges it.
+    pub fn is_timed(self) -> bool {
+        matches!(self, Measure::MicrosPerCall(_) | Measure::Share(_))
+    }
+
     /// This measure of a run's totals.
     pub fn of(self, p: &Profile) -> f64 {
         let steps = p.counters.env_steps.max(1) as f64;

@@ -22,6 +22,7 @@
 //! - [`lessons`]: the catalogue's lessons, each a baseline, its fixes, a signature and a budget.
 //! - [`workloads`]: each workload's settings and their knobs, its rollout frame and its
 //!   report rules, one module each, and the registry (one line per workload).
+//! - [`fuzz`]: the fuzz targets' budget and seed, from the environment (`cargo xtask fuzz`).
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
 
@@ -29,6 +30,7 @@ pub mod audit;
 pub mod cartpole;
 pub mod counters;
 pub mod env;
+pub mod fuzz;
 pub mod knobs;
 pub mod lessons;
 pub mod names;

@@ -1,24 +1,44 @@
 //! Property-based tests: random and mutated input thrown at the spec parser (the REST
 //! API's and the files'). None may panic; a spec it accepts is valid and survives a round
-//! trip; a refusal names a field. Each property tries `CASES` inputs (2,000; 4,000 in all).
-//! The Prolog parser's are the proof workload's (`workloads/tests/prolog_fuzz.rs`).
+//! trip; a refusal names a field. Each property tries 2,000 inputs in CI (`cargo xtask
+//! fuzz --cases N` sets N); a failing case is kept in `fuzz.regressions` beside this file
+//! and tried first from then on. The Prolog parser's are the proof workload's
+//! (`workloads/tests/prolog_fuzz.rs`).
 
+use hotlab_shared::fuzz;
 use hotlab_shared::knobs::KNOBS;
-use hotlab_shared::spec::{json, RunSpec};
+use hotlab_shared::spec::{json, presets, RunSpec};
 use proptest::prelude::*;
+use proptest::test_runner::{FileFailurePersistence, RngSeed};
 use serde_json::{Map, Value};
 
-const CASES: u32 = 2_000;
-
 fn config() -> ProptestConfig {
-    ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() }
+    ProptestConfig {
+        cases: fuzz::cases(2_000),
+        rng_seed: RngSeed::Fixed(fuzz::seed(1)),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
+        ..ProptestConfig::default()
+    }
+}
+
+/// One valid spec per workload to start from: every preset, and a Gymnasium env's.
+fn bases() -> Vec<Value> {
+    let gym = json::parse(
+        serde_json::json!({"workload": {"gym": {"id": "Acrobot-v1", "kwargs": {"max_episode_steps": 200}}}}),
+    );
+    presets::all()
+        .map(|p| p.spec())
+        .chain([gym.expect("the gym base is valid")])
+        .map(|spec| serde_json::to_value(&spec).expect("a spec serializes"))
+        .collect()
 }
 
 /// Keys a spec may have, and nonsense.
 fn key() -> impl Strategy<Value = String> {
-    let known: Vec<String> = ["workload", "ppo", "exec", "telemetry", "cartpole", "proof", "every", "depth"]
+    let known: Vec<String> = ["workload", "ppo", "exec", "telemetry", "every", "depth", "id", "kwargs"]
         .iter()
         .map(|s| s.to_string())
+        .chain(hotlab_shared::workloads::EnvName::ALL.iter().map(|e| e.to_string()))
         .chain(KNOBS.iter().map(|k| k.name.to_string()))
         .collect();
     prop_oneof![proptest::sample::select(known), "[a-z_]{1,10}"]
@@ -31,8 +51,10 @@ fn leaf() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::from),
         (0u64..1 << 30).prop_map(Value::from),
         any::<f64>().prop_filter("JSON numbers are finite", |f| f.is_finite()).prop_map(Value::from),
-        proptest::sample::select(vec!["cartpole", "proof", "cpu", "cuda", "threads", "fused", "graph", "bf16", ""])
-            .prop_map(Value::from),
+        proptest::sample::select(vec![
+            "cartpole", "proof", "morpho", "dreamer", "gym", "cpu", "cuda", "threads", "fused", "graph", "bf16", "",
+        ])
+        .prop_map(Value::from),
         "[ -~]{0,12}".prop_map(Value::from),
     ]
 }
@@ -70,11 +92,10 @@ proptest! {
     fn a_valid_spec_with_one_knob_set_to_anything_is_parsed_or_refused(
         knob in 0..KNOBS.len(),
         v in value(),
-        proof in any::<bool>(),
+        base in 0..bases().len(),
         flat in any::<bool>(),
     ) {
-        let base = if proof { hotlab_shared::spec::Preset::find("proof").unwrap().spec() } else { RunSpec::default() };
-        let mut spec = serde_json::to_value(&base).unwrap().as_object().unwrap().clone();
+        let mut spec = bases()[base].as_object().unwrap().clone();
         let knob = &KNOBS[knob];
         if flat {
             // The flat form of earlier versions: every knob at the top under its name.

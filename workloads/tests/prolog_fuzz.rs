@@ -1,14 +1,21 @@
 //! Property-based tests of the Prolog parser (knowledge bases and queries from users):
 //! random and mutated text never panics; what is not a program is an error at a line and
-//! a column. Each property tries `CASES` inputs (2,000; 4,000 in all).
+//! a column. Each property tries 2,000 inputs in CI (`cargo xtask fuzz --cases N` sets
+//! N); a failing case is kept in `prolog_fuzz.regressions` beside this file and tried
+//! first from then on.
 
+use hotlab_shared::fuzz;
 use hotlab_workloads::proof::prolog::syntax::parse_program;
 use proptest::prelude::*;
-
-const CASES: u32 = 2_000;
+use proptest::test_runner::{FileFailurePersistence, RngSeed};
 
 fn config() -> ProptestConfig {
-    ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() }
+    ProptestConfig {
+        cases: fuzz::cases(2_000),
+        rng_seed: RngSeed::Fixed(fuzz::seed(1)),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
+        ..ProptestConfig::default()
+    }
 }
 
 proptest! {

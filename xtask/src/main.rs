@@ -1,4 +1,4 @@
-//! `cargo xtask lab | build | test | fmt`: everything a fresh machine needs, idempotently.
+//! `cargo xtask lab | build | test | fuzz | fmt`: everything a fresh machine needs, idempotently.
 //!
 //! - `lab`:   set up, build, and serve the lab (`hotlab serve`, default 127.0.0.1:8080).
 //! - `build`: set up and build: libtorch (PyTorch 2.11.0 wheel in `.venv`), the wasm32
@@ -6,6 +6,7 @@
 //!   `static/pkg/`, and `target/release/hotlab` (runs directly: rpath to libtorch).
 //! - `test`:  `build`, plus what the tests need (gymnasium, ray[default], Chromium, SWI-Prolog and Mesa's
 //!   software Vulkan from Debian, playwright-core from npm), then every suite and a summary table.
+//! - `fuzz`:  `build`, then every fuzz target at a budget of cases, with a seed, timed.
 //!
 //! Each step checks before it installs, so a second run installs nothing.
 
@@ -27,6 +28,11 @@ Commands:
   lab [--host H] [--port P]   set up what is missing, build, and serve the lab (default 127.0.0.1:8080)
   build                       set up what is missing and build the worker and the web bundle
   test                        build, install the test tools, run every suite, print a summary
+  fuzz [--cases N] [--seed S] [--target NAME]...
+                              build, then run each fuzz target with N cases per loop (default 100000)
+                              from seed S (default: drawn and printed); a table of targets and seconds.
+                              Targets: spec, prolog, checkpoint, api-runs, api-routes, websocket.
+                              CI runs the same tests at their own small budgets and fixed seeds
   fmt                         cargo fmt, and the workload folders the registry's macros declare (cargo fmt
                               does not reach them)
 
@@ -43,13 +49,16 @@ fn main() -> ExitCode {
         Some("lab") => lab(&args[1..]),
         Some("build") => build().map(|_| ()),
         Some("test") => test(),
+        Some("fuzz") => fuzz(&args[1..]),
         Some("fmt") => fmt(false),
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
             return if args.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS };
         }
         Some(other) => {
-            eprintln!("error: unknown command '{other}'; allowed: lab, build, test, fmt (see `cargo xtask --help`)");
+            eprintln!(
+                "error: unknown command '{other}'; allowed: lab, build, test, fuzz, fmt (see `cargo xtask --help`)"
+            );
             return ExitCode::from(2);
         }
     };
@@ -387,6 +396,120 @@ fn test() -> Result<()> {
     println!("suites: {} passed, {failed} failed", suites.len() - failed);
     if failed > 0 {
         bail!("{failed} suite(s) failed");
+    }
+    Ok(())
+}
+
+/// A fuzz target: its name, what it throws at what, and the `cargo test` arguments that
+/// run it. Each reads its budget and seed from `HOTLAB_FUZZ_CASES` and `HOTLAB_FUZZ_SEED`.
+struct FuzzTarget {
+    name: &'static str,
+    about: &'static str,
+    args: &'static [&'static str],
+}
+
+const FUZZ_TARGETS: &[FuzzTarget] = &[
+    FuzzTarget {
+        name: "spec",
+        about: "the spec parser: any JSON, and each workload's spec with one knob set to anything",
+        args: &["-p", "hotlab-shared", "--test", "fuzz"],
+    },
+    FuzzTarget {
+        name: "prolog",
+        about: "the Prolog parser: random text and programs with a character changed",
+        args: &["-p", "hotlab-workloads", "--test", "prolog_fuzz"],
+    },
+    FuzzTarget {
+        name: "checkpoint",
+        about: "four workloads' checkpoints damaged in their weights header and spec.json",
+        args: &["-p", "hotlab-workloads", "--test", "checkpoint_fuzz"],
+    },
+    FuzzTarget {
+        name: "api-runs",
+        about: "POST /api/runs with mutated specs, and the run routes with random ids and queries",
+        args: &["-p", "hotlab", "--test", "api_fuzz", "mutated_requests_get_4xx_json_never_5xx"],
+    },
+    FuzzTarget {
+        name: "api-routes",
+        about: "every REST route, GET and POST, with mutated paths, queries and bodies",
+        args: &["-p", "hotlab", "--test", "api_fuzz", "every_route_answers_mutated_requests_with_json_never_5xx"],
+    },
+    FuzzTarget {
+        name: "websocket",
+        about: "WebSocket upgrades with random queries, random messages on an open stream",
+        args: &["-p", "hotlab", "--test", "api_fuzz", "random_websocket_queries_and_messages_are_harmless"],
+    },
+];
+
+/// `cargo xtask fuzz`: every target (or those named) at `--cases`, each timed.
+fn fuzz(args: &[String]) -> Result<()> {
+    let (mut cases, mut seed, mut names) = (100_000u32, None, Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--cases" => {
+                let v = value()?;
+                cases = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .with_context(|| format!("--cases: a whole number of cases from 1 up, got '{v}'"))?;
+            }
+            "--seed" => {
+                let v = value()?;
+                seed = Some(v.parse::<u64>().with_context(|| format!("--seed: a whole number, got '{v}'"))?);
+            }
+            "--target" => {
+                let v = value()?;
+                if !FUZZ_TARGETS.iter().any(|t| t.name == v.as_str()) {
+                    let all: Vec<&str> = FUZZ_TARGETS.iter().map(|t| t.name).collect();
+                    bail!("--target: unknown target '{v}'; allowed: {}", all.join(", "));
+                }
+                names.push(v.clone());
+            }
+            other => {
+                bail!("unknown option '{other}' for `cargo xtask fuzz`; allowed: --cases N, --seed S, --target NAME")
+            }
+        }
+    }
+    // A fresh seed per session unless one is given to replay.
+    let seed = seed.unwrap_or_else(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        now.as_nanos() as u64 ^ u64::from(std::process::id())
+    });
+    let targets: Vec<&FuzzTarget> =
+        FUZZ_TARGETS.iter().filter(|t| names.is_empty() || names.iter().any(|n| n == t.name)).collect();
+    let python = build()?;
+    step("building the fuzz targets");
+    for package in ["hotlab-shared", "hotlab-workloads", "hotlab"] {
+        run(torch_env(Command::new("cargo").args(["test", "--release", "--no-run", "-p", package]), &python))?;
+    }
+    let mut rows = Vec::new();
+    for t in &targets {
+        step(&format!("fuzz {}: {} ({cases} cases per loop, seed {seed})", t.name, t.about));
+        let started = Instant::now();
+        let ok = run(torch_env(
+            Command::new("cargo")
+                .args(["test", "--release"])
+                .args(t.args)
+                .args(["--", "--nocapture"])
+                .env("HOTLAB_FUZZ_CASES", cases.to_string())
+                .env("HOTLAB_FUZZ_SEED", seed.to_string())
+                .env("HOTLAB_PYTHON", &python),
+            &python,
+        ))
+        .is_ok();
+        rows.push((t.name, ok, started.elapsed().as_secs_f64()));
+    }
+    eprintln!("\n{:<12} {:>10} {:>8} {:>9}", "target", "cases", "result", "seconds");
+    for (name, ok, secs) in &rows {
+        eprintln!("{name:<12} {cases:>10} {:>8} {secs:>9.1}", if *ok { "ok" } else { "FAILED" });
+    }
+    eprintln!("\nseed {seed}: a failure replays with `cargo xtask fuzz --seed {seed} --cases {cases} --target NAME`");
+    let failed = rows.iter().filter(|r| !r.1).count();
+    if failed > 0 {
+        bail!("{failed} fuzz target(s) failed");
     }
     Ok(())
 }

@@ -110,17 +110,25 @@ fn check(fields: &Map<String, Value>, defaults: &Map<String, Value>, prefix: &st
             return Err(Refusal::unknown(key, &path, defaults.keys().map(String::as_str).collect()));
         };
         match (v, default) {
-            (Value::Object(inner), Value::Object(d)) => check(inner, d, &path)?,
-            _ => {
-                let mut alone = Map::new();
-                set_path(&mut alone, &path, v.clone());
-                if let Err(e) = RunSpec::deserialize(Value::Object(alone)) {
-                    return Err(Refusal::invalid(&path, format!("{path}: {e}")));
+            // An empty default is a settings struct without fields or a map of anything
+            // (gym's `kwargs`): what the map takes is accepted, a struct's keys are unknown.
+            (Value::Object(inner), Value::Object(d)) if d.is_empty() && !inner.is_empty() => {
+                if alone(&path, v).is_err() {
+                    check(inner, d, &path)?;
                 }
             }
+            (Value::Object(inner), Value::Object(d)) => check(inner, d, &path)?,
+            _ => alone(&path, v).map_err(|e| Refusal::invalid(&path, format!("{path}: {e}")))?,
         }
     }
     Ok(())
+}
+
+/// `v` deserialized at `path` of a spec that has nothing else.
+fn alone(path: &str, v: &Value) -> Result<(), serde_json::Error> {
+    let mut only = Map::new();
+    set_path(&mut only, path, v.clone());
+    RunSpec::deserialize(Value::Object(only)).map(|_| ())
 }
 
 #[cfg(test)]
@@ -173,6 +181,9 @@ mod tests {
         assert!(r.unknown && r.error.path == "workload.cartpole.kb", "{r:?}");
         let r = parse(json!({"workload": "proof", "exec": {"backend": "device"}})).unwrap_err();
         assert_eq!(r.error.field, "backend");
+        let ok = parse(json!({"workload": {"gym": {"id": "Acrobot-v1", "kwargs": {"max_episode_steps": 200}}}}));
+        let kwargs = ok.map(|s| serde_json::to_value(&s).unwrap()["workload"]["gym"]["kwargs"].clone());
+        assert_eq!(kwargs, Ok(json!({"max_episode_steps": 200})), "gym's kwargs are the env's, any key");
         let ok = parse(json!({"workload": "proof", "ppo": {"lr": 0.003}})).unwrap();
         assert_eq!((ok.env(), ok.ppo.lr), (EnvName::Proof, 0.003));
     }
