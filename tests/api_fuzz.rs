@@ -165,8 +165,8 @@ fn every_route_answers_mutated_requests_with_json_never_5xx() {
     let server = start(data.path(), &[]);
     let addr = server.addr.clone();
     replay_regressions(&addr, seed);
-    let run =
-        launch(&addr, json!({"envs": 2, "steps": 8, "total_steps": 32, "device": "cpu", "ppo": {"minibatches": 1}}));
+    let tiny = json!({"envs": 2, "steps": 8, "total_steps": 32, "device": "cpu", "ppo": {"minibatches": 1}});
+    let run = launch(&addr, tiny.clone());
     wait_for(&addr, run, &["finished"]);
     let mut rng = HostRng::new(seed);
     let gets = [
@@ -186,7 +186,7 @@ fn every_route_answers_mutated_requests_with_json_never_5xx() {
         "/api/{}",
     ];
     let values = ["1", "0", "-1", "99999999999999999999", "x", "%00", "1%2F2", "", "batch-size", "nan", "1e3"];
-    let run_id = run.to_string();
+    let mut run_id = run.to_string();
     for _ in 0..fuzz::cases(300) {
         let mut path = pick(&mut rng, &gets).to_string();
         while path.contains("{}") {
@@ -206,11 +206,13 @@ fn every_route_answers_mutated_requests_with_json_never_5xx() {
         ("/api/audits/{}/stop", json!({})),
         ("/api/runs", json!({"envs": 1, "steps": 8, "total_steps": 8, "device": "cpu", "ppo": {"minibatches": 1}})),
     ];
-    let ids = [run_id.as_str(), "0", "x", "batch-size", "worker-waits", "99999999999999999999", "%00"];
     let mut answers = std::collections::BTreeMap::<(&str, u16), usize>::new();
     for _ in 0..fuzz::cases(300) {
         let (route, base) = &posts[rng.below(posts.len() as u64) as usize];
-        let path = route.replace("{}", pick(&mut rng, &ids));
+        // The run's id half the time: an id for the lessons' and audits' routes, or nonsense.
+        let ids = ["0", "x", "batch-size", "worker-waits", "99999999999999999999", "%00"];
+        let id = if rng.below(2) == 0 { run_id.as_str() } else { pick(&mut rng, &ids) };
+        let path = route.replace("{}", id);
         // Bytes mutated (broken JSON, mostly), a value swapped for one of another kind or
         // range (well-formed and wrong), or the body as it is (accepted).
         let body = match rng.below(3) {
@@ -220,11 +222,18 @@ fn every_route_answers_mutated_requests_with_json_never_5xx() {
         };
         let (status, _) = send(&addr, seed, "POST", &path, &body);
         *answers.entry((*route, status)).or_insert(0) += 1;
+        if *route == "/api/prune" && status == 200 {
+            // The prune may have taken the run the other routes aim at (a body twisted to
+            // 0 days): a new one takes its place, so that valid audits keep being tried.
+            run_id = launch(&addr, tiny.clone()).to_string();
+        }
     }
-    // Each route was reached, and some bodies stayed valid (a mutation is not always fatal).
+    // Each route was reached, and some bodies stayed valid (a mutation is not always fatal):
+    // an audit of the run among them.
     for (route, _) in &posts {
         assert!(answers.keys().any(|(r, _)| r == route), "seed {seed}: {route} never tried: {answers:?}");
     }
+    assert!(answers.contains_key(&("/api/runs/{}/audit", 201)), "seed {seed}: no audit accepted: {answers:?}");
     assert!(answers.keys().any(|(_, s)| (200..300).contains(s)), "seed {seed}: none accepted: {answers:?}");
     eprintln!("seed {seed}: POST answers by route and status: {answers:?}");
     assert_eq!(get(&addr, "/api/system").0, 200, "seed {seed}: the server answers after it all");

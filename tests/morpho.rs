@@ -276,33 +276,29 @@ fn a_morpho_checkpoint_is_evaluated_against_every_baseline() {
     }
 }
 
-/// At a CI budget (about 1,300 decisions) the trained agent's greedy held-out score beats
-/// waiting at the host's standard tempo (8 minibatches) and random legal actions by at least
-/// 0.02, paired on the same 16 held-out episodes. What this proves is only that the agent
-/// learned something; an agent that merely trains its hosts longer passes it. Whether it
-/// grows is what the evaluation's paired difference to waiting at the best tempo says.
+/// The `grow` preset learns growth (issue 40), at a CI budget: seed 1 trained for 384
+/// decisions after the grower's 384 (a twelfth of the preset's), its greedy play on 8
+/// held-out tasks beats waiting at the best tempo, the strongest policy that does not grow,
+/// with the paired 95 % interval above 0, and grows a seed in at least half the episodes.
+/// An agent that only learned the tempo scores what waiting at its tempo scores and fails.
+/// (About 100 s to train and 100 s to evaluate on 2 cores; 3 training seeds of 3 at 1,152
+/// decisions learn growth on 16 validation tasks, docs/benchmarks.md.)
 #[test]
-fn the_trained_agent_beats_waiting_at_the_standard_tempo_and_random_play() {
+fn the_grow_preset_beats_waiting_at_the_best_tempo_by_growing() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(hotlab()
-        .args(["train", "--env", "morpho", "--task-images", "256", "--host-epochs", "6", "--envs", "8", "--steps", "6"])
-        .args(["--total-steps", "1344", "--minibatches", "2", "--backend", "threads", "--workers", "2"])
-        .args(["--device", "cpu", "--seed", "1", "--json", "--out"])
+        .args(["train", "--preset", "grow", "--total-steps", "384", "--device", "cpu", "--seed", "1", "--no-eval"])
+        .args(["--json", "--out"])
         .arg(dir.path()));
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = run(hotlab().args(["eval", "--episodes", "16", "--seed", "7", "--json", "--checkpoint"]).arg(dir.path()));
+    let out = run(hotlab().args(["eval", "--episodes", "8", "--seed", "7", "--json", "--checkpoint"]).arg(dir.path()));
     assert!(out.status.success(), "{}", stderr(&out));
     let e = last_json(&out);
-    eprintln!("{e}");
-    let mean = |name: &str| {
-        e["baselines"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap()["mean"].as_f64().unwrap()
-    };
-    let (agent, wait, random) =
-        (e["greedy"]["mean"].as_f64().unwrap(), mean("waiting at tempo 8"), mean("random legal"));
-    assert!(
-        agent >= wait + 0.02 && agent >= random + 0.02,
-        "agent {agent:.3}, waiting at tempo 8 {wait:.3}, random {random:.3}"
-    );
+    let greedy = &e["greedy"];
+    let best = &greedy["against"][0];
+    assert_eq!(best["baseline"], format!("the best waiting (tempo {})", e["best_wait_tempo"]), "{e}");
+    assert!(best["low"].as_f64().unwrap() > 0.0, "above the best waiting: {best}");
+    assert!(2 * greedy["grew"].as_u64().unwrap() >= 8, "grows in half the episodes: {greedy}");
 }
 
 /// `hotlab bench growth`: each training seed trained and played against every baseline on

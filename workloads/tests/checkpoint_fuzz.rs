@@ -6,12 +6,12 @@
 //! checkpoints (`cargo xtask fuzz --cases N` sets N); a failing case is kept in
 //! `checkpoint_fuzz.regressions` beside this file and tried first from then on.
 
-use hotlab_shared::fuzz;
+mod fuzzing;
+
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::RunSpec;
 use hotlab_train::checkpoint::{SPEC_FILE, WEIGHTS_FILE};
 use proptest::prelude::*;
-use proptest::test_runner::{FileFailurePersistence, RngSeed};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 
@@ -146,17 +146,8 @@ fn damaged(meta: &[u8], weights: &[u8], how: u8, edits: &[(usize, u8, u8)], rng:
     }
 }
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: fuzz::cases(300),
-        rng_seed: RngSeed::Fixed(fuzz::seed(1)),
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(fuzzing::config(300))]
 
     /// Loading a damaged checkpoint never panics: it loads with a layout of whole
     /// tensors, or fails with a message.

@@ -4,22 +4,13 @@
 //! N); a failing case is kept in `prolog_fuzz.regressions` beside this file and tried
 //! first from then on.
 
-use hotlab_shared::fuzz;
+mod fuzzing;
+
 use hotlab_workloads::proof::prolog::syntax::parse_program;
 use proptest::prelude::*;
-use proptest::test_runner::{FileFailurePersistence, RngSeed};
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: fuzz::cases(2_000),
-        rng_seed: RngSeed::Fixed(fuzz::seed(1)),
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
-        ..ProptestConfig::default()
-    }
-}
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(fuzzing::config(2_000))]
 
     #[test]
     fn any_text_is_a_program_or_an_error_at_a_position(text in "[a-zA-Z0-9_(),.:;| %\n'\"\\\\-]{0,200}") {
