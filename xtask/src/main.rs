@@ -10,6 +10,9 @@
 //!
 //! Each step checks before it installs, so a second run installs nothing.
 
+mod fuzz;
+mod lanes;
+
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -27,7 +30,8 @@ cargo xtask <command>
 Commands:
   lab [--host H] [--port P]   set up what is missing, build, and serve the lab (default 127.0.0.1:8080)
   build                       set up what is missing and build the worker and the web bundle
-  test                        build, install the test tools, run every suite, print a summary
+  test [SUITE]...             build, install the test tools, run every suite (or those named), print a
+                              summary. Suites: fmt, clippy, clippy-wasm32, wasm32, workspace, web, browser
   fuzz [--cases N] [--seed S] [--target NAME]...
                               build, then run each fuzz target with N cases per loop (default 100000)
                               from seed S (default: drawn and printed); a table of targets and seconds.
@@ -48,8 +52,8 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("lab") => lab(&args[1..]),
         Some("build") => build().map(|_| ()),
-        Some("test") => test(),
-        Some("fuzz") => fuzz(&args[1..]),
+        Some("test") => test(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("fmt") => fmt(false),
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
@@ -158,15 +162,21 @@ fn ensure_cuda_headers(python: &Path) -> Result<()> {
     run(Command::new(python).args(["-m", "pip", "install", "--disable-pip-version-check", "--no-deps", wheel]))
 }
 
-/// Environment under which cargo builds tch against that Python's torch.
-fn torch_env<'a>(cmd: &'a mut Command, python: &Path) -> &'a mut Command {
+/// Environment under which cargo builds tch against that Python's torch (and the tests
+/// find the venv's tools, `ray` among them, on PATH).
+fn torch_vars(python: &Path) -> Vec<(String, String)> {
     let bin = python.parent().expect("python has a directory");
     let path = std::env::var("PATH").unwrap_or_default();
-    cmd.env("PATH", format!("{}:{path}", bin.display())).env("LIBTORCH_USE_PYTORCH", "1");
-    if bin.parent().is_some_and(|v| v.join("pyvenv.cfg").exists()) {
-        cmd.env("VIRTUAL_ENV", bin.parent().unwrap());
+    let mut vars =
+        vec![("PATH".into(), format!("{}:{path}", bin.display())), ("LIBTORCH_USE_PYTORCH".into(), "1".into())];
+    if let Some(venv) = bin.parent().filter(|v| v.join("pyvenv.cfg").exists()) {
+        vars.push(("VIRTUAL_ENV".into(), venv.display().to_string()));
     }
-    cmd
+    vars
+}
+
+fn torch_env<'a>(cmd: &'a mut Command, python: &Path) -> &'a mut Command {
+    cmd.envs(torch_vars(python))
 }
 
 fn ensure_wasm_target() -> Result<()> {
@@ -334,7 +344,14 @@ fn fmt(check: bool) -> Result<()> {
     run(Command::new("rustfmt").args(["--edition", "2021"]).args(flag).args(registry_files()?))
 }
 
-fn test() -> Result<()> {
+/// The suites of `cargo xtask test`, in the order they run.
+const SUITES: &[&str] = &["fmt", "clippy", "clippy-wasm32", "wasm32", "workspace", "web", "browser"];
+
+fn test(args: &[String]) -> Result<()> {
+    if let Some(bad) = args.iter().find(|a| !SUITES.contains(&a.as_str())) {
+        bail!("unknown suite '{bad}' for `cargo xtask test`; allowed: {}", SUITES.join(", "));
+    }
+    let wanted = |key: &str| args.is_empty() || args.iter().any(|a| a == key);
     let started = Instant::now();
     let python = build()?;
     ensure_test_tools(&python)?;
@@ -342,6 +359,9 @@ fn test() -> Result<()> {
 
     let mut suites = Vec::new();
     let mut suite = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
+        if !wanted(name) {
+            return;
+        }
         step(&format!("suite: {name}"));
         let t = Instant::now();
         let ok = match f() {
@@ -360,7 +380,7 @@ fn test() -> Result<()> {
             &python,
         ))
     });
-    suite("clippy (wasm32)", &mut || {
+    suite("clippy-wasm32", &mut || {
         run(Command::new("cargo").args([
             "clippy",
             "--release",
@@ -373,14 +393,12 @@ fn test() -> Result<()> {
             "warnings",
         ]))
     });
-    suite("wasm32 build", &mut || build_web(&bindgen));
-    suite("workspace tests", &mut || {
-        run(torch_env(Command::new("cargo").args(["test", "--release"]), &python).env("HOTLAB_PYTHON", &python))
-    });
+    suite("wasm32", &mut || build_web(&bindgen));
+    suite("workspace", &mut || workspace_tests(&python));
     // The web app's pure parts (routes, folding events, charts' data, the playground's
     // bookkeeping) compile natively too; the default members above do not include it.
-    suite("web unit tests", &mut || run(Command::new("cargo").args(["test", "--release", "-p", "hotlab-web"])));
-    suite("browser tests", &mut || {
+    suite("web", &mut || run(Command::new("cargo").args(["test", "--release", "-p", "hotlab-web"])));
+    suite("browser", &mut || {
         build_worker(&python)?;
         run(Command::new("node")
             .args(["--test", "--test-concurrency=1", "e2e/"])
@@ -400,116 +418,27 @@ fn test() -> Result<()> {
     Ok(())
 }
 
-/// A fuzz target: its name, what it throws at what, and the `cargo test` arguments that
-/// run it. Each reads its budget and seed from `HOTLAB_FUZZ_CASES` and `HOTLAB_FUZZ_SEED`.
-struct FuzzTarget {
-    name: &'static str,
-    about: &'static str,
-    args: &'static [&'static str],
-}
-
-const FUZZ_TARGETS: &[FuzzTarget] = &[
-    FuzzTarget {
-        name: "spec",
-        about: "the spec parser: any JSON, and each workload's spec with one knob set to anything",
-        args: &["-p", "hotlab-shared", "--test", "fuzz"],
-    },
-    FuzzTarget {
-        name: "prolog",
-        about: "the Prolog parser: random text and programs with a character changed",
-        args: &["-p", "hotlab-workloads", "--test", "prolog_fuzz"],
-    },
-    FuzzTarget {
-        name: "checkpoint",
-        about: "four workloads' checkpoints damaged in their weights header and spec.json",
-        args: &["-p", "hotlab-workloads", "--test", "checkpoint_fuzz"],
-    },
-    FuzzTarget {
-        name: "api-runs",
-        about: "POST /api/runs with mutated specs, and the run routes with random ids and queries",
-        args: &["-p", "hotlab", "--test", "api_fuzz", "mutated_requests_get_4xx_json_never_5xx"],
-    },
-    FuzzTarget {
-        name: "api-routes",
-        about: "every REST route, GET and POST, with mutated paths, queries and bodies",
-        args: &["-p", "hotlab", "--test", "api_fuzz", "every_route_answers_mutated_requests_with_json_never_5xx"],
-    },
-    FuzzTarget {
-        name: "websocket",
-        about: "WebSocket upgrades with random queries, random messages on an open stream",
-        args: &["-p", "hotlab", "--test", "api_fuzz", "random_websocket_queries_and_messages_are_harmless"],
-    },
-];
-
-/// `cargo xtask fuzz`: every target (or those named) at `--cases`, each timed.
-fn fuzz(args: &[String]) -> Result<()> {
-    let (mut cases, mut seed, mut names) = (100_000u32, None, Vec::new());
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--cases" => {
-                let v = value()?;
-                cases = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .with_context(|| format!("--cases: a whole number of cases from 1 up, got '{v}'"))?;
-            }
-            "--seed" => {
-                let v = value()?;
-                seed = Some(v.parse::<u64>().with_context(|| format!("--seed: a whole number, got '{v}'"))?);
-            }
-            "--target" => {
-                let v = value()?;
-                if !FUZZ_TARGETS.iter().any(|t| t.name == v.as_str()) {
-                    let all: Vec<&str> = FUZZ_TARGETS.iter().map(|t| t.name).collect();
-                    bail!("--target: unknown target '{v}'; allowed: {}", all.join(", "));
-                }
-                names.push(v.clone());
-            }
-            other => {
-                bail!("unknown option '{other}' for `cargo xtask fuzz`; allowed: --cases N, --seed S, --target NAME")
-            }
-        }
+/// The workspace's test binaries, built once and run in lanes, one per core ([`lanes`]),
+/// under the environment `cargo test` gives them here (the venv's Python on PATH).
+fn workspace_tests(python: &Path) -> Result<()> {
+    let mut vars = torch_vars(python);
+    vars.push(("HOTLAB_PYTHON".into(), python.display().to_string()));
+    let out = Command::new("cargo")
+        .args(["test", "--release", "--no-run", "--message-format=json-render-diagnostics"])
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .current_dir(root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot start cargo test --no-run")?;
+    if !out.status.success() {
+        bail!("building the tests failed ({})", out.status);
     }
-    // A fresh seed per session unless one is given to replay.
-    let seed = seed.unwrap_or_else(|| {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        now.as_nanos() as u64 ^ u64::from(std::process::id())
-    });
-    let targets: Vec<&FuzzTarget> =
-        FUZZ_TARGETS.iter().filter(|t| names.is_empty() || names.iter().any(|n| n == t.name)).collect();
-    let python = build()?;
-    step("building the fuzz targets");
-    for package in ["hotlab-shared", "hotlab-workloads", "hotlab"] {
-        run(torch_env(Command::new("cargo").args(["test", "--release", "--no-run", "-p", package]), &python))?;
-    }
-    let mut rows = Vec::new();
-    for t in &targets {
-        step(&format!("fuzz {}: {} ({cases} cases per loop, seed {seed})", t.name, t.about));
-        let started = Instant::now();
-        let ok = run(torch_env(
-            Command::new("cargo")
-                .args(["test", "--release"])
-                .args(t.args)
-                .args(["--", "--nocapture"])
-                .env("HOTLAB_FUZZ_CASES", cases.to_string())
-                .env("HOTLAB_FUZZ_SEED", seed.to_string())
-                .env("HOTLAB_PYTHON", &python),
-            &python,
-        ))
-        .is_ok();
-        rows.push((t.name, ok, started.elapsed().as_secs_f64()));
-    }
-    eprintln!("\n{:<12} {:>10} {:>8} {:>9}", "target", "cases", "result", "seconds");
-    for (name, ok, secs) in &rows {
-        eprintln!("{name:<12} {cases:>10} {:>8} {secs:>9.1}", if *ok { "ok" } else { "FAILED" });
-    }
-    eprintln!("\nseed {seed}: a failure replays with `cargo xtask fuzz --seed {seed} --cases {cases} --target NAME`");
-    let failed = rows.iter().filter(|r| !r.1).count();
-    if failed > 0 {
-        bail!("{failed} fuzz target(s) failed");
+    let bins = lanes::parse_artifacts(&String::from_utf8_lossy(&out.stdout))?;
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let outcomes = lanes::run(bins, cores, &root().join("target/test-logs"), &vars)?;
+    eprintln!("\n    {} test binaries passed; the longest:", outcomes.len());
+    for o in outcomes.iter().take(8) {
+        eprintln!("    {:>8.1} s  {}", o.seconds, o.name);
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ use crate::morpho::rules::{Action, Op, Stage, ALPHA_TARGETS, OPS, TEMPOS};
 use hotlab_shared::rng::HostRng;
 use hotlab_train::distribution;
 use hotlab_train::models::mlp::policy::ActorCritic;
+use hotlab_train::params::Network;
 use hotlab_train::workload::TaskSet;
 use serde::Serialize;
 use tch::Tensor;
@@ -346,7 +347,9 @@ pub fn waiting(t: usize) -> String {
 }
 
 /// The agent `net`, greedy and sampled, and every baseline over `episodes` episodes of
-/// `pool` (the `tasks` set) from `seed`; `progress` hears each policy's name before it plays.
+/// `pool` (the `tasks` set) from `seed`; `progress` hears each policy's name as it starts.
+/// The policies play side by side, a thread per core, each host on one libtorch thread:
+/// the same episodes as one after another, in a fraction of the time.
 pub fn evaluate(
     pool: &Pool,
     net: &ActorCritic,
@@ -355,22 +358,40 @@ pub fn evaluate(
     seed: u64,
     progress: &mut dyn FnMut(&str),
 ) -> MorphoEval {
+    let _one = OneThreadEach::new();
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let mut baselines = Vec::new();
-    let mut waits = Vec::new();
-    for t in 0..TEMPOS.len() {
-        progress(&waiting(t));
-        let s = scores(pool, &mut Policy::AlwaysWait(t), episodes, seed);
-        baselines.push(Baseline { name: waiting(t), mean: mean(&s) });
-        waits.push(s);
-    }
+    // Each job makes its policy on its own thread (a policy may hold a network, whose
+    // tensors are not shared between threads).
+    let job = |name: String, policy: fn(usize, u64) -> Policy<'static>, arg: usize| -> Job<'_, Watched> {
+        (name, Box::new(move || Watched::play(pool, policy(arg, seed), episodes, seed)))
+    };
+    // Waiting at each tempo and random legal actions; the grower waits for the best tempo.
+    let mut first: Vec<_> = (0..TEMPOS.len()).map(|t| job(waiting(t), |t, _| Policy::AlwaysWait(t), t)).collect();
+    first.push(job("random legal".into(), |_, seed| Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), 0));
+    let mut first: Vec<Vec<f64>> = side_by_side(first, progress).iter().map(Watched::scores).collect();
+    let random = first.pop().unwrap_or_default();
+    let waits = first;
+    let mut baselines: Vec<Baseline> =
+        waits.iter().enumerate().map(|(t, s)| Baseline { name: waiting(t), mean: mean(s) }).collect();
     let best = (0..TEMPOS.len()).max_by(|&a, &b| mean(&waits[a]).total_cmp(&mean(&waits[b]))).unwrap_or(0);
-    progress("random legal");
-    let random = scores(pool, &mut Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), episodes, seed);
     baselines.push(Baseline { name: "random legal".into(), mean: mean(&random) });
     let grower_name = format!("the grower at tempo {}", TEMPOS[best]);
-    progress(&grower_name);
-    let grower = scores(pool, &mut Policy::Grower(best), episodes, seed);
+    // A tensor moves between threads but is not shared: each agent plays its own copy.
+    let own = || ActorCritic::from_flat(net.arch.clone(), net.flat().copy());
+    let (greedy_net, sampled_net) = (own(), own());
+    let second: Vec<Job<'_, Watched>> = vec![
+        job(grower_name.clone(), |t, _| Policy::Grower(t), best),
+        ("greedy agent".into(), Box::new(move || Watched::play(pool, Policy::Agent(&greedy_net), episodes, seed))),
+        (
+            "sampled agent".into(),
+            Box::new(move || {
+                Watched::play(pool, Policy::Sampled(&sampled_net, HostRng::new(seed ^ 0x5a3d)), episodes, seed)
+            }),
+        ),
+    ];
+    let [grower, greedy, sampled]: [Watched; 3] =
+        side_by_side(second, progress).try_into().unwrap_or_else(|_| unreachable!("three policies, three plays"));
+    let grower = grower.scores();
     baselines.push(Baseline { name: grower_name.clone(), mean: mean(&grower) });
     let compared = [
         (format!("the best waiting (tempo {})", TEMPOS[best]), &waits[best]),
@@ -378,27 +399,92 @@ pub fn evaluate(
         (grower_name, &grower),
     ];
     let mut intervals = HostRng::new(seed ^ 0xb007);
-    let mut agent_play = |name: &str, policy: &mut Policy<'_>| {
-        progress(name);
+    let mut agent_play = |w: Watched| {
+        let s = w.scores();
+        Play {
+            mean: mean(&s),
+            against: compared.iter().map(|(name, b)| paired(name, &s, b, &mut intervals)).collect(),
+            grew: w.episodes.iter().filter(|e| e.grew()).count(),
+            ops: OPS.iter().zip(w.ops).map(|(op, n)| (op.name().to_string(), n)).collect(),
+            tempos: TEMPOS.iter().copied().zip(w.tempos).collect(),
+            episodes: w.episodes,
+        }
+    };
+    let greedy = agent_play(greedy);
+    let sampled = agent_play(sampled);
+    MorphoEval { tasks: tasks.name().into(), episodes, greedy, sampled, baselines, best_wait_tempo: TEMPOS[best] }
+}
+
+/// One policy's episodes and what it chose: how often each op and each tempo.
+struct Watched {
+    episodes: Vec<Episode>,
+    ops: [u64; OPS.len()],
+    tempos: [u64; TEMPOS.len()],
+}
+
+impl Watched {
+    fn play(pool: &Pool, mut policy: Policy<'_>, episodes: usize, seed: u64) -> Self {
         let (mut ops, mut tempos) = ([0u64; OPS.len()], [0u64; TEMPOS.len()]);
-        let played = play(pool, policy, episodes, seed, &mut |a: &[i64]| {
+        let episodes = play(pool, &mut policy, episodes, seed, &mut |a: &[i64]| {
             let act = Action::from_heads(a);
             ops.get_mut(act.op).into_iter().for_each(|n| *n += 1);
             tempos.get_mut(act.tempo).into_iter().for_each(|n| *n += 1);
         });
-        let s: Vec<f64> = played.iter().map(|e| e.score).collect();
-        Play {
-            mean: mean(&s),
-            against: compared.iter().map(|(name, b)| paired(name, &s, b, &mut intervals)).collect(),
-            grew: played.iter().filter(|e| e.grew()).count(),
-            ops: OPS.iter().zip(ops).map(|(op, n)| (op.name().to_string(), n)).collect(),
-            tempos: TEMPOS.iter().copied().zip(tempos).collect(),
-            episodes: played,
+        Self { episodes, ops, tempos }
+    }
+
+    fn scores(&self) -> Vec<f64> {
+        self.episodes.iter().map(|e| e.score).collect()
+    }
+}
+
+/// A named piece of work for [`side_by_side`].
+type Job<'a, R> = (String, Box<dyn FnOnce() -> R + Send + 'a>);
+
+/// Runs named jobs on up to a thread per core, telling `progress` (on this thread) each
+/// name as its job starts; the results in the jobs' order.
+fn side_by_side<R: Send>(jobs: Vec<Job<'_, R>>, progress: &mut dyn FnMut(&str)) -> Vec<R> {
+    let n = jobs.len();
+    let threads = std::thread::available_parallelism().map_or(1, |c| c.get()).clamp(1, n.max(1));
+    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<std::collections::VecDeque<_>>());
+    let done = std::sync::Mutex::new(Vec::with_capacity(n));
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let (tx, queue, done) = (tx.clone(), &queue, &done);
+            s.spawn(move || loop {
+                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                let Some((i, (name, job))) = next else { break };
+                let _ = tx.send(name);
+                let r = job();
+                done.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
+            });
         }
-    };
-    let greedy = agent_play("greedy agent", &mut Policy::Agent(net));
-    let sampled = agent_play("sampled agent", &mut Policy::Sampled(net, HostRng::new(seed ^ 0x5a3d)));
-    MorphoEval { tasks: tasks.name().into(), episodes, greedy, sampled, baselines, best_wait_tempo: TEMPOS[best] }
+        drop(tx);
+        rx.iter().for_each(|name| progress(&name));
+    });
+    let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// One libtorch intra-op thread for every thread that starts while it lives (libtorch reads
+/// the count as each thread first computes), the caller's count restored after: hosts on
+/// threads side by side, each on a core, rounding as on one thread alone.
+struct OneThreadEach(i32);
+
+impl OneThreadEach {
+    fn new() -> Self {
+        let outer = tch::get_num_threads();
+        tch::set_num_threads(1);
+        Self(outer)
+    }
+}
+
+impl Drop for OneThreadEach {
+    fn drop(&mut self) {
+        tch::set_num_threads(self.0);
+    }
 }
 
 #[cfg(test)]
