@@ -347,11 +347,18 @@ fn fmt(check: bool) -> Result<()> {
 /// The suites of `cargo xtask test`, in the order they run.
 const SUITES: &[&str] = &["fmt", "clippy", "clippy-wasm32", "wasm32", "workspace", "web", "browser"];
 
-fn test(args: &[String]) -> Result<()> {
+/// The suites `cargo xtask test ARGS` runs: those named, or all; an unknown name is refused,
+/// naming the ones allowed.
+fn chosen_suites(args: &[String]) -> Result<Vec<&'static str>> {
     if let Some(bad) = args.iter().find(|a| !SUITES.contains(&a.as_str())) {
         bail!("unknown suite '{bad}' for `cargo xtask test`; allowed: {}", SUITES.join(", "));
     }
-    let wanted = |key: &str| args.is_empty() || args.iter().any(|a| a == key);
+    Ok(SUITES.iter().copied().filter(|s| args.is_empty() || args.iter().any(|a| a == s)).collect())
+}
+
+fn test(args: &[String]) -> Result<()> {
+    let chosen = chosen_suites(args)?;
+    let wanted = |key: &str| chosen.contains(&key);
     let started = Instant::now();
     let python = build()?;
     ensure_test_tools(&python)?;
@@ -441,4 +448,19 @@ fn workspace_tests(python: &Path) -> Result<()> {
         eprintln!("    {:>8.1} s  {}", o.seconds, o.name);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No name: every suite in order; names pick suites (in the run's order); a typo is refused.
+    #[test]
+    fn test_runs_the_suites_named_or_all_and_refuses_an_unknown_one() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(chosen_suites(&[]).unwrap(), SUITES);
+        assert_eq!(chosen_suites(&args(&["browser", "workspace"])).unwrap(), ["workspace", "browser"]);
+        let e = format!("{:#}", chosen_suites(&args(&["workspaces"])).unwrap_err());
+        assert!(e.contains("unknown suite 'workspaces'") && e.contains("allowed: fmt, clippy"), "{e}");
+    }
 }

@@ -231,8 +231,9 @@ impl Group {
 
 /// Runs `f` with one libtorch intra-op thread, then restores the caller's count: a host's
 /// kernels round alike whichever thread or process steps its env (a worker thread starts
-/// with every core, the trainer's thread with `--threads`).
-fn one_thread<T>(f: impl FnOnce() -> T) -> T {
+/// with every core, the trainer's thread with `--threads`). Threads `f` starts take one
+/// too: libtorch reads the count as each thread first computes.
+pub(crate) fn one_thread<T>(f: impl FnOnce() -> T) -> T {
     let outer = tch::get_num_threads();
     if outer != 1 {
         tch::set_num_threads(1);

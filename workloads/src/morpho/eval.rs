@@ -14,7 +14,7 @@
 //! credit at the end: whether the agent grows, and whether what it grew helps.
 
 use super::blueprint::Blueprint;
-use super::envs::{env_spec, Episodes, Pool};
+use super::envs::{env_spec, one_thread, Episodes, Pool};
 use super::host::SLOTS;
 use crate::morpho::rules::{Action, Op, Stage, ALPHA_TARGETS, OPS, TEMPOS};
 use hotlab_shared::rng::HostRng;
@@ -358,7 +358,17 @@ pub fn evaluate(
     seed: u64,
     progress: &mut dyn FnMut(&str),
 ) -> MorphoEval {
-    let _one = OneThreadEach::new();
+    one_thread(|| side_by_side_evaluation(pool, net, tasks, episodes, seed, progress))
+}
+
+fn side_by_side_evaluation(
+    pool: &Pool,
+    net: &ActorCritic,
+    tasks: TaskSet,
+    episodes: usize,
+    seed: u64,
+    progress: &mut dyn FnMut(&str),
+) -> MorphoEval {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     // Each job makes its policy on its own thread (a policy may hold a network, whose
     // tensors are not shared between threads).
@@ -466,25 +476,6 @@ fn side_by_side<R: Send>(jobs: Vec<Job<'_, R>>, progress: &mut dyn FnMut(&str)) 
     let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, r)| r).collect()
-}
-
-/// One libtorch intra-op thread for every thread that starts while it lives (libtorch reads
-/// the count as each thread first computes), the caller's count restored after: hosts on
-/// threads side by side, each on a core, rounding as on one thread alone.
-struct OneThreadEach(i32);
-
-impl OneThreadEach {
-    fn new() -> Self {
-        let outer = tch::get_num_threads();
-        tch::set_num_threads(1);
-        Self(outer)
-    }
-}
-
-impl Drop for OneThreadEach {
-    fn drop(&mut self) {
-        tch::set_num_threads(self.0);
-    }
 }
 
 #[cfg(test)]
