@@ -4,8 +4,9 @@
 //! - `build`: set up and build: libtorch (PyTorch 2.11.0 wheel in `.venv`), the wasm32
 //!   target, `wasm-bindgen-cli` at Cargo.lock's version, the web bundle into
 //!   `static/pkg/`, and `target/release/hotlab` (runs directly: rpath to libtorch).
-//! - `test`:  `build`, plus what the tests need (gymnasium, ray[default], Chromium, SWI-Prolog and Mesa's
-//!   software Vulkan from Debian, playwright-core from npm), then every suite and a summary table.
+//! - `test`:  the same set-up, plus what the tests need (gymnasium, ray[default], Chromium, SWI-Prolog
+//!   and Mesa's software Vulkan from Debian, playwright-core from npm), then every suite and a summary
+//!   table. The worker is built with the tests, in one build (see [`TEST_BUILD`]).
 //! - `fuzz`:  `build`, then every fuzz target at a budget of cases, with a seed, timed.
 //!
 //! Each step checks before it installs, so a second run installs nothing.
@@ -31,7 +32,8 @@ Commands:
   lab [--host H] [--port P]   set up what is missing, build, and serve the lab (default 127.0.0.1:8080)
   build                       set up what is missing and build the worker and the web bundle
   test [SUITE]...             build, install the test tools, run every suite (or those named), print a
-                              summary. Suites: fmt, clippy, clippy-wasm32, wasm32, workspace, web, browser
+                              summary. Suites: fmt, clippy, clippy-wasm32, wasm32, workspace (the web
+                              app's native unit tests too), browser
   fuzz [--cases N] [--seed S] [--target NAME]...
                               build, then run each fuzz target with N cases per loop (default 100000)
                               from seed S (default: drawn and printed); a table of targets and seconds.
@@ -238,14 +240,45 @@ fn build_worker(python: &Path) -> Result<()> {
 
 /// Everything `build` does; returns the Python with torch.
 fn build() -> Result<PathBuf> {
+    let (python, _) = setup()?;
+    build_worker(&python)?;
+    eprintln!("\nbuilt: target/release/hotlab and static/pkg/ (run `target/release/hotlab --help`)");
+    Ok(python)
+}
+
+/// libtorch, the wasm32 target, wasm-bindgen-cli and the web bundle: what every command needs
+/// before the worker. Returns the Python with torch and the `wasm-bindgen` executable.
+fn setup() -> Result<(PathBuf, PathBuf)> {
     let python = ensure_torch()?;
     ensure_cuda_headers(&python)?;
     ensure_wasm_target()?;
     let bindgen = ensure_wasm_bindgen()?;
     build_web(&bindgen)?;
-    build_worker(&python)?;
-    eprintln!("\nbuilt: target/release/hotlab and static/pkg/ (run `target/release/hotlab --help`)");
-    Ok(python)
+    Ok((python, bindgen))
+}
+
+/// `cargo test`'s build of the whole workspace, the web app's native unit tests and the worker
+/// (`target/release/hotlab`, which the tests run) included, in one build. Cargo unifies a
+/// crate's features over the packages it builds together: a separate `cargo build -p hotlab`
+/// and `cargo test -p hotlab-web` resolve other features for half, smallvec, serde, syn and
+/// others than this build does, so tch, axum, the workspace's own crates (and, for the web
+/// app, 231 crates) compiled twice or three times.
+const TEST_BUILD: &[&str] =
+    &["test", "--release", "--workspace", "--no-run", "--message-format=json-render-diagnostics"];
+
+/// Runs [`TEST_BUILD`] (nothing to do when it is up to date); returns the test binaries.
+fn build_tests(vars: &[(String, String)]) -> Result<Vec<lanes::Binary>> {
+    let out = Command::new("cargo")
+        .args(TEST_BUILD)
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .current_dir(root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot start cargo test --no-run")?;
+    if !out.status.success() {
+        bail!("building the tests failed ({})", out.status);
+    }
+    lanes::parse_artifacts(&String::from_utf8_lossy(&out.stdout))
 }
 
 fn lab(args: &[String]) -> Result<()> {
@@ -345,7 +378,7 @@ fn fmt(check: bool) -> Result<()> {
 }
 
 /// The suites of `cargo xtask test`, in the order they run.
-const SUITES: &[&str] = &["fmt", "clippy", "clippy-wasm32", "wasm32", "workspace", "web", "browser"];
+const SUITES: &[&str] = &["fmt", "clippy", "clippy-wasm32", "wasm32", "workspace", "browser"];
 
 /// The suites `cargo xtask test ARGS` runs: those named, or all; an unknown name is refused,
 /// naming the ones allowed.
@@ -360,9 +393,9 @@ fn test(args: &[String]) -> Result<()> {
     let chosen = chosen_suites(args)?;
     let wanted = |key: &str| chosen.contains(&key);
     let started = Instant::now();
-    let python = build()?;
+    // The worker is built with the tests (`TEST_BUILD`), not on its own.
+    let (python, bindgen) = setup()?;
     ensure_test_tools(&python)?;
-    let bindgen = ensure_wasm_bindgen()?;
 
     let mut suites = Vec::new();
     let mut suite = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
@@ -383,7 +416,9 @@ fn test(args: &[String]) -> Result<()> {
     suite("fmt", &mut || fmt(true));
     suite("clippy", &mut || {
         run(torch_env(
-            Command::new("cargo").args(["clippy", "--release", "--all-targets", "--", "-D", "warnings"]),
+            // The whole workspace, as the tests build it: its build scripts and proc macros
+            // (torch-sys's C++ among them) are then the test build's own.
+            Command::new("cargo").args(["clippy", "--release", "--workspace", "--all-targets", "--", "-D", "warnings"]),
             &python,
         ))
     });
@@ -401,12 +436,11 @@ fn test(args: &[String]) -> Result<()> {
         ]))
     });
     suite("wasm32", &mut || build_web(&bindgen));
-    suite("workspace", &mut || workspace_tests(&python));
     // The web app's pure parts (routes, folding events, charts' data, the playground's
-    // bookkeeping) compile natively too; the default members above do not include it.
-    suite("web", &mut || run(Command::new("cargo").args(["test", "--release", "-p", "hotlab-web"])));
+    // bookkeeping) compile natively too: their unit tests are among the workspace's.
+    suite("workspace", &mut || workspace_tests(&python));
     suite("browser", &mut || {
-        build_worker(&python)?;
+        build_tests(&test_vars(&python))?;
         run(Command::new("node")
             .args(["--test", "--test-concurrency=1", "e2e/"])
             .env("HOTLAB_BIN", root().join("target/release/hotlab")))
@@ -425,22 +459,18 @@ fn test(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The workspace's test binaries, built once and run in lanes, one per core ([`lanes`]),
-/// under the environment `cargo test` gives them here (the venv's Python on PATH).
-fn workspace_tests(python: &Path) -> Result<()> {
+/// The environment the tests run under, as `cargo test` gives it here: libtorch's variables,
+/// the venv's Python on PATH and as `HOTLAB_PYTHON`.
+fn test_vars(python: &Path) -> Vec<(String, String)> {
     let mut vars = torch_vars(python);
     vars.push(("HOTLAB_PYTHON".into(), python.display().to_string()));
-    let out = Command::new("cargo")
-        .args(["test", "--release", "--no-run", "--message-format=json-render-diagnostics"])
-        .envs(vars.iter().map(|(k, v)| (k, v)))
-        .current_dir(root())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("cannot start cargo test --no-run")?;
-    if !out.status.success() {
-        bail!("building the tests failed ({})", out.status);
-    }
-    let bins = lanes::parse_artifacts(&String::from_utf8_lossy(&out.stdout))?;
+    vars
+}
+
+/// The workspace's test binaries, built once and run in lanes, one per core ([`lanes`]).
+fn workspace_tests(python: &Path) -> Result<()> {
+    let vars = test_vars(python);
+    let bins = build_tests(&vars)?;
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let outcomes = lanes::run(bins, cores, &root().join("target/test-logs"), &vars)?;
     eprintln!("\n    {} test binaries passed; the longest:", outcomes.len());
