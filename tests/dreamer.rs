@@ -60,24 +60,30 @@ fn weights(dir: &Path) -> Vec<u8> {
     std::fs::read(dir.join("policy.safetensors")).unwrap()
 }
 
-/// The `dreamer` preset (seed 1, one libtorch thread: about 100 s on 2 cores, ~990 train
-/// steps) learns what a model of the frames must: its last iteration's frame, reward and
-/// continue losses are each below the best constant predictor's on the same batches (the
-/// batch's mean frame, its rewards' mean, its continuation's base rate). Measured on an AMD
-/// EPYC: 9.9 against 28.3, 0.0001 against 0.025, 0.085 against 0.209. A model that falls from
-/// its random start without learning the frames does not pass: at 64 train steps the frame
-/// loss has fallen 5× and is still 8× the mean frame's.
+/// The `dreamer` preset's world model, stopped after 6,144 of the preset's 8,192 env steps
+/// (24 iterations, about 740 train steps; seed 1, one libtorch thread), predicts what a model
+/// of the frames must: its last iteration's frame, reward and continue losses are each below
+/// the best constant predictor's on the same batches (the batch's mean frame, its rewards'
+/// mean, its continuation's base rate). Nothing in the preset depends on its total, so these
+/// are the full run's first 24 iterations. Measured on an Intel Xeon (model against constant,
+/// at iteration 24): seed 1, frame 18.7 against 27.7, continue 0.132 against 0.218, reward
+/// 0.00015 against 0.026; seed 3, 12.4 against 27.7, 0.099 against 0.191; seed 2 (stopped
+/// at iteration 22) 11.2 against 29.4, 0.102 against 0.195. The frame loss is the last to
+/// pass: at iteration 17 for seed 1, 14 for seeds 2 and 3. A model that falls from its
+/// random start without learning the frames does not pass: at 64 train steps the frame loss
+/// has fallen 5× and is still 8× the mean frame's.
 #[test]
-fn the_world_model_predicts_better_than_any_constant_at_its_preset() {
+fn the_world_model_predicts_better_than_any_constant_within_its_presets_first_6144_steps() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(hotlab()
-        .args(["train", "--preset", "dreamer", "--device", "cpu", "--threads", "1", "--seed", "1", "--out"])
+        .args(["train", "--preset", "dreamer", "--total-steps", "6144", "--device", "cpu", "--threads", "1"])
+        .args(["--seed", "1", "--out"])
         .arg(dir.path()));
     assert!(out.status.success(), "{}", stderr(&out));
     let world = world_losses(dir.path());
     let floor = terms(dir.path(), "floor", ["image", "reward", "cont"]);
-    assert_eq!((world.len(), floor.len()), (32, 32), "every iteration trains, the first after the prefill");
-    let (w, f) = (world[31], floor[31]);
+    assert_eq!((world.len(), floor.len()), (24, 24), "every iteration trains, the first after the prefill");
+    let (w, f) = (world[23], floor[23]);
     for (i, name) in ["frame", "reward", "continue"].into_iter().enumerate() {
         assert!(w[i] < f[i], "{name}: the model's {} against a constant's {}: {world:?} {floor:?}", w[i], f[i]);
     }

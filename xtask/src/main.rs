@@ -42,7 +42,8 @@ Commands:
   fmt                         cargo fmt, and the workload folders the registry's macros declare (cargo fmt
                               does not reach them)
 
-Set-up (each step is skipped when already done):
+Set-up (each step is skipped when already done; the Python side runs beside the wasm32 build, its
+output in target/setup-python.log):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
   wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium, ray[default], Debian's chromium and
   chromium-driver, swi-prolog-nox (the reference Prolog), mesa-vulkan-drivers and libvulkan1
@@ -57,6 +58,8 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("fmt") => fmt(false),
+        // What `setup` runs beside the wasm32 build; not for a person to call.
+        Some("python-setup") => python_setup(args.get(1).is_some_and(|a| a == "--test")).map(|_| ()),
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
             return if args.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS };
@@ -240,21 +243,60 @@ fn build_worker(python: &Path) -> Result<()> {
 
 /// Everything `build` does; returns the Python with torch.
 fn build() -> Result<PathBuf> {
-    let (python, _) = setup()?;
+    let (python, _) = setup(false)?;
     build_worker(&python)?;
     eprintln!("\nbuilt: target/release/hotlab and static/pkg/ (run `target/release/hotlab --help`)");
     Ok(python)
 }
 
 /// libtorch, the wasm32 target, wasm-bindgen-cli and the web bundle: what every command needs
-/// before the worker. Returns the Python with torch and the `wasm-bindgen` executable.
-fn setup() -> Result<(PathBuf, PathBuf)> {
+/// before the worker (with `for_tests`, the tests' Python packages too). Returns the Python
+/// with torch and the `wasm-bindgen` executable.
+///
+/// The Python side is mostly downloads (torch is about 4.6 GB; about 70 s on a fast link)
+/// and the web bundle's build is all CPU, so they go side by side: the Python side in a child
+/// `cargo xtask python-setup`, its output in a log so that the two do not interleave.
+fn setup(for_tests: bool) -> Result<(PathBuf, PathBuf)> {
+    let log = root().join("target/setup-python.log");
+    std::fs::create_dir_all(root().join("target"))?;
+    let tools = if for_tests { ", gymnasium, ray[default]" } else { "" };
+    step(&format!("Python side (torch, CUDA headers{tools}), beside the wasm32 build"));
+    eprintln!("    log: {}", log.display());
+    let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let mut python_side = Command::new(std::env::current_exe().context("xtask's own path")?)
+        .arg("python-setup")
+        .args(for_tests.then_some("--test"))
+        .current_dir(root())
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .spawn()
+        .context("cannot start the Python side of the set-up")?;
+    let web = (|| {
+        ensure_wasm_target()?;
+        let bindgen = ensure_wasm_bindgen()?;
+        build_web(&bindgen)?;
+        Ok::<_, anyhow::Error>(bindgen)
+    })();
+    let status = python_side.wait().context("waiting for the Python side of the set-up")?;
+    if !status.success() {
+        eprintln!("{}", std::fs::read_to_string(&log).unwrap_or_default());
+        bail!("the Python side of the set-up failed ({status}); its log is above and in {}", log.display());
+    }
+    let bindgen = web?;
+    // Done by now: these only check, and say what the Python side found.
+    let python = python_setup(for_tests)?;
+    Ok((python, bindgen))
+}
+
+/// torch and the CUDA headers (with `for_tests`, gymnasium and ray too); returns the Python.
+fn python_setup(for_tests: bool) -> Result<PathBuf> {
     let python = ensure_torch()?;
     ensure_cuda_headers(&python)?;
-    ensure_wasm_target()?;
-    let bindgen = ensure_wasm_bindgen()?;
-    build_web(&bindgen)?;
-    Ok((python, bindgen))
+    if for_tests {
+        ensure_python_test_tools(&python)?;
+    }
+    Ok(python)
 }
 
 /// `cargo test`'s build of the whole workspace, the web app's native unit tests and the worker
@@ -298,7 +340,8 @@ fn lab(args: &[String]) -> Result<()> {
     run(Command::new(root().join("target/release/hotlab")).args(&serve_args))
 }
 
-fn ensure_test_tools(python: &Path) -> Result<()> {
+/// The tests' Python packages: gymnasium (the reference CartPole) and a real Ray.
+fn ensure_python_test_tools(python: &Path) -> Result<()> {
     step("gymnasium (reference CartPole)");
     if succeeds(Command::new(python).args(["-c", "import gymnasium"])) {
         eprintln!("    already installed");
@@ -313,6 +356,11 @@ fn ensure_test_tools(python: &Path) -> Result<()> {
         run(Command::new(python).args(["-m", "pip", "install", "--disable-pip-version-check", "ray[default]"]))?;
     }
 
+    Ok(())
+}
+
+/// The tests' system packages (Debian's) and playwright-core (npm).
+fn ensure_system_test_tools() -> Result<()> {
     step(&format!("Debian packages: {}", APT_PACKAGES.join(", ")));
     let missing: Vec<&str> = APT_PACKAGES
         .iter()
@@ -394,8 +442,8 @@ fn test(args: &[String]) -> Result<()> {
     let wanted = |key: &str| chosen.contains(&key);
     let started = Instant::now();
     // The worker is built with the tests (`TEST_BUILD`), not on its own.
-    let (python, bindgen) = setup()?;
-    ensure_test_tools(&python)?;
+    let (python, bindgen) = setup(true)?;
+    ensure_system_test_tools()?;
 
     let mut suites = Vec::new();
     let mut suite = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| {
