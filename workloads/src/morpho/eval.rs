@@ -358,71 +358,62 @@ pub fn evaluate(
     seed: u64,
     progress: &mut dyn FnMut(&str),
 ) -> MorphoEval {
-    one_thread(|| side_by_side_evaluation(pool, net, tasks, episodes, seed, progress))
-}
-
-fn side_by_side_evaluation(
-    pool: &Pool,
-    net: &ActorCritic,
-    tasks: TaskSet,
-    episodes: usize,
-    seed: u64,
-    progress: &mut dyn FnMut(&str),
-) -> MorphoEval {
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    // Each job makes its policy on its own thread (a policy may hold a network, whose
-    // tensors are not shared between threads).
-    let job = |name: String, policy: fn(usize, u64) -> Policy<'static>, arg: usize| -> Job<'_, Watched> {
-        (name, Box::new(move || Watched::play(pool, policy(arg, seed), episodes, seed)))
-    };
-    // Waiting at each tempo and random legal actions; the grower waits for the best tempo.
-    let mut first: Vec<_> = (0..TEMPOS.len()).map(|t| job(waiting(t), |t, _| Policy::AlwaysWait(t), t)).collect();
-    first.push(job("random legal".into(), |_, seed| Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), 0));
-    let mut first: Vec<Vec<f64>> = side_by_side(first, progress).iter().map(Watched::scores).collect();
-    let random = first.pop().unwrap_or_default();
-    let waits = first;
-    let mut baselines: Vec<Baseline> =
-        waits.iter().enumerate().map(|(t, s)| Baseline { name: waiting(t), mean: mean(s) }).collect();
-    let best = (0..TEMPOS.len()).max_by(|&a, &b| mean(&waits[a]).total_cmp(&mean(&waits[b]))).unwrap_or(0);
-    baselines.push(Baseline { name: "random legal".into(), mean: mean(&random) });
-    let grower_name = format!("the grower at tempo {}", TEMPOS[best]);
-    // A tensor moves between threads but is not shared: each agent plays its own copy.
-    let own = || ActorCritic::from_flat(net.arch.clone(), net.flat().copy());
-    let (greedy_net, sampled_net) = (own(), own());
-    let second: Vec<Job<'_, Watched>> = vec![
-        job(grower_name.clone(), |t, _| Policy::Grower(t), best),
-        ("greedy agent".into(), Box::new(move || Watched::play(pool, Policy::Agent(&greedy_net), episodes, seed))),
-        (
-            "sampled agent".into(),
-            Box::new(move || {
-                Watched::play(pool, Policy::Sampled(&sampled_net, HostRng::new(seed ^ 0x5a3d)), episodes, seed)
-            }),
-        ),
-    ];
-    let [grower, greedy, sampled]: [Watched; 3] =
-        side_by_side(second, progress).try_into().unwrap_or_else(|_| unreachable!("three policies, three plays"));
-    let grower = grower.scores();
-    baselines.push(Baseline { name: grower_name.clone(), mean: mean(&grower) });
-    let compared = [
-        (format!("the best waiting (tempo {})", TEMPOS[best]), &waits[best]),
-        ("random legal".into(), &random),
-        (grower_name, &grower),
-    ];
-    let mut intervals = HostRng::new(seed ^ 0xb007);
-    let mut agent_play = |w: Watched| {
-        let s = w.scores();
-        Play {
-            mean: mean(&s),
-            against: compared.iter().map(|(name, b)| paired(name, &s, b, &mut intervals)).collect(),
-            grew: w.episodes.iter().filter(|e| e.grew()).count(),
-            ops: OPS.iter().zip(w.ops).map(|(op, n)| (op.name().to_string(), n)).collect(),
-            tempos: TEMPOS.iter().copied().zip(w.tempos).collect(),
-            episodes: w.episodes,
-        }
-    };
-    let greedy = agent_play(greedy);
-    let sampled = agent_play(sampled);
-    MorphoEval { tasks: tasks.name().into(), episodes, greedy, sampled, baselines, best_wait_tempo: TEMPOS[best] }
+    one_thread(|| {
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        // Each job makes its policy on its own thread (a policy may hold a network, whose
+        // tensors are not shared between threads).
+        let job = |name: String, policy: fn(usize, u64) -> Policy<'static>, arg: usize| -> Job<'_, Watched> {
+            (name, Box::new(move || Watched::play(pool, policy(arg, seed), episodes, seed)))
+        };
+        // Waiting at each tempo and random legal actions; the grower waits for the best tempo.
+        let mut first: Vec<_> = (0..TEMPOS.len()).map(|t| job(waiting(t), |t, _| Policy::AlwaysWait(t), t)).collect();
+        first.push(job("random legal".into(), |_, seed| Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), 0));
+        let mut first: Vec<Vec<f64>> = side_by_side(first, progress).iter().map(Watched::scores).collect();
+        let random = first.pop().unwrap_or_default();
+        let waits = first;
+        let mut baselines: Vec<Baseline> =
+            waits.iter().enumerate().map(|(t, s)| Baseline { name: waiting(t), mean: mean(s) }).collect();
+        let best = (0..TEMPOS.len()).max_by(|&a, &b| mean(&waits[a]).total_cmp(&mean(&waits[b]))).unwrap_or(0);
+        baselines.push(Baseline { name: "random legal".into(), mean: mean(&random) });
+        let grower_name = format!("the grower at tempo {}", TEMPOS[best]);
+        // A tensor moves between threads but is not shared: each agent plays its own copy.
+        let own = || ActorCritic::from_flat(net.arch.clone(), net.flat().copy());
+        let (greedy_net, sampled_net) = (own(), own());
+        let second: Vec<Job<'_, Watched>> = vec![
+            job(grower_name.clone(), |t, _| Policy::Grower(t), best),
+            ("greedy agent".into(), Box::new(move || Watched::play(pool, Policy::Agent(&greedy_net), episodes, seed))),
+            (
+                "sampled agent".into(),
+                Box::new(move || {
+                    Watched::play(pool, Policy::Sampled(&sampled_net, HostRng::new(seed ^ 0x5a3d)), episodes, seed)
+                }),
+            ),
+        ];
+        let [grower, greedy, sampled]: [Watched; 3] =
+            side_by_side(second, progress).try_into().unwrap_or_else(|_| unreachable!("three policies, three plays"));
+        let grower = grower.scores();
+        baselines.push(Baseline { name: grower_name.clone(), mean: mean(&grower) });
+        let compared = [
+            (format!("the best waiting (tempo {})", TEMPOS[best]), &waits[best]),
+            ("random legal".into(), &random),
+            (grower_name, &grower),
+        ];
+        let mut intervals = HostRng::new(seed ^ 0xb007);
+        let mut agent_play = |w: Watched| {
+            let s = w.scores();
+            Play {
+                mean: mean(&s),
+                against: compared.iter().map(|(name, b)| paired(name, &s, b, &mut intervals)).collect(),
+                grew: w.episodes.iter().filter(|e| e.grew()).count(),
+                ops: OPS.iter().zip(w.ops).map(|(op, n)| (op.name().to_string(), n)).collect(),
+                tempos: TEMPOS.iter().copied().zip(w.tempos).collect(),
+                episodes: w.episodes,
+            }
+        };
+        let greedy = agent_play(greedy);
+        let sampled = agent_play(sampled);
+        MorphoEval { tasks: tasks.name().into(), episodes, greedy, sampled, baselines, best_wait_tempo: TEMPOS[best] }
+    })
 }
 
 /// One policy's episodes and what it chose: how often each op and each tempo.
