@@ -160,7 +160,7 @@ test('the lesson cards show this machine\'s checks, and the operator starts them
   await card('per-item-sync').filter({ hasText: /shows here: host syncs per env step [0-9.]+ → [0-9.]+/ })
     .waitFor({ timeout: 120_000 });
   assert.match(await card('replay-copies').textContent(),
-    /needs a GPU; measured on an NVIDIA H100 80GB HBM3, 2026-11-27: replay=device no_effect ×0\.97 \(0\.55–1\.70; A\/A noise 0\.36–3\.27, 1 s runs × 2 repeats\); the bytes fall 37×/);
+    /needs a GPU; measured on an NVIDIA H100 80GB HBM3, 2026-11-28: replay=device no_effect ×1\.01 \(0\.78–1\.23; A\/A noise 0\.84–1\.23, 4 s runs × 3 repeats\); the bytes fall 33×/);
   assert.match(await card('worker-waits').textContent(), /not checked on this machine yet/);
   await page.getByTestId('lesson-checks').filter({ hasText: /2 of 19 lessons checked on / }).waitFor({ timeout: 20_000 });
   await page.getByTestId('check-lessons').click();

@@ -438,8 +438,9 @@ pub const LESSONS: &[Lesson] = &[
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
         on_gpu: Some(
-            "the signature did not show on an H100 at this lesson's shape: the 1024-wide backward took 578 µs in fp32 \
-            and 580 µs in bf16. The likely reason, not measured: at this batch the backward is bound by its \
+            "the signature did not show on an H100 at this lesson's shape: the 1024-wide backward took 512 µs in fp32 \
+            and 759 µs in bf16, and at 4-second runs × 3 the rate did not move (×1.03, 1.01–1.06, against an A/A \
+            noise of 0.92–1.17). The likely reason, not measured: at this batch the backward is bound by its \
             launches and casts, not by the products the tensor cores speed up",
         ),
     },
@@ -763,8 +764,9 @@ pub const LESSONS: &[Lesson] = &[
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
         on_gpu: Some(
-            "the bytes fall 37×; whether the rate follows is not settled on a GPU: 1-second runs measured no effect \
-            with an A/A noise of 0.36–3.27, too wide to tell",
+            "the bytes fall 33×, and on an H100 the rate does not follow: at 4-second runs × 3, no effect (×1.01, \
+            0.78–1.23, against an A/A noise of 0.84–1.23). The likely reason, not measured: 266 kB per env step \
+            is about 10 µs on a PCIe 5 link, small beside the train step that follows it",
         ),
     },
     Lesson {
@@ -973,8 +975,8 @@ mod tests {
         }
         let quick = GpuResult { verdicts: Vec::new(), ..gpu_result("replay-copies").expect("recorded") };
         let line = quick.line();
-        assert!(line.starts_with("measured on an NVIDIA H100 80GB HBM3, 2026-11-27: the signature shows"), "{line}");
-        assert!(line.contains("host→device bytes per env step 263681 → 7104"), "{line}");
+        assert!(line.starts_with("measured on an NVIDIA H100 80GB HBM3, 2026-11-28: the signature shows"), "{line}");
+        assert!(line.contains("host→device bytes per env step 265606 → 8051"), "{line}");
         let line = gpu_result("update-dispatch").expect("recorded with its verdict").line();
         assert!(
             line.contains(": update=graph confirmed ×1.90 (1.39–2.50; A/A noise 0.87–1.11, 4 s runs × 3 repeats)"),

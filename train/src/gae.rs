@@ -4,6 +4,11 @@
 //! step bootstraps from nothing; a truncated one from the value of its final observation
 //! (`final_values`), because the episode was cut, not finished; any other step from the
 //! next state's value. The advantage recursion never crosses an episode boundary.
+//!
+//! Three forms of one recursion: [`gae`] on host slices, [`gae_tensors`] as tensor ops
+//! on the rollout's device, and the CUDA kernel `gae` in `cuda/cartpole.cu`.
+
+use tch::Tensor;
 
 /// A rollout laid out `[T, N]`, time first.
 pub struct GaeInput<'a> {
@@ -49,9 +54,91 @@ pub fn gae(input: &GaeInput<'_>, gamma: f32, lambda: f32) -> (Vec<f32>, Vec<f32>
     (adv, returns)
 }
 
+/// The rollout's `[T, N]` f32 tensors [`gae_tensors`] reads, on any device.
+pub struct GaeTensors<'a> {
+    pub rewards: &'a Tensor,
+    pub values: &'a Tensor,
+    /// 1 where the step terminated, else 0.
+    pub terminated: &'a Tensor,
+    /// 1 where the step was truncated, else 0.
+    pub truncated: &'a Tensor,
+    /// `[T, N]`: the value of each step's final observation.
+    pub final_values: &'a Tensor,
+    /// `[N]`: the value of the observation after the last step.
+    pub next_values: &'a Tensor,
+}
+
+/// [`gae`] as tensor ops where the rollout lives (the `device` backend without the CUDA
+/// kernel: the CPU, ROCm), with no read to the host: one step of the recursion per time
+/// step, each op the host loop's in its order, so the results are the host's.
+pub fn gae_tensors(x: &GaeTensors<'_>, gamma: f32, lambda: f32) -> (Tensor, Tensor) {
+    let steps = x.rewards.size()[0];
+    let advantages = x.rewards.zeros_like();
+    let zero = x.next_values.zeros_like();
+    let mut next_adv = zero.shallow_clone();
+    for t in (0..steps).rev() {
+        let term = x.terminated.get(t).ne(0.0);
+        let trunc = x.truncated.get(t).ne(0.0);
+        let after = if t + 1 == steps { x.next_values.shallow_clone() } else { x.values.get(t + 1) };
+        let next_value = zero.where_self(&term, &x.final_values.get(t).where_self(&trunc, &after));
+        let delta = (x.rewards.get(t) + next_value * gamma as f64) - x.values.get(t);
+        // `gamma * lambda * next` on the host: the product of the two f32s first.
+        let carry = zero.where_self(&term.logical_or(&trunc), &(&next_adv * (gamma * lambda) as f64));
+        let adv = delta + carry;
+        advantages.get(t).copy_(&adv);
+        next_adv = adv;
+    }
+    let returns = &advantages + x.values;
+    (advantages, returns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hotlab_shared::rng::HostRng;
+
+    #[test]
+    fn the_tensor_form_equals_the_host_loop_over_seeds_and_shapes() {
+        for seed in 1..=12u64 {
+            let mut rng = HostRng::new(seed);
+            let (steps, envs) = (1 + rng.below(24) as usize, 1 + rng.below(40) as usize);
+            let len = steps * envs;
+            let mut draw = |scale: f32| -> Vec<f32> { (0..len).map(|_| (rng.next_f32() - 0.5) * scale).collect() };
+            let (rewards, values, final_values) = (draw(2.0), draw(10.0), draw(10.0));
+            let ends = draw(1.0);
+            let terminated: Vec<bool> = ends.iter().map(|&u| u > 0.4).collect();
+            let truncated: Vec<bool> = ends.iter().map(|&u| u < -0.45).collect();
+            let next_values: Vec<f32> = draw(10.0)[..envs].to_vec();
+            let (gamma, lambda) = (0.99f32 - seed as f32 * 0.01, 0.95f32);
+            let input = GaeInput {
+                envs,
+                rewards: &rewards,
+                values: &values,
+                terminated: &terminated,
+                truncated: &truncated,
+                final_values: &final_values,
+                next_values: &next_values,
+            };
+            let (adv, ret) = gae(&input, gamma, lambda);
+            let t = |v: &[f32]| Tensor::from_slice(v).view([steps as i64, envs as i64]);
+            let flag = |v: &[bool]| t(&v.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>());
+            let (a, r) = gae_tensors(
+                &GaeTensors {
+                    rewards: &t(&rewards),
+                    values: &t(&values),
+                    terminated: &flag(&terminated),
+                    truncated: &flag(&truncated),
+                    final_values: &t(&final_values),
+                    next_values: &Tensor::from_slice(&next_values),
+                },
+                gamma,
+                lambda,
+            );
+            let got = |x: Tensor| Vec::<f32>::try_from(x.view([-1])).unwrap();
+            assert_eq!(got(a), adv, "advantages, seed {seed}, {steps} steps × {envs} envs");
+            assert_eq!(got(r), ret, "returns, seed {seed}, {steps} steps × {envs} envs");
+        }
+    }
 
     #[test]
     fn matches_a_hand_computed_example_with_boundaries_and_truncation() {

@@ -377,7 +377,8 @@ mod tests {
     #[test]
     fn a_lesson_says_what_a_gpu_measured_or_that_nothing_is_recorded() {
         let recorded = lessons::find("per-item-sync").unwrap();
-        assert!(on_a_gpu(recorded).starts_with("measured on an NVIDIA H100 80GB HBM3, 2026-11-27: "));
+        assert!(on_a_gpu(recorded)
+            .starts_with("measured on an NVIDIA H100 80GB HBM3, 2026-11-28: action_sync=stacked confirmed ×1.40 "));
         let explained = lessons::find("env-on-device").unwrap();
         let line = on_a_gpu(explained);
         assert!(

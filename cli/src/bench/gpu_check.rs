@@ -164,6 +164,10 @@ fn cuda_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
     out.push(multistep_check(gpu));
     progress("graph rollout: replay, direct launches, libtorch's forward");
     out.extend(graph_checks(gpu));
+    progress("the rollout kernel's forward at widths that are not multiples of a warp");
+    out.push(odd_widths_check(gpu));
+    progress("GAE's kernel against the host's");
+    out.push(gae_check(gpu));
     progress("a PPO update on the GPU against the CPU");
     out.push(ppo_check());
     progress("the PPO update captured as a CUDA graph against the eager one");
@@ -357,6 +361,99 @@ fn graph_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
         json!({"max_abs_diff": worst, "mean_p_action_1": p, "share_action_1": freq, "samples": N * T}),
     ));
     out
+}
+
+/// The rollout kernel's forward, shared by a warp's lanes, at widths that leave lanes
+/// idle or give them two outputs (48, 37 and 64 wide, three hidden layers): its values
+/// and log-probs equal libtorch's forward on the stored observations.
+fn odd_widths_check(gpu: &Arc<Gpu>) -> Value {
+    const N: usize = 1000;
+    const T: usize = 8;
+    let arch = Architecture { obs_dim: 4, hidden: vec![48, 37, 64], logits: 2 };
+    let dev = Device::Cuda(0);
+    tch::manual_seed(2);
+    let net = ActorCritic::new(arch.clone(), dev);
+    let mut env = DeviceCartPole::new(N, 5, dev);
+    let rollout = DeviceRollout::new(&mut env, T, 4, 1);
+    let ran = GraphRollout::new(Arc::clone(gpu), &env, &arch, 5)
+        .and_then(|mut g| g.run(T, &net.flat, &env, &rollout.buffers(), false));
+    if let Err(e) = ran {
+        return check("rollout_kernel_odd_widths", false, "-", json!(e));
+    }
+    let b = rollout.buffers();
+    let (obs, actions) = (b.obs.view([-1, 4]), b.actions.view([-1, 1]));
+    let (values, lp) = tch::no_grad(|| {
+        let logits = net.logits(&obs);
+        let (lp, _) = hotlab_train::distribution::log_prob_and_entropy(&logits, None, &[2], &actions);
+        (net.value(&obs), lp)
+    });
+    let dv = max_abs_diff(&host_f32(&values), &host_f32(b.values));
+    let dl = max_abs_diff(&host_f32(&lp), &host_f32(b.log_probs));
+    check(
+        "rollout_kernel_odd_widths",
+        dv <= 1e-4 && dl <= 1e-4,
+        "|Δvalue| ≤ 1e-4, |Δlog-prob| ≤ 1e-4 against libtorch at widths 48, 37, 64",
+        json!({"max_value_diff": dv, "max_log_prob_diff": dl, "envs": N, "steps": T}),
+    )
+}
+
+/// GAE's CUDA kernel against the host loop on random rollouts with terminations and
+/// truncations (shapes that are not multiples of a block): equal to the bit.
+fn gae_check(gpu: &Arc<Gpu>) -> Value {
+    use hotlab_train::gae::{gae, GaeInput, GaeTensors};
+    use hotlab_workloads::cartpole::device::rollout::gae_kernel;
+    let f = match gpu.function("gae") {
+        Ok(f) => f,
+        Err(e) => return check("gae_kernel_matches_host", false, "-", json!(e)),
+    };
+    let mut rng = HostRng::new(7);
+    let mut worst = 0.0f64;
+    let mut equal = true;
+    for (steps, envs) in [(16usize, 4096usize), (1, 3), (37, 1000), (128, 300)] {
+        let len = steps * envs;
+        let mut draw = |scale: f32| -> Vec<f32> { (0..len).map(|_| (rng.next_f32() - 0.5) * scale).collect() };
+        let (rewards, values, final_values, ends) = (draw(2.0), draw(10.0), draw(10.0), draw(1.0));
+        let next_values = draw(10.0)[..envs].to_vec();
+        let terminated: Vec<bool> = ends.iter().map(|&u| u > 0.45).collect();
+        let truncated: Vec<bool> = ends.iter().map(|&u| u < -0.48).collect();
+        let (adv, ret) = gae(
+            &GaeInput {
+                envs,
+                rewards: &rewards,
+                values: &values,
+                terminated: &terminated,
+                truncated: &truncated,
+                final_values: &final_values,
+                next_values: &next_values,
+            },
+            0.99,
+            0.95,
+        );
+        let t = |v: &[f32]| Tensor::from_slice(v).view([steps as i64, envs as i64]).to_device(Device::Cuda(0));
+        let flag = |v: &[bool]| t(&v.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>());
+        let x = GaeTensors {
+            rewards: &t(&rewards),
+            values: &t(&values),
+            terminated: &flag(&terminated),
+            truncated: &flag(&truncated),
+            final_values: &t(&final_values),
+            next_values: &Tensor::from_slice(&next_values).to_device(Device::Cuda(0)),
+        };
+        match gae_kernel(gpu, &f, &x, 0.99, 0.95) {
+            Ok((a, r)) => {
+                let (a, r) = (host_f32(&a), host_f32(&r));
+                equal &= a == adv && r == ret;
+                worst = worst.max(max_abs_diff(&a, &adv)).max(max_abs_diff(&r, &ret));
+            }
+            Err(e) => return check("gae_kernel_matches_host", false, "-", json!(e)),
+        }
+    }
+    check(
+        "gae_kernel_matches_host",
+        equal,
+        "bit for bit, at 16×4096, 1×3, 37×1000 and 128×300",
+        json!({"max_abs_diff": worst}),
+    )
 }
 
 /// One PPO update (4 epochs × 4 minibatches, fp32) from the same parameters and batch on

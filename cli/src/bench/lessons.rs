@@ -49,9 +49,9 @@ pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
 }
 
 /// A check as a record: this machine's device (its GPU where it has one), today's date,
-/// the signature; with `verdicts`, the lesson run as `lesson run` does (under `params`'
-/// budget) and its verdicts.
-pub fn record(lesson: &'static Lesson, c: &Check, verdicts: bool, params: &Params) -> Result<GpuResult> {
+/// the signature; with `verdicts` (the verdict runs' parameters, their budget filled in),
+/// the lesson run as `lesson run` runs it, and its verdicts.
+pub fn record(lesson: &'static Lesson, c: &Check, verdicts: Option<&Params>) -> Result<GpuResult> {
     let info = hotlab_train::system::info();
     let device = info.devices.iter().find(|d| d.id.starts_with("cuda")).or(info.devices.first());
     let mut r = GpuResult {
@@ -63,7 +63,7 @@ pub fn record(lesson: &'static Lesson, c: &Check, verdicts: bool, params: &Param
         shows: c.shows,
         verdicts: Vec::new(),
     };
-    if verdicts {
+    if let Some(params) = verdicts {
         let plan = lesson.plan(params)?;
         let measured =
             super::audit::measure(&plan, &mut |what, i, n| eprintln!("{}: run {} of {n}: {what}", lesson.id, i + 1))?;
@@ -77,10 +77,7 @@ pub fn record(lesson: &'static Lesson, c: &Check, verdicts: bool, params: &Param
                 verdict: c.verdict,
                 ratio: c.ratio,
                 noise: outcome.audit.noise,
-                budget: Some(Budget {
-                    seconds: params.seconds.unwrap_or(lesson.budget.seconds),
-                    repeats: plan.repeats,
-                }),
+                budget: Some(Budget { seconds: plan.baseline.seconds, repeats: plan.repeats }),
             })
             .collect();
     }

@@ -23,9 +23,10 @@ pub enum LessonCommand {
 pub struct CheckArgs {
     /// The lessons to check [all].
     pub ids: Vec<String>,
-    /// Seconds of training per run.
-    #[arg(long, default_value_t = 0.5)]
-    pub seconds: f64,
+    /// Seconds of training per run [signature runs: 0.5; with --verdicts, the verdicts'
+    /// runs: each lesson's budget, on CUDA at least 4 s].
+    #[arg(long)]
+    pub seconds: Option<f64>,
     /// Print one JSON array (a check per lesson) as the last line.
     #[arg(long)]
     pub json: bool,
@@ -35,8 +36,9 @@ pub struct CheckArgs {
     /// already in FILE and not checked now keep their record.
     #[arg(long, value_name = "FILE")]
     pub record: Option<std::path::PathBuf>,
-    /// With --record: also run each lesson as `lesson run` does (its repeats, interleaved,
-    /// each run --seconds long) and record the audit's verdicts.
+    /// With --record: also run each lesson as `lesson run` does (interleaved, at its budget
+    /// on this device, or --seconds and --repeats where given) and record the audit's
+    /// verdicts.
     #[arg(long, requires = "record")]
     pub verdicts: bool,
     /// With --verdicts: pairs per fix, and baseline/baseline pairs for the noise [each
@@ -90,7 +92,10 @@ fn check(a: CheckArgs) -> Result<()> {
         true => lessons::LESSONS.iter().collect(),
         false => a.ids.iter().map(|id| find(id)).collect::<Result<_, _>>()?,
     };
-    let params = Params { seconds: Some(a.seconds), repeats: a.repeats, ..Params::default() };
+    // The signature's runs are short; the verdicts' get the lesson's budget on its device
+    // (as `lesson run` gives them) unless asked otherwise.
+    let params = Params { seconds: Some(a.seconds.unwrap_or(0.5)), repeats: a.repeats, ..Params::default() };
+    let asked = Params { seconds: a.seconds, repeats: a.repeats, ..Params::default() };
     if let Some(file) = &a.record {
         crate::bench::lessons::read_records(file)?;
     }
@@ -99,7 +104,8 @@ fn check(a: CheckArgs) -> Result<()> {
     for lesson in chosen {
         let c = crate::bench::lessons::check(lesson, &params)?;
         if a.record.is_some() && c.skipped.is_none() && c.error.is_none() {
-            recorded.push(crate::bench::lessons::record(lesson, &c, a.verdicts, &params)?);
+            let verdicts = a.verdicts.then(|| on_its_device(lesson, &asked));
+            recorded.push(crate::bench::lessons::record(lesson, &c, verdicts.as_ref())?);
         }
         if let (false, Some(why)) = (a.json, &c.skipped) {
             println!("{:<20} {:<13} {why}", c.lesson, "skipped");
@@ -172,8 +178,7 @@ fn run(a: RunArgs) -> Result<()> {
         settings.insert(k.trim().to_string(), v.trim().to_string());
     }
     let params = Params { settings, repeats: a.repeats, seconds: a.seconds };
-    let cuda = matches!(hotlab_train::exec::device::resolve(&lesson.device(&params)), Ok(tch::Device::Cuda(_)));
-    let plan = lesson.plan(&lesson.params_on(&params, cuda))?;
+    let plan = lesson.plan(&on_its_device(lesson, &params))?;
     if let Some(why) = crate::bench::lessons::unrunnable(lesson, &plan) {
         return Err(UsageError { flag: "ID", message: format!("{why}; run it on a GPU machine") }.into());
     }
@@ -188,6 +193,13 @@ fn run(a: RunArgs) -> Result<()> {
         false => print!("{}", text(lesson, &outcome)),
     }
     Ok(())
+}
+
+/// `params` with the lesson's budget on the device its runs resolve to (on CUDA at least
+/// [`lessons::GPU_FLOOR`]), where they leave it to the lesson.
+fn on_its_device(lesson: &Lesson, params: &Params) -> Params {
+    let cuda = matches!(hotlab_train::exec::device::resolve(&lesson.device(params)), Ok(tch::Device::Cuda(_)));
+    lesson.params_on(params, cuda)
 }
 
 fn text(lesson: &Lesson, o: &Outcome) -> String {

@@ -9,7 +9,8 @@
 // - cartpole_multistep: `steps` steps per launch with the state in registers and random
 //   actions, for pure stepping benchmarks;
 // - rollout_step: the whole rollout step of `--inference graph` (actor and critic forward,
-//   sampling, log-prob, env step, rollout storage) for one env per thread.
+//   sampling, log-prob, env step, rollout storage) for one env per warp;
+// - gae: generalized advantage estimation over a rollout on the device, one env per thread.
 
 typedef long long i64;
 typedef unsigned int u32;
@@ -171,46 +172,62 @@ extern "C" __global__ void cartpole_multistep(int n, int steps, float4* state, u
 }
 
 // One MLP of the flat parameter vector (weights [in, out] then bias [out] per layer, tanh
-// between layers) on one input; returns the output's width. `h` holds 2 * MAX_WIDTH floats.
-__device__ int mlp(const float* p, const int* widths, int depth, float* h) {
+// between layers) on one input, evaluated by the 32 lanes of a warp: lane j computes
+// outputs j, j + 32, ... of each layer, each with the same operations in the same order
+// as one thread would (bias first, then the inputs in order), so the result does not
+// depend on the split. `h` is the warp's 2 * MAX_WIDTH floats of shared memory, the input
+// in h[0..]; returns where the output starts.
+__device__ int mlp(const float* p, const int* widths, int depth, float* h, int lane) {
     int src = 0;
     for (int l = 0; l < depth; ++l) {
         int nin = widths[l], nout = widths[l + 1];
         int dst = MAX_WIDTH - src;
-        for (int j = 0; j < nout; ++j) {
+        for (int j = lane; j < nout; j += 32) {
             float z = p[nin * nout + j];
             for (int k = 0; k < nin; ++k) z += h[src + k] * p[k * nout + j];
             h[dst + j] = l + 1 < depth ? tanhf(z) : z;
         }
+        __syncwarp();
         p += nin * nout + nout;
         src = dst;
     }
     return src;
 }
 
-// Step t of a rollout for every env: the actor's logits and the critic's value from the
-// env state, an action sampled from the softmax with the env's action stream, its
-// log-prob, the env step with autoreset, and every rollout array written at [t, i].
-// widths = actor widths (depth + 1 of them) then critic widths; the critic's parameters
-// start at critic_offset in `flat`.
+// Step t of a rollout for every env, one warp per env (a thread per env left a GPU
+// nearly idle: 4096 envs are 128 warps, each waiting on its own weight loads one by one):
+// the actor's logits and the critic's value from the env state, an action sampled from
+// the softmax with the env's action stream, its log-prob, the env step with autoreset,
+// and every rollout array written at [t, i]. The lanes share the forward; lane 0 samples,
+// steps and stores. widths = actor widths (depth + 1 of them) then critic widths; the
+// critic's parameters start at critic_offset in `flat`. Launched with 32 threads per env
+// and 2 * MAX_WIDTH floats of dynamic shared memory per warp.
 extern "C" __global__ void rollout_step(
     int n, int t, const float* flat, const int* widths, int depth, int critic_offset,
     float* x, float* x_dot, float* theta, float* theta_dot, i64* elapsed, double* ret, i64* rng, i64* arng,
     float* obs, i64* actions, float* log_probs, float* values, float* rewards, float* terminated,
     float* truncated, float* final_obs, bool* done, double* episode_return) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float h[2 * MAX_WIDTH];
+    extern __shared__ float scratch[];
+    int lane = threadIdx.x & 31;
+    int i = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (i >= n) return;  // the whole warp: i is the same on every lane
+    float* h = scratch + (threadIdx.x >> 5) * 2 * MAX_WIDTH;
     float4 s = make_float4(x[i], x_dot[i], theta[i], theta_dot[i]);
     int at = t * n + i;
+
+    if (lane == 0) { h[0] = s.x; h[1] = s.y; h[2] = s.z; h[3] = s.w; }
+    __syncwarp();
+    int top = mlp(flat + critic_offset, widths + depth + 1, depth, h, lane);
+    float value = h[top];
+    __syncwarp();  // every lane has read the value before the actor overwrites h
+
+    if (lane == 0) { h[0] = s.x; h[1] = s.y; h[2] = s.z; h[3] = s.w; }
+    __syncwarp();
+    top = mlp(flat, widths, depth, h, lane);
+    if (lane != 0) return;
+
     write4(obs, at, s);
-
-    h[0] = s.x; h[1] = s.y; h[2] = s.z; h[3] = s.w;
-    int top = mlp(flat + critic_offset, widths + depth + 1, depth, h);
-    values[at] = h[top];
-
-    h[0] = s.x; h[1] = s.y; h[2] = s.z; h[3] = s.w;
-    top = mlp(flat, widths, depth, h);
+    values[at] = value;
     int choices = widths[depth];
     float mx = h[top];
     for (int k = 1; k < choices; ++k) mx = fmaxf(mx, h[top + k]);
@@ -237,4 +254,29 @@ extern "C" __global__ void rollout_step(
     truncated[at] = o.trunc ? 1.0f : 0.0f;
     done[at] = o.done;
     store_state(i, o.s, o.done, o.e, o.r, x, x_dot, theta, theta_dot, elapsed, ret, rng);
+}
+
+// Generalized advantage estimation over a rollout `[steps, n]`, one env per thread,
+// walking back in time: `hotlab_train::gae::gae` operation for operation (f32, no fused
+// multiply-add), so it matches the host's to the bit. A terminated step bootstraps from
+// nothing, a truncated one from its final observation's value, any other from the next
+// state's; the recursion never crosses an episode's end.
+extern "C" __global__ void gae(
+    int n, int steps, float gamma, float lambda,
+    const float* rewards, const float* values, const float* terminated, const float* truncated,
+    const float* final_values, const float* next_values, float* advantages, float* returns) {
+    int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    float next_adv = 0.0f;
+    for (int t = steps - 1; t >= 0; --t) {
+        int i = t * n + e;
+        bool term = terminated[i] != 0.0f, trunc = truncated[i] != 0.0f;
+        float next_value = term ? 0.0f : trunc ? final_values[i] : t + 1 == steps ? next_values[e] : values[i + n];
+        float delta = rewards[i] + gamma * next_value - values[i];
+        float carry = (term | trunc) ? 0.0f : gamma * lambda * next_adv;
+        float a = delta + carry;
+        advantages[i] = a;
+        returns[i] = a + values[i];
+        next_adv = a;
+    }
 }

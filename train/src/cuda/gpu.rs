@@ -65,10 +65,11 @@ pub fn memory(ordinal: usize) -> Option<(u64, u64)> {
     Some(((total - free) as u64, total as u64))
 }
 
-/// One launchable kernel argument: a 32-bit int or a device pointer.
+/// One launchable kernel argument: a 32-bit int or float, or a device pointer.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg {
     I32(i32),
+    F32(f32),
     Ptr(u64),
 }
 
@@ -88,9 +89,14 @@ pub struct Gpu {
     pub capability: (i32, i32),
     pub arch: &'static str,
     pub compile_seconds: f64,
+    /// The widest layer the kernels were compiled for (`MAX_WIDTH`).
+    pub max_width: usize,
 }
 
 pub const BLOCK: u32 = 256;
+
+/// Static shared memory a block may use without opting in (48 KiB on every CUDA GPU).
+const SHARED_BYTES: usize = 48 * 1024;
 
 impl Gpu {
     /// Opens GPU `ordinal` and compiles the kernels for it with layers up to `max_width`.
@@ -109,7 +115,14 @@ impl Gpu {
         let compiled = nvrtc::compile(arch, max_width)?;
         let module = ctx.load_module(compiled.ptx).map_err(err("loading the PTX"))?;
         let torch_stream = ctx.default_stream();
-        Ok(Self { ctx, torch_stream, module, name, capability, arch, compile_seconds: compiled.seconds })
+        let max_width = max_width.max(4);
+        if 2 * max_width * 4 > SHARED_BYTES {
+            return Err(format!(
+                "the rollout kernel holds two layers per env in shared memory: layers up to {} wide (got {max_width})",
+                SHARED_BYTES / 8
+            ));
+        }
+        Ok(Self { ctx, torch_stream, module, name, capability, arch, compile_seconds: compiled.seconds, max_width })
     }
 
     pub fn function(&self, name: &str) -> Result<CudaFunction, String> {
@@ -123,10 +136,34 @@ impl Gpu {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
+        self.launch_with(f, stream, cfg, args)
+    }
+
+    /// Launches `f` with a warp (32 threads) per env over `n` envs, each warp with
+    /// 2 × [`Gpu::max_width`] floats of shared memory (`rollout_step`'s two layers).
+    pub fn launch_warps(&self, f: &CudaFunction, stream: &CudaStream, n: usize, args: &[Arg]) -> Result<(), String> {
+        let per_warp = 2 * self.max_width * 4;
+        let warps = (BLOCK as usize / 32).min(SHARED_BYTES / per_warp).max(1);
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(warps) as u32, 1, 1),
+            block_dim: (32 * warps as u32, 1, 1),
+            shared_mem_bytes: (warps * per_warp) as u32,
+        };
+        self.launch_with(f, stream, cfg, args)
+    }
+
+    fn launch_with(
+        &self,
+        f: &CudaFunction,
+        stream: &CudaStream,
+        cfg: LaunchConfig,
+        args: &[Arg],
+    ) -> Result<(), String> {
         let mut b = stream.launch_builder(f);
         for a in args {
             match a {
                 Arg::I32(v) => b.arg(v),
+                Arg::F32(v) => b.arg(v),
                 Arg::Ptr(p) => b.arg(p),
             };
         }

@@ -7,17 +7,17 @@ use hotlab_shared::cartpole as cp;
 use std::time::Instant;
 
 /// The kernels of `cartpole.cu`, every one of which must come out of a compilation.
-pub const KERNELS: &[&str] = &["cartpole_step", "cartpole_multistep", "rollout_step"];
+pub const KERNELS: &[&str] = &["cartpole_step", "cartpole_multistep", "rollout_step", "gae"];
 
 /// Architectures `--compile-only` compiles for without a GPU: Turing (NVRTC 13's
 /// oldest), Ampere, Hopper.
 pub const CHECK_ARCHS: &[&str] = &["compute_75", "compute_80", "compute_90"];
 
-/// Widest layer the rollout kernel's forward holds in registers when none is given.
+/// Widest layer the rollout kernel's forward holds in shared memory when none is given.
 pub const DEFAULT_MAX_WIDTH: usize = 64;
 
 /// The full source: shared's constants as a prelude, then `cartpole.cu`. `max_width` is
-/// the widest layer of the policy (`rollout_step` keeps two layers in registers).
+/// the widest layer of the policy (`rollout_step` keeps two layers in shared memory).
 pub fn source(max_width: usize) -> String {
     let f = |name: &str, v: f64| format!("#define {name} {:?}f\n", v as f32);
     let mut s = String::from("// Written by hotlab from hotlab_shared::cartpole.\n");

@@ -1,6 +1,6 @@
 //! `--inference graph`: the rollout's T steps captured once as a CUDA graph of T launches
 //! of `rollout_step` (actor and critic forward, sampling, env step, storage: all of a
-//! step in one kernel), then replayed with one launch per rollout.
+//! step in one kernel, a warp per env), then replayed with one launch per rollout.
 //!
 //! Why our own NVRTC kernel on a cudarc stream rather than libtorch ops captured through a
 //! C++ shim (`at::cuda::CUDAGraph`): the graph holds no libtorch allocation, so there is
@@ -112,7 +112,7 @@ impl GraphRollout {
         self.stream.join(&torch).map_err(e("waiting for libtorch's stream"))?;
         if direct {
             for t in 0..steps {
-                self.gpu.launch(&self.f, &self.stream, env.envs, &self.args(t, env.envs, flat, env, b))?;
+                self.gpu.launch_warps(&self.f, &self.stream, env.envs, &self.args(t, env.envs, flat, env, b))?;
             }
         } else {
             let key = flat.data_ptr() as u64;
@@ -122,7 +122,7 @@ impl GraphRollout {
                     .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
                     .map_err(e("beginning the capture"))?;
                 let launched: Result<(), String> = (0..steps).try_for_each(|t| {
-                    self.gpu.launch(&self.f, &self.stream, env.envs, &self.args(t, env.envs, flat, env, b))
+                    self.gpu.launch_warps(&self.f, &self.stream, env.envs, &self.args(t, env.envs, flat, env, b))
                 });
                 let graph = self.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(e("ending the capture"))?;
                 launched?;

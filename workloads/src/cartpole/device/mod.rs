@@ -39,6 +39,9 @@ impl DeviceCollector {
     ) -> Result<Self> {
         let mut env = DeviceCartPole::new(spec.envs, spec.seed, device);
         let mut rollout = DeviceRollout::new(&mut env, spec.steps, arch.obs_dim, heads);
+        if let Some(gpu) = gpu {
+            rollout.use_gae_kernel(Arc::clone(gpu)).map_err(anyhow::Error::msg)?;
+        }
         match (spec.exec.inference, gpu) {
             (Inference::Eager, _) => {}
             (Inference::Fused, Some(gpu)) => {
@@ -72,7 +75,7 @@ impl Collect<MlpAgent> for DeviceCollector {
         let (gamma, lambda) = (spec.ppo.gamma as f32, spec.ppo.gae_lambda as f32);
         let first = cx.first_step;
         let (net, heads) = (&agent.net, cx.heads);
-        let got = self.rollout.collect(&mut self.env, net, heads, gamma, lambda, cx.mover, it.counters, it.prof, first);
+        let got = self.rollout.collect(&mut self.env, net, heads, gamma, lambda, it.counters, it.prof, first);
         got.episode_returns.iter().for_each(|&r| it.episodes.push(r));
         if it.frames.due() {
             let s = it.prof.start();

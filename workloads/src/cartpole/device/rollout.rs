@@ -1,18 +1,21 @@
 //! The rollout of the `device` backend: env state, observations, actions and the whole
-//! rollout buffer stay in tensors on the trainer's device. Nothing is copied per step;
-//! once per update the few `[T, N]` arrays GAE needs come to the host and the advantages
-//! go back (a handful of bulk copies, counted).
+//! rollout buffer stay in tensors on the trainer's device, and so does GAE (a CUDA kernel,
+//! or tensor ops without one). Nothing is copied per step; once per update the returns of
+//! the episodes that ended come to the host (one read, counted).
 
 use crate::cartpole::device::env::DeviceCartPole;
 use crate::cartpole::device::graph::{Buffers, GraphRollout};
+use cudarc::driver::CudaFunction;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
+use hotlab_train::cuda::gpu::{ptr, Arg, Gpu};
 use hotlab_train::distribution;
-use hotlab_train::exec::transfer::{read_into, Mover};
-use hotlab_train::gae::{gae, GaeInput};
+use hotlab_train::exec::transfer::read_into;
+use hotlab_train::gae::{gae_tensors, GaeTensors};
 use hotlab_train::models::mlp::policy::ActorCritic;
 use hotlab_train::profiler::Profiler;
 use hotlab_train::rollout::Batch;
+use std::sync::Arc;
 use tch::{Kind, Tensor};
 
 pub struct DeviceRollout {
@@ -32,6 +35,27 @@ pub struct DeviceRollout {
     current: Tensor,
     /// `--inference graph`: the steps below replayed as one captured CUDA graph.
     graph: Option<GraphRollout>,
+    /// On CUDA: GAE's kernel.
+    gae_kernel: Option<(Arc<Gpu>, CudaFunction)>,
+}
+
+/// [`gae_tensors`] as one launch of the CUDA kernel `gae` (`f`), a thread per env, on
+/// libtorch's stream; the tensors on `gpu`'s device. The host's results to the bit.
+pub fn gae_kernel(
+    gpu: &Gpu,
+    f: &CudaFunction,
+    x: &GaeTensors<'_>,
+    gamma: f32,
+    lambda: f32,
+) -> Result<(Tensor, Tensor), String> {
+    let (steps, envs) = (x.rewards.size()[0], x.rewards.size()[1]);
+    let c = |t: &Tensor| t.to_kind(Kind::Float).contiguous();
+    let inputs = [x.rewards, x.values, x.terminated, x.truncated, x.final_values, x.next_values].map(c);
+    let (advantages, returns) = (inputs[0].empty_like(), inputs[0].empty_like());
+    let mut args = vec![Arg::I32(envs as i32), Arg::I32(steps as i32), Arg::F32(gamma), Arg::F32(lambda)];
+    args.extend(inputs.iter().chain([&advantages, &returns]).map(ptr));
+    gpu.launch(f, &gpu.torch_stream, envs as usize, &args)?;
+    Ok((advantages, returns))
 }
 
 /// What a device rollout hands to the update.
@@ -61,6 +85,7 @@ impl DeviceRollout {
             episode_return: Tensor::zeros([t, n], (Kind::Double, dev)),
             current: env.reset(),
             graph: None,
+            gae_kernel: None,
         }
     }
 
@@ -83,6 +108,31 @@ impl DeviceRollout {
             done: &self.done,
             episode_return: &self.episode_return,
         }
+    }
+
+    /// GAE on the device: the CUDA kernel where there is one, else tensor ops; nothing
+    /// comes to the host.
+    fn advantages(&self, final_values: &Tensor, next_values: &Tensor, gamma: f32, lambda: f32) -> (Tensor, Tensor) {
+        let x = GaeTensors {
+            rewards: &self.rewards,
+            values: &self.values,
+            terminated: &self.terminated,
+            truncated: &self.truncated,
+            final_values,
+            next_values,
+        };
+        match &self.gae_kernel {
+            // A failed launch means a broken CUDA context: nothing sensible can continue.
+            Some((gpu, f)) => gae_kernel(gpu, f, &x, gamma, lambda).unwrap_or_else(|e| panic!("gae: {e}")),
+            None => gae_tensors(&x, gamma, lambda),
+        }
+    }
+
+    /// Computes GAE with the CUDA kernel from now on.
+    pub fn use_gae_kernel(&mut self, gpu: Arc<Gpu>) -> Result<(), String> {
+        let f = gpu.function("gae")?;
+        self.gae_kernel = Some((gpu, f));
+        Ok(())
     }
 
     /// One rollout as a graph replay: no host work per step, the env state stepped in place.
@@ -113,7 +163,6 @@ impl DeviceRollout {
         heads: &[usize],
         gamma: f32,
         lambda: f32,
-        mover: &Mover,
         c: &mut Counters,
         prof: &mut Profiler,
         first_step: u64,
@@ -153,50 +202,23 @@ impl DeviceRollout {
             let s = prof.start();
             c.env_steps += (self.steps * self.envs) as u64;
             let d = self.obs.size()[2];
-            let final_values = net.value(&self.final_obs.view([-1, d]));
-            let next_values = net.value(&self.current);
-
-            let len = (self.steps * self.envs) as usize;
-            let host = |t: &Tensor, c: &mut Counters| {
-                let mut v = vec![0f32; t.numel()];
-                read_into(&t.to_kind(Kind::Float), &mut v, c);
-                v
-            };
-            let rewards = host(&self.rewards, c);
-            let values = host(&self.values, c);
-            let terminated: Vec<bool> = host(&self.terminated, c).iter().map(|&v| v != 0.0).collect();
-            let truncated: Vec<bool> = host(&self.truncated, c).iter().map(|&v| v != 0.0).collect();
-            let final_values = host(&final_values, c);
-            let next_values = host(&next_values, c);
-            let mut done = vec![false; len];
-            read_into(&self.done, &mut done, c);
-            let mut returns_at = vec![0f64; len];
-            read_into(&self.episode_return, &mut returns_at, c);
-
-            let (advantages, returns) = gae(
-                &GaeInput {
-                    envs: self.envs as usize,
-                    rewards: &rewards,
-                    values: &values,
-                    terminated: &terminated,
-                    truncated: &truncated,
-                    final_values: &final_values,
-                    next_values: &next_values,
-                },
-                gamma,
-                lambda,
-            );
-            let b = len as i64;
+            let final_values = net.value(&self.final_obs.view([-1, d])).view([self.steps, self.envs]);
+            let next_values = net.value(&self.current).view([-1]);
+            let (advantages, returns) = self.advantages(&final_values, &next_values, gamma, lambda);
+            let b = self.steps * self.envs;
             let batch = Batch {
                 obs: self.obs.view([b, d]),
                 extra: Vec::new(),
                 actions: self.actions.view([b, -1]),
                 log_probs: self.log_probs.view([b]),
                 values: self.values.view([b]),
-                advantages: mover.upload_f32(&advantages, &[b], c),
-                returns: mover.upload_f32(&returns, &[b], c),
+                advantages: advantages.view([b]),
+                returns: returns.view([b]),
             };
-            let episode_returns = done.iter().zip(&returns_at).filter(|(d, _)| **d).map(|(_, r)| *r).collect();
+            // The returns of the episodes that ended, in one read (the rollout's one sync).
+            let ended = self.episode_return.masked_select(&self.done);
+            let mut episode_returns = vec![0f64; ended.numel()];
+            read_into(&ended, &mut episode_returns, c);
             prof.stop(Phase::GAE, s);
             Collected { batch, episode_returns }
         })
