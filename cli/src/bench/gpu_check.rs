@@ -513,14 +513,15 @@ fn ppo_check() -> Value {
     )
 }
 
-/// `--update graph`: 16 updates replayed from the captured graph (after its eager warm-up)
-/// give the same ops launched eagerly, on the same batches and shuffles, to 1e-5; and
-/// those ops give today's autograd update to 2e-5 after 3 updates, as on the CPU. Over 16
-/// updates the two kinds of arithmetic drift apart (a hand-written backward rounds
-/// differently, and a ratio at the clip's edge can fall on either side): reported, not
-/// bounded.
+/// `--update graph`: 16 updates replayed from the captured graph (after its eager warm-up),
+/// its shuffles drawn on the device inside it, give the same ops launched eagerly on the
+/// same batches and the shuffles the replays drew, to 1e-5; each drawn order is a
+/// permutation; and those ops give today's autograd update to 2e-5 after 3 updates, as on
+/// the CPU. Over 16 updates the two kinds of arithmetic drift apart (a hand-written
+/// backward rounds differently, and a ratio at the clip's edge can fall on either side):
+/// reported, not bounded.
 fn update_graph_check() -> Value {
-    use hotlab_workloads::cartpole::update_check::{max_abs_diff, train_updates, Path};
+    use hotlab_workloads::cartpole::update_check::{max_abs_diff, train_updates, Path, Shuffle};
     let spec = RunSpec {
         envs: 256,
         steps: 16,
@@ -528,18 +529,28 @@ fn update_graph_check() -> Value {
         ppo: spec::PpoSpec { minibatches: 2, lr: 2.5e-3, ..spec::PpoSpec::default() },
         ..RunSpec::default()
     };
-    let run = |updates, path| train_updates(&spec, Device::Cuda(0), 3, updates, path);
-    let ((replayed, replayed_stats), (eager, eager_stats)) = (run(16, Path::Replayed), run(16, Path::Static));
-    let d = max_abs_diff(&eager, &replayed);
-    let autograd_3 = max_abs_diff(&run(3, Path::Autograd).0, &run(3, Path::Static).0);
-    let autograd_16 = max_abs_diff(&run(16, Path::Autograd).0, &eager);
+    let run = |updates, path, shuffle: &Shuffle| train_updates(&spec, Device::Cuda(0), 3, updates, path, shuffle);
+    let replayed = run(16, Path::Replayed, &Shuffle::Device);
+    let given = Shuffle::given(&replayed.orders, 16);
+    let eager = run(16, Path::Static, &given);
+    let d = max_abs_diff(&eager.params, &replayed.params);
+    let rows = spec.batch_size() as i64;
+    let permutations = replayed.orders.len() == 16
+        && replayed.orders.iter().all(|o| {
+            o.sort(1, false).0.equal(&Tensor::arange(rows, (Kind::Int64, Device::Cpu)).expand(o.size(), false))
+        });
+    let fresh = replayed.orders.windows(2).all(|w| !w[0].equal(&w[1]));
+    let first3 = Shuffle::given(&replayed.orders, 3);
+    let autograd_3 = max_abs_diff(&run(3, Path::Autograd, &first3).params, &run(3, Path::Static, &first3).params);
+    let autograd_16 = max_abs_diff(&run(16, Path::Autograd, &given).params, &eager.params);
     let last = |s: &[Vec<f64>]| s.last().cloned().unwrap_or_default();
     check(
         "ppo_update_graph_matches_eager",
-        d <= 1e-5 && autograd_3 <= 2e-5 && !eager.is_empty(),
-        "|Δparameter| ≤ 1e-5 replayed against the same ops eagerly after 16 updates (14 of them replays); ≤ 2e-5 against the autograd update after 3",
-        json!({"max_abs_diff": d, "autograd_after_3": autograd_3, "autograd_after_16": autograd_16, "params": eager.len(),
-               "last_stats": {"eager": last(&eager_stats), "graph": last(&replayed_stats)}}),
+        d <= 1e-5 && autograd_3 <= 2e-5 && permutations && fresh && !eager.params.is_empty(),
+        "shuffles drawn in the graph: permutations, new each update; |Δparameter| ≤ 1e-5 replayed against the same ops eagerly on those shuffles after 16 updates (14 of them replays); ≤ 2e-5 against the autograd update after 3",
+        json!({"max_abs_diff": d, "autograd_after_3": autograd_3, "autograd_after_16": autograd_16, "params": eager.params.len(),
+               "permutations": permutations, "new_each_update": fresh,
+               "last_stats": {"eager": last(&eager.stats), "graph": last(&replayed.stats)}}),
     )
 }
 

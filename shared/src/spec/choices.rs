@@ -148,9 +148,9 @@ choice!(
         /// Op by op: each minibatch's forward, backward, clip and Adam dispatched from the host.
         #[default]
         Eager = "eager",
-        /// CUDA: the whole update (every epoch's gather, every minibatch's forward, backward,
-        /// clip and Adam, its step count and learning rate on the device) captured once as a
-        /// CUDA graph and replayed per iteration.
+        /// CUDA: the whole update (every epoch's shuffle drawn on the device and its gather,
+        /// every minibatch's forward, backward, clip and Adam, its step count and learning rate
+        /// on the device) captured once as a CUDA graph and replayed per iteration.
         Graph = "graph",
     }
 );

@@ -3,11 +3,13 @@
 //! order: each epoch's gather of the rollout, the per-minibatch advantage normalization,
 //! each minibatch's forward, hand-written backward, gradient clip and Adam step. What
 //! changes between iterations lives in tensors the graph reads: the rollout (copied into
-//! the static batch), the epochs' shuffles (drawn on the host from the run's stream, as
-//! the eager update draws them, and copied in with one transfer), the learning rate, and
-//! Adam's step count (on the device, [`FlatAdam::step_device`]). Nothing is read back
-//! inside it; the last minibatch's statistics are read once after it, as in the eager
-//! update.
+//! the static batch), the learning rate, and Adam's step count (on the device,
+//! [`FlatAdam::step_device`]). The epochs' shuffles are drawn inside it on the device
+//! ([`Shuffles::Device`]: uniform keys from libtorch's generator, sorted; a capture
+//! replays the generator's next draws), or drawn on the host from the run's stream, as the
+//! eager update draws them, and copied in ([`Shuffles::Host`]; or [`Shuffles::Given`]).
+//! Nothing is read back inside it; the last minibatch's statistics are read once after
+//! it, as in the eager update.
 //!
 //! On CUDA the first [`WARMUP`] updates run these ops eagerly (libtorch's allocator and
 //! cuBLAS settle, and Adam's step count exists before the capture, which would otherwise
@@ -30,6 +32,17 @@ use tch::{Device, Kind, Tensor};
 /// Eager updates before the capture.
 pub const WARMUP: u64 = 2;
 
+/// Where an update's epoch shuffles come from.
+pub enum Shuffles<'a> {
+    /// Drawn on the device inside the update (a graph replays new draws): no host work and
+    /// no upload per update. `--update graph` runs this.
+    Device,
+    /// Drawn on the host from the run's stream, as the eager update draws them, and copied in.
+    Host(&'a mut HostRng),
+    /// These `[epochs, rows]` orders (the tests' reference for [`Shuffles::Device`]).
+    Given(&'a Tensor),
+}
+
 /// The static buffers of `--update graph` and, once captured, its graph.
 pub struct CapturedUpdate {
     device: Device,
@@ -39,6 +52,8 @@ pub struct CapturedUpdate {
     batch: Option<Batch>,
     /// `[epochs, rows]` i64: each epoch's shuffle.
     orders: Option<Tensor>,
+    /// Whether the body draws the shuffles ([`Shuffles::Device`]), fixed by the first update.
+    draws: Option<bool>,
     /// `[1]` f32: this update's learning rate.
     lr: Tensor,
     /// `[5]` f32: the last minibatch's statistics ([`STATS`]).
@@ -50,6 +65,11 @@ pub struct CapturedUpdate {
 }
 
 impl CapturedUpdate {
+    /// The last update's epoch shuffles, `[epochs, rows]` on the device (None before one).
+    pub fn orders(&self) -> Option<&Tensor> {
+        self.orders.as_ref()
+    }
+
     pub fn new(device: Device, capture: bool) -> Self {
         let on = (Kind::Float, device);
         Self {
@@ -57,6 +77,7 @@ impl CapturedUpdate {
             capture,
             batch: None,
             orders: None,
+            draws: None,
             lr: Tensor::zeros([1], on),
             stats: Tensor::zeros([STATS.len() as i64], on),
             graph: None,
@@ -65,15 +86,15 @@ impl CapturedUpdate {
         }
     }
 
-    /// One update of `net` on `batch`: the eager update's result to rounding; None when the
-    /// run was asked to stop before it.
+    /// One update of `net` on `batch`: the eager update's result to rounding, given the same
+    /// shuffles; None when the run was asked to stop before it.
     pub fn update<P: PpoPolicy>(
         &mut self,
         net: &mut P,
         opt: &mut FlatAdam,
         batch: &Batch,
         ctx: UpdateCtx<'_>,
-        rng: &mut HostRng,
+        shuffles: Shuffles<'_>,
         prof: &mut Profiler,
     ) -> Result<Option<(Losses, Option<Tensor>)>> {
         if !net.capturable() {
@@ -87,24 +108,32 @@ impl CapturedUpdate {
         }
         let s = prof.start();
         let spec = ctx.spec;
-        // The shuffles the eager update would draw, in its order.
-        let mut order: Vec<i64> = (0..spec.batch_size() as i64).collect();
-        let mut orders = Vec::with_capacity(order.len() * spec.ppo.epochs);
-        for _ in 0..spec.ppo.epochs {
-            rng.shuffle(&mut order);
-            orders.extend_from_slice(&order);
+        let draws = matches!(shuffles, Shuffles::Device);
+        if *self.draws.get_or_insert(draws) != draws {
+            bail!("an update's shuffles changed between the device and the host after its first update");
         }
-        let orders = Tensor::from_slice(&orders).view([spec.ppo.epochs as i64, -1]).to_device(self.device);
-        match (&mut self.batch, &mut self.orders) {
-            (Some(b), Some(o)) => {
-                b.copy_from(batch);
-                o.copy_(&orders);
+        let shape = [spec.ppo.epochs as i64, spec.batch_size() as i64];
+        let orders = self.orders.get_or_insert_with(|| Tensor::zeros(shape, (Kind::Int64, self.device)));
+        match shuffles {
+            Shuffles::Device => {}
+            Shuffles::Host(rng) => {
+                // The shuffles the eager update would draw, in its order.
+                let mut order: Vec<i64> = (0..shape[1]).collect();
+                let mut drawn = Vec::with_capacity(order.len() * spec.ppo.epochs);
+                for _ in 0..spec.ppo.epochs {
+                    rng.shuffle(&mut order);
+                    drawn.extend_from_slice(&order);
+                }
+                orders.copy_(&Tensor::from_slice(&drawn).view(shape));
             }
-            _ => {
+            Shuffles::Given(given) => orders.copy_(given),
+        }
+        match &mut self.batch {
+            Some(b) => b.copy_from(batch),
+            None => {
                 let mut own = batch.empty_like();
                 own.copy_from(batch);
                 self.batch = Some(own);
-                self.orders = Some(orders);
             }
         }
         let _ = self.lr.fill_(ctx.lr);
@@ -146,6 +175,11 @@ impl CapturedUpdate {
     fn body<P: PpoPolicy>(&self, net: &mut P, opt: &mut FlatAdam, ctx: &UpdateCtx<'_>) {
         let spec = ctx.spec;
         let (batch, orders) = (self.batch.as_ref().expect("filled"), self.orders.as_ref().expect("filled"));
+        if self.draws == Some(true) {
+            // A uniform key per row, sorted: a uniformly random order per epoch.
+            let keys = Tensor::rand(orders.size(), (Kind::Float, self.device));
+            orders.shallow_clone().copy_(&keys.argsort(1, false));
+        }
         let mut pass = net.begin(batch, spec, &*ctx.precision);
         for epoch in 0..spec.ppo.epochs {
             pass.epoch_on_device(&orders.get(epoch as i64));

@@ -163,7 +163,7 @@ pub fn after_init(setup: &mut Setup<'_>, flat: &Tensor) -> (FlatAdam, Mover) {
         let steps = spec.ppo.epochs * spec.ppo.minibatches;
         let replays = spec.updates().saturating_sub(captured::WARMUP);
         setup.notes.push(format!(
-            "update graph: the whole update ({steps} minibatch steps of forward, backward, clip and Adam) captured after {} eager updates and replayed once per update ({replays} replays for a whole run), one launch from the host instead of each op's; its time is the update_graph phase",
+            "update graph: the whole update (its epochs' shuffles drawn on the device, then {steps} minibatch steps of forward, backward, clip and Adam) captured after {} eager updates and replayed once per update ({replays} replays for a whole run), one launch from the host instead of each op's; its time is the update_graph phase",
             captured::WARMUP
         ));
     }
@@ -247,7 +247,9 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
             stop: it.stop,
         };
         let update = match self.captured.as_mut() {
-            Some(graph) => graph.update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof)?,
+            Some(graph) => {
+                graph.update(&mut self.net, &mut self.opt, &batch, ctx, captured::Shuffles::Device, it.prof)?
+            }
             None => update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters),
         };
         let Some((losses, norms)) = update else { return Ok(None) };

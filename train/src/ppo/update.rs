@@ -47,12 +47,27 @@ pub fn update<P: PpoPolicy>(
     prof: &mut Profiler,
     c: &mut Counters,
 ) -> Option<(Losses, Option<Tensor>)> {
+    update_with(net, opt, batch, ctx, &mut |_, order| rng.shuffle(order), prof, c)
+}
+
+/// [`update`] with each epoch's shuffle from `shuffle(epoch, order)`, which reorders
+/// `order` in place (it holds the last epoch's order): the run's stream, or orders drawn
+/// elsewhere (the captured update's on the device, which the tests compare against).
+pub fn update_with<P: PpoPolicy>(
+    net: &mut P,
+    opt: &mut FlatAdam,
+    batch: &Batch,
+    ctx: UpdateCtx<'_>,
+    shuffle: &mut dyn FnMut(usize, &mut Vec<i64>),
+    prof: &mut Profiler,
+    c: &mut Counters,
+) -> Option<(Losses, Option<Tensor>)> {
     let spec = ctx.spec;
     let mut order: Vec<i64> = (0..spec.batch_size() as i64).collect();
     let (mut last_stats, mut norms) = (None, None);
     let mut pass = net.begin(batch, spec, ctx.precision);
     for epoch in 0..spec.ppo.epochs {
-        rng.shuffle(&mut order);
+        shuffle(epoch, &mut order);
         pass.epoch(&mut order);
         for m in 0..spec.ppo.minibatches {
             if asked_to_stop(ctx.stop) {

@@ -10,7 +10,7 @@ use hotlab_shared::spec::{self, RunSpec};
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
 use hotlab_train::models::mlp::MlpAgent;
-use hotlab_train::ppo::captured::CapturedUpdate;
+use hotlab_train::ppo::captured::{CapturedUpdate, Shuffles};
 use hotlab_train::ppo::update::{self, UpdateCtx};
 use hotlab_train::profiler::Profiler;
 use hotlab_train::rollout::Batch;
@@ -62,34 +62,79 @@ pub enum Path {
     Replayed,
 }
 
+/// Where [`train_updates`]' epoch shuffles come from.
+pub enum Shuffle {
+    /// The run's stream on the host, as the eager update draws it.
+    Host,
+    /// Drawn on the device inside the captured update (the captured paths only).
+    Device,
+    /// These orders, `[epochs, rows]` per update (another run's, read back).
+    Given(Vec<Tensor>),
+}
+
+impl Shuffle {
+    /// [`Shuffle::Given`] the first `updates` of `orders`.
+    pub fn given(orders: &[Tensor], updates: usize) -> Self {
+        Shuffle::Given(orders.iter().take(updates).map(Tensor::shallow_clone).collect())
+    }
+}
+
+/// What [`train_updates`] ends with.
+pub struct Trained {
+    /// The flat parameters after the updates.
+    pub params: Vec<f32>,
+    /// Each update's statistics.
+    pub stats: Vec<Vec<f64>>,
+    /// Each update's shuffles, `[epochs, rows]` on the CPU (the captured paths').
+    pub orders: Vec<Tensor>,
+}
+
 /// `updates` updates on `device` of a fresh network from `seed` on the same batches, by
-/// `path`: the flat parameters after them, and each update's statistics.
+/// `path`, with the shuffles from `shuffle`.
 pub fn train_updates(
     spec: &RunSpec,
     device: Device,
     seed: u64,
     updates: usize,
     path: Path,
-) -> (Vec<f32>, Vec<Vec<f64>>) {
+    shuffle: &Shuffle,
+) -> Trained {
     let mut agent = agent(seed, device);
     let mut opt = FlatAdam::new(&agent.net.flat, 1e-5);
     let mut graph = CapturedUpdate::new(device, path == Path::Replayed && device.is_cuda());
     let (mut data, mut shuffles) = (HostRng::new(seed + 100), HostRng::new(seed));
-    let mut stats = Vec::new();
+    let (mut stats, mut orders) = (Vec::new(), Vec::new());
     for u in 0..updates {
         let b = batch(spec.batch_size() as i64, device, &mut data);
         let mut precision = hotlab_train::precision::resolve(spec::Precision::Fp32, device).expect("fp32 anywhere");
         let lr = spec.ppo.lr * (1.0 - u as f64 / updates as f64);
         let ctx = UpdateCtx { spec, heads: &[2], lr, precision: &mut precision, telemetry: None, stop: None };
         let (mut prof, mut c) = (Profiler::new(None), Counters::default());
+        let given = match shuffle {
+            Shuffle::Given(all) => Some(all[u].to_device(device)),
+            _ => None,
+        };
         let out = if path != Path::Autograd {
-            graph.update(&mut agent, &mut opt, &b, ctx, &mut shuffles, &mut prof).expect("a capturable network")
+            let from = match (shuffle, &given) {
+                (Shuffle::Device, _) => Shuffles::Device,
+                (_, Some(g)) => Shuffles::Given(g),
+                _ => Shuffles::Host(&mut shuffles),
+            };
+            let out = graph.update(&mut agent, &mut opt, &b, ctx, from, &mut prof).expect("a capturable network");
+            orders.extend(graph.orders().map(|o| o.copy().to_device(Device::Cpu)));
+            out
+        } else if let Some(g) = &given {
+            let rows: Vec<Vec<i64>> =
+                (0..g.size()[0]).map(|e| Vec::try_from(g.get(e).to_device(Device::Cpu)).unwrap()).collect();
+            update::update_with(&mut agent, &mut opt, &b, ctx, &mut |e, o| o.clone_from(&rows[e]), &mut prof, &mut c)
         } else {
+            assert!(matches!(shuffle, Shuffle::Host), "the autograd update draws its shuffles on the host");
             update::update(&mut agent, &mut opt, &b, ctx, &mut shuffles, &mut prof, &mut c)
         };
         stats.push(out.expect("not stopped").0 .0.iter().map(|(_, v)| *v).collect());
     }
-    (Vec::<f32>::try_from(agent.net.flat.to_kind(Kind::Float)).unwrap_or_default(), stats)
+    let params = Vec::<f32>::try_from(agent.net.flat.to_kind(Kind::Float)).unwrap_or_default();
+    Trained { params, stats, orders }
 }
 
 /// The largest difference between two parameter vectors.
@@ -113,8 +158,10 @@ mod tests {
                 ..RunSpec::default()
             };
             for seed in 1..=3 {
-                let (eager, eager_stats) = train_updates(&spec, Device::Cpu, seed, 3, Path::Autograd);
-                let (captured, captured_stats) = train_updates(&spec, Device::Cpu, seed, 3, Path::Static);
+                let eager = train_updates(&spec, Device::Cpu, seed, 3, Path::Autograd, &Shuffle::Host);
+                let captured = train_updates(&spec, Device::Cpu, seed, 3, Path::Static, &Shuffle::Host);
+                let (eager, eager_stats, captured, captured_stats) =
+                    (eager.params, eager.stats, captured.params, captured.stats);
                 let start = Vec::<f32>::try_from(agent(seed, Device::Cpu).net.flat).unwrap();
                 let moved = max_abs_diff(&eager, &start);
                 let d = max_abs_diff(&eager, &captured);
@@ -127,6 +174,43 @@ mod tests {
                         "{shape}: statistics {eager_stats:?} vs {captured_stats:?}"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn shuffles_drawn_on_the_device_are_permutations_and_the_update_is_todays_given_them() {
+        for (envs, steps, minibatches, epochs) in [(8, 16, 4, 4), (32, 8, 2, 2), (64, 4, 1, 3)] {
+            let spec = RunSpec {
+                envs,
+                steps,
+                ppo: PpoSpec { minibatches, epochs, lr: 2.5e-3, ..PpoSpec::default() },
+                ..RunSpec::default()
+            };
+            for seed in 1..=3 {
+                let shape = format!("{envs}×{steps}, {minibatches} minibatches × {epochs} epochs, seed {seed}");
+                let drawn = train_updates(&spec, Device::Cpu, seed, 3, Path::Static, &Shuffle::Device);
+                assert_eq!(drawn.orders.len(), 3, "{shape}");
+                let rows = (envs * steps) as i64;
+                for o in &drawn.orders {
+                    assert_eq!(o.size(), [epochs as i64, rows], "{shape}");
+                    let sorted = o.sort(1, false).0;
+                    assert!(
+                        sorted.equal(
+                            &Tensor::arange(rows, (Kind::Int64, Device::Cpu)).expand([epochs as i64, rows], false)
+                        ),
+                        "{shape}: each epoch's order is a permutation"
+                    );
+                }
+                let epochs_differ = epochs > 1 && !drawn.orders[0].get(0).equal(&drawn.orders[0].get(1));
+                assert!(epochs == 1 || epochs_differ, "{shape}: each epoch draws its own order");
+                assert!(!drawn.orders[0].equal(&drawn.orders[1]), "{shape}: each update draws anew");
+                let given = Shuffle::given(&drawn.orders, 3);
+                let eager = train_updates(&spec, Device::Cpu, seed, 3, Path::Autograd, &given);
+                let d = max_abs_diff(&eager.params, &drawn.params);
+                assert!(d <= 2e-5, "{shape}: |Δparameter| {d} after 3 updates");
+                let again = train_updates(&spec, Device::Cpu, seed, 3, Path::Static, &given);
+                assert_eq!(again.params, drawn.params, "{shape}: the same shuffles, the same update");
             }
         }
     }
