@@ -92,6 +92,68 @@ pub fn gae_tensors(x: &GaeTensors<'_>, gamma: f32, lambda: f32) -> (Tensor, Tens
     (advantages, returns)
 }
 
+/// A made-up rollout `[steps, envs]` with terminations and truncations, drawn from `rng`:
+/// what the forms of GAE are checked on against each other (tests, `gpu-check`).
+pub struct RandomRollout {
+    pub steps: usize,
+    pub envs: usize,
+    pub rewards: Vec<f32>,
+    pub values: Vec<f32>,
+    pub terminated: Vec<bool>,
+    pub truncated: Vec<bool>,
+    pub final_values: Vec<f32>,
+    pub next_values: Vec<f32>,
+}
+
+impl RandomRollout {
+    pub fn draw(rng: &mut hotlab_shared::rng::HostRng, steps: usize, envs: usize) -> Self {
+        let len = steps * envs;
+        let mut draw = |n: usize, scale: f32| -> Vec<f32> { (0..n).map(|_| (rng.next_f32() - 0.5) * scale).collect() };
+        let (rewards, values, final_values, ends) = (draw(len, 2.0), draw(len, 10.0), draw(len, 10.0), draw(len, 1.0));
+        let next_values = draw(envs, 10.0);
+        let terminated = ends.iter().map(|&u| u > 0.4).collect();
+        let truncated = ends.iter().map(|&u| u < -0.45).collect();
+        Self { steps, envs, rewards, values, terminated, truncated, final_values, next_values }
+    }
+
+    /// The host form's input.
+    pub fn input(&self) -> GaeInput<'_> {
+        GaeInput {
+            envs: self.envs,
+            rewards: &self.rewards,
+            values: &self.values,
+            terminated: &self.terminated,
+            truncated: &self.truncated,
+            final_values: &self.final_values,
+            next_values: &self.next_values,
+        }
+    }
+
+    /// The tensors' form's input on `device`, owned: `[rewards, values, terminated,
+    /// truncated, final_values, next_values]` (see [`GaeTensors`]).
+    pub fn tensors(&self, device: tch::Device) -> [Tensor; 6] {
+        let shape = [self.steps as i64, self.envs as i64];
+        let t = |v: &[f32]| Tensor::from_slice(v).view(shape).to_device(device);
+        let flag = |v: &[bool]| t(&v.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>());
+        let next = Tensor::from_slice(&self.next_values).to_device(device);
+        [t(&self.rewards), t(&self.values), flag(&self.terminated), flag(&self.truncated), t(&self.final_values), next]
+    }
+}
+
+impl<'a> GaeTensors<'a> {
+    /// Borrows [`RandomRollout::tensors`]' six tensors.
+    pub fn of(t: &'a [Tensor; 6]) -> Self {
+        GaeTensors {
+            rewards: &t[0],
+            values: &t[1],
+            terminated: &t[2],
+            truncated: &t[3],
+            final_values: &t[4],
+            next_values: &t[5],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,41 +164,13 @@ mod tests {
         for seed in 1..=12u64 {
             let mut rng = HostRng::new(seed);
             let (steps, envs) = (1 + rng.below(24) as usize, 1 + rng.below(40) as usize);
-            let len = steps * envs;
-            let mut draw = |scale: f32| -> Vec<f32> { (0..len).map(|_| (rng.next_f32() - 0.5) * scale).collect() };
-            let (rewards, values, final_values) = (draw(2.0), draw(10.0), draw(10.0));
-            let ends = draw(1.0);
-            let terminated: Vec<bool> = ends.iter().map(|&u| u > 0.4).collect();
-            let truncated: Vec<bool> = ends.iter().map(|&u| u < -0.45).collect();
-            let next_values: Vec<f32> = draw(10.0)[..envs].to_vec();
+            let r = RandomRollout::draw(&mut rng, steps, envs);
             let (gamma, lambda) = (0.99f32 - seed as f32 * 0.01, 0.95f32);
-            let input = GaeInput {
-                envs,
-                rewards: &rewards,
-                values: &values,
-                terminated: &terminated,
-                truncated: &truncated,
-                final_values: &final_values,
-                next_values: &next_values,
-            };
-            let (adv, ret) = gae(&input, gamma, lambda);
-            let t = |v: &[f32]| Tensor::from_slice(v).view([steps as i64, envs as i64]);
-            let flag = |v: &[bool]| t(&v.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>());
-            let (a, r) = gae_tensors(
-                &GaeTensors {
-                    rewards: &t(&rewards),
-                    values: &t(&values),
-                    terminated: &flag(&terminated),
-                    truncated: &flag(&truncated),
-                    final_values: &t(&final_values),
-                    next_values: &Tensor::from_slice(&next_values),
-                },
-                gamma,
-                lambda,
-            );
+            let (adv, ret) = gae(&r.input(), gamma, lambda);
+            let (a, b) = gae_tensors(&GaeTensors::of(&r.tensors(tch::Device::Cpu)), gamma, lambda);
             let got = |x: Tensor| Vec::<f32>::try_from(x.view([-1])).unwrap();
             assert_eq!(got(a), adv, "advantages, seed {seed}, {steps} steps × {envs} envs");
-            assert_eq!(got(r), ret, "returns, seed {seed}, {steps} steps × {envs} envs");
+            assert_eq!(got(b), ret, "returns, seed {seed}, {steps} steps × {envs} envs");
         }
     }
 

@@ -400,7 +400,7 @@ fn odd_widths_check(gpu: &Arc<Gpu>) -> Value {
 /// GAE's CUDA kernel against the host loop on random rollouts with terminations and
 /// truncations (shapes that are not multiples of a block): equal to the bit.
 fn gae_check(gpu: &Arc<Gpu>) -> Value {
-    use hotlab_train::gae::{gae, GaeInput, GaeTensors};
+    use hotlab_train::gae::{gae, GaeTensors, RandomRollout};
     use hotlab_workloads::cartpole::device::rollout::gae_kernel;
     let f = match gpu.function("gae") {
         Ok(f) => f,
@@ -410,40 +410,13 @@ fn gae_check(gpu: &Arc<Gpu>) -> Value {
     let mut worst = 0.0f64;
     let mut equal = true;
     for (steps, envs) in [(16usize, 4096usize), (1, 3), (37, 1000), (128, 300)] {
-        let len = steps * envs;
-        let mut draw = |scale: f32| -> Vec<f32> { (0..len).map(|_| (rng.next_f32() - 0.5) * scale).collect() };
-        let (rewards, values, final_values, ends) = (draw(2.0), draw(10.0), draw(10.0), draw(1.0));
-        let next_values = draw(10.0)[..envs].to_vec();
-        let terminated: Vec<bool> = ends.iter().map(|&u| u > 0.45).collect();
-        let truncated: Vec<bool> = ends.iter().map(|&u| u < -0.48).collect();
-        let (adv, ret) = gae(
-            &GaeInput {
-                envs,
-                rewards: &rewards,
-                values: &values,
-                terminated: &terminated,
-                truncated: &truncated,
-                final_values: &final_values,
-                next_values: &next_values,
-            },
-            0.99,
-            0.95,
-        );
-        let t = |v: &[f32]| Tensor::from_slice(v).view([steps as i64, envs as i64]).to_device(Device::Cuda(0));
-        let flag = |v: &[bool]| t(&v.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>());
-        let x = GaeTensors {
-            rewards: &t(&rewards),
-            values: &t(&values),
-            terminated: &flag(&terminated),
-            truncated: &flag(&truncated),
-            final_values: &t(&final_values),
-            next_values: &Tensor::from_slice(&next_values).to_device(Device::Cuda(0)),
-        };
-        match gae_kernel(gpu, &f, &x, 0.99, 0.95) {
-            Ok((a, r)) => {
-                let (a, r) = (host_f32(&a), host_f32(&r));
-                equal &= a == adv && r == ret;
-                worst = worst.max(max_abs_diff(&a, &adv)).max(max_abs_diff(&r, &ret));
+        let r = RandomRollout::draw(&mut rng, steps, envs);
+        let (adv, ret) = gae(&r.input(), 0.99, 0.95);
+        match gae_kernel(gpu, &f, &GaeTensors::of(&r.tensors(Device::Cuda(0))), 0.99, 0.95) {
+            Ok((a, b)) => {
+                let (a, b) = (host_f32(&a), host_f32(&b));
+                equal &= a == adv && b == ret;
+                worst = worst.max(max_abs_diff(&a, &adv)).max(max_abs_diff(&b, &ret));
             }
             Err(e) => return check("gae_kernel_matches_host", false, "-", json!(e)),
         }

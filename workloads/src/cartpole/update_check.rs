@@ -147,16 +147,20 @@ mod tests {
     use super::*;
     use hotlab_shared::spec::PpoSpec;
 
+    fn spec(envs: usize, steps: usize, minibatches: usize, epochs: usize) -> RunSpec {
+        RunSpec {
+            envs,
+            steps,
+            ppo: PpoSpec { minibatches, epochs, lr: 2.5e-3, ..PpoSpec::default() },
+            ..RunSpec::default()
+        }
+    }
+
     #[test]
     fn the_captured_update_run_eagerly_is_todays_update_over_seeds_and_shapes() {
         // (envs, steps, minibatches, epochs)
         for (envs, steps, minibatches, epochs) in [(8, 16, 4, 4), (32, 8, 2, 2), (4, 128, 4, 4), (64, 4, 1, 3)] {
-            let spec = RunSpec {
-                envs,
-                steps,
-                ppo: PpoSpec { minibatches, epochs, lr: 2.5e-3, ..PpoSpec::default() },
-                ..RunSpec::default()
-            };
+            let spec = spec(envs, steps, minibatches, epochs);
             for seed in 1..=3 {
                 let eager = train_updates(&spec, Device::Cpu, seed, 3, Path::Autograd, &Shuffle::Host);
                 let captured = train_updates(&spec, Device::Cpu, seed, 3, Path::Static, &Shuffle::Host);
@@ -181,12 +185,7 @@ mod tests {
     #[test]
     fn shuffles_drawn_on_the_device_are_permutations_and_the_update_is_todays_given_them() {
         for (envs, steps, minibatches, epochs) in [(8, 16, 4, 4), (32, 8, 2, 2), (64, 4, 1, 3)] {
-            let spec = RunSpec {
-                envs,
-                steps,
-                ppo: PpoSpec { minibatches, epochs, lr: 2.5e-3, ..PpoSpec::default() },
-                ..RunSpec::default()
-            };
+            let spec = spec(envs, steps, minibatches, epochs);
             for seed in 1..=3 {
                 let shape = format!("{envs}×{steps}, {minibatches} minibatches × {epochs} epochs, seed {seed}");
                 let drawn = train_updates(&spec, Device::Cpu, seed, 3, Path::Static, &Shuffle::Device);
