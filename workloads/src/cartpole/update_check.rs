@@ -142,6 +142,36 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
+/// How far apart two parameter vectors trained from one start ended.
+#[derive(Clone, Copy, Debug)]
+pub struct Agreement {
+    /// The largest difference.
+    pub max: f32,
+    /// The share of the elements more than [`Agreement::ROUNDING`] apart.
+    pub off: f64,
+}
+
+impl Agreement {
+    /// What rounding alone moves an element by in a few updates.
+    pub const ROUNDING: f32 = 2e-5;
+    /// The share of elements rounding may push further: Adam divides each gradient by its
+    /// own running size, so an element whose gradient is near 0 turns a rounding difference
+    /// into a step of up to the learning rate, and which elements do so depends on the
+    /// CPU's vector width (1.9e-4 apart on one CI machine, under 2e-6 on another).
+    pub const OFF_SHARE: f64 = 0.01;
+
+    pub fn of(a: &[f32], b: &[f32]) -> Self {
+        let off = a.iter().zip(b).filter(|(x, y)| (*x - *y).abs() > Self::ROUNDING).count();
+        Agreement { max: max_abs_diff(a, b), off: off as f64 / a.len().max(1) as f64 }
+    }
+
+    /// The same training to rounding: nearly every element within [`Agreement::ROUNDING`],
+    /// and none further than one Adam step at `lr`.
+    pub fn same_training(&self, lr: f64) -> bool {
+        self.off <= Self::OFF_SHARE && f64::from(self.max) <= lr
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,10 +198,10 @@ mod tests {
                     (eager.params, eager.stats, captured.params, captured.stats);
                 let start = Vec::<f32>::try_from(agent(seed, Device::Cpu).net.flat).unwrap();
                 let moved = max_abs_diff(&eager, &start);
-                let d = max_abs_diff(&eager, &captured);
+                let d = Agreement::of(&eager, &captured);
                 let shape = format!("{envs}×{steps}, {minibatches} minibatches × {epochs} epochs, seed {seed}");
                 assert!(moved > 1e-3, "{shape}: the updates moved the parameters ({moved})");
-                assert!(d <= 2e-5, "{shape}: |Δparameter| {d} after 3 updates");
+                assert!(d.same_training(spec.ppo.lr), "{shape}: {d:?} after 3 updates");
                 for (a, b) in eager_stats.iter().flatten().zip(captured_stats.iter().flatten()) {
                     assert!(
                         (a - b).abs() <= 1e-4 * (1.0 + a.abs()),
@@ -206,8 +236,17 @@ mod tests {
                 assert!(!drawn.orders[0].equal(&drawn.orders[1]), "{shape}: each update draws anew");
                 let given = Shuffle::given(&drawn.orders, 3);
                 let eager = train_updates(&spec, Device::Cpu, seed, 3, Path::Autograd, &given);
-                let d = max_abs_diff(&eager.params, &drawn.params);
-                assert!(d <= 2e-5, "{shape}: |Δparameter| {d} after 3 updates");
+                let d = Agreement::of(&eager.params, &drawn.params);
+                assert!(d.same_training(spec.ppo.lr), "{shape}: {d:?} after 3 updates");
+                // The comparison tells orders apart: the next update's orders in place of each
+                // (with one minibatch the order cannot matter).
+                if minibatches == 1 {
+                    continue;
+                }
+                let shifted = Shuffle::Given((0..3).map(|u| drawn.orders[(u + 1) % 3].shallow_clone()).collect());
+                let other = train_updates(&spec, Device::Cpu, seed, 3, Path::Autograd, &shifted);
+                let apart = Agreement::of(&other.params, &drawn.params);
+                assert!(!apart.same_training(spec.ppo.lr), "{shape}: other orders, {apart:?}");
                 let again = train_updates(&spec, Device::Cpu, seed, 3, Path::Static, &given);
                 assert_eq!(again.params, drawn.params, "{shape}: the same shuffles, the same update");
             }
