@@ -146,7 +146,7 @@ test('the proof env shows its goal list, the successors and the choice', async (
   await context.close();
 });
 
-test('a Gymnasium env runs from the lab: its observation vectors and actions show; the form offers its id', async () => {
+test('a Gymnasium env runs from the lab: env 0 as it draws itself, its observation vectors and actions show; the form offers its id', async () => {
   const id = await lab.launch({ env: 'gym', gym_id: 'Acrobot-v1', envs: 4, steps: 32, total_steps: 50_000_000, device: 'cpu' });
   const { page, errors, context } = await open(`#/run/${id}`);
   const gym = page.getByTestId('rollout-gym');
@@ -155,6 +155,13 @@ test('a Gymnasium env runs from the lab: its observation vectors and actions sho
   // Acrobot observes six floats per env.
   const values = (await gym.getByTestId('gym-env').first().locator('code').textContent()).trim().split(/\s+/);
   assert.equal(values.length, 6, values.join(' '));
+  // Env 0's picture: a PNG the browser decodes, Acrobot's 500 × 500 shrunk to 167 × 167.
+  const picture = gym.getByTestId('gym-picture');
+  await picture.waitFor({ timeout: 60_000 });
+  await page.waitForFunction(() => document.querySelector('[data-testid="gym-picture"]')?.complete);
+  const size = await picture.evaluate((img) => [img.naturalWidth, img.naturalHeight]);
+  assert.deepEqual(size, [167, 167]);
+  assert.match(await gym.textContent(), /env 0 at batch step \d+, drawn in [\d.]+ ms/);
   await shot(page, 'run-gym');
   await page.getByTestId('stop-button').click();
   await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });

@@ -97,7 +97,12 @@ fn own_envs() {
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        for (name, text) in [("flaky_envs.py", FLAKY), ("echo_envs.py", ECHO), ("broken_envs.py", BROKEN)] {
+        for (name, text) in [
+            ("flaky_envs.py", FLAKY),
+            ("echo_envs.py", ECHO),
+            ("broken_envs.py", BROKEN),
+            ("unpainted_envs.py", UNPAINTED),
+        ] {
             std::fs::write(dir.path().join(name), text).unwrap();
         }
         std::env::set_var("PYTHONPATH", dir.path());
@@ -154,6 +159,19 @@ def twenty():
     return Echo(limit=20)
 "#;
 
+/// Says it draws itself in `rgb_array` mode, and raises when asked to.
+const UNPAINTED: &str = r#"
+from echo_envs import Echo
+
+class Unpainted(Echo):
+    metadata = {"render_modes": ["rgb_array"]}
+    def __init__(self, render_mode=None):
+        super().__init__()
+        self.render_mode = render_mode
+    def render(self):
+        raise RuntimeError("no canvas here")
+"#;
+
 /// Raises at its 300th step.
 const BROKEN: &str = r#"
 import gymnasium as gym
@@ -168,6 +186,82 @@ class Broken(gym.Wrapper):
             raise ValueError("the env's own bug")
         return self.env.step(action)
 "#;
+
+/// Env 0's picture in a frame is what Gymnasium draws of env 0 after the same steps, pixel
+/// for pixel (one in k each way; the PNG decoded by the reference). None is drawn before the
+/// trainer asks (a frame asks for the next); the next is drawn at the first step after it
+/// is asked for, and not within a second of the last. Over ids, seeds and both process
+/// modes. An env without pictures sends none; one whose `render()` raises sends why.
+#[test]
+fn env_zero_is_drawn_as_gymnasium_draws_it() {
+    use hotlab_shared::workloads::gym::{GymFrame, GymImage};
+    use hotlab_shared::workloads::EnvName;
+    use hotlab_train::workload::Workload;
+    use std::time::Instant;
+    let image = |env: &GymEnv, obs: &Observations| -> Option<GymImage> {
+        env.frame(0, obs, &[]).and_then(|f| f.read::<GymFrame>(EnvName::Gym)).and_then(|f| f.image)
+    };
+    for (id, envs, workers, seed) in [("CartPole-v1", 3, 1, 3u64), ("Acrobot-v1", 4, 2, 11), ("CartPole-v1", 2, 2, 40)]
+    {
+        let shape = format!("{id}, {envs} envs in {workers} processes, seed {seed}");
+        let env = open(id);
+        let mut b = batch(&env, envs, seed, workers, WaitMode::Block);
+        let (mut obs, mut out) = (Observations::zeros(env.spec(), envs), StepBatch::new(env.spec(), envs));
+        b.reset(&mut obs).unwrap();
+        let n = env.spec().heads[0].n as u64;
+        let mut rng = HostRng::new(seed);
+        let mut actions: Vec<Vec<i64>> = Vec::new();
+        let mut step = |b: &mut Box<dyn BatchEnv>| {
+            actions.push((0..envs).map(|_| (rng.next_u64() % n) as i64).collect());
+            b.step(actions.last().unwrap(), &mut out).unwrap();
+        };
+        step(&mut b);
+        step(&mut b);
+        assert_eq!(image(&env, &obs), None, "{shape}: nothing drawn before a frame asks");
+        let asked = Instant::now();
+        step(&mut b);
+        let first = image(&env, &obs).unwrap_or_else(|| panic!("{shape}: a picture at step 3"));
+        assert_eq!((first.at_step, &first.error), (3, &None), "{shape}: {first:?}");
+        assert!(first.width <= GymImage::MAX_SIDE && first.height <= GymImage::MAX_SIDE, "{shape}: {first:?}");
+        step(&mut b);
+        let again = image(&env, &obs).map(|i| i.at_step);
+        // Asked again at once, but drawn less than a second ago (where this machine
+        // stepped in time to tell): the same picture.
+        if asked.elapsed() < Duration::from_secs(1) {
+            assert_eq!(again, Some(3), "{shape}");
+        }
+        std::thread::sleep(Duration::from_millis(1100));
+        step(&mut b);
+        let second = image(&env, &obs).unwrap_or_else(|| panic!("{shape}: a picture at step 5"));
+        assert_eq!(second.at_step, 5, "{shape}");
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("case.json");
+        let env0: Vec<i64> = actions.iter().map(|a| a[0]).collect();
+        let case = json!({"id": id, "seed": seed, "actions": env0, "pictures": [first, second]});
+        std::fs::write(&input, case.to_string()).unwrap();
+        let out = run(std::process::Command::new(python()).arg(repo().join("tests/gym_render.py")).arg(&input));
+        assert!(out.status.success(), "{shape}: {}", stderr(&out));
+        let verdict: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+        assert_eq!(verdict["same"], json!([true, true]), "{shape}: {verdict}");
+    }
+    own_envs();
+    for (id, drawn) in [("echo_envs:Echo", false), ("unpainted_envs:Unpainted", true)] {
+        let env = GymEnv::open(id, Some(python()), json!({})).unwrap();
+        let mut b = batch(&env, 2, 0, 1, WaitMode::Block);
+        let (mut obs, mut out) = (Observations::zeros(env.spec(), 2), StepBatch::new(env.spec(), 2));
+        b.reset(&mut obs).unwrap();
+        b.step(&[1, 0, 1, 0], &mut out).unwrap();
+        assert_eq!(image(&env, &obs), None, "{id}: not asked yet");
+        b.step(&[1, 0, 1, 0], &mut out).unwrap();
+        let got = image(&env, &obs);
+        if drawn {
+            let error = got.and_then(|i| i.error).unwrap_or_default();
+            assert!(error.contains("RuntimeError: no canvas here"), "{id}: {error}");
+        } else {
+            assert_eq!(got, None, "{id}: no rgb_array mode, no picture");
+        }
+    }
+}
 
 /// Every refusal names its field and says what to do.
 #[test]

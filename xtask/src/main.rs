@@ -45,7 +45,7 @@ Commands:
 Set-up (each step is skipped when already done; the Python side runs beside the wasm32 build, its
 output in target/setup-python.log):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
-  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium, ray[default], Debian's chromium and
+  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium[classic-control], ray[default], Debian's chromium and
   chromium-driver, swi-prolog-nox (the reference Prolog), mesa-vulkan-drivers and libvulkan1
   (software Vulkan for the WGSL tests), and playwright-core in e2e/
 ";
@@ -259,7 +259,7 @@ fn build() -> Result<PathBuf> {
 fn setup(for_tests: bool) -> Result<(PathBuf, PathBuf)> {
     let log = root().join("target/setup-python.log");
     std::fs::create_dir_all(root().join("target"))?;
-    let tools = if for_tests { ", gymnasium, ray[default]" } else { "" };
+    let tools = if for_tests { ", gymnasium[classic-control], ray[default]" } else { "" };
     step(&format!("Python side (torch, CUDA headers{tools}), beside the wasm32 build"));
     eprintln!("    log: {}", log.display());
     let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -340,13 +340,15 @@ fn lab(args: &[String]) -> Result<()> {
     run(Command::new(root().join("target/release/hotlab")).args(&serve_args))
 }
 
-/// The tests' Python packages: gymnasium (the reference CartPole) and a real Ray.
+/// The tests' Python packages: gymnasium with its classic-control extra (the reference
+/// CartPole, and pygame, which draws the classic-control envs' pictures) and a real Ray.
 fn ensure_python_test_tools(python: &Path) -> Result<()> {
-    step("gymnasium (reference CartPole)");
-    if succeeds(Command::new(python).args(["-c", "import gymnasium"])) {
+    step("gymnasium[classic-control] (reference CartPole; pygame draws env pictures)");
+    if succeeds(Command::new(python).args(["-c", "import gymnasium, pygame"])) {
         eprintln!("    already installed");
     } else {
-        run(Command::new(python).args(["-m", "pip", "install", "--disable-pip-version-check", "gymnasium"]))?;
+        let pip = ["-m", "pip", "install", "--disable-pip-version-check", "gymnasium[classic-control]"];
+        run(Command::new(python).args(pip))?;
     }
 
     step("ray[default] (a real Ray head for the lab's Ray tests)");

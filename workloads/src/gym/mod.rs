@@ -9,6 +9,7 @@
 //! backend). Both are the `subprocess` backend's [`Subprocess`] with Python workers, so
 //! the waits (`spin|block`), the worker timeout and the counters are the native ones.
 
+pub mod pictures;
 pub mod python;
 
 use anyhow::Result;
@@ -25,6 +26,7 @@ use hotlab_train::exec::EnvMaker;
 use hotlab_train::models::mlp::learner::ppo_learner;
 use hotlab_train::models::mlp::TrainedMlp;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
+use pictures::Pictures;
 use python::Probe;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,6 +49,7 @@ pub struct GymEnv {
     pub kwargs: serde_json::Value,
     pub probe: Probe,
     spec: EnvSpec,
+    pictures: Pictures,
 }
 
 impl GymEnv {
@@ -70,7 +73,7 @@ impl GymEnv {
             heads: probe.heads.iter().enumerate().map(|(i, &n)| HeadSpec { name: format!("action{i}"), n }).collect(),
             masked: false,
         };
-        Ok(Self { id: id.to_string(), python, kwargs, probe, spec })
+        Ok(Self { id: id.to_string(), python, kwargs, probe, spec, pictures: Pictures::default() })
     }
 
     pub fn spec(&self) -> &EnvSpec {
@@ -83,9 +86,13 @@ impl GymEnv {
         // Worker envs are seeded `base + g` (`g` within this batch); a slice of a larger
         // batch starts its streams at its first global index.
         let base = seed + first as u64;
+        // The worker holding env 0 draws it, where the env has pictures to draw.
+        let drawn = first == 0 && self.probe.render_modes.iter().any(|m| m == "rgb_array");
         let launch = |w: usize, start: usize, count: usize, fd: i32| {
             let (p, at) = (&self.probe, (w, start, count, fd));
-            (python::worker_command(&self.python, &self.id, &self.kwargs, p, &layout, at, base, wait), None)
+            let pictures = if drawn && start == 0 { self.pictures.folder() } else { None };
+            let (python, kwargs) = (&self.python, &self.kwargs);
+            (python::worker_command(python, &self.id, kwargs, p, &layout, at, base, wait, pictures.as_deref()), None)
         };
         Subprocess::start(self.spec.clone(), envs, workers, wait, Completion::EachWorker, &launch)
     }
@@ -168,6 +175,7 @@ impl Workload for GymEnv {
             id: self.id.clone(),
             obs: values.chunks_exact(dim).take(n).map(<[f32]>::to_vec).collect(),
             actions: actions.chunks_exact(heads).take(n).map(<[i64]>::to_vec).collect(),
+            image: self.pictures.newest(),
         };
         Some(Frame::new(EnvName::Gym, step, &frame))
     }

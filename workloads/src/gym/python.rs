@@ -7,7 +7,9 @@
 //! which have none that matches), and the trainer's side is the `subprocess` backend's own
 //! region, waits and counters (`hotlab_train::exec::subprocess`).
 
+use super::pictures;
 use hotlab_shared::spec::{SpecError, WaitMode};
+use hotlab_shared::workloads::gym::GymImage;
 use hotlab_train::exec::shm::{Layout, PARTS_BYTES};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -84,7 +86,8 @@ pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value) -> Result<Prob
 }
 
 /// One worker's command line: it serves envs `first..first + count` of `envs`, split among
-/// `workers`, through the region `fd` laid out as `layout`.
+/// `workers`, through the region `fd` laid out as `layout`; with `pictures`, it draws env 0
+/// into that folder when asked ([`super::pictures`]).
 #[allow(clippy::too_many_arguments)]
 pub fn worker_command(
     python: &Path,
@@ -95,6 +98,7 @@ pub fn worker_command(
     (w, first, count, fd): (usize, usize, usize, i32),
     seed: u64,
     wait: WaitMode,
+    pictures: Option<&Path>,
 ) -> Command {
     let l = layout;
     let region = serde_json::json!({
@@ -107,6 +111,10 @@ pub fn worker_command(
         "mode": "serve", "id": id, "kwargs": kwargs, "python": python, "fd": fd, "worker": w, "workers": l.workers,
         "envs": l.envs, "first": first, "count": count, "seed": seed, "wait": wait.as_str(),
         "parent": std::process::id(), "starts": probe.starts, "layout": region,
+        "frame": pictures.map(|dir| serde_json::json!({
+            "path": dir.join(pictures::PICTURE), "want": dir.join(pictures::WANT),
+            "every_s": pictures::EVERY_S, "max_side": GymImage::MAX_SIDE,
+        })),
     });
     let mut c = Command::new(python);
     c.arg("-c").arg(WORKER).arg(args.to_string()).stderr(Stdio::piped());

@@ -42,19 +42,30 @@ impl GymSpec {
 
 /// The envs' own Python: `env.step` and the resets, timed inside each worker process.
 pub const PYTHON_STEP: Phase = Phase::new("python_step");
+/// Env 0 drawn for the viewer (`render()` in `rgb_array` mode, then a PNG), at most once
+/// a second, timed in its worker process.
+pub const RENDER: Phase = Phase::new("render");
 
 /// Share of the wall in the envs' Python past which one process holding every env is
 /// worth splitting into worker processes.
 const SPLIT_AT: f64 = 0.25;
 
 impl Settings for GymSpec {
-    const PHASES: &'static [PhaseInfo] = &[PhaseInfo::new(
-        PYTHON_STEP,
-        PhaseKind::EnvPart,
-        "#6fa8dc",
-        "the envs' own Python (env.step and resets), timed in their worker processes",
-    )];
-    const ENV_PARTS: &'static [Phase] = &[PYTHON_STEP];
+    const PHASES: &'static [PhaseInfo] = &[
+        PhaseInfo::new(
+            PYTHON_STEP,
+            PhaseKind::EnvPart,
+            "#6fa8dc",
+            "the envs' own Python (env.step and resets), timed in their worker processes",
+        ),
+        PhaseInfo::new(
+            RENDER,
+            PhaseKind::EnvPart,
+            "#b4a7d6",
+            "env 0 drawn for the viewer (render() in rgb_array mode, then a PNG), at most once a second",
+        ),
+    ];
+    const ENV_PARTS: &'static [Phase] = &[PYTHON_STEP, RENDER];
 
     const KNOBS: &'static [Knob] = &[
         setting(EnvName::Gym, "gym_id", "workload.gym.id", Text, "gym: a Gymnasium id (CartPole-v1) or module:callable")
@@ -123,4 +134,31 @@ pub struct GymFrame {
     pub id: String,
     pub obs: Vec<Vec<f32>>,
     pub actions: Vec<Vec<i64>>,
+    /// Env 0 as the env draws itself, where it has an `rgb_array` mode: the newest picture,
+    /// taken at most once a second (absent in frames stored before pictures were taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<GymImage>,
+}
+
+/// Env 0's picture: what its `render()` returned in `rgb_array` mode, each side shrunk by
+/// one whole factor to at most [`GymImage::MAX_SIDE`] pixels (every k-th pixel), as a PNG;
+/// or why it could not be drawn.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GymImage {
+    /// The PNG (8-bit RGB), base64; empty when `error` says why there is none.
+    pub png: String,
+    pub width: u32,
+    pub height: u32,
+    /// The batch's steps when it was drawn (1: after the first step).
+    pub at_step: u64,
+    /// Milliseconds the drawing took (render, shrink, PNG), in the env's worker.
+    pub render_ms: f64,
+    /// Why env 0 could not be drawn (a missing pygame, a render that returned nothing).
+    pub error: Option<String>,
+}
+
+impl GymImage {
+    /// The longest side a picture keeps.
+    pub const MAX_SIDE: u32 = 200;
 }

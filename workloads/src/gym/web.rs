@@ -1,10 +1,11 @@
-//! A Gymnasium env's view: the first few envs' observation vectors and the actions just
-//! chosen, a row per env (the returns are the run's episode chart).
+//! A Gymnasium env's view: env 0's picture where the env draws itself (`rgb_array`), then
+//! the first few envs' observation vectors and the actions just chosen, a row per env
+//! (the returns are the run's episode chart).
 //!
 //! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
 
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::gym::GymFrame;
+use hotlab_shared::workloads::gym::{GymFrame, GymImage};
 use hotlab_shared::workloads::EnvName;
 use leptos::prelude::*;
 
@@ -12,7 +13,7 @@ use leptos::prelude::*;
 pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
     let mine = move || frame.with(|f| f.as_ref().and_then(|f| f.read::<GymFrame>(EnvName::Gym)));
     move || {
-        mine().map(|GymFrame { id, obs, actions }| {
+        mine().map(|GymFrame { id, obs, actions, image }| {
             let rows = obs.into_iter().zip(actions).enumerate().map(|(e, (o, a))| {
                 let values = o.iter().map(|v| format!("{v:+.3}")).collect::<Vec<_>>().join(" ");
                 let action = a.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
@@ -27,9 +28,37 @@ pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
             view! {
                 <div class="gym" data-testid="rollout-gym">
                     <p><span class="muted">"gym "</span><code>{id}</code></p>
+                    {image.map(picture)}
                     <table class="gym-obs">{rows.collect_view()}</table>
                 </div>
             }
         })
     }
+}
+
+/// Env 0's picture with what it cost, or why there is none.
+fn picture(image: GymImage) -> AnyView {
+    if let Some(error) = image.error {
+        return view! {
+            <p class="muted" data-testid="gym-picture-error">{format!("env 0 has no picture: {error}")}</p>
+        }
+        .into_any();
+    }
+    let caption = format!(
+        "env 0 at batch step {}, drawn in {:.1} ms (once a second at most, timed as its own phase)",
+        image.at_step, image.render_ms
+    );
+    view! {
+        <figure class="gym-picture">
+            <img
+                data-testid="gym-picture"
+                src=format!("data:image/png;base64,{}", image.png)
+                width=image.width
+                height=image.height
+                alt="env 0, as the env draws itself"
+            />
+            <figcaption class="muted">{caption}</figcaption>
+        </figure>
+    }
+    .into_any()
 }

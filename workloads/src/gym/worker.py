@@ -13,19 +13,30 @@ Autoreset is same-step (Gymnasium's `AutoresetMode.SAME_STEP`): an env that ends
 in the step it ended, its last observation goes to `final_obs` and the observation
 returned is the reset one. Env `g` (global index) is reset with seed `seed + g`.
 
+Pictures: the worker holding env 0 may be given `frame` ({"path", "want", "every_s",
+"max_side"}). After a step, when the trainer asks (the `want` file exists) and `every_s` has
+passed since the last picture, it draws env 0 (`render()` in `rgb_array` mode), keeps one
+pixel in k each way so no side is over `max_side`, writes the PNG as JSON to `path` (a
+temporary file, then a rename), or why it could not draw, and removes `want`. Nothing is
+drawn that no one asked for. The drawing's time is its own part (`render`), not the step's.
+
 Waits: the trainer bumps `go`; each worker sets its own `done` word (plain aligned 4-byte
 stores: atomic, and ordered after the arrays' writes on x86-64) and, with `--wait block`,
 wakes the trainer through a futex on it.
 """
 
+import base64
 import ctypes
+import inspect
 import json
 import math
 import os
 import platform
+import struct
 import sys
 import time
 import traceback
+import zlib
 
 CMD_STEP, CMD_RESET, CMD_EXIT = 0, 1, 2
 FUTEX_WAIT, FUTEX_WAKE = 0, 1
@@ -49,8 +60,20 @@ def import_gymnasium(python):
     return gymnasium
 
 
-def make(gym, target, kwargs):
-    """`ID` (a registered id), or `module:callable` (a factory or an env class)."""
+def takes(f, name):
+    """Whether the callable `f` takes the keyword `name`."""
+    try:
+        params = inspect.signature(f).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind == p.VAR_KEYWORD for p in params)
+
+
+def make(gym, target, kwargs, drawn=False):
+    """`ID` (a registered id), or `module:callable` (a factory or an env class); `drawn`:
+    in `rgb_array` render mode, unless the keywords choose a mode or the callable takes none."""
+    if drawn and "render_mode" not in kwargs:
+        kwargs = dict(kwargs, render_mode="rgb_array")
     if ":" in target:
         module, _, name = target.partition(":")
         import importlib
@@ -61,6 +84,8 @@ def make(gym, target, kwargs):
             fail("id", f"cannot import the module '{module}' of '{target}' ({e}); is it on PYTHONPATH?")
         factory = getattr(mod, name, None)
         if callable(factory):
+            if "render_mode" in kwargs and not takes(factory, "render_mode"):
+                kwargs = {k: v for k, v in kwargs.items() if k != "render_mode"}
             return factory(**kwargs)
         # A registered id that needs its module imported first (Gymnasium's `module:Id`).
     try:
@@ -105,6 +130,71 @@ def probe(a):
     print(json.dumps(answer), flush=True)
 
 
+def png(rgb):
+    """An 8-bit RGB PNG of the `[height, width, 3]` array `rgb`: unfiltered rows, deflated."""
+    import numpy as np
+
+    h, w, _ = rgb.shape
+    rows = np.concatenate([np.zeros((h, 1), dtype=np.uint8), rgb.reshape(h, w * 3)], axis=1)
+
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + chunk(b"IEND", b"")
+
+
+def draw(env, max_side):
+    """Env `env`'s picture as `GymImage`'s fields (without the step and the time), or why not."""
+    import numpy as np
+
+    try:
+        img = env.render()
+    except Exception as e:  # a missing pygame, say: the run goes on without pictures
+        return {"error": f"render() raised {type(e).__name__}: {e}"}
+    if img is None:
+        mode = getattr(env, "render_mode", None)
+        return {"error": f"render() returned nothing (render_mode {mode!r}; pictures need 'rgb_array')"}
+    img = np.asarray(img)
+    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] not in (3, 4) or 0 in img.shape:
+        return {"error": f"render() returned {img.dtype} {list(img.shape)}, not uint8 [height, width, 3]"}
+    k = -(-max(img.shape[0], img.shape[1]) // max_side)
+    small = np.ascontiguousarray(img[::k, ::k, :3])
+    return {"png": base64.b64encode(png(small)).decode(), "width": small.shape[1], "height": small.shape[0]}
+
+
+class Pictures:
+    """Env 0's pictures for the trainer (see the module's doc)."""
+
+    def __init__(self, frame):
+        self.path, self.want = frame["path"], frame["want"]
+        self.every_s, self.max_side = frame["every_s"], frame["max_side"]
+        self.last = -math.inf
+        self.failed = False
+
+    def maybe(self, env, steps, now):
+        """Draws `env` if the trainer asks and `every_s` passed; the seconds it took."""
+        if self.failed or now - self.last < self.every_s or not os.path.exists(self.want):
+            return 0.0
+        start = time.perf_counter()
+        picture = draw(env, self.max_side)
+        # One error is enough: the env will not draw itself next time either.
+        self.failed = "error" in picture
+        picture["at_step"] = steps
+        picture["render_ms"] = 1e3 * (time.perf_counter() - start)
+        try:
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(picture, f)
+            os.replace(tmp, self.path)
+            os.remove(self.want)
+        except OSError:
+            # The trainer's folder is gone: it is ending, and wants no more pictures.
+            self.failed = True
+        self.last = time.perf_counter()
+        return self.last - start
+
+
 class Futex:
     def __init__(self, mm):
         self.libc = ctypes.CDLL(None, use_errno=True)
@@ -136,7 +226,8 @@ def serve(a):
     envs, heads, dim = a["envs"], L["heads"], L["obs_dim"]
     first, count, seed, w = a["first"], a["count"], a["seed"], a["worker"]
     kwargs = a.get("kwargs") or {}
-    local = [make(gym, a["id"], kwargs) for _ in range(count)]
+    pictures = Pictures(a["frame"]) if a.get("frame") and count else None
+    local = [make(gym, a["id"], kwargs, drawn=pictures is not None and i == 0) for i in range(count)]
     mm = mmap.mmap(a["fd"], L["size"])
     f = Futex(mm)
     go, command, done = f.word(0), f.word(L["command"]), f.word(L["done"])
@@ -153,7 +244,7 @@ def serve(a):
     ep_return_out = array(np.float64, L["episode_return"], envs)[first:first + count]
     ep_length_out = array(np.uint32, L["episode_length"], envs)[first:first + count]
     # This worker's own part clock: seconds inside the envs' step and reset calls.
-    parts = array(np.float64, L["parts"] + w * L["parts_bytes"], 1)
+    parts = array(np.float64, L["parts"] + w * L["parts_bytes"], 2)
     starts = np.asarray(a["starts"], dtype=np.int64)
     one_head = heads == 1
     outs, rewards, terms, truncs = [None] * count, [0.0] * count, [False] * count, [False] * count
@@ -162,7 +253,7 @@ def serve(a):
     block = a["wait"] == "block"
     parent = a["parent"]
     seen = done.value
-    in_env = 0.0
+    in_env, drawing, steps = 0.0, 0.0, 0
     # With a core to spare, a blocking worker polls for a moment before it sleeps: a
     # futex wake-up costs tens of microseconds on a virtual machine, more than the wait.
     spin_s = 2e-4 if a["workers"] < (os.cpu_count() or 1) else 2e-5
@@ -205,8 +296,13 @@ def serve(a):
                 reward[:] = rewards
                 terminated[:] = terms
                 truncated[:] = truncs
-            in_env += time.perf_counter() - t0
+                steps += 1
+            t1 = time.perf_counter()
+            in_env += t1 - t0
             parts[0] = in_env
+            if pictures is not None and cmd == CMD_STEP:
+                drawing += pictures.maybe(local[0], steps, t1)
+                parts[1] = drawing
         except Exception:
             what = "reset" if cmd == CMD_RESET else "step"
             sys.stderr.write(f"env {first + i} raised in {what}:\n{traceback.format_exc()}")
