@@ -2,9 +2,8 @@
 
 usage: peer_gymnasium.py SECONDS [--id ID] N [N ...]
 Prints one JSON object per line: {"peer", "impl", "envs", "steps", "seconds", "steps_per_s"}.
-Without `--id` (hotlab's own CartPole): `CartPoleVectorEnv` (numpy, one process) at every N;
-`make_vec` sync and async (one process per env) only up to 64 envs. With `--id` (the `gym`
-workload): `make_vec` sync and async of that id, up to 64 envs.
+`make_vec` sync and async (one process per env) of ID (default CartPole-v1), up to 64 envs;
+for CartPole-v1 also `CartPoleVectorEnv` (numpy, one process) at every N.
 """
 import json
 import sys
@@ -35,9 +34,9 @@ def main():
     env_id = None
     if rest[:1] == ["--id"]:
         env_id, rest = rest[1], rest[2:]
+    vec_id = env_id or "CartPole-v1"
     for n in map(int, rest):
-        impls = [] if env_id else [("CartPoleVectorEnv", lambda: CartPoleVectorEnv(num_envs=n))]
-        vec_id = env_id or "CartPole-v1"
+        impls = [("CartPoleVectorEnv", lambda: CartPoleVectorEnv(num_envs=n))] if vec_id == "CartPole-v1" else []
         if n <= 64:
             impls.append(("make_vec_sync", lambda: gym.make_vec(vec_id, num_envs=n, vectorization_mode="sync")))
             impls.append(("make_vec_async", lambda: gym.make_vec(vec_id, num_envs=n, vectorization_mode="async")))

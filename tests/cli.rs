@@ -48,7 +48,7 @@ fn invalid_values_exit_2_naming_the_flag() {
     rejected(&["train", "--action-sync", "never"], "--action-sync");
     rejected(&["bench", "envs", "--envs", "0"], "--envs");
     rejected(&["bench", "envs", "--seconds", "0"], "--seconds");
-    rejected(&["bench", "envs", "--peer", "envpool"], "--peer");
+    rejected(&["bench", "envs", "--peer", "envpol"], "--peer");
     rejected(&["eval", "--checkpoint", "/nonexistent/dir"], "--checkpoint");
     rejected(&["serve", "--port", "0", "--token", "short-token"], "--token");
     rejected(&["train", "--backend", "subprocess", "--worker-timeout", "0"], "--worker-timeout");

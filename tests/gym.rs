@@ -263,6 +263,45 @@ fn env_zero_is_drawn_as_gymnasium_draws_it() {
     }
 }
 
+/// `bench envs --peer envpool` steps EnvPool's own env of the same id beside hotlab's
+/// workers and gives the ratio; where EnvPool has no such env (a user's own) it says so and
+/// the bench still answers; a workload EnvPool has nothing of is refused, naming `--peer`.
+#[test]
+fn bench_envs_measures_envpool_where_it_has_the_env() {
+    own_envs();
+    let bench = |args: &[&str]| {
+        let base = ["bench", "envs", "--envs", "8", "--seconds", "0.05", "--json", "--peer", "envpool"];
+        run(hotlab().args(base).args(args).env("HOTLAB_PYTHON", python()))
+    };
+    let lines = |out: &std::process::Output| -> Vec<Value> {
+        assert!(out.status.success(), "{}", stderr(out));
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let acrobot = lines(&bench(&["--env", "gym", "--gym-id", "Acrobot-v1", "--backends", "vectorized"]));
+    let peer = acrobot.iter().find(|l| l["peer"] == "envpool").unwrap_or_else(|| panic!("{acrobot:?}"));
+    assert_eq!((&peer["impl"], &peer["version"]), (&json!("make_gymnasium"), &json!("1.2.5")), "{peer}");
+    assert_eq!(peer["envs"], 8, "{peer}");
+    assert!(peer["steps_per_s"].as_f64().unwrap() > 0.0, "{peer}");
+    let ours = acrobot.iter().find(|l| l["backend"] == "vectorized").unwrap();
+    let ratio = ours["steps_per_s"].as_f64().unwrap() / peer["steps_per_s"].as_f64().unwrap();
+    assert!((peer["hotlab_over_peer"]["vectorized"].as_f64().unwrap() / ratio - 1.0).abs() < 1e-9, "{peer}");
+    let own = lines(&bench(&["--env", "gym", "--gym-id", "echo_envs:Echo", "--backends", "vectorized"]));
+    let skipped = own.iter().find_map(|l| l["skipped"].as_str()).unwrap_or_else(|| panic!("{own:?}"));
+    assert!(skipped.contains("EnvPool has no env 'echo_envs:Echo'"), "{skipped}");
+    let proof = bench(&["--env", "proof"]);
+    assert_eq!(proof.status.code(), Some(2), "{}", stderr(&proof));
+    assert!(
+        stderr(&proof).contains("--peer") && stderr(&proof).contains("envpool has no proof env"),
+        "{}",
+        stderr(&proof)
+    );
+    let nowhere = run(hotlab()
+        .args(["bench", "envs", "--envs", "8", "--seconds", "0.05", "--peer", "envpool"])
+        .env("HOTLAB_ENVPOOL_PYTHON", "/nonexistent/python"));
+    assert_eq!(nowhere.status.code(), Some(2), "{}", stderr(&nowhere));
+    assert!(stderr(&nowhere).contains("HOTLAB_ENVPOOL_PYTHON is /nonexistent/python"), "{}", stderr(&nowhere));
+}
+
 /// Every refusal names its field and says what to do.
 #[test]
 fn unknown_ids_unsupported_spaces_and_a_missing_python_are_refused_clearly() {

@@ -378,20 +378,10 @@ impl Knob {
     /// ignored for another workload.
     pub fn set(&self, spec: &mut Map<String, Value>, value: Value) {
         if self.path == "workload" {
-            let wanted = value.as_str().unwrap_or_default().to_string();
-            if let Some(gym) = crate::spec::GymSpec::from_env_value(&wanted) {
-                // `gym:ID`: the gym workload with that id, its other settings kept.
-                let mut settings = match spec.get("workload") {
-                    Some(Value::Object(o)) => o.get("gym").cloned().unwrap_or_default(),
-                    _ => Value::Null,
-                };
-                if !settings.is_object() {
-                    settings = serde_json::to_value(crate::spec::GymSpec::default()).unwrap_or_default();
-                }
-                settings["id"] = Value::from(gym.id);
-                spec.insert("workload".into(), serde_json::json!({ "gym": settings }));
-                return;
-            }
+            let value = value.as_str().unwrap_or_default().to_string();
+            // `NAME:VALUE` (`gym:Acrobot-v1`): the workload NAME with its argument's knob set.
+            let argument = EnvName::with_argument(&value);
+            let wanted = argument.map_or(value.as_str(), |(env, ..)| env.as_str()).to_string();
             if workload_name(spec).as_deref() != Some(wanted.as_str()) {
                 let settings = wanted
                     .parse::<EnvName>()
@@ -399,6 +389,9 @@ impl Knob {
                     .and_then(|e| serde_json::to_value(crate::spec::WorkloadSpec::default_for(e)).ok())
                     .unwrap_or_else(|| serde_json::json!({ wanted: {} }));
                 spec.insert("workload".into(), settings);
+            }
+            if let Some((_, knob, argument)) = argument {
+                set_path(spec, knob.path, Value::from(argument));
             }
             return;
         }
@@ -492,6 +485,26 @@ mod tests {
                 _ => out.push(path),
             }
         }
+    }
+
+    /// `--env NAME:VALUE` names a workload that takes an argument (gym's id) and sets its
+    /// argument's knob, keeping its other settings when it is already the workload; a
+    /// workload without an argument is not named so.
+    #[test]
+    fn a_workload_named_with_an_argument_sets_its_knob() {
+        let env = KNOBS.iter().find(|k| k.path == "workload").unwrap();
+        let to_json = |spec: &RunSpec| serde_json::to_value(spec).unwrap().as_object().unwrap().clone();
+        let mut spec = to_json(&RunSpec::default());
+        env.set(&mut spec, Value::from("gym:Acrobot-v1"));
+        assert_eq!(spec["workload"], serde_json::json!({"gym": {"id": "Acrobot-v1", "python": null, "kwargs": {}}}));
+        spec["workload"]["gym"]["python"] = Value::from("/opt/py");
+        env.set(&mut spec, Value::from("gym:my_envs:make"));
+        assert_eq!(spec["workload"]["gym"]["id"], "my_envs:make", "the id is all after the first ':'");
+        assert_eq!(spec["workload"]["gym"]["python"], "/opt/py", "the gym workload's other settings kept");
+        let (gym, knob, id) = EnvName::with_argument("gym:CartPole-v1").unwrap();
+        assert_eq!((gym, knob.name, id), (EnvName::Gym, "gym_id", "CartPole-v1"));
+        assert!(EnvName::with_argument("cartpole:x").is_none(), "cartpole takes no argument");
+        assert!(EnvName::with_argument("gym").is_none() && EnvName::with_argument("nothing:x").is_none());
     }
 
     #[test]

@@ -40,6 +40,14 @@ pub trait Settings: Default {
     const COUNTS: &'static [CountInfo] = &[];
     /// Its presets: named whole specs that run it, each with a line on what it shows.
     const PRESETS: &'static [Preset] = &[];
+    /// The knob that `--env NAME:VALUE` sets to VALUE (gym's `gym_id`, for `--env
+    /// gym:Acrobot-v1`); None: it is named by its name alone.
+    const ARGUMENT: Option<&'static str> = None;
+    /// The Gymnasium id of the env it steps, where its env is one (a peer then steps the
+    /// same env: `bench envs --peer`).
+    fn gymnasium_id(&self) -> Option<String> {
+        None
+    }
     /// A buffer of its own the memory check counts: its knob, what it is, its bytes, and
     /// the fix when it does not fit.
     fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
@@ -125,6 +133,12 @@ macro_rules! registry {
                 match self { $(EnvName::$variant => <$settings as Settings>::ENV_PARTS),+ }
             }
 
+            /// The knob `--env NAME:VALUE` sets, for a workload named with an argument.
+            pub fn argument(self) -> Option<&'static Knob> {
+                let name = match self { $(EnvName::$variant => <$settings as Settings>::ARGUMENT),+ }?;
+                self.knobs().iter().find(|k| k.name == name)
+            }
+
             /// Its envs' own counts, in their slots' order.
             pub fn counts(self) -> Vec<Count> {
                 match self { $(EnvName::$variant => <$settings as Settings>::COUNTS.iter().map(|c| c.count).collect()),+ }
@@ -174,6 +188,11 @@ macro_rules! registry {
                     }
                 }
                 match self { $(WorkloadSpec::$variant(s) => s.validate()),+ }
+            }
+
+            /// The Gymnasium id of its env, where its env is one.
+            pub fn gymnasium_id(&self) -> Option<String> {
+                match self { $(WorkloadSpec::$variant(s) => s.gymnasium_id()),+ }
             }
 
             /// The workload's own buffer for the memory check, if it has one.
@@ -239,6 +258,14 @@ impl Default for WorkloadSpec {
 }
 
 impl EnvName {
+    /// `NAME:VALUE` (a value of `--env`) as the workload named and its argument's knob with
+    /// the value; None where NAME takes no argument or there is no `:`.
+    pub fn with_argument(value: &str) -> Option<(EnvName, &'static Knob, &str)> {
+        let (name, argument) = value.split_once(':')?;
+        let env = name.parse::<EnvName>().ok()?;
+        Some((env, env.argument()?, argument))
+    }
+
     /// The workloads that run on `backend`, for messages.
     pub fn running_on(backend: Backend) -> Vec<&'static str> {
         Self::ALL

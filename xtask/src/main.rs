@@ -1,13 +1,15 @@
-//! `cargo xtask lab | build | test | fuzz | fmt`: everything a fresh machine needs, idempotently.
+//! `cargo xtask lab | build | test | fuzz | fmt | peers`: everything a fresh machine needs,
+//! idempotently.
 //!
 //! - `lab`:   set up, build, and serve the lab (`hotlab serve`, default 127.0.0.1:8080).
 //! - `build`: set up and build: libtorch (PyTorch 2.11.0 wheel in `.venv`), the wasm32
 //!   target, `wasm-bindgen-cli` at Cargo.lock's version, the web bundle into
 //!   `static/pkg/`, and `target/release/hotlab` (runs directly: rpath to libtorch).
-//! - `test`:  the same set-up, plus what the tests need (gymnasium, ray[default], Chromium, SWI-Prolog
+//! - `test`:  the same set-up, plus what the tests need (gymnasium, ray[default], EnvPool, Chromium, SWI-Prolog
 //!   and Mesa's software Vulkan from Debian, playwright-core from npm), then every suite and a summary
 //!   table. The worker is built with the tests, in one build (see [`TEST_BUILD`]).
 //! - `fuzz`:  `build`, then every fuzz target at a budget of cases, with a seed, timed.
+//! - `peers`: EnvPool in `.venv-envpool`, the `envpool` peer of `hotlab bench envs`.
 //!
 //! Each step checks before it installs, so a second run installs nothing.
 
@@ -41,13 +43,16 @@ Commands:
                               CI runs the same tests at their own small budgets and fixed seeds
   fmt                         cargo fmt, and the workload folders the registry's macros declare (cargo fmt
                               does not reach them)
+  peers                       EnvPool 1.2.5 in .venv-envpool, for `hotlab bench envs --peer envpool` (`test`
+                              installs it too)
 
 Set-up (each step is skipped when already done; the Python side runs beside the wasm32 build, its
 output in target/setup-python.log):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
-  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium[classic-control], ray[default], Debian's chromium and
-  chromium-driver, swi-prolog-nox (the reference Prolog), mesa-vulkan-drivers and libvulkan1
-  (software Vulkan for the WGSL tests), and playwright-core in e2e/
+  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium[classic-control], ray[default],
+  EnvPool (in .venv-envpool), Debian's chromium and chromium-driver, swi-prolog-nox (the reference
+  Prolog), mesa-vulkan-drivers and libvulkan1 (software Vulkan for the WGSL tests), and
+  playwright-core in e2e/
 ";
 
 fn main() -> ExitCode {
@@ -58,6 +63,7 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("fmt") => fmt(false),
+        Some("peers") => ensure_envpool(),
         // What `setup` runs beside the wasm32 build; not for a person to call.
         Some("python-setup") => python_setup(args.get(1).is_some_and(|a| a == "--test")).map(|_| ()),
         Some("-h" | "--help" | "help") | None => {
@@ -66,7 +72,7 @@ fn main() -> ExitCode {
         }
         Some(other) => {
             eprintln!(
-                "error: unknown command '{other}'; allowed: lab, build, test, fuzz, fmt (see `cargo xtask --help`)"
+                "error: unknown command '{other}'; allowed: lab, build, test, fuzz, fmt, peers (see `cargo xtask --help`)"
             );
             return ExitCode::from(2);
         }
@@ -259,7 +265,7 @@ fn build() -> Result<PathBuf> {
 fn setup(for_tests: bool) -> Result<(PathBuf, PathBuf)> {
     let log = root().join("target/setup-python.log");
     std::fs::create_dir_all(root().join("target"))?;
-    let tools = if for_tests { ", gymnasium[classic-control], ray[default]" } else { "" };
+    let tools = if for_tests { ", gymnasium[classic-control], ray[default], EnvPool" } else { "" };
     step(&format!("Python side (torch, CUDA headers{tools}), beside the wasm32 build"));
     eprintln!("    log: {}", log.display());
     let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -295,8 +301,30 @@ fn python_setup(for_tests: bool) -> Result<PathBuf> {
     ensure_cuda_headers(&python)?;
     if for_tests {
         ensure_python_test_tools(&python)?;
+        ensure_envpool()?;
     }
     Ok(python)
+}
+
+/// EnvPool's version for `hotlab bench envs --peer envpool`.
+const ENVPOOL_VERSION: &str = "1.2.5";
+
+/// EnvPool in a venv of its own, `.venv-envpool`: its dependencies (matplotlib, its envs'
+/// assets: about 950 MB installed) stay out of the project's `.venv`.
+fn ensure_envpool() -> Result<()> {
+    step(&format!("EnvPool {ENVPOOL_VERSION} in .venv-envpool (`hotlab bench envs --peer envpool`)"));
+    let venv = root().join(".venv-envpool");
+    let python = venv.join("bin/python");
+    let check = format!("import envpool; assert envpool.__version__ == '{ENVPOOL_VERSION}'");
+    if succeeds(Command::new(&python).args(["-W", "ignore", "-c", &check])) {
+        eprintln!("    already installed");
+        return Ok(());
+    }
+    if !python.exists() {
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    let spec = format!("envpool=={ENVPOOL_VERSION}");
+    run(Command::new(&python).args(["-m", "pip", "install", "--disable-pip-version-check", "--quiet", &spec]))
 }
 
 /// `cargo test`'s build of the whole workspace, the web app's native unit tests and the worker

@@ -76,10 +76,12 @@ pub struct BenchEnvsArgs {
     /// Device of the `device` backend: cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// Also measure a peer with the same settings: `gymnasium` (from the project's .venv;
-    /// with `--env gym`, its sync and async vector envs of the same id).
-    #[arg(long)]
-    pub peer: Option<String>,
+    /// Also measure peers with the same env counts and seconds, comma-separated:
+    /// `gymnasium` (from the project's .venv; with `--env gym`, its sync and async vector
+    /// envs of the same id), `envpool` (EnvPool's own C++ env of the same id, where it has
+    /// one; from .venv-envpool, which `cargo xtask peers` makes, or $HOTLAB_ENVPOOL_PYTHON).
+    #[arg(long, value_delimiter = ',')]
+    pub peer: Vec<String>,
     /// One JSON object per line, no progress bar.
     #[arg(long)]
     pub json: bool,
@@ -97,11 +99,39 @@ fn usage(flag: &'static str, message: String) -> anyhow::Error {
     UsageError { flag, message }.into()
 }
 
-fn peer_script() -> Option<PathBuf> {
-    let exe_repo = std::env::current_exe().ok()?.parent()?.parent()?.parent()?.to_path_buf();
-    [PathBuf::from("scripts/peer_gymnasium.py"), exe_repo.join("scripts/peer_gymnasium.py")]
+/// The peers `--peer` names.
+const PEERS: [&str; 2] = ["gymnasium", "envpool"];
+
+/// `scripts/NAME`, from here or from the project around the binary.
+fn peer_script(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe().ok();
+    let project = exe.as_deref().and_then(|e| Some(e.parent()?.parent()?.parent()?.join("scripts").join(name)));
+    [Some(PathBuf::from("scripts").join(name)), project]
         .into_iter()
+        .flatten()
         .find(|p| p.exists())
+        .ok_or_else(|| usage("--peer", format!("scripts/{name} not found: run from the project's folder")))
+}
+
+/// EnvPool's interpreter: `$HOTLAB_ENVPOOL_PYTHON`, or the project's `.venv-envpool` (its
+/// dependencies, a few hundred MB, stay out of the project's .venv).
+fn envpool_python() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("HOTLAB_ENVPOOL_PYTHON").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return p.exists().then_some(p.clone()).ok_or_else(|| {
+            usage("--peer", format!("envpool: HOTLAB_ENVPOOL_PYTHON is {}, which does not exist", p.display()))
+        });
+    }
+    let exe = std::env::current_exe().ok();
+    let near = exe.iter().flat_map(|e| e.ancestors()).map(|d| d.join(".venv-envpool/bin/python"));
+    [PathBuf::from(".venv-envpool/bin/python")].into_iter().chain(near).find(|p| p.exists()).ok_or_else(|| {
+        usage(
+            "--peer",
+            "envpool: no .venv-envpool here or above the binary: `cargo xtask peers` makes it (EnvPool 1.2.5), \
+             or set HOTLAB_ENVPOOL_PYTHON to an interpreter that has envpool"
+                .into(),
+        )
+    })
 }
 
 pub fn envs(a: BenchEnvsArgs) -> Result<()> {
@@ -117,11 +147,10 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
     if a.workers > 256 {
         return Err(usage("--workers", format!("must be between 0 and 256 (got {})", a.workers)));
     }
-    if let Some(p) = &a.peer {
-        if p != "gymnasium" {
-            return Err(usage("--peer", format!("unknown peer '{p}'; allowed: gymnasium")));
-        }
+    if let Some(p) = a.peer.iter().find(|p| !PEERS.contains(&p.as_str())) {
+        return Err(usage("--peer", format!("unknown peer '{p}'; allowed: {}", PEERS.join(", "))));
     }
+    let peers = a.peer.iter().map(|p| peer(p, &a)).collect::<Result<Vec<_>>>()?;
     let device = hotlab_train::exec::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;
     let workload = hotlab_workloads::load(&a.workload_spec()?)?;
     let supported = a.env.backends();
@@ -177,36 +206,64 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
             );
         }
     }
-    if a.peer.is_some() {
-        run_gymnasium(&a, &results)?;
+    for peer in &peers {
+        run_peer(peer, &a, &results)?;
     }
     Ok(())
 }
 
-/// Runs Gymnasium with the same env counts and seconds, and prints hotlab/peer ratios.
-fn run_gymnasium(a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
-    // The interpreter a gym workload's workers use: the peer runs beside them.
-    let python = hotlab_workloads::gym::python::default_python();
-    let script = peer_script().ok_or_else(|| usage("--peer", "scripts/peer_gymnasium.py not found".into()))?;
-    // A gym workload's peer is Gymnasium's own vector envs of the same id.
-    let id = match a.workload_spec()?.workload {
-        hotlab_shared::spec::WorkloadSpec::Gym(g) => vec!["--id".to_string(), g.id],
-        _ => Vec::new(),
+/// A peer's command: its name, interpreter, script, the script's id arguments, and what
+/// to do when the interpreter does not start.
+struct Peer {
+    name: String,
+    python: PathBuf,
+    script: PathBuf,
+    id: Vec<String>,
+    hint: &'static str,
+}
+
+/// The peer `name`'s command for this bench, or why it cannot run (before any measuring).
+fn peer(name: &str, a: &BenchEnvsArgs) -> Result<Peer> {
+    // A peer steps the same env: the workload's Gymnasium id.
+    let workload = a.workload_spec()?.workload;
+    let Some(id) = workload.gymnasium_id() else {
+        let other = workload.name();
+        return Err(usage("--peer", format!("{name} has no {other} env: {other} steps no Gymnasium env")));
     };
-    let out = Command::new(&python)
-        .arg(&script)
+    let (python, script, id, hint) = if name == "envpool" {
+        (envpool_python()?, peer_script("peer_envpool.py")?, vec![id], "`cargo xtask peers` makes .venv-envpool")
+    } else {
+        // The interpreter a gym workload's workers use: the peer runs beside them.
+        let id = vec!["--id".to_string(), id];
+        let python = hotlab_workloads::gym::python::default_python();
+        (python, peer_script("peer_gymnasium.py")?, id, "`cargo xtask build` makes .venv, or set HOTLAB_PYTHON")
+    };
+    Ok(Peer { name: name.to_string(), python, script, id, hint })
+}
+
+/// Runs `peer` with the same env counts and seconds, and prints hotlab/peer ratios.
+fn run_peer(peer: &Peer, a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
+    let Peer { name, python, script, id, hint } = peer;
+    let out = Command::new(python)
+        .arg(script)
         .arg(a.seconds.to_string())
         .args(id)
         .args(a.envs.iter().map(|n| n.to_string()))
         .output()
-        .with_context(|| {
-            format!("running {}: run `cargo xtask build` (it makes .venv) or set HOTLAB_PYTHON", python.display())
-        })?;
+        .with_context(|| format!("running {}: {hint}", python.display()))?;
     if !out.status.success() {
-        anyhow::bail!("gymnasium peer ({}) failed: {}", python.display(), String::from_utf8_lossy(&out.stderr));
+        anyhow::bail!("{name} peer ({}) failed: {}", python.display(), String::from_utf8_lossy(&out.stderr));
     }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let mut peer: serde_json::Value = serde_json::from_str(line).context("peer output")?;
+        if let Some(why) = peer["skipped"].as_str() {
+            if a.json {
+                println!("{peer}");
+            } else {
+                println!("{name}: skipped: {why}");
+            }
+            continue;
+        }
         let (n, sps) = (peer["envs"].as_u64().unwrap_or(0) as usize, peer["steps_per_s"].as_f64().unwrap_or(0.0));
         let ratios: serde_json::Map<String, serde_json::Value> = ours
             .iter()
@@ -220,7 +277,7 @@ fn run_gymnasium(a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
             let shown: Vec<String> =
                 ratios.iter().map(|(b, x)| format!("{b} {:.2}×", x.as_f64().unwrap_or(0.0))).collect();
             println!(
-                "gymnasium {:<18} {:>6} envs {:>14.0} steps/s   hotlab/peer: {}",
+                "{name} {:<18} {:>6} envs {:>14.0} steps/s   hotlab/peer: {}",
                 peer["impl"].as_str().unwrap_or("?"),
                 n,
                 sps,

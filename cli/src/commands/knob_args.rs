@@ -8,7 +8,7 @@ use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use hotlab_shared::knobs::{Knob, KnobKind, KNOBS};
-use hotlab_shared::spec::{presets, RunSpec, WorkloadSpec};
+use hotlab_shared::spec::{presets, EnvName, RunSpec, WorkloadSpec};
 use serde_json::Value;
 
 /// Which knobs a command takes.
@@ -122,8 +122,10 @@ fn parse(kind: KnobKind, text: &str) -> Result<Value, String> {
             Err(e) => Err(e.to_string()),
         },
         KnobKind::Choice(allowed) if allowed.contains(&t) => Ok(Value::from(t)),
-        // `--env gym:ID`: the gym workload with its id.
-        KnobKind::Choice(allowed) if allowed.contains(&"gym") && t.starts_with("gym:") => Ok(Value::from(t)),
+        // `--env NAME:VALUE` (`gym:Acrobot-v1`): a workload named with an argument.
+        KnobKind::Choice(allowed) if EnvName::with_argument(t).is_some_and(|(e, ..)| allowed.contains(&e.as_str())) => {
+            Ok(Value::from(t))
+        }
         KnobKind::Choice(allowed) => Err(format!("allowed: {}", allowed.join(", "))),
         KnobKind::IntList => {
             t.split(',').map(|i| i.trim().parse::<u64>().map(Value::from).map_err(|e| e.to_string())).collect()

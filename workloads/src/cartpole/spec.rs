@@ -19,6 +19,11 @@ pub struct CartpoleSpec {}
 
 impl Settings for CartpoleSpec {
     const KNOBS: &'static [Knob] = &[];
+
+    fn gymnasium_id(&self) -> Option<String> {
+        Some("CartPole-v1".into())
+    }
+
     /// `[x, ẋ, θ, θ̇]` in f32.
     const OBS_BYTES: u64 = 4 * 4;
     const PRESETS: &'static [Preset] = &[

@@ -32,14 +32,6 @@ impl Default for GymSpec {
     }
 }
 
-impl GymSpec {
-    /// `gym:ID` (a value of `--env`) as settings, or None for any other name.
-    pub fn from_env_value(value: &str) -> Option<Self> {
-        let id = value.strip_prefix("gym:")?;
-        Some(Self { id: id.to_string(), ..Self::default() })
-    }
-}
-
 /// The envs' own Python: `env.step` and the resets, timed inside each worker process.
 pub const PYTHON_STEP: Phase = Phase::new("python_step");
 /// Env 0 drawn for the viewer (`render()` in `rgb_array` mode, then a PNG), at most once
@@ -66,6 +58,8 @@ impl Settings for GymSpec {
         ),
     ];
     const ENV_PARTS: &'static [Phase] = &[PYTHON_STEP, RENDER];
+    /// `--env gym:ID`.
+    const ARGUMENT: Option<&'static str> = Some("gym_id");
 
     const KNOBS: &'static [Knob] = &[
         setting(EnvName::Gym, "gym_id", "workload.gym.id", Text, "gym: a Gymnasium id (CartPole-v1) or module:callable")
@@ -84,6 +78,10 @@ impl Settings for GymSpec {
     const BACKENDS: &'static [Backend] = &[Backend::Subprocess, Backend::Vectorized];
     /// Unknown until the env is probed: room for 64 floats, for the memory estimate.
     const OBS_BYTES: u64 = 64 * 4;
+
+    fn gymnasium_id(&self) -> Option<String> {
+        Some(self.id.clone())
+    }
 
     fn validate(&self) -> Result<(), SpecError> {
         let id = self.id.trim();
