@@ -1,16 +1,18 @@
 //! The workload seam changed where the code lives, not what it computes: the same seed
 //! gives the same losses, returns and weights as the commit before it, and the
-//! checkpoints that commit wrote still load.
+//! checkpoints that commit wrote still load and play.
 //!
-//! `tests/fixtures/seam/{cartpole,proof}` were written by the worker of the commit before
-//! the restructuring (`hotlab train … --out`): `metrics.jsonl` (cut to the learning
-//! figures), `policy.safetensors` and `spec.json` (the old flat spec). libtorch's CPU
-//! kernels round differently per instruction set, so both runs pin MKL and ATen to their
-//! AVX2 code paths (`MKL_CBWR`, `ATEN_CPU_CAPABILITY`): the same bits on any Intel x86-64
-//! CPU with AVX2, with or without AVX-512, where the fixtures were recorded. On AMD CPUs
-//! MKL rounds its products otherwise whatever the pins say (measured: 2e-6 relative at the
-//! first update, growing until runs part after ~80 updates), so there the first update must
-//! match to rounding and the rest is not compared.
+//! `tests/fixtures/seam/{cartpole,proof}` and `tests/fixtures/seam/portable/{cartpole,proof}`
+//! were written by the worker of the commit before the restructuring (669a5a5, `hotlab train
+//! … --out`; the portable set on 2026-11-28, from a worktree of that commit): `metrics.jsonl`
+//! (cut to the learning figures), `policy.safetensors` and `spec.json` (the old flat spec).
+//! libtorch's CPU kernels round differently per instruction set, so each set was recorded,
+//! and is compared, with MKL and ATen pinned to one code path:
+//! - `portable/`: MKL's `COMPATIBLE` branch and ATen's `default` kernels, the code paths MKL
+//!   documents as giving the same results on Intel and non-Intel CPUs alike (on a non-Intel
+//!   CPU MKL ignores the `AVX2` pin and picks its own branch). Compared on every CPU.
+//! - the first set: MKL's and ATen's AVX2 paths, the same bits on any Intel CPU with AVX2,
+//!   with or without AVX-512. Compared on Intel CPUs, where it was recorded.
 
 mod common;
 use common::*;
@@ -30,8 +32,9 @@ const LEARNING: &[&str] = &[
     "clip_fraction",
 ];
 
-fn fixture(name: &str) -> std::path::PathBuf {
-    repo().join("tests/fixtures/seam").join(name)
+/// A fixture set's folder ("" for the first set).
+fn fixture(set: &str) -> std::path::PathBuf {
+    repo().join("tests/fixtures/seam").join(set)
 }
 
 fn learning_figures(path: &Path) -> Vec<serde_json::Value> {
@@ -44,38 +47,50 @@ fn learning_figures(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Trains as the fixture was trained and compares figure for figure and byte for byte.
-fn same_as_before(name: &str, args: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = run(hotlab()
-        .args(["train", "--device", "cpu", "--total-steps", "100000", "--threads", "1", "--json", "--out"])
-        .arg(dir.path())
-        .args(args)
-        .env("MKL_CBWR", "AVX2")
-        .env("ATEN_CPU_CAPABILITY", "avx2"));
-    assert!(out.status.success(), "train failed: {}", stderr(&out));
-    let (now, before) =
-        (learning_figures(&dir.path().join("metrics.jsonl")), learning_figures(&fixture(name).join("metrics.jsonl")));
-    assert_eq!(now.len(), before.len(), "{name}: updates");
-    if !recorded_on_this_vendor() {
-        for key in LEARNING {
-            let (a, b) = (&now[0][*key], &before[0][*key]);
-            let (x, y) = (a.as_f64().unwrap(), b.as_f64().unwrap());
-            assert!((x - y).abs() <= 1e-5 * y.abs().max(1e-3), "{name}: update 1's {key} is {a}, the fixture's {b}");
-        }
-        eprintln!("{name}: not an Intel CPU, so update 1 was compared to rounding and the rest not at all");
-        return;
-    }
-    for (i, (a, b)) in now.iter().zip(&before).enumerate() {
-        assert_eq!(a, b, "{name}: update {} differs from the fixture", i + 1);
-    }
-    let weights = |d: &Path| std::fs::read(d.join("policy.safetensors")).unwrap();
-    assert!(weights(dir.path()) == weights(&fixture(name)), "{name}: policy.safetensors differs from the fixture");
+/// How a fixture set's runs pin libtorch's CPU kernels, and where the set lies.
+struct Pins {
+    dir: &'static str,
+    mkl: &'static str,
+    aten: &'static str,
 }
 
-/// Whether this CPU is an Intel one, as the fixtures' was.
-fn recorded_on_this_vendor() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains("GenuineIntel"))
+/// Recorded with the kernels MKL and ATen run on every x86-64 CPU alike.
+const PORTABLE: Pins = Pins { dir: "portable", mkl: "COMPATIBLE", aten: "default" };
+/// Recorded with the AVX2 kernels, which MKL honours on Intel CPUs only.
+const INTEL_AVX2: Pins = Pins { dir: "", mkl: "AVX2", aten: "avx2" };
+
+/// The fixture sets this CPU can reproduce bit for bit.
+fn pins_here() -> Vec<Pins> {
+    let intel = std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains("GenuineIntel"));
+    if intel {
+        vec![PORTABLE, INTEL_AVX2]
+    } else {
+        vec![PORTABLE]
+    }
+}
+
+/// Trains as each fixture set was trained and compares figure for figure and byte for byte.
+fn same_as_before(name: &str, args: &[&str]) {
+    for pins in pins_here() {
+        let fixture = fixture(pins.dir).join(name);
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(hotlab()
+            .args(["train", "--device", "cpu", "--total-steps", "100000", "--threads", "1", "--json", "--out"])
+            .arg(dir.path())
+            .args(args)
+            .env("MKL_CBWR", pins.mkl)
+            .env("ATEN_CPU_CAPABILITY", pins.aten));
+        assert!(out.status.success(), "train failed: {}", stderr(&out));
+        let set = format!("{name} (MKL_CBWR={}, ATEN_CPU_CAPABILITY={})", pins.mkl, pins.aten);
+        let (now, before) =
+            (learning_figures(&dir.path().join("metrics.jsonl")), learning_figures(&fixture.join("metrics.jsonl")));
+        assert_eq!(now.len(), before.len(), "{set}: updates");
+        for (i, (a, b)) in now.iter().zip(&before).enumerate() {
+            assert_eq!(a, b, "{set}: update {} differs from the fixture", i + 1);
+        }
+        let weights = |d: &Path| std::fs::read(d.join("policy.safetensors")).unwrap();
+        assert!(weights(dir.path()) == weights(&fixture), "{set}: policy.safetensors differs from the fixture");
+    }
 }
 
 #[test]
@@ -88,14 +103,28 @@ fn proof_trains_bit_for_bit_as_before_the_seam() {
     same_as_before("proof", &["--preset", "proof"]);
 }
 
+/// The checkpoints the commit before the seam wrote load, and play as trained: CartPole's
+/// greedy policy balances (its fixtures' mean returns are 396–463 on these seeds, a random
+/// policy's about 22) and the prover's greedy choices prove more held-out queries than
+/// random ones.
 #[test]
-fn checkpoints_written_before_the_seam_still_load_and_evaluate() {
-    let out = run(hotlab().args(["eval", "--episodes", "3", "--json", "--checkpoint"]).arg(fixture("cartpole")));
-    assert!(out.status.success(), "cartpole eval failed: {}", stderr(&out));
-    let eval = last_json(&out);
-    assert_eq!((eval["env"].as_str(), eval["episodes"].as_u64()), (Some("cartpole"), Some(3)), "{eval}");
-    let out = run(hotlab().args(["eval", "--episodes", "2", "--json", "--checkpoint"]).arg(fixture("proof")));
-    assert!(out.status.success(), "proof eval failed: {}", stderr(&out));
-    let eval = last_json(&out);
-    assert!(eval["greedy"].as_f64().is_some() && eval["random"].as_f64().is_some(), "{eval}");
+fn checkpoints_written_before_the_seam_still_load_and_play() {
+    for set in ["", "portable"] {
+        let cartpole = fixture(set).join("cartpole");
+        for seed in ["1", "2", "12345"] {
+            let out = run(hotlab()
+                .args(["eval", "--episodes", "20", "--seed", seed, "--json", "--checkpoint"])
+                .arg(&cartpole));
+            assert!(out.status.success(), "cartpole eval failed: {}", stderr(&out));
+            let eval = last_json(&out);
+            assert_eq!((eval["env"].as_str(), eval["episodes"].as_u64()), (Some("cartpole"), Some(20)), "{eval}");
+            assert!(eval["mean_return"].as_f64().unwrap() >= 200.0, "{}, seed {seed}: {eval}", cartpole.display());
+        }
+        let proof = fixture(set).join("proof");
+        let out = run(hotlab().args(["eval", "--episodes", "2", "--json", "--checkpoint"]).arg(&proof));
+        assert!(out.status.success(), "proof eval failed: {}", stderr(&out));
+        let eval = last_json(&out);
+        let (greedy, random) = (eval["greedy"].as_f64().unwrap(), eval["random"].as_f64().unwrap());
+        assert!(greedy > random, "{}: {eval}", proof.display());
+    }
 }
