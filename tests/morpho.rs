@@ -383,6 +383,24 @@ fn a_run_starts_from_the_growers_play_when_asked() {
     assert!(weights(a.path()) != weights(b.path()), "another starting agent, another run");
 }
 
+/// `--head-ent-coef` reaches the agent's update: with every coefficient 0 its loss is the
+/// one `--ent-coef 0` gives (the same run, figure for figure and weight for weight), and a
+/// bonus on the op head's entropy alone makes another run.
+#[test]
+fn per_head_entropy_coefficients_reach_the_update() {
+    let dirs = [(); 3].map(|_| tempfile::tempdir().unwrap());
+    train(dirs[0].path(), &["--ent-coef", "0", "--no-eval"]);
+    train(dirs[1].path(), &["--ent-coef", "0", "--head-ent-coef", "op=0", "--no-eval"]);
+    train(dirs[2].path(), &["--ent-coef", "0", "--head-ent-coef", "op=1", "--no-eval"]);
+    assert_eq!(learning(dirs[0].path()), learning(dirs[1].path()));
+    let weights = |d: &Path| std::fs::read(d.join("policy.safetensors")).unwrap();
+    assert!(weights(dirs[0].path()) == weights(dirs[1].path()), "the same loss, the same weights");
+    assert!(weights(dirs[0].path()) != weights(dirs[2].path()), "the op head's bonus moved the agent");
+    let rejected = run(hotlab().args(["train", "--head-ent-coef", "tempo=0.1,opp=1"]).args(SMALL));
+    assert_eq!(rejected.status.code(), Some(2));
+    assert!(stderr(&rejected).contains("--head-ent-coef: 'opp' is not a head"), "{}", stderr(&rejected));
+}
+
 /// `hotlab bench morpho`: the defaults, each knob flipped alone and all of them, at each env
 /// count, each with its decisions/s, host samples/s, its ratio to the defaults of the same
 /// repeat and where its time went; bad counts are refused naming the flag.

@@ -42,23 +42,33 @@ pub fn log_prob_and_entropy(
     heads: &[usize],
     actions: &Tensor,
 ) -> (Tensor, Tensor) {
+    let (log_prob, entropies) = log_prob_and_entropies(logits, mask, heads, actions);
+    let mut entropies = entropies.into_iter();
+    let first = entropies.next().expect("at least one head");
+    (log_prob, entropies.fold(first, |acc, ent| acc + ent))
+}
+
+/// Log-probability `[B]` of `actions` `[B, H]`, summed over heads, and each head's entropy
+/// `[B]` (a pinned or masked-out head's is 0).
+pub fn log_prob_and_entropies(
+    logits: &Tensor,
+    mask: Option<&Tensor>,
+    heads: &[usize],
+    actions: &Tensor,
+) -> (Tensor, Vec<Tensor>) {
     let logits = masked(logits, mask);
     let mut log_prob: Option<Tensor> = None;
-    let mut entropy: Option<Tensor> = None;
+    let mut entropies = Vec::with_capacity(heads.len());
     for (h, lp) in head_log_probs(&logits, heads).into_iter().enumerate() {
         let a = actions.narrow(-1, h as i64, 1);
         let chosen = lp.gather(-1, &a, false).squeeze_dim(-1);
-        let ent = -(lp.exp() * &lp).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float);
+        entropies.push(-(lp.exp() * &lp).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float));
         log_prob = Some(match log_prob {
             Some(acc) => acc + chosen,
             None => chosen,
         });
-        entropy = Some(match entropy {
-            Some(acc) => acc + ent,
-            None => ent,
-        });
     }
-    (log_prob.expect("at least one head"), entropy.expect("at least one head"))
+    (log_prob.expect("at least one head"), entropies)
 }
 
 /// Samples one action per head: `[B, H]` (i64). Uses libtorch's generator.

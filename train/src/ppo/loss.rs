@@ -22,6 +22,43 @@ pub fn loss_from(
     want_stats: bool,
 ) -> (Tensor, Option<Tensor>) {
     let (new_log_prob, entropy) = distribution::log_prob_and_entropy(logits, mask, heads, &mb.actions);
+    let entropy = entropy.mean(Kind::Float);
+    let bonus = &entropy * spec.ppo.ent_coef;
+    clipped(new_log_prob, entropy, bonus, value, mb, spec, want_stats)
+}
+
+/// [`loss_from`] with head `h`'s entropy weighted by `coefs[h]` in place of one
+/// `ent_coef` for their sum: a head whose exploration costs (or pays) more than another's
+/// gets its own bonus. The reported entropy is still the heads' sum.
+#[allow(clippy::too_many_arguments)]
+pub fn loss_with_head_entropy(
+    logits: &Tensor,
+    value: &Tensor,
+    mask: Option<&Tensor>,
+    mb: &Batch,
+    heads: &[usize],
+    spec: &RunSpec,
+    want_stats: bool,
+    coefs: &[f64],
+) -> (Tensor, Option<Tensor>) {
+    assert_eq!(coefs.len(), heads.len(), "one entropy coefficient per head");
+    let (new_log_prob, entropies) = distribution::log_prob_and_entropies(logits, mask, heads, &mb.actions);
+    let means: Vec<Tensor> = entropies.iter().map(|e| e.mean(Kind::Float)).collect();
+    let entropy = Tensor::stack(&means, 0).sum(Kind::Float);
+    let bonus = Tensor::stack(&means, 0).dot(&Tensor::from_slice(coefs).to_kind(Kind::Float).to_device(value.device()));
+    clipped(new_log_prob, entropy, bonus, value, mb, spec, want_stats)
+}
+
+/// The clipped surrogate and value losses less the entropy `bonus`, and the statistics.
+fn clipped(
+    new_log_prob: Tensor,
+    entropy: Tensor,
+    bonus: Tensor,
+    value: &Tensor,
+    mb: &Batch,
+    spec: &RunSpec,
+    want_stats: bool,
+) -> (Tensor, Option<Tensor>) {
     let log_ratio = new_log_prob - &mb.log_probs;
     let ratio = log_ratio.exp();
 
@@ -35,8 +72,7 @@ pub fn loss_from(
     let v_clipped = &mb.values + (value - &mb.values).clamp(-spec.ppo.clip, spec.ppo.clip);
     let v_loss = v_unclipped.maximum(&(v_clipped - &mb.returns).square()).mean(Kind::Float) * 0.5;
 
-    let entropy = entropy.mean(Kind::Float);
-    let loss = &pg_loss - &entropy * spec.ppo.ent_coef + &v_loss * spec.ppo.vf_coef;
+    let loss = &pg_loss - bonus + &v_loss * spec.ppo.vf_coef;
 
     let stats = want_stats.then(|| {
         tch::no_grad(|| {
@@ -46,4 +82,67 @@ pub fn loss_from(
         })
     });
     (loss, stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minibatch of `rows` over heads of sizes `heads`, its figures drawn from `seed`.
+    fn minibatch(rows: i64, heads: &[usize], seed: i64) -> (Tensor, Tensor, Batch) {
+        tch::manual_seed(seed);
+        let width: i64 = heads.iter().map(|&n| n as i64).sum();
+        let logits = Tensor::randn([rows, width], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+        let value = Tensor::randn([rows], (Kind::Float, tch::Device::Cpu));
+        let actions: Vec<Tensor> =
+            heads.iter().map(|&n| Tensor::randint(n as i64, [rows, 1], (Kind::Int64, tch::Device::Cpu))).collect();
+        let f = |s: f64| Tensor::randn([rows], (Kind::Float, tch::Device::Cpu)) * s;
+        let batch = Batch {
+            obs: Tensor::zeros([rows, 1], (Kind::Float, tch::Device::Cpu)),
+            extra: Vec::new(),
+            actions: Tensor::cat(&actions, 1),
+            log_probs: f(0.5) - 2.0,
+            values: f(1.0),
+            advantages: f(1.0),
+            returns: f(1.0),
+        };
+        (logits, value, batch)
+    }
+
+    /// Each head's coefficient scales that head's entropy alone: with every coefficient
+    /// `ent_coef` the loss is `loss_from`'s; with one head's raised by `d`, the loss falls
+    /// by `d` × that head's mean entropy and nothing else moves, over seeds and shapes.
+    #[test]
+    fn each_heads_coefficient_weighs_its_own_entropy() {
+        let spec = RunSpec::default();
+        for (seed, heads) in [(1, vec![2]), (2, vec![6, 3, 5]), (3, vec![6, 3, 5, 3, 4, 3, 3, 3]), (4, vec![4, 1, 7])] {
+            let (logits, value, mb) = minibatch(24, &heads, seed);
+            let (base, base_stats) = loss_from(&logits, &value, None, &mb, &heads, &spec, true);
+            let same = vec![spec.ppo.ent_coef; heads.len()];
+            let (l, stats) = loss_with_head_entropy(&logits, &value, None, &mb, &heads, &spec, true, &same);
+            assert!((l.double_value(&[]) - base.double_value(&[])).abs() < 1e-6, "seed {seed}");
+            let (a, b) = (Vec::<f64>::try_from(stats.unwrap()).unwrap(), Vec::<f64>::try_from(base_stats.unwrap()));
+            for (x, y) in a.iter().zip(b.unwrap()) {
+                assert!((x - y).abs() < 1e-6, "seed {seed}: stats {a:?}");
+            }
+            let (_, entropies) = distribution::log_prob_and_entropies(&logits, None, &heads, &mb.actions);
+            for h in 0..heads.len() {
+                let mut raised = same.clone();
+                raised[h] += 0.5;
+                let (l, _) = loss_with_head_entropy(&logits, &value, None, &mb, &heads, &spec, false, &raised);
+                let want = base.double_value(&[]) - 0.5 * entropies[h].mean(Kind::Float).double_value(&[]);
+                assert!((l.double_value(&[]) - want).abs() < 1e-5, "seed {seed}, head {h}");
+                // Only that head's logits feel the extra bonus.
+                let (lower, _) = loss_with_head_entropy(&logits, &value, None, &mb, &heads, &spec, false, &same);
+                let grad = |t: &Tensor| Tensor::run_backward(&[t], &[&logits], false, false).remove(0);
+                let moved = (grad(&l) - grad(&lower)).abs().gt(1e-7);
+                let start: i64 = heads[..h].iter().map(|&n| n as i64).sum();
+                let own = moved.narrow(1, start, heads[h] as i64).any().int64_value(&[]) == 1;
+                let others = moved.sum(Kind::Int64).int64_value(&[])
+                    - moved.narrow(1, start, heads[h] as i64).sum(Kind::Int64).int64_value(&[]);
+                assert!(heads[h] == 1 || own, "seed {seed}, head {h}: its own logits moved");
+                assert_eq!(others, 0, "seed {seed}, head {h}: no other head's logits moved");
+            }
+        }
+    }
 }

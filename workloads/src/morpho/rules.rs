@@ -10,6 +10,7 @@
 
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::HeadPin;
+use hotlab_shared::workloads::morpho::HEADS;
 
 /// A slot's stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,16 +99,8 @@ pub const SEED_LR: [f64; 3] = [0.5, 1.0, 2.0];
 
 /// The heads, in order, with their sizes for `slots` slots and `blueprints` blueprints.
 pub fn heads(slots: usize, blueprints: usize) -> [(&'static str, usize); 8] {
-    [
-        ("op", OPS.len()),
-        ("slot", slots),
-        ("blueprint", blueprints),
-        ("curve", CURVES.len()),
-        ("alpha_target", ALPHA_TARGETS.len()),
-        ("alpha_speed", ALPHA_EPOCHS.len()),
-        ("tempo", TEMPOS.len()),
-        ("seed_lr", SEED_LR.len()),
-    ]
+    let sizes = [OPS.len(), slots, blueprints, CURVES.len(), ALPHA_TARGETS.len(), ALPHA_EPOCHS.len(), TEMPOS.len(), SEED_LR.len()];
+    std::array::from_fn(|h| (HEADS[h], sizes[h]))
 }
 
 /// One decision: an index into each head.

@@ -12,7 +12,7 @@ use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
 use crate::spec::choices::choice;
-use crate::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec};
+use crate::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, SpecError};
 use crate::workloads::WorkloadSpec;
 use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
@@ -166,6 +166,44 @@ pub struct MorphoSpec {
     /// Decisions of the scripted grower's play the agent is fitted to before PPO starts
     /// (0 = none: PPO from a fresh agent). Flag `--clone-grower`.
     pub clone_grower: usize,
+    /// Entropy coefficients of single heads, `HEAD=C,…` (heads by [`HEADS`]' names); the
+    /// heads not named keep `--ent-coef`. Empty: one `--ent-coef` for their sum. Flag
+    /// `--head-ent-coef`.
+    pub head_ent_coef: String,
+}
+
+/// The agent's eight heads, in their order (the op first: it picks which others are read).
+pub const HEADS: [&str; 8] = ["op", "slot", "blueprint", "curve", "alpha_target", "alpha_speed", "tempo", "seed_lr"];
+
+impl MorphoSpec {
+    /// Each head's entropy coefficient under `--head-ent-coef`, `ent_coef` where it names
+    /// none; None when it is empty (the heads' summed entropy weighs `ent_coef`).
+    pub fn head_entropy(&self, ent_coef: f64) -> Result<Option<[f64; 8]>, SpecError> {
+        let text = self.head_ent_coef.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let bad = |m: String| SpecError::new("head_ent_coef", m);
+        let mut coefs = [ent_coef; 8];
+        let mut named = [false; 8];
+        for item in text.split(',') {
+            let Some((name, value)) = item.split_once('=') else {
+                return Err(bad(format!("'{}': write HEAD=COEF, e.g. op=0.02,slot=0.005", item.trim())));
+            };
+            let name = name.trim();
+            let Some(h) = HEADS.iter().position(|&n| n == name) else {
+                return Err(bad(format!("'{name}' is not a head; the heads: {}", HEADS.join(", "))));
+            };
+            if std::mem::replace(&mut named[h], true) {
+                return Err(bad(format!("'{name}' is named twice")));
+            }
+            coefs[h] = match value.trim().parse::<f64>() {
+                Ok(c) if (0.0..=10.0).contains(&c) => c,
+                _ => return Err(bad(format!("{name}'s '{}' must be a number from 0 to 10", value.trim()))),
+            };
+        }
+        Ok(Some(coefs))
+    }
 }
 
 impl Default for MorphoSpec {
@@ -188,6 +226,7 @@ impl Default for MorphoSpec {
             shaping: 0.0,
             probe: Probe::Off,
             clone_grower: 0,
+            head_ent_coef: String::new(),
         }
     }
 }
@@ -364,7 +403,19 @@ impl Settings for MorphoSpec {
     )
     .range(0.0, 10_000.0)
     .about("orderings sampled for each step's Shapley credit; 0 = exact, every ordering"),
+    setting(
+        EnvName::Morpho,
+        "head_ent_coef",
+        "workload.morpho.head_ent_coef",
+        Text,
+        "morpho: entropy coefficients of single heads, HEAD=C,…; the rest keep --ent-coef",
+    )
+    .about("each named head's entropy weighs its own coefficient in the PPO loss, HEAD=C,… (heads: op, slot, blueprint, curve, alpha_target, alpha_speed, tempo, seed_lr; C from 0 to 10); the heads not named keep --ent-coef. Empty: --ent-coef weighs the heads' summed entropy"),
     ];
+
+    fn validate(&self) -> Result<(), SpecError> {
+        self.head_entropy(0.0).map(|_| ())
+    }
     /// A host trains beside its env, on the run's device (no `device` backend).
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
     /// The features (5 + 3 slots × 19 f32) and the mask table (6 ops × 30 choices, i64).
@@ -574,5 +625,45 @@ fn preset() -> RunSpec {
         ppo: PpoSpec { minibatches: 2, ..PpoSpec::default() },
         exec: ExecSpec { backend: Backend::Threads, workers: 2, ..ExecSpec::default() },
         ..RunSpec::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(text: &str) -> MorphoSpec {
+        MorphoSpec { head_ent_coef: text.into(), ..MorphoSpec::default() }
+    }
+
+    /// Named heads get their coefficient, the rest `--ent-coef`; empty means the one
+    /// coefficient on the heads' sum.
+    #[test]
+    fn head_entropy_coefficients_name_their_heads() {
+        assert_eq!(with("").head_entropy(0.01).unwrap(), None);
+        assert_eq!(with("  ").head_entropy(0.01).unwrap(), None);
+        let c = with("op=0.05, tempo = 0").head_entropy(0.01).unwrap().unwrap();
+        assert_eq!(c, [0.05, 0.01, 0.01, 0.01, 0.01, 0.01, 0.0, 0.01]);
+        let all: Vec<String> = HEADS.iter().enumerate().map(|(i, h)| format!("{h}={i}")).collect();
+        assert_eq!(with(&all.join(",")).head_entropy(0.01).unwrap().unwrap(), [0., 1., 2., 3., 4., 5., 6., 7.]);
+    }
+
+    /// Each bad form is refused naming the flag and what is allowed.
+    #[test]
+    fn bad_head_entropy_coefficients_are_refused_saying_why() {
+        for (text, says) in [
+            ("op", "write HEAD=COEF"),
+            ("opp=0.1", "the heads: op, slot, blueprint"),
+            ("op=0.1,op=0.2", "named twice"),
+            ("slot=-1", "from 0 to 10"),
+            ("slot=11", "from 0 to 10"),
+            ("slot=NaN", "from 0 to 10"),
+            ("slot=", "from 0 to 10"),
+            ("op=0.1,", "write HEAD=COEF"),
+        ] {
+            let e = with(text).validate().unwrap_err();
+            assert_eq!(e.field, "head_ent_coef", "{text}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        }
     }
 }
