@@ -59,7 +59,9 @@ fn every_host_backend_gives_the_same_morpho_run() {
             let dir = tempfile::tempdir().unwrap();
             let args = ["--backend", b, "--workers", "2", "--seed", "4", "--host-exec", "per_env", "--gamma", "0.9"];
             let shaped = ["--shaping", "0.1", "--training-entry", "gate", "--pin-heads", "grower", "--probe", "shaped"];
-            let args = [&args[..], &shaped].concat();
+            // Episodes of 1, 2, then 3 host epochs: 3 episodes per env in its 6 decisions.
+            let curriculum = ["--curriculum-from", "1", "--curriculum-episodes", "2"];
+            let args = [&args[..], &shaped, &curriculum].concat();
             let report = train(dir.path(), &args);
             assert_eq!(report["config"]["workload"]["morpho"]["shaping"], 0.1, "{report}");
             assert_eq!(report["env"], "morpho");
@@ -77,6 +79,7 @@ fn every_host_backend_gives_the_same_morpho_run() {
         .collect();
     let (_, first, weights, reads) = &runs[0];
     assert_eq!(first.len(), 2, "two updates");
+    assert_eq!(first[1][1], 6, "the curriculum's episodes: 1, 2 and 3 epochs in each env's 6 decisions");
     assert!(*reads > 0, "seeds grafted and their norms read");
     for (b, figures, w, r) in &runs[1..] {
         assert_eq!(figures, first, "{b}: the same figures as vectorized");
@@ -143,11 +146,13 @@ fn per_value(
 /// `--lifecycle loop` runs each env's decision, slot ticks and reward env after env, reading
 /// its slot state one value at a time; `batched` runs every env of a batch in one pass of
 /// tensor ops: the same run, figure for figure and weight for weight, on a batch and on
-/// worker threads, with the loop's reads per value counted (rewards shaped, the probes in Φ).
+/// worker threads, with the loop's reads per value counted (rewards shaped, the probes in Φ,
+/// episodes lengthening under a curriculum).
 #[test]
 fn a_batched_lifecycle_gives_the_same_run_as_the_loop() {
     for backend in ["vectorized", "threads"] {
         let args = ["--backend", backend, "--workers", "2", "--seed", "6", "--probe", "shaped", "--shaping", "0.1"];
+        let args = [&args[..], &["--curriculum-from", "2", "--curriculum-episodes", "3"]].concat();
         let runs = per_value("lifecycle", ["loop", "batched"], &args);
         assert_eq!(runs[0].1, runs[1].1, "{backend}: the same figures");
         assert!(runs[0].2 == runs[1].2, "{backend}: the same weights");
@@ -218,6 +223,8 @@ fn morpho_settings_are_refused_naming_their_flag() {
     // Seed 002 #4's wait is a CUDA stream's: hosts on the CPU have none.
     rejected(&["--stream-wait", "every", "--device", "cpu"], "--stream-wait");
     rejected(&["--stream-wait", "sometimes"], "--stream-wait");
+    rejected(&["--curriculum-from", "1001"], "--curriculum-from");
+    rejected(&["--curriculum-episodes", "0"], "--curriculum-episodes");
     let out = run(hotlab().args(["train", "--env", "cartpole", "--rent", "0.1"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--rent") && stderr(&out).contains("morpho"), "{}", stderr(&out));

@@ -279,7 +279,7 @@ impl MorphoEnv {
             added: vec![added],
             base: vec![base],
             rent: self.cfg.rent,
-            epochs: self.cfg.epochs,
+            epochs: vec![self.cfg.epochs as f64],
         };
         let reward = lifecycle::reward(&inputs, 0);
         self.clock.lap(REWARD, t);

@@ -46,6 +46,9 @@ pub struct Pool {
     pub tasks: Arc<Vec<Task>>,
     pub cfg: MorphoConfig,
     pub clock: Arc<PartClock>,
+    /// Host epochs of an env's episode `n` where a curriculum sets them (`cfg.epochs`
+    /// where None).
+    pub curriculum: Option<Arc<dyn Fn(u64) -> u32 + Send + Sync>>,
 }
 
 /// An episode's end: its return, length and score.
@@ -78,7 +81,9 @@ impl Episodes {
     fn episode(pool: &Pool, seed: u64, index: u64, n: u64) -> MorphoEnv {
         let task = &pool.tasks[((index + n) % pool.tasks.len() as u64) as usize];
         let draws = splitmix64(seed ^ splitmix64(index.wrapping_mul(0x9e37_79b9) ^ splitmix64(n)));
-        let env = one_thread(|| MorphoEnv::new(task, pool.cfg.clone(), draws).expect("a host builds"));
+        let epochs = pool.curriculum.as_ref().map_or(pool.cfg.epochs, |length| length(n));
+        let cfg = MorphoConfig { epochs, ..pool.cfg.clone() };
+        let env = one_thread(|| MorphoEnv::new(task, cfg, draws).expect("a host builds"));
         env.with_clock(pool.clock.clone())
     }
 
@@ -200,7 +205,7 @@ impl Group {
             added: column(2),
             base: column(3),
             rent: self.cfg.rent,
-            epochs: self.cfg.epochs,
+            epochs: self.envs.iter().map(|e| e.env.config().epochs as f64).collect(),
         });
         self.clock.lap(REWARD, t);
         let outcome = |env: &mut Episodes, r| {

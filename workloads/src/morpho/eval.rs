@@ -504,6 +504,7 @@ mod tests {
             tasks: std::sync::Arc::new(tasks.collect()),
             cfg,
             clock: std::sync::Arc::new(super::super::part_clock()),
+            curriculum: None,
         };
         let grown = play(&pool, &mut Policy::Grower(0), 2, 5, &mut |_| {});
         for e in &grown {

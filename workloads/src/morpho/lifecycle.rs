@@ -115,9 +115,10 @@ fn surgery(a: &Action) -> Option<Surgery> {
 }
 
 /// An env's reward for an epoch: the change in validation accuracy less its share of the
-/// rent on the parameters its seeds added (`added / base` hosts' worth over `epochs`).
+/// rent on the parameters its seeds added (`added / base` hosts' worth over its episode's
+/// `epochs`).
 pub fn reward(r: &RewardInputs, e: usize) -> f64 {
-    r.accuracy[e] - r.last[e] - r.rent * (r.added[e] / r.base[e] / r.epochs as f64)
+    r.accuracy[e] - r.last[e] - r.rent * (r.added[e] / r.base[e] / r.epochs[e])
 }
 
 /// What the rewards of a batch are computed from, one value per env.
@@ -128,7 +129,8 @@ pub struct RewardInputs {
     pub added: Vec<f64>,
     pub base: Vec<f64>,
     pub rent: f64,
-    pub epochs: u32,
+    /// Host epochs of each env's episode.
+    pub epochs: Vec<f64>,
 }
 
 /// Each env's decision: the action taken (a wait where the heads were outside the masks),
@@ -481,7 +483,7 @@ impl Lifecycle for Batched {
             let at = |v: &[f64]| f64s(v, self.device);
             (at(&r.accuracy), at(&r.last), at(&r.added), at(&r.base))
         };
-        let share = added / base / r.epochs as f64;
+        let share = added / base / f64s(&r.epochs, self.device);
         let rewards = (acc - last) - share * r.rent;
         self.clock.count(LIFECYCLE_READS, 1);
         Vec::<f64>::try_from(&rewards).unwrap_or_default()
@@ -555,7 +557,7 @@ mod tests {
                 added: (0..envs).map(|_| rng.below(5000) as f64).collect(),
                 base: vec![24_010.0; envs],
                 rent: 0.02,
-                epochs: 12,
+                epochs: (0..envs).map(|e| [12.0, 16.0][e % 2]).collect(),
             };
             let r: Vec<Vec<f64>> = lives.iter_mut().map(|l| l.rewards(&inputs)).collect();
             assert_eq!(r[0], r[1], "step {step}");

@@ -135,7 +135,11 @@ impl Morpho {
                 gates: Gates { auto_train: s.training_entry == TrainingEntry::Gate, ..Gates::default() },
                 ..MorphoConfig::default()
             };
-        Pool { tasks: Arc::new(tasks), cfg, clock: Arc::new(part_clock()) }
+        let curriculum = (s.curriculum_from > 0).then(|| {
+            let s = s.clone();
+            Arc::new(move |n| s.episode_epochs(n)) as Arc<dyn Fn(u64) -> u32 + Send + Sync>
+        });
+        Pool { tasks: Arc::new(tasks), cfg, clock: Arc::new(part_clock()), curriculum }
     }
 
     /// `count` tasks no training env learns (at most 1000): held-out ones from 1000 seeds
@@ -144,7 +148,8 @@ impl Morpho {
     /// sleeper pool gives the same episodes at the cost of computing its sleepers, which an
     /// evaluation need not pay.
     pub fn eval_pool(&self, tasks: TaskSet, count: usize) -> Pool {
-        let s = MorphoSpec { slots: SlotPool::Dynamic, ..self.settings.clone() };
+        // Evaluation plays full-length episodes (a curriculum is training's).
+        let s = MorphoSpec { slots: SlotPool::Dynamic, curriculum_from: 0, ..self.settings.clone() };
         let past = match tasks {
             TaskSet::HeldOut => 1000,
             TaskSet::Validation => 100_000,

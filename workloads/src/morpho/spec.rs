@@ -170,12 +170,31 @@ pub struct MorphoSpec {
     /// heads not named keep `--ent-coef`. Empty: one `--ent-coef` for their sum. Flag
     /// `--head-ent-coef`.
     pub head_ent_coef: String,
+    /// A curriculum over episode lengths: each env's first episode lasts this many host
+    /// epochs, and its later ones move evenly to `epochs` over `curriculum_episodes`
+    /// episodes (0 = off: every episode `epochs` long). Flag `--curriculum-from`.
+    pub curriculum_from: u32,
+    /// Episodes per env over which the curriculum reaches `epochs`. Flag
+    /// `--curriculum-episodes`.
+    pub curriculum_episodes: u32,
 }
 
 /// The agent's eight heads, in their order (the op first: it picks which others are read).
 pub const HEADS: [&str; 8] = ["op", "slot", "blueprint", "curve", "alpha_target", "alpha_speed", "tempo", "seed_lr"];
 
 impl MorphoSpec {
+    /// Host epochs of an env's episode `n` (from 0): `--host-epochs`, or under a curriculum
+    /// the way from `--curriculum-from` to it, `n` episodes of `--curriculum-episodes` along.
+    pub fn episode_epochs(&self, n: u64) -> u32 {
+        if self.curriculum_from == 0 {
+            return self.epochs;
+        }
+        let ramp = self.curriculum_episodes.max(1) as f64;
+        let along = n.min(ramp as u64) as f64 / ramp;
+        let (from, to) = (self.curriculum_from as f64, self.epochs as f64);
+        (from + (to - from) * along).round() as u32
+    }
+
     /// Each head's entropy coefficient under `--head-ent-coef`, `ent_coef` where it names
     /// none; None when it is empty (the heads' summed entropy weighs `ent_coef`).
     pub fn head_entropy(&self, ent_coef: f64) -> Result<Option<[f64; 8]>, SpecError> {
@@ -227,6 +246,8 @@ impl Default for MorphoSpec {
             probe: Probe::Off,
             clone_grower: 0,
             head_ent_coef: String::new(),
+            curriculum_from: 0,
+            curriculum_episodes: 24,
         }
     }
 }
@@ -411,11 +432,29 @@ impl Settings for MorphoSpec {
         "morpho: entropy coefficients of single heads, HEAD=C,…; the rest keep --ent-coef",
     )
     .about("each named head's entropy weighs its own coefficient in the PPO loss, HEAD=C,… (heads: op, slot, blueprint, curve, alpha_target, alpha_speed, tempo, seed_lr; C from 0 to 10); the heads not named keep --ent-coef. Empty: --ent-coef weighs the heads' summed entropy"),
+    setting(
+        EnvName::Morpho,
+        "curriculum_from",
+        "workload.morpho.curriculum_from",
+        Int,
+        "morpho: a curriculum: host epochs of each env's first episode, moving to --host-epochs; 0 = off",
+    )
+    .range(0.0, 1000.0)
+    .about("a curriculum over episode lengths: each env's first episode lasts this many host epochs, and its later episodes move evenly to --host-epochs over --curriculum-episodes episodes (then stay there); evaluation plays --host-epochs. 0 = off, every episode --host-epochs long"),
+    setting(
+        EnvName::Morpho,
+        "curriculum_episodes",
+        "workload.morpho.curriculum_episodes",
+        Int,
+        "morpho: episodes per env over which the curriculum reaches --host-epochs",
+    )
+    .range(1.0, 1_000_000.0),
     ];
 
     fn validate(&self) -> Result<(), SpecError> {
         self.head_entropy(0.0).map(|_| ())
     }
+
     /// A host trains beside its env, on the run's device (no `device` backend).
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
     /// The features (5 + 3 slots × 19 f32) and the mask table (6 ops × 30 choices, i64).
@@ -646,6 +685,20 @@ mod tests {
         assert_eq!(c, [0.05, 0.01, 0.01, 0.01, 0.01, 0.01, 0.0, 0.01]);
         let all: Vec<String> = HEADS.iter().enumerate().map(|(i, h)| format!("{h}={i}")).collect();
         assert_eq!(with(&all.join(",")).head_entropy(0.01).unwrap().unwrap(), [0., 1., 2., 3., 4., 5., 6., 7.]);
+    }
+
+    /// A curriculum moves each env's episodes evenly from its first length to
+    /// `--host-epochs`, rounding to whole epochs, then stays there; off, every episode is
+    /// `--host-epochs` long.
+    #[test]
+    fn a_curriculum_lengthens_or_shortens_episodes_evenly() {
+        let s = |from, episodes| MorphoSpec { epochs: 12, curriculum_from: from, curriculum_episodes: episodes, ..MorphoSpec::default() };
+        let lengths = |spec: MorphoSpec| (0..8).map(|n| spec.episode_epochs(n)).collect::<Vec<_>>();
+        assert_eq!(lengths(s(0, 4)), [12; 8]);
+        assert_eq!(lengths(s(16, 4)), [16, 15, 14, 13, 12, 12, 12, 12]);
+        assert_eq!(lengths(s(4, 2)), [4, 8, 12, 12, 12, 12, 12, 12]);
+        assert_eq!(lengths(s(6, 4)), [6, 8, 9, 11, 12, 12, 12, 12]);
+        assert_eq!(lengths(s(12, 1)), [12; 8]);
     }
 
     /// Each bad form is refused naming the flag and what is allowed.
