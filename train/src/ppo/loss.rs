@@ -8,10 +8,14 @@ use tch::{Kind, Tensor};
 
 /// The loss of one minibatch from a forward's logits (masked by `mask`) and values, and
 /// with `want_stats` its `[pg, v, entropy, approx_kl, clipfrac]` (only the last
-/// minibatch's are reported: at CleanRL's sizes every op counts).
+/// minibatch's are reported: at CleanRL's sizes every op counts). The entropy bonus is
+/// `ent_coef` × the heads' summed entropy, or with `head_ent` head `h`'s entropy ×
+/// `head_ent[h]` (a head whose exploration costs or pays more than another's gets its own
+/// bonus; the reported entropy is still the sum).
 ///
 /// This is the definition, differentiated by autograd where a workload has no
 /// hand-written gradient; the hand-written ones are checked against it.
+#[allow(clippy::too_many_arguments)]
 pub fn loss_from(
     logits: &Tensor,
     value: &Tensor,
@@ -20,32 +24,23 @@ pub fn loss_from(
     heads: &[usize],
     spec: &RunSpec,
     want_stats: bool,
+    head_ent: Option<&[f64]>,
 ) -> (Tensor, Option<Tensor>) {
-    let (new_log_prob, entropy) = distribution::log_prob_and_entropy(logits, mask, heads, &mb.actions);
-    let entropy = entropy.mean(Kind::Float);
-    let bonus = &entropy * spec.ppo.ent_coef;
-    clipped(new_log_prob, entropy, bonus, value, mb, spec, want_stats)
-}
-
-/// [`loss_from`] with head `h`'s entropy weighted by `coefs[h]` in place of one
-/// `ent_coef` for their sum: a head whose exploration costs (or pays) more than another's
-/// gets its own bonus. The reported entropy is still the heads' sum.
-#[allow(clippy::too_many_arguments)]
-pub fn loss_with_head_entropy(
-    logits: &Tensor,
-    value: &Tensor,
-    mask: Option<&Tensor>,
-    mb: &Batch,
-    heads: &[usize],
-    spec: &RunSpec,
-    want_stats: bool,
-    coefs: &[f64],
-) -> (Tensor, Option<Tensor>) {
-    assert_eq!(coefs.len(), heads.len(), "one entropy coefficient per head");
-    let (new_log_prob, entropies) = distribution::log_prob_and_entropies(logits, mask, heads, &mb.actions);
-    let means: Vec<Tensor> = entropies.iter().map(|e| e.mean(Kind::Float)).collect();
-    let entropy = Tensor::stack(&means, 0).sum(Kind::Float);
-    let bonus = Tensor::stack(&means, 0).dot(&Tensor::from_slice(coefs).to_kind(Kind::Float).to_device(value.device()));
+    let (new_log_prob, entropy, bonus) = match head_ent {
+        None => {
+            let (lp, entropy) = distribution::log_prob_and_entropy(logits, mask, heads, &mb.actions);
+            let entropy = entropy.mean(Kind::Float);
+            let bonus = &entropy * spec.ppo.ent_coef;
+            (lp, entropy, bonus)
+        }
+        Some(coefs) => {
+            assert_eq!(coefs.len(), heads.len(), "one entropy coefficient per head");
+            let (lp, entropies) = distribution::log_prob_and_entropies(logits, mask, heads, &mb.actions);
+            let means = Tensor::stack(&entropies.iter().map(|e| e.mean(Kind::Float)).collect::<Vec<_>>(), 0);
+            let weights = Tensor::from_slice(coefs).to_kind(Kind::Float).to_device(value.device());
+            (lp, means.sum(Kind::Float), means.dot(&weights))
+        }
+    };
     clipped(new_log_prob, entropy, bonus, value, mb, spec, want_stats)
 }
 
@@ -117,9 +112,9 @@ mod tests {
         let spec = RunSpec::default();
         for (seed, heads) in [(1, vec![2]), (2, vec![6, 3, 5]), (3, vec![6, 3, 5, 3, 4, 3, 3, 3]), (4, vec![4, 1, 7])] {
             let (logits, value, mb) = minibatch(24, &heads, seed);
-            let (base, base_stats) = loss_from(&logits, &value, None, &mb, &heads, &spec, true);
+            let (base, base_stats) = loss_from(&logits, &value, None, &mb, &heads, &spec, true, None);
             let same = vec![spec.ppo.ent_coef; heads.len()];
-            let (l, stats) = loss_with_head_entropy(&logits, &value, None, &mb, &heads, &spec, true, &same);
+            let (l, stats) = loss_from(&logits, &value, None, &mb, &heads, &spec, true, Some(&same));
             assert!((l.double_value(&[]) - base.double_value(&[])).abs() < 1e-6, "seed {seed}");
             let (a, b) = (Vec::<f64>::try_from(stats.unwrap()).unwrap(), Vec::<f64>::try_from(base_stats.unwrap()));
             for (x, y) in a.iter().zip(b.unwrap()) {
@@ -129,11 +124,11 @@ mod tests {
             for h in 0..heads.len() {
                 let mut raised = same.clone();
                 raised[h] += 0.5;
-                let (l, _) = loss_with_head_entropy(&logits, &value, None, &mb, &heads, &spec, false, &raised);
+                let (l, _) = loss_from(&logits, &value, None, &mb, &heads, &spec, false, Some(&raised));
                 let want = base.double_value(&[]) - 0.5 * entropies[h].mean(Kind::Float).double_value(&[]);
                 assert!((l.double_value(&[]) - want).abs() < 1e-5, "seed {seed}, head {h}");
                 // Only that head's logits feel the extra bonus.
-                let (lower, _) = loss_with_head_entropy(&logits, &value, None, &mb, &heads, &spec, false, &same);
+                let (lower, _) = loss_from(&logits, &value, None, &mb, &heads, &spec, false, Some(&same));
                 let grad = |t: &Tensor| Tensor::run_backward(&[t], &[&logits], false, false).remove(0);
                 let moved = (grad(&l) - grad(&lower)).abs().gt(1e-7);
                 let start: i64 = heads[..h].iter().map(|&n| n as i64).sum();

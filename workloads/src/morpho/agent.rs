@@ -14,7 +14,7 @@ use hotlab_train::exec::transfer::Mover;
 use hotlab_train::models::mlp::actor::{eager_values, value_rows};
 use hotlab_train::models::mlp::policy::ActorCritic;
 
-use hotlab_train::ppo::loss::{loss_from, loss_with_head_entropy};
+use hotlab_train::ppo::loss::loss_from;
 use hotlab_train::ppo::update::UpdateCtx;
 use hotlab_train::ppo::{device_outputs, Actor, Pass, PpoPolicy};
 use hotlab_train::precision::Precision;
@@ -81,10 +81,8 @@ impl Pass for MorphoPass<'_> {
         let (logits, value) = (net.logits(&mb.obs), net.value(&mb.obs));
         // The mask each action was drawn under: its op's row of the table.
         let mask = distribution::resolve_rows(&mb.extra[0].ne(0), &mb.actions.select(1, 0), ctx.heads);
-        let (loss, stats) = match &self.head_ent {
-            None => loss_from(&logits, &value, Some(&mask), &mb, ctx.heads, ctx.spec, last),
-            Some(c) => loss_with_head_entropy(&logits, &value, Some(&mask), &mb, ctx.heads, ctx.spec, last, c),
-        };
+        let head_ent = self.head_ent.as_ref().map(|c| &c[..]);
+        let (loss, stats) = loss_from(&logits, &value, Some(&mask), &mb, ctx.heads, ctx.spec, last, head_ent);
         let s = prof.stop(Phase::UPDATE_FORWARD, s);
         loss.backward();
         let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());

@@ -299,7 +299,7 @@ mod tests {
         };
         net.zero_grad();
         let fwd = net.forward(&state.view([n as i64, 1, 10, 3]), &succ.view([n as i64, 20, 10, 3]));
-        let (loss, stats) = loss_from(&fwd.logits, &fwd.value, Some(&mask.ne(0)), &mb, &[20], &spec, true);
+        let (loss, stats) = loss_from(&fwd.logits, &fwd.value, Some(&mask.ne(0)), &mb, &[20], &spec, true, None);
         loss.backward();
         let want = Vec::<f32>::try_from(&net.flat_grad).unwrap();
         let want_stats = Vec::<f64>::try_from(stats.unwrap().to_kind(Kind::Double)).unwrap();

@@ -115,7 +115,7 @@ impl Pass for ProofPass<'_> {
             net.zero_grad();
             let out = net.forward(&mb.obs, &mb.extra[0]);
             let mask = mb.extra[1].ne(0);
-            let (loss, stats) = loss_from(&out.logits, &out.value, Some(&mask), &mb, ctx.heads, spec, last);
+            let (loss, stats) = loss_from(&out.logits, &out.value, Some(&mask), &mb, ctx.heads, spec, last, None);
             let s = prof.stop_split(Phase::UPDATE_FORWARD, EMBEDDING_LOOKUP, out.lookup_s, s);
             loss.backward();
             let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());

@@ -31,7 +31,7 @@ pub fn minibatch_loss(
     spec: &RunSpec,
     want_stats: bool,
 ) -> (Tensor, Option<Tensor>) {
-    crate::ppo::loss::loss_from(&net.logits(&mb.obs), &net.value(&mb.obs), None, mb, heads, spec, want_stats)
+    crate::ppo::loss::loss_from(&net.logits(&mb.obs), &net.value(&mb.obs), None, mb, heads, spec, want_stats, None)
 }
 
 /// One minibatch's forward and ∂loss/∂outputs; [`LossGrad::backward`] finishes the job.
