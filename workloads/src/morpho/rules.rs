@@ -99,7 +99,16 @@ pub const SEED_LR: [f64; 3] = [0.5, 1.0, 2.0];
 
 /// The heads, in order, with their sizes for `slots` slots and `blueprints` blueprints.
 pub fn heads(slots: usize, blueprints: usize) -> [(&'static str, usize); 8] {
-    let sizes = [OPS.len(), slots, blueprints, CURVES.len(), ALPHA_TARGETS.len(), ALPHA_EPOCHS.len(), TEMPOS.len(), SEED_LR.len()];
+    let sizes = [
+        OPS.len(),
+        slots,
+        blueprints,
+        CURVES.len(),
+        ALPHA_TARGETS.len(),
+        ALPHA_EPOCHS.len(),
+        TEMPOS.len(),
+        SEED_LR.len(),
+    ];
     std::array::from_fn(|h| (HEADS[h], sizes[h]))
 }
 

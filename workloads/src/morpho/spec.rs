@@ -692,7 +692,12 @@ mod tests {
     /// `--host-epochs` long.
     #[test]
     fn a_curriculum_lengthens_or_shortens_episodes_evenly() {
-        let s = |from, episodes| MorphoSpec { epochs: 12, curriculum_from: from, curriculum_episodes: episodes, ..MorphoSpec::default() };
+        let s = |from, episodes| MorphoSpec {
+            epochs: 12,
+            curriculum_from: from,
+            curriculum_episodes: episodes,
+            ..MorphoSpec::default()
+        };
         let lengths = |spec: MorphoSpec| (0..8).map(|n| spec.episode_epochs(n)).collect::<Vec<_>>();
         assert_eq!(lengths(s(0, 4)), [12; 8]);
         assert_eq!(lengths(s(16, 4)), [16, 15, 14, 13, 12, 12, 12, 12]);
