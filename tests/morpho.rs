@@ -312,7 +312,8 @@ fn the_grow_preset_beats_waiting_at_the_best_tempo_by_growing() {
 /// `hotlab bench growth`: each training seed trained and played against every baseline on
 /// tasks it never trained on, held-out or validation (other tasks: other scores), with
 /// whether each seed learned growth and whether the spec did; `hotlab eval --task-set`
-/// plays the same sets. Bad input is refused naming its flag.
+/// plays the same sets; with `--json`, each seed's row reaches stderr as it is judged. Bad
+/// input is refused naming its flag.
 #[test]
 fn the_growth_bench_trains_each_seed_and_plays_it_on_unseen_tasks() {
     let bench = |set: &str| {
@@ -321,6 +322,14 @@ fn the_growth_bench_trains_each_seed_and_plays_it_on_unseen_tasks() {
             .args(["--envs", "2", "--steps", "3", "--total-steps", "6", "--minibatches", "1"])
             .args(SMALL));
         assert!(out.status.success(), "{}", stderr(&out));
+        // With --json, stdout is the one object and each seed's row goes to stderr as it is judged.
+        let err = stderr(&out);
+        let rows: Vec<&str> = err
+            .lines()
+            .filter(|l| l.ends_with(" yes") || l.ends_with(" no"))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(rows, ["3", "5"], "a row per seed on stderr: {err}");
         last_json(&out)
     };
     let (held_out, validation) = (bench("held-out"), bench("validation"));

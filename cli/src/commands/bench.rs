@@ -7,6 +7,7 @@ use crate::commands::UsageError;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use hotlab_shared::spec::{Backend, EnvName, RunSpec, SpecError, WaitMode, WorkloadSpec};
+use hotlab_workloads::gym::python::above_binary;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::process::Command;
@@ -104,13 +105,13 @@ const PEERS: [&str; 2] = ["gymnasium", "envpool"];
 
 /// `scripts/NAME`, from here or from the project around the binary.
 fn peer_script(name: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe().ok();
-    let project = exe.as_deref().and_then(|e| Some(e.parent()?.parent()?.parent()?.join("scripts").join(name)));
-    [Some(PathBuf::from("scripts").join(name)), project]
-        .into_iter()
-        .flatten()
-        .find(|p| p.exists())
-        .ok_or_else(|| usage("--peer", format!("scripts/{name} not found: run from the project's folder")))
+    let rel = format!("scripts/{name}");
+    here_or_above(&rel).ok_or_else(|| usage("--peer", format!("{rel} not found: run from the project's folder")))
+}
+
+/// `rel` from the working folder, else from the nearest folder above the binary that has it.
+fn here_or_above(rel: &str) -> Option<PathBuf> {
+    Some(PathBuf::from(rel)).filter(|p| p.exists()).or_else(|| above_binary(rel))
 }
 
 /// EnvPool's interpreter: `$HOTLAB_ENVPOOL_PYTHON`, or the project's `.venv-envpool` (its
@@ -122,9 +123,7 @@ fn envpool_python() -> Result<PathBuf> {
             usage("--peer", format!("envpool: HOTLAB_ENVPOOL_PYTHON is {}, which does not exist", p.display()))
         });
     }
-    let exe = std::env::current_exe().ok();
-    let near = exe.iter().flat_map(|e| e.ancestors()).map(|d| d.join(".venv-envpool/bin/python"));
-    [PathBuf::from(".venv-envpool/bin/python")].into_iter().chain(near).find(|p| p.exists()).ok_or_else(|| {
+    here_or_above(".venv-envpool/bin/python").ok_or_else(|| {
         usage(
             "--peer",
             "envpool: no .venv-envpool here or above the binary: `cargo xtask peers` makes it (EnvPool 1.2.5), \

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use hotlab_shared::spec::{Preset, WorkloadSpec};
 use hotlab_train::workload::TaskSet;
-use hotlab_workloads::morpho::bench::growth::{run, GrowthBench, Progress};
+use hotlab_workloads::morpho::bench::growth::{run, GrowthBench, Progress, SeedFigure};
 
 #[derive(Args, Debug)]
 pub struct BenchGrowthArgs {
@@ -30,7 +30,8 @@ pub struct BenchGrowthArgs {
     /// tune on (tuning on the held-out tasks would make them tuned tasks).
     #[arg(long, default_value = "held-out", value_parser = TaskSet::NAMES)]
     pub task_set: String,
-    /// One JSON object (every seed's whole yardstick included), no progress.
+    /// One JSON object on stdout (every seed's whole yardstick included); no progress bar,
+    /// but each seed's row on stderr as it is judged (a run takes minutes per seed).
     #[arg(long)]
     pub json: bool,
 }
@@ -60,6 +61,13 @@ pub fn growth(a: BenchGrowthArgs) -> Result<()> {
         Progress::Training { seed, done, total } => {
             bar.set_position(seed as u64);
             bar.set_message(format!("seed {}: training, {done}/{total} decisions", b.seeds[seed]));
+        }
+        Progress::Judged(figure) => {
+            let line = format!("{}{}", SeedFigure::header(), figure.row());
+            match a.json {
+                true => eprint!("{line}"),
+                false => bar.println(line.trim_end()),
+            }
         }
     })?;
     bar.finish_and_clear();

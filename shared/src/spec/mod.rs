@@ -19,7 +19,9 @@ pub use presets::Preset;
 // Each workload's settings and choices are its module's (`crate::workloads`); named here
 // too, as parts of the spec.
 pub use crate::workloads::dreamer::{EncoderMode, LossRead, ReplayAt, DREAMER_IMAGE};
-pub use crate::workloads::morpho::{HeadPin, HostExec, LifecycleMode, Probe, SlotPool, StreamWait, TrainingEntry};
+pub use crate::workloads::morpho::{
+    Curriculum, HeadPin, HostExec, LifecycleMode, Probe, SlotPool, StreamWait, TrainingEntry,
+};
 pub use crate::workloads::{
     CartpoleSpec, DreamerSpec, EnvName, GymSpec, MorphoSpec, ProofSpec, Settings, WorkloadSpec,
 };

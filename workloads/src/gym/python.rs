@@ -27,9 +27,14 @@ pub fn default_python() -> PathBuf {
     if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|p| !p.is_empty()) {
         return Path::new(&venv).join("bin/python");
     }
-    let exe = std::env::current_exe().ok();
-    let project = exe.iter().flat_map(|e| e.ancestors()).map(|d| d.join(".venv/bin/python")).find(|p| p.exists());
-    project.unwrap_or_else(|| PathBuf::from("python3"))
+    above_binary(".venv/bin/python").unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// `rel` in the nearest folder above the running binary that has it (the project's, for a
+/// binary in its `target/`), None where none does.
+pub fn above_binary(rel: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors().map(|d| d.join(rel)).find(|p| p.exists())
 }
 
 /// What the probe learned of an env's spaces.

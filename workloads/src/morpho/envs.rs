@@ -18,7 +18,7 @@ use hotlab_shared::env::{
     StepBatch,
 };
 use hotlab_shared::rng::splitmix64;
-use hotlab_shared::spec::{HeadPin, HostExec};
+use hotlab_shared::spec::{Curriculum, HeadPin, HostExec};
 use hotlab_shared::workloads::morpho::{LIFECYCLE, REWARD};
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ pub struct Pool {
     pub clock: Arc<PartClock>,
     /// Host epochs of an env's episode `n` where a curriculum sets them (`cfg.epochs`
     /// where None).
-    pub curriculum: Option<Arc<dyn Fn(u64) -> u32 + Send + Sync>>,
+    pub curriculum: Option<Curriculum>,
 }
 
 /// An episode's end: its return, length and score.
@@ -81,7 +81,7 @@ impl Episodes {
     fn episode(pool: &Pool, seed: u64, index: u64, n: u64) -> MorphoEnv {
         let task = &pool.tasks[((index + n) % pool.tasks.len() as u64) as usize];
         let draws = splitmix64(seed ^ splitmix64(index.wrapping_mul(0x9e37_79b9) ^ splitmix64(n)));
-        let epochs = pool.curriculum.as_ref().map_or(pool.cfg.epochs, |length| length(n));
+        let epochs = pool.curriculum.map_or(pool.cfg.epochs, |c| c.epochs(n));
         let cfg = MorphoConfig { epochs, ..pool.cfg.clone() };
         let env = one_thread(|| MorphoEnv::new(task, cfg, draws).expect("a host builds"));
         env.with_clock(pool.clock.clone())

@@ -135,11 +135,7 @@ impl Morpho {
                 gates: Gates { auto_train: s.training_entry == TrainingEntry::Gate, ..Gates::default() },
                 ..MorphoConfig::default()
             };
-        let curriculum = (s.curriculum_from > 0).then(|| {
-            let s = s.clone();
-            Arc::new(move |n| s.episode_epochs(n)) as Arc<dyn Fn(u64) -> u32 + Send + Sync>
-        });
-        Pool { tasks: Arc::new(tasks), cfg, clock: Arc::new(part_clock()), curriculum }
+        Pool { tasks: Arc::new(tasks), cfg, clock: Arc::new(part_clock()), curriculum: s.curriculum() }
     }
 
     /// `count` tasks no training env learns (at most 1000): held-out ones from 1000 seeds

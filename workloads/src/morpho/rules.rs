@@ -296,6 +296,8 @@ pub fn pinned(pin: HeadPin, h: usize) -> Option<usize> {
         (HeadPin::Grower, 6) => Some(TEMPOS.len() - 1),
         (HeadPin::Grower, 7) => Some(1),
         (HeadPin::Grower, _) => None,
+        (HeadPin::Tempo, 6) => Some(TEMPOS.len() - 1),
+        (HeadPin::Tempo, _) => None,
     }
 }
 
@@ -566,9 +568,9 @@ mod tests {
         assert_eq!((back.op, back.slot, back.seed_lr), (1, 2, 1));
     }
 
-    /// `--pin-heads grower`: in every op's row, each pinned head the op reads allows the
-    /// grower's choice only; the op and slot parts, and heads the op does not read, are as
-    /// before; `free` changes nothing.
+    /// `--pin-heads grower` and `tempo`: in every op's row, each pinned head the op reads
+    /// allows its one choice only; the other heads' parts, and heads the op does not read,
+    /// are as before; `free` changes nothing. `tempo` pins the tempo alone.
     #[test]
     fn pinned_heads_allow_the_growers_choice_only() {
         let g = Gates::default();
@@ -581,19 +583,28 @@ mod tests {
             let mut same = free.clone();
             pin(&mut same, HeadPin::Free, 3, 5, true, false);
             assert_eq!(same, free);
-            let mut pinned = free.clone();
-            pin(&mut pinned, HeadPin::Grower, 3, 5, true, false);
-            for (o, op) in OPS.iter().enumerate() {
-                let mut start = o * width;
-                for (h, &(_, n)) in sizes.iter().enumerate() {
-                    let (a, b) = (&free[start..start + n], &pinned[start..start + n]);
-                    match super::pinned(HeadPin::Grower, h).filter(|_| op.reads(h)) {
-                        Some(c) => assert!(b.iter().enumerate().all(|(i, &x)| x == (i == c)), "{op:?} head {h}"),
-                        None => assert_eq!(a, b, "{op:?} head {h}"),
+            for which in [HeadPin::Grower, HeadPin::Tempo] {
+                let mut pinned = free.clone();
+                pin(&mut pinned, which, 3, 5, true, false);
+                for (o, op) in OPS.iter().enumerate() {
+                    let mut start = o * width;
+                    for (h, &(_, n)) in sizes.iter().enumerate() {
+                        let (a, b) = (&free[start..start + n], &pinned[start..start + n]);
+                        match super::pinned(which, h).filter(|_| op.reads(h)) {
+                            Some(c) => {
+                                assert!(b.iter().enumerate().all(|(i, &x)| x == (i == c)), "{which:?} {op:?} head {h}")
+                            }
+                            None => assert_eq!(a, b, "{which:?} {op:?} head {h}"),
+                        }
+                        start += n;
                     }
-                    start += n;
                 }
             }
+            assert_eq!(
+                (0..8).filter_map(|h| super::pinned(HeadPin::Tempo, h).map(|c| (h, c))).collect::<Vec<_>>(),
+                [(6, TEMPOS.len() - 1)],
+                "tempo pins the tempo head alone, at its longest"
+            );
             let a = Action::random_legal(&slots, &g, 5, &mut rng);
             apply(&mut slots, &a, &g).unwrap();
             slots.iter_mut().for_each(|s| s.tick(&g));

@@ -109,6 +109,9 @@ choice!(
         /// as the scripted grower picks them, and the tempo at its longest: only the op and
         /// the slot are learned.
         Grower = "grower",
+        /// The tempo alone held at its longest (16 minibatches), every other head learned:
+        /// issue 40's "tempo held fixed", measured apart from the grower's other pins.
+        Tempo = "tempo",
     }
 );
 
@@ -182,17 +185,36 @@ pub struct MorphoSpec {
 /// The agent's eight heads, in their order (the op first: it picks which others are read).
 pub const HEADS: [&str; 8] = ["op", "slot", "blueprint", "curve", "alpha_target", "alpha_speed", "tempo", "seed_lr"];
 
+/// A curriculum over episode lengths: an env's episode `n` lasts `from` host epochs moving
+/// evenly to `to` over `episodes` episodes, rounded to whole epochs, then `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Curriculum {
+    pub from: u32,
+    pub to: u32,
+    pub episodes: u32,
+}
+
+impl Curriculum {
+    /// Host epochs of episode `n` (from 0).
+    pub fn epochs(&self, n: u64) -> u32 {
+        let ramp = self.episodes.max(1) as f64;
+        let along = n.min(ramp as u64) as f64 / ramp;
+        let (from, to) = (self.from as f64, self.to as f64);
+        (from + (to - from) * along).round() as u32
+    }
+}
+
 impl MorphoSpec {
+    /// The curriculum over episode lengths, None when it is off.
+    pub fn curriculum(&self) -> Option<Curriculum> {
+        let c = Curriculum { from: self.curriculum_from, to: self.epochs, episodes: self.curriculum_episodes };
+        (self.curriculum_from > 0).then_some(c)
+    }
+
     /// Host epochs of an env's episode `n` (from 0): `--host-epochs`, or under a curriculum
     /// the way from `--curriculum-from` to it, `n` episodes of `--curriculum-episodes` along.
     pub fn episode_epochs(&self, n: u64) -> u32 {
-        if self.curriculum_from == 0 {
-            return self.epochs;
-        }
-        let ramp = self.curriculum_episodes.max(1) as f64;
-        let along = n.min(ramp as u64) as f64 / ramp;
-        let (from, to) = (self.curriculum_from as f64, self.epochs as f64);
-        (from + (to - from) * along).round() as u32
+        self.curriculum().map_or(self.epochs, |c| c.epochs(n))
     }
 
     /// Each head's entropy coefficient under `--head-ent-coef`, `ent_coef` where it names
@@ -382,9 +404,9 @@ impl Settings for MorphoSpec {
         "pin_heads",
         "workload.morpho.pin_heads",
         Choice(HeadPin::ALL),
-        "morpho: heads the masks pin to one choice (free, or grower: only the op and the slot learned)",
+        "morpho: heads the masks pin to one choice (free; grower: only the op and the slot learned; tempo: the tempo held at 16)",
     )
-    .about("a diagnosis of what the agent learns: `free` every head learned; `grower` pins the blueprint (norm), the seed's rate (1×), the blend's curve, target (α = 1) and speed (one epoch) to the scripted grower's choices and the tempo to its longest (16 minibatches) through the masks, so that the op and slot heads alone decide when and where to grow"),
+    .about("a diagnosis of what the agent learns: `free` every head learned; `grower` pins the blueprint (norm), the seed's rate (1×), the blend's curve, target (α = 1) and speed (one epoch) to the scripted grower's choices and the tempo to its longest (16 minibatches) through the masks, so that the op and slot heads alone decide when and where to grow; `tempo` holds the tempo alone at its longest and leaves every other head learned, so that training the hosts longer cannot be what the agent learns"),
     setting(
         EnvName::Morpho,
         "training_entry",

@@ -79,32 +79,9 @@ impl GrowthReport {
             "growth on {} ({}, {} cores): {} {} episodes per seed, evaluation seed {}\n",
             self.device, self.cpu, self.cores, self.episodes, self.tasks, self.eval_seed
         );
-        let d = |p: &Paired| format!("{:+.3} [{:+.3}, {:+.3}]", p.diff, p.low, p.high);
-        out.push_str(&format!(
-            "{:>5} {:>8} {:>10}  {:<26} {:<26} {:>6}  {:<26} {:>6}  {}\n",
-            "seed",
-            "train s",
-            "decisions",
-            "greedy − best waiting",
-            "greedy − grower",
-            "grew",
-            "sampled − best waiting",
-            "grew",
-            "learned"
-        ));
+        out.push_str(&SeedFigure::header());
         for s in &self.seeds {
-            out.push_str(&format!(
-                "{:>5} {:>8.0} {:>10}  {:<26} {:<26} {:>6}  {:<26} {:>6}  {}\n",
-                s.seed,
-                s.train_s,
-                s.decisions,
-                d(&s.vs_best_waiting),
-                d(&s.vs_grower),
-                format!("{}/{}", s.grew, s.eval.episodes),
-                d(&s.sampled_vs_best_waiting),
-                format!("{}/{}", s.sampled_grew, s.eval.episodes),
-                if s.learned { "yes" } else { "no" }
-            ));
+            out.push_str(&s.row());
         }
         if let Some(first) = self.seeds.first() {
             let b: Vec<String> = first.eval.baselines.iter().map(|b| format!("{} {:.3}", b.name, b.mean)).collect();
@@ -117,6 +94,42 @@ impl GrowthReport {
             if self.spec_learns { "learns growth" } else { "does not learn growth (two thirds needed)" }
         ));
         out
+    }
+}
+
+impl SeedFigure {
+    /// The column titles of [`SeedFigure::row`].
+    pub fn header() -> String {
+        format!(
+            "{:>5} {:>8} {:>10}  {:<26} {:<26} {:>6}  {:<26} {:>6}  {}\n",
+            "seed",
+            "train s",
+            "decisions",
+            "greedy − best waiting",
+            "greedy − grower",
+            "grew",
+            "sampled − best waiting",
+            "grew",
+            "learned"
+        )
+    }
+
+    /// This seed's figures on one line (the summary's row, and the progress line as each
+    /// seed is judged).
+    pub fn row(&self) -> String {
+        let d = |p: &Paired| format!("{:+.3} [{:+.3}, {:+.3}]", p.diff, p.low, p.high);
+        format!(
+            "{:>5} {:>8.0} {:>10}  {:<26} {:<26} {:>6}  {:<26} {:>6}  {}\n",
+            self.seed,
+            self.train_s,
+            self.decisions,
+            d(&self.vs_best_waiting),
+            d(&self.vs_grower),
+            format!("{}/{}", self.grew, self.eval.episodes),
+            d(&self.sampled_vs_best_waiting),
+            format!("{}/{}", self.sampled_grew, self.eval.episodes),
+            if self.learned { "yes" } else { "no" }
+        )
     }
 }
 
@@ -133,6 +146,8 @@ pub enum Progress<'a> {
     Starts(&'a str),
     /// The seed at index `seed` has trained on `done` of `total` decisions.
     Training { seed: usize, done: u64, total: u64 },
+    /// A seed is trained and judged: its figures, before the next seed starts.
+    Judged(&'a SeedFigure),
 }
 
 /// Trains and evaluates every seed in turn, telling `progress` how it goes.
@@ -169,6 +184,7 @@ pub fn run(b: &GrowthBench, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Gr
             learned: learned(&eval),
             eval,
         });
+        progress(Progress::Judged(seeds.last().expect("just pushed")));
     }
     let info = hotlab_train::system::info();
     let learned = seeds.iter().filter(|s| s.learned).count();
