@@ -81,7 +81,8 @@ fn system_json_reports_versions_devices_and_cores() {
 }
 
 /// Every NVRTC kernel compiles here (no GPU: NVRTC is a library of the torch wheel), and
-/// `scripts/gpu-check` finds the venv, sees no GPU and falls back to compiling only.
+/// `scripts/gpu-check` finds the venv, sees no GPU and falls back to compiling only, without
+/// its lab part.
 #[test]
 fn gpu_check_compiles_every_kernel_without_a_gpu_and_the_script_falls_back() {
     let out = run(hotlab().args(["gpu-check", "--compile-only", "--json"]));
@@ -112,6 +113,8 @@ fn gpu_check_compiles_every_kernel_without_a_gpu_and_the_script_falls_back() {
         .env("HOTLAB_BIN", env!("CARGO_BIN_EXE_hotlab")));
     assert!(script.status.success(), "{}{}", stdout(&script), stderr(&script));
     assert!(stdout(&script).contains("no GPU on this machine"), "{}", stdout(&script));
+    assert!(stdout(&script).contains("no lab part"), "the lab part needs the GPU: {}", stdout(&script));
+    assert!(!results.path().join("lab-check.json").exists());
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(results.path().join("gpu-check.json")).unwrap()).unwrap();
     assert_eq!((json["ok"].clone(), json["gpu"].clone()), (true.into(), serde_json::Value::Null));
