@@ -35,7 +35,9 @@ Commands:
   build                       set up what is missing and build the worker and the web bundle
   test [SUITE]...             build, install the test tools, run every suite (or those named), print a
                               summary. Suites: fmt, clippy, clippy-wasm32, wasm32, workspace (the web
-                              app's native unit tests too), browser
+                              app's native unit tests too), browser. On request only (never in CI):
+                              learning, the tests too long for CI (#[ignore]d: the dreamer actor's
+                              learning, about 20 minutes of one core)
   fuzz [--cases N] [--seed S] [--target NAME]...
                               build, then run each fuzz target with N cases per loop (default 100000)
                               from seed S (default: drawn and printed); a table of targets and seconds.
@@ -458,13 +460,20 @@ fn fmt(check: bool) -> Result<()> {
 /// The suites of `cargo xtask test`, in the order they run.
 const SUITES: &[&str] = &["fmt", "clippy", "clippy-wasm32", "wasm32", "workspace", "browser"];
 
-/// The suites `cargo xtask test ARGS` runs: those named, or all; an unknown name is refused,
-/// naming the ones allowed.
+/// Suites that run only when named: tests longer than CI's budget allows.
+const ON_REQUEST: &[&str] = &["learning"];
+
+/// The suites `cargo xtask test ARGS` runs: those named, or all but the ones on request; an
+/// unknown name is refused, naming the ones allowed.
 fn chosen_suites(args: &[String]) -> Result<Vec<&'static str>> {
-    if let Some(bad) = args.iter().find(|a| !SUITES.contains(&a.as_str())) {
-        bail!("unknown suite '{bad}' for `cargo xtask test`; allowed: {}", SUITES.join(", "));
+    let known = || SUITES.iter().chain(ON_REQUEST).copied();
+    if let Some(bad) = args.iter().find(|a| !known().any(|s| s == a.as_str())) {
+        bail!("unknown suite '{bad}' for `cargo xtask test`; allowed: {}", known().collect::<Vec<_>>().join(", "));
     }
-    Ok(SUITES.iter().copied().filter(|s| args.is_empty() || args.iter().any(|a| a == s)).collect())
+    Ok(match args.is_empty() {
+        true => SUITES.to_vec(),
+        false => known().filter(|s| args.iter().any(|a| a == s)).collect(),
+    })
 }
 
 fn test(args: &[String]) -> Result<()> {
@@ -523,6 +532,12 @@ fn test(args: &[String]) -> Result<()> {
             .args(["--test", "--test-concurrency=1", "e2e/"])
             .env("HOTLAB_BIN", root().join("target/release/hotlab")))
     });
+    // The #[ignore]d tests: learning runs that prove what they claim only at budgets past CI's.
+    suite("learning", &mut || {
+        run(Command::new("cargo")
+            .args(["test", "--release", "--workspace", "--", "--ignored"])
+            .envs(test_vars(&python)))
+    });
 
     eprintln!("\n{:<20} {:>8} {:>9}", "suite", "result", "seconds");
     for s in &suites {
@@ -562,12 +577,15 @@ fn workspace_tests(python: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// No name: every suite in order; names pick suites (in the run's order); a typo is refused.
+    /// No name: every suite in order but those on request; names pick suites (in the run's
+    /// order); a typo is refused.
     #[test]
     fn test_runs_the_suites_named_or_all_and_refuses_an_unknown_one() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(chosen_suites(&[]).unwrap(), SUITES);
         assert_eq!(chosen_suites(&args(&["browser", "workspace"])).unwrap(), ["workspace", "browser"]);
+        assert!(!chosen_suites(&[]).unwrap().contains(&"learning"), "the long learning tests run on request only");
+        assert_eq!(chosen_suites(&args(&["learning", "fmt"])).unwrap(), ["fmt", "learning"]);
         let e = format!("{:#}", chosen_suites(&args(&["workspaces"])).unwrap_err());
         assert!(e.contains("unknown suite 'workspaces'") && e.contains("allowed: fmt, clippy"), "{e}");
     }
