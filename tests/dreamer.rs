@@ -224,8 +224,9 @@ fn a_dreamer_checkpoint_is_evaluated_against_random_actions() {
     assert!(e["agent_return"].as_f64().unwrap() >= 8.0 && e["random_return"].as_f64().unwrap() >= 8.0, "{e}");
 }
 
-/// `hotlab bench batch`: a figure per batch size with its split and the memory in use
-/// against the machine's, and a verdict; bad flags are refused by name before anything runs.
+/// `hotlab bench batch`: a figure per batch size (milliseconds per update among them) with
+/// its split and the memory in use against the machine's, the model's parameters, and a
+/// verdict; bad flags are refused by name before anything runs.
 #[test]
 fn the_batch_bench_measures_each_size_and_refuses_bad_flags() {
     let args = ["bench", "batch", "--sizes", "2,4", "--seq-len", "8", "--horizon", "3", "--seconds", "0.05"];
@@ -237,10 +238,13 @@ fn the_batch_bench_measures_each_size_and_refuses_bad_flags() {
         (Some("cpu"), Some("fp32"), Some(false)),
         "{r}"
     );
+    assert_eq!(r["params"], 704_822, "size 1: the world model, the actor and the critic: {r}");
     let figures = r["figures"].as_array().unwrap();
     assert_eq!(figures.iter().map(|f| f["batch"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 4]);
     for f in figures {
         assert!(f["train_steps"].as_u64().unwrap() >= 3, "{f}");
+        let ms = f["ms_per_update"].as_f64().unwrap();
+        assert!((ms * f["train_steps_per_s"].as_f64().unwrap() / 1e3 - 1.0).abs() < 1e-9, "ms per update: {f}");
         assert!(f["samples_per_s"].as_f64().unwrap() > 0.0, "{f}");
         let split: f64 = ["data_pct", "fwd_pct", "bwd_pct"].iter().map(|k| f[k].as_f64().unwrap()).sum();
         assert!((split - 100.0).abs() < 1e-6, "the split sums to 100 %: {f}");

@@ -110,18 +110,19 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "dreamer train step on {} ({} threads, {}), size {}, seq_len {}: {:.1} MFLOP per replayed step; sgemm {:.1} GFLOP/s",
+        "dreamer train step on {} ({} threads, {}), size {} ({} parameters), seq_len {}: {:.1} MFLOP per replayed step; sgemm {:.1} GFLOP/s",
         r.device,
         r.threads,
         r.precision,
         r.size,
+        r.params,
         r.seq_len,
         r.flops_per_sample / 1e6,
         r.sgemm_gflops
     );
     println!(
-        "{:>6} {:>10} {:>11} {:>7} {:>7} {:>7} {:>9} {:>9} {:>18}",
-        "batch", "steps/s", "samples/s", "data", "fwd", "bwd", "GFLOP/s", "of sgemm", "memory"
+        "{:>6} {:>10} {:>10} {:>11} {:>7} {:>7} {:>7} {:>9} {:>9} {:>18}",
+        "batch", "steps/s", "ms/update", "samples/s", "data", "fwd", "bwd", "GFLOP/s", "of sgemm", "memory"
     );
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     for f in &r.figures {
@@ -130,9 +131,10 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
             _ => "–".into(),
         };
         println!(
-            "{:>6} {:>10.2} {:>11.0} {:>6.1}% {:>6.1}% {:>6.1}% {:>9.2} {:>8.0}% {:>18}",
+            "{:>6} {:>10.2} {:>10.1} {:>11.0} {:>6.1}% {:>6.1}% {:>6.1}% {:>9.2} {:>8.0}% {:>18}",
             f.batch,
             f.train_steps_per_s,
+            f.ms_per_update,
             f.samples_per_s,
             f.data_pct,
             f.fwd_pct,
