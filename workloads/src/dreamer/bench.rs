@@ -110,7 +110,7 @@ pub fn flops_per_sample(d: &Dims, horizon: usize) -> f64 {
 pub fn parameters(dims: &Dims) -> i64 {
     let world = WorldModel::new(*dims, Device::Cpu, tch::Kind::Float);
     let behavior = Behavior::new(dims, Device::Cpu, tch::Kind::Float);
-    world.p.numel() + behavior.actor.numel() + behavior.critic.numel()
+    super::joint_numel(&world, &behavior)
 }
 
 /// A replay buffer of random CartPole episodes, drawn, enough for `seq_len` sequences.

@@ -113,12 +113,16 @@ impl Workload for Dreamer {
         }
         let world = WorldModel::new(dims, Device::Cpu, tch::Kind::Float);
         let behavior = Behavior::new(&dims, Device::Cpu, tch::Kind::Float);
-        let total = world.p.numel() + behavior.actor.numel() + behavior.critic.numel();
-        let flat = stored.params(total)?;
+        let flat = stored.params(joint_numel(&world, &behavior))?;
         let mut trained = TrainedDreamer::new(world, behavior, self);
         trained.load(&flat);
         Ok(Box::new(trained))
     }
+}
+
+/// Parameters of the three networks together: the world model, the actor and the critic.
+pub(crate) fn joint_numel(world: &WorldModel, behavior: &Behavior) -> i64 {
+    world.p.numel() + behavior.actor.numel() + behavior.critic.numel()
 }
 
 /// Every network's parameters, world model first, as one layout.
