@@ -239,6 +239,7 @@ fn the_batch_bench_measures_each_size_and_refuses_bad_flags() {
         "{r}"
     );
     assert_eq!(r["params"], 704_822, "size 1: the world model, the actor and the critic: {r}");
+    assert_eq!(r["graph"], false, "{r}");
     let figures = r["figures"].as_array().unwrap();
     assert_eq!(figures.iter().map(|f| f["batch"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 4]);
     for f in figures {
@@ -249,6 +250,7 @@ fn the_batch_bench_measures_each_size_and_refuses_bad_flags() {
         let split: f64 = ["data_pct", "fwd_pct", "bwd_pct"].iter().map(|k| f[k].as_f64().unwrap()).sum();
         assert!((split - 100.0).abs() < 1e-6, "the split sums to 100 %: {f}");
         assert!(f["memory_bytes"].as_u64().unwrap() < f["memory_total_bytes"].as_u64().unwrap(), "{f}");
+        assert!(f["launches_per_update"].is_null() && f["replays"] == 0, "nothing captured eagerly: {f}");
     }
     assert!(!r["verdict"].as_str().unwrap().is_empty(), "{r}");
     for (bad, flag) in [
@@ -257,6 +259,7 @@ fn the_batch_bench_measures_each_size_and_refuses_bad_flags() {
         (&["--precision", "fp16"], "--precision"),
         (&["--cudnn-heuristics"], "--cudnn-heuristics"),
         (&["--seconds", "0"], "--seconds"),
+        (&["--update", "graph"], "--update"),
     ] {
         let out = run(hotlab().args(["bench", "batch", "--device", "cpu"]).args(bad));
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));

@@ -22,6 +22,13 @@ pub struct Counters {
     pub spin_iterations: u64,
     /// Seconds the trainer thread spent blocked or spinning on workers.
     pub worker_wait_s: f64,
+    /// Replays of a captured CUDA graph (`--update graph`: one per update or train step).
+    #[serde(default)]
+    pub graph_replays: u64,
+    /// Kernels, copies and fills those replays launched (the captured graph's nodes per
+    /// replay): what the host would have dispatched op by op without the graph.
+    #[serde(default)]
+    pub graph_launches: u64,
     /// What the envs counted of their own work (beside these keys in JSON).
     #[serde(flatten)]
     pub own: EnvOwn,
@@ -40,6 +47,8 @@ impl Counters {
             ipc_round_trips: self.ipc_round_trips - earlier.ipc_round_trips,
             spin_iterations: self.spin_iterations - earlier.spin_iterations,
             worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
+            graph_replays: self.graph_replays - earlier.graph_replays,
+            graph_launches: self.graph_launches - earlier.graph_launches,
             own: self.own.zip(&earlier.own, u64::saturating_sub),
         }
     }
@@ -55,6 +64,8 @@ impl Counters {
         self.ipc_round_trips += o.ipc_round_trips;
         self.spin_iterations += o.spin_iterations;
         self.worker_wait_s += o.worker_wait_s;
+        self.graph_replays += o.graph_replays;
+        self.graph_launches += o.graph_launches;
         self.own = self.own.zip(&o.own, |a, b| a + b);
     }
 

@@ -129,6 +129,14 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             )
         }
         Phase::POLICY_FORWARD => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
+        Phase::UPDATE_GRAPH => match c.graph_replays {
+            0 => "the captured update's ops launched eagerly (its warm-up: no replay yet)".into(),
+            n => format!(
+                "{n} replays of the captured update, each one host launch for {} kernels and copies ({} in all)",
+                c.graph_launches / n,
+                c.graph_launches
+            ),
+        },
         Phase::UPDATE_FORWARD | Phase::BACKWARD | Phase::OPTIMIZER => {
             format!(
                 "minibatch {} × {} epochs × {} minibatches",
@@ -459,6 +467,21 @@ mod tests {
         assert!(rollout_fwd.split.verdict.contains("rollout's forward"), "{}", rollout_fwd.split.verdict);
         assert!((r.profiler_overhead_pct - 0.1).abs() < 1e-9);
         assert!(r.markdown().contains("| env_step | 5.000 | 50.0 |"));
+    }
+
+    /// The captured update's row says how many replays ran and what each one launched.
+    #[test]
+    fn the_update_graph_row_counts_replays_and_launches() {
+        let replayed = Counters { graph_replays: 10, graph_launches: 4210, ..Counters::default() };
+        let r = analyze(&profile(&[(Phase::UPDATE_GRAPH, 0.5)], replayed), &RunSpec::default());
+        let row = r.rows.iter().find(|r| r.phase == Phase::UPDATE_GRAPH).expect("its row");
+        assert_eq!(
+            row.diagnosis,
+            "10 replays of the captured update, each one host launch for 421 kernels and copies (4210 in all)"
+        );
+        let warm = analyze(&profile(&[(Phase::UPDATE_GRAPH, 0.5)], Counters::default()), &RunSpec::default());
+        let row = warm.rows.iter().find(|r| r.phase == Phase::UPDATE_GRAPH).expect("its row");
+        assert!(row.diagnosis.contains("no replay yet"), "{}", row.diagnosis);
     }
 
     #[test]

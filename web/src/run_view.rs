@@ -325,6 +325,10 @@ fn Counters(data: RwSignal<RunData>) -> impl IntoView {
                 {row("IPC round trips", |d| si(d.total.counters.ipc_round_trips as f64), |d| per(d, d.total.counters.ipc_round_trips as f64))}
                 {row("spin polls", |d| si(d.total.counters.spin_iterations as f64), |d| per(d, d.total.counters.spin_iterations as f64))}
                 {row("worker wait", |d| seconds(d.total.counters.worker_wait_s), |d| per(d, d.total.counters.worker_wait_s))}
+                // `--update graph`: replays of the captured update and the kernels and copies
+                // they launched (each replay is one launch from the host).
+                {row("graph replays", |d| si(d.total.counters.graph_replays as f64), |d| per(d, d.total.counters.graph_replays as f64))}
+                {row("graph launches", |d| si(d.total.counters.graph_launches as f64), |d| per(d, d.total.counters.graph_launches as f64))}
                 // The envs' own counts: whatever their workload declares (the morpho hosts' …).
                 {move || data.with(|d| {
                     d.total.counters.own.iter().map(|(count, n)| view! {

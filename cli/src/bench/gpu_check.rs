@@ -99,6 +99,7 @@ pub fn run(opts: &Options) -> Value {
                     benches = benchmarks(&gpu, opts.max_log2_envs);
                     benches["dreamer_batch"] = hotlab_workloads::dreamer::gpu::bench();
                     benches["dreamer_batch_precision"] = hotlab_workloads::dreamer::gpu::bench_precisions();
+                    benches["dreamer_update_graph"] = hotlab_workloads::dreamer::gpu::bench_graph();
                     benches["morpho_hosts"] = hotlab_workloads::morpho::gpu::bench();
                 }
             }
@@ -171,7 +172,7 @@ fn cuda_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
     progress("a PPO update on the GPU against the CPU");
     out.push(ppo_check());
     progress("the PPO update captured as a CUDA graph against the eager one");
-    out.push(update_graph_check());
+    out.extend(update_graph_checks());
     progress("PPO with --inference graph on CartPole");
     out.push(train_check("ppo_graph_learns", Inference::Graph));
     out
@@ -492,8 +493,8 @@ fn ppo_check() -> Value {
 /// permutation; and those ops give today's autograd update after 3 updates, as on the CPU
 /// ([`Agreement::same_training`]). Over 16 updates the two kinds of arithmetic drift apart (a hand-written
 /// backward rounds differently, and a ratio at the clip's edge can fall on either side):
-/// reported, not bounded.
-fn update_graph_check() -> Value {
+/// reported, not bounded. And the launches of one replay, counted from the graph's nodes.
+fn update_graph_checks() -> [Value; 2] {
     use hotlab_workloads::cartpole::update_check::{max_abs_diff, train_updates, Agreement, Path, Shuffle};
     let spec = RunSpec {
         envs: 256,
@@ -517,14 +518,23 @@ fn update_graph_check() -> Value {
     let autograd_3 = Agreement::of(&run(3, Path::Autograd, &first3).params, &run(3, Path::Static, &first3).params);
     let autograd_16 = max_abs_diff(&run(16, Path::Autograd, &given).params, &eager.params);
     let last = |s: &[Vec<f64>]| s.last().cloned().unwrap_or_default();
-    check(
+    let launches = replayed.launches;
+    let counted = check(
+        "ppo_update_graph_launches_counted",
+        launches.is_some_and(|l| l.kernels > 0) && replayed.replays == 14,
+        "the captured update's nodes counted by the driver: kernels > 0, 14 replays in 16 updates",
+        json!({"launches_per_update": launches, "replays": replayed.replays,
+               "minibatch_steps_per_update": spec.ppo.epochs * spec.ppo.minibatches}),
+    );
+    let matches = check(
         "ppo_update_graph_matches_eager",
         d <= 1e-5 && autograd_3.same_training(spec.ppo.lr) && permutations && fresh && !eager.params.is_empty(),
         "shuffles drawn in the graph: permutations, new each update; |Δparameter| ≤ 1e-5 replayed against the same ops eagerly on those shuffles after 16 updates (14 of them replays); against the autograd update after 3, ≥ 99 % of the elements within 2e-5 and none further than the learning rate",
         json!({"max_abs_diff": d, "autograd_after_3": {"max_abs_diff": autograd_3.max, "share_over_2e-5": autograd_3.off}, "autograd_after_16": autograd_16, "params": eager.params.len(),
                "permutations": permutations, "new_each_update": fresh,
                "last_stats": {"eager": last(&eager.stats), "graph": last(&replayed.stats)}}),
-    )
+    );
+    [matches, counted]
 }
 
 /// AMP: `auto` picks bf16 from compute capability 8.0 (fp16 below it); the update's

@@ -4,7 +4,7 @@
 use crate::commands::UsageError;
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, Precision, ReplayAt, WorkloadSpec};
+use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, Precision, ReplayAt, UpdateMode, WorkloadSpec};
 use hotlab_workloads::dreamer::bench::{run, BatchBench};
 
 #[derive(Args, Debug)]
@@ -45,6 +45,12 @@ pub struct BenchBatchArgs {
     /// does (PyTorch's `cudnn.benchmark`); CUDA only.
     #[arg(long)]
     pub cudnn_heuristics: bool,
+    /// How each train step runs: op by op from the host (`eager`), or recorded once as a CUDA
+    /// graph and replayed (`graph`, CUDA with `--replay device`; its launches per update
+    /// are counted from the graph). Under graph the data / forward / backward split is not
+    /// timed: one replay is one launch.
+    #[arg(long, default_value = "eager")]
+    pub update: UpdateMode,
     /// libtorch intra-op threads; 0 = one per core.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -99,12 +105,34 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
         ));
     }
     let cudnn_benchmark = !a.cudnn_heuristics;
-    let bench = BatchBench { sizes: a.sizes, settings, seconds: a.seconds, device, kind, cudnn_benchmark };
+    let graph = a.update == UpdateMode::Graph;
+    if graph && !device.is_cuda() {
+        return Err(usage(
+            "--update",
+            "graph replays a captured CUDA graph, so it needs a CUDA device; allowed on the CPU: eager".into(),
+        ));
+    }
+    if graph && a.replay != ReplayAt::Device {
+        return Err(usage(
+            "--update",
+            format!(
+                "graph gathers each batch from the replay on the device; allowed with --replay {}: eager",
+                a.replay
+            ),
+        ));
+    }
+    if graph && kind == tch::Kind::Half {
+        return Err(usage(
+            "--update",
+            "graph does not hold fp16's loss scalers; allowed with fp16: eager (or --precision bf16 with graph)".into(),
+        ));
+    }
+    let bench = BatchBench { sizes: a.sizes, settings, seconds: a.seconds, device, kind, cudnn_benchmark, graph };
     let r = run(&bench, |batch| {
         if !json {
             eprintln!("measuring batch {batch}");
         }
-    });
+    })?;
     if json {
         println!("{}", serde_json::to_string(&r)?);
         return Ok(());

@@ -1,8 +1,9 @@
 // The few libtorch CUDA calls tch does not reach (see shim.rs): a pool stream made
 // current for the libtorch ops that follow (per-env host training), a device-side wait
 // between two streams, and graph capture of libtorch ops (at::cuda::CUDAGraph, with its
-// private memory pool). Every call catches what libtorch throws and returns 1, leaving
-// the message for hl_last_error: no C++ exception crosses into Rust. Events and syncs go
+// private memory pool; the graph is kept so that its launches can be counted). Every call
+// catches what libtorch throws and returns 1, leaving the message for hl_last_error: no
+// C++ exception crosses into Rust. Events and syncs go
 // through c10's device-generic Event and Stream (libc10_cuda's own code), so this file
 // calls no CUDA runtime function itself and links no cudart.
 
@@ -47,6 +48,10 @@ std::recursive_mutex graph_lock;
 // the capture began on, so that no stream is left capturing when the captured work switched
 // streams; the switch is then an error of its own.
 struct Graph : at::cuda::CUDAGraph {
+  // The captured graph is kept after its instantiation (see end), so that hl_graph_raw can
+  // hand it to the driver to count its launches.
+  Graph() : at::cuda::CUDAGraph(/*keep_graph=*/true) {}
+
   ~Graph() {
     std::vector<c10::intrusive_ptr<at::CUDAGeneratorState>> unregistered;
     for (auto& [state, increment] : captured_generator_states_) {
@@ -59,6 +64,9 @@ struct Graph : at::cuda::CUDAGraph {
     auto current = c10::cuda::getCurrentCUDAStream(capture_stream_.device_index());
     if (current == capture_stream_) {
       capture_end();
+      // Kept graphs are not instantiated by capture_end: do it here, at the capture, as
+      // libtorch does for graphs it does not keep (the first replay then only launches).
+      instantiate();
       return;
     }
     c10::cuda::setCurrentCUDAStream(capture_stream_);
@@ -134,6 +142,12 @@ int hl_graph_capture_end(void* graph) {
   int rc = guarded([&] { static_cast<Graph*>(graph)->end(); });
   graph_lock.unlock();
   return rc;
+}
+
+// The captured graph itself (a cudaGraph_t, the driver's CUgraph), valid while `graph` is.
+int hl_graph_raw(void* graph, void** out) {
+  std::lock_guard<std::recursive_mutex> held(graph_lock);
+  return guarded([&] { *out = static_cast<void*>(static_cast<Graph*>(graph)->raw_cuda_graph()); });
 }
 
 int hl_graph_replay(void* graph) {

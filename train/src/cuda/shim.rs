@@ -26,6 +26,7 @@ mod ffi {
         pub fn hl_graph_capture_begin(graph: *mut c_void) -> c_int;
         pub fn hl_graph_capture_end(graph: *mut c_void) -> c_int;
         pub fn hl_graph_replay(graph: *mut c_void) -> c_int;
+        pub fn hl_graph_raw(graph: *mut c_void, out: *mut *mut c_void) -> c_int;
     }
 }
 
@@ -38,6 +39,29 @@ pub struct Stream(*mut std::ffi::c_void, Option<std::sync::Arc<cudarc::driver::C
 
 /// A captured graph of libtorch ops, with its private memory pool.
 pub struct Graph(*mut std::ffi::c_void);
+
+/// What one replay of a captured graph launches, by its nodes: the kernels, the copies and
+/// fills, and the rest (event records, waits). Eagerly, the same ops are as many launches
+/// from the host, each one dispatched by libtorch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Launches {
+    pub kernels: u64,
+    pub copies: u64,
+    pub other: u64,
+}
+
+impl Launches {
+    /// Counts one replay of a graph that launches these.
+    pub fn count_replay(&self, c: &mut hotlab_shared::counters::Counters) {
+        c.graph_replays += 1;
+        c.graph_launches += self.total();
+    }
+
+    /// Every node: what the host would launch one by one without the graph.
+    pub fn total(&self) -> u64 {
+        self.kernels + self.copies + self.other
+    }
+}
 
 // The handles are libtorch objects usable from any thread (one user at a time).
 unsafe impl Send for Stream {}
@@ -174,6 +198,40 @@ impl Graph {
             drop(record);
             unavailable("capturing a CUDA graph")
         }
+    }
+
+    /// What one replay launches, counted from the captured graph's nodes by the driver.
+    pub fn launches(&self) -> Result<Launches> {
+        #[cfg(hotlab_cuda_shim)]
+        {
+            use cudarc::driver::sys::{cuGraphGetNodes, cuGraphNodeGetType, CUgraph, CUgraphNodeType};
+            let mut raw = std::ptr::null_mut();
+            // SAFETY: `self.0` is a live, captured graph; the shim writes its cudaGraph_t.
+            check("reading a captured CUDA graph", unsafe { ffi::hl_graph_raw(self.0, &mut raw) })?;
+            let graph = raw as CUgraph;
+            let mut n = 0usize;
+            // SAFETY: a null node array asks for the count only.
+            unsafe { cuGraphGetNodes(graph, std::ptr::null_mut(), &mut n) }.result()?;
+            let mut nodes = vec![std::ptr::null_mut(); n];
+            // SAFETY: `nodes` holds `n` entries, the count just read.
+            unsafe { cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut n) }.result()?;
+            let mut out = Launches::default();
+            for node in nodes.into_iter().take(n) {
+                let mut kind = CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+                // SAFETY: `node` is one of the graph's nodes.
+                unsafe { cuGraphNodeGetType(node, &mut kind) }.result()?;
+                match kind {
+                    CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL => out.kernels += 1,
+                    CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEMCPY | CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEMSET => {
+                        out.copies += 1
+                    }
+                    _ => out.other += 1,
+                }
+            }
+            Ok(out)
+        }
+        #[cfg(not(hotlab_cuda_shim))]
+        unavailable(&format!("counting the launches of the CUDA graph {:p}", self.0))
     }
 
     /// Launches the captured work again, on the current stream.

@@ -9,7 +9,8 @@
 //! replays the generator's next draws), or drawn on the host from the run's stream, as the
 //! eager update draws them, and copied in ([`Shuffles::Host`]; or [`Shuffles::Given`]).
 //! Nothing is read back inside it; the last minibatch's statistics are read once after
-//! it, as in the eager update.
+//! it, as in the eager update. Each replay is counted in the run's counters with the
+//! kernels and copies it launched (the captured graph's nodes).
 //!
 //! On CUDA the first [`WARMUP`] updates run these ops eagerly (libtorch's allocator and
 //! cuBLAS settle, and Adam's step count exists before the capture, which would otherwise
@@ -19,11 +20,12 @@
 use super::update::{clip_grad_norm, UpdateCtx, STATS};
 use super::{Pass, PpoPolicy};
 use crate::adam::FlatAdam;
-use crate::cuda::shim::{Graph, Stream};
+use crate::cuda::shim::{Graph, Launches, Stream};
 use crate::profiler::Profiler;
 use crate::rollout::Batch;
 use crate::workload::asked_to_stop;
 use anyhow::{bail, Context, Result};
+use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
@@ -59,6 +61,8 @@ pub struct CapturedUpdate {
     /// `[5]` f32: the last minibatch's statistics ([`STATS`]).
     stats: Tensor,
     graph: Option<Graph>,
+    /// What one replay launches (None before the capture, or where the driver could not say).
+    pub launches: Option<Launches>,
     updates: u64,
     /// Replays of the captured graph so far.
     pub replays: u64,
@@ -81,6 +85,7 @@ impl CapturedUpdate {
             lr: Tensor::zeros([1], on),
             stats: Tensor::zeros([STATS.len() as i64], on),
             graph: None,
+            launches: None,
             updates: 0,
             replays: 0,
         }
@@ -88,6 +93,7 @@ impl CapturedUpdate {
 
     /// One update of `net` on `batch`: the eager update's result to rounding, given the same
     /// shuffles; None when the run was asked to stop before it.
+    #[allow(clippy::too_many_arguments)]
     pub fn update<P: PpoPolicy>(
         &mut self,
         net: &mut P,
@@ -96,6 +102,7 @@ impl CapturedUpdate {
         ctx: UpdateCtx<'_>,
         shuffles: Shuffles<'_>,
         prof: &mut Profiler,
+        c: &mut Counters,
     ) -> Result<Option<(Losses, Option<Tensor>)>> {
         if !net.capturable() {
             bail!("--update: graph records the update's ops, and this workload's network has no capturable update yet; allowed: eager");
@@ -140,12 +147,15 @@ impl CapturedUpdate {
         let s = prof.stop(Phase::OTHER, s);
 
         if self.graph.is_none() && self.capture && self.updates >= WARMUP {
-            self.graph = Some(self.record(net, opt, &ctx).context("capturing the update as a CUDA graph")?);
+            let graph = self.record(net, opt, &ctx).context("capturing the update as a CUDA graph")?;
+            self.launches = graph.launches().ok();
+            self.graph = Some(graph);
         }
         match &self.graph {
             Some(graph) => {
                 graph.replay()?;
                 self.replays += 1;
+                self.launches.unwrap_or_default().count_replay(c);
             }
             None => self.body(net, opt, &ctx),
         }

@@ -248,7 +248,8 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
         };
         let update = match self.captured.as_mut() {
             Some(graph) => {
-                graph.update(&mut self.net, &mut self.opt, &batch, ctx, captured::Shuffles::Device, it.prof)?
+                let shuffles = captured::Shuffles::Device;
+                graph.update(&mut self.net, &mut self.opt, &batch, ctx, shuffles, it.prof, it.counters)?
             }
             None => update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters),
         };

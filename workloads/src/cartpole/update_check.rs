@@ -8,6 +8,7 @@ use hotlab_shared::counters::Counters;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{self, RunSpec};
 use hotlab_train::adam::FlatAdam;
+use hotlab_train::cuda::shim::Launches;
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
 use hotlab_train::models::mlp::MlpAgent;
 use hotlab_train::ppo::captured::{CapturedUpdate, Shuffles};
@@ -87,6 +88,9 @@ pub struct Trained {
     pub stats: Vec<Vec<f64>>,
     /// Each update's shuffles, `[epochs, rows]` on the CPU (the captured paths').
     pub orders: Vec<Tensor>,
+    /// What one replay launched ([`Path::Replayed`] on CUDA), and the replays.
+    pub launches: Option<Launches>,
+    pub replays: u64,
 }
 
 /// `updates` updates on `device` of a fresh network from `seed` on the same batches, by
@@ -120,7 +124,8 @@ pub fn train_updates(
                 (_, Some(g)) => Shuffles::Given(g),
                 _ => Shuffles::Host(&mut shuffles),
             };
-            let out = graph.update(&mut agent, &mut opt, &b, ctx, from, &mut prof).expect("a capturable network");
+            let out =
+                graph.update(&mut agent, &mut opt, &b, ctx, from, &mut prof, &mut c).expect("a capturable network");
             orders.extend(graph.orders().map(|o| o.copy().to_device(Device::Cpu)));
             out
         } else if let Some(g) = &given {
@@ -134,7 +139,7 @@ pub fn train_updates(
         stats.push(out.expect("not stopped").0 .0.iter().map(|(_, v)| *v).collect());
     }
     let params = Vec::<f32>::try_from(agent.net.flat.to_kind(Kind::Float)).unwrap_or_default();
-    Trained { params, stats, orders }
+    Trained { params, stats, orders, launches: graph.launches, replays: graph.replays }
 }
 
 /// The largest difference between two parameter vectors.

@@ -4,6 +4,7 @@
 //! sgemm, and the batch where throughput stops growing.
 
 use super::behavior::Behavior;
+use super::captured::{self, CapturedStep};
 use super::render::draw_all;
 use super::render::PIXELS;
 use super::replay::{Replay, Step};
@@ -14,6 +15,7 @@ use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::DreamerSpec;
+use hotlab_train::cuda::shim::Launches;
 use hotlab_train::profiler::Profiler;
 use serde::Serialize;
 use std::time::Instant;
@@ -35,6 +37,9 @@ pub struct BatchBench {
     pub kind: tch::Kind,
     /// Let cuDNN time its algorithms for each new shape and keep the fastest (CUDA).
     pub cudnn_benchmark: bool,
+    /// Each train step replayed as one captured CUDA graph ([`CapturedStep`]; CUDA, with
+    /// the replay on the device).
+    pub graph: bool,
 }
 
 /// One batch size's figures.
@@ -46,6 +51,9 @@ pub struct BatchFigure {
     /// Wall milliseconds per train step (one update of the world model, the actor and the
     /// critic, imagination included): the figure DreamerV3's and TorchRL's learners report.
     pub ms_per_update: f64,
+    /// Under a graph: what one update launches (the captured graph's nodes), and replays.
+    pub launches_per_update: Option<Launches>,
+    pub replays: u64,
     /// Replayed steps (batch × seq_len) per second.
     pub samples_per_s: f64,
     pub data_pct: f64,
@@ -72,6 +80,8 @@ pub struct BatchReport {
     pub precision: String,
     /// Whether cuDNN chose its algorithms by timing them.
     pub cudnn_benchmark: bool,
+    /// Whether each train step was a captured graph's replay.
+    pub graph: bool,
     /// Model FLOPs of one replayed step (forward and backward, imagination included).
     pub flops_per_sample: f64,
     pub sgemm_gflops: f64,
@@ -155,7 +165,7 @@ fn memory(device: Device) -> (Option<u64>, Option<u64>) {
 }
 
 /// Runs the sweep; `progress` is told each batch size as it starts.
-pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
+pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> anyhow::Result<BatchReport> {
     if b.device.is_cuda() {
         tch::Cuda::cudnn_set_benchmark(b.cudnn_benchmark);
     }
@@ -174,15 +184,29 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
         let scaler = (b.kind == tch::Kind::Half).then_some(hotlab_train::precision::INIT_SCALE);
         let mut trainer = Trainer::new(settings.clone(), world, behavior, scaler);
         let (mut rng, mut c, mut prof) = (HostRng::new(3), Counters::default(), Profiler::new(None));
+        let mut captured = b.graph.then(|| CapturedStep::new(&trainer, b.device, true));
+        let mut step =
+            |trainer: &mut Trainer, rng: &mut HostRng, c: &mut Counters, tally: &mut Tally| match &mut captured {
+                Some(graph) => graph.step(trainer, &replay, rng, &mut prof, c, tally),
+                None => {
+                    trainer.step(&replay, rng, &mut prof, c, tally);
+                    Ok(())
+                }
+            };
+        // Warm-up: allocations, kernels, cuDNN's timings; under a graph, its eager steps and
+        // the capture.
+        let warmup = if b.graph { captured::WARMUP + 1 } else { 1 };
         let mut tally = Tally::new(settings.loss_read);
-        trainer.step(&replay, &mut rng, &mut prof, &mut c, &mut tally); // warm-up: allocations, kernels
-        let _ = tally.read(1, &mut c);
+        for _ in 0..warmup {
+            step(&mut trainer, &mut rng, &mut c, &mut tally)?;
+        }
+        let _ = tally.read(warmup, &mut c);
         trainer.split = Default::default();
         let mut tally = Tally::new(settings.loss_read);
         let start = Instant::now();
         let mut steps = 0u64;
         while steps < 3 || start.elapsed().as_secs_f64() < b.seconds {
-            trainer.step(&replay, &mut rng, &mut prof, &mut c, &mut tally);
+            step(&mut trainer, &mut rng, &mut c, &mut tally)?;
             steps += 1;
         }
         let _ = tally.read(steps, &mut c); // the last step's work is done once its losses are read
@@ -195,6 +219,8 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
             train_steps: steps,
             train_steps_per_s: steps as f64 / secs,
             ms_per_update: 1e3 * secs / steps as f64,
+            launches_per_update: captured.as_ref().and_then(|g| g.launches),
+            replays: captured.as_ref().map_or(0, |g| g.replays),
             samples_per_s: samples,
             data_pct,
             fwd_pct,
@@ -207,7 +233,7 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
     }
     let plateau = figures.windows(2).find(|w| w[1].samples_per_s < GROWTH * w[0].samples_per_s).map(|w| w[0].batch);
     let verdict = verdict(&figures, plateau);
-    BatchReport {
+    Ok(BatchReport {
         device: hotlab_train::exec::device::label(b.device),
         seq_len: b.settings.seq_len,
         size: b.settings.size,
@@ -215,12 +241,13 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> BatchReport {
         threads: tch::get_num_threads().max(1) as usize,
         precision: hotlab_train::precision::Precision { kind: b.kind, scaler: None }.label().into(),
         cudnn_benchmark: b.cudnn_benchmark && b.device.is_cuda(),
+        graph: b.graph,
         flops_per_sample: flops,
         sgemm_gflops: sgemm,
         figures,
         plateau,
         verdict,
-    }
+    })
 }
 
 /// Where throughput stops growing, and the memory it takes there (seed 004: grow the

@@ -3,7 +3,8 @@
 //! up to cuDNN's nondeterministic backward), its losses falling, and its phases timed with
 //! CUDA events; the world model in fp16 with its loss scalers; then `bench batch` on the
 //! GPU (samples/s, split and memory per batch size, in fp32, then bf16 and fp16 at two
-//! sizes).
+//! sizes); the train step captured as a CUDA graph against its ops launched eagerly, and
+//! ms per update at DreamerV3's smallest preset's shape, eager against graph.
 
 use crate::dreamer::bench::{run, BatchBench};
 use crate::gpu_check::{check, progress};
@@ -82,7 +83,69 @@ pub fn checks() -> Vec<Value> {
         ));
     }
     out.push(fp16_check());
+    out.push(graph_check());
     out
+}
+
+/// DreamerV3's smallest preset's shape: `--size 1` (704,822 parameters against size1m's
+/// 640,867), batch 16 × 64, imagination horizon 15, the replay on the device.
+fn size1m() -> DreamerSpec {
+    DreamerSpec { size: 1, batch: 16, seq_len: 64, horizon: 15, replay: ReplayAt::Device, ..DreamerSpec::default() }
+}
+
+/// `--update graph`: 16 train steps at size1m's shape, 14 of them replays of the captured
+/// step, against the same ops launched eagerly from the same seed (the same rows; the
+/// replays draw the latents and actions from libtorch's generator at the offsets the eager
+/// ops would), as the CPU test compares them; no host read in any step; the graph's
+/// launches per update counted.
+fn graph_check() -> Value {
+    use crate::dreamer::captured::{agreement, train_steps, Path};
+    progress("dreamer's train step captured as a CUDA graph against the same ops eagerly");
+    let settings = size1m();
+    let run = |path| train_steps(&settings, settings.size, Device::Cuda(0), 5, 16, path);
+    let (replayed, eager) = (run(Path::Replayed), run(Path::Static));
+    let (share, largest) = agreement(&eager.params, &replayed.params);
+    let counted = replayed.launches.is_some_and(|l| l.kernels > 0) && replayed.replays == 14;
+    let ok = share < 1e-3 && largest < settings.ac_lr.min(settings.wm_lr) && replayed.host_syncs == 0 && counted;
+    check(
+        "dreamer_update_graph_matches_eager",
+        ok,
+        "after 16 steps (14 replays): < 0.1 % of the weights more than 1e-6 apart, none further than the smaller learning rate; 0 host reads; the graph's launches counted",
+        json!({"share_over_1e-6": share, "max_abs_diff": largest, "host_syncs": replayed.host_syncs,
+               "replays": replayed.replays, "launches_per_update": replayed.launches,
+               "figures": {"eager": eager.figures, "graph": replayed.figures}}),
+    )
+}
+
+/// ms per update at size1m's shape, eager against the captured graph, in fp32 and bf16
+/// (issue 37's goal: at most 22 ms on one H100, DreamerV3's JAX learner's figure).
+pub fn bench_graph() -> Value {
+    let mut rows = Vec::new();
+    for kind in [tch::Kind::Float, tch::Kind::BFloat16] {
+        for graph in [false, true] {
+            progress(&format!("dreamer at size1m's shape on CUDA, {kind:?}, graph {graph}"));
+            let b = BatchBench {
+                sizes: vec![16],
+                settings: size1m(),
+                seconds: 3.0,
+                device: Device::Cuda(0),
+                kind,
+                cudnn_benchmark: true,
+                graph,
+            };
+            let figure = run(&b, |_| {}).map(|r| r.figures.into_iter().next());
+            rows.push(match figure {
+                Ok(Some(f)) => {
+                    json!({"precision": format!("{kind:?}"), "graph": graph, "ms_per_update": f.ms_per_update,
+                                      "launches_per_update": f.launches_per_update, "replays": f.replays,
+                                      "goal_22_ms_met": f.ms_per_update <= 22.0})
+                }
+                Ok(None) => json!({"precision": format!("{kind:?}"), "graph": graph, "error": "no figure"}),
+                Err(e) => json!({"precision": format!("{kind:?}"), "graph": graph, "error": format!("{e:#}")}),
+            });
+        }
+    }
+    json!(rows)
 }
 
 /// The world model, actor and critic with fp16 products and their two loss scalers: the
@@ -118,8 +181,9 @@ pub fn bench_precisions() -> Value {
                 device: Device::Cuda(0),
                 kind,
                 cudnn_benchmark: true,
+                graph: false,
             };
-            serde_json::to_value(run(&b, |_| {})).unwrap_or(Value::Null)
+            run(&b, |_| {}).map_or_else(|e| json!(format!("{e:#}")), |r| json!(r))
         })
         .collect();
     json!(figures)
@@ -134,6 +198,7 @@ pub fn bench() -> Value {
         device: Device::Cuda(0),
         kind: tch::Kind::Float,
         cudnn_benchmark: true,
+        graph: false,
     };
-    serde_json::to_value(run(&b, |_| {})).unwrap_or(Value::Null)
+    run(&b, |_| {}).map_or_else(|e| json!(format!("{e:#}")), |r| json!(r))
 }

@@ -1,19 +1,21 @@
 //! The dreamer's learner, one iteration top to bottom: `envs × steps` env steps into the
 //! replay buffer ([`Collector`]), then as many train steps ([`Trainer::step`]) as the
-//! train ratio asks, the loss figures read as `--loss-read` says, and seed 004's
-//! `[PROFILE]` line every 50 train steps.
+//! train ratio asks (eagerly, or replayed as one CUDA graph under `--update graph`:
+//! [`CapturedStep`]), the loss figures read as `--loss-read` says, and seed 004's
+//! `[PROFILE]` line every 50 eager train steps.
 
 use super::behavior::Behavior;
+use super::captured::{self, CapturedStep};
 use super::collect::Collector;
 use super::replay::Replay;
 use super::step::{Tally, Trainer, TERMS};
 use super::world::WorldModel;
 use super::{Dreamer, TrainedDreamer};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_shared::spec::{ReplayAt, RunSpec, UpdateMode};
 use hotlab_shared::workloads::dreamer::DECODER;
 use hotlab_train::params::ParamSlot;
 use hotlab_train::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
@@ -30,6 +32,8 @@ pub struct DreamerLearner {
     owed: f64,
     layout: Vec<ParamSlot>,
     workload: Arc<Dreamer>,
+    /// `--update graph`: the train step's static buffers and its graph.
+    captured: Option<CapturedStep>,
 }
 
 impl DreamerLearner {
@@ -58,9 +62,25 @@ impl DreamerLearner {
         let collector = Collector::new(spec, workload.clone(), setup.device)?;
         let layout = super::joint_layout(&world, &behavior);
         let fp16_scale = (kind == tch::Kind::Half).then_some(hotlab_train::precision::INIT_SCALE);
+        let trainer = Trainer::new(settings, world, behavior, fp16_scale);
+        let captured = match spec.exec.update {
+            UpdateMode::Eager => None,
+            UpdateMode::Graph if trainer.settings.replay != ReplayAt::Device => bail!(
+                "--update: graph gathers each train step's batch from the replay on the device; allowed with --replay {}: eager (or --replay device with graph)",
+                trainer.settings.replay
+            ),
+            UpdateMode::Graph => {
+                setup.notes.push(format!(
+                    "update graph: the whole train step (the batch gathered from the device replay, the world model's loss, backward and Adam, the imagination, the actor's and critic's losses, backward and Adams) captured after {} eager steps and replayed once per train step; its time is the update_graph phase",
+                    captured::WARMUP
+                ));
+                Some(CapturedStep::new(&trainer, setup.device, true))
+            }
+        };
         Ok(Self {
             spec: spec.clone(),
-            trainer: Trainer::new(settings, world, behavior, fp16_scale),
+            trainer,
+            captured,
             replay,
             collector,
             rng: HostRng::new(spec.seed ^ 0xd7ea_3e70),
@@ -117,7 +137,12 @@ impl Learner for DreamerLearner {
             if it.stopped() {
                 return Ok(None);
             }
-            self.trainer.step(&self.replay, &mut self.rng, it.prof, it.counters, &mut tally);
+            match &mut self.captured {
+                Some(graph) => {
+                    graph.step(&mut self.trainer, &self.replay, &mut self.rng, it.prof, it.counters, &mut tally)?
+                }
+                None => self.trainer.step(&self.replay, &mut self.rng, it.prof, it.counters, &mut tally),
+            }
             lines.extend(self.trainer.split.line());
         }
         let s = it.prof.start();

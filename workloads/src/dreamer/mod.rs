@@ -10,6 +10,7 @@
 //! - [`behavior`]: imagination, λ-returns, the actor and the critic;
 //! - [`collect`]: env steps into the buffer, the actor acting on the model's state;
 //! - [`step`]: one train step, the loss figures as `--loss-read` says, seed 004's split;
+//! - [`captured`]: `--update graph`, the train step on static buffers replayed as a CUDA graph;
 //! - [`learner`]: an iteration: env steps, then the train steps the ratio asks for;
 //! - [`view`]: the lab's frame: the frame seen, its reconstruction, frames imagined;
 //! - [`eval`]: the actor against random actions;
@@ -21,6 +22,7 @@
 
 pub mod behavior;
 pub mod bench;
+pub mod captured;
 pub mod collect;
 pub mod eval;
 pub mod gpu;

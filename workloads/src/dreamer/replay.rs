@@ -151,17 +151,10 @@ impl Replay {
         }
     }
 
-    /// `b` sequences of `t` steps: each from a random env, starting at a random step whose
-    /// sequence lies inside what its ring holds. From the host: five copies (frames and each
-    /// small field); from the device: one (the rows to gather).
+    /// `b` sequences of `t` steps ([`Self::draw`]'s rows). From the host: five copies
+    /// (frames and each small field); from the device: one (the rows to gather).
     pub fn sample(&self, b: usize, t: usize, rng: &mut HostRng, c: &mut Counters) -> Batch {
-        let mut index = Vec::with_capacity(b * t);
-        for _ in 0..b {
-            let e = (rng.next_u64() % self.head.len() as u64) as usize;
-            let oldest = (self.head[e] + self.slots - self.filled[e]) % self.slots;
-            let start = oldest + (rng.next_u64() % (self.filled[e] - t + 1) as u64) as usize;
-            index.extend((0..t).map(|k| (e * self.slots + (start + k) % self.slots) as i64));
-        }
+        let index = self.draw(b, t, rng);
         let (bt, shape) = (b as i64, [b as i64, t as i64]);
         let to_model = |t: Tensor, c: &mut Counters| copy_to(t, self.device, self.at != ReplayAt::Host, c);
         match &self.store {
@@ -179,15 +172,37 @@ impl Replay {
                 let prev_action = to_model(Tensor::from_slice(&actions), c).view(shape);
                 Batch { b: bt, t: t as i64, obs, prev_action, reward, cont, first }
             }
-            Store::Device { frames, small } => {
+            Store::Device { .. } => {
                 let rows = to_model(Tensor::from_slice(&index), c);
-                let obs = frames.index_select(0, &rows).view([bt, t as i64, PIXELS]);
-                let small = small.index_select(0, &rows).view([bt, t as i64, SMALL]);
-                let column = |i: i64| small.select(2, i).contiguous();
-                let prev_action = column(0).to_kind(Kind::Int64);
-                Batch { b: bt, t: t as i64, obs, prev_action, reward: column(1), cont: column(2), first: column(3) }
+                self.gather(&rows, bt, t as i64).expect("a device store")
             }
         }
+    }
+
+    /// The rows of `b` sequences of `t` steps, sequence by sequence, as [`Self::sample`]
+    /// draws them: each from a random env, starting at a random step whose sequence lies
+    /// inside what its ring holds.
+    pub fn draw(&self, b: usize, t: usize, rng: &mut HostRng) -> Vec<i64> {
+        let mut index = Vec::with_capacity(b * t);
+        for _ in 0..b {
+            let e = (rng.next_u64() % self.head.len() as u64) as usize;
+            let oldest = (self.head[e] + self.slots - self.filled[e]) % self.slots;
+            let start = oldest + (rng.next_u64() % (self.filled[e] - t + 1) as u64) as usize;
+            index.extend((0..t).map(|k| (e * self.slots + (start + k) % self.slots) as i64));
+        }
+        index
+    }
+
+    /// The `b × t` batch at `rows` (`[b·t]` i64 on the model's device, from [`Self::draw`]),
+    /// gathered on the device with no host work: what a captured train step replays. None
+    /// when the steps are on the host.
+    pub fn gather(&self, rows: &Tensor, b: i64, t: i64) -> Option<Batch> {
+        let Store::Device { frames, small } = &self.store else { return None };
+        let obs = frames.index_select(0, rows).view([b, t, PIXELS]);
+        let small = small.index_select(0, rows).view([b, t, SMALL]);
+        let column = |i: i64| small.select(2, i).contiguous();
+        let prev_action = column(0).to_kind(Kind::Int64);
+        Some(Batch { b, t, obs, prev_action, reward: column(1), cont: column(2), first: column(3) })
     }
 }
 

@@ -10,7 +10,7 @@
 //! train step, as `--loss-read deferred` has none.
 
 use super::behavior::Behavior;
-use super::replay::Replay;
+use super::replay::{Batch, Replay};
 use super::world::{State, WorldModel};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
@@ -21,7 +21,7 @@ use hotlab_train::adam::FlatAdam;
 use hotlab_train::ppo::update::clip_grad_norm;
 use hotlab_train::precision::DeviceScaler;
 use hotlab_train::profiler::Profiler;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 
 /// Train steps per `[PROFILE]` line (seed 004's window).
@@ -102,18 +102,19 @@ impl Tally {
         }
     }
 
-    fn add(&mut self, figures: [&Tensor; FIGURES], c: &mut Counters) {
+    /// One step's figures, `[FIGURES]` on the device.
+    pub fn add(&mut self, row: &Tensor, c: &mut Counters) {
         match self {
             Tally::Deferred(sum) => {
-                let row = Tensor::stack(&figures, 0);
                 *sum = Some(match sum.take() {
                     Some(s) => s + row,
-                    None => row,
+                    // A copy: the captured step rewrites its row in place.
+                    None => row.copy(),
                 });
             }
             Tally::PerItem(sum) => {
-                for (acc, f) in sum.iter_mut().zip(figures) {
-                    *acc += f.double_value(&[]);
+                for (i, acc) in sum.iter_mut().enumerate() {
+                    *acc += row.double_value(&[i as i64]);
                     c.host_syncs += 1;
                 }
             }
@@ -156,11 +157,14 @@ fn scaled(loss: &Tensor, scaler: Option<&DeviceScaler>) -> Tensor {
 
 /// Clips each network's gradient and steps its optimizer: plainly, or under fp16 after
 /// unscaling, weighted by whether every gradient was finite (a skipped step changes nothing).
+/// `device_lr`: the rate as a `[1]` tensor, with Adam's step count on the device too (the
+/// captured step: a replay is the next step); the fp16 step keeps its count there already.
 fn clip_and_step(
     scaler: Option<&mut DeviceScaler>,
     nets: &mut [(&mut Tensor, &mut Tensor, &mut FlatAdam)],
     clip: f64,
     lr: f64,
+    device_lr: Option<&Tensor>,
 ) {
     let keep = scaler.map(|s| {
         let mut grads: Vec<&mut Tensor> = nets.iter_mut().map(|(_, g, _)| &mut **g).collect();
@@ -168,9 +172,10 @@ fn clip_and_step(
     });
     for (flat, grad, adam) in nets.iter_mut() {
         clip_grad_norm(grad, clip);
-        match &keep {
-            Some(keep) => adam.step_masked(flat, grad, lr, keep),
-            None => adam.step(flat, grad, lr),
+        match (&keep, device_lr) {
+            (Some(keep), _) => adam.step_masked(flat, grad, lr, keep),
+            (None, Some(rate)) => adam.step_device(flat, grad, rate),
+            (None, None) => adam.step(flat, grad, lr),
         }
     }
 }
@@ -216,20 +221,46 @@ impl Trainer {
         let t0 = prof.start();
         let batch = replay.sample(d.batch, d.seq_len, rng, c);
         let t1 = prof.stop(REPLAY, t0);
-        let seen = self.world.observe(&batch, d.encoder, prof);
+        let (figures, [t2, t3, t4, t5]) = self.learn(&batch, None, prof);
+        tally.add(&figures, c);
+        let t6 = prof.stop(DECODER, t5);
+        // Seed 004's split; reading the losses counts as forward, where its loop has it.
+        self.split.data += t1 - t0;
+        self.split.fwd += (t2 - t1) + (t4 - t3) + (t6 - t5);
+        self.split.bwd += (t3 - t2) + (t5 - t4);
+        self.split.steps += 1;
+    }
+
+    /// A train step after its sampling, on `batch`: the world model's loss, backward and
+    /// step, the imagination, the actor's and the critic's losses, backward and steps. Only
+    /// device work, no host read: the captured step records exactly this. `device_lrs`: the
+    /// world model's and the actor-critic's learning rates as `[1]` tensors (the captured
+    /// step's; None: the settings' numbers). Returns the step's figures (`[FIGURES]` f32)
+    /// and the instants that end the world model's forward, its backward and step, the
+    /// imagination and the actor-critic's backward and steps.
+    pub fn learn(
+        &mut self,
+        batch: &Batch,
+        device_lrs: Option<&[Tensor; 2]>,
+        prof: &mut Profiler,
+    ) -> (Tensor, [Instant; 4]) {
+        let d = &self.settings;
+        let seen = self.world.observe(batch, d.encoder, prof);
         let s = prof.start();
-        let (loss, terms) = self.world.loss(&batch, &seen);
+        let (loss, terms) = self.world.loss(batch, &seen);
         let t2 = prof.stop(DECODER, s);
         let [world_scaler, behavior_scaler] = match &mut self.scalers {
             Some([w, b]) => [Some(w), Some(b)],
             None => [None, None],
         };
+        let [world_lr, behavior_lr] = device_lrs.map_or([None, None], |[w, b]| [Some(w), Some(b)]);
         self.world.p.zero_grad();
         scaled(&loss, world_scaler.as_deref()).backward();
         let s = prof.stop(WORLD_BACKWARD, t2);
         let [world_adam, actor_adam, critic_adam] = &mut self.adam;
         let world = &mut self.world.p;
-        clip_and_step(world_scaler, &mut [(&mut world.flat, &mut world.grad, world_adam)], WORLD_CLIP, d.wm_lr);
+        let nets = &mut [(&mut world.flat, &mut world.grad, world_adam)];
+        clip_and_step(world_scaler, nets, WORLD_CLIP, d.wm_lr, world_lr);
         let t3 = prof.stop(Phase::OPTIMIZER, s);
         let feat = seen.feat.view([batch.b * batch.t, -1]);
         let (deter, stoch) = (self.world.dims.deter, self.world.dims.stoch());
@@ -244,18 +275,14 @@ impl Trainer {
         let (actor, critic) = (&mut self.behavior.actor, &mut self.behavior.critic);
         let nets =
             &mut [(&mut actor.flat, &mut actor.grad, actor_adam), (&mut critic.flat, &mut critic.grad, critic_adam)];
-        clip_and_step(behavior_scaler, nets, BEHAVIOR_CLIP, d.ac_lr);
+        clip_and_step(behavior_scaler, nets, BEHAVIOR_CLIP, d.ac_lr, behavior_lr);
         let t5 = prof.stop(Phase::OPTIMIZER, s);
         let [image, reward, cont, kl] = terms.all();
         let [f_image, f_reward, f_cont] = &terms.floor;
         let (actor, critic) = (ac.actor.detach(), ac.critic.detach());
-        tally.add([image, reward, cont, kl, &actor, &critic, &ac.entropy, f_image, f_reward, f_cont], c);
-        let t6 = prof.stop(DECODER, t5);
-        // Seed 004's split; reading the losses counts as forward, where its loop has it.
-        self.split.data += t1 - t0;
-        self.split.fwd += (t2 - t1) + (t4 - t3) + (t6 - t5);
-        self.split.bwd += (t3 - t2) + (t5 - t4);
-        self.split.steps += 1;
+        let figures = [image, reward, cont, kl, &actor, &critic, &ac.entropy, f_image, f_reward, f_cont];
+        let row = Tensor::stack(&figures.map(|f| f.to_kind(Kind::Float)), 0);
+        (row, [t2, t3, t4, t5])
     }
 }
 
