@@ -63,6 +63,28 @@ impl FlatAdam {
         });
     }
 
+    /// [`clip_grad_norm`](crate::ppo::update::clip_grad_norm) to `max_norm` then
+    /// [`Self::step_device`], in 3 launches on CUDA: the gradient's squared norm, the step
+    /// count's increment, and [`ClipAdam`](crate::cuda::optim::ClipAdam)'s one kernel for the
+    /// rest (about 25 libtorch kernels otherwise). The same result to rounding; capturable.
+    pub fn step_fused(
+        &mut self,
+        params: &mut Tensor,
+        grad: &mut Tensor,
+        lr: &Tensor,
+        max_norm: f64,
+        kernel: &crate::cuda::optim::ClipAdam,
+    ) -> anyhow::Result<()> {
+        tch::no_grad(|| {
+            let taken = self.taken.get_or_insert_with(|| lr.zeros_like());
+            let _ = taken.g_add_scalar_(1.0);
+            let sum_squares = grad.dot(grad).view([1]);
+            let k =
+                crate::cuda::optim::ClipAdamConsts { max_norm, beta1: self.beta1, beta2: self.beta2, eps: self.eps };
+            kernel.launch(params, grad, &self.exp_avg, &self.exp_avg_sq, &sum_squares, taken, lr, k)
+        })
+    }
+
     /// One step: `params -= lr * m̂ / (sqrt(v̂) + eps)`; one host pass on the CPU.
     pub fn step(&mut self, params: &mut Tensor, grad: &Tensor, lr: f64) {
         self.step += 1;

@@ -173,6 +173,7 @@ fn cuda_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
     out.push(ppo_check());
     progress("the PPO update captured as a CUDA graph against the eager one");
     out.extend(update_graph_checks());
+    out.push(super::gpu_optim::clip_adam_check(gpu));
     progress("PPO with --inference graph on CartPole");
     out.push(train_check("ppo_graph_learns", Inference::Graph));
     out

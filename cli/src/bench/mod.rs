@@ -2,7 +2,8 @@
 //! audit`, [`audit`]), env stepping per backend (`hotlab bench
 //! envs`, [`envs`]), a lab under many viewers for minutes (`hotlab bench soak`, [`soak`]),
 //! a grid of settings each trained once (`hotlab sweep --on local`, [`sweep`]) and every GPU
-//! path against its CPU reference (`hotlab gpu-check`, [`gpu_check`]), the lab end to end on
+//! path against its CPU reference (`hotlab gpu-check`, [`gpu_check`]; the fused optimizer's
+//! part in [`gpu_optim`]), the lab end to end on
 //! one worker (`hotlab lab-check`, [`lab_check`]; a workload's own GPU
 //! checks and its benchmarks' runs are in its folder, `hotlab_workloads::<name>::{gpu,
 //! bench}`).
@@ -10,6 +11,7 @@
 pub mod audit;
 pub mod envs;
 pub mod gpu_check;
+pub mod gpu_optim;
 pub mod lab_check;
 pub mod lessons;
 pub mod soak;

@@ -4,9 +4,12 @@
 //!
 //! - [`nvrtc`]: the kernels' source and their compilation (no GPU needed);
 //! - [`gpu`]: what GPU support this process has, and launching the kernels;
-//! - [`events`]: device time per phase from CUDA events, and GPU memory.
+//! - [`events`]: device time per phase from CUDA events, and GPU memory;
+//! - [`optim`]: the gradient clip and Adam in one kernel (`optim.cu`), on libtorch's
+//!   current stream;
+//! - [`shim`]: libtorch's streams and graph capture, through a small C++ file.
 //!
-//! The kernels are CartPole's (`cartpole.cu`); what drives them is CartPole's device
+//! The env kernels are CartPole's (`cartpole.cu`); what drives them is CartPole's device
 //! backend (`workloads::cartpole::device`, with the captured rollout graph), and
 //! `hotlab gpu-check` (`bench::gpu_check`) checks every GPU path against its CPU reference.
 //!
@@ -17,4 +20,5 @@
 pub mod events;
 pub mod gpu;
 pub mod nvrtc;
+pub mod optim;
 pub mod shim;

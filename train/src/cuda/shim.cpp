@@ -114,6 +114,12 @@ int hl_stream_wait(void* waiter, void* on) {
   });
 }
 
+// The CUDA stream itself (a cudaStream_t, the driver's CUstream), for a launch of our own
+// kernels onto it (a capture on it records them).
+int hl_stream_raw(void* stream, void** out) {
+  return guarded([&] { *out = static_cast<void*>(static_cast<Stream*>(stream)->stream()); });
+}
+
 int hl_stream_synchronize(void* stream) {
   return guarded([&] { static_cast<Stream*>(stream)->unwrap().synchronize(); });
 }

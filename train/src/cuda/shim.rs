@@ -21,6 +21,7 @@ mod ffi {
         pub fn hl_stream_set_current(stream: *mut c_void) -> c_int;
         pub fn hl_stream_wait(waiter: *mut c_void, on: *mut c_void) -> c_int;
         pub fn hl_stream_synchronize(stream: *mut c_void) -> c_int;
+        pub fn hl_stream_raw(stream: *mut c_void, out: *mut *mut c_void) -> c_int;
         pub fn hl_graph_new(out: *mut *mut c_void) -> c_int;
         pub fn hl_graph_free(graph: *mut c_void);
         pub fn hl_graph_capture_begin(graph: *mut c_void) -> c_int;
@@ -130,6 +131,19 @@ impl Stream {
     #[cfg(not(hotlab_cuda_shim))]
     fn make(_: usize, _: bool) -> Result<Self> {
         unavailable("making a CUDA stream")
+    }
+
+    /// The CUDA stream itself (a `CUstream`), to launch our own kernels onto.
+    pub fn raw(&self) -> Result<*mut std::ffi::c_void> {
+        #[cfg(hotlab_cuda_shim)]
+        {
+            let mut out = std::ptr::null_mut();
+            // SAFETY: `self.0` is a live handle; the shim writes its cudaStream_t.
+            check("reading a CUDA stream", unsafe { ffi::hl_stream_raw(self.0, &mut out) })?;
+            Ok(out)
+        }
+        #[cfg(not(hotlab_cuda_shim))]
+        unavailable(&format!("reading the CUDA stream {:p}", self.0))
     }
 
     /// libtorch's ops on this stream's device run here from now on, on this thread.

@@ -1,0 +1,101 @@
+//! `clip_adam` (`optim.cu`): the gradient clip and Adam over a flat parameter vector in one
+//! launch, on libtorch's current stream, so that it is ordered with the libtorch ops around
+//! it and a graph captured on that stream records it. With the squared norm before it and
+//! the step count's increment, a clipped Adam step is 3 launches where libtorch's ops are
+//! about 25 ([`FlatAdam::step_fused`](crate::adam::FlatAdam::step_fused)).
+
+use super::gpu::{Gpu, BLOCK};
+use super::shim::Stream;
+use anyhow::{anyhow, bail, Result};
+use cudarc::driver::CudaFunction;
+use std::ffi::c_void;
+use std::sync::Arc;
+use tch::{Device, Kind, Tensor};
+
+/// The kernel, loaded from a GPU's compiled module.
+pub struct ClipAdam {
+    f: CudaFunction,
+    /// Keeps the module (and its context) loaded.
+    gpu: Arc<Gpu>,
+}
+
+/// What one fused step reads besides the tensors: the clip and Adam's constants.
+#[derive(Clone, Copy, Debug)]
+pub struct ClipAdamConsts {
+    pub max_norm: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+}
+
+impl ClipAdam {
+    pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
+        let f = gpu.function("clip_adam").map_err(|e| anyhow!(e))?;
+        Ok(Self { f, gpu })
+    }
+
+    /// One launch: `grad` clipped to `max_norm` by the norm whose square is `sum_squares`
+    /// (`[1]`), then Adam's step `step` (`[1]` f32, already advanced) at rate `lr` (`[1]`
+    /// f32) on `params`, `exp_avg` and `exp_avg_sq`. Every tensor f32, contiguous, on the GPU.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &self,
+        params: &Tensor,
+        grad: &Tensor,
+        exp_avg: &Tensor,
+        exp_avg_sq: &Tensor,
+        sum_squares: &Tensor,
+        step: &Tensor,
+        lr: &Tensor,
+        k: ClipAdamConsts,
+    ) -> Result<()> {
+        let Device::Cuda(index) = params.device() else { bail!("clip_adam runs on a CUDA device") };
+        let n = params.numel();
+        for (name, t, len) in [
+            ("params", params, n),
+            ("grad", grad, n),
+            ("exp_avg", exp_avg, n),
+            ("exp_avg_sq", exp_avg_sq, n),
+            ("sum_squares", sum_squares, 1),
+            ("step", step, 1),
+            ("lr", lr, 1),
+        ] {
+            if t.kind() != Kind::Float || !t.is_contiguous() || t.device() != params.device() || t.numel() != len {
+                bail!(
+                    "clip_adam: {name} must be {len} contiguous f32 on {:?} (got {:?} {:?} on {:?})",
+                    params.device(),
+                    t.size(),
+                    t.kind(),
+                    t.device()
+                );
+            }
+        }
+        let n = i32::try_from(n).map_err(|_| anyhow!("clip_adam: {n} parameters is more than one launch covers"))?;
+        let stream = Stream::current(index)?.raw()?;
+        self.gpu.ctx.bind_to_thread().map_err(|e| anyhow!("binding the CUDA context: {e:?}"))?;
+        let ptr = |t: &Tensor| t.data_ptr() as u64;
+        let (mut n, mut pointers) = (n, [params, grad, exp_avg, exp_avg_sq, sum_squares, step, lr].map(ptr));
+        let mut floats =
+            [k.max_norm as f32, k.beta1 as f32, k.beta2 as f32, k.eps as f32, k.beta1.ln() as f32, k.beta2.ln() as f32];
+        // The kernel's parameters in its signature's order: n, 7 pointers, 6 floats.
+        let mut args: Vec<*mut c_void> = Vec::with_capacity(14);
+        args.push((&mut n as *mut i32).cast());
+        args.extend(pointers.iter_mut().map(|p| (p as *mut u64).cast::<c_void>()));
+        args.extend(floats.iter_mut().map(|f| (f as *mut f32).cast::<c_void>()));
+        let grid = (n as u32).div_ceil(BLOCK);
+        // SAFETY: the arguments match `clip_adam`'s signature (checked above for the tensors,
+        // which stay alive through the call); the launch is queued on libtorch's current
+        // stream, which orders it with the ops that made and will read those tensors.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                self.f.cu_function(),
+                (grid, 1, 1),
+                (BLOCK, 1, 1),
+                0,
+                stream.cast(),
+                &mut args,
+            )
+        }
+        .map_err(|e| anyhow!("launching clip_adam: {e:?}"))
+    }
+}
