@@ -176,7 +176,35 @@ fn cuda_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
     out.push(super::gpu_optim::clip_adam_check(gpu));
     progress("PPO with --inference graph on CartPole");
     out.push(train_check("ppo_graph_learns", Inference::Graph));
+    progress("--preset gpu: the rollout and the update captured, to its learning bar");
+    out.push(preset_gpu_check());
     out
+}
+
+/// `--preset gpu` as it ships (4096 envs, the rollout and the whole update each one CUDA
+/// graph): its learning bar, a mean return of at least 475 over the last 100 episodes, with
+/// its steps/s, training time and graph replays.
+fn preset_gpu_check() -> Value {
+    const NAME: &str = "preset_gpu_learns";
+    let spec = match spec::Preset::find("gpu") {
+        Ok(p) => p.spec(),
+        Err(e) => return check(NAME, false, "-", json!(e)),
+    };
+    match hotlab_workloads::train(&spec, &mut |_| {}) {
+        Ok(t) => {
+            let r = t.report.mean_return_last_100.unwrap_or(0.0);
+            let c = &t.report.counters;
+            check(
+                NAME,
+                r >= 475.0,
+                "mean return ≥ 475 over the last 100 episodes at the preset's budget",
+                json!({"mean_return_last_100": r, "sps": t.report.sps, "train_s": t.report.wall_s,
+                       "total_steps": spec.total_steps, "graph_replays": c.graph_replays,
+                       "graph_launches": c.graph_launches}),
+            )
+        }
+        Err(e) => check(NAME, false, "-", json!(format!("{e:#}"))),
+    }
 }
 
 /// `cartpole_step` (the `device` backend's fused step) against shared's f32 env, 600
