@@ -43,7 +43,7 @@ test('launch a CartPole run from the form: SPS streams, bottleneck rows appear, 
   assert.ok((await page.getByTestId('bottleneck-row').count()) >= 3);
   await page.getByTestId('phase-split').locator('rect').first().waitFor();
   assert.match(await page.getByTestId('counters').textContent(), /host syncs/);
-  assert.match(await page.getByTestId('counters').textContent(), /graph replays.*graph launches/s);
+  assert.match(await page.getByTestId('counters').textContent(), /update replays.*update launches/s);
   await shot(page, 'run');
   assert.deepEqual(errors, []);
   await context.close();

@@ -24,11 +24,11 @@ pub struct Counters {
     pub worker_wait_s: f64,
     /// Replays of a captured CUDA graph (`--update graph`: one per update or train step).
     #[serde(default)]
-    pub graph_replays: u64,
+    pub update_replays: u64,
     /// Kernels, copies and fills those replays launched (the captured graph's nodes per
     /// replay): what the host would have dispatched op by op without the graph.
     #[serde(default)]
-    pub graph_launches: u64,
+    pub update_launches: u64,
     /// What the envs counted of their own work (beside these keys in JSON).
     #[serde(flatten)]
     pub own: EnvOwn,
@@ -47,8 +47,8 @@ impl Counters {
             ipc_round_trips: self.ipc_round_trips - earlier.ipc_round_trips,
             spin_iterations: self.spin_iterations - earlier.spin_iterations,
             worker_wait_s: self.worker_wait_s - earlier.worker_wait_s,
-            graph_replays: self.graph_replays - earlier.graph_replays,
-            graph_launches: self.graph_launches - earlier.graph_launches,
+            update_replays: self.update_replays - earlier.update_replays,
+            update_launches: self.update_launches - earlier.update_launches,
             own: self.own.zip(&earlier.own, u64::saturating_sub),
         }
     }
@@ -64,8 +64,8 @@ impl Counters {
         self.ipc_round_trips += o.ipc_round_trips;
         self.spin_iterations += o.spin_iterations;
         self.worker_wait_s += o.worker_wait_s;
-        self.graph_replays += o.graph_replays;
-        self.graph_launches += o.graph_launches;
+        self.update_replays += o.update_replays;
+        self.update_launches += o.update_launches;
         self.own = self.own.zip(&o.own, |a, b| a + b);
     }
 

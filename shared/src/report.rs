@@ -129,12 +129,12 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
             )
         }
         Phase::POLICY_FORWARD => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
-        Phase::UPDATE_GRAPH => match c.graph_replays {
+        Phase::UPDATE_GRAPH => match c.update_replays {
             0 => "the captured update's ops launched eagerly (its warm-up: no replay yet)".into(),
             n => format!(
                 "{n} replays of the captured update, each one host launch for {} kernels and copies ({} in all)",
-                c.graph_launches / n,
-                c.graph_launches
+                c.update_launches / n,
+                c.update_launches
             ),
         },
         Phase::UPDATE_FORWARD | Phase::BACKWARD | Phase::OPTIMIZER => {
@@ -472,7 +472,7 @@ mod tests {
     /// The captured update's row says how many replays ran and what each one launched.
     #[test]
     fn the_update_graph_row_counts_replays_and_launches() {
-        let replayed = Counters { graph_replays: 10, graph_launches: 4210, ..Counters::default() };
+        let replayed = Counters { update_replays: 10, update_launches: 4210, ..Counters::default() };
         let r = analyze(&profile(&[(Phase::UPDATE_GRAPH, 0.5)], replayed), &RunSpec::default());
         let row = r.rows.iter().find(|r| r.phase == Phase::UPDATE_GRAPH).expect("its row");
         assert_eq!(

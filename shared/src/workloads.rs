@@ -15,7 +15,7 @@ use crate::counters::{Count, CountInfo};
 use crate::knobs::Knob;
 use crate::profile::{Phase, PhaseInfo, Profile};
 use crate::report::Recommendation;
-use crate::spec::{Backend, Inference, Preset, RunSpec, SpecError};
+use crate::spec::{Backend, ExecSpec, Inference, Preset, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
 /// What a workload's settings say about themselves, and the report rules it brings.
@@ -55,6 +55,11 @@ pub trait Settings: Default {
     }
     /// Checks every setting; the first bad one is named with what is allowed.
     fn validate(&self) -> Result<(), SpecError> {
+        Ok(())
+    }
+    /// Checks what the run's execution settings ask of its own (an `exec` knob it honours
+    /// only with one of its settings); the knob is named with what is allowed.
+    fn validate_exec(&self, _exec: &ExecSpec) -> Result<(), SpecError> {
         Ok(())
     }
     /// The settings that name files on the machine, by knob (a lab server keeps them
@@ -190,6 +195,11 @@ macro_rules! registry {
                 match self { $(WorkloadSpec::$variant(s) => s.validate()),+ }
             }
 
+            /// Checks the run's execution settings against its settings.
+            pub fn validate_exec(&self, exec: &ExecSpec) -> Result<(), SpecError> {
+                match self { $(WorkloadSpec::$variant(s) => s.validate_exec(exec)),+ }
+            }
+
             /// The Gymnasium id of its env, where its env is one.
             pub fn gymnasium_id(&self) -> Option<String> {
                 match self { $(WorkloadSpec::$variant(s) => s.gymnasium_id()),+ }
@@ -322,5 +332,17 @@ mod tests {
         counts.sort();
         counts.dedup();
         assert_eq!(counts.len(), COUNTS.len(), "a count name is declared twice");
+    }
+
+    /// The envs' own counts sit beside the run's counters in JSON: a count named as one of
+    /// those would make every message that carries both unreadable (a duplicate key), so a
+    /// run of that workload would lose its metrics on the way to the lab.
+    #[test]
+    fn no_workload_count_is_named_as_a_run_counter() {
+        let mut c = crate::counters::Counters::default();
+        c.own = COUNTS.iter().map(|i| (i.count, 1)).collect();
+        let json = serde_json::to_string(&c).unwrap();
+        let back: crate::counters::Counters = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+        assert_eq!(back, c);
     }
 }

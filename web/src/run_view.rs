@@ -327,8 +327,8 @@ fn Counters(data: RwSignal<RunData>) -> impl IntoView {
                 {row("worker wait", |d| seconds(d.total.counters.worker_wait_s), |d| per(d, d.total.counters.worker_wait_s))}
                 // `--update graph`: replays of the captured update and the kernels and copies
                 // they launched (each replay is one launch from the host).
-                {row("graph replays", |d| si(d.total.counters.graph_replays as f64), |d| per(d, d.total.counters.graph_replays as f64))}
-                {row("graph launches", |d| si(d.total.counters.graph_launches as f64), |d| per(d, d.total.counters.graph_launches as f64))}
+                {row("update replays", |d| si(d.total.counters.update_replays as f64), |d| per(d, d.total.counters.update_replays as f64))}
+                {row("update launches", |d| si(d.total.counters.update_launches as f64), |d| per(d, d.total.counters.update_launches as f64))}
                 // The envs' own counts: whatever their workload declares (the morpho hosts' …).
                 {move || data.with(|d| {
                     d.total.counters.own.iter().map(|(count, n)| view! {

@@ -199,8 +199,8 @@ fn preset_gpu_check() -> Value {
                 r >= 475.0,
                 "mean return ≥ 475 over the last 100 episodes at the preset's budget",
                 json!({"mean_return_last_100": r, "sps": t.report.sps, "train_s": t.report.wall_s,
-                       "total_steps": spec.total_steps, "graph_replays": c.graph_replays,
-                       "graph_launches": c.graph_launches}),
+                       "total_steps": spec.total_steps, "update_replays": c.update_replays,
+                       "update_launches": c.update_launches}),
             )
         }
         Err(e) => check(NAME, false, "-", json!(format!("{e:#}"))),

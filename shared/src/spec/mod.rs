@@ -437,6 +437,7 @@ impl RunSpec {
         self.device.parse::<DeviceName>().map_err(|m| SpecError::new("device", m))?;
         self.validate_exec()?;
         self.workload.validate()?;
+        self.workload.validate_exec(&self.exec)?;
         let (env, backend) = (self.env(), self.exec.backend);
         if !env.backends().contains(&backend) {
             let allowed: Vec<&str> = env.backends().iter().map(|b| b.as_str()).collect();
@@ -570,6 +571,26 @@ mod tests {
         assert_eq!((s.envs, s.steps, s.ppo.epochs, s.ppo.minibatches, s.total_steps), (4, 128, 4, 4, 500_000));
         assert_eq!(s.updates(), 976);
         presets::Preset::find("wide").unwrap().spec().validate().unwrap();
+    }
+
+    /// The dreamer captures its train step only with the replay on the device: a spec that
+    /// asks for the graph with the replay elsewhere is refused before anything is built.
+    #[test]
+    fn the_dreamers_update_graph_needs_the_replay_on_the_device() {
+        use crate::workloads::dreamer::{DreamerSpec, ReplayAt};
+        let on = |replay| {
+            let mut s = presets::Preset::find("dreamer").unwrap().spec();
+            s.device = "cuda".into();
+            s.exec.update = UpdateMode::Graph;
+            s.workload = WorkloadSpec::Dreamer(DreamerSpec { replay, ..DreamerSpec::default() });
+            s.validate()
+        };
+        on(ReplayAt::Device).unwrap();
+        for replay in [ReplayAt::Host, ReplayAt::Pinned] {
+            let e = on(replay).unwrap_err();
+            assert_eq!(e.flag(), "--update", "{e}");
+            assert!(e.message.contains(&format!("--replay {replay}: eager")), "{e}");
+        }
     }
 
     #[test]

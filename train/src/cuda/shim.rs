@@ -54,8 +54,8 @@ pub struct Launches {
 impl Launches {
     /// Counts one replay of a graph that launches these.
     pub fn count_replay(&self, c: &mut hotlab_shared::counters::Counters) {
-        c.graph_replays += 1;
-        c.graph_launches += self.total();
+        c.update_replays += 1;
+        c.update_launches += self.total();
     }
 
     /// Every node: what the host would launch one by one without the graph.

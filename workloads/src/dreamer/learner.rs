@@ -11,11 +11,11 @@ use super::replay::Replay;
 use super::step::{Tally, Trainer, TERMS};
 use super::world::WorldModel;
 use super::{Dreamer, TrainedDreamer};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{ReplayAt, RunSpec, UpdateMode};
+use hotlab_shared::spec::{RunSpec, UpdateMode};
 use hotlab_shared::workloads::dreamer::DECODER;
 use hotlab_train::params::ParamSlot;
 use hotlab_train::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
@@ -63,12 +63,9 @@ impl DreamerLearner {
         let layout = super::joint_layout(&world, &behavior);
         let fp16_scale = (kind == tch::Kind::Half).then_some(hotlab_train::precision::INIT_SCALE);
         let trainer = Trainer::new(settings, world, behavior, fp16_scale);
+        // The spec's checks saw to the replay being on the device (`validate_exec`).
         let captured = match spec.exec.update {
             UpdateMode::Eager => None,
-            UpdateMode::Graph if trainer.settings.replay != ReplayAt::Device => bail!(
-                "--update: graph gathers each train step's batch from the replay on the device; allowed with --replay {}: eager (or --replay device with graph)",
-                trainer.settings.replay
-            ),
             UpdateMode::Graph => {
                 setup.notes.push(format!(
                     "update graph: the whole train step (the batch gathered from the device replay, the world model's loss, backward and Adam, the imagination, the actor's and critic's losses, backward and Adams) captured after {} eager steps and replayed once per train step; its time is the update_graph phase",

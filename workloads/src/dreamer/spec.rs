@@ -10,7 +10,7 @@ use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
 use crate::spec::choices::choice;
-use crate::spec::{Backend, Inference, Preset, RunSpec};
+use crate::spec::{Backend, ExecSpec, Inference, Preset, RunSpec, SpecError, UpdateMode};
 use crate::workloads::WorkloadSpec;
 use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
@@ -223,6 +223,20 @@ impl Settings for DreamerSpec {
         PhaseInfo::new(ACTOR_CRITIC_BACKWARD, PhaseKind::Backward, "#6f9fe0", "the actor's and critic's backward")
             .per(TRAIN_STEP),
     ];
+
+    /// `--update graph` replays the whole train step, its batch gathered on the device.
+    fn validate_exec(&self, exec: &ExecSpec) -> Result<(), SpecError> {
+        if exec.update == UpdateMode::Graph && self.replay != ReplayAt::Device {
+            return Err(SpecError::new(
+                "update",
+                format!(
+                    "graph gathers each train step's batch from the replay on the device; allowed with --replay {}: eager (or --replay device with graph)",
+                    self.replay
+                ),
+            ));
+        }
+        Ok(())
+    }
 
     /// The replay buffer: a frame and 17 bytes of step per slot.
     fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
