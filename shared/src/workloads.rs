@@ -339,8 +339,8 @@ mod tests {
     /// run of that workload would lose its metrics on the way to the lab.
     #[test]
     fn no_workload_count_is_named_as_a_run_counter() {
-        let mut c = crate::counters::Counters::default();
-        c.own = COUNTS.iter().map(|i| (i.count, 1)).collect();
+        let own = COUNTS.iter().map(|i| (i.count, 1)).collect();
+        let c = crate::counters::Counters { own, ..Default::default() };
         let json = serde_json::to_string(&c).unwrap();
         let back: crate::counters::Counters = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
         assert_eq!(back, c);
