@@ -6,7 +6,8 @@
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::cuda::gpu::Gpu;
 use hotlab_train::cuda::optim::ClipAdam;
-use hotlab_train::cuda::shim::{Graph, Launches, Stream};
+use hotlab_train::cuda::replayer::capture_aside;
+use hotlab_train::cuda::shim::{Graph, Launches};
 use hotlab_train::ppo::update::clip_grad_norm;
 use hotlab_workloads::gpu_check::{check, progress};
 use serde_json::{json, Value};
@@ -59,14 +60,7 @@ impl<'a> Stepper<'a> {
 
     /// One step recorded on a side stream (capture runs nothing).
     fn capture(&mut self) -> anyhow::Result<Graph> {
-        let side = Stream::new(0)?;
-        let default = Stream::current(0)?;
-        side.wait_for(&default)?;
-        side.make_current()?;
-        let graph = Graph::capture(|| self.step());
-        default.make_current()?;
-        default.wait_for(&side)?;
-        graph
+        capture_aside(self.params.device(), || self.step())
     }
 
     /// `grads` stepped in turn: eagerly, or (`replayed`) two eagerly, then one captured

@@ -7,7 +7,9 @@
 //! - [`events`]: device time per phase from CUDA events, and GPU memory;
 //! - [`optim`]: the gradient clip and Adam in one kernel (`optim.cu`), on libtorch's
 //!   current stream;
-//! - [`shim`]: libtorch's streams and graph capture, through a small C++ file.
+//! - [`shim`]: libtorch's streams and graph capture, through a small C++ file;
+//! - [`replayer`]: a body of libtorch ops run eagerly for a warm-up, then captured and
+//!   replayed (`--update graph`).
 //!
 //! The env kernels are CartPole's (`cartpole.cu`); what drives them is CartPole's device
 //! backend (`workloads::cartpole::device`, with the captured rollout graph), and
@@ -21,4 +23,5 @@ pub mod events;
 pub mod gpu;
 pub mod nvrtc;
 pub mod optim;
+pub mod replayer;
 pub mod shim;

@@ -20,11 +20,11 @@
 use super::update::{clip_grad_norm, UpdateCtx, STATS};
 use super::{Pass, PpoPolicy};
 use crate::adam::FlatAdam;
-use crate::cuda::shim::{Graph, Launches, Stream};
+use crate::cuda::replayer::Replayer;
 use crate::profiler::Profiler;
 use crate::rollout::Batch;
 use crate::workload::asked_to_stop;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
@@ -47,9 +47,14 @@ pub enum Shuffles<'a> {
 
 /// The static buffers of `--update graph` and, once captured, its graph.
 pub struct CapturedUpdate {
+    buffers: Buffers,
+    /// Eager for the warm-up, then captured once and replayed.
+    pub replayer: Replayer,
+}
+
+/// What the update's ops read and write besides the network and Adam.
+struct Buffers {
     device: Device,
-    /// Capture after the warm-up (CUDA only); false: always eager (the tests on the CPU).
-    capture: bool,
     /// The rollout the graph reads (copied in before each replay).
     batch: Option<Batch>,
     /// `[epochs, rows]` i64: each epoch's shuffle.
@@ -60,35 +65,27 @@ pub struct CapturedUpdate {
     lr: Tensor,
     /// `[5]` f32: the last minibatch's statistics ([`STATS`]).
     stats: Tensor,
-    graph: Option<Graph>,
-    /// What one replay launches (None before the capture, or where the driver could not say).
-    pub launches: Option<Launches>,
-    updates: u64,
-    /// Replays of the captured graph so far.
-    pub replays: u64,
 }
 
 impl CapturedUpdate {
     /// The last update's epoch shuffles, `[epochs, rows]` on the device (None before one).
     pub fn orders(&self) -> Option<&Tensor> {
-        self.orders.as_ref()
+        self.buffers.orders.as_ref()
     }
 
+    /// `capture`: capture after the warm-up (CUDA only); false: always eager (the tests on
+    /// the CPU).
     pub fn new(device: Device, capture: bool) -> Self {
         let on = (Kind::Float, device);
-        Self {
+        let buffers = Buffers {
             device,
-            capture,
             batch: None,
             orders: None,
             draws: None,
             lr: Tensor::zeros([1], on),
             stats: Tensor::zeros([STATS.len() as i64], on),
-            graph: None,
-            launches: None,
-            updates: 0,
-            replays: 0,
-        }
+        };
+        Self { buffers, replayer: Replayer::new(device, capture, WARMUP) }
     }
 
     /// One update of `net` on `batch`: the eager update's result to rounding, given the same
@@ -107,20 +104,18 @@ impl CapturedUpdate {
         if !net.capturable() {
             bail!("--update: graph records the update's ops, and this workload's network has no capturable update yet; allowed: eager");
         }
-        if self.capture && !matches!(self.device, Device::Cuda(_)) {
-            bail!("--update: graph replays the update as a captured CUDA graph, and this run is on {:?}; allowed there: eager", self.device);
-        }
         if asked_to_stop(ctx.stop) {
             return Ok(None);
         }
         let s = prof.start();
         let spec = ctx.spec;
+        let b = &mut self.buffers;
         let draws = matches!(shuffles, Shuffles::Device);
-        if *self.draws.get_or_insert(draws) != draws {
+        if *b.draws.get_or_insert(draws) != draws {
             bail!("an update's shuffles changed between the device and the host after its first update");
         }
         let shape = [spec.ppo.epochs as i64, spec.batch_size() as i64];
-        let orders = self.orders.get_or_insert_with(|| Tensor::zeros(shape, (Kind::Int64, self.device)));
+        let orders = b.orders.get_or_insert_with(|| Tensor::zeros(shape, (Kind::Int64, b.device)));
         match shuffles {
             Shuffles::Device => {}
             Shuffles::Host(rng) => {
@@ -135,52 +130,28 @@ impl CapturedUpdate {
             }
             Shuffles::Given(given) => orders.copy_(given),
         }
-        match &mut self.batch {
-            Some(b) => b.copy_from(batch),
+        match &mut b.batch {
+            Some(own) => own.copy_from(batch),
             None => {
                 let mut own = batch.empty_like();
                 own.copy_from(batch);
-                self.batch = Some(own);
+                b.batch = Some(own);
             }
         }
-        let _ = self.lr.fill_(ctx.lr);
+        let _ = b.lr.fill_(ctx.lr);
         let s = prof.stop(Phase::OTHER, s);
-
-        if self.graph.is_none() && self.capture && self.updates >= WARMUP {
-            let graph = self.record(net, opt, &ctx).context("capturing the update as a CUDA graph")?;
-            self.launches = graph.launches().ok();
-            self.graph = Some(graph);
-        }
-        match &self.graph {
-            Some(graph) => {
-                graph.replay()?;
-                self.replays += 1;
-                self.launches.unwrap_or_default().count_replay(c);
-            }
-            None => self.body(net, opt, &ctx),
-        }
-        self.updates += 1;
-        let stats = Vec::<f64>::try_from(self.stats.to_kind(Kind::Double)).unwrap_or_default();
+        let buffers = &self.buffers;
+        self.replayer.run("the update", c, || {
+            buffers.body(net, opt, &ctx);
+            Ok(())
+        })?;
+        let stats = Vec::<f64>::try_from(self.buffers.stats.to_kind(Kind::Double)).unwrap_or_default();
         prof.stop(Phase::UPDATE_GRAPH, s);
         Ok(Some((STATS.into_iter().zip(stats).collect(), None)))
     }
+}
 
-    /// Records [`Self::body`] on a side stream (capture runs nothing).
-    fn record<P: PpoPolicy>(&self, net: &mut P, opt: &mut FlatAdam, ctx: &UpdateCtx<'_>) -> Result<Graph> {
-        let Device::Cuda(index) = self.device else { bail!("capture needs a CUDA device") };
-        let side = Stream::new(index)?;
-        let default = Stream::current(index)?;
-        side.wait_for(&default)?;
-        side.make_current()?;
-        let graph = Graph::capture(|| {
-            self.body(net, opt, ctx);
-            Ok(())
-        });
-        default.make_current()?;
-        default.wait_for(&side)?;
-        graph
-    }
-
+impl Buffers {
     /// The update's ops on the static buffers: every epoch and minibatch, no host read.
     fn body<P: PpoPolicy>(&self, net: &mut P, opt: &mut FlatAdam, ctx: &UpdateCtx<'_>) {
         let spec = ctx.spec;

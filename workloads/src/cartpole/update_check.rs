@@ -139,7 +139,7 @@ pub fn train_updates(
         stats.push(out.expect("not stopped").0 .0.iter().map(|(_, v)| *v).collect());
     }
     let params = Vec::<f32>::try_from(agent.net.flat.to_kind(Kind::Float)).unwrap_or_default();
-    Trained { params, stats, orders, launches: graph.launches, replays: graph.replays }
+    Trained { params, stats, orders, launches: graph.replayer.launches, replays: graph.replayer.replays }
 }
 
 /// The largest difference between two parameter vectors.
@@ -219,6 +219,9 @@ mod tests {
 
     #[test]
     fn shuffles_drawn_on_the_device_are_permutations_and_the_update_is_todays_given_them() {
+        // The device shuffles draw from libtorch's generator, which other tests seed and draw
+        // from on parallel threads: holding it keeps both sides' draws their own.
+        let _seeded = hotlab_train::testing::torch_seed(1);
         for (envs, steps, minibatches, epochs) in [(8, 16, 4, 4), (32, 8, 2, 2), (64, 4, 1, 3)] {
             let spec = spec(envs, steps, minibatches, epochs);
             for seed in 1..=3 {

@@ -17,12 +17,13 @@ use super::behavior::Behavior;
 use super::replay::Replay;
 use super::step::{Tally, Trainer, FIGURES};
 use super::world::{Dims, WorldModel};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{DreamerSpec, LossRead};
-use hotlab_train::cuda::shim::{Graph, Launches, Stream};
+use hotlab_train::cuda::replayer::Replayer;
+use hotlab_train::cuda::shim::Launches;
 use hotlab_train::profiler::Profiler;
 use tch::{Device, Kind, Tensor};
 
@@ -31,39 +32,33 @@ pub const WARMUP: u64 = 2;
 
 /// The static buffers of the dreamer's `--update graph` and, once captured, its graph.
 pub struct CapturedStep {
-    device: Device,
-    /// Capture after the warm-up (CUDA only); false: always eager (the tests on the CPU).
-    capture: bool,
+    buffers: Buffers,
+    /// Eager for the warm-up, then captured once and replayed.
+    pub replayer: Replayer,
+}
+
+/// What the train step's ops read and write besides the networks and their optimizers.
+struct Buffers {
     /// `[batch · seq_len]` i64: the replay's rows this step gathers.
     rows: Tensor,
     /// `[1]` f32 each: the world model's and the actor-critic's learning rates.
     lrs: [Tensor; 2],
     /// `[FIGURES]` f32: the last step's loss figures.
     figures: Tensor,
-    graph: Option<Graph>,
-    /// What one replay launches (None before the capture, or where the driver could not say).
-    pub launches: Option<Launches>,
-    steps: u64,
-    /// Replays of the captured graph so far.
-    pub replays: u64,
 }
 
 impl CapturedStep {
+    /// `capture`: capture after the warm-up (CUDA only); false: always eager (the tests on
+    /// the CPU).
     pub fn new(trainer: &Trainer, device: Device, capture: bool) -> Self {
         let d = &trainer.settings;
-        let on = (Kind::Float, device);
         let rate = |lr: f64| Tensor::from_slice(&[lr as f32]).to_device(device);
-        Self {
-            device,
-            capture,
+        let buffers = Buffers {
             rows: Tensor::zeros([(d.batch * d.seq_len) as i64], (Kind::Int64, device)),
             lrs: [rate(d.wm_lr), rate(d.ac_lr)],
-            figures: Tensor::zeros([FIGURES as i64], on),
-            graph: None,
-            launches: None,
-            steps: 0,
-            replays: 0,
-        }
+            figures: Tensor::zeros([FIGURES as i64], (Kind::Float, device)),
+        };
+        Self { buffers, replayer: Replayer::new(device, capture, WARMUP) }
     }
 
     /// One train step of `trainer` on a batch from `replay` (which must keep its steps on
@@ -78,50 +73,25 @@ impl CapturedStep {
         c: &mut Counters,
         tally: &mut Tally,
     ) -> Result<()> {
-        if self.capture && !self.device.is_cuda() {
-            bail!("--update: graph replays the train step as a captured CUDA graph, and this run is on {:?}; allowed there: eager", self.device);
-        }
         let s = prof.start();
         let (b, t) = (trainer.settings.batch, trainer.settings.seq_len);
         let rows = Tensor::from_slice(&replay.draw(b, t, rng));
-        if self.device.is_cuda() {
+        let on = self.buffers.rows.device();
+        if on.is_cuda() {
             c.h2d_copies += 1;
             c.h2d_bytes += (rows.numel() * 8) as u64;
         }
-        self.rows.copy_(&rows);
+        self.buffers.rows.copy_(&rows);
         let s = prof.stop(Phase::OTHER, s);
-        if self.graph.is_none() && self.capture && self.steps >= WARMUP {
-            let graph = self.record(trainer, replay).context("capturing the dreamer's train step as a CUDA graph")?;
-            self.launches = graph.launches().ok();
-            self.graph = Some(graph);
-        }
-        match &self.graph {
-            Some(graph) => {
-                graph.replay()?;
-                self.replays += 1;
-                self.launches.unwrap_or_default().count_replay(c);
-            }
-            None => self.body(trainer, replay)?,
-        }
-        self.steps += 1;
-        tally.add(&self.figures, c);
+        let buffers = &self.buffers;
+        self.replayer.run("the train step", c, || buffers.body(trainer, replay))?;
+        tally.add(&self.buffers.figures, c);
         prof.stop(Phase::UPDATE_GRAPH, s);
         Ok(())
     }
+}
 
-    /// Records [`Self::body`] on a side stream (capture runs nothing).
-    fn record(&self, trainer: &mut Trainer, replay: &Replay) -> Result<Graph> {
-        let Device::Cuda(index) = self.device else { bail!("capture needs a CUDA device") };
-        let side = Stream::new(index)?;
-        let default = Stream::current(index)?;
-        side.wait_for(&default)?;
-        side.make_current()?;
-        let graph = Graph::capture(|| self.body(trainer, replay));
-        default.make_current()?;
-        default.wait_for(&side)?;
-        graph
-    }
-
+impl Buffers {
     /// The train step's ops on the static buffers: no host read, nothing timed.
     fn body(&self, trainer: &mut Trainer, replay: &Replay) -> Result<()> {
         let (b, t) = (trainer.settings.batch as i64, trainer.settings.seq_len as i64);
@@ -194,7 +164,7 @@ pub fn train_steps(
         .iter()
         .map(|f| f.to_device(Device::Cpu))
         .collect();
-    let (launches, replays) = step.map_or((None, 0), |s| (s.launches, s.replays));
+    let (launches, replays) = step.map_or((None, 0), |s| (s.replayer.launches, s.replayer.replays));
     Trained { params, figures, host_syncs, launches, replays }
 }
 
