@@ -682,6 +682,12 @@ fn the_soak_benchmark_reports_both_phases() {
     let phases: Vec<&str> = r["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(phases, ["unwatched", "watched"]);
     assert!(r["phases"].as_array().unwrap().iter().all(|p| p["rss_mib_max"].as_f64().unwrap() > 0.0));
+    // The memory slope is reported per phase (its value is the benchmark's, never asserted).
+    // Each phase has a sample at its start and its end, so the whole phase always has one.
+    for p in r["phases"].as_array().unwrap() {
+        assert!(p["rss_mib_per_min"].is_f64(), "{r}");
+        assert!(p["rss_mib_per_min_second_half"].is_f64() || p["rss_mib_per_min_second_half"].is_null(), "{r}");
+    }
     assert!(r["rss_mib"].as_array().unwrap().len() >= 3);
     assert!(r["events_stored"].as_u64().unwrap() > 0 && r["events_dropped"].is_u64());
     assert!(r["viewer_messages"].as_u64().unwrap() > 0, "the viewers were sent the history: {r}");

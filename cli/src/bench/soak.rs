@@ -55,6 +55,13 @@ pub struct Phase {
     pub rss_mib_first: f64,
     pub rss_mib_max: f64,
     pub rss_mib_last: f64,
+    /// The server's RSS growth over the phase, in MiB per minute: the least-squares line
+    /// through its samples. It counts the viewers' catch-up as they join.
+    pub rss_mib_per_min: Option<f64>,
+    /// The same over the phase's second half, once the viewers have caught up: a lab whose
+    /// memory is bounded levels off near 0; a leak keeps it positive. None with fewer than
+    /// two samples there.
+    pub rss_mib_per_min_second_half: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -272,6 +279,9 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
         rss.push((start.elapsed().as_secs_f64(), served.rss_mib()));
         let (steps1, wall1, pub1, _) = progress(lab, id)?;
         let mine: Vec<f64> = rss[from..].iter().map(|r| r.1).collect();
+        let per_min: Vec<(f64, f64)> = rss[from..].iter().map(|&(t, m)| (t / 60.0, m)).collect();
+        let middle = per_min.first().map_or(0.0, |p| p.0) + length.as_secs_f64() / 120.0;
+        let second_half: Vec<(f64, f64)> = per_min.iter().copied().filter(|p| p.0 >= middle).collect();
         let wall = (wall1 - wall0).max(1e-9);
         Ok(Phase {
             name,
@@ -281,6 +291,8 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
             rss_mib_first: mine.first().copied().unwrap_or(0.0),
             rss_mib_max: mine.iter().copied().fold(0.0, f64::max),
             rss_mib_last: mine.last().copied().unwrap_or(0.0),
+            rss_mib_per_min: slope(&per_min),
+            rss_mib_per_min_second_half: slope(&second_half),
         })
     };
     phases.push(measure("unwatched", spec.baseline, &mut rss)?);
@@ -368,4 +380,33 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
         history_reads: reads.load(Ordering::Relaxed),
         stop_s,
     })
+}
+
+/// The slope of the least-squares line through `(x, y)` points; `None` with fewer than two
+/// distinct `x`.
+pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    let (mx, my) = points.iter().fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+    let (sxy, sxx) =
+        points.iter().fold((0.0, 0.0), |(xy, xx), p| (xy + (p.0 - mx) * (p.1 - my), xx + (p.0 - mx).powi(2)));
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slope;
+
+    #[test]
+    fn the_slope_is_the_least_squares_lines() {
+        assert_eq!(slope(&[]), None);
+        assert_eq!(slope(&[(1.0, 5.0)]), None);
+        assert_eq!(slope(&[(2.0, 5.0), (2.0, 9.0)]), None, "no spread in time, no slope");
+        for (a, b) in [(0.0, 100.0), (3.5, 40.0), (-2.0, 7.0)] {
+            let line: Vec<(f64, f64)> = (0..7).map(|i| (0.3 * i as f64, a * 0.3 * i as f64 + b)).collect();
+            assert!((slope(&line).unwrap() - a).abs() < 1e-9, "{a}: {:?}", slope(&line));
+        }
+        // Noise symmetric about a flat line leaves it flat; one outlier at the end tilts it.
+        assert!(slope(&[(0.0, 10.0), (1.0, 12.0), (2.0, 12.0), (3.0, 10.0)]).unwrap().abs() < 1e-9);
+        assert!(slope(&[(0.0, 10.0), (1.0, 10.0), (2.0, 10.0), (3.0, 16.0)]).unwrap() > 0.0);
+    }
 }

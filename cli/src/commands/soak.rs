@@ -97,17 +97,19 @@ fn table(r: &SoakReport) -> String {
             "the lab restarted: the worker back in {c:.2} s, the run's next update in the lab after {u:.2} s\n"
         ));
     }
-    out.push_str("phase       seconds   steps/s   publish   RSS MiB first / max / last\n");
+    out.push_str("phase       seconds   steps/s   publish   RSS MiB first / max / last   MiB/min (2nd half)\n");
     for p in &r.phases {
         out.push_str(&format!(
-            "{:<10} {:>8.0} {:>9.0} {:>8.3}%   {:.1} / {:.1} / {:.1}\n",
+            "{:<10} {:>8.0} {:>9.0} {:>8.3}%   {:.1} / {:.1} / {:.1}   {} ({})\n",
             p.name,
             p.seconds,
             p.steps_per_s,
             100.0 * p.publish_share,
             p.rss_mib_first,
             p.rss_mib_max,
-            p.rss_mib_last
+            p.rss_mib_last,
+            per_min(p.rss_mib_per_min),
+            per_min(p.rss_mib_per_min_second_half)
         ));
     }
     out.push_str(&format!(
@@ -115,4 +117,8 @@ fn table(r: &SoakReport) -> String {
         r.events_stored, r.events_dropped, r.viewer_messages, r.history_reads, r.stop_s
     ));
     out
+}
+
+fn per_min(slope: Option<f64>) -> String {
+    slope.map_or("-".into(), |s| format!("{s:+.2}"))
 }
