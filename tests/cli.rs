@@ -96,7 +96,7 @@ fn gpu_check_compiles_every_kernel_without_a_gpu_and_the_script_falls_back() {
     assert!(compiled.iter().all(|c| c["ok"] == true && c["ptx_bytes"].as_u64().unwrap() > 1000), "{s}");
     assert_eq!(
         s["nvrtc"]["kernels"],
-        serde_json::json!(["cartpole_step", "cartpole_multistep", "rollout_step", "gae", "clip_adam"])
+        serde_json::json!(["cartpole_step", "cartpole_multistep", "rollout_step", "gae", "clip_adam", "ppo_loss_grad"])
     );
     if has_cuda() {
         return; // on a GPU box the script runs the whole check instead

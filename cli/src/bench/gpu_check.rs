@@ -174,6 +174,7 @@ fn cuda_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
     progress("the PPO update captured as a CUDA graph against the eager one");
     out.extend(update_graph_checks());
     out.push(super::gpu_optim::clip_adam_check(gpu));
+    out.push(super::gpu_loss::ppo_loss_grad_check(gpu));
     progress("PPO with --inference graph on CartPole");
     out.push(train_check("ppo_graph_learns", Inference::Graph));
     progress("--preset gpu: the rollout and the update captured, to its learning bar");

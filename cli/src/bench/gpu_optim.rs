@@ -101,8 +101,8 @@ impl<'a> Stepper<'a> {
     }
 }
 
-/// The largest difference between two parameter vectors, relative to the largest element.
-fn relative(a: &Tensor, b: &Tensor) -> f64 {
+/// The largest difference between two tensors, relative to the first one's largest element.
+pub(super) fn relative(a: &Tensor, b: &Tensor) -> f64 {
     let scale = f64::try_from(a.abs().max()).unwrap_or(1.0).max(1e-12);
     f64::try_from((a - b).abs().max()).unwrap_or(f64::INFINITY) / scale
 }

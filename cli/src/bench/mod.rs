@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod envs;
 pub mod gpu_check;
+pub mod gpu_loss;
 pub mod gpu_optim;
 pub mod lab_check;
 pub mod lessons;

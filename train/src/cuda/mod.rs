@@ -7,6 +7,9 @@
 //! - [`events`]: device time per phase from CUDA events, and GPU memory;
 //! - [`optim`]: the gradient clip and Adam in one kernel (`optim.cu`), on libtorch's
 //!   current stream;
+//! - [`launch`]: checking libtorch tensors and launching a kernel on libtorch's stream;
+//! - [`loss`]: the PPO loss's gradient with respect to the network's outputs in one kernel
+//!   (`loss.cu`), likewise;
 //! - [`shim`]: libtorch's streams and graph capture, through a small C++ file;
 //! - [`replayer`]: a body of libtorch ops run eagerly for a warm-up, then captured and
 //!   replayed (`--update graph`).
@@ -21,6 +24,8 @@
 
 pub mod events;
 pub mod gpu;
+pub mod launch;
+pub mod loss;
 pub mod nvrtc;
 pub mod optim;
 pub mod replayer;

@@ -6,9 +6,10 @@ use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 use hotlab_shared::cartpole as cp;
 use std::time::Instant;
 
-/// The kernels of `cartpole.cu` and `optim.cu`, every one of which must come out of a
-/// compilation.
-pub const KERNELS: &[&str] = &["cartpole_step", "cartpole_multistep", "rollout_step", "gae", "clip_adam"];
+/// The kernels of `cartpole.cu`, `optim.cu` and `loss.cu`, every one of which must come out
+/// of a compilation.
+pub const KERNELS: &[&str] =
+    &["cartpole_step", "cartpole_multistep", "rollout_step", "gae", "clip_adam", "ppo_loss_grad"];
 
 /// Architectures `--compile-only` compiles for without a GPU: Turing (NVRTC 13's
 /// oldest), Ampere, Hopper.
@@ -17,7 +18,7 @@ pub const CHECK_ARCHS: &[&str] = &["compute_75", "compute_80", "compute_90"];
 /// Widest layer the rollout kernel's forward holds in shared memory when none is given.
 pub const DEFAULT_MAX_WIDTH: usize = 64;
 
-/// The full source: shared's constants as a prelude, then `cartpole.cu` and `optim.cu`. `max_width` is
+/// The full source: shared's constants as a prelude, then `cartpole.cu`, `optim.cu` and `loss.cu`. `max_width` is
 /// the widest layer of the policy (`rollout_step` keeps two layers in shared memory).
 pub fn source(max_width: usize) -> String {
     let f = |name: &str, v: f64| format!("#define {name} {:?}f\n", v as f32);
@@ -34,7 +35,7 @@ pub fn source(max_width: usize) -> String {
     s += &f("RESET_B", cp::RESET_BOUND);
     s += &f("TWO_OVER_PI", std::f64::consts::FRAC_2_PI);
     s += &format!("#define MAX_STEPS {}\n#define MAX_WIDTH {}\n", cp::MAX_STEPS, max_width.max(4));
-    s + include_str!("cartpole.cu") + include_str!("optim.cu")
+    s + include_str!("cartpole.cu") + include_str!("optim.cu") + include_str!("loss.cu")
 }
 
 /// Whether libnvrtc can be loaded (it comes with the torch wheel's CUDA libraries; the

@@ -4,13 +4,13 @@
 //! the step count's increment, a clipped Adam step is 3 launches where libtorch's ops are
 //! about 25 ([`FlatAdam::step_fused`](crate::adam::FlatAdam::step_fused)).
 
-use super::gpu::{Gpu, BLOCK};
-use super::shim::Stream;
-use anyhow::{anyhow, bail, Result};
+use super::gpu::Gpu;
+use super::launch::{on_current_stream, ptr, require};
+use anyhow::{anyhow, Result};
 use cudarc::driver::CudaFunction;
 use std::ffi::c_void;
 use std::sync::Arc;
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 /// The kernel, loaded from a GPU's compiled module.
 pub struct ClipAdam {
@@ -49,8 +49,7 @@ impl ClipAdam {
         lr: &Tensor,
         k: ClipAdamConsts,
     ) -> Result<()> {
-        let Device::Cuda(index) = params.device() else { bail!("clip_adam runs on a CUDA device") };
-        let n = params.numel();
+        let (device, n) = (params.device(), params.numel() as i64);
         for (name, t, len) in [
             ("params", params, n),
             ("grad", grad, n),
@@ -60,21 +59,11 @@ impl ClipAdam {
             ("step", step, 1),
             ("lr", lr, 1),
         ] {
-            if t.kind() != Kind::Float || !t.is_contiguous() || t.device() != params.device() || t.numel() != len {
-                bail!(
-                    "clip_adam: {name} must be {len} contiguous f32 on {:?} (got {:?} {:?} on {:?})",
-                    params.device(),
-                    t.size(),
-                    t.kind(),
-                    t.device()
-                );
-            }
+            require("clip_adam", name, t, Kind::Float, len, device)?;
         }
-        let n = i32::try_from(n).map_err(|_| anyhow!("clip_adam: {n} parameters is more than one launch covers"))?;
-        let stream = Stream::current(index)?.raw()?;
-        self.gpu.ctx.bind_to_thread().map_err(|e| anyhow!("binding the CUDA context: {e:?}"))?;
-        let ptr = |t: &Tensor| t.data_ptr() as u64;
-        let (mut n, mut pointers) = (n, [params, grad, exp_avg, exp_avg_sq, sum_squares, step, lr].map(ptr));
+        let mut n =
+            i32::try_from(n).map_err(|_| anyhow!("clip_adam: {n} parameters is more than one launch covers"))?;
+        let mut pointers = [params, grad, exp_avg, exp_avg_sq, sum_squares, step, lr].map(ptr);
         let mut floats =
             [k.max_norm as f32, k.beta1 as f32, k.beta2 as f32, k.eps as f32, k.beta1.ln() as f32, k.beta2.ln() as f32];
         // The kernel's parameters in its signature's order: n, 7 pointers, 6 floats.
@@ -82,20 +71,8 @@ impl ClipAdam {
         args.push((&mut n as *mut i32).cast());
         args.extend(pointers.iter_mut().map(|p| (p as *mut u64).cast::<c_void>()));
         args.extend(floats.iter_mut().map(|f| (f as *mut f32).cast::<c_void>()));
-        let grid = (n as u32).div_ceil(BLOCK);
         // SAFETY: the arguments match `clip_adam`'s signature (checked above for the tensors,
-        // which stay alive through the call); the launch is queued on libtorch's current
-        // stream, which orders it with the ops that made and will read those tensors.
-        unsafe {
-            cudarc::driver::result::launch_kernel(
-                self.f.cu_function(),
-                (grid, 1, 1),
-                (BLOCK, 1, 1),
-                0,
-                stream.cast(),
-                &mut args,
-            )
-        }
-        .map_err(|e| anyhow!("launching clip_adam: {e:?}"))
+        // which stay alive through the call).
+        unsafe { on_current_stream(&self.gpu, &self.f, "clip_adam", device, n, &mut args) }
     }
 }

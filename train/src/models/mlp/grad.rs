@@ -71,9 +71,39 @@ pub fn loss_grad(
     tch::no_grad(|| {
         let actor = net.forward_taped(&mb.obs, false, kind);
         let critic = net.forward_taped(&mb.obs, true, kind);
-        let b = mb.obs.size()[0] as f64;
-        let (logits, value) = (&actor.out, &critic.out);
+        let OutputGrads { d_logits, d_value, stats } =
+            output_grads(&actor.out, &critic.out, mb, adv, heads, spec, scale, want_stats);
+        LossGrad { actor, critic, d_logits, d_value, stats }
+    })
+}
 
+/// ∂loss/∂logits and ∂loss/∂value of one minibatch, and its statistics.
+pub struct OutputGrads {
+    /// `[B, Σ heads]`.
+    pub d_logits: Tensor,
+    /// `[B, 1]`.
+    pub d_value: Tensor,
+    /// `[pg_loss, v_loss, entropy, approx_kl, clipfrac]` when asked for.
+    pub stats: Option<Tensor>,
+}
+
+/// The loss's gradient times `scale` with respect to the forward's `logits` `[B, Σ heads]`
+/// and `value` `[B, 1]` (f32), in libtorch ops: the formulas in this module's docs. On CUDA
+/// the `ppo_loss_grad` kernel computes the same in one launch (`crate::cuda::loss`), and
+/// `hotlab gpu-check` holds the two equal.
+#[allow(clippy::too_many_arguments)]
+pub fn output_grads(
+    logits: &Tensor,
+    value: &Tensor,
+    mb: &Batch,
+    adv: &Tensor,
+    heads: &[usize],
+    spec: &RunSpec,
+    scale: f64,
+    want_stats: bool,
+) -> OutputGrads {
+    tch::no_grad(|| {
+        let b = logits.size()[0] as f64;
         // Per head: log-probabilities, the chosen one, and −H.
         let mut parts = Vec::with_capacity(heads.len());
         let (mut new_lp, mut neg_ent): (Option<Tensor>, Option<Tensor>) = (None, None);
@@ -129,7 +159,7 @@ pub fn loss_grad(
             let clip_frac = (&ratio - 1.0).abs().gt(spec.ppo.clip).to_kind(Kind::Float).mean(Kind::Float);
             Tensor::stack(&[pg, v, ent, approx_kl, clip_frac], 0)
         });
-        LossGrad { actor, critic, d_logits, d_value, stats }
+        OutputGrads { d_logits, d_value, stats }
     })
 }
 
