@@ -260,6 +260,7 @@ fn the_batch_bench_measures_each_size_and_refuses_bad_flags() {
         (&["--cudnn-heuristics"], "--cudnn-heuristics"),
         (&["--seconds", "0"], "--seconds"),
         (&["--update", "graph"], "--update"),
+        (&["--update", "graph_fused"], "--update"),
     ] {
         let out = run(hotlab().args(["bench", "batch", "--device", "cpu"]).args(bad));
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));

@@ -226,9 +226,9 @@ const CORE: &[Knob] = &[
         "exec.update",
         "Inference",
         Choice(UpdateMode::ALL),
-        "the PPO update: op by op from the host, or one CUDA graph replayed per iteration",
+        "the PPO update: op by op from the host, or one CUDA graph replayed per iteration (with hotlab's own loss and Adam kernels: graph_fused)",
     )
-    .about("The PPO update: `eager` (each minibatch's ops dispatched from the host) or `graph` (CUDA: the whole update captured once and replayed, its Adam step count and learning rate on the device)"),
+    .about("The PPO update: `eager` (each minibatch's ops dispatched from the host), `graph` (CUDA: the whole update captured once and replayed, its Adam step count and learning rate on the device) or `graph_fused` (graph, with the loss's gradient and the clipped Adam step in hotlab's own kernels; PPO's MLP only)"),
     knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision")
     .about("The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto (bf16 where the device supports it, else fp32); master weights stay fp32"),
     knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout")

@@ -524,7 +524,9 @@ fn ppo_check() -> Value {
 /// ([`Agreement::same_training`]). Over 16 updates the two kinds of arithmetic drift apart (a hand-written
 /// backward rounds differently, and a ratio at the clip's edge can fall on either side):
 /// reported, not bounded. And the launches of one replay, counted from the graph's nodes.
-fn update_graph_checks() -> [Value; 2] {
+/// And `--update graph_fused` (hotlab's loss and Adam kernels) against the graph on the
+/// same shuffles, to 1e-5, with its launches.
+fn update_graph_checks() -> [Value; 3] {
     use hotlab_workloads::cartpole::update_check::{max_abs_diff, train_updates, Agreement, Path, Shuffle};
     let spec = RunSpec {
         envs: 256,
@@ -564,7 +566,17 @@ fn update_graph_checks() -> [Value; 2] {
                "permutations": permutations, "new_each_update": fresh,
                "last_stats": {"eager": last(&eager.stats), "graph": last(&replayed.stats)}}),
     );
-    [matches, counted]
+    let fused = run(16, Path::Fused, &given);
+    let fused_diff = max_abs_diff(&replayed.params, &fused.params);
+    let fused_check = check(
+        "ppo_update_graph_fused_matches_graph",
+        fused_diff <= 1e-5 && fused.replays == 14 && !fused.params.is_empty(),
+        "|Δparameter| ≤ 1e-5 after 16 updates (14 replays) on the graph's shuffles: hotlab's loss and Adam kernels against libtorch's ops, both captured",
+        json!({"max_abs_diff": fused_diff, "replays": fused.replays,
+               "launches_per_update": {"graph": launches, "graph_fused": fused.launches},
+               "last_stats": {"graph": last(&replayed.stats), "graph_fused": last(&fused.stats)}}),
+    );
+    [matches, counted, fused_check]
 }
 
 /// AMP: `auto` picks bf16 from compute capability 8.0 (fp16 below it); the update's

@@ -105,6 +105,9 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
         ));
     }
     let cudnn_benchmark = !a.cudnn_heuristics;
+    if a.update == UpdateMode::GraphFused {
+        return Err(usage("--update", "graph_fused is PPO's update; the dreamer's allowed: eager, graph".into()));
+    }
     let graph = a.update == UpdateMode::Graph;
     if graph && !device.is_cuda() {
         return Err(usage(

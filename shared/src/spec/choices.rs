@@ -152,8 +152,19 @@ choice!(
         /// every minibatch's forward, backward, clip and Adam, its step count and learning rate
         /// on the device) captured once as a CUDA graph and replayed per iteration.
         Graph = "graph",
+        /// CUDA: `graph`, with the loss's gradient and the clipped Adam step in hotlab's own
+        /// kernels (`ppo_loss_grad`, `clip_adam`) instead of about 65 libtorch ops per
+        /// minibatch. PPO with the MLP only; `hotlab gpu-check` holds it to `graph`.
+        GraphFused = "graph_fused",
     }
 );
+
+impl UpdateMode {
+    /// Whether the update is captured as a CUDA graph (`graph` or `graph_fused`).
+    pub fn captured(self) -> bool {
+        matches!(self, UpdateMode::Graph | UpdateMode::GraphFused)
+    }
+}
 
 choice!(
     /// The update's precision (catalogue row 6).

@@ -256,7 +256,7 @@ pub const FP16_NEEDS_CUDA: &str =
 
 /// Why `--update graph` is refused on the CPU.
 pub const UPDATE_GRAPH_NEEDS_CUDA: &str =
-    "graph replays the update as a captured CUDA graph, so it needs a CUDA GPU; allowed on the CPU: eager";
+    "replays the update as a captured CUDA graph, so it needs a CUDA GPU; allowed on the CPU: eager";
 /// Why `--inference graph` is refused off a CUDA device.
 pub const GRAPH_NEEDS_CUDA: &str =
     "graph replays a captured CUDA graph, so it needs a CUDA GPU; allowed on the CPU: eager, fused";
@@ -484,20 +484,20 @@ impl RunSpec {
         if x.precision == Precision::Fp16 && self.device == "cpu" {
             return Err(SpecError::new("precision", FP16_NEEDS_CUDA));
         }
-        if x.update == UpdateMode::Graph {
+        if x.update.captured() {
             if self.device == "cpu" {
-                return Err(SpecError::new("update", UPDATE_GRAPH_NEEDS_CUDA));
+                return Err(SpecError::new("update", format!("{} {UPDATE_GRAPH_NEEDS_CUDA}", x.update)));
             }
             if x.precision == Precision::Fp16 {
                 return Err(SpecError::new(
                     "update",
-                    "graph cannot hold fp16's loss scaler, which reads its overflow check on the host every step; allowed with fp16: eager (or --precision bf16 with graph)",
+                    format!("{} cannot hold fp16's loss scaler, which reads its overflow check on the host every step; allowed with fp16: eager (or --precision bf16 with graph)", x.update),
                 ));
             }
             if self.telemetry.every > 0 {
                 return Err(SpecError::new(
                     "update",
-                    "graph runs the update's minibatches on the device with no host step between them, where gradient telemetry reads the last one; allowed with --telemetry-every above 0: eager",
+                    format!("{} runs the update's minibatches on the device with no host step between them, where gradient telemetry reads the last one; allowed with --telemetry-every above 0: eager", x.update),
                 ));
             }
         }
@@ -591,6 +591,42 @@ mod tests {
             assert_eq!(e.flag(), "--update", "{e}");
             assert!(e.message.contains(&format!("--replay {replay}: eager")), "{e}");
         }
+    }
+
+    /// Both captured updates need CUDA, refuse fp16's host-read scaler and gradient
+    /// telemetry, each naming itself; `graph_fused` is PPO's, so the dreamer refuses it.
+    #[test]
+    fn captured_updates_are_refused_where_they_cannot_run_naming_the_mode() {
+        for mode in [UpdateMode::Graph, UpdateMode::GraphFused] {
+            let with = |f: fn(&mut RunSpec)| {
+                let mut s = RunSpec { device: "cuda".into(), ..RunSpec::default() };
+                s.exec.update = mode;
+                f(&mut s);
+                s.validate()
+            };
+            with(|_| ()).unwrap();
+            with(|s| s.exec.precision = Precision::Bf16).unwrap();
+            for (e, says) in [
+                (with(|s| s.device = "cpu".into()).unwrap_err(), "needs a CUDA GPU; allowed on the CPU: eager"),
+                (with(|s| s.exec.precision = Precision::Fp16).unwrap_err(), "fp16's loss scaler"),
+                (with(|s| s.telemetry.every = 4).unwrap_err(), "--telemetry-every above 0: eager"),
+            ] {
+                assert_eq!(e.flag(), "--update", "{e}");
+                assert!(e.message.starts_with(&format!("{mode} ")) && e.message.contains(says), "{e}");
+            }
+        }
+        assert_eq!("graph_fused".parse::<UpdateMode>(), Ok(UpdateMode::GraphFused));
+        assert!(UpdateMode::GraphFused.captured() && UpdateMode::Graph.captured() && !UpdateMode::Eager.captured());
+        let mut s = presets::Preset::find("dreamer").unwrap().spec();
+        s.device = "cuda".into();
+        s.exec.update = UpdateMode::GraphFused;
+        s.workload = WorkloadSpec::Dreamer(crate::workloads::dreamer::DreamerSpec {
+            replay: crate::workloads::dreamer::ReplayAt::Device,
+            ..Default::default()
+        });
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.flag(), "--update", "{e}");
+        assert!(e.message.contains("allowed: eager, graph"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`events`]: device time per phase from CUDA events, and GPU memory;
 //! - [`optim`]: the gradient clip and Adam in one kernel (`optim.cu`), on libtorch's
 //!   current stream;
+//! - [`fused`]: `--update graph_fused`'s two kernels, loaded together;
 //! - [`launch`]: checking libtorch tensors and launching a kernel on libtorch's stream;
 //! - [`loss`]: the PPO loss's gradient with respect to the network's outputs in one kernel
 //!   (`loss.cu`), likewise;
@@ -23,6 +24,7 @@
 //! to libtorch's tensor ops.
 
 pub mod events;
+pub mod fused;
 pub mod gpu;
 pub mod launch;
 pub mod loss;

@@ -20,6 +20,7 @@
 use super::update::{clip_grad_norm, UpdateCtx, STATS};
 use super::{Pass, PpoPolicy};
 use crate::adam::FlatAdam;
+use crate::cuda::fused::UpdateKernels;
 use crate::cuda::replayer::Replayer;
 use crate::profiler::Profiler;
 use crate::rollout::Batch;
@@ -65,6 +66,10 @@ struct Buffers {
     lr: Tensor,
     /// `[5]` f32: the last minibatch's statistics ([`STATS`]).
     stats: Tensor,
+    /// `--update graph_fused`: whether to use hotlab's kernels, and the kernels once loaded
+    /// (at the first update, where an error can be returned).
+    fused: bool,
+    kernels: Option<UpdateKernels>,
 }
 
 impl CapturedUpdate {
@@ -74,8 +79,9 @@ impl CapturedUpdate {
     }
 
     /// `capture`: capture after the warm-up (CUDA only); false: always eager (the tests on
-    /// the CPU).
-    pub fn new(device: Device, capture: bool) -> Self {
+    /// the CPU). `fused`: the loss's gradient and the clipped Adam step in hotlab's kernels
+    /// (CUDA only: the first update fails elsewhere, naming the device).
+    pub fn new(device: Device, capture: bool, fused: bool) -> Self {
         let on = (Kind::Float, device);
         let buffers = Buffers {
             device,
@@ -84,6 +90,8 @@ impl CapturedUpdate {
             draws: None,
             lr: Tensor::zeros([1], on),
             stats: Tensor::zeros([STATS.len() as i64], on),
+            fused,
+            kernels: None,
         };
         Self { buffers, replayer: Replayer::new(device, capture, WARMUP) }
     }
@@ -139,12 +147,12 @@ impl CapturedUpdate {
             }
         }
         let _ = b.lr.fill_(ctx.lr);
+        if b.fused && b.kernels.is_none() {
+            b.kernels = Some(UpdateKernels::open(b.device)?);
+        }
         let s = prof.stop(Phase::OTHER, s);
         let buffers = &self.buffers;
-        self.replayer.run("the update", c, || {
-            buffers.body(net, opt, &ctx);
-            Ok(())
-        })?;
+        self.replayer.run("the update", c, || buffers.body(net, opt, &ctx))?;
         let stats = Vec::<f64>::try_from(self.buffers.stats.to_kind(Kind::Double)).unwrap_or_default();
         prof.stop(Phase::UPDATE_GRAPH, s);
         Ok(Some((STATS.into_iter().zip(stats).collect(), None)))
@@ -153,7 +161,7 @@ impl CapturedUpdate {
 
 impl Buffers {
     /// The update's ops on the static buffers: every epoch and minibatch, no host read.
-    fn body<P: PpoPolicy>(&self, net: &mut P, opt: &mut FlatAdam, ctx: &UpdateCtx<'_>) {
+    fn body<P: PpoPolicy>(&self, net: &mut P, opt: &mut FlatAdam, ctx: &UpdateCtx<'_>) -> Result<()> {
         let spec = ctx.spec;
         let (batch, orders) = (self.batch.as_ref().expect("filled"), self.orders.as_ref().expect("filled"));
         if self.draws == Some(true) {
@@ -166,13 +174,20 @@ impl Buffers {
             pass.epoch_on_device(&orders.get(epoch as i64));
             for m in 0..spec.ppo.minibatches {
                 let last = epoch + 1 == spec.ppo.epochs && m + 1 == spec.ppo.minibatches;
-                if let Some(stats) = pass.gradient_on_device(m, last, ctx) {
+                let kernels = self.kernels.as_ref();
+                if let Some(stats) = pass.gradient_on_device(m, last, ctx, kernels.map(|k| &k.loss))? {
                     self.stats.shallow_clone().copy_(&stats.to_kind(Kind::Float));
                 }
                 let (flat, grad) = pass.params();
-                clip_grad_norm(grad, spec.ppo.max_grad_norm);
-                opt.step_device(flat, grad, &self.lr);
+                match kernels {
+                    Some(k) => opt.step_fused(flat, grad, &self.lr, spec.ppo.max_grad_norm, &k.adam)?,
+                    None => {
+                        clip_grad_norm(grad, spec.ppo.max_grad_norm);
+                        opt.step_device(flat, grad, &self.lr);
+                    }
+                }
             }
         }
+        Ok(())
     }
 }

@@ -25,9 +25,10 @@ use super::params::{Network, ParamSlot};
 use super::precision::Precision;
 use super::rollout::{Batch, Rollout};
 use super::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
+use crate::cuda::loss::PpoLossGrad;
 use crate::exec::transfer::{read_into, Mover};
 use crate::profiler::Profiler;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::rng::HostRng;
@@ -88,9 +89,16 @@ pub trait Pass {
         unreachable!("a pass without the capturable form")
     }
     /// [`Pass::gradient`] with no host read and no profiling: the statistics stay on the
-    /// device (`[5]` f32, when `last`). Only where [`PpoPolicy::capturable`].
-    fn gradient_on_device(&mut self, _m: usize, _last: bool, _ctx: &UpdateCtx<'_>) -> Option<Tensor> {
-        unreachable!("a pass without the capturable form")
+    /// device (`[5]` f32, when `last`); with `kernel`, ∂loss/∂outputs from it
+    /// (`--update graph_fused`). Only where [`PpoPolicy::capturable`].
+    fn gradient_on_device(
+        &mut self,
+        _m: usize,
+        _last: bool,
+        _ctx: &UpdateCtx<'_>,
+        _kernel: Option<&PpoLossGrad>,
+    ) -> Result<Option<Tensor>> {
+        bail!("a pass without the capturable form")
     }
 }
 
@@ -158,7 +166,7 @@ pub fn after_init(setup: &mut Setup<'_>, flat: &Tensor) -> (FlatAdam, Mover) {
             "precision {p}: the update's matmuls run in {p}; the rollout's forward and the master weights stay fp32"
         ));
     }
-    if setup.spec.exec.update == UpdateMode::Graph {
+    if setup.spec.exec.update.captured() {
         let spec = setup.spec;
         let steps = spec.ppo.epochs * spec.ppo.minibatches;
         let replays = spec.updates().saturating_sub(captured::WARMUP);
@@ -166,6 +174,9 @@ pub fn after_init(setup: &mut Setup<'_>, flat: &Tensor) -> (FlatAdam, Mover) {
             "update graph: the whole update (its epochs' shuffles drawn on the device, then {steps} minibatch steps of forward, backward, clip and Adam) captured after {} eager updates and replayed once per update ({replays} replays for a whole run), one launch from the host instead of each op's; its time is the update_graph phase",
             captured::WARMUP
         ));
+        if spec.exec.update == UpdateMode::GraphFused {
+            setup.notes.push("update graph_fused: in each minibatch step the loss's gradient is one kernel of hotlab's (ppo_loss_grad) and the clip and Adam three launches (the squared norm, the step count, clip_adam), where libtorch's ops are about 65".into());
+        }
     }
     let mover = Mover::new(setup.spec.exec.transfer, setup.device);
     setup.notes.extend(mover.note());
@@ -197,8 +208,11 @@ impl<P: PpoPolicy> PpoLearner<P> {
         heads: Vec<usize>,
     ) -> Self {
         let (spec, precision) = (setup.spec.clone(), setup.precision.clone());
-        let captured =
-            (spec.exec.update == UpdateMode::Graph).then(|| captured::CapturedUpdate::new(setup.device, true));
+        let captured = spec
+            .exec
+            .update
+            .captured()
+            .then(|| captured::CapturedUpdate::new(setup.device, true, spec.exec.update == UpdateMode::GraphFused));
         Self { rng: HostRng::new(spec.seed), spec, net, opt, heads, mover, collector, precision, captured }
     }
 }

@@ -61,6 +61,9 @@ pub enum Path {
     /// The captured path captured once after its warm-up and replayed (CUDA only; on the
     /// CPU it is [`Path::Static`]).
     Replayed,
+    /// [`Path::Replayed`] with hotlab's loss and Adam kernels (`--update graph_fused`;
+    /// CUDA only).
+    Fused,
 }
 
 /// Where [`train_updates`]' epoch shuffles come from.
@@ -105,7 +108,8 @@ pub fn train_updates(
 ) -> Trained {
     let mut agent = agent(seed, device);
     let mut opt = FlatAdam::new(&agent.net.flat, 1e-5);
-    let mut graph = CapturedUpdate::new(device, path == Path::Replayed && device.is_cuda());
+    let captured = matches!(path, Path::Replayed | Path::Fused) && device.is_cuda();
+    let mut graph = CapturedUpdate::new(device, captured, path == Path::Fused);
     let (mut data, mut shuffles) = (HostRng::new(seed + 100), HostRng::new(seed));
     let (mut stats, mut orders) = (Vec::new(), Vec::new());
     for u in 0..updates {

@@ -11,7 +11,7 @@ use super::replay::Replay;
 use super::step::{Tally, Trainer, TERMS};
 use super::world::WorldModel;
 use super::{Dreamer, TrainedDreamer};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
@@ -66,6 +66,7 @@ impl DreamerLearner {
         // The spec's checks saw to the replay being on the device (`validate_exec`).
         let captured = match spec.exec.update {
             UpdateMode::Eager => None,
+            UpdateMode::GraphFused => bail!("--update graph_fused is PPO's; the dreamer's allowed: eager, graph"),
             UpdateMode::Graph => {
                 setup.notes.push(format!(
                     "update graph: the whole train step (the batch gathered from the device replay, the world model's loss, backward and Adam, the imagination, the actor's and critic's losses, backward and Adams) captured after {} eager steps and replayed once per train step; its time is the update_graph phase",

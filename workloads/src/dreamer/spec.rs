@@ -224,8 +224,15 @@ impl Settings for DreamerSpec {
             .per(TRAIN_STEP),
     ];
 
-    /// `--update graph` replays the whole train step, its batch gathered on the device.
+    /// `--update graph` replays the whole train step, its batch gathered on the device;
+    /// `graph_fused`'s kernels are PPO's loss and Adam, which the dreamer does not run.
     fn validate_exec(&self, exec: &ExecSpec) -> Result<(), SpecError> {
+        if exec.update == UpdateMode::GraphFused {
+            return Err(SpecError::new(
+                "update",
+                "graph_fused puts PPO's loss gradient and Adam step in hotlab's kernels, and the dreamer's train step has neither; allowed: eager, graph",
+            ));
+        }
         if exec.update == UpdateMode::Graph && self.replay != ReplayAt::Device {
             return Err(SpecError::new(
                 "update",

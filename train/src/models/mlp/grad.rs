@@ -16,6 +16,7 @@
 //!   the clamp is inactive, else 0 (there the clipped error wins and its clamp stops the
 //!   gradient).
 
+use crate::cuda::loss::{LossConsts, PpoLossGrad};
 use crate::models::mlp::policy::{ActorCritic, Tape};
 use crate::rollout::Batch;
 use hotlab_shared::spec::RunSpec;
@@ -74,6 +75,29 @@ pub fn loss_grad(
         let OutputGrads { d_logits, d_value, stats } =
             output_grads(&actor.out, &critic.out, mb, adv, heads, spec, scale, want_stats);
         LossGrad { actor, critic, d_logits, d_value, stats }
+    })
+}
+
+/// [`loss_grad`] (unscaled) with ∂loss/∂outputs from the `ppo_loss_grad` kernel in one
+/// launch (`--update graph_fused`).
+#[allow(clippy::too_many_arguments)]
+pub fn loss_grad_fused(
+    net: &ActorCritic,
+    mb: &Batch,
+    adv: &Tensor,
+    heads: &[usize],
+    spec: &RunSpec,
+    kind: Kind,
+    want_stats: bool,
+    kernel: &PpoLossGrad,
+) -> anyhow::Result<LossGrad> {
+    tch::no_grad(|| {
+        let actor = net.forward_taped(&mb.obs, false, kind);
+        let critic = net.forward_taped(&mb.obs, true, kind);
+        let k = LossConsts { clip: spec.ppo.clip, vf_coef: spec.ppo.vf_coef, ent_coef: spec.ppo.ent_coef, scale: 1.0 };
+        let OutputGrads { d_logits, d_value, stats } =
+            kernel.launch(&actor.out, &critic.out, mb, adv, heads, k, want_stats)?;
+        Ok(LossGrad { actor, critic, d_logits, d_value, stats })
     })
 }
 

@@ -7,6 +7,7 @@ use super::grad_host::{self, actor_step, critic_step};
 use super::policy::ActorCritic;
 use super::policy::Mlp;
 use super::{MlpAgent, TrainedMlp};
+use crate::cuda::loss::PpoLossGrad;
 use crate::exec::helper::Helper;
 use crate::ppo::advantages;
 use crate::ppo::update::UpdateCtx;
@@ -131,15 +132,24 @@ impl Pass for MlpPass<'_> {
         self.shuffled = Some(shuffled);
     }
 
-    fn gradient_on_device(&mut self, m: usize, last: bool, ctx: &UpdateCtx<'_>) -> Option<Tensor> {
+    fn gradient_on_device(
+        &mut self,
+        m: usize,
+        last: bool,
+        ctx: &UpdateCtx<'_>,
+        kernel: Option<&PpoLossGrad>,
+    ) -> anyhow::Result<Option<Tensor>> {
         let shuffled = self.shuffled.as_ref().expect("an epoch has begun");
         let mb_size = ctx.spec.minibatch_size() as i64;
         let mb = shuffled.rows(m as i64 * mb_size, mb_size);
         let adv = self.advantages.as_ref().expect("normalized above").narrow(0, m as i64 * mb_size, mb_size);
         let net = &self.agent.net;
-        let grad = grad::loss_grad(net, &mb, &adv, ctx.heads, ctx.spec, self.kind, 1.0, last);
+        let grad = match kernel {
+            Some(k) => grad::loss_grad_fused(net, &mb, &adv, ctx.heads, ctx.spec, self.kind, last, k)?,
+            None => grad::loss_grad(net, &mb, &adv, ctx.heads, ctx.spec, self.kind, 1.0, last),
+        };
         grad.backward(net, self.kind);
-        grad.stats
+        Ok(grad.stats)
     }
 }
 
