@@ -69,13 +69,11 @@ pub fn loss_grad(
     scale: f64,
     want_stats: bool,
 ) -> LossGrad {
-    tch::no_grad(|| {
-        let actor = net.forward_taped(&mb.obs, false, kind);
-        let critic = net.forward_taped(&mb.obs, true, kind);
-        let OutputGrads { d_logits, d_value, stats } =
-            output_grads(&actor.out, &critic.out, mb, adv, heads, spec, scale, want_stats);
-        LossGrad { actor, critic, d_logits, d_value, stats }
-    })
+    let outputs = |logits: &Tensor, value: &Tensor| {
+        Ok::<_, std::convert::Infallible>(output_grads(logits, value, mb, adv, heads, spec, scale, want_stats))
+    };
+    let Ok(grad) = forward_then(net, mb, kind, outputs);
+    grad
 }
 
 /// [`loss_grad`] (unscaled) with ∂loss/∂outputs from the `ppo_loss_grad` kernel in one
@@ -91,12 +89,21 @@ pub fn loss_grad_fused(
     want_stats: bool,
     kernel: &PpoLossGrad,
 ) -> anyhow::Result<LossGrad> {
+    let k = LossConsts { clip: spec.ppo.clip, vf_coef: spec.ppo.vf_coef, ent_coef: spec.ppo.ent_coef, scale: 1.0 };
+    forward_then(net, mb, kind, |logits, value| kernel.launch(logits, value, mb, adv, heads, k, want_stats))
+}
+
+/// The actor's and the critic's taped forward of `mb`, then ∂loss/∂outputs from `outputs`.
+fn forward_then<E>(
+    net: &ActorCritic,
+    mb: &Batch,
+    kind: Kind,
+    outputs: impl FnOnce(&Tensor, &Tensor) -> Result<OutputGrads, E>,
+) -> Result<LossGrad, E> {
     tch::no_grad(|| {
         let actor = net.forward_taped(&mb.obs, false, kind);
         let critic = net.forward_taped(&mb.obs, true, kind);
-        let k = LossConsts { clip: spec.ppo.clip, vf_coef: spec.ppo.vf_coef, ent_coef: spec.ppo.ent_coef, scale: 1.0 };
-        let OutputGrads { d_logits, d_value, stats } =
-            kernel.launch(&actor.out, &critic.out, mb, adv, heads, k, want_stats)?;
+        let OutputGrads { d_logits, d_value, stats } = outputs(&actor.out, &critic.out)?;
         Ok(LossGrad { actor, critic, d_logits, d_value, stats })
     })
 }
