@@ -11,15 +11,16 @@ let browser;
 before(async () => ({ lab, browser } = await labAndBrowser()));
 after(() => stopAll(browser, lab));
 
-const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer'];
+const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco'];
 // What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow
-// preset trains for minutes, so its card is only opened into the form; the dreamer preset
+// and mujoco presets train for minutes (mujoco: 1M steps of HalfCheetah), so their cards
+// are only opened into the form; the dreamer preset
 // trains for two to four minutes on 2 cores, so its run is stopped from its page once its
 // world model has trained (the CLI's test trains it for 24 of its 32 iterations and checks
 // what its world model learned); the morpho preset's run, about a minute, is stopped once
 // its agent has made two updates (the morpho tests check what its run learns and
 // evaluates).
-const RUNNABLE = PRESETS.filter((p) => p !== 'gpu' && p !== 'grow');
+const RUNNABLE = PRESETS.filter((p) => p !== 'gpu' && p !== 'grow' && p !== 'mujoco');
 const STOPPED = ['dreamer', 'morpho'];
 const WORKLOAD = { cleanrl: 'cartpole', wide: 'cartpole', proof: 'proof', morpho: 'morpho', dreamer: 'dreamer' };
 
@@ -57,6 +58,12 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
   assert.equal(await form.locator('[name="pin_heads"]').inputValue(), 'grower');
   assert.equal(await form.locator('[name="clone_grower"]').inputValue(), '384');
   assert.equal(await form.locator('[name="training_entry"]').inputValue(), 'gate');
+  await page.getByTestId('preset-mujoco').getByTestId('preset-adjust').click();
+  await form.locator('[name="gym_kwargs"]').waitFor({ state: 'visible', timeout: 10_000 });
+  assert.equal(await form.locator('[name="env"]').inputValue(), 'gym');
+  assert.equal(await form.locator('[name="gym_id"]').inputValue(), 'HalfCheetah-v5');
+  assert.equal(await form.locator('[name="obs_norm"]').inputValue(), 'auto');
+  assert.equal(await form.locator('[name="steps"]').inputValue(), '2048');
   await page.reload();
   await page.getByTestId('welcome-back').waitFor({ timeout: 20_000 });
   assert.equal(await page.getByTestId('first-visit').count(), 0, 'the home remembers the visit');

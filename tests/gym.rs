@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
+use hotlab_shared::env::{Actions, BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::WaitMode;
 use hotlab_train::exec::EnvMaker;
@@ -199,7 +199,7 @@ fn env_zero_is_drawn_as_gymnasium_draws_it() {
     use hotlab_train::workload::Workload;
     use std::time::Instant;
     let image = |env: &GymEnv, obs: &Observations| -> Option<GymImage> {
-        env.frame(0, obs, &[]).and_then(|f| f.read::<GymFrame>(EnvName::Gym)).and_then(|f| f.image)
+        env.frame(0, obs, Actions::default()).and_then(|f| f.read::<GymFrame>(EnvName::Gym)).and_then(|f| f.image)
     };
     for (id, envs, workers, seed) in [("CartPole-v1", 3, 1, 3u64), ("Acrobot-v1", 4, 2, 11), ("CartPole-v1", 2, 2, 40)]
     {

@@ -35,6 +35,7 @@ pub fn spec() -> EnvSpec {
         fields: vec![FieldSpec { name: "state".into(), shape: vec![4], kind: FieldKind::F32 }],
         heads: vec![HeadSpec { name: "push".into(), n: 2 }],
         masked: false,
+        continuous: 0,
     }
 }
 

@@ -2,8 +2,9 @@
 //!
 //! Shapes are general from the start, because the scenarios after CartPole need them:
 //! an observation is one or more named fields (f32 or integer indices), an action is one
-//! index per action head, and an env may publish a mask of the allowed actions (its last field).
-//! CartPole has one f32 field of 4, one head of 2, and no mask.
+//! index per categorical head and, for a Box action space, its real-valued components
+//! ([`Actions`]), and an env may publish a mask of the allowed actions (its last field).
+//! CartPole has one f32 field of 4, one head of 2, no real components and no mask.
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +58,30 @@ pub struct EnvSpec {
     /// Whether the last field is a mask of allowed actions: `total_choices` integers per
     /// env, 1 = allowed (a field like any other, so every backend carries it).
     pub masked: bool,
+    /// Real-valued action components per env (a Box action space, flattened): the policy
+    /// samples them from a diagonal Gaussian head; 0 when the env has none.
+    #[serde(default)]
+    pub continuous: usize,
+}
+
+/// Most real-valued action components an env may have (MuJoCo's Humanoid has 17).
+pub const MAX_CONTINUOUS: usize = 64;
+
+/// One step's actions for a batch, env first: an index per categorical head (`index`,
+/// `num_envs × heads`) and the real-valued components (`real`, `num_envs × continuous`,
+/// empty for an env without them). What the policy sampled: an env with bounds clips its
+/// own copy.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Actions<'a> {
+    pub index: &'a [i64],
+    pub real: &'a [f32],
+}
+
+impl<'a> Actions<'a> {
+    /// Categorical actions only.
+    pub fn index(index: &'a [i64]) -> Self {
+        Self { index, real: &[] }
+    }
 }
 
 impl EnvSpec {
@@ -195,6 +220,14 @@ pub trait BatchEnv: Send {
     fn reset(&mut self, out: &mut Observations) -> Result<(), EnvError>;
     /// Steps every env once; envs that finish are reset in the same step.
     fn step(&mut self, actions: &[i64], out: &mut StepBatch) -> Result<(), EnvError>;
+    /// [`BatchEnv::step`] with real-valued components beside the indices, for an env whose
+    /// spec has them (`continuous`); an env without them refuses any.
+    fn step_actions(&mut self, actions: Actions<'_>, out: &mut StepBatch) -> Result<(), EnvError> {
+        if !actions.real.is_empty() {
+            return Err(EnvError(format!("env '{}' takes no real-valued actions", self.spec().name)));
+        }
+        self.step(actions.index, out)
+    }
     /// The backend's own counts (IPC round-trips, spins, time waiting on workers).
     fn counters(&self) -> crate::counters::EnvCounters {
         crate::counters::EnvCounters::default()

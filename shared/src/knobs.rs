@@ -6,7 +6,7 @@
 //! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
 use crate::spec::{
-    ActionSync, Backend, EnvName, Inference, Precision, RolloutCopy, RunSpec, SpecError, Transfer, UpdateMode,
+    ActionSync, Backend, EnvName, Inference, Norm, Precision, RolloutCopy, RunSpec, SpecError, Transfer, UpdateMode,
     WaitMode, MAX_ENVS, MAX_STEPS,
 };
 use serde_json::{Map, Value};
@@ -28,6 +28,8 @@ pub enum KnobKind {
     OptionalText,
     /// Whole numbers separated by commas (`64,64`).
     IntList,
+    /// A JSON object (`{"continuous": true}`).
+    Object,
 }
 
 impl KnobKind {
@@ -57,6 +59,11 @@ impl KnobKind {
                     t.split(',').map(|i| i.trim().parse::<u64>().ok().map(Value::from)).collect();
                 items.map_or_else(raw, Value::Array)
             }
+            KnobKind::Object if t.is_empty() => Value::Object(Map::new()),
+            KnobKind::Object => match serde_json::from_str::<Value>(t) {
+                Ok(object @ Value::Object(_)) => object,
+                _ => raw(),
+            },
         }
     }
 }
@@ -263,6 +270,10 @@ const CORE: &[Knob] = &[
     knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64")
     .range(1.0, 4096.0)
     .about("Hidden layer widths of actor and critic, comma-separated"),
+    knob("obs_norm", "ppo.obs_norm", "PPO hyperparameters", Choice(Norm::ALL), "normalize observations (auto: on for Box actions)")
+    .about("Observations normalized by their running mean and variance (Gymnasium's NormalizeObservation, its update rule, run by the trainer on each step's whole batch), then clipped at ±10; the statistics go into the checkpoint and eval uses them. auto: on for an env with a Box action space (as CleanRL's ppo_continuous_action.py), off for the others"),
+    knob("reward_norm", "ppo.reward_norm", "PPO hyperparameters", Choice(Norm::ALL), "normalize rewards (auto: on for Box actions)")
+    .about("Rewards divided by the running standard deviation of each env's discounted return (Gymnasium's NormalizeReward with --gamma, run by the trainer on each step's whole batch), then clipped at ±10; episode returns are reported unnormalized. auto: on for an env with a Box action space, off for the others"),
     knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates; 0 = off")
     .range(0.0, 1_000_000.0)
     .about("Global and per-layer gradient norms every K updates, published from a background thread (telemetry.jsonl with --out); 0 = off. (The morpho env reads its seeds' gradient norms, which its agent observes, after every host epoch whatever this says)"),
@@ -480,8 +491,9 @@ mod tests {
             if path == "workload" {
                 out.push(path.clone());
             }
+            let object_knob = KNOBS.iter().any(|k| k.path == path && k.kind == KnobKind::Object);
             match v {
-                Value::Object(o) => leaves(o, &path, out),
+                Value::Object(o) if !object_knob => leaves(o, &path, out),
                 _ => out.push(path),
             }
         }

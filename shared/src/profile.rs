@@ -25,6 +25,8 @@ impl Phase {
     pub const ACTION_READBACK: Phase = Phase("action_readback");
     /// Writing steps into the rollout buffer.
     pub const ROLLOUT_STORE: Phase = Phase("rollout_store");
+    /// `--obs-norm`, `--reward-norm`: each step's batch scaled by its running statistics.
+    pub const NORMALIZE: Phase = Phase("normalize");
     /// Bootstrap values and advantages.
     pub const GAE: Phase = Phase("gae");
     /// The update's forward pass and losses.
@@ -96,6 +98,12 @@ pub const CORE_PHASES: &[PhaseInfo] = &[
     PhaseInfo::new(Phase::OBS_TRANSFER, PhaseKind::Data, "#e879a0", "observations to the device"),
     PhaseInfo::new(Phase::ACTION_READBACK, PhaseKind::Data, "#c792ea", "actions back to the host"),
     PhaseInfo::new(Phase::ROLLOUT_STORE, PhaseKind::Data, "#d8b36a", "writing steps into the rollout buffer"),
+    PhaseInfo::new(
+        Phase::NORMALIZE,
+        PhaseKind::Data,
+        "#a3be8c",
+        "observations and rewards scaled by their running statistics (--obs-norm, --reward-norm)",
+    ),
     PhaseInfo::new(Phase::GAE, PhaseKind::Data, "#b0885a", "bootstrap values and advantages").per("update"),
     PhaseInfo::new(Phase::POLICY_FORWARD, PhaseKind::Forward, "#4cc38a", "the rollout's policy forward"),
     PhaseInfo::new(Phase::UPDATE_FORWARD, PhaseKind::Forward, "#2e9e6e", "the update's forward pass").per("minibatch"),

@@ -6,6 +6,8 @@
 //! nothing to the entropy. An action is one index per head; its log-probability and
 //! entropy are the sums over heads.
 
+pub mod gaussian;
+
 use tch::{Kind, Tensor};
 
 /// What masked-out logits are set to (CleanRL's masked categorical uses the same idea).

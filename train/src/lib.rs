@@ -29,6 +29,7 @@ pub mod frames;
 pub mod gae;
 pub mod kernels;
 pub mod models;
+pub mod normalize;
 pub mod params;
 pub mod ppo;
 pub mod precision;

@@ -15,11 +15,16 @@ pub struct Rollout {
     pub envs: usize,
     pub obs_dim: usize,
     pub heads: usize,
+    /// Real-valued action components per env (a Gaussian head's), 0 for none.
+    pub continuous: usize,
     pub obs: Vec<f32>,
     /// Index fields (the proof env's state, successors and mask), `[T, N, width]` each;
     /// empty for an f32 env.
     pub index: Vec<IndexBuf>,
     pub actions: Vec<i64>,
+    /// `[T, N, continuous]`: the real-valued actions as sampled (an env with bounds clips
+    /// its own copy; the loss sees these).
+    pub real: Vec<f32>,
     pub log_probs: Vec<f32>,
     pub values: Vec<f32>,
     pub rewards: Vec<f32>,
@@ -38,6 +43,8 @@ pub struct Batch {
     /// The other observation fields (the proof env's successors and mask).
     pub extra: Vec<Tensor>,
     pub actions: Tensor,
+    /// `[B, continuous]` f32, the Gaussian head's actions, where the policy has one.
+    pub real_actions: Option<Tensor>,
     pub log_probs: Tensor,
     pub values: Tensor,
     pub advantages: Tensor,
@@ -52,6 +59,7 @@ impl Batch {
             obs: pick(&self.obs),
             extra: self.extra.iter().map(pick).collect(),
             actions: pick(&self.actions),
+            real_actions: self.real_actions.as_ref().map(pick),
             log_probs: pick(&self.log_probs),
             values: pick(&self.values),
             advantages: pick(&self.advantages),
@@ -72,6 +80,7 @@ impl Batch {
             (&self.returns, &out.returns),
         ];
         pairs.extend(self.extra.iter().zip(&out.extra));
+        pairs.extend(self.real_actions.iter().zip(&out.real_actions));
         let fits = |t: &Tensor| {
             t.device() == Device::Cpu && t.is_contiguous() && t.size().first() == Some(&(order.len() as i64))
         };
@@ -109,6 +118,9 @@ impl Batch {
         for (dst, src) in self.extra.iter_mut().zip(&src.extra) {
             dst.copy_(src);
         }
+        for (dst, src) in self.real_actions.iter_mut().zip(&src.real_actions) {
+            dst.copy_(src);
+        }
     }
 
     pub fn shallow_clone(&self) -> Batch {
@@ -121,6 +133,7 @@ impl Batch {
             obs: self.obs.empty_like(),
             extra: self.extra.iter().map(Tensor::empty_like).collect(),
             actions: self.actions.empty_like(),
+            real_actions: self.real_actions.as_ref().map(Tensor::empty_like),
             log_probs: self.log_probs.empty_like(),
             values: self.values.empty_like(),
             advantages: self.advantages.empty_like(),
@@ -135,6 +148,7 @@ impl Batch {
             obs: cut(&self.obs),
             extra: self.extra.iter().map(cut).collect(),
             actions: cut(&self.actions),
+            real_actions: self.real_actions.as_ref().map(cut),
             log_probs: cut(&self.log_probs),
             values: cut(&self.values),
             advantages: cut(&self.advantages),
@@ -144,17 +158,26 @@ impl Batch {
 }
 
 impl Rollout {
-    /// `index_widths`: per index field, its width per env (none for an f32 env).
-    pub fn new(steps: usize, envs: usize, obs_dim: usize, index_widths: &[usize], heads: usize) -> Self {
+    /// `index_widths`: per index field, its width per env (none for an f32 env);
+    /// `(heads, continuous)`: the categorical heads and the real-valued components per env.
+    pub fn new(
+        steps: usize,
+        envs: usize,
+        obs_dim: usize,
+        index_widths: &[usize],
+        (heads, continuous): (usize, usize),
+    ) -> Self {
         let n = steps * envs;
         Self {
             steps,
             envs,
             obs_dim,
             heads,
+            continuous,
             obs: vec![0.0; n * obs_dim],
             index: index_widths.iter().map(|&w| IndexBuf::new(n, w)).collect(),
             actions: vec![0; n * heads],
+            real: vec![0.0; n * continuous],
             log_probs: vec![0.0; n],
             values: vec![0.0; n],
             rewards: vec![0.0; n],
@@ -198,11 +221,12 @@ impl Rollout {
 
     /// Step `t`'s index fields (rows only) and its mutable slot, at once.
     pub fn index_and_slot(&mut self, t: usize) -> (Vec<&[i64]>, StepSlot<'_>) {
-        let (n, d, h) = (self.envs, self.obs_dim, self.heads);
+        let (n, d, h, k) = (self.envs, self.obs_dim, self.heads, self.continuous);
         let fields = self.index.iter().map(|b| &b.as_slice()[t * n * b.width..(t + 1) * n * b.width]).collect();
         let slot = StepSlot {
             obs: &mut self.obs[t * n * d..(t + 1) * n * d],
             actions: &mut self.actions[t * n * h..(t + 1) * n * h],
+            real: &mut self.real[t * n * k..(t + 1) * n * k],
             log_probs: &mut self.log_probs[t * n..(t + 1) * n],
             values: &mut self.values[t * n..(t + 1) * n],
         };
@@ -245,6 +269,8 @@ impl Rollout {
             obs,
             extra: fields,
             actions: mover.upload_rollout(&self.actions, &[b, self.heads as i64], t, copy, c),
+            real_actions: (self.continuous > 0)
+                .then(|| mover.upload_rollout(&self.real, &[b, self.continuous as i64], t, copy, c)),
             log_probs,
             values,
             advantages: mover.upload_rollout(advantages, &[b], t, copy, c),
@@ -282,6 +308,8 @@ impl IndexBuf {
 pub struct StepSlot<'a> {
     pub obs: &'a mut [f32],
     pub actions: &'a mut [i64],
+    /// `[N, continuous]`
+    pub real: &'a mut [f32],
     pub log_probs: &'a mut [f32],
     pub values: &'a mut [f32],
 }

@@ -130,7 +130,7 @@ mod tests {
 
     fn net() -> ActorCritic {
         let _seeded = crate::testing::torch_seed(0);
-        ActorCritic::new(Architecture { obs_dim: 3, hidden: vec![4], logits: 2 }, Device::Cpu)
+        ActorCritic::new(Architecture { obs_dim: 3, hidden: vec![4], logits: 2, gaussian: 0 }, Device::Cpu)
     }
 
     #[test]

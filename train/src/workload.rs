@@ -20,7 +20,7 @@ use crate::exec::EnvMaker;
 use crate::profiler::Profiler;
 use anyhow::Result;
 use hotlab_shared::counters::Counters;
-use hotlab_shared::env::Observations;
+use hotlab_shared::env::{Actions, Observations};
 use hotlab_shared::protocol::{Frame, Losses};
 use hotlab_shared::spec::RunSpec;
 use std::path::Path;
@@ -34,7 +34,7 @@ use tch::{Device, Tensor};
 pub trait Workload: EnvMaker {
     /// A frame for the viewer from host observations and the actions just chosen for
     /// them (None when the observations show nothing worth drawing).
-    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame>;
+    fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame>;
     /// Builds the run's learner: its network, optimizer, envs and rollout.
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>>;
     /// A policy this workload trained, from its checkpoint.

@@ -24,8 +24,10 @@ use std::time::Instant;
 const TORCH_VERSION: &str = "2.11.0";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// Chromium for the browser tests, SWI-Prolog as the reference Prolog, Mesa's software
-/// Vulkan (lavapipe) for the WGSL kernel's native tests.
-const APT_PACKAGES: &[&str] = &["chromium", "chromium-driver", "swi-prolog-nox", "mesa-vulkan-drivers", "libvulkan1"];
+/// Vulkan (lavapipe) for the WGSL kernel's native tests, Mesa's offscreen GL (OSMesa) for
+/// MuJoCo's pictures on a machine without a display.
+const APT_PACKAGES: &[&str] =
+    &["chromium", "chromium-driver", "swi-prolog-nox", "mesa-vulkan-drivers", "libvulkan1", "libosmesa6"];
 
 const HELP: &str = "\
 cargo xtask <command>
@@ -51,10 +53,10 @@ Commands:
 Set-up (each step is skipped when already done; the Python side runs beside the wasm32 build, its
 output in target/setup-python.log):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
-  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium[classic-control], ray[default],
-  EnvPool (in .venv-envpool), Debian's chromium and chromium-driver, swi-prolog-nox (the reference
-  Prolog), mesa-vulkan-drivers and libvulkan1 (software Vulkan for the WGSL tests), and
-  playwright-core in e2e/
+  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium[classic-control,mujoco],
+  ray[default], EnvPool (in .venv-envpool), Debian's chromium and chromium-driver, swi-prolog-nox
+  (the reference Prolog), mesa-vulkan-drivers and libvulkan1 (software Vulkan for the WGSL tests),
+  libosmesa6 (MuJoCo's pictures without a display), and playwright-core in e2e/
 ";
 
 fn main() -> ExitCode {
@@ -267,7 +269,7 @@ fn build() -> Result<PathBuf> {
 fn setup(for_tests: bool) -> Result<(PathBuf, PathBuf)> {
     let log = root().join("target/setup-python.log");
     std::fs::create_dir_all(root().join("target"))?;
-    let tools = if for_tests { ", gymnasium[classic-control], ray[default], EnvPool" } else { "" };
+    let tools = if for_tests { ", gymnasium[classic-control,mujoco], ray[default], EnvPool" } else { "" };
     step(&format!("Python side (torch, CUDA headers{tools}), beside the wasm32 build"));
     eprintln!("    log: {}", log.display());
     let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -371,13 +373,14 @@ fn lab(args: &[String]) -> Result<()> {
 }
 
 /// The tests' Python packages: gymnasium with its classic-control extra (the reference
-/// CartPole, and pygame, which draws the classic-control envs' pictures) and a real Ray.
+/// CartPole, and pygame, which draws the classic-control envs' pictures) and its mujoco
+/// extra (MuJoCo's envs: the Box actions' learning test), and a real Ray.
 fn ensure_python_test_tools(python: &Path) -> Result<()> {
-    step("gymnasium[classic-control] (reference CartPole; pygame draws env pictures)");
-    if succeeds(Command::new(python).args(["-c", "import gymnasium, pygame"])) {
+    step("gymnasium[classic-control,mujoco] (reference CartPole; pygame draws env pictures; MuJoCo's envs)");
+    if succeeds(Command::new(python).args(["-c", "import gymnasium, pygame, mujoco"])) {
         eprintln!("    already installed");
     } else {
-        let pip = ["-m", "pip", "install", "--disable-pip-version-check", "gymnasium[classic-control]"];
+        let pip = ["-m", "pip", "install", "--disable-pip-version-check", "gymnasium[classic-control,mujoco]"];
         run(Command::new(python).args(pip))?;
     }
 

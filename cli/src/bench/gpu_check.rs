@@ -317,7 +317,7 @@ fn multistep_check(gpu: &Arc<Gpu>) -> Value {
 }
 
 fn cartpole_arch() -> Architecture {
-    Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2 }
+    Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2, gaussian: 0 }
 }
 
 /// The graph rollout: a replay equals the same kernels launched directly, bit for bit;
@@ -400,7 +400,7 @@ fn graph_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
 fn odd_widths_check(gpu: &Arc<Gpu>) -> Value {
     const N: usize = 1000;
     const T: usize = 8;
-    let arch = Architecture { obs_dim: 4, hidden: vec![48, 37, 64], logits: 2 };
+    let arch = Architecture { obs_dim: 4, hidden: vec![48, 37, 64], logits: 2, gaussian: 0 };
     let dev = Device::Cuda(0);
     tch::manual_seed(2);
     let net = ActorCritic::new(arch.clone(), dev);
@@ -474,6 +474,7 @@ fn ppo_check() -> Value {
         obs: Tensor::from_slice(&obs).view([n, 4]),
         extra: Vec::new(),
         actions: Tensor::from_slice(&(0..n).map(|i| i % 2).collect::<Vec<i64>>()).view([n, 1]),
+        real_actions: None,
         log_probs: Tensor::full([n], -0.69, (Kind::Float, Device::Cpu)),
         values: Tensor::from_slice(&(0..n).map(|_| rng.next_f32()).collect::<Vec<f32>>()),
         advantages: Tensor::from_slice(&(0..n).map(|_| rng.next_f32() * 2.0 - 1.0).collect::<Vec<f32>>()),
@@ -483,6 +484,7 @@ fn ppo_check() -> Value {
         obs: b.obs.to_device(d),
         extra: Vec::new(),
         actions: b.actions.to_device(d),
+        real_actions: None,
         log_probs: b.log_probs.to_device(d),
         values: b.values.to_device(d),
         advantages: b.advantages.to_device(d),

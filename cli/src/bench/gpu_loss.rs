@@ -10,7 +10,7 @@ use hotlab_shared::spec::{PpoSpec, RunSpec};
 use hotlab_train::cuda::gpu::Gpu;
 use hotlab_train::cuda::loss::{LossConsts, PpoLossGrad};
 use hotlab_train::cuda::replayer::capture_aside;
-use hotlab_train::models::mlp::grad::{output_grads, OutputGrads};
+use hotlab_train::models::mlp::grad::{output_grads, OutputGrads, Outputs};
 use hotlab_train::rollout::Batch;
 use hotlab_workloads::gpu_check::{check, progress};
 use serde_json::{json, Value};
@@ -49,6 +49,7 @@ impl Inputs {
             obs: Tensor::zeros([rows, 1], f),
             extra: Vec::new(),
             actions: Tensor::cat(&actions, 1),
+            real_actions: None,
             log_probs: Tensor::randn([rows], f) * 0.5 - heads.len() as f64,
             values: value.view([rows]) + Tensor::randn([rows], f) * 0.4,
             advantages: adv.view([rows]),
@@ -99,8 +100,10 @@ pub fn ppo_loss_grad_check(gpu: &Arc<Gpu>) -> Value {
         let dev = Device::Cuda(0);
         let spec = RunSpec { ppo: PpoSpec { ent_coef: 0.05, ..PpoSpec::default() }, ..RunSpec::default() };
         let k = LossConsts { clip: spec.ppo.clip, vf_coef: spec.ppo.vf_coef, ent_coef: spec.ppo.ent_coef, scale: 1.0 };
-        let torch =
-            |x: &Inputs, heads: &[usize]| output_grads(&x.logits, &x.value, &x.mb, &x.adv, heads, &spec, 1.0, true);
+        let torch = |x: &Inputs, heads: &[usize]| {
+            let out = Outputs { actor: &x.logits, log_std: None, value: &x.value };
+            output_grads(out, &x.mb, &x.adv, heads, &spec, 1.0, true)
+        };
         let fused = |x: &Inputs, heads: &[usize]| kernel.launch(&x.logits, &x.value, &x.mb, &x.adv, heads, k, true);
 
         let mut cases = Vec::new();

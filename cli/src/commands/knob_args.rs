@@ -131,6 +131,11 @@ fn parse(kind: KnobKind, text: &str) -> Result<Value, String> {
             t.split(',').map(|i| i.trim().parse::<u64>().map(Value::from).map_err(|e| e.to_string())).collect()
         }
         KnobKind::Text | KnobKind::OptionalText => Ok(Value::from(t)),
+        KnobKind::Object => match serde_json::from_str::<Value>(t) {
+            Ok(object @ Value::Object(_)) => Ok(object),
+            Ok(other) => Err(format!("must be a JSON object, e.g. '{{\"continuous\": true}}' (got {other})")),
+            Err(e) => Err(format!("must be a JSON object, e.g. '{{\"continuous\": true}}' ({e})")),
+        },
         KnobKind::Bool => match t {
             "true" => Ok(Value::Bool(true)),
             "false" => Ok(Value::Bool(false)),
@@ -159,6 +164,7 @@ fn args(knob: &'static Knob) -> Vec<Arg> {
             let value = match kind {
                 KnobKind::Choice(allowed) => allowed.join("|"),
                 KnobKind::IntList => "N,N,…".into(),
+                KnobKind::Object => "JSON".into(),
                 _ => knob.name.to_uppercase(),
             };
             vec![base.value_name(value).value_parser(ValueParser::new(move |s: &str| parse(kind, s)))]

@@ -180,3 +180,26 @@ choice!(
         Auto = "auto",
     }
 );
+
+choice!(
+    /// Whether a normalizer runs (`--obs-norm`, `--reward-norm`).
+    Norm, "normalizer setting" {
+        /// On for an env with a Box action space (continuous control, as CleanRL's
+        /// `ppo_continuous_action.py` has it), off for the others.
+        #[default]
+        Auto = "auto",
+        On = "on",
+        Off = "off",
+    }
+);
+
+impl Norm {
+    /// Whether it runs for an env that has (`box_actions`) or has not a Box action space.
+    pub fn on(self, box_actions: bool) -> bool {
+        match self {
+            Norm::Auto => box_actions,
+            Norm::On => true,
+            Norm::Off => false,
+        }
+    }
+}

@@ -14,7 +14,7 @@ pub(crate) mod choices;
 pub mod json;
 pub mod presets;
 
-pub use choices::{ActionSync, Backend, Inference, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode};
+pub use choices::{ActionSync, Backend, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode};
 pub use presets::Preset;
 // Each workload's settings and choices are its module's (`crate::workloads`); named here
 // too, as parts of the spec.
@@ -82,6 +82,12 @@ pub struct PpoSpec {
     pub max_grad_norm: f64,
     /// Hidden layer widths of the actor and of the critic (each its own tanh MLP).
     pub hidden: Vec<usize>,
+    /// Observations normalized by their running mean and variance, then clipped at ±10
+    /// (Gymnasium's `NormalizeObservation`, run by the trainer on each step's batch).
+    pub obs_norm: Norm,
+    /// Rewards divided by the running std of the discounted return, then clipped at ±10
+    /// (Gymnasium's `NormalizeReward`, run by the trainer on each step's batch).
+    pub reward_norm: Norm,
 }
 
 impl Default for PpoSpec {
@@ -98,6 +104,8 @@ impl Default for PpoSpec {
             vf_coef: 0.5,
             max_grad_norm: 0.5,
             hidden: vec![64, 64],
+            obs_norm: Norm::Auto,
+            reward_norm: Norm::Auto,
         }
     }
 }

@@ -57,12 +57,15 @@ mod tests {
             assert!(!p.about.is_empty() && !p.about.contains('\n'), "{}: one line", p.name);
             assert_eq!(Preset::find(p.name).unwrap().name, p.name);
         }
-        for env in ["cartpole", "proof", "morpho", "dreamer"] {
+        for env in ["cartpole", "proof", "morpho", "dreamer", "gym"] {
             assert!(all().any(|p| p.spec().env().as_str() == env), "a preset runs {env}");
         }
         assert_eq!(default().name, "cleanrl");
         assert_eq!(default().spec(), RunSpec::default(), "the defaults are the cleanrl preset");
         let e = Preset::find("huge").unwrap_err();
-        assert!(e.contains("'huge'") && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, grow, dreamer"), "{e}");
+        assert!(
+            e.contains("'huge'") && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, grow, dreamer, mujoco"),
+            "{e}"
+        );
     }
 }

@@ -109,6 +109,6 @@ impl PpoLossGrad {
         // SAFETY: the arguments match `ppo_loss_grad`'s signature (the tensors checked above,
         // and alive through the call; the outputs are returned, so they outlive it).
         unsafe { on_current_stream(&self.gpu, &self.f, "ppo_loss_grad", device, rows32, &mut args)? };
-        Ok(OutputGrads { d_logits, d_value, stats })
+        Ok(OutputGrads { d_logits, d_value, d_log_std: None, stats })
     }
 }

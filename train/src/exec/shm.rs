@@ -3,6 +3,7 @@
 //! waits on the flags for `--wait block`.
 
 use hotlab_shared::counters::{ENV_COUNTS, ENV_PARTS};
+use hotlab_shared::env::EnvSpec;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU32;
@@ -20,15 +21,19 @@ pub const MAX_FIELDS: usize = 4;
 pub const PARTS_BYTES: usize = (ENV_PARTS + ENV_COUNTS) * 8;
 
 /// Byte offsets of everything in the region, for `envs` envs whose observation fields
-/// take `row_bytes` bytes each per env, and `heads` action heads, split among `workers`.
+/// take `row_bytes` bytes each per env, `heads` action heads and `continuous` real-valued
+/// action components, split among `workers`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub envs: usize,
     pub fields: usize,
     pub row_bytes: [usize; MAX_FIELDS],
     pub heads: usize,
+    pub continuous: usize,
     pub workers: usize,
     pub actions: usize,
+    /// `envs × continuous` f32, the real-valued actions as sampled (unclipped).
+    pub real_actions: usize,
     /// Per field: `envs × row_bytes`.
     pub obs: [usize; MAX_FIELDS],
     pub reward: usize,
@@ -56,8 +61,15 @@ fn align(x: usize) -> usize {
 }
 
 impl Layout {
+    /// The layout for `envs` envs of `spec` in `workers` processes. Panics with more than
+    /// [`MAX_FIELDS`] fields (the caller checks).
+    pub fn of(spec: &EnvSpec, envs: usize, workers: usize) -> Self {
+        let rows: Vec<usize> = spec.fields.iter().map(|f| f.row_bytes()).collect();
+        Self::new(envs, &rows, spec.heads.len(), spec.continuous, workers)
+    }
+
     /// Panics with more than [`MAX_FIELDS`] fields (the caller checks).
-    pub fn new(envs: usize, fields: &[usize], heads: usize, workers: usize) -> Self {
+    pub fn new(envs: usize, fields: &[usize], heads: usize, continuous: usize, workers: usize) -> Self {
         let mut row_bytes = [0; MAX_FIELDS];
         row_bytes[..fields.len()].copy_from_slice(fields);
         let mut at = align(HEADER_BYTES + workers * SLOT_BYTES);
@@ -67,6 +79,7 @@ impl Layout {
             start
         };
         let actions = take(envs * heads * 8);
+        let real_actions = take(envs * continuous * 4);
         let obs = row_bytes.map(|b| take(envs * b));
         let reward = take(envs * 4);
         let terminated = take(envs);
@@ -80,8 +93,10 @@ impl Layout {
             fields: fields.len(),
             row_bytes,
             heads,
+            continuous,
             workers,
             actions,
+            real_actions,
             obs,
             reward,
             terminated,

@@ -14,7 +14,7 @@
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP, MAX_FIELDS, PARTS_BYTES};
 use super::{partition, EnvMaker};
 use hotlab_shared::counters::{EnvCounters, ENV_COUNTS, ENV_PARTS};
-use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
+use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
 use hotlab_shared::spec::WaitMode;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -142,8 +142,7 @@ impl Subprocess {
         if spec.fields.len() > MAX_FIELDS {
             anyhow::bail!("--backend subprocess: env '{}' has more than {MAX_FIELDS} observation fields", spec.name);
         }
-        let rows: Vec<usize> = spec.fields.iter().map(|f| f.row_bytes()).collect();
-        let layout = Layout::new(envs, &rows, spec.heads.len(), workers);
+        let layout = Layout::of(&spec, envs, workers);
         let region = Region::create(layout)?;
         let fd = region.share_with_children()?;
         let (mut children, mut stderr) = (Vec::new(), Vec::new());
@@ -359,8 +358,23 @@ impl BatchEnv for Subprocess {
     }
 
     fn step(&mut self, actions: &[i64], out: &mut StepBatch) -> Result<(), EnvError> {
+        self.step_actions(Actions::index(actions), out)
+    }
+
+    fn step_actions(&mut self, actions: Actions<'_>, out: &mut StepBatch) -> Result<(), EnvError> {
         let l = self.region.layout;
-        self.region.slice::<i64>(l.actions, l.envs * l.heads).copy_from_slice(actions);
+        if actions.real.len() != l.envs * l.continuous {
+            return Err(EnvError(format!(
+                "env '{}' takes {} real-valued action components per env, {} for {} envs (got {})",
+                self.spec.name,
+                l.continuous,
+                l.envs * l.continuous,
+                l.envs,
+                actions.real.len()
+            )));
+        }
+        self.region.slice::<i64>(l.actions, l.envs * l.heads).copy_from_slice(actions.index);
+        self.region.slice::<f32>(l.real_actions, l.envs * l.continuous).copy_from_slice(actions.real);
         self.round(CMD_STEP)?;
         self.read_obs(&mut out.obs);
         out.reward.copy_from_slice(self.region.slice::<f32>(l.reward, l.envs));

@@ -133,16 +133,24 @@ impl Mover {
     }
 
     /// Sampled actions `[N, H]` into `out`, by the chosen read-back.
-    pub fn read_actions(&self, actions: &Tensor, out: &mut [i64], sync: ActionSync, c: &mut Counters) {
+    pub fn read_actions<T: tch::kind::Element + Copy>(
+        &self,
+        actions: &Tensor,
+        out: &mut [T],
+        sync: ActionSync,
+        c: &mut Counters,
+    ) {
         match sync {
             ActionSync::PerItem => {
-                let heads = actions.size()[1];
+                let width = actions.size()[1];
                 for (i, slot) in out.iter_mut().enumerate() {
-                    let (e, h) = (i as i64 / heads, i as i64 % heads);
-                    *slot = actions.int64_value(&[e, h]);
+                    let (e, h) = (i as i64 / width, i as i64 % width);
+                    let mut one = [*slot];
+                    actions.get(e).get(h).to_device(Device::Cpu).copy_data(&mut one, 1);
+                    *slot = one[0];
                     c.host_syncs += 1;
                     c.d2h_copies += 1;
-                    c.d2h_bytes += 8;
+                    c.d2h_bytes += std::mem::size_of::<T>() as u64;
                 }
             }
             ActionSync::Stacked => read_into(actions, out, c),

@@ -45,8 +45,7 @@ pub fn run(a: WorkerArgs, load: impl FnOnce() -> Result<std::sync::Arc<dyn EnvMa
     let maker = load()?;
     let mut batch = maker.vector_env(a.count, a.seed, a.first as u64);
     let spec = batch.spec().clone();
-    let rows: Vec<usize> = spec.fields.iter().map(|f| f.row_bytes()).collect();
-    let region = Region::open(a.shm_fd, Layout::new(a.envs, &rows, spec.heads.len(), a.workers))?;
+    let region = Region::open(a.shm_fd, Layout::of(&spec, a.envs, a.workers))?;
     let l = region.layout;
     let (first, count, heads) = (a.first, a.count, l.heads);
     let mut obs = Observations::zeros(&spec, count);

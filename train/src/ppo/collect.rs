@@ -4,11 +4,12 @@
 use super::{Actor, Collect, CollectCtx};
 use crate::exec::{self, parts};
 use crate::gae::{gae, GaeInput};
+use crate::normalize::{Normalizers, ObsNorm};
 use crate::rollout::{Batch, Rollout};
 use crate::workload::{asked_to_stop, Workload};
 use anyhow::{Context, Result};
 use hotlab_shared::counters::EnvCounters;
-use hotlab_shared::env::{BatchEnv, FieldKind, Observations, StepBatch};
+use hotlab_shared::env::{Actions, BatchEnv, EnvSpec, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::RunSpec;
 use std::sync::Arc;
@@ -22,6 +23,8 @@ pub struct HostCollector<A> {
     out: StepBatch,
     rollout: Rollout,
     actor: A,
+    /// `--obs-norm`, `--reward-norm`: what the policy sees and learns from.
+    norm: Normalizers,
 }
 
 /// The env backend's counters with what the envs counted themselves (in-process envs'
@@ -34,23 +37,29 @@ impl<A> HostCollector<A> {
     /// Starts the spec's backend and resets its envs; `actor` is made once they are up.
     pub fn new(spec: &RunSpec, workload: Arc<dyn Workload>, obs_dim: usize, actor: impl FnOnce() -> A) -> Result<Self> {
         let mut env = exec::host_backend(spec, workload.as_ref())?;
+        let mut norm = Normalizers::for_run(spec, env.spec())?;
         let mut obs = Observations::zeros(env.spec(), spec.envs);
         env.reset(&mut obs).with_context(|| format!("env backend {}", spec.exec.backend))?;
+        norm.reset(&mut obs);
         let actor = actor();
         let out = StepBatch::new(env.spec(), spec.envs);
         let env_spec = env.spec();
         let index: Vec<usize> =
             env_spec.fields.iter().filter(|f| f.kind == FieldKind::I64).map(|f| f.numel()).collect();
-        let rollout = Rollout::new(spec.steps, spec.envs, obs_dim, &index, env_spec.heads.len());
-        Ok(Self { workload, env, obs, out, rollout, actor })
+        let rollout = Rollout::new(spec.steps, spec.envs, obs_dim, &index, (env_spec.heads.len(), env_spec.continuous));
+        Ok(Self { workload, env, obs, out, rollout, actor, norm })
     }
 }
 
 impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
+    fn obs_norm(&self) -> Option<ObsNorm> {
+        self.norm.obs.clone()
+    }
+
     fn collect(&mut self, net: &P, cx: &mut CollectCtx<'_, '_>) -> Result<Option<Batch>> {
-        let Self { workload, env, obs, out, rollout, actor } = self;
+        let Self { workload, env, obs, out, rollout, actor, norm } = self;
         actor.sync_weights(net);
-        let (envs, h) = (rollout.envs, cx.heads.len());
+        let (envs, h, k) = (rollout.envs, cx.heads.len(), rollout.continuous);
         let it = &mut *cx.it;
         let (prof, c, stop) = (&mut *it.prof, &mut *it.counters, it.stop);
         for t in 0..rollout.steps {
@@ -65,9 +74,12 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             rollout.store_obs(t, obs);
             let s = prof.stop(Phase::ROLLOUT_STORE, s);
             let s = actor.act(net, rollout, t, cx.heads, cx.rng, c, prof, s);
-            let actions = t * envs * h..(t + 1) * envs * h;
+            let actions = Actions {
+                index: &rollout.actions[t * envs * h..(t + 1) * envs * h],
+                real: &rollout.real[t * envs * k..(t + 1) * envs * k],
+            };
             let s = if it.frames.due() {
-                if let Some(frame) = workload.frame(step, obs, &rollout.actions[actions.clone()]) {
+                if let Some(frame) = workload.frame(step, obs, actions) {
                     it.frames.send(frame);
                 }
                 prof.stop(Phase::PUBLISH, s)
@@ -75,14 +87,20 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
                 s
             };
             let before = env_totals(&**env, &**workload);
-            env.step(&rollout.actions[actions], out)
-                .with_context(|| format!("env backend {}", cx.spec.exec.backend))?;
+            env.step_actions(actions, out).with_context(|| format!("env backend {}", cx.spec.exec.backend))?;
+            check_finite(env.spec(), out, step)?;
             let after = env_totals(&**env, &**workload);
             let s = prof.stop_env(
                 after.worker_wait_s - before.worker_wait_s,
                 &parts::since(&after.parts, &before.parts),
                 s,
             );
+            let s = if norm.any() {
+                norm.step(out);
+                prof.stop(Phase::NORMALIZE, s)
+            } else {
+                s
+            };
             c.env_steps += envs as u64;
             let row = t * envs..(t + 1) * envs;
             rollout.rewards[row.clone()].copy_from_slice(&out.reward);
@@ -126,4 +144,38 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
         c.set_env(&env_totals(&**env, &**workload), &cx.spec.env().counts());
         Ok(Some(batch))
     }
+}
+
+/// Fails a step whose rewards or observations are not finite, naming the env, the step
+/// and the field: a NaN would otherwise reach the loss and end the run as diverged, far
+/// from its cause. What was recorded before the step is kept.
+fn check_finite(spec: &EnvSpec, out: &StepBatch, step: u64) -> Result<()> {
+    if let Some(e) = out.reward.iter().position(|r| !r.is_finite()) {
+        anyhow::bail!("env {e} of {} returned a non-finite reward ({}) at step {step}", spec.name, out.reward[e]);
+    }
+    let fail = |what: &str, field: &FieldSpec, e: usize, i: usize, v: f32| {
+        anyhow::anyhow!(
+            "env {e} of {} returned a non-finite {what} ({v} in field '{}', element {i}) at step {step}",
+            spec.name,
+            field.name
+        )
+    };
+    for (f, field) in spec.fields.iter().enumerate() {
+        let width = field.numel().max(1);
+        if let FieldData::F32(values) = &out.obs.fields[f] {
+            if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+                return Err(fail("observation", field, i / width, i % width, values[i]));
+            }
+        }
+        // Only the rows of envs that ended hold a final observation.
+        if let FieldData::F32(values) = &out.final_obs.fields[f] {
+            for end in &out.episodes {
+                let row = &values[end.env * width..(end.env + 1) * width];
+                if let Some(i) = row.iter().position(|v| !v.is_finite()) {
+                    return Err(fail("final observation", field, end.env, i, row[i]));
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! The PPO loss, as CleanRL's `ppo.py` defines it: clipped surrogate objective, clipped
 //! value loss, entropy bonus, per-minibatch advantage normalization.
 
-use crate::distribution;
+use crate::distribution::{self, gaussian};
 use crate::rollout::Batch;
 use hotlab_shared::spec::RunSpec;
 use tch::{Kind, Tensor};
@@ -42,6 +42,36 @@ pub fn loss_from(
         }
     };
     clipped(new_log_prob, entropy, bonus, value, mb, spec, want_stats)
+}
+
+/// The loss of one minibatch for a policy whose actor output `outputs` holds the
+/// categorical heads' logits side by side (none, or any number) and then, with `log_std`,
+/// a diagonal Gaussian's means (a Box action: [`distribution::gaussian`]). The action's
+/// log-probability and entropy are the heads' sums; the bonus is `ent_coef` × the entropy.
+pub fn loss_of_heads(
+    outputs: &Tensor,
+    log_std: Option<&Tensor>,
+    value: &Tensor,
+    mb: &Batch,
+    heads: &[usize],
+    spec: &RunSpec,
+    want_stats: bool,
+) -> (Tensor, Option<Tensor>) {
+    let width: i64 = heads.iter().map(|&n| n as i64).sum();
+    let mut parts = Vec::with_capacity(2);
+    if !heads.is_empty() {
+        let logits = if log_std.is_some() { outputs.narrow(1, 0, width) } else { outputs.shallow_clone() };
+        parts.push(distribution::log_prob_and_entropy(&logits, None, heads, &mb.actions));
+    }
+    if let Some(log_std) = log_std {
+        let mean = outputs.narrow(1, width, log_std.size()[0]);
+        let actions = mb.real_actions.as_ref().expect("a Gaussian head's minibatch has its real actions");
+        parts.push((gaussian::log_prob(&mean, log_std, actions), gaussian::entropy(&mean, log_std)));
+    }
+    let (log_prob, entropy) = parts.into_iter().reduce(|(a, b), (c, d)| (a + c, b + d)).expect("at least one head");
+    let entropy = entropy.mean(Kind::Float);
+    let bonus = &entropy * spec.ppo.ent_coef;
+    clipped(log_prob, entropy, bonus, value, mb, spec, want_stats)
 }
 
 /// The clipped surrogate and value losses less the entropy `bonus`, and the statistics.
@@ -96,6 +126,7 @@ mod tests {
             obs: Tensor::zeros([rows, 1], (Kind::Float, tch::Device::Cpu)),
             extra: Vec::new(),
             actions: Tensor::cat(&actions, 1),
+            real_actions: None,
             log_probs: f(0.5) - 2.0,
             values: f(1.0),
             advantages: f(1.0),

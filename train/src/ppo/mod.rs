@@ -21,6 +21,7 @@ pub mod loss;
 pub mod update;
 
 use super::adam::FlatAdam;
+use super::normalize::ObsNorm;
 use super::params::{Network, ParamSlot};
 use super::precision::Precision;
 use super::rollout::{Batch, Rollout};
@@ -55,8 +56,9 @@ pub trait PpoPolicy: Sized {
     }
     /// Starts an update over `batch`.
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, precision: &Precision) -> Self::Pass<'a>;
-    /// The trained network, for checkpoints and evaluation.
-    fn into_trained(self) -> Box<dyn TrainedPolicy>;
+    /// The trained network, for checkpoints and evaluation, with the statistics its
+    /// observations were normalized by (`--obs-norm`), if they were.
+    fn into_trained(self, obs_norm: Option<ObsNorm>) -> Box<dyn TrainedPolicy>;
     /// Whether its passes have the capturable form ([`Pass::epoch_on_device`],
     /// [`Pass::gradient_on_device`]) that `--update graph` records.
     fn capturable(&self) -> bool {
@@ -149,6 +151,11 @@ pub trait Collect<P> {
     /// One rollout with `net`, with its advantages and returns, on the update's device;
     /// None when the run was asked to stop part-way (checked every step).
     fn collect(&mut self, net: &P, cx: &mut CollectCtx<'_, '_>) -> Result<Option<Batch>>;
+    /// The observation normalizer's statistics, where it normalizes (`--obs-norm`): the
+    /// trained policy reads its inputs through them.
+    fn obs_norm(&self) -> Option<ObsNorm> {
+        None
+    }
 }
 
 /// The note a native (`fused`) rollout forward adds to a run.
@@ -288,6 +295,7 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
     }
 
     fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy> {
-        self.net.into_trained()
+        let obs_norm = self.collector.obs_norm();
+        self.net.into_trained(obs_norm)
     }
 }

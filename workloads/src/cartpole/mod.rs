@@ -8,7 +8,7 @@ pub mod update_check;
 
 use anyhow::Result;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
-use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
+use hotlab_shared::env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{CartpoleSpec, EnvName, RunSpec, SpecError, WorkloadSpec};
 use hotlab_shared::workloads::cartpole::CartpoleFrame;
@@ -56,9 +56,9 @@ pub fn load(_settings: &CartpoleSpec, _spec: &RunSpec) -> Result<Arc<dyn Workloa
 }
 
 impl Workload for CartPole {
-    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
+    fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame> {
         let [FieldData::F32(state)] = obs.fields.as_slice() else { return None };
-        Some(frame(step, state, actions))
+        Some(frame(step, state, actions.index))
     }
 
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {

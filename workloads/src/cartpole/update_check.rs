@@ -34,6 +34,7 @@ fn batch(n: i64, device: Device, rng: &mut HostRng) -> Batch {
         obs: on(obs),
         extra: Vec::new(),
         actions: on(actions),
+        real_actions: None,
         log_probs: on(log_probs),
         values: on(values),
         advantages: on(advantages),
@@ -44,7 +45,7 @@ fn batch(n: i64, device: Device, rng: &mut HostRng) -> Batch {
 /// A fresh network from `seed`: its parameters drawn from the run's own stream (not
 /// libtorch's global generator, which tests on other threads reseed).
 fn agent(seed: u64, device: Device) -> MlpAgent {
-    let arch = Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2 };
+    let arch = Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2, gaussian: 0 };
     let mut rng = HostRng::new(seed + 1000);
     let flat: Vec<f32> = (0..arch.num_params()).map(|_| (rng.next_f32() - 0.5) * 0.5).collect();
     let net = ActorCritic::from_flat(arch, Tensor::from_slice(&flat).to_device(device));

@@ -36,7 +36,7 @@ pub mod world;
 
 use anyhow::{bail, Result};
 use behavior::Behavior;
-use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
+use hotlab_shared::env::{Actions, BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{DreamerSpec, ReplayAt, RunSpec, SpecError, WorkloadSpec};
 use hotlab_train::checkpoint::Stored;
@@ -94,7 +94,7 @@ pub fn load(settings: &DreamerSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>
 impl Workload for Dreamer {
     /// None: the learner draws its own frames ([`view`]): what the world model sees,
     /// reconstructs and imagines, which the observations alone do not show.
-    fn frame(&self, _step: u64, _obs: &Observations, _actions: &[i64]) -> Option<Frame> {
+    fn frame(&self, _step: u64, _obs: &Observations, _actions: Actions<'_>) -> Option<Frame> {
         None
     }
 

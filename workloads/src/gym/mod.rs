@@ -1,7 +1,9 @@
 //! `gym`: any Gymnasium env (`--env gym:ID`), stepped by Python worker processes through
 //! shared memory ([`python`] says why not pyo3), trained by PPO with the MLP actor-critic.
 //! Box observations are flattened to f32; Discrete and MultiDiscrete actions are
-//! categorical heads (one per dimension); Box actions are refused (no Gaussian head yet).
+//! categorical heads (one per dimension); a Box action is the policy's diagonal Gaussian
+//! head (flattened, clipped to its bounds by the worker before the env sees it, while the
+//! rollout keeps the sample the loss needs).
 //!
 //! Two ways to run the envs, one code path: one Python process holding them all
 //! ([`GymEnv::vector_env`], the single-process mode: every env steps under one GIL), or
@@ -13,8 +15,9 @@ pub mod pictures;
 pub mod python;
 
 use anyhow::Result;
-use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv};
+use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, FieldKind, FieldSpec, HeadSpec, Observations};
 use hotlab_shared::env::{FieldData, StepBatch};
+use hotlab_shared::env::{ScalarEnv, MAX_CONTINUOUS};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{GymSpec, RunSpec, SpecError, WaitMode};
 use hotlab_shared::workloads::gym::GymFrame;
@@ -67,11 +70,21 @@ impl GymEnv {
         }
         let python = python.unwrap_or_else(python::default_python);
         let probe = python::probe(&python, id, &kwargs)?;
+        if probe.continuous > MAX_CONTINUOUS {
+            return Err(SpecError::new(
+                "gym_id",
+                format!(
+                    "'{id}' acts with {} real-valued components (a Box action space flattened); at most {MAX_CONTINUOUS} are allowed",
+                    probe.continuous
+                ),
+            ));
+        }
         let spec = EnvSpec {
             name: format!("gym:{id}"),
             fields: vec![FieldSpec { name: "obs".into(), shape: vec![probe.obs_dim], kind: FieldKind::F32 }],
             heads: probe.heads.iter().enumerate().map(|(i, &n)| HeadSpec { name: format!("action{i}"), n }).collect(),
             masked: false,
+            continuous: probe.continuous,
         };
         Ok(Self { id: id.to_string(), python, kwargs, probe, spec, pictures: Pictures::default() })
     }
@@ -82,7 +95,7 @@ impl GymEnv {
 
     /// `envs` envs (global indices from `first`) in `workers` Python processes.
     fn processes(&self, envs: usize, seed: u64, first: usize, workers: usize, wait: WaitMode) -> Result<Subprocess> {
-        let layout = Layout::new(envs, &[self.probe.obs_dim * 4], self.spec.heads.len(), workers);
+        let layout = Layout::of(&self.spec, envs, workers);
         // Worker envs are seeded `base + g` (`g` within this batch); a slice of a larger
         // batch starts its streams at its first global index.
         let base = seed + first as u64;
@@ -167,14 +180,19 @@ impl EnvMaker for GymEnv {
 }
 
 impl Workload for GymEnv {
-    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
+    fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame> {
         let [FieldData::F32(values)] = obs.fields.as_slice() else { return None };
-        let (dim, heads) = (self.probe.obs_dim.max(1), self.spec.heads.len().max(1));
-        let n = (values.len() / dim).min(actions.len() / heads).min(FRAME_ENVS);
+        let (dim, heads, dims) = (self.probe.obs_dim.max(1), self.spec.heads.len(), self.spec.continuous);
+        // Envs whose actions are all there (a frame may come with none).
+        let whole = |len: usize, k: usize| len.checked_div(k).unwrap_or(usize::MAX);
+        let n = (values.len() / dim).min(whole(actions.index.len(), heads)).min(whole(actions.real.len(), dims));
+        let n = n.min(FRAME_ENVS);
+        let rows = |k: usize| (0..n).map(move |e| e * k..(e + 1) * k);
         let frame = GymFrame {
             id: self.id.clone(),
             obs: values.chunks_exact(dim).take(n).map(<[f32]>::to_vec).collect(),
-            actions: actions.chunks_exact(heads).take(n).map(<[i64]>::to_vec).collect(),
+            actions: rows(heads).map(|r| actions.index[r].to_vec()).collect(),
+            real: if dims == 0 { Vec::new() } else { rows(dims).map(|r| actions.real[r].to_vec()).collect() },
             image: self.pictures.newest(),
         };
         Some(Frame::new(EnvName::Gym, step, &frame))

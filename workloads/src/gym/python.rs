@@ -43,8 +43,18 @@ pub struct Probe {
     /// Floats of one flattened observation.
     pub obs_dim: usize,
     pub obs_shape: Vec<usize>,
-    /// Choices of each action head (one for Discrete, one per dimension for MultiDiscrete).
+    /// Choices of each action head (one for Discrete, one per dimension for MultiDiscrete;
+    /// none for a Box).
     pub heads: Vec<usize>,
+    /// Components of a Box action space, flattened (0 for a Discrete or MultiDiscrete).
+    #[serde(default)]
+    pub continuous: usize,
+    /// A Box action's bounds per component, `None` where a bound is infinite (the worker
+    /// clips the sampled action to the finite ones before the env sees it).
+    #[serde(default)]
+    pub action_low: Vec<Option<f32>>,
+    #[serde(default)]
+    pub action_high: Vec<Option<f32>>,
     /// Each head's first action (a Discrete's `start`), added by the worker.
     pub starts: Vec<i64>,
     pub render_modes: Vec<String>,
@@ -108,7 +118,7 @@ pub fn worker_command(
     let l = layout;
     let region = serde_json::json!({
         "command": l.command_at(w), "done": l.done_at(w), "heads": l.heads, "obs_dim": probe.obs_dim,
-        "actions": l.actions, "obs": l.obs[0], "final_obs": l.final_obs[0], "reward": l.reward,
+        "actions": l.actions, "continuous": l.continuous, "real_actions": l.real_actions, "obs": l.obs[0], "final_obs": l.final_obs[0], "reward": l.reward,
         "terminated": l.terminated, "truncated": l.truncated, "episode_return": l.episode_return,
         "episode_length": l.episode_length, "parts": l.parts, "parts_bytes": PARTS_BYTES, "size": l.size,
     });

@@ -8,7 +8,7 @@
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::report::Recommendation;
-use crate::spec::{Backend, RunSpec, SpecError};
+use crate::spec::{Backend, ExecSpec, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
 use crate::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 
@@ -22,7 +22,7 @@ pub struct GymSpec {
     /// The interpreter that runs the envs (None: `$HOTLAB_PYTHON`, the active venv, the
     /// project's `.venv`, then `python3`). Flag `--python`.
     pub python: Option<String>,
-    /// Keywords for `gymnasium.make` (or the callable), JSON only.
+    /// Keywords for `gymnasium.make` (or the callable), a JSON object. Flag `--gym-kwargs`.
     pub kwargs: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -72,10 +72,18 @@ impl Settings for GymSpec {
             "gym: the Python interpreter with gymnasium (empty: the project's venv)",
         )
         .about("the Python interpreter that runs the envs, with gymnasium and your env's dependencies (default: $HOTLAB_PYTHON, the active venv, the project's .venv, then python3)"),
+        setting(EnvName::Gym, "gym_kwargs", "workload.gym.kwargs", Object, "gym: make()'s keywords, a JSON object")
+            .about("keywords for gymnasium.make (or your callable), a JSON object: '{\"continuous\": true}' for LunarLander's continuous mode, '{\"max_episode_steps\": 200}', a MuJoCo env's options ('{\"forward_reward_weight\": 2.0}'); the env is probed with them before the run starts"),
     ];
     /// The envs step in Python processes: one holding them all (`vectorized`) or several
     /// (`subprocess`); no scalar env lives in this process.
     const BACKENDS: &'static [Backend] = &[Backend::Subprocess, Backend::Vectorized];
+
+    const PRESETS: &'static [Preset] = &[Preset::new(
+        "mujoco",
+        "HalfCheetah-v5 with CleanRL's ppo_continuous_action.py settings: 1 env × 2048 steps, 32 minibatches, 10 epochs, normalizers on, 1M steps; needs gymnasium[mujoco]",
+        mujoco,
+    )];
     /// Unknown until the env is probed: room for 64 floats, for the memory estimate.
     const OBS_BYTES: u64 = 64 * 4;
 
@@ -124,6 +132,37 @@ impl Settings for GymSpec {
     }
 }
 
+/// CleanRL's `ppo_continuous_action.py` defaults: one env of 2048 steps a rollout, 32
+/// minibatches, 10 epochs, lr 3e-4 annealed, γ 0.99, λ 0.95, clip 0.2, no entropy bonus,
+/// the value loss at 0.5, grad-norm 0.5, both normalizers (`auto`: on for a Box action),
+/// 1M steps. Another MuJoCo env is `--gym-id`.
+fn mujoco() -> RunSpec {
+    RunSpec {
+        workload: WorkloadSpec::Gym(GymSpec { id: "HalfCheetah-v5".into(), ..GymSpec::default() }),
+        envs: 1,
+        steps: 2048,
+        total_steps: 1_000_000,
+        device: "cpu".into(),
+        ppo: PpoSpec {
+            epochs: 10,
+            minibatches: 32,
+            lr: 3e-4,
+            anneal_lr: true,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            clip: 0.2,
+            ent_coef: 0.0,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            hidden: vec![64, 64],
+            obs_norm: Norm::Auto,
+            reward_norm: Norm::Auto,
+        },
+        exec: ExecSpec { backend: Backend::Vectorized, ..ExecSpec::default() },
+        ..RunSpec::default()
+    }
+}
+
 /// What the viewer draws: the first few envs' observation vectors, the actions taken and
 /// the returns of their episodes so far.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -131,7 +170,12 @@ pub struct GymFrame {
     /// The env's id.
     pub id: String,
     pub obs: Vec<Vec<f32>>,
+    /// Per env, its categorical heads' choices (empty rows for a Box action space).
     pub actions: Vec<Vec<i64>>,
+    /// Per env, its Box action's components as sampled (before the env clips them); empty
+    /// for a Discrete or MultiDiscrete action space.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub real: Vec<Vec<f32>>,
     /// Env 0 as the env draws itself, where it has an `rgb_array` mode: the newest picture,
     /// taken at most once a second (absent in frames stored before pictures were taken).
     #[serde(default, skip_serializing_if = "Option::is_none")]

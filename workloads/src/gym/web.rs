@@ -13,10 +13,12 @@ use leptos::prelude::*;
 pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
     let mine = move || frame.with(|f| f.as_ref().and_then(|f| f.read::<GymFrame>(EnvName::Gym)));
     move || {
-        mine().map(|GymFrame { id, obs, actions, image }| {
+        mine().map(|GymFrame { id, obs, actions, real, image }| {
             let rows = obs.into_iter().zip(actions).enumerate().map(|(e, (o, a))| {
                 let values = o.iter().map(|v| format!("{v:+.3}")).collect::<Vec<_>>().join(" ");
-                let action = a.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+                let mut action: Vec<String> = a.iter().map(i64::to_string).collect();
+                action.extend(real.get(e).into_iter().flatten().map(|v| format!("{v:+.3}")));
+                let action = action.join(",");
                 view! {
                     <tr data-testid="gym-env">
                         <td class="muted">{format!("env {e}")}</td>

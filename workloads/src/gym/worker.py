@@ -9,6 +9,11 @@ Two modes, chosen by the JSON in argv[1]:
   memfd), laid out as the trainer's `exec::shm::Layout`: actions in, observations,
   rewards, terminations, truncations and the ended episodes out, with no pickling.
 
+Box actions arrive as the policy sampled them (float32, flattened); the worker clips its
+slice to the space's finite bounds in one numpy call and hands each env its row in the
+space's shape and dtype, so the env never sees an action out of bounds while the trainer
+keeps the unclipped sample for the loss.
+
 Autoreset is same-step (Gymnasium's `AutoresetMode.SAME_STEP`): an env that ends is reset
 in the step it ended, its last observation goes to `final_obs` and the observation
 returned is the reset one. Env `g` (global index) is reset with seed `seed + g`.
@@ -104,18 +109,30 @@ def describe(gym, env):
     obs, act = env.observation_space, env.action_space
     if not isinstance(obs, spaces.Box):
         fail("space", f"observation space {obs} is not supported: only Box observations (flattened to f32)")
+    continuous, low, high = 0, [], []
     if isinstance(act, spaces.Discrete):
         heads, starts = [int(act.n)], [int(act.start)]
     elif isinstance(act, spaces.MultiDiscrete):
         if act.nvec.ndim != 1:
             fail("space", f"action space {act} is not supported: a MultiDiscrete must be one-dimensional")
         heads, starts = [int(n) for n in act.nvec], [int(s) for s in getattr(act, "start", [0] * len(act.nvec))]
+    elif isinstance(act, spaces.Box):
+        import numpy as np
+
+        if not np.issubdtype(act.dtype, np.floating):
+            fail("space", f"action space {act} is not supported: a Box action must have a float dtype (float32 or float64), not {act.dtype}; integer actions are Discrete or MultiDiscrete")
+        heads, starts = [], []
+        continuous = int(math.prod(act.shape)) if act.shape else 1
+        # JSON has no infinity: an unbounded side is null (nothing to clip there).
+        low = [float(v) if np.isfinite(v) else None for v in np.asarray(act.low, dtype=np.float64).reshape(-1)]
+        high = [float(v) if np.isfinite(v) else None for v in np.asarray(act.high, dtype=np.float64).reshape(-1)]
     else:
-        fail("space", f"action space {act} is not supported: only Discrete and MultiDiscrete (the policy's heads are categorical)")
+        fail("space", f"action space {act} is not supported: only Discrete, MultiDiscrete (categorical heads) and Box (a Gaussian head)")
     dim = int(math.prod(obs.shape)) if obs.shape else 1
     modes = list(env.metadata.get("render_modes", []))
     limit = env.spec.max_episode_steps if env.spec is not None else None
     return {"ok": True, "obs_dim": dim, "obs_shape": list(obs.shape), "heads": heads, "starts": starts,
+            "continuous": continuous, "action_low": low, "action_high": high,
             "render_modes": modes, "max_episode_steps": limit, "name": str(env.spec.id if env.spec else env)}
 
 
@@ -236,6 +253,15 @@ def serve(a):
         return np.frombuffer(mm, dtype=dtype, count=n, offset=offset)
 
     actions = array(np.int64, L["actions"], envs * heads).reshape(envs, heads)[first:first + count]
+    dims = L["continuous"]
+    real = array(np.float32, L["real_actions"], envs * dims).reshape(envs, dims)[first:first + count]
+    if dims:
+        space = local[0].action_space if local else None
+        # Infinite bounds clip nothing; the env gets its space's shape and dtype.
+        low = np.asarray(space.low, dtype=np.float32).reshape(-1) if space is not None else None
+        high = np.asarray(space.high, dtype=np.float32).reshape(-1) if space is not None else None
+        shape = tuple(space.shape) if space is not None else (dims,)
+        dtype = space.dtype if space is not None else np.float32
     obs = array(np.float32, L["obs"], envs * dim).reshape(envs, dim)[first:first + count]
     final_obs = array(np.float32, L["final_obs"], envs * dim).reshape(envs, dim)[first:first + count]
     reward = array(np.float32, L["reward"], envs)[first:first + count]
@@ -280,7 +306,10 @@ def serve(a):
             else:
                 # Python values per env, one numpy write per array: a numpy write per env
                 # and field costs more than the env's own step.
-                acts = (actions[:, 0] + starts[0]).tolist() if one_head else list(actions + starts)
+                if dims:
+                    acts = list(np.clip(real, low, high).astype(dtype).reshape((count,) + shape))
+                else:
+                    acts = (actions[:, 0] + starts[0]).tolist() if one_head else list(actions + starts)
                 for i, env in enumerate(local):
                     o, r, term, trunc, _ = env.step(acts[i])
                     ep_return[i] += float(r)
@@ -316,6 +345,14 @@ def serve(a):
 
 def main():
     a = json.loads(sys.argv[1])
+    # MuJoCo draws through GLFW by default, which needs a display: without one, Mesa's
+    # offscreen GL where it is installed (Debian's libosmesa6), unless the user chose a
+    # backend. (Without either, its envs still step; env 0's picture says why it has none.)
+    if not os.environ.get("DISPLAY") and "MUJOCO_GL" not in os.environ:
+        import ctypes.util
+
+        if ctypes.util.find_library("OSMesa"):
+            os.environ["MUJOCO_GL"] = "osmesa"
     if SYS_FUTEX is None:
         fail("python", f"the gym workload's workers run on x86_64 Linux, not {platform.machine()}")
     if a["mode"] == "probe":

@@ -46,7 +46,7 @@ impl PpoPolicy for MorphoAgent {
         MorphoPass { agent: self, batch, shuffled: None, mb_size: spec.minibatch_size() as i64, head_ent }
     }
 
-    fn into_trained(self) -> Box<dyn TrainedPolicy> {
+    fn into_trained(self, _obs_norm: Option<hotlab_train::normalize::ObsNorm>) -> Box<dyn TrainedPolicy> {
         Box::new(TrainedMorpho { net: self.net, workload: self.workload })
     }
 }

@@ -36,6 +36,7 @@ pub fn env_spec() -> EnvSpec {
         ],
         heads: heads.iter().map(|&(name, n)| HeadSpec { name: name.into(), n }).collect(),
         masked: true,
+        continuous: 0,
     }
 }
 

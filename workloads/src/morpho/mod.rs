@@ -43,7 +43,7 @@ use anyhow::{bail, Result};
 use env::{MorphoConfig, OBS};
 use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
 use hotlab_shared::counters::EnvCounters;
-use hotlab_shared::env::{BatchEnv, Observations, ScalarEnv};
+use hotlab_shared::env::{Actions, BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{
     Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, TrainingEntry, WorkloadSpec,
@@ -183,7 +183,7 @@ impl Morpho {
 
 /// The agent's network for the env: the features in, every head's choices out.
 fn architecture(hidden: &[usize]) -> Architecture {
-    Architecture { obs_dim: OBS, hidden: hidden.to_vec(), logits: env_spec().total_choices() }
+    Architecture { obs_dim: OBS, hidden: hidden.to_vec(), logits: env_spec().total_choices(), gaussian: 0 }
 }
 
 impl EnvMaker for Morpho {
@@ -224,8 +224,8 @@ pub fn load(settings: &MorphoSpec, spec: &RunSpec) -> Result<Arc<dyn Workload>, 
 
 impl Workload for Morpho {
     /// The first few envs' hosts and the decision just taken on them.
-    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
-        Some(view::frame(step, obs.fields.first()?.as_f32()?, actions, self.settings.epochs))
+    fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame> {
+        Some(view::frame(step, obs.fields.first()?.as_f32()?, actions.index, self.settings.epochs))
     }
 
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {

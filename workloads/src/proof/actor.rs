@@ -43,7 +43,8 @@ impl Actor<ProofAgent> for ProofActor {
             ProofActor::Fused { policy } => {
                 let uniforms = draw_uniforms(envs, rng);
                 let (fields, slot) = rollout.index_and_slot(t);
-                let out = ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values };
+                let out =
+                    ActOut { actions: slot.actions, real: &mut [], log_probs: slot.log_probs, values: slot.values };
                 let lookup_s = policy.act(fields[0], fields[1], fields[2], &uniforms, out);
                 prof.stop_split(Phase::POLICY_FORWARD, EMBEDDING_LOOKUP, lookup_s, start)
             }

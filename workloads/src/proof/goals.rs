@@ -183,6 +183,7 @@ impl ProofTask {
             ],
             heads: vec![HeadSpec { name: "successor".into(), n: SUCCESSORS }],
             masked: true,
+            continuous: 0,
         }
     }
 }

@@ -288,6 +288,7 @@ mod tests {
             obs: state.shallow_clone(),
             extra: vec![succ.shallow_clone(), mask.shallow_clone()],
             actions: Tensor::from_slice(&actions).view([n as i64, 1]),
+            real_actions: None,
             log_probs: lp + Tensor::randn([n as i64], (Kind::Float, tch::Device::Cpu)) * 0.3,
             values: Tensor::randn([n as i64], (Kind::Float, tch::Device::Cpu)),
             advantages: Tensor::randn([n as i64], (Kind::Float, tch::Device::Cpu)) * 2.0 + 0.5,

@@ -458,7 +458,7 @@ pub(crate) mod tests {
         for _ in 0..50 {
             let u: Vec<f32> = (0..16).map(|_| rng.next_f32()).collect();
             let (mut a, mut lp, mut v) = (vec![0i64; 16], vec![0f32; 16], vec![0f32; 16]);
-            host.act(&s, &k, &m, &u, ActOut { actions: &mut a, log_probs: &mut lp, values: &mut v });
+            host.act(&s, &k, &m, &u, ActOut { actions: &mut a, real: &mut [], log_probs: &mut lp, values: &mut v });
             assert!((lp[0] - (1.0f32 / 20.0).ln()).abs() < 1e-5, "nothing allowed: uniform");
             for e in 1..16 {
                 if m[e * 20..(e + 1) * 20].iter().any(|&x| x != 0) {

@@ -26,7 +26,7 @@ use crate::proof::prolog::prove::SUCCESSORS;
 use actor::ProofActor;
 use anyhow::{bail, Result};
 use host::ProofHost;
-use hotlab_shared::env::{BatchEnv, FieldData, Observations, ScalarEnv};
+use hotlab_shared::env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{Backend, EnvName, Inference, ProofSpec, RunSpec, SpecError, WorkloadSpec};
 use hotlab_shared::workloads::proof::ProofFrame;
@@ -96,7 +96,8 @@ pub fn load(settings: &ProofSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, 
 
 impl Workload for Proof {
     /// Env 0's goal list, its successors (as many as exist) with their mask, and the choice.
-    fn frame(&self, step: u64, obs: &Observations, actions: &[i64]) -> Option<Frame> {
+    fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame> {
+        let actions = actions.index;
         let [FieldData::I64(state), FieldData::I64(succ), FieldData::I64(mask)] = obs.fields.as_slice() else {
             return None;
         };

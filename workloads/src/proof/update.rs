@@ -42,7 +42,7 @@ impl PpoPolicy for ProofAgent {
         }
     }
 
-    fn into_trained(self) -> Box<dyn TrainedPolicy> {
+    fn into_trained(self, _obs_norm: Option<hotlab_train::normalize::ObsNorm>) -> Box<dyn TrainedPolicy> {
         Box::new(TrainedProof { net: self.net, task: self.task })
     }
 }

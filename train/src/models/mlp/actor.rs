@@ -1,10 +1,10 @@
 //! The MLP's rollout forward on host observations: libtorch ops (`eager`) or the native
 //! forward (`fused`).
 
-use super::host::{draw_uniforms, ActOut, FusedPolicy};
+use super::host::{ActOut, FusedPolicy, Noise, NoiseRows};
 use super::policy::ActorCritic;
 use super::MlpAgent;
-use crate::distribution;
+use crate::distribution::{self, gaussian};
 use crate::exec::helper::Helper;
 use crate::exec::transfer::{read_into, Mover};
 use crate::ppo::{device_outputs, Actor};
@@ -17,7 +17,7 @@ use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ActionSync;
 use std::sync::Arc;
 use std::time::Instant;
-use tch::Tensor;
+use tch::{Kind, Tensor};
 
 pub enum MlpActor {
     /// A libtorch forward on the device: observations go there (`--transfer`), actions come
@@ -47,39 +47,51 @@ impl Actor<MlpAgent> for MlpActor {
         let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
         match self {
             MlpActor::Fused { policy, twin } => {
+                let dims = rollout.continuous;
                 let slot = rollout.step_mut(t);
-                let uniforms = draw_uniforms(envs * heads.len(), rng);
+                let noise = Noise::draw(envs, heads.len(), dims, rng);
                 match twin.take() {
                     Some((other, helper)) if envs >= SPLIT_ENVS => {
                         let half = envs / 2;
-                        let (obs, u) = (slot.obs[half * obs_dim..].to_vec(), uniforms[half * heads.len()..].to_vec());
+                        let theirs = noise.part(half, envs - half);
+                        let (u, n) = (theirs.uniforms.to_vec(), theirs.normals.to_vec());
+                        let obs = slot.obs[half * obs_dim..].to_vec();
                         let owned_heads = heads.to_vec();
                         let pending = helper.spawn(move || {
                             let mut other = other;
-                            let n = obs.len() / obs_dim;
-                            let (mut a, mut lp, mut v) =
-                                (vec![0i64; n * owned_heads.len()], vec![0f32; n], vec![0f32; n]);
-                            let out = ActOut { actions: &mut a, log_probs: &mut lp, values: &mut v };
-                            other.act_with(&obs, None, &owned_heads, &u, out);
-                            (other, a, lp, v)
+                            let rows = obs.len() / obs_dim;
+                            let mut a = vec![0i64; rows * owned_heads.len()];
+                            let mut real = vec![0f32; rows * dims];
+                            let (mut lp, mut v) = (vec![0f32; rows], vec![0f32; rows]);
+                            let out = ActOut { actions: &mut a, real: &mut real, log_probs: &mut lp, values: &mut v };
+                            let noise = NoiseRows { uniforms: &u, normals: &n };
+                            other.act_with(&obs, None, &owned_heads, noise, out);
+                            (other, a, real, lp, v)
                         });
-                        let k = half * heads.len();
+                        let (k, r) = (half * heads.len(), half * dims);
                         let out = ActOut {
                             actions: &mut slot.actions[..k],
+                            real: &mut slot.real[..r],
                             log_probs: &mut slot.log_probs[..half],
                             values: &mut slot.values[..half],
                         };
-                        policy.act_with(&slot.obs[..half * obs_dim], None, heads, &uniforms[..k], out);
-                        let (other, a, lp, v) = pending.wait();
+                        policy.act_with(&slot.obs[..half * obs_dim], None, heads, noise.part(0, half), out);
+                        let (other, a, real, lp, v) = pending.wait();
                         slot.actions[k..].copy_from_slice(&a);
+                        slot.real[r..].copy_from_slice(&real);
                         slot.log_probs[half..].copy_from_slice(&lp);
                         slot.values[half..].copy_from_slice(&v);
                         *twin = Some((other, helper));
                     }
                     not_split => {
                         *twin = not_split;
-                        let out = ActOut { actions: slot.actions, log_probs: slot.log_probs, values: slot.values };
-                        policy.act_with(slot.obs, None, heads, &uniforms, out);
+                        let out = ActOut {
+                            actions: slot.actions,
+                            real: slot.real,
+                            log_probs: slot.log_probs,
+                            values: slot.values,
+                        };
+                        policy.act_with(slot.obs, None, heads, noise.part(0, envs), out);
                     }
                 }
                 prof.stop(Phase::POLICY_FORWARD, start)
@@ -91,13 +103,17 @@ impl Actor<MlpAgent> for MlpActor {
                 let slot = rollout.step_mut(t);
                 let obs = mover.obs_to_device(slot.obs, envs, obs_dim, c);
                 let s = prof.stop(Phase::OBS_TRANSFER, start);
-                let logits = net.logits(&obs);
-                let actions = distribution::sample(&logits, None, heads);
-                let (lp, _) = distribution::log_prob_and_entropy(&logits, None, heads, &actions);
+                let outputs = net.logits(&obs);
+                let (actions, real, lp) = sample(&outputs, net.log_std(), heads);
                 log_probs.copy_(&lp);
                 values.copy_(&net.value(&obs));
                 let s = prof.stop(Phase::POLICY_FORWARD, s);
-                mover.read_actions(&actions, slot.actions, *sync, c);
+                if !heads.is_empty() {
+                    mover.read_actions(&actions, slot.actions, *sync, c);
+                }
+                if let Some(real) = real {
+                    mover.read_actions(&real, slot.real, *sync, c);
+                }
                 prof.stop(Phase::ACTION_READBACK, s)
             }),
         }
@@ -155,4 +171,26 @@ pub fn eager_values(net: &ActorCritic, mover: &Mover, x: &[f32], w: usize, c: &m
         read_into(&net.value(&t), &mut out, c);
         out
     })
+}
+
+/// Samples from the actor's `outputs` (the logits of `heads`, then with `log_std` the
+/// Gaussian's means) with libtorch's generator: the indices `[B, heads]`, the real
+/// components `[B, D]` where there is a Gaussian, and the action's log-probability `[B]`.
+pub fn sample(outputs: &Tensor, log_std: Option<&Tensor>, heads: &[usize]) -> (Tensor, Option<Tensor>, Tensor) {
+    let width: i64 = heads.iter().map(|&n| n as i64).sum();
+    let rows = outputs.size()[0];
+    let (mut actions, mut log_prob) = (Tensor::zeros([rows, 0], (Kind::Int64, outputs.device())), None);
+    if !heads.is_empty() {
+        let logits = if log_std.is_some() { outputs.narrow(1, 0, width) } else { outputs.shallow_clone() };
+        actions = distribution::sample(&logits, None, heads);
+        log_prob = Some(distribution::log_prob_and_entropy(&logits, None, heads, &actions).0);
+    }
+    let real = log_std.map(|log_std| {
+        let mean = outputs.narrow(1, width, log_std.size()[0]);
+        let real = gaussian::sample(&mean, log_std);
+        let lp = gaussian::log_prob(&mean, log_std, &real);
+        log_prob = Some(log_prob.take().map_or_else(|| lp.shallow_clone(), |acc| acc + &lp));
+        real
+    });
+    (actions, real, log_prob.expect("at least one head"))
 }

@@ -14,9 +14,14 @@
 //! - ∂log-prob/∂logits = onehot(a) − p;  ∂(−c·H)/∂logits = c·p·(log p + H) / B;
 //! - clipped value loss: `vf · (v − R) / B` where the unclipped error is the larger or
 //!   the clamp is inactive, else 0 (there the clipped error wins and its clamp stops the
-//!   gradient).
+//!   gradient);
+//! - a Gaussian head (a Box action), with `z = (a − μ)/σ`: ∂/∂μ = `d·z/σ`;
+//!   ∂/∂log σ = `Σ_rows d·(z² − 1) − c·ent_coef` summed over the rows, since the log-std is
+//!   every row's and the mean entropy's derivative in it is 1
+//!   ([`crate::distribution::gaussian`]).
 
 use crate::cuda::loss::{LossConsts, PpoLossGrad};
+use crate::distribution::gaussian::LOG_SQRT_2PI;
 use crate::models::mlp::policy::{ActorCritic, Tape};
 use crate::rollout::Batch;
 use hotlab_shared::spec::RunSpec;
@@ -32,8 +37,12 @@ pub fn minibatch_loss(
     spec: &RunSpec,
     want_stats: bool,
 ) -> (Tensor, Option<Tensor>) {
-    crate::ppo::loss::loss_from(&net.logits(&mb.obs), &net.value(&mb.obs), None, mb, heads, spec, want_stats, None)
+    let outputs = net.logits(&mb.obs);
+    crate::ppo::loss::loss_of_heads(&outputs, net.log_std(), &net.value(&mb.obs), mb, heads, spec, want_stats)
 }
+
+/// Why `--update graph_fused` is refused for a policy with a Gaussian head.
+pub const GAUSSIAN_NOT_FUSED: &str = "--update graph_fused: the ppo_loss_grad kernel has categorical heads only, and this policy has a Gaussian head (a Box action space); allowed with a Box action space: eager, graph";
 
 /// One minibatch's forward and ∂loss/∂outputs; [`LossGrad::backward`] finishes the job.
 pub struct LossGrad {
@@ -41,6 +50,7 @@ pub struct LossGrad {
     critic: Tape,
     d_logits: Tensor,
     d_value: Tensor,
+    d_log_std: Option<Tensor>,
     /// `[pg_loss, v_loss, entropy, approx_kl, clipfrac]` when asked for.
     pub stats: Option<Tensor>,
 }
@@ -51,6 +61,9 @@ impl LossGrad {
         tch::no_grad(|| {
             net.backward_taped(&self.actor, &self.d_logits, false, kind);
             net.backward_taped(&self.critic, &self.d_value, true, kind);
+            if let (Some(grad), Some(d)) = (net.log_std_grad(), &self.d_log_std) {
+                grad.shallow_clone().copy_(d);
+            }
         })
     }
 }
@@ -69,8 +82,10 @@ pub fn loss_grad(
     scale: f64,
     want_stats: bool,
 ) -> LossGrad {
-    let outputs = |logits: &Tensor, value: &Tensor| {
-        Ok::<_, std::convert::Infallible>(output_grads(logits, value, mb, adv, heads, spec, scale, want_stats))
+    let log_std = net.log_std();
+    let outputs = |actor: &Tensor, value: &Tensor| {
+        let out = Outputs { actor, log_std, value };
+        Ok::<_, std::convert::Infallible>(output_grads(out, mb, adv, heads, spec, scale, want_stats))
     };
     let Ok(grad) = forward_then(net, mb, kind, outputs);
     grad
@@ -89,6 +104,9 @@ pub fn loss_grad_fused(
     want_stats: bool,
     kernel: &PpoLossGrad,
 ) -> anyhow::Result<LossGrad> {
+    if net.arch.gaussian > 0 {
+        anyhow::bail!(GAUSSIAN_NOT_FUSED);
+    }
     let k = LossConsts { clip: spec.ppo.clip, vf_coef: spec.ppo.vf_coef, ent_coef: spec.ppo.ent_coef, scale: 1.0 };
     forward_then(net, mb, kind, |logits, value| kernel.launch(logits, value, mb, adv, heads, k, want_stats))
 }
@@ -103,29 +121,38 @@ fn forward_then<E>(
     tch::no_grad(|| {
         let actor = net.forward_taped(&mb.obs, false, kind);
         let critic = net.forward_taped(&mb.obs, true, kind);
-        let OutputGrads { d_logits, d_value, stats } = outputs(&actor.out, &critic.out)?;
-        Ok(LossGrad { actor, critic, d_logits, d_value, stats })
+        let OutputGrads { d_logits, d_value, d_log_std, stats } = outputs(&actor.out, &critic.out)?;
+        Ok(LossGrad { actor, critic, d_logits, d_value, d_log_std, stats })
     })
+}
+
+/// What a minibatch's forward gave: the actor's output (the logits, then the Gaussian's
+/// means), the Gaussian's log-std where there is one, and the critic's value `[B, 1]`.
+#[derive(Clone, Copy)]
+pub struct Outputs<'a> {
+    pub actor: &'a Tensor,
+    pub log_std: Option<&'a Tensor>,
+    pub value: &'a Tensor,
 }
 
 /// ∂loss/∂logits and ∂loss/∂value of one minibatch, and its statistics.
 pub struct OutputGrads {
-    /// `[B, Σ heads]`.
+    /// `[B, Σ heads + gaussian]`: the logits', then the Gaussian means'.
     pub d_logits: Tensor,
     /// `[B, 1]`.
     pub d_value: Tensor,
+    /// `[gaussian]`, where there is a Gaussian head.
+    pub d_log_std: Option<Tensor>,
     /// `[pg_loss, v_loss, entropy, approx_kl, clipfrac]` when asked for.
     pub stats: Option<Tensor>,
 }
 
-/// The loss's gradient times `scale` with respect to the forward's `logits` `[B, Σ heads]`
-/// and `value` `[B, 1]` (f32), in libtorch ops: the formulas in this module's docs. On CUDA
-/// the `ppo_loss_grad` kernel computes the same in one launch (`crate::cuda::loss`), and
+/// The loss's gradient times `scale` with respect to the forward's outputs (f32), in
+/// libtorch ops: the formulas in this module's docs. On CUDA the `ppo_loss_grad` kernel
+/// computes the same for categorical heads in one launch (`crate::cuda::loss`), and
 /// `hotlab gpu-check` holds the two equal.
-#[allow(clippy::too_many_arguments)]
 pub fn output_grads(
-    logits: &Tensor,
-    value: &Tensor,
+    out: Outputs<'_>,
     mb: &Batch,
     adv: &Tensor,
     heads: &[usize],
@@ -134,10 +161,16 @@ pub fn output_grads(
     want_stats: bool,
 ) -> OutputGrads {
     tch::no_grad(|| {
-        let b = logits.size()[0] as f64;
+        let b = out.actor.size()[0] as f64;
+        let width: i64 = heads.iter().map(|&n| n as i64).sum();
+        let logits = match out.log_std {
+            Some(_) => out.actor.narrow(1, 0, width),
+            None => out.actor.shallow_clone(),
+        };
         // Per head: log-probabilities, the chosen one, and −H.
         let mut parts = Vec::with_capacity(heads.len());
         let (mut new_lp, mut neg_ent): (Option<Tensor>, Option<Tensor>) = (None, None);
+        let add = |acc: Option<Tensor>, t: &Tensor| Some(acc.map_or_else(|| t.shallow_clone(), |acc| acc + t));
         let mut start = 0;
         for (h, &n) in heads.iter().enumerate() {
             let z = if heads.len() == 1 { logits.shallow_clone() } else { logits.narrow(1, start, n as i64) };
@@ -146,10 +179,25 @@ pub fn output_grads(
             let a = mb.actions.narrow(1, h as i64, 1);
             let chosen = lp.gather(1, &a, false);
             let ne = (&p * &lp).sum_dim_intlist([-1i64].as_slice(), true, Kind::Float);
-            new_lp = Some(new_lp.map_or_else(|| chosen.shallow_clone(), |acc| acc + &chosen));
-            neg_ent = Some(neg_ent.map_or_else(|| ne.shallow_clone(), |acc| acc + &ne));
+            new_lp = add(new_lp, &chosen);
+            neg_ent = add(neg_ent, &ne);
             parts.push((lp, p, a, ne));
             start += n as i64;
+        }
+        // The Gaussian: z = (a − μ)/σ per component, its log-density and −H summed.
+        let gaussian = out.log_std.map(|log_std| {
+            let mean = out.actor.narrow(1, width, log_std.size()[0]);
+            let actions = mb.real_actions.as_ref().expect("a Gaussian head's minibatch has its real actions");
+            let inv_std = (-log_std).exp();
+            let z = (actions - &mean) * &inv_std;
+            let sum = |t: Tensor| t.sum_dim_intlist([-1i64].as_slice(), true, Kind::Float);
+            let lp = sum(z.square() * -0.5 - log_std - LOG_SQRT_2PI);
+            let ne = (log_std + (0.5 + LOG_SQRT_2PI)).sum(Kind::Float).neg().expand([mean.size()[0], 1], false);
+            (z, inv_std, lp, ne)
+        });
+        if let Some((_, _, lp, ne)) = &gaussian {
+            new_lp = add(new_lp, lp);
+            neg_ent = add(neg_ent, ne);
         }
         let (new_lp, neg_ent) = (new_lp.expect("a head"), neg_ent.expect("a head"));
 
@@ -161,7 +209,7 @@ pub fn output_grads(
         let d_lp = (adv * &ratio) * (-scale / b) * &unclipped;
 
         let c_ent = scale * spec.ppo.ent_coef / b;
-        let d_logits: Vec<Tensor> = parts
+        let mut d_out: Vec<Tensor> = parts
             .iter()
             .map(|(lp, p, a, ne)| {
                 // d·(onehot − p) + c·p·(log p + H), with this head's own H = −ne.
@@ -169,9 +217,14 @@ pub fn output_grads(
                 (p * entropy_term).scatter_add(1, a, &d_lp)
             })
             .collect();
-        let d_logits =
-            if d_logits.len() == 1 { d_logits.into_iter().next().unwrap() } else { Tensor::cat(&d_logits, 1) };
+        let d_log_std = gaussian.map(|(z, inv_std, _, _)| {
+            d_out.push(&d_lp * &z * &inv_std);
+            let per_row = &d_lp * (z.square() - 1.0);
+            per_row.sum_dim_intlist([0i64].as_slice(), false, Kind::Float) - scale * spec.ppo.ent_coef
+        });
+        let d_logits = if d_out.len() == 1 { d_out.into_iter().next().unwrap() } else { Tensor::cat(&d_out, 1) };
 
+        let value = out.value;
         let ret = mb.returns.unsqueeze(1);
         let old_v = mb.values.unsqueeze(1);
         let err = value - &ret;
@@ -190,7 +243,7 @@ pub fn output_grads(
             let clip_frac = (&ratio - 1.0).abs().gt(spec.ppo.clip).to_kind(Kind::Float).mean(Kind::Float);
             Tensor::stack(&[pg, v, ent, approx_kl, clip_frac], 0)
         });
-        OutputGrads { d_logits, d_value, stats }
+        OutputGrads { d_logits, d_value, d_log_std, stats }
     })
 }
 
@@ -220,10 +273,18 @@ pub(crate) mod tests {
     /// (The orthogonal init still draws from libtorch's generator; the perturbation that
     /// dominates the weights, and the batch, do not.)
     pub(crate) fn case(heads: &[usize], hidden: &[usize]) -> (ActorCritic, Batch) {
-        let _seeded = crate::testing::torch_seed(11);
-        let mut rng = hotlab_shared::rng::HostRng::new(11);
+        case_with(heads, 0, hidden, 11)
+    }
+
+    /// [`case`] with a Gaussian head of `gaussian` components beside the categorical heads
+    /// (`heads` may be empty), drawn from `seed`; the log-std moved off 0 and the actions
+    /// spread beyond one σ, so the gradient in it is not only the entropy's.
+    pub(crate) fn case_with(heads: &[usize], gaussian: usize, hidden: &[usize], seed: u64) -> (ActorCritic, Batch) {
+        let _seeded = crate::testing::torch_seed(seed as i64);
+        let mut rng = hotlab_shared::rng::HostRng::new(seed);
         let logits: usize = heads.iter().sum();
-        let mut net = ActorCritic::new(Architecture { obs_dim: 5, hidden: hidden.to_vec(), logits }, Device::Cpu);
+        let arch = Architecture { obs_dim: 5, hidden: hidden.to_vec(), logits, gaussian };
+        let mut net = ActorCritic::new(arch, Device::Cpu);
         tch::no_grad(|| {
             let _ = net.flat.g_add_(&(normal(&mut rng, &net.flat.size()) * 0.4));
         });
@@ -231,11 +292,13 @@ pub(crate) mod tests {
         let actions: Vec<i64> = (0..n)
             .flat_map(|_| heads.iter().map(|&k| (rng.next_u64() % k as u64) as i64).collect::<Vec<_>>())
             .collect();
+        let real_actions = (gaussian > 0).then(|| normal(&mut rng, &[n, gaussian as i64]) * 1.5);
         let batch = Batch {
             obs: normal(&mut rng, &[n, 5]),
             extra: Vec::new(),
             actions: Tensor::from_slice(&actions).view([n, heads.len() as i64]),
-            log_probs: normal(&mut rng, &[n]) * 0.5 - 1.0,
+            real_actions,
+            log_probs: normal(&mut rng, &[n]) * 0.5 - 1.0 - 1.2 * gaussian as f64,
             values: normal(&mut rng, &[n]),
             advantages: normal(&mut rng, &[n]),
             returns: normal(&mut rng, &[n]),
@@ -266,8 +329,8 @@ pub(crate) mod tests {
         assert!(err <= 1e-5 * size.max(1.0), "heads {heads:?}: max error {err} (largest gradient {size})");
     }
 
-    fn check(heads: &[usize]) {
-        let (mut net, mb) = case(heads, &[16, 8]);
+    fn check(heads: &[usize], gaussian: usize, seed: u64) {
+        let (mut net, mb) = case_with(heads, gaussian, &[16, 8], seed);
         let spec = RunSpec {
             ppo: hotlab_shared::spec::PpoSpec { ent_coef: 0.05, ..hotlab_shared::spec::PpoSpec::default() },
             ..RunSpec::default()
@@ -283,12 +346,22 @@ pub(crate) mod tests {
 
     #[test]
     fn hand_written_gradients_match_autograd_on_one_head() {
-        check(&[2]);
+        check(&[2], 0, 11);
     }
 
     #[test]
     fn hand_written_gradients_match_autograd_on_several_heads() {
-        check(&[3, 2, 4]);
+        check(&[3, 2, 4], 0, 11);
+    }
+
+    /// A Gaussian head alone (1 to 17 components) and beside categorical heads, over seeds.
+    #[test]
+    fn hand_written_gradients_match_autograd_with_a_gaussian_head() {
+        for (seed, heads, gaussian) in
+            [(1, &[][..], 1), (2, &[], 3), (3, &[], 6), (4, &[], 17), (5, &[2], 2), (6, &[3, 2], 4), (7, &[], 8)]
+        {
+            check(heads, gaussian, seed);
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! head gradient and backward run on its own thread; only the gradient clip and Adam
 //! need both. Matmuls stay libtorch's (MKL).
 
+use crate::distribution::gaussian;
 use crate::kernels::{host, host_mut};
 use crate::models::mlp::policy::Mlp;
 use crate::rollout::Batch;
@@ -18,6 +19,8 @@ pub struct PolicyInputs {
     pub obs: Tensor,
     /// `[B, heads]`, int64.
     pub actions: Tensor,
+    /// `[B, gaussian]`, the Gaussian head's actions, where there is one.
+    pub real_actions: Option<Tensor>,
     /// `[B]`, the rollout's log-probabilities.
     pub old_log_probs: Tensor,
     /// `[B]` or `[B, 1]`, normalized.
@@ -40,6 +43,7 @@ pub fn split_inputs(mb: &Batch, adv: &Tensor, spec: &RunSpec) -> (PolicyInputs, 
     let p = PolicyInputs {
         obs: mb.obs.shallow_clone(),
         actions: mb.actions.shallow_clone(),
+        real_actions: mb.real_actions.as_ref().map(Tensor::shallow_clone),
         old_log_probs: mb.log_probs.shallow_clone(),
         advantages: adv.shallow_clone(),
     };
@@ -62,28 +66,42 @@ pub struct PolicySums {
     pub clipped: f64,
 }
 
-/// ∂loss/∂logits of the clipped surrogate and the entropy bonus, written into `d_logits`
-/// (`[B, Σ heads]`); returns the row sums of the statistics. See [`crate::models::mlp::grad`] for
-/// the formulas.
-#[allow(clippy::too_many_arguments)]
-pub fn policy_head(
-    logits: &[f32],
-    heads: &[usize],
-    actions: &[i64],
-    old_log_probs: &[f32],
-    adv: &[f32],
-    spec: &RunSpec,
-    d_logits: &mut [f32],
-) -> PolicySums {
-    let width: usize = heads.iter().sum();
+/// One minibatch's rows as the policy head's gradient reads them.
+pub struct PolicyRows<'a> {
+    /// `[B, Σ heads + gaussian]`: the actor's output (the logits, then the Gaussian means).
+    pub outputs: &'a [f32],
+    pub heads: &'a [usize],
+    /// `[B, heads]`, the chosen indices.
+    pub actions: &'a [i64],
+    /// The Gaussian head's log-std `[D]` and the rows' real actions `[B, D]`, where the
+    /// policy has one.
+    pub gaussian: Option<(&'a [f32], &'a [f32])>,
+    /// `[B]`, the rollout's log-probabilities.
+    pub old_log_probs: &'a [f32],
+    /// `[B]`, normalized.
+    pub adv: &'a [f32],
+}
+
+/// ∂loss/∂outputs of the clipped surrogate and the entropy bonus, written into `d_out`
+/// (`[B, Σ heads + gaussian]`), and ∂loss/∂log-std into `d_log_std` (`[gaussian]`);
+/// returns the row sums of the statistics. See [`crate::models::mlp::grad`] for the formulas.
+pub fn policy_head(x: PolicyRows<'_>, spec: &RunSpec, d_out: &mut [f32], d_log_std: &mut [f32]) -> PolicySums {
+    let PolicyRows { outputs, heads, actions, gaussian, old_log_probs, adv } = x;
+    let logits: usize = heads.iter().sum();
+    let dims = gaussian.map_or(0, |(log_std, _)| log_std.len());
+    let width = logits + dims;
     let rows = adv.len();
-    assert!(logits.len() == rows * width && d_logits.len() == logits.len() && actions.len() == rows * heads.len());
+    assert!(outputs.len() == rows * width && d_out.len() == outputs.len() && actions.len() == rows * heads.len());
+    assert!(gaussian.is_none_or(|(_, real)| real.len() == rows * dims) && d_log_std.len() == dims);
     let (lo, hi) = (1.0 - spec.ppo.clip as f32, 1.0 + spec.ppo.clip as f32);
     let c_ent = spec.ppo.ent_coef as f32 / rows as f32;
     let mut sums = PolicySums::default();
     let mut neg_ent = vec![0f32; heads.len()];
+    // The Gaussian's entropy is every row's: the bonus moves its log-std by −ent_coef.
+    let gaussian_entropy = gaussian.map_or(0.0, |(log_std, _)| gaussian::row_entropy(log_std));
+    d_log_std.iter_mut().for_each(|d| *d = -spec.ppo.ent_coef as f32);
     for r in 0..rows {
-        let (z, d) = (&logits[r * width..(r + 1) * width], &mut d_logits[r * width..(r + 1) * width]);
+        let (z, d) = (&outputs[r * width..(r + 1) * width], &mut d_out[r * width..(r + 1) * width]);
         // d holds log p until the row's d_lp is known.
         let mut new_lp = 0f32;
         let mut start = 0;
@@ -95,6 +113,10 @@ pub fn policy_head(
             new_lp += lp[actions[r * heads.len() + h] as usize];
             neg_ent[h] = lp.iter().map(|&l| l.exp() * l).sum();
             start += n;
+        }
+        let real = gaussian.map(|(log_std, real)| (log_std, &z[logits..], &real[r * dims..(r + 1) * dims]));
+        if let Some((log_std, mean, a)) = real {
+            new_lp += gaussian::row_log_prob(mean, log_std, a);
         }
         let log_ratio = new_lp - old_log_probs[r];
         let ratio = log_ratio.exp();
@@ -110,8 +132,14 @@ pub fn policy_head(
             d[start + actions[r * heads.len() + h] as usize] += d_lp;
             start += n;
         }
+        if let Some((log_std, mean, a)) = real {
+            gaussian::row_gradient(mean, log_std, a, d_lp, &mut d[logits..], d_log_std);
+        }
         sums.pg_loss -= (a * ratio).min(a * clipped) as f64;
         sums.entropy -= neg_ent.iter().sum::<f32>() as f64;
+        if gaussian.is_some() {
+            sums.entropy += gaussian_entropy as f64;
+        }
         sums.approx_kl += ((ratio - 1.0) - log_ratio) as f64;
         sums.clipped += ((ratio - 1.0).abs() > spec.ppo.clip as f32) as u8 as f64;
     }
@@ -156,15 +184,30 @@ pub fn actor_step(net: &Mlp, x: PolicyInputs, heads: &[usize], spec: &RunSpec) -
     tch::no_grad(|| {
         let t0 = Instant::now();
         let tape = net.forward_taped(&x.obs, Kind::Float);
-        let d_logits = tape.out.empty_like();
+        let d_out = tape.out.empty_like();
         let (actions, old, adv) = (x.actions.contiguous(), x.old_log_probs.contiguous(), x.advantages.contiguous());
         let actions = Vec::<i64>::try_from(actions.view([-1])).expect("int64 actions");
-        // SAFETY: the tensors read here are rollout data and the tape's output, which
-        // nothing writes meanwhile; `d_logits` is new.
-        let sums =
-            unsafe { policy_head(host(&tape.out), heads, &actions, host(&old), host(&adv), spec, host_mut(&d_logits)) };
+        let real = x.real_actions.as_ref().map(Tensor::contiguous);
+        let mut d_log_std = vec![0f32; net.log_std.as_ref().map_or(0, |(p, _)| p.numel())];
+        // SAFETY: the tensors read here are rollout data, the tape's output and the
+        // log-std, which nothing writes meanwhile; `d_out` is new.
+        let sums = unsafe {
+            let gaussian = net.log_std.as_ref().zip(real.as_ref()).map(|((p, _), real)| (host(p), host(real)));
+            let rows = PolicyRows {
+                outputs: host(&tape.out),
+                heads,
+                actions: &actions,
+                gaussian,
+                old_log_probs: host(&old),
+                adv: host(&adv),
+            };
+            policy_head(rows, spec, host_mut(&d_out), &mut d_log_std)
+        };
+        if let Some((_, grad)) = &net.log_std {
+            grad.shallow_clone().copy_(&Tensor::from_slice(&d_log_std));
+        }
         let t1 = Instant::now();
-        net.backward_taped(&tape, &d_logits, Kind::Float);
+        net.backward_taped(&tape, &d_out, Kind::Float);
         (sums, Timing { forward: t1 - t0, backward: t1.elapsed() })
     })
 }
@@ -187,13 +230,13 @@ pub fn critic_step(net: &Mlp, x: ValueInputs) -> (f64, Timing) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::mlp::grad::tests::{assert_gradient_matches, autograd_reference, case};
+    use crate::models::mlp::grad::tests::{assert_gradient_matches, autograd_reference, case_with};
     use crate::ppo::advantages::normalize_per_minibatch;
 
     /// The host path (both threads' halves) against autograd on the loss's definition,
     /// with layers that take each kernel (small input, small output, MKL in between).
-    fn check(heads: &[usize]) {
-        let (mut net, mb) = case(heads, &[24, 16]);
+    fn check(heads: &[usize], gaussian: usize, seed: u64) {
+        let (mut net, mb) = case_with(heads, gaussian, &[24, 16], seed);
         let spec = RunSpec {
             ppo: hotlab_shared::spec::PpoSpec { ent_coef: 0.05, ..hotlab_shared::spec::PpoSpec::default() },
             ..RunSpec::default()
@@ -214,11 +257,21 @@ mod tests {
 
     #[test]
     fn host_path_matches_autograd_on_one_head() {
-        check(&[2]);
+        check(&[2], 0, 11);
     }
 
     #[test]
     fn host_path_matches_autograd_on_several_heads() {
-        check(&[3, 2, 4]);
+        check(&[3, 2, 4], 0, 11);
+    }
+
+    /// A Gaussian head alone (1 to 17 components) and beside categorical heads, over seeds.
+    #[test]
+    fn host_path_matches_autograd_with_a_gaussian_head() {
+        for (seed, heads, gaussian) in
+            [(1, &[][..], 1), (2, &[], 3), (3, &[], 6), (4, &[], 17), (5, &[2], 2), (6, &[3, 2], 4), (7, &[], 8)]
+        {
+            check(heads, gaussian, seed);
+        }
     }
 }

@@ -6,8 +6,9 @@
 //! inner loops work on 8-wide column blocks so the compiler keeps the accumulator in a
 //! vector register; `tanh` is [`crate::kernels::fast_tanh`], which vectorizes.
 
+use crate::distribution::gaussian;
 use crate::kernels::tanh_with;
-use crate::models::mlp::policy::Architecture;
+use crate::models::mlp::policy::{Architecture, LOG_STD};
 use crate::params::ParamSlot;
 use hotlab_shared::rng::HostRng;
 
@@ -92,6 +93,8 @@ pub struct FusedPolicy {
     arch: Architecture,
     actor: Vec<Dense>,
     critic: Vec<Dense>,
+    /// The Gaussian head's log-std (empty without one).
+    log_std: Vec<f32>,
     a: Vec<f32>,
     b: Vec<f32>,
 }
@@ -100,6 +103,8 @@ pub struct FusedPolicy {
 pub struct ActOut<'a> {
     /// `[N, heads]`
     pub actions: &'a mut [i64],
+    /// `[N, gaussian]`, the Gaussian head's actions (empty without one).
+    pub real: &'a mut [f32],
     /// `[N]`
     pub log_probs: &'a mut [f32],
     /// `[N]`
@@ -108,15 +113,18 @@ pub struct ActOut<'a> {
 
 impl FusedPolicy {
     pub fn new(arch: &Architecture, flat: &[f32]) -> Self {
-        let mut p = Self { arch: arch.clone(), actor: Vec::new(), critic: Vec::new(), a: Vec::new(), b: Vec::new() };
+        let (actor, critic, log_std, a, b) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut p = Self { arch: arch.clone(), actor, critic, log_std, a, b };
         p.load(flat);
         p
     }
 
     /// Copies the weights (call after every update).
     pub fn load(&mut self, flat: &[f32]) {
-        let layout = self.arch.layout();
+        let mut layout = self.arch.layout();
         let take = |s: &ParamSlot| flat[s.offset as usize..(s.offset + s.numel()) as usize].to_vec();
+        self.log_std = layout.iter().find(|s| s.name == LOG_STD).map(take).unwrap_or_default();
+        layout.retain(|s| s.name != LOG_STD);
         let mut layers: Vec<Dense> = layout
             .chunks_exact(2)
             .map(|wb| Dense {
@@ -137,24 +145,38 @@ impl FusedPolicy {
         self.a[0]
     }
 
-    /// The actor's logits of one observation.
+    /// The actor's output for one observation: the logits, then the Gaussian's means.
     pub fn logits(&mut self, obs: &[f32]) -> &[f32] {
         mlp(&self.actor, obs, &mut self.a, &mut self.b);
-        &self.a[..self.arch.logits]
+        &self.a[..self.arch.outputs()]
+    }
+
+    /// The Gaussian head's log-std (empty without one).
+    pub fn log_std(&self) -> &[f32] {
+        &self.log_std
     }
 
     /// Samples an action for every env of `obs` (`[N, obs_dim]`) and records its
     /// log-probability and the state's value. `mask` is `[N, logits]`, true = allowed.
     pub fn act(&mut self, obs: &[f32], mask: Option<&[bool]>, heads: &[usize], rng: &mut HostRng, out: ActOut<'_>) {
-        let uniforms = draw_uniforms(obs.len() / self.arch.obs_dim * heads.len(), rng);
-        self.act_with(obs, mask, heads, &uniforms, out);
+        let noise = Noise::draw(obs.len() / self.arch.obs_dim, heads.len(), self.arch.gaussian, rng);
+        self.act_with(obs, mask, heads, noise.part(0, obs.len() / self.arch.obs_dim), out);
     }
 
-    /// [`FusedPolicy::act`] with the sampling's uniforms given (`[N, heads]`, in the order
-    /// `act` draws them), so that a batch split across threads samples what one thread would.
-    pub fn act_with(&mut self, obs: &[f32], mask: Option<&[bool]>, heads: &[usize], uniforms: &[f32], out: ActOut<'_>) {
+    /// [`FusedPolicy::act`] with the sampling's noise given (in the order `act` draws it),
+    /// so that a batch split across threads samples what one thread would.
+    pub fn act_with(
+        &mut self,
+        obs: &[f32],
+        mask: Option<&[bool]>,
+        heads: &[usize],
+        noise: NoiseRows<'_>,
+        out: ActOut<'_>,
+    ) {
         let d = self.arch.obs_dim;
         let width = self.arch.logits;
+        let dims = self.arch.gaussian;
+        let uniforms = noise.uniforms;
         for (e, x) in obs.chunks_exact(d).enumerate() {
             out.values[e] = self.value(x);
             mlp(&self.actor, x, &mut self.a, &mut self.b);
@@ -168,7 +190,43 @@ impl FusedPolicy {
                 log_prob += lp;
                 start += n;
             }
+            if dims > 0 {
+                let (mean, normals) = (&self.a[width..width + dims], &noise.normals[e * dims..(e + 1) * dims]);
+                log_prob += gaussian::sample_row(mean, &self.log_std, normals, &mut out.real[e * dims..(e + 1) * dims]);
+            }
             out.log_probs[e] = log_prob;
+        }
+    }
+}
+
+/// One step's sampling noise for a batch: a uniform per env and categorical head, then a
+/// standard normal per env and Gaussian component, drawn in that order.
+pub struct Noise {
+    heads: usize,
+    dims: usize,
+    uniforms: Vec<f32>,
+    normals: Vec<f32>,
+}
+
+/// The noise of some of a batch's rows.
+#[derive(Clone, Copy)]
+pub struct NoiseRows<'a> {
+    pub uniforms: &'a [f32],
+    pub normals: &'a [f32],
+}
+
+impl Noise {
+    /// For `envs` envs of `heads` categorical heads and `dims` Gaussian components.
+    pub fn draw(envs: usize, heads: usize, dims: usize, rng: &mut HostRng) -> Self {
+        let uniforms = draw_uniforms(envs * heads, rng);
+        Self { heads, dims, uniforms, normals: gaussian::draw_normals(envs * dims, rng) }
+    }
+
+    /// Rows `first .. first + rows`.
+    pub fn part(&self, first: usize, rows: usize) -> NoiseRows<'_> {
+        NoiseRows {
+            uniforms: &self.uniforms[first * self.heads..(first + rows) * self.heads],
+            normals: &self.normals[first * self.dims..(first + rows) * self.dims],
         }
     }
 }
@@ -212,7 +270,7 @@ mod tests {
     #[test]
     fn fused_forward_matches_libtorch() {
         let _seeded = crate::testing::torch_seed(4);
-        let arch = Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2 };
+        let arch = Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2, gaussian: 0 };
         let mut net = ActorCritic::new(arch.clone(), Device::Cpu);
         // Bigger weights than the init so that the tanh are not all near-linear.
         tch::no_grad(|| {

@@ -12,7 +12,7 @@ use crate::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
 use hotlab_shared::env::EnvSpec;
-use hotlab_shared::spec::{Backend, Inference};
+use hotlab_shared::spec::{Backend, Inference, UpdateMode};
 use std::sync::Arc;
 
 /// A workload's rollout on its device (`--backend device`), given the network's shape, the
@@ -31,6 +31,9 @@ pub fn ppo_learner(
     let spec = setup.spec;
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
     let arch = architecture(env_spec, &spec.ppo.hidden)?;
+    if arch.gaussian > 0 && spec.exec.update == UpdateMode::GraphFused {
+        anyhow::bail!(super::grad::GAUSSIAN_NOT_FUSED);
+    }
     let net = ActorCritic::new(arch.clone(), setup.device);
     let (opt, mover) = ppo::after_init(setup, &net.flat);
     let helper = super::update_helper(setup)?;

@@ -22,6 +22,7 @@ pub mod update;
 use crate::checkpoint;
 use crate::exec::helper::Helper;
 use crate::exec::EnvMaker;
+use crate::normalize::ObsNorm;
 use crate::params::Network;
 use crate::torch_threads;
 use crate::workload::{Evaluation, Setup, TrainedPolicy};
@@ -34,12 +35,16 @@ use tch::Device;
 /// The key of the network's shape in a checkpoint's `spec.json`.
 pub const CHECKPOINT_KEY: &str = "architecture";
 
-/// The network shape for an env: one f32 observation field feeds the MLPs.
+/// The network shape for an env: one f32 observation field feeds the MLPs; the actor
+/// scores each categorical head's choices and gives a Gaussian mean per real component.
 pub fn architecture(spec: &EnvSpec, hidden: &[usize]) -> Result<Architecture> {
     match spec.fields.as_slice() {
-        [field] if field.kind == FieldKind::F32 => {
-            Ok(Architecture { obs_dim: field.numel(), hidden: hidden.to_vec(), logits: spec.total_choices() })
-        }
+        [field] if field.kind == FieldKind::F32 => Ok(Architecture {
+            obs_dim: field.numel(),
+            hidden: hidden.to_vec(),
+            logits: spec.total_choices(),
+            gaussian: spec.continuous,
+        }),
         _ => bail!("env '{}' has observation fields the MLP policy cannot read", spec.name),
     }
 }
@@ -52,11 +57,16 @@ pub struct MlpAgent {
     pub env: Arc<dyn EnvMaker>,
 }
 
-/// A trained (or loaded) MLP and the envs it plays.
+/// A trained (or loaded) MLP, the statistics its inputs are normalized by (`--obs-norm`),
+/// and the envs it plays.
 pub struct TrainedMlp {
     pub net: ActorCritic,
+    pub obs_norm: Option<ObsNorm>,
     pub env: Arc<dyn EnvMaker>,
 }
+
+/// Where a checkpoint keeps the observation normalizer, beside the network's shape.
+const OBS_NORM_KEY: &str = "obs_norm";
 
 impl TrainedMlp {
     /// A checkpoint's MLP: its shape from `spec.json`, its parameters.
@@ -64,22 +74,48 @@ impl TrainedMlp {
         let arch: Architecture = stored.shape(CHECKPOINT_KEY)?;
         // The shape the envs need, whatever a hand-edited file says.
         let want = architecture(env.vector_env(1, 0, 0).spec(), &arch.hidden)?;
-        if arch.obs_dim != want.obs_dim || arch.logits != want.logits {
+        if (arch.obs_dim, arch.logits, arch.gaussian) != (want.obs_dim, want.logits, want.gaussian) {
             bail!(
-                "the checkpoint's network reads {} observations and scores {} choices; the {} env has {} and {}",
+                "the checkpoint's network reads {} observations, scores {} choices and gives {} real action components; the {} env has {}, {} and {}",
                 arch.obs_dim,
                 arch.logits,
+                arch.gaussian,
                 env.name(),
                 want.obs_dim,
-                want.logits
+                want.logits,
+                want.gaussian
             );
         }
         if arch.hidden.is_empty() || arch.hidden.len() > 8 || arch.hidden.iter().any(|&h| !(1..=4096).contains(&h)) {
             bail!("the checkpoint's hidden widths {:?} are not 1 to 8 layers of 1 to 4096", arch.hidden);
         }
+        let obs_norm = read_obs_norm(&stored, arch.obs_dim)?;
         let flat = stored.params(arch.num_params())?;
-        Ok(Self { net: ActorCritic::from_flat(arch, flat), env })
+        Ok(Self { net: ActorCritic::from_flat(arch, flat), obs_norm, env })
     }
+}
+
+/// The observation normalizer a checkpoint keeps (None where the run had none), checked:
+/// one finite mean and non-negative variance per observation, a positive count and clip.
+fn read_obs_norm(stored: &checkpoint::Stored, obs_dim: usize) -> Result<Option<ObsNorm>> {
+    let Some(v) = stored.meta.get(CHECKPOINT_KEY).and_then(|a| a.get(OBS_NORM_KEY)) else { return Ok(None) };
+    let norm: ObsNorm = serde_json::from_value(v.clone())
+        .map_err(|e| anyhow::anyhow!("the checkpoint's {CHECKPOINT_KEY}.{OBS_NORM_KEY} is not valid: {e}"))?;
+    let rms = &norm.rms;
+    let fine = rms.mean.len() == obs_dim
+        && rms.var.len() == obs_dim
+        && rms.mean.iter().all(|m| m.is_finite())
+        && rms.var.iter().all(|v| v.is_finite() && *v >= 0.0)
+        && rms.count.is_finite()
+        && rms.count > 0.0
+        && norm.clip.is_finite()
+        && norm.clip > 0.0;
+    if !fine {
+        bail!(
+            "the checkpoint's {CHECKPOINT_KEY}.{OBS_NORM_KEY} must hold {obs_dim} finite means and variances ≥ 0, a count > 0 and a clip > 0"
+        );
+    }
+    Ok(Some(norm))
 }
 
 impl TrainedPolicy for TrainedMlp {
@@ -91,8 +127,17 @@ impl TrainedPolicy for TrainedMlp {
         CHECKPOINT_KEY
     }
 
+    /// The network's shape, with the normalizer its inputs go through.
+    fn shape(&self) -> serde_json::Value {
+        let mut shape = self.net.shape();
+        if let (Some(norm), Some(map)) = (&self.obs_norm, shape.as_object_mut()) {
+            map.insert(OBS_NORM_KEY.into(), serde_json::to_value(norm).unwrap_or_default());
+        }
+        shape
+    }
+
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
-        let report = eval::evaluate(self.env.as_ref(), &self.net, episodes, seed)?;
+        let report = eval::evaluate(self.env.as_ref(), &self.net, self.obs_norm.as_ref(), episodes, seed)?;
         let summary = format!(
             "{} greedy over {} episodes: mean return {:.1} (min {:.0}, max {:.0})",
             report.env, report.episodes, report.mean_return, report.min_return, report.max_return

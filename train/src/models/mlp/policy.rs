@@ -1,5 +1,7 @@
 //! The actor-critic: two separate tanh MLPs (CleanRL's `Agent`), their parameters
-//! stored in one flat tensor.
+//! stored in one flat tensor. The actor's output is its heads side by side: the
+//! categorical heads' logits, then a Box action's Gaussian means; the Gaussian's log-std
+//! is a parameter of its own (`actor.logstd`, CleanRL's `actor_logstd`).
 //!
 //! Each weight is a leaf view into `flat`, and each gradient is a view into `flat_grad`,
 //! so that the optimizer, the gradient clip and zeroing act on one tensor each
@@ -14,17 +16,27 @@ use tch::{Device, Kind, Tensor};
 pub struct Architecture {
     pub obs_dim: usize,
     pub hidden: Vec<usize>,
-    /// Width of the actor's output: the choices of all action heads.
+    /// The choices of all categorical heads (their logits lead the actor's output).
     pub logits: usize,
+    /// Components of the diagonal Gaussian head (a Box action): their means follow the
+    /// logits in the actor's output, their log-std is `actor.logstd`. 0 for none (and then
+    /// not written, so a categorical network's shape reads as it always did).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gaussian: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Architecture {
     /// The flat layout: actor layers then critic layers; each layer a weight
-    /// `[in, out]` (so `x @ w` needs no transpose) and a bias `[out]`.
+    /// `[in, out]` (so `x @ w` needs no transpose) and a bias `[out]`; then the
+    /// Gaussian's log-std, where there is one.
     pub fn layout(&self) -> Vec<ParamSlot> {
         let mut slots = Vec::new();
         let mut offset = 0;
-        for (net, out) in [("actor", self.logits), ("critic", 1)] {
+        for (net, out) in [("actor", self.outputs()), ("critic", 1)] {
             let mut widths = vec![self.obs_dim];
             widths.extend(&self.hidden);
             widths.push(out);
@@ -36,7 +48,15 @@ impl Architecture {
                 }
             }
         }
+        if self.gaussian > 0 {
+            slots.push(ParamSlot { name: LOG_STD.into(), shape: vec![self.gaussian as i64], offset });
+        }
         slots
+    }
+
+    /// Width of the actor's output: the logits, then the Gaussian's means.
+    pub fn outputs(&self) -> usize {
+        self.logits + self.gaussian
     }
 
     pub fn num_params(&self) -> i64 {
@@ -48,6 +68,9 @@ impl Architecture {
         self.hidden.len() + 1
     }
 }
+
+/// The Gaussian head's log-std in the layout (initialised at 0: σ = 1).
+pub const LOG_STD: &str = "actor.logstd";
 
 pub struct ActorCritic {
     pub arch: Architecture,
@@ -126,7 +149,8 @@ impl ActorCritic {
         let layout = arch.layout();
         let depth = arch.depth();
         let host = Tensor::zeros([arch.num_params()], (Kind::Float, Device::Cpu));
-        for slot in &layout {
+        // Biases and the log-std start at 0.
+        for slot in layout.iter().filter(|s| s.name != LOG_STD) {
             let mut parts = slot.name.split('.');
             let (net, layer, kind) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
             if kind == "w" {
@@ -171,9 +195,21 @@ impl ActorCritic {
         h
     }
 
-    /// Actor logits `[B, logits]`.
+    /// The actor's output `[B, logits + gaussian]`: the categorical heads' logits, then the
+    /// Gaussian's means.
     pub fn logits(&self, obs: &Tensor) -> Tensor {
         self.mlp(obs, 0)
+    }
+
+    /// The Gaussian head's log-std `[gaussian]` (a leaf: autograd reaches it), where the
+    /// policy has one.
+    pub fn log_std(&self) -> Option<&Tensor> {
+        (self.arch.gaussian > 0).then(|| &self.params[4 * self.arch.depth()])
+    }
+
+    /// Its gradient, a view into `flat_grad`.
+    pub fn log_std_grad(&self) -> Option<&Tensor> {
+        (self.arch.gaussian > 0).then(|| &self.grads[4 * self.arch.depth()])
     }
 
     /// Critic values `[B]`.
@@ -181,11 +217,14 @@ impl ActorCritic {
         self.mlp(obs, 2 * self.arch.depth()).squeeze_dim(-1)
     }
 
-    /// The actor (`critic = false`) or the critic, as handles onto its parameters.
+    /// The actor (`critic = false`, with the Gaussian's log-std) or the critic, as handles
+    /// onto its parameters.
     pub fn network(&self, critic: bool) -> Mlp {
         let (first, n) = (if critic { 2 * self.arch.depth() } else { 0 }, 2 * self.arch.depth());
         let take = |ts: &[Tensor]| ts[first..first + n].iter().map(Tensor::shallow_clone).collect();
-        Mlp { params: take(&self.params), grads: take(&self.grads) }
+        let log_std = self.log_std().zip(self.log_std_grad()).filter(|_| !critic);
+        let log_std = log_std.map(|(p, g)| (p.shallow_clone(), g.shallow_clone()));
+        Mlp { params: take(&self.params), grads: take(&self.grads), log_std }
     }
 
     /// [`Mlp::forward_taped`] of the actor or the critic.
@@ -213,6 +252,8 @@ pub struct Mlp {
     params: Vec<Tensor>,
     /// The matching views into `flat_grad`.
     grads: Vec<Tensor>,
+    /// The actor's Gaussian log-std and its gradient's view, where it has one.
+    pub log_std: Option<(Tensor, Tensor)>,
 }
 
 impl Mlp {
@@ -352,7 +393,7 @@ mod tests {
 
     fn net() -> ActorCritic {
         let _seeded = crate::testing::torch_seed(0);
-        ActorCritic::new(Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2 }, Device::Cpu)
+        ActorCritic::new(Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2, gaussian: 0 }, Device::Cpu)
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::policy::Mlp;
 use super::{MlpAgent, TrainedMlp};
 use crate::cuda::loss::PpoLossGrad;
 use crate::exec::helper::Helper;
+use crate::normalize::ObsNorm;
 use crate::ppo::advantages;
 use crate::ppo::update::UpdateCtx;
 use crate::ppo::{Pass, PpoPolicy};
@@ -48,8 +49,8 @@ impl PpoPolicy for MlpAgent {
         }
     }
 
-    fn into_trained(self) -> Box<dyn TrainedPolicy> {
-        Box::new(TrainedMlp { net: self.net, env: self.env })
+    fn into_trained(self, obs_norm: Option<ObsNorm>) -> Box<dyn TrainedPolicy> {
+        Box::new(TrainedMlp { net: self.net, obs_norm, env: self.env })
     }
 
     fn capturable(&self) -> bool {

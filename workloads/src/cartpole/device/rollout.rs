@@ -210,6 +210,7 @@ impl DeviceRollout {
                 obs: self.obs.view([b, d]),
                 extra: Vec::new(),
                 actions: self.actions.view([b, -1]),
+                real_actions: None,
                 log_probs: self.log_probs.view([b]),
                 values: self.values.view([b]),
                 advantages: advantages.view([b]),

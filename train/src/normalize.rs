@@ -1,0 +1,232 @@
+//! Observation and reward normalization (`--obs-norm`, `--reward-norm`): Gymnasium's
+//! `NormalizeObservation` and `NormalizeReward` in their vector forms (same-step
+//! autoreset), then clipped at ±10 as CleanRL's `ppo_continuous_action.py` clips them.
+//!
+//! The trainer runs them on each step's whole batch, in one pass over `envs × dim` floats,
+//! rather than one wrapper per env in each env's Python: the statistics are the vector
+//! wrappers' (one running mean over every env's rows), and a step costs a loop of Rust
+//! instead of a NumPy call per env.
+
+use anyhow::{bail, Result};
+use hotlab_shared::env::{EnvSpec, FieldData, FieldKind, Observations, StepBatch};
+use hotlab_shared::spec::RunSpec;
+use serde::{Deserialize, Serialize};
+
+/// Gymnasium's `epsilon` under the square root of both wrappers.
+const EPSILON: f64 = 1e-8;
+
+/// Where the normalized values are clipped (CleanRL's `TransformObservation` and
+/// `TransformReward`).
+pub const CLIP: f32 = 10.0;
+
+/// A running mean and (population) variance per column, updated a batch of rows at a
+/// time by Chan et al.'s parallel rule, in f64: Gymnasium's `RunningMeanStd`, whose count
+/// starts at 1e-4 so that the first batch all but replaces the initial mean 0 and var 1.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunningMeanStd {
+    pub mean: Vec<f64>,
+    pub var: Vec<f64>,
+    pub count: f64,
+}
+
+impl RunningMeanStd {
+    pub fn new(dim: usize) -> Self {
+        Self { mean: vec![0.0; dim], var: vec![1.0; dim], count: 1e-4 }
+    }
+
+    /// Adds the rows of `x` (row-major, [`Self::mean`]'s width each).
+    pub fn update<T: Copy + Into<f64>>(&mut self, x: &[T]) {
+        let dim = self.mean.len().max(1);
+        let rows = x.len() / dim;
+        if rows == 0 {
+            return;
+        }
+        let n = rows as f64;
+        let mut batch_mean = vec![0f64; dim];
+        for row in x.chunks_exact(dim) {
+            batch_mean.iter_mut().zip(row).for_each(|(m, &v)| *m += v.into());
+        }
+        batch_mean.iter_mut().for_each(|m| *m /= n);
+        let mut batch_var = vec![0f64; dim];
+        for row in x.chunks_exact(dim) {
+            for ((s, &v), m) in batch_var.iter_mut().zip(row).zip(&batch_mean) {
+                let d = v.into() - m;
+                *s += d * d;
+            }
+        }
+        batch_var.iter_mut().for_each(|s| *s /= n);
+        let total = self.count + n;
+        for j in 0..dim {
+            let delta = batch_mean[j] - self.mean[j];
+            self.mean[j] += delta * n / total;
+            let m2 = self.var[j] * self.count + batch_var[j] * n + delta * delta * self.count * n / total;
+            self.var[j] = m2 / total;
+        }
+        self.count = total;
+    }
+}
+
+/// The observation normalizer's state, as a checkpoint keeps it for evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObsNorm {
+    pub rms: RunningMeanStd,
+    pub clip: f32,
+}
+
+impl ObsNorm {
+    pub fn new(dim: usize) -> Self {
+        Self { rms: RunningMeanStd::new(dim), clip: CLIP }
+    }
+
+    /// Adds a step's rows to the statistics, then normalizes them in place.
+    pub fn observe(&mut self, rows: &mut [f32]) {
+        self.rms.update(rows);
+        self.apply(rows);
+    }
+
+    /// Normalizes rows in place with the statistics as they are (a final observation,
+    /// an evaluation): `(x − mean) / √(var + 1e-8)`, clipped at ±clip.
+    pub fn apply(&self, rows: &mut [f32]) {
+        let dim = self.rms.mean.len().max(1);
+        let scale: Vec<f64> = self.rms.var.iter().map(|v| 1.0 / (v + EPSILON).sqrt()).collect();
+        for row in rows.chunks_exact_mut(dim) {
+            for ((x, m), s) in row.iter_mut().zip(&self.rms.mean).zip(&scale) {
+                *x = (((*x as f64 - m) * s) as f32).clamp(-self.clip, self.clip);
+            }
+        }
+    }
+}
+
+/// The reward normalizer: each env's discounted return so far, and the running variance
+/// of those returns over every env and step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RewardNorm {
+    pub rms: RunningMeanStd,
+    returns: Vec<f64>,
+    gamma: f64,
+    pub clip: f32,
+}
+
+impl RewardNorm {
+    pub fn new(envs: usize, gamma: f64) -> Self {
+        Self { rms: RunningMeanStd::new(1), returns: vec![0.0; envs], gamma, clip: CLIP }
+    }
+
+    /// Normalizes a step's rewards in place: each env's return `G ← γ·G·(1 − terminated) + r`
+    /// joins the statistics, every reward is divided by √(var + 1e-8) and clipped; an env
+    /// whose episode ended (same-step autoreset) starts its next return at 0.
+    pub fn step(&mut self, rewards: &mut [f32], terminated: &[bool], truncated: &[bool]) {
+        for (e, g) in self.returns.iter_mut().enumerate() {
+            let keep = if terminated[e] { 0.0 } else { self.gamma };
+            *g = *g * keep + rewards[e] as f64;
+        }
+        self.rms.update(&self.returns);
+        let scale = 1.0 / (self.rms.var[0] + EPSILON).sqrt();
+        for r in rewards.iter_mut() {
+            *r = ((*r as f64 * scale) as f32).clamp(-self.clip, self.clip);
+        }
+        for (e, g) in self.returns.iter_mut().enumerate() {
+            if terminated[e] || truncated[e] {
+                *g = 0.0;
+            }
+        }
+    }
+}
+
+/// A run's normalizers, as its spec and its env's spaces resolve `--obs-norm` and
+/// `--reward-norm`.
+#[derive(Clone, Debug, Default)]
+pub struct Normalizers {
+    pub obs: Option<ObsNorm>,
+    pub reward: Option<RewardNorm>,
+}
+
+impl Normalizers {
+    /// For `spec`'s envs of `env`: `auto` is on where the env acts with a Box. Observation
+    /// normalization needs one vector of floats, and is refused, named, elsewhere.
+    pub fn for_run(spec: &RunSpec, env: &EnvSpec) -> Result<Self> {
+        let box_actions = env.continuous > 0;
+        let obs = match (spec.ppo.obs_norm.on(box_actions), env.fields.as_slice()) {
+            (false, _) => None,
+            (true, [field]) if field.kind == FieldKind::F32 => Some(ObsNorm::new(field.numel())),
+            (true, _) => bail!(
+                "--obs-norm on: the {} env's observation is not one vector of floats (its fields: {}); allowed: off",
+                env.name,
+                env.fields.iter().map(|f| format!("{} {:?}", f.name, f.kind)).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let reward = spec.ppo.reward_norm.on(box_actions).then(|| RewardNorm::new(spec.envs, spec.ppo.gamma));
+        Ok(Self { obs, reward })
+    }
+
+    pub fn any(&self) -> bool {
+        self.obs.is_some() || self.reward.is_some()
+    }
+
+    /// The first observations of a batch just reset.
+    pub fn reset(&mut self, obs: &mut Observations) {
+        if let (Some(norm), Some(FieldData::F32(rows))) = (&mut self.obs, obs.fields.first_mut()) {
+            norm.observe(rows);
+        }
+    }
+
+    /// A step's observations (with the final ones of the episodes that ended, by the
+    /// statistics as they are then) and rewards.
+    pub fn step(&mut self, out: &mut StepBatch) {
+        if let Some(norm) = &mut self.obs {
+            if let Some(FieldData::F32(rows)) = out.obs.fields.first_mut() {
+                norm.observe(rows);
+            }
+            if let Some(FieldData::F32(rows)) = out.final_obs.fields.first_mut() {
+                let dim = norm.rms.mean.len();
+                for end in &out.episodes {
+                    norm.apply(&mut rows[end.env * dim..(end.env + 1) * dim]);
+                }
+            }
+        }
+        if let Some(norm) = &mut self.reward {
+            norm.step(&mut out.reward, &out.terminated, &out.truncated);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlab_shared::rng::HostRng;
+
+    /// Batches of any sizes give the mean and variance of all the rows at once, with
+    /// Gymnasium's 1e-4 of prior weight on 0 and 1.
+    #[test]
+    fn batches_add_up_to_the_moments_of_all_rows() {
+        let mut rng = HostRng::new(3);
+        let rows: Vec<f32> = (0..3 * 97).map(|_| (rng.next_f64() * 20.0 - 5.0) as f32).collect();
+        let mut rms = RunningMeanStd::new(3);
+        for chunk in [0..3, 3..30, 30..33, 33..291] {
+            rms.update(&rows[chunk]);
+        }
+        for j in 0..3 {
+            let col: Vec<f64> = rows.iter().skip(j).step_by(3).map(|&v| v as f64).collect();
+            let n = col.len() as f64;
+            let mean = col.iter().sum::<f64>() / n;
+            let var = col.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+            // The prior: count 1e-4 at mean 0 and var 1.
+            let (total, prior) = (n + 1e-4, 1e-4);
+            let want_mean = mean * n / total;
+            let want_var = (var * n + prior + mean * mean * prior * n / total) / total;
+            assert!((rms.mean[j] - want_mean).abs() < 1e-9, "column {j}");
+            assert!((rms.var[j] - want_var).abs() < 1e-9 * want_var, "column {j}");
+        }
+        assert!((rms.count - (97.0 + 1e-4)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn normalized_values_are_clipped() {
+        let mut norm = ObsNorm::new(1);
+        let mut rows = vec![0.0f32; 100];
+        norm.observe(&mut rows);
+        let mut far = [1e6f32, -1e6];
+        norm.apply(&mut far);
+        assert_eq!(far, [CLIP, -CLIP]);
+    }
+}
