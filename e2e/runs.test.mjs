@@ -176,6 +176,30 @@ test('a Gymnasium env runs from the lab: env 0 as it draws itself, its observati
   await context.close();
 });
 
+test('a Box-action env runs from the lab: each env's sampled action, the action chart and the normalizers show; the form takes make() keywords', async () => {
+  const id = await lab.launch({ env: 'gym', gym_id: 'Pendulum-v1', envs: 2, steps: 64, total_steps: 50_000_000, device: 'cpu' });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const gym = page.getByTestId('rollout-gym');
+  await gym.getByTestId('gym-env').nth(1).waitFor({ timeout: 60_000 });
+  // Pendulum acts with one real: each env's row ends with it, signed, as the policy sampled it.
+  assert.match((await gym.getByTestId('gym-env').first().textContent()).trim(), /action [+-]\d+\.\d{3}$/);
+  // Its first update's figures: the action's mean, spread and log-std, the normalizers' state.
+  await page.getByTestId('chart-action').waitFor({ timeout: 60_000 });
+  await page.getByTestId('chart-norm').waitFor({ timeout: 60_000 });
+  await shot(page, 'run-gym-box');
+  await page.getByTestId('stop-button').click();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
+  await page.evaluate(() => { location.hash = '#/'; });
+  await openForm(page);
+  const form = page.getByTestId('launch-form');
+  await form.locator('[name="env"]').selectOption('gym');
+  await form.locator('[name="gym_kwargs"]').waitFor({ timeout: 10_000 });
+  assert.equal(await form.locator('[name="gym_kwargs"]').inputValue(), '{}');
+  assert.equal(await form.locator('[name="obs_norm"]').inputValue(), 'auto');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('the morpho env shows each host with its slots, its accuracy, its episode as a timeline and the 8 heads; the form shows its fields', async () => {
   const id = await lab.launch({
     env: 'morpho', envs: 4, steps: 4, minibatches: 2, tasks: 2, task_images: 64, host_width: 4, host_epochs: 3,

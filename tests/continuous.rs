@@ -380,3 +380,30 @@ fn ppo_learns_inverted_pendulum_beyond_every_policy_that_does_not_learn() {
         }
     }
 }
+
+/// `hotlab eval` plays the Gaussian head's mean, and with `--sample` draws from it: on the
+/// env that pays −a² per step for its (clipped) action, a policy fresh from one update
+/// (mean near 0, σ near 1) loses almost nothing greedy and about 16 × E[min(z², 0.25)] ≈ 3
+/// an episode sampled.
+#[test]
+fn eval_plays_the_mean_and_samples_with_a_flag() {
+    own_envs();
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(hotlab()
+        .args(["train", "--env", "gym:box_envs:Strict", "--envs", "2", "--steps", "32", "--total-steps", "64"])
+        .args(["--device", "cpu", "--json", "--out"])
+        .arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let eval = |extra: &[&str]| {
+        let out =
+            run(hotlab().args(["eval", "--json", "--episodes", "16", "--checkpoint"]).arg(dir.path()).args(extra));
+        assert!(out.status.success(), "{}", stderr(&out));
+        last_json(&out)["mean_return"].as_f64().unwrap()
+    };
+    let (greedy, sampled) = (eval(&[]), eval(&["--sample"]));
+    assert!(greedy > -0.5, "greedy: {greedy}");
+    assert!(sampled < -1.5, "sampled: {sampled}");
+    let out = run(hotlab().args(["eval", "--sample", "--task-set", "validation", "--checkpoint"]).arg(dir.path()));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--sample"), "{}", stderr(&out));
+}

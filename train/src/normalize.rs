@@ -9,6 +9,7 @@
 
 use anyhow::{bail, Result};
 use hotlab_shared::env::{EnvSpec, FieldData, FieldKind, Observations, StepBatch};
+use hotlab_shared::protocol::Losses;
 use hotlab_shared::spec::RunSpec;
 use serde::{Deserialize, Serialize};
 
@@ -161,6 +162,20 @@ impl Normalizers {
 
     pub fn any(&self) -> bool {
         self.obs.is_some() || self.reward.is_some()
+    }
+
+    /// Their state as figures: the observations' mean |mean| and mean standard deviation
+    /// over the components (`norm.obs_mean`, `norm.obs_std`), and the standard deviation
+    /// of the discounted return that rewards are divided by (`norm.return_std`).
+    pub fn figures(&self, out: &mut Losses) {
+        if let Some(norm) = &self.obs {
+            let n = norm.rms.mean.len().max(1) as f64;
+            out.push("norm.obs_mean", norm.rms.mean.iter().map(|m| m.abs()).sum::<f64>() / n);
+            out.push("norm.obs_std", norm.rms.var.iter().map(|v| v.sqrt()).sum::<f64>() / n);
+        }
+        if let Some(norm) = &self.reward {
+            out.push("norm.return_std", norm.rms.var[0].sqrt());
+        }
     }
 
     /// The first observations of a batch just reset.

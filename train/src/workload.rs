@@ -211,6 +211,11 @@ pub trait TrainedPolicy: Send {
     }
     /// `hotlab eval`: the policy over `episodes` episodes (or tries) from `seed`.
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation>;
+    /// `hotlab eval --sample`: [`TrainedPolicy::evaluate`] with actions drawn from the
+    /// policy's distribution rather than its most likely (or mean) ones.
+    fn evaluate_sampled(&self, _episodes: usize, _seed: u64) -> Result<Evaluation> {
+        anyhow::bail!("--sample: this workload's evaluation plays its own way (greedy, or both ways in one report); leave --sample out")
+    }
     /// [`TrainedPolicy::evaluate`] on `tasks`; a workload without tasks of its own has
     /// no validation set.
     fn evaluate_on(&self, tasks: TaskSet, episodes: usize, seed: u64) -> Result<Evaluation> {

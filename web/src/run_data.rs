@@ -142,6 +142,30 @@ pub fn loss_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::Li
         .collect()
 }
 
+/// The learner's figures of one group (`action` for `action.mean_0`…, `norm`), a line
+/// each, named without the group, in the order they are first named; none where the run
+/// has no such figures.
+pub fn group_lines(metrics: &[MetricsPoint], group: &str, max: usize) -> Vec<crate::charts::Line> {
+    let prefix = format!("{group}.");
+    let mut names: Vec<&str> = Vec::new();
+    for m in metrics {
+        for n in m.losses.names().filter(|n| n.starts_with(&prefix)) {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| crate::charts::Line {
+            name: name[prefix.len()..].replace('_', " "),
+            color: PALETTE[i % PALETTE.len()],
+            points: chart_points(&series(metrics, |m| m.losses.get(name)), max),
+        })
+        .collect()
+}
+
 /// A world model's loss terms over the run, each divided by its first value (they start
 /// orders of magnitude apart: a frame's squared error against a reward's): falling lines.
 pub fn world_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::Line> {
@@ -201,6 +225,34 @@ mod tests {
         }
         assert_eq!(d.total.counters.env_steps, d.metrics.last().unwrap().global_step);
         assert_eq!((d.metrics.len(), d.windows.len(), d.last_seq), (4, 4, 41));
+    }
+
+    /// A group's figures are its chart's lines, named without the group; other groups and
+    /// the ungrouped losses are not among them, and a run without the group has none.
+    #[test]
+    fn a_groups_figures_are_its_own_lines() {
+        let with = |update: u64, figures: &[(&str, f64)]| {
+            let mut m = point(update, 1.0);
+            m.losses = figures.iter().copied().collect();
+            m
+        };
+        let metrics = [
+            with(
+                1,
+                &[("policy_loss", 0.1), ("action.mean_0", 0.5), ("action.log_std_0", 0.0), ("norm.return_std", 2.0)],
+            ),
+            with(
+                2,
+                &[("policy_loss", 0.2), ("action.mean_0", 0.4), ("action.log_std_0", -0.1), ("norm.return_std", 3.0)],
+            ),
+        ];
+        let lines = group_lines(&metrics, "action", 100);
+        let names: Vec<&str> = lines.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["mean 0", "log std 0"]);
+        assert!(lines.iter().all(|l| l.points.len() == 2));
+        assert_eq!(group_lines(&metrics, "norm", 100).len(), 1);
+        assert!(group_lines(&metrics, "world", 100).is_empty());
+        assert!(loss_lines(&metrics, 100).iter().all(|l| l.name == "policy loss"));
     }
 
     #[test]

@@ -108,6 +108,12 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
     let loss_lines = Signal::derive(move || data.with(|d| crate::run_data::loss_lines(&d.metrics, CHART_POINTS)));
     let world_lines = Signal::derive(move || data.with(|d| crate::run_data::world_lines(&d.metrics, CHART_POINTS)));
     let has_world = move || world_lines.with(|l| l.iter().any(|l| !l.points.is_empty()));
+    let group = |name: &'static str| {
+        Signal::derive(move || data.with(|d| crate::run_data::group_lines(&d.metrics, name, CHART_POINTS)))
+    };
+    let (action_lines, norm_lines) = (group("action"), group("norm"));
+    let has_action = move || action_lines.with(|l| !l.is_empty());
+    let has_norm = move || norm_lines.with(|l| !l.is_empty());
     let windows = Signal::derive(move || data.with(|d| d.windows.clone()));
     let frame = Signal::derive(move || data.with(|d| d.frame.clone()));
     let stop = move |_| {
@@ -178,6 +184,12 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
             <Chart title="losses" testid="chart-loss" lines=loss_lines/>
             <Show when=has_world>
                 <Chart title="world model losses (÷ first)" testid="chart-world" lines=world_lines/>
+            </Show>
+            <Show when=has_action>
+                <Chart title="Box action per component: the rollout's mean and spread, the log-std" testid="chart-action" lines=action_lines/>
+            </Show>
+            <Show when=has_norm>
+                <Chart title="normalizers: observations' mean |mean| and std, the return's std" testid="chart-norm" lines=norm_lines/>
             </Show>
         </section>
         <section class="panel">

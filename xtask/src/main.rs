@@ -9,7 +9,8 @@
 //!   and Mesa's software Vulkan from Debian, playwright-core from npm), then every suite and a summary
 //!   table. The worker is built with the tests, in one build (see [`TEST_BUILD`]).
 //! - `fuzz`:  `build`, then every fuzz target at a budget of cases, with a seed, timed.
-//! - `peers`: EnvPool in `.venv-envpool`, the `envpool` peer of `hotlab bench envs`.
+//! - `peers`: EnvPool in `.venv-envpool`, the `envpool` peer of `hotlab bench envs`, and
+//!   CleanRL's and Stable-Baselines3's dependencies in `.venv-peers`.
 //!
 //! Each step checks before it installs, so a second run installs nothing.
 
@@ -48,7 +49,8 @@ Commands:
   fmt                         cargo fmt, and the workload folders the registry's macros declare (cargo fmt
                               does not reach them)
   peers                       EnvPool 1.2.5 in .venv-envpool, for `hotlab bench envs --peer envpool` (`test`
-                              installs it too)
+                              installs it too), and CleanRL's and Stable-Baselines3's dependencies at their
+                              own pins in .venv-peers (the continuous-control benchmarks, docs/benchmarks.md)
 
 Set-up (each step is skipped when already done; the Python side runs beside the wasm32 build, its
 output in target/setup-python.log):
@@ -67,7 +69,7 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("fmt") => fmt(false),
-        Some("peers") => ensure_envpool(),
+        Some("peers") => ensure_envpool().and_then(|()| ensure_learning_peers()),
         // What `setup` runs beside the wasm32 build; not for a person to call.
         Some("python-setup") => python_setup(args.get(1).is_some_and(|a| a == "--test")).map(|_| ()),
         Some("-h" | "--help" | "help") | None => {
@@ -329,6 +331,41 @@ fn ensure_envpool() -> Result<()> {
     }
     let spec = format!("envpool=={ENVPOOL_VERSION}");
     run(Command::new(&python).args(["-m", "pip", "install", "--disable-pip-version-check", "--quiet", &spec]))
+}
+
+/// The continuous-control peers' pins: CleanRL's own (its `pyproject.toml`: gymnasium
+/// 0.29.1, torch 2.4.1, mujoco ≤ 2.3.3) and Stable-Baselines3 with rl-baselines3-zoo.
+const LEARNING_PEERS: &[&str] = &[
+    "torch==2.4.1",
+    "gymnasium[mujoco]==0.29.1",
+    "mujoco==2.3.3",
+    "numpy<2",
+    "tyro",
+    "tensorboard",
+    "stable-baselines3==2.3.2",
+    "rl_zoo3==2.3.0",
+];
+
+/// CleanRL's and Stable-Baselines3's dependencies in `.venv-peers`, a venv of their own
+/// (their pins are not the project's: CleanRL runs unmodified on gymnasium 0.29.1), for
+/// the continuous-control benchmarks of docs/benchmarks.md. CleanRL's script itself is
+/// fetched at its pinned commit by whoever runs the benchmark; nothing of it is in this tree.
+fn ensure_learning_peers() -> Result<()> {
+    step("CleanRL's and Stable-Baselines3's dependencies in .venv-peers (the continuous-control benchmarks)");
+    let venv = root().join(".venv-peers");
+    let python = venv.join("bin/python");
+    let check =
+        "import torch, gymnasium, mujoco, tyro, stable_baselines3, rl_zoo3; assert gymnasium.__version__ == '0.29.1'";
+    if succeeds(Command::new(&python).args(["-W", "ignore", "-c", check])) {
+        eprintln!("    already installed");
+        return Ok(());
+    }
+    if !python.exists() {
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    run(Command::new(&python)
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "--quiet"])
+        .args(LEARNING_PEERS))
 }
 
 /// `cargo test`'s build of the whole workspace, the web app's native unit tests and the worker

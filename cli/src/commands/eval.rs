@@ -22,6 +22,10 @@ pub struct EvalArgs {
     /// what results are reported on, or `validation`, a separate set to tune on.
     #[arg(long, default_value = "held-out", value_parser = TaskSet::NAMES)]
     pub task_set: String,
+    /// Draw each action from the policy's distribution instead of playing its most likely
+    /// (categorical) or mean (Gaussian) action.
+    #[arg(long)]
+    pub sample: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -44,7 +48,17 @@ pub fn eval(a: EvalArgs) -> Result<()> {
     }
     let policy = hotlab_workloads::load_checkpoint(&a.checkpoint)?;
     let tasks: TaskSet = a.task_set.parse().map_err(|message| UsageError { flag: "--task-set", message })?;
-    let e = policy.evaluate_on(tasks, a.episodes, a.seed)?;
+    let e = match a.sample {
+        true if tasks != TaskSet::HeldOut => {
+            return Err(UsageError {
+                flag: "--sample",
+                message: "plays the held-out episodes only; leave --task-set out".into(),
+            }
+            .into())
+        }
+        true => policy.evaluate_sampled(a.episodes, a.seed)?,
+        false => policy.evaluate_on(tasks, a.episodes, a.seed)?,
+    };
     match a.json {
         true => println!("{}", serde_json::to_string(&e.json)?),
         false => println!("{}", e.summary),

@@ -8,6 +8,8 @@
 //! The gradients the hand-written update uses, with `z = (a − μ) / σ`:
 //! `∂log p/∂μ = z / σ`, `∂log p/∂log σ = z² − 1`, `∂H/∂log σ = 1`.
 
+use hotlab_shared::counters::Counters;
+use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
 use tch::Tensor;
 
@@ -30,6 +32,33 @@ pub fn entropy(mean: &Tensor, log_std: &Tensor) -> Tensor {
 /// Draws one action per row: `μ + σ·ε` with `ε` from libtorch's generator.
 pub fn sample(mean: &Tensor, log_std: &Tensor) -> Tensor {
     mean + log_std.exp() * mean.randn_like()
+}
+
+/// Components a run's metrics follow one by one (the run view draws them); a larger
+/// action (Humanoid's 17) is summed up by its first ones.
+pub const SHOWN: usize = 6;
+
+/// The rollout's real actions `[B, D]` (as sampled) as figures: each shown component's
+/// mean and spread (`action.mean_j`, `action.spread_j`), read in one copy.
+pub fn rollout_figures(real: &Tensor, out: &mut Losses, c: &mut Counters) {
+    let shown = real.size()[1].min(SHOWN as i64);
+    let real = real.narrow(1, 0, shown);
+    let (std, mean) = real.std_mean_dim([0i64].as_slice(), false, false);
+    let both = Tensor::cat(&[mean, std], 0).to_kind(tch::Kind::Double);
+    let mut host = vec![0f64; 2 * shown as usize];
+    crate::exec::transfer::read_into(&both, &mut host, c);
+    let (mean, std) = host.split_at(shown as usize);
+    for j in 0..shown as usize {
+        out.push(format!("action.mean_{j}"), mean[j]);
+        out.push(format!("action.spread_{j}"), std[j]);
+    }
+}
+
+/// The log-std's shown components as figures (`action.log_std_j`).
+pub fn log_std_figures(log_std: &[f32], out: &mut Losses) {
+    for (j, &l) in log_std.iter().take(SHOWN).enumerate() {
+        out.push(format!("action.log_std_{j}"), l as f64);
+    }
 }
 
 /// `n` standard normals from `rng` (Box–Muller on its uniforms), in order: the fused

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{Actions, BatchEnv, EnvSpec, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
 use hotlab_shared::profile::Phase;
+use hotlab_shared::protocol::Losses;
 use hotlab_shared::spec::RunSpec;
 use std::sync::Arc;
 
@@ -54,6 +55,10 @@ impl<A> HostCollector<A> {
 impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
     fn obs_norm(&self) -> Option<ObsNorm> {
         self.norm.obs.clone()
+    }
+
+    fn figures(&self, out: &mut Losses) {
+        self.norm.figures(out);
     }
 
     fn collect(&mut self, net: &P, cx: &mut CollectCtx<'_, '_>) -> Result<Option<Batch>> {

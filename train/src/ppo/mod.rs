@@ -21,6 +21,7 @@ pub mod loss;
 pub mod update;
 
 use super::adam::FlatAdam;
+use super::distribution::gaussian;
 use super::normalize::ObsNorm;
 use super::params::{Network, ParamSlot};
 use super::precision::Precision;
@@ -32,6 +33,7 @@ use crate::profiler::Profiler;
 use anyhow::{bail, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
+use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{RunSpec, UpdateMode};
 use std::time::Instant;
@@ -59,6 +61,9 @@ pub trait PpoPolicy: Sized {
     /// The trained network, for checkpoints and evaluation, with the statistics its
     /// observations were normalized by (`--obs-norm`), if they were.
     fn into_trained(self, obs_norm: Option<ObsNorm>) -> Box<dyn TrainedPolicy>;
+    /// Figures of its own for the run's metrics (a Gaussian head's log-std), read with
+    /// what it costs counted.
+    fn figures(&self, _out: &mut Losses, _c: &mut Counters) {}
     /// Whether its passes have the capturable form ([`Pass::epoch_on_device`],
     /// [`Pass::gradient_on_device`]) that `--update graph` records.
     fn capturable(&self) -> bool {
@@ -156,6 +161,8 @@ pub trait Collect<P> {
     fn obs_norm(&self) -> Option<ObsNorm> {
         None
     }
+    /// Figures of its own for the run's metrics (the normalizers' state).
+    fn figures(&self, _out: &mut Losses) {}
 }
 
 /// The note a native (`fused`) rollout forward adds to a run.
@@ -274,11 +281,17 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
             }
             None => update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters),
         };
-        let Some((losses, norms)) = update else { return Ok(None) };
+        let Some((mut losses, norms)) = update else { return Ok(None) };
         let c = &mut *it.counters;
         c.host_syncs += 1; // the loss statistics, read once per update
         c.d2h_copies += 1;
         c.d2h_bytes += 5 * 4;
+        // What a Gaussian head did and the normalizers know, beside the losses.
+        if let Some(real) = &batch.real_actions {
+            gaussian::rollout_figures(real, &mut losses, c);
+        }
+        self.net.figures(&mut losses, c);
+        self.collector.figures(&mut losses);
         let env_steps = spec.batch_size() as u64;
         let scaler = self.precision.scaler.as_ref();
         Ok(Some(Outcome {

@@ -1,7 +1,12 @@
 //! Running a trained policy greedily (the most likely action of every categorical head,
 //! the mean of a Gaussian one), on observations normalized as in training.
 
-use super::host::FusedPolicy;
+use super::host::{ActOut, FusedPolicy};
+use hotlab_shared::rng::HostRng;
+
+/// Mixed into the seed of a sampled evaluation's draws, so that they are not the envs' own
+/// stream.
+const SAMPLING_STREAM: u64 = 0x5a3b_1e0f_77c2_9d41;
 use super::policy::ActorCritic;
 use crate::exec::EnvMaker;
 use crate::normalize::ObsNorm;
@@ -22,15 +27,23 @@ pub struct EvalReport {
     pub returns: Vec<f64>,
 }
 
-/// Plays `episodes` episodes with the greedy policy on fresh envs seeded with `seed`: each
-/// categorical head's most likely choice, and the Gaussian head's mean (the env clips it
-/// to its bounds).
+/// How an evaluation picks its actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Play {
+    /// Each categorical head's most likely choice, the Gaussian head's mean.
+    Greedy,
+    /// Drawn from the policy's own distribution (from the evaluation's seed).
+    Sampled,
+}
+
+/// Plays `episodes` episodes with the policy on fresh envs seeded with `seed`, greedy or
+/// sampled (the env clips a Gaussian head's action to its bounds).
 pub fn evaluate(
     env: &dyn EnvMaker,
     net: &ActorCritic,
     obs_norm: Option<&ObsNorm>,
-    episodes: usize,
-    seed: u64,
+    (episodes, seed): (usize, u64),
+    play: Play,
 ) -> anyhow::Result<EvalReport> {
     let (name, envs) = (env.name(), episodes.clamp(1, 64));
     let mut env = env.vector_env(envs, seed, 0);
@@ -42,6 +55,8 @@ pub fn evaluate(
     let mut out = StepBatch::new(env.spec(), envs);
     let mut actions = vec![0i64; envs * heads.len()];
     let mut real = vec![0f32; envs * dims];
+    let (mut log_probs, mut values) = (vec![0f32; envs], vec![0f32; envs]);
+    let mut rng = HostRng::new(seed ^ SAMPLING_STREAM);
     // Per env, its episodes' (return, length) in order; episode i is env i % E's (i / E)-th.
     let mut ended: Vec<Vec<(f64, f64)>> = vec![Vec::new(); envs];
     let wanted = |g: usize| episodes / envs + usize::from(g < episodes % envs);
@@ -51,7 +66,11 @@ pub fn evaluate(
         if let Some(norm) = obs_norm {
             norm.apply(&mut x);
         }
-        for (e, row) in x.chunks_exact(d).enumerate() {
+        if play == Play::Sampled {
+            let out = ActOut { actions: &mut actions, real: &mut real, log_probs: &mut log_probs, values: &mut values };
+            policy.act(&x, None, &heads, &mut rng, out);
+        }
+        for (e, row) in x.chunks_exact(d).enumerate().filter(|_| play == Play::Greedy) {
             let outputs = policy.logits(row);
             let mut start = 0;
             for (h, &n) in heads.iter().enumerate() {

@@ -93,6 +93,16 @@ impl TrainedMlp {
         let flat = stored.params(arch.num_params())?;
         Ok(Self { net: ActorCritic::from_flat(arch, flat), obs_norm, env })
     }
+
+    fn play(&self, episodes: usize, seed: u64, play: eval::Play) -> Result<Evaluation> {
+        let report = eval::evaluate(self.env.as_ref(), &self.net, self.obs_norm.as_ref(), (episodes, seed), play)?;
+        let how = if play == eval::Play::Greedy { "greedy" } else { "sampled" };
+        let summary = format!(
+            "{} {how} over {} episodes: mean return {:.1} (min {:.0}, max {:.0})",
+            report.env, report.episodes, report.mean_return, report.min_return, report.max_return
+        );
+        Ok(Evaluation { key: "eval", json: serde_json::to_value(&report)?, summary })
+    }
 }
 
 /// The observation normalizer a checkpoint keeps (None where the run had none), checked:
@@ -137,12 +147,11 @@ impl TrainedPolicy for TrainedMlp {
     }
 
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
-        let report = eval::evaluate(self.env.as_ref(), &self.net, self.obs_norm.as_ref(), episodes, seed)?;
-        let summary = format!(
-            "{} greedy over {} episodes: mean return {:.1} (min {:.0}, max {:.0})",
-            report.env, report.episodes, report.mean_return, report.min_return, report.max_return
-        );
-        Ok(Evaluation { key: "eval", json: serde_json::to_value(&report)?, summary })
+        self.play(episodes, seed, eval::Play::Greedy)
+    }
+
+    fn evaluate_sampled(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
+        self.play(episodes, seed, eval::Play::Sampled)
     }
 }
 

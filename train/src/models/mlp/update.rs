@@ -8,7 +8,9 @@ use super::policy::ActorCritic;
 use super::policy::Mlp;
 use super::{MlpAgent, TrainedMlp};
 use crate::cuda::loss::PpoLossGrad;
+use crate::distribution::gaussian;
 use crate::exec::helper::Helper;
+use crate::exec::transfer::read_into;
 use crate::normalize::ObsNorm;
 use crate::ppo::advantages;
 use crate::ppo::update::UpdateCtx;
@@ -17,7 +19,9 @@ use crate::precision::Precision;
 use crate::profiler::Profiler;
 use crate::rollout::Batch;
 use crate::workload::TrainedPolicy;
+use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
+use hotlab_shared::protocol::Losses;
 use hotlab_shared::spec::RunSpec;
 use std::time::Instant;
 use tch::{Kind, Tensor};
@@ -55,6 +59,14 @@ impl PpoPolicy for MlpAgent {
 
     fn capturable(&self) -> bool {
         true
+    }
+
+    fn figures(&self, out: &mut Losses, c: &mut Counters) {
+        if let Some(log_std) = self.net.log_std() {
+            let mut host = vec![0f32; log_std.numel()];
+            read_into(log_std, &mut host, c);
+            gaussian::log_std_figures(&host, out);
+        }
     }
 }
 
