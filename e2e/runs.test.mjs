@@ -176,7 +176,7 @@ test('a Gymnasium env runs from the lab: env 0 as it draws itself, its observati
   await context.close();
 });
 
-test('a Box-action env runs from the lab: each env's sampled action, the action chart and the normalizers show; the form takes make() keywords', async () => {
+test('a Box-action env runs from the lab: the sampled actions, the action chart and the normalizers show; the form takes make() keywords', async () => {
   const id = await lab.launch({ env: 'gym', gym_id: 'Pendulum-v1', envs: 2, steps: 64, total_steps: 50_000_000, device: 'cpu' });
   const { page, errors, context } = await open(`#/run/${id}`);
   const gym = page.getByTestId('rollout-gym');

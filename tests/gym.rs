@@ -102,6 +102,7 @@ fn own_envs() {
             ("echo_envs.py", ECHO),
             ("broken_envs.py", BROKEN),
             ("unpainted_envs.py", UNPAINTED),
+            ("binary_envs.py", BINARY),
         ] {
             std::fs::write(dir.path().join(name), text).unwrap();
         }
@@ -170,6 +171,17 @@ class Unpainted(Echo):
         self.render_mode = render_mode
     def render(self):
         raise RuntimeError("no canvas here")
+"#;
+
+/// Acts with a MultiBinary: a space hotlab has no head for.
+const BINARY: &str = r#"
+from echo_envs import Echo
+import gymnasium as gym
+
+class Switches(Echo):
+    def __init__(self):
+        super().__init__()
+        self.action_space = gym.spaces.MultiBinary(4)
 "#;
 
 /// Raises at its 300th step.
@@ -315,9 +327,10 @@ fn unknown_ids_unsupported_spaces_and_a_missing_python_are_refused_clearly() {
         message.contains("CartPol-v1") && message.contains("CartPole-v1"),
         "names the id and those near it: {message}"
     );
-    let (field, message) = refused("Pendulum-v1", Some(python()));
+    own_envs();
+    let (field, message) = refused("binary_envs:Switches", Some(python()));
     assert_eq!(field, "gym_id");
-    assert!(message.contains("Box") && message.contains("action space"), "names the space: {message}");
+    assert!(message.contains("MultiBinary") && message.contains("action space"), "names the space: {message}");
     let (field, message) = refused("FrozenLake-v1", Some(python()));
     assert!(field == "gym_id" && message.contains("observation space Discrete"), "{message}");
     let (field, message) = refused("CartPole-v1", Some("/nonexistent/bin/python".into()));
