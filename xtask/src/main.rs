@@ -404,9 +404,36 @@ fn lab(args: &[String]) -> Result<()> {
             other => bail!("unknown option '{other}' for `cargo xtask lab`; allowed: --host H, --port P"),
         }
     }
-    build()?;
+    let python = build()?;
+    say_what_gym_envs_need(&python);
     step("serving the lab (Ctrl-C stops it)");
     run(Command::new(root().join("target/release/hotlab")).args(&serve_args))
+}
+
+/// The lab runs users' Gymnasium envs with the interpreter a run names (the project's venv
+/// by default) and installs none of them: it says what the venv lacks for the envs people
+/// train most, and how to add it.
+fn say_what_gym_envs_need(python: &Path) {
+    step("Gymnasium envs for `--env gym:ID` (installed by you, into the interpreter a run uses)");
+    let has = |module: &str| succeeds(Command::new(python).args(["-c", &format!("import {module}")]));
+    let pip = format!("{} -m pip install", python.display());
+    if !has("gymnasium") {
+        eprintln!("    no gymnasium in {}: `{pip} \"gymnasium[classic-control,mujoco]\"` adds it with CartPole's kin and MuJoCo's envs", python.display());
+        return;
+    }
+    if !has("mujoco") {
+        eprintln!("    no MuJoCo: its envs (gym:HalfCheetah-v5, Hopper-v5, InvertedPendulum-v5, the mujoco preset) need `{pip} \"gymnasium[mujoco]\"`");
+    } else if std::env::var_os("DISPLAY").is_none() && !has_osmesa(python) {
+        eprintln!("    MuJoCo's envs step, but without a display they draw env 0 only with an offscreen GL: `apt-get install libosmesa6` (the run view says why there is no picture until then)");
+    } else {
+        eprintln!("    gymnasium and MuJoCo are there");
+    }
+}
+
+/// Whether the gym worker finds Mesa's offscreen GL the way it looks for it.
+fn has_osmesa(python: &Path) -> bool {
+    let find = "import ctypes.util, sys; sys.exit(ctypes.util.find_library('OSMesa') is None)";
+    succeeds(Command::new(python).args(["-c", find]))
 }
 
 /// The tests' Python packages: gymnasium with its classic-control extra (the reference
