@@ -147,6 +147,17 @@ test('the proof env shows its goal list, the successors and the choice', async (
   await context.close();
 });
 
+/** Stops the run on `page`, goes home and opens the launch form with workload `env`. */
+async function stopThenFormFor(page, env) {
+  await page.getByTestId('stop-button').click();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
+  await page.evaluate(() => { location.hash = '#/'; });
+  await openForm(page);
+  const form = page.getByTestId('launch-form');
+  await form.locator('[name="env"]').selectOption(env);
+  return form;
+}
+
 test('a Gymnasium env runs from the lab: env 0 as it draws itself, its observation vectors and actions show; the form offers its id', async () => {
   const id = await lab.launch({ env: 'gym', gym_id: 'Acrobot-v1', envs: 4, steps: 32, total_steps: 50_000_000, device: 'cpu' });
   const { page, errors, context } = await open(`#/run/${id}`);
@@ -164,12 +175,7 @@ test('a Gymnasium env runs from the lab: env 0 as it draws itself, its observati
   assert.deepEqual(size, [167, 167]);
   assert.match(await gym.textContent(), /env 0 at batch step \d+, drawn in [\d.]+ ms/);
   await shot(page, 'run-gym');
-  await page.getByTestId('stop-button').click();
-  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
-  await page.evaluate(() => { location.hash = '#/'; });
-  await openForm(page);
-  const form = page.getByTestId('launch-form');
-  await form.locator('[name="env"]').selectOption('gym');
+  const form = await stopThenFormFor(page, 'gym');
   await form.locator('[name="gym_id"]').waitFor({ timeout: 10_000 });
   assert.equal(await form.locator('[name="gym_id"]').inputValue(), 'CartPole-v1');
   assert.deepEqual(errors, []);
@@ -187,12 +193,7 @@ test('a Box-action env runs from the lab: the sampled actions, the action chart 
   await page.getByTestId('chart-action').waitFor({ timeout: 60_000 });
   await page.getByTestId('chart-norm').waitFor({ timeout: 60_000 });
   await shot(page, 'run-gym-box');
-  await page.getByTestId('stop-button').click();
-  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
-  await page.evaluate(() => { location.hash = '#/'; });
-  await openForm(page);
-  const form = page.getByTestId('launch-form');
-  await form.locator('[name="env"]').selectOption('gym');
+  const form = await stopThenFormFor(page, 'gym');
   await form.locator('[name="gym_kwargs"]').waitFor({ timeout: 10_000 });
   assert.equal(await form.locator('[name="gym_kwargs"]').inputValue(), '{}');
   assert.equal(await form.locator('[name="obs_norm"]').inputValue(), 'auto');

@@ -121,25 +121,9 @@ const PALETTE: [(u8, u8, u8); 6] = [
 
 /// The learner's own figures over the run, a line each (PPO: its losses, entropy, KL and
 /// clip fraction; the dreamer: its actor's and critic's), in the order it names them.
-/// Grouped figures (`world.image`) have their own chart ([`world_lines`]).
+/// Grouped figures (`world.image`) have their own charts ([`world_lines`], [`group_lines`]).
 pub fn loss_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::Line> {
-    let mut names: Vec<&str> = Vec::new();
-    for m in metrics {
-        for n in m.losses.names().filter(|n| !n.contains('.')) {
-            if !names.contains(&n) {
-                names.push(n);
-            }
-        }
-    }
-    names
-        .into_iter()
-        .enumerate()
-        .map(|(i, name)| crate::charts::Line {
-            name: name.replace('_', " "),
-            color: PALETTE[i % PALETTE.len()],
-            points: chart_points(&series(metrics, |m| m.losses.get(name)), max),
-        })
-        .collect()
+    figure_lines(metrics, |n| (!n.contains('.')).then_some(n), max)
 }
 
 /// The learner's figures of one group (`action` for `action.mean_0`…, `norm`), a line
@@ -147,19 +131,29 @@ pub fn loss_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::Li
 /// has no such figures.
 pub fn group_lines(metrics: &[MetricsPoint], group: &str, max: usize) -> Vec<crate::charts::Line> {
     let prefix = format!("{group}.");
-    let mut names: Vec<&str> = Vec::new();
+    figure_lines(metrics, |n| n.strip_prefix(prefix.as_str()), max)
+}
+
+/// A line per figure that `label` keeps (its label: the name, or a part of it), coloured
+/// in the order the figures are first named.
+fn figure_lines<'a>(
+    metrics: &'a [MetricsPoint],
+    label: impl Fn(&'a str) -> Option<&'a str>,
+    max: usize,
+) -> Vec<crate::charts::Line> {
+    let mut names: Vec<(&str, &str)> = Vec::new();
     for m in metrics {
-        for n in m.losses.names().filter(|n| n.starts_with(&prefix)) {
-            if !names.contains(&n) {
-                names.push(n);
+        for n in m.losses.names() {
+            if let Some(shown) = label(n).filter(|_| !names.iter().any(|(known, _)| *known == n)) {
+                names.push((n, shown));
             }
         }
     }
     names
         .into_iter()
         .enumerate()
-        .map(|(i, name)| crate::charts::Line {
-            name: name[prefix.len()..].replace('_', " "),
+        .map(|(i, (name, shown))| crate::charts::Line {
+            name: shown.replace('_', " "),
             color: PALETTE[i % PALETTE.len()],
             points: chart_points(&series(metrics, |m| m.losses.get(name)), max),
         })
