@@ -407,3 +407,65 @@ fn eval_plays_the_mean_and_samples_with_a_flag() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--sample"), "{}", stderr(&out));
 }
+
+/// The browser's playground plays a CartPole run's actor (`GET /api/runs/{id}/policy`)
+/// on the worker's own batch env. A run trained with `--obs-norm on` keeps its
+/// statistics in that JSON, and the playground reads its inputs through them: its greedy
+/// episodes are `hotlab eval`'s, env for env (same env, same resets), over seeds and
+/// widths. The same actor fed raw observations plays other episodes: the test can fail.
+#[test]
+fn the_playground_plays_a_normalized_run_as_eval_does() {
+    let episodes = 32;
+    for (seed, hidden) in [(1, "64,64"), (2, "64,64"), (3, "32")] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(hotlab()
+            .args(["train", "--env", "cartpole", "--obs-norm", "on", "--total-steps", "20480", "--device", "cpu"])
+            .args(["--seed", &seed.to_string(), "--hidden", hidden, "--json", "--out"])
+            .arg(dir.path()));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let eval_seed = 40 + seed;
+        let out = run(hotlab()
+            .args(["eval", "--json", "--episodes", &episodes.to_string(), "--seed", &eval_seed.to_string()])
+            .arg("--checkpoint")
+            .arg(dir.path()));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let evaluated: Vec<u64> =
+            last_json(&out)["returns"].as_array().unwrap().iter().map(|r| r.as_f64().unwrap() as u64).collect();
+
+        let policy = hotlab_workloads::load_checkpoint(dir.path()).unwrap();
+        let text = policy.policy_json("cartpole");
+        let json: Value = serde_json::from_str(&text).unwrap();
+        assert!(json["shape"]["obs_norm"]["rms"]["mean"].is_array(), "{}", json["shape"]);
+        let actor = hotlab_wgpu::Actor::from_policy_json(&text).unwrap();
+        assert!(actor.norm.is_some());
+        let played = first_episodes(&actor, episodes, eval_seed);
+        let same = played.iter().zip(&evaluated).filter(|(a, b)| a == b).count();
+        // A greedy choice at an exact tie could flip between f32 paths; nothing more.
+        assert!(same + 1 >= episodes, "seed {seed}: {same} of {episodes} equal: {played:?} vs {evaluated:?}");
+
+        let raw = hotlab_wgpu::Actor { norm: None, ..actor };
+        assert_ne!(first_episodes(&raw, episodes, eval_seed), evaluated, "seed {seed}: the statistics matter");
+    }
+}
+
+/// Each env's first episode's length under the actor's greedy choices, on the playground's
+/// CPU path (the worker's batch env, env `i` reset from `seed`'s stream `i`).
+fn first_episodes(actor: &hotlab_wgpu::Actor, envs: usize, seed: u64) -> Vec<u64> {
+    use hotlab_shared::cartpole::CartPoleBatch;
+    let policy = hotlab_wgpu::Policy::Actor { actor: std::sync::Arc::new(actor.clone()), greedy: true };
+    let mut env = CartPoleBatch::new(envs, seed, 0);
+    let spec = env.spec().clone();
+    env.reset(&mut Observations::zeros(&spec, envs)).unwrap();
+    let mut out = StepBatch::new(&spec, envs);
+    let mut rngs: Vec<_> = (0..envs as u64).map(|i| hotlab_wgpu::action_rng(seed, i)).collect();
+    let mut lengths = vec![None; envs];
+    while lengths.iter().any(Option::is_none) {
+        let actions: Vec<i64> =
+            (0..envs).map(|i| hotlab_wgpu::actor::choose(&policy, env.state(i), &mut rngs[i])).collect();
+        env.step_actions(Actions { index: &actions, real: &[] }, &mut out).unwrap();
+        for end in &out.episodes {
+            lengths[end.env].get_or_insert(end.length as u64);
+        }
+    }
+    lengths.into_iter().map(Option::unwrap).collect()
+}

@@ -10,11 +10,11 @@
 use anyhow::{bail, Result};
 use hotlab_shared::env::{EnvSpec, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::spec::RunSpec;
+use hotlab_shared::spec::{Norm, RunSpec};
 use serde::{Deserialize, Serialize};
 
 /// Gymnasium's `epsilon` under the square root of both wrappers.
-const EPSILON: f64 = 1e-8;
+const EPSILON: f64 = Norm::EPSILON;
 
 /// Where the normalized values are clipped (CleanRL's `TransformObservation` and
 /// `TransformReward`).

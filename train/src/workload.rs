@@ -201,6 +201,18 @@ pub trait TrainedPolicy: Send {
     fn host_params(&self) -> Vec<f32> {
         self.network().host_params()
     }
+    /// What the lab serves as `GET /api/runs/{id}/policy` (the browser's playground plays
+    /// it): the env's name, the shape (with the observation normalizer, where the run had
+    /// one), the parameters' layout and the flat parameters.
+    fn policy_json(&self, env: &str) -> String {
+        let layout: Vec<serde_json::Value> = self
+            .layout()
+            .iter()
+            .map(|s| serde_json::json!({"name": s.name, "shape": s.shape, "offset": s.offset}))
+            .collect();
+        let (shape, params) = (self.shape(), self.host_params());
+        serde_json::json!({"env": env, "shape": shape, "layout": layout, "params": params}).to_string()
+    }
     /// Writes the checkpoint (`spec.json` and `policy.safetensors`).
     fn save(&self, dir: &Path, spec: &RunSpec) -> Result<()> {
         super::checkpoint::save(dir, spec, self.checkpoint_key(), self.shape(), self.network().flat())

@@ -75,7 +75,7 @@ fn balancer() -> Arc<Actor> {
     }
     params[40] = -5.0;
     params[41] = 5.0;
-    Arc::new(Actor { widths: vec![4, 8, 2], params })
+    Arc::new(Actor { widths: vec![4, 8, 2], params, norm: None })
 }
 
 /// Steps/s over `seconds` after a warm-up, growing the steps per call until a call

@@ -4,8 +4,11 @@
 //! The worker stores both networks in one flat vector, actor first, each layer a weight
 //! `[in, out]` then a bias `[out]` (`native-worker/src/policy.rs`). The actor's slots are
 //! therefore a prefix of that vector, already in the order the WGSL kernel reads them.
+//! A run trained with `--obs-norm on` carries its observation statistics in the shape
+//! (`shape.obs_norm`): the actor reads its inputs through them, as `hotlab eval` does.
 
 use hotlab_shared::rng::EnvRng;
+use hotlab_shared::spec::Norm;
 use serde::Deserialize;
 
 /// The widest hidden layer the WGSL kernel evaluates (its per-env scratch is 2 × the
@@ -32,6 +35,69 @@ struct Shape {
     obs_dim: usize,
     hidden: Vec<usize>,
     logits: usize,
+    /// The trainer's observation normalizer at the end of the run (`--obs-norm on`).
+    #[serde(default)]
+    obs_norm: Option<NormJson>,
+}
+
+#[derive(Deserialize)]
+struct NormJson {
+    rms: RmsJson,
+    clip: f32,
+}
+
+#[derive(Deserialize)]
+struct RmsJson {
+    mean: Vec<f64>,
+    var: Vec<f64>,
+}
+
+/// The run's observation normalizer, frozen: each input becomes `(x − mean) · scale`,
+/// clipped at ±`clip`, where `scale = 1 / √(var + ε)` (Gymnasium's `NormalizeObservation`
+/// as the trainer runs it), in f32 as the kernel computes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputNorm {
+    pub mean: [f32; 4],
+    pub scale: [f32; 4],
+    pub clip: f32,
+}
+
+/// Floats the kernel reads at the head of its weights: the normalizer's mean, scale and
+/// clip (unused by an actor without one).
+pub const NORM_FLOATS: usize = 9;
+
+impl InputNorm {
+    fn from_json(n: &NormJson) -> Result<Self, PolicyError> {
+        let fine = n.rms.mean.len() == 4
+            && n.rms.var.len() == 4
+            && n.rms.mean.iter().chain(&n.rms.var).all(|v| v.is_finite())
+            && n.rms.var.iter().all(|&v| v >= 0.0)
+            && n.clip.is_finite()
+            && n.clip > 0.0;
+        if !fine {
+            return Err(PolicyError("shape.obs_norm: 4 finite means and variances ≥ 0 and a clip > 0 run here".into()));
+        }
+        let scale = |v: f64| (1.0 / (v + Norm::EPSILON).sqrt()) as f32;
+        Ok(Self {
+            mean: [0, 1, 2, 3].map(|i| n.rms.mean[i] as f32),
+            scale: [0, 1, 2, 3].map(|i| scale(n.rms.var[i])),
+            clip: n.clip,
+        })
+    }
+
+    /// One observation as the actor's layers see it.
+    pub fn apply(&self, obs: [f32; 4]) -> [f32; 4] {
+        [0, 1, 2, 3].map(|i| ((obs[i] - self.mean[i]) * self.scale[i]).clamp(-self.clip, self.clip))
+    }
+
+    /// As the kernel reads it: the means, the scales, the clip.
+    pub fn packed(&self) -> [f32; NORM_FLOATS] {
+        let mut out = [0f32; NORM_FLOATS];
+        out[..4].copy_from_slice(&self.mean);
+        out[4..8].copy_from_slice(&self.scale);
+        out[8] = self.clip;
+        out
+    }
 }
 
 #[derive(Deserialize)]
@@ -48,6 +114,8 @@ pub struct Actor {
     pub widths: Vec<usize>,
     /// Per layer the weight `[in, out]` (row-major) then the bias `[out]`.
     pub params: Vec<f32>,
+    /// The run's observation normalizer, where it trained with one.
+    pub norm: Option<InputNorm>,
 }
 
 impl Actor {
@@ -75,6 +143,7 @@ impl Actor {
         if let Some(&w) = p.shape.hidden.iter().find(|&&w| w == 0 || w > MAX_WIDTH) {
             return Err(PolicyError(format!("shape.hidden: widths 1 to {MAX_WIDTH} run here (got {w})")));
         }
+        let norm = p.shape.obs_norm.as_ref().map(InputNorm::from_json).transpose()?;
         let mut widths = vec![4];
         widths.extend(&p.shape.hidden);
         widths.push(2);
@@ -104,7 +173,7 @@ impl Actor {
                 params.extend_from_slice(data);
             }
         }
-        Ok(Self { widths, params })
+        Ok(Self { widths, params, norm })
     }
 
     /// Layers (hidden layers + the logits layer).
@@ -114,7 +183,7 @@ impl Actor {
 
     /// The two logits for one observation (f32, the kernel's order of operations).
     pub fn logits(&self, obs: [f32; 4]) -> [f32; 2] {
-        let mut h: Vec<f32> = obs.to_vec();
+        let mut h: Vec<f32> = self.norm.as_ref().map_or(obs, |n| n.apply(obs)).to_vec();
         let mut off = 0;
         for (l, io) in self.widths.windows(2).enumerate() {
             let (nin, nout) = (io[0], io[1]);
@@ -208,6 +277,46 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_str(&policy_json(&[8], "cartpole")).unwrap();
         v["params"].as_array_mut().unwrap().truncate(10);
         assert!(err(&v.to_string()).starts_with("params:"));
+    }
+
+    fn with_norm(mean: [f64; 4], var: [f64; 4], clip: f32) -> String {
+        let mut v: serde_json::Value = serde_json::from_str(&policy_json(&[8], "cartpole")).unwrap();
+        v["shape"]["obs_norm"] = serde_json::json!({"rms": {"mean": mean, "var": var, "count": 20481.0}, "clip": clip});
+        v.to_string()
+    }
+
+    #[test]
+    fn a_normalized_run_s_actor_reads_its_inputs_through_the_statistics() {
+        let plain = Actor::from_policy_json(&policy_json(&[8], "cartpole")).unwrap();
+        assert_eq!(plain.norm, None);
+        let (mean, var) = ([0.1, -0.5, 0.02, 0.3], [0.04, 1.0, 0.0025, 4.0]);
+        let normed = Actor::from_policy_json(&with_norm(mean, var, 10.0)).unwrap();
+        let norm = normed.norm.clone().unwrap();
+        let scale = |v: f64| (1.0 / (v + 1e-8f64).sqrt()) as f32;
+        assert_eq!(norm.scale, [scale(0.04), scale(1.0), scale(0.0025), scale(4.0)]);
+        let mut rng = EnvRng::for_env(4, 0);
+        for _ in 0..200 {
+            let obs = [(); 4].map(|_| rng.uniform_f32(-0.3, 0.3));
+            let by_hand = [0, 1, 2, 3].map(|i| ((obs[i] - mean[i] as f32) * norm.scale[i]).clamp(-10.0, 10.0));
+            assert_eq!(normed.logits(obs), plain.logits(by_hand));
+        }
+        // The clip bites: past it, inputs read as ±clip.
+        let tight = Actor::from_policy_json(&with_norm(mean, var, 0.5)).unwrap();
+        let far = [5.0, -5.0, 1.0, -9.0];
+        assert_eq!(tight.logits(far), plain.logits([0.5, -0.5, 0.5, -0.5]));
+        assert_eq!(tight.norm.unwrap().packed()[8], 0.5);
+    }
+
+    #[test]
+    fn bad_statistics_are_refused_naming_the_field() {
+        let err = |t: &str| Actor::from_policy_json(t).unwrap_err().0;
+        assert!(err(&with_norm([0.0; 4], [1.0, -1.0, 1.0, 1.0], 10.0)).starts_with("shape.obs_norm: 4 finite"));
+        // JSON has no NaN: serde writes it as null, which is no number.
+        assert!(err(&with_norm([f64::NAN, 0.0, 0.0, 0.0], [1.0; 4], 10.0)).starts_with("not a policy file"));
+        assert!(err(&with_norm([0.0; 4], [1.0; 4], 0.0)).contains("shape.obs_norm"));
+        let mut v: serde_json::Value = serde_json::from_str(&with_norm([0.0; 4], [1.0; 4], 10.0)).unwrap();
+        v["shape"]["obs_norm"]["rms"]["mean"] = serde_json::json!([0.0, 0.0]);
+        assert!(err(&v.to_string()).contains("4 finite means"));
     }
 
     #[test]

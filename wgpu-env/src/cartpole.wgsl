@@ -9,7 +9,8 @@ struct Params {
     steps: u32,
     // 0: actions from `actions`; 1: uniform random; 2: the actor in `weights`.
     mode: u32,
-    // bit 0: record each env's flags, action and final state (tests); bit 1: greedy actor.
+    // bit 0: record each env's flags, action and final state (tests); bit 1: greedy actor;
+    // bit 2: the actor's inputs go through the run's observation normalizer.
     flags: u32,
     // Actor layers; widths[0] = 4 inputs … widths[depth] = 2 logits.
     depth: u32,
@@ -24,6 +25,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> state: array<vec4<f32>>;
 // [elapsed steps, reset stream, action stream, unused] per env.
 @group(0) @binding(2) var<storage, read_write> env_meta: array<vec4<u32>>;
+// The normalizer's mean[4], scale[4] and clip (NORM_FLOATS), then the actor's layers.
 @group(0) @binding(3) var<storage, read> weights: array<f32>;
 @group(0) @binding(4) var<storage, read> actions: array<u32>;
 // bit 0 terminated, bit 1 truncated, bits 2.. the action (only when recording).
@@ -89,11 +91,18 @@ fn width(l: u32) -> u32 {
 fn logits(s: vec4<f32>) -> vec2<f32> {
     // Two halves: layer l reads half l % 2 and writes the other.
     var h: array<f32, 2 * MAX_WIDTH>;
-    h[0] = s.x;
-    h[1] = s.y;
-    h[2] = s.z;
-    h[3] = s.w;
-    var off = 0u;
+    var x = s;
+    // `InputNorm::apply`: (x − mean) · scale, clipped.
+    if ((P.flags & 4u) != 0u) {
+        let mean = vec4<f32>(weights[0], weights[1], weights[2], weights[3]);
+        let scale = vec4<f32>(weights[4], weights[5], weights[6], weights[7]);
+        x = clamp((s - mean) * scale, vec4<f32>(-weights[8]), vec4<f32>(weights[8]));
+    }
+    h[0] = x.x;
+    h[1] = x.y;
+    h[2] = x.z;
+    h[3] = x.w;
+    var off = NORM_FLOATS;
     for (var l = 0u; l < P.depth; l++) {
         let nin = width(l);
         let nout = width(l + 1u);

@@ -3,7 +3,7 @@
 //! Everything stays on the device: per dispatch each invocation steps its env `steps`
 //! times, and the host reads back 8 bytes of tallies plus the few states it draws.
 
-use crate::actor::Policy;
+use crate::actor::{Policy, NORM_FLOATS};
 use crate::{action_rng, shader_source, Setup, Tally, WORKGROUP};
 use bytemuck::{Pod, Zeroable};
 use hotlab_shared::rng::EnvRng;
@@ -70,6 +70,7 @@ const MODE_RANDOM: u32 = 1;
 const MODE_ACTOR: u32 = 2;
 const FLAG_RECORD: u32 = 1;
 const FLAG_GREEDY: u32 = 2;
+const FLAG_NORM: u32 = 4;
 
 /// One recorded transition per env (tests): what the batch env's `StepBatch` holds.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,16 +122,19 @@ impl GpuCartPole {
             states.push([(); 4].map(|_| rng.uniform_f32(-b, b)));
             meta.push([0, rng.state(), action_rng(setup.seed, i).state(), 0]);
         }
+        // The weights: the normalizer's floats (zeros without one), then the layers.
         let (mode, flags, depth, widths, weights, max_width) = match &setup.policy {
-            Policy::Random => (MODE_RANDOM, 0, 0, [0; 12], vec![0f32], 4),
+            Policy::Random => (MODE_RANDOM, 0, 0, [0; 12], vec![0f32; NORM_FLOATS], 4),
             Policy::Actor { actor, greedy } => {
                 let mut w = [0u32; 12];
                 for (slot, &v) in w.iter_mut().zip(&actor.widths) {
                     *slot = v as u32;
                 }
-                let flags = if *greedy { FLAG_GREEDY } else { 0 };
+                let flags = if *greedy { FLAG_GREEDY } else { 0 } | if actor.norm.is_some() { FLAG_NORM } else { 0 };
                 let max_width = actor.widths.iter().copied().max().unwrap_or(4);
-                (MODE_ACTOR, flags, actor.depth() as u32, w, actor.params.clone(), max_width)
+                let mut weights = actor.norm.as_ref().map_or([0f32; NORM_FLOATS], |n| n.packed()).to_vec();
+                weights.extend_from_slice(&actor.params);
+                (MODE_ACTOR, flags, actor.depth() as u32, w, weights, max_width)
             }
         };
         let base = Params { envs: n as u32, steps: 1, mode, flags, depth, pad: [0; 3], widths };

@@ -97,6 +97,7 @@ pub fn shader_source(max_width: usize) -> String {
     s += &format!("const MAX_STEPS: u32 = {}u;\n", cp::MAX_STEPS);
     s += &format!("const MAX_WIDTH: u32 = {}u;\n", max_width.max(4));
     s += &format!("const WORKGROUP: u32 = {WORKGROUP}u;\n");
+    s += &format!("const NORM_FLOATS: u32 = {}u;\n", actor::NORM_FLOATS);
     s + include_str!("cartpole.wgsl")
 }
 

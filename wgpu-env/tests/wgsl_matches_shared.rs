@@ -12,6 +12,7 @@
 use hotlab_shared::cartpole::{self as cp, CartPoleBatch};
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
+use hotlab_wgpu::actor::InputNorm;
 use hotlab_wgpu::cpu::CpuCartPole;
 use hotlab_wgpu::gpu::{Gpu, GpuCartPole};
 use hotlab_wgpu::{Actor, Policy, Setup, Tally};
@@ -150,13 +151,27 @@ fn balancer() -> Arc<Actor> {
     }
     params[40] = -5.0; // w1[0][0]: logit 0
     params[41] = 5.0; // w1[0][1]: logit 1
-    Arc::new(Actor { widths: vec![4, 8, 2], params })
+    Arc::new(Actor { widths: vec![4, 8, 2], params, norm: None })
+}
+
+/// The balancer behind a normalizer, its first layer undoing it: it still balances,
+/// reading its inputs through the statistics (the clip at ±3 bites only far from upright).
+fn normalized_balancer() -> Arc<Actor> {
+    let norm = InputNorm { mean: [0.05, -0.1, 0.01, 0.2], scale: [2.0, 0.5, 8.0, 1.5], clip: 3.0 };
+    let mut params = balancer().params.clone();
+    // w·x + b = (w / scale)·((x − mean)·scale) + (b + w·mean).
+    let mut bias = 0.0;
+    for i in 0..4 {
+        bias += params[i * 8] * norm.mean[i];
+        params[i * 8] /= norm.scale[i];
+    }
+    params[32] = bias;
+    Arc::new(Actor { widths: vec![4, 8, 2], params, norm: Some(norm) })
 }
 
 #[test]
 fn the_actor_in_wgsl_chooses_as_the_host_does_and_balances() {
-    let actor = balancer();
-    for greedy in [true, false] {
+    for (actor, greedy) in [(balancer(), true), (balancer(), false), (normalized_balancer(), true)] {
         let setup = Setup { envs: 2048, seed: 9, policy: Policy::Actor { actor: actor.clone(), greedy } };
         let mut g = pollster::block_on(GpuCartPole::new(gpu(), &setup)).unwrap();
         let mut rngs: Vec<_> = (0..setup.envs as u64).map(|i| hotlab_wgpu::action_rng(9, i)).collect();

@@ -9,7 +9,7 @@ use hotlab_lab::wire::process::FromRun;
 use hotlab_shared::protocol::{EventBody, RunStatus};
 use hotlab_shared::spec::RunSpec;
 use hotlab_train::frames::FrameFeed;
-use hotlab_train::{TrainOptions, Trained, UpdateMetrics};
+use hotlab_train::{TrainOptions, UpdateMetrics};
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -82,7 +82,7 @@ fn serve(spec: &RunSpec) -> Result<()> {
             out.send(FromRun::Event(EventBody::Report { report }));
             let blobs = [
                 ("trace", trained.trace.as_ref().map(|t| t.to_string())),
-                ("policy", Some(policy_json(&trained))),
+                ("policy", Some(trained.policy.policy_json(&trained.report.env))),
                 ("summary", serde_json::to_string(&trained.report).ok()),
             ];
             for (name, body) in blobs {
@@ -173,16 +173,4 @@ impl Sender {
     fn spent(&self) -> f64 {
         self.spent.lock().unwrap_or_else(|p| p.into_inner()).as_secs_f64()
     }
-}
-
-/// The trained weights for the in-browser env: the shape and the flat parameters.
-fn policy_json(trained: &Trained) -> String {
-    let policy = &trained.policy;
-    let layout: Vec<serde_json::Value> = policy
-        .layout()
-        .iter()
-        .map(|s| serde_json::json!({"name": s.name, "shape": s.shape, "offset": s.offset}))
-        .collect();
-    let (env, shape, params) = (&trained.report.env, policy.shape(), policy.host_params());
-    serde_json::json!({"env": env, "shape": shape, "layout": layout, "params": params}).to_string()
 }

@@ -194,6 +194,10 @@ choice!(
 );
 
 impl Norm {
+    /// Gymnasium's `epsilon` under the square root of both normalizers: an input becomes
+    /// `(x − mean) / √(var + EPSILON)` (the trainer, eval and the playground alike).
+    pub const EPSILON: f64 = 1e-8;
+
     /// Whether it runs for an env that has (`box_actions`) or has not a Box action space.
     pub fn on(self, box_actions: bool) -> bool {
         match self {
