@@ -943,3 +943,45 @@ fn lesson_checks_run_on_the_lab_machine_and_are_kept() {
     assert_eq!(get_json(&third.addr, "/api/lessons/checks")["checks"], json!([]));
     assert!(data.path().join("lesson-checks.json.bad").exists());
 }
+
+/// `GET /api/gym/envs`: Gymnasium's ids by family as the lab's Python sees them (the
+/// launch form's suggestions): MuJoCo's installed by the test set-up, Box2D's missing and
+/// named with the command that adds it. A lab whose Python cannot run says so, naming it.
+#[test]
+fn the_lab_lists_the_gymnasium_ids_its_python_can_make() {
+    let data = tempfile::tempdir().unwrap();
+    let py = python();
+    let server = start_with_env(data.path(), 0, &[], &[("HOTLAB_PYTHON", py.to_str().unwrap())]);
+    let envs = get_json(&server.addr, "/api/gym/envs");
+    assert_eq!(envs["error"], Value::Null, "{envs}");
+    let family = |name: &str| {
+        envs["families"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["family"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: {envs}"))
+    };
+    let ids =
+        |f: &Value| f["ids"].as_array().unwrap().iter().map(|i| i.as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let mujoco = family("mujoco");
+    assert_eq!(mujoco["missing"], Value::Null, "{mujoco}");
+    assert!(
+        ids(&mujoco).iter().any(|i| i == "HalfCheetah-v5") && ids(&mujoco).iter().any(|i| i == "Hopper-v4"),
+        "{mujoco}"
+    );
+    assert!(!ids(&mujoco).iter().any(|i| i.ends_with("-v2")), "mujoco-py's placeholders are left out: {mujoco}");
+    assert!(ids(&family("classic_control")).iter().any(|i| i == "CartPole-v1"));
+    let box2d = family("box2d");
+    if box2d["missing"] != Value::Null {
+        assert!(box2d["install"].as_str().unwrap().contains("gymnasium[box2d]"), "{box2d}");
+    }
+    drop(server);
+
+    let data = tempfile::tempdir().unwrap();
+    let server = start_with_env(data.path(), 0, &[], &[("HOTLAB_PYTHON", "/nonexistent/python")]);
+    let envs = get_json(&server.addr, "/api/gym/envs");
+    assert!(envs["error"].as_str().unwrap().contains("/nonexistent/python"), "{envs}");
+    assert_eq!(envs["families"], json!([]));
+}

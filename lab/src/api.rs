@@ -20,6 +20,7 @@ use axum::Json;
 use hotlab_shared::protocol::{Event, EventBody, MetricsPoint, RunInfo, RunSummary};
 use hotlab_shared::spec::{json, RunSpec};
 use hotlab_shared::system::SystemInfo;
+use hotlab_shared::workloads::gym::GymEnvs;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,14 @@ use std::time::Duration;
 pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
     let store_bytes = Some(lab.manager.store().size_bytes());
     Json(SystemInfo { store_bytes, ..(*lab.system).clone() })
+}
+
+/// `GET /api/gym/envs`: the Gymnasium ids this lab's Python can make, by family, and
+/// what installs a missing family (the launch form's suggestions for `gym_id`). Runs on
+/// another machine use that machine's Python: its list may differ.
+pub async fn gym_envs(State(lab): State<Lab>) -> ApiResult<Json<GymEnvs>> {
+    let trainer = lab.trainer.clone();
+    Ok(Json(blocking(move || Ok(trainer.gym_envs())).await?))
 }
 
 /// `GET /api/auth`: whether this request carries the operator token (the page enables

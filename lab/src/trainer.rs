@@ -6,6 +6,7 @@
 
 use hotlab_shared::spec::{RunSpec, SpecError};
 use hotlab_shared::system::SystemInfo;
+use hotlab_shared::workloads::gym::GymEnvs;
 
 pub trait Trainer: Send + Sync {
     /// This machine: versions, devices, cores.
@@ -16,4 +17,7 @@ pub trait Trainer: Send + Sync {
     /// Whether the run fits this machine's memory now (an out-of-memory kill would take
     /// more than the run down): refused naming the fields behind the largest part.
     fn fits(&self, spec: &RunSpec) -> Result<(), SpecError>;
+    /// The Gymnasium ids this machine's default Python can make, by family (what the
+    /// launch form offers for `gym_id`). Blocks while a Python process lists them.
+    fn gym_envs(&self) -> GymEnvs;
 }

@@ -9,7 +9,7 @@
 
 use super::pictures;
 use hotlab_shared::spec::{SpecError, WaitMode};
-use hotlab_shared::workloads::gym::GymImage;
+use hotlab_shared::workloads::gym::{GymEnvs, GymImage};
 use hotlab_train::exec::shm::{Layout, PARTS_BYTES};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -98,6 +98,32 @@ pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value) -> Result<Prob
             format!("probing '{id}' with {} failed ({}): {}", python.display(), out.status, stderr.trim()),
         )
     })
+}
+
+/// Gymnasium's registered ids by family, as `python` sees them (the worker in `ids`
+/// mode); an interpreter that cannot run or has no gymnasium gives the error and no ids.
+pub fn registered_ids(python: &Path) -> GymEnvs {
+    let args = serde_json::json!({"mode": "ids", "python": python});
+    let shown = python.display().to_string();
+    let out = match Command::new(python).arg("-c").arg(WORKER).arg(args.to_string()).stdin(Stdio::null()).output() {
+        Ok(out) => out,
+        Err(e) => {
+            let error = format!("cannot run the Python interpreter {shown} ({e}): set HOTLAB_PYTHON, or create the project's venv (`cargo xtask lab`)");
+            return GymEnvs { python: shown, error: Some(error), ..GymEnvs::default() };
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
+    if let Ok(refused) = serde_json::from_str::<Refusal>(line) {
+        return GymEnvs { python: shown, error: Some(refused.message), ..GymEnvs::default() };
+    }
+    match serde_json::from_str::<GymEnvs>(line) {
+        Ok(found) => GymEnvs { python: shown, ..found },
+        Err(_) => {
+            let error = format!("listing Gymnasium's ids with {shown} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+            GymEnvs { python: shown, error: Some(error), ..GymEnvs::default() }
+        }
+    }
 }
 
 /// One worker's command line: it serves envs `first..first + count` of `envs`, split among

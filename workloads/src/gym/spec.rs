@@ -163,6 +163,40 @@ fn mujoco() -> RunSpec {
     }
 }
 
+/// The Gymnasium ids a machine's Python can make, by family (`GET /api/gym/envs`): what
+/// the launch form offers for `gym_id`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GymEnvs {
+    /// The interpreter asked (the gym workload's default one).
+    pub python: String,
+    /// Gymnasium's version there.
+    pub gymnasium: String,
+    pub families: Vec<GymFamily>,
+    /// Why there is no list (no such interpreter, no gymnasium): what to do about it.
+    pub error: Option<String>,
+}
+
+/// One family of registered ids (`classic_control`, `box2d`, `mujoco`, a package's own).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GymFamily {
+    pub family: String,
+    pub ids: Vec<String>,
+    /// The module its envs need and why it does not import, where it does not: its ids
+    /// are registered but cannot be made.
+    pub missing: Option<String>,
+    /// The command that installs what is missing.
+    pub install: Option<String>,
+}
+
+impl GymEnvs {
+    /// The ids that can be made here, family by family.
+    pub fn installed(&self) -> impl Iterator<Item = &str> {
+        self.families.iter().filter(|f| f.missing.is_none()).flat_map(|f| f.ids.iter().map(String::as_str))
+    }
+}
+
 /// What the viewer draws: the first few envs' observation vectors, the actions taken and
 /// the returns of their episodes so far.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

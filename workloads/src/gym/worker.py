@@ -1,9 +1,12 @@
 """hotlab's Python side of the `gym` workload (run by the trainer as `python -c`).
 
-Two modes, chosen by the JSON in argv[1]:
+Three modes, chosen by the JSON in argv[1]:
 
 - `probe`: makes one env and prints its spaces as one JSON line (or, on failure, what
   failed and how to fix it), so the trainer knows the shapes before it starts anything.
+- `ids`: Gymnasium's registered ids by family (classic_control, box2d, mujoco, ...), each
+  family with the module it needs and, where that is missing, the command that adds it:
+  what the lab's launch form offers.
 - `serve`: one worker process of the run. It holds a slice of the envs and serves the
   trainer's commands through the shared-memory region the trainer created (an inherited
   memfd), laid out as the trainer's `exec::shm::Layout`: actions in, observations,
@@ -145,6 +148,37 @@ def probe(a):
     except Exception as e:
         fail("id", f"making '{a['id']}' raised {type(e).__name__}: {e}\n{traceback.format_exc()}")
     print(json.dumps(answer), flush=True)
+
+
+# The module a family of Gymnasium's own envs imports to step, and the extra that installs it.
+NEEDS = {"mujoco": ("mujoco", "mujoco"), "box2d": ("Box2D", "box2d"), "phys2d": ("jax", "jax"), "tabular": ("jax", "jax")}
+
+
+def ids(a):
+    import importlib
+
+    gym = import_gymnasium(a["python"])
+    families = {}
+    for env_id, spec in gym.registry.items():
+        # A callable entry point is a placeholder that raises (mujoco-py's v2/v3, shimmy's).
+        if not isinstance(spec.entry_point, str):
+            continue
+        module = spec.entry_point.split(":")[0]
+        parts = module.split(".")
+        family = parts[2] if module.startswith("gymnasium.envs.") and len(parts) > 2 else parts[0]
+        families.setdefault(family, []).append(env_id)
+    out = []
+    for family, found in sorted(families.items()):
+        module, extra = NEEDS.get(family, (None, None))
+        missing = install = None
+        if module is not None:
+            try:
+                importlib.import_module(module)
+            except Exception as e:  # an ImportError, or a library the wheel cannot load
+                missing = f"{module} ({type(e).__name__}: {e})"
+                install = f'{a["python"]} -m pip install "gymnasium[{extra}]"'
+        out.append({"family": family, "ids": found, "missing": missing, "install": install})
+    print(json.dumps({"ok": True, "gymnasium": gym.__version__, "families": out}), flush=True)
 
 
 def png(rgb):
@@ -357,6 +391,8 @@ def main():
         fail("python", f"the gym workload's workers run on x86_64 Linux, not {platform.machine()}")
     if a["mode"] == "probe":
         probe(a)
+    elif a["mode"] == "ids":
+        ids(a)
     else:
         serve(a)
 
