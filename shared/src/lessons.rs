@@ -800,6 +800,39 @@ pub const LESSONS: &[Lesson] = &[
         budget: Budget { seconds: 3.0, repeats: 3 },
         on_gpu: None,
     },
+    Lesson {
+        id: "one-env",
+        row: 1,
+        title: "One MuJoCo env, one core, a round trip per step",
+        phenomenon: "CleanRL's ppo_continuous_action.py collects its 2048-step batch from one env: each step is \
+            one env.step in one Python process, and the trainer waits for it, so a 2-core machine steps the physics \
+            on one core while the other idles, and every env step pays the trainer's round trip to the worker. \
+            The same batch from 8 envs × 256 steps over one worker process per core steps the envs on every core \
+            at once, and each round trip carries 4 envs' steps. The update is the same (the same batch, \
+            minibatches and epochs); the trajectories differ, so the learning is compared at 1M steps \
+            (docs/benchmarks.md), not here. It runs on InvertedPendulum-v5, MuJoCo's cheapest; any id runs it \
+            (--set gym_id=HalfCheetah-v5), and the heavier the step the more the split pays.",
+        look_at: "Round trips per env step, and python_step's and env_wait's shares of the wall.",
+        baseline: &[
+            ("env", "gym"),
+            ("gym_id", "InvertedPendulum-v5"),
+            ("backend", "subprocess"),
+            ("envs", "1"),
+            ("steps", "256"),
+            ("minibatches", "4"),
+            ("epochs", "4"),
+        ],
+        variants: &["envs=8"],
+        // A count: with one env each env step is a round trip; with 8 over (up to) 2
+        // processes, at most one per 4 env steps.
+        signature: Signature {
+            measure: Measure::PerStep(Counter::IpcRoundTrips),
+            expect: Expect::Higher(3.0),
+            text: "round trips to Python processes per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 3 },
+        on_gpu: None,
+    },
 ];
 
 /// A lesson by id.

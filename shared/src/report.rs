@@ -455,6 +455,17 @@ mod tests {
         };
         let python = profile(&[(crate::workloads::gym::PYTHON_STEP, 0.7), (Phase::BACKWARD, 0.2)], Counters::default());
         assert_eq!(analyze(&python, &gym).split.next_action, "spread the envs over the cores (--backend subprocess)");
+        // One env (CleanRL's MuJoCo setting): the same batch from 8 envs over worker
+        // processes, the mujoco-fast preset; which gets no such advice itself.
+        let preset = |name: &str| crate::spec::Preset::find(name).unwrap().spec();
+        let knobs =
+            |spec: &RunSpec| analyze(&python, spec).recommendations.into_iter().map(|r| r.knob).collect::<Vec<_>>();
+        assert_eq!(knobs(&preset("mujoco")), ["--envs 8 --steps 256 --backend subprocess"]);
+        let fast = preset("mujoco-fast");
+        assert_eq!((fast.envs * fast.steps, fast.exec.backend), (2048, Backend::Subprocess));
+        assert!(knobs(&fast).is_empty(), "{:?}", knobs(&fast));
+        let overrides = analyze(&python, &preset("mujoco")).recommendations[0].overrides();
+        assert_eq!(overrides[0], ("envs".to_string(), "8".to_string()));
         let update_fwd = analyze(
             &profile(&[(Phase::UPDATE_FORWARD, 0.6), (Phase::BACKWARD, 0.3)], Counters::default()),
             &RunSpec::default(),

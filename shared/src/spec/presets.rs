@@ -64,7 +64,8 @@ mod tests {
         assert_eq!(default().spec(), RunSpec::default(), "the defaults are the cleanrl preset");
         let e = Preset::find("huge").unwrap_err();
         assert!(
-            e.contains("'huge'") && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, grow, dreamer, mujoco"),
+            e.contains("'huge'")
+                && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, grow, dreamer, mujoco, mujoco-fast"),
             "{e}"
         );
     }

@@ -42,6 +42,9 @@ pub const RENDER: Phase = Phase::new("render");
 /// worth splitting into worker processes.
 const SPLIT_AT: f64 = 0.25;
 
+/// Envs a one-env run is advised to collect its batch with (the `mujoco-fast` preset's).
+const SPREAD_ENVS: usize = 8;
+
 impl Settings for GymSpec {
     const PHASES: &'static [PhaseInfo] = &[
         PhaseInfo::new(
@@ -79,11 +82,18 @@ impl Settings for GymSpec {
     /// (`subprocess`); no scalar env lives in this process.
     const BACKENDS: &'static [Backend] = &[Backend::Subprocess, Backend::Vectorized];
 
-    const PRESETS: &'static [Preset] = &[Preset::new(
-        "mujoco",
-        "HalfCheetah-v5 with CleanRL's ppo_continuous_action.py settings: 1 env × 2048 steps, 32 minibatches, 10 epochs, normalizers on, 1M steps; needs gymnasium[mujoco]",
-        mujoco,
-    )];
+    const PRESETS: &'static [Preset] = &[
+        Preset::new(
+            "mujoco",
+            "HalfCheetah-v5 with CleanRL's ppo_continuous_action.py settings: 1 env × 2048 steps, 32 minibatches, 10 epochs, normalizers on, 1M steps; needs gymnasium[mujoco]",
+            mujoco,
+        ),
+        Preset::new(
+            "mujoco-fast",
+            "mujoco's batch of 2048 steps from 8 envs × 256 steps, stepped by one worker process per core: the same update, the envs' Python on every core; needs gymnasium[mujoco]",
+            mujoco_fast,
+        ),
+    ];
     /// Unknown until the env is probed: room for 64 floats, for the memory estimate.
     const OBS_BYTES: u64 = 64 * 4;
 
@@ -129,6 +139,18 @@ impl Settings for GymSpec {
             );
             out.push(Recommendation::new("--backend subprocess", PYTHON_STEP, python, signature));
         }
+        // One env (CleanRL's MuJoCo setting): a single env's Python runs on one core, one
+        // round trip per env step, while the trainer waits. The same batch from 8 envs
+        // over worker processes (the mujoco-fast preset) runs it on every core.
+        if spec.envs == 1 && python >= SPLIT_AT {
+            let signature = format!(
+                "{:.0}% of wall in {}'s Python with one env: one core steps it, a round trip per env step",
+                100.0 * python,
+                self.id
+            );
+            let knob = format!("--envs {SPREAD_ENVS} --steps {} --backend subprocess", (spec.steps / SPREAD_ENVS).max(1));
+            out.push(Recommendation::new(&knob, PYTHON_STEP, python, signature));
+        }
     }
 }
 
@@ -160,6 +182,20 @@ fn mujoco() -> RunSpec {
         },
         exec: ExecSpec { backend: Backend::Vectorized, ..ExecSpec::default() },
         ..RunSpec::default()
+    }
+}
+
+/// The throughput preset: [`mujoco`]'s update on the same 2048-step batch, collected by
+/// 8 envs × 256 steps over one worker process per core (`--workers 0`), so that the envs'
+/// Python, 3/4 of mujoco's wall on one core, runs on all of them, and each worker's
+/// round trip carries 4 envs' steps instead of one.
+fn mujoco_fast() -> RunSpec {
+    let base = mujoco();
+    RunSpec {
+        envs: SPREAD_ENVS,
+        steps: base.steps / SPREAD_ENVS,
+        exec: ExecSpec { backend: Backend::Subprocess, workers: 0, ..base.exec.clone() },
+        ..base
     }
 }
 
