@@ -31,6 +31,8 @@ pub trait Settings: Default {
     const INFERENCE: Option<Inference> = None;
     /// Whether PPO trains it (the `ppo` settings apply and are checked).
     const PPO: bool = true;
+    /// Whether its observation is one vector of floats, which `--obs-norm on` normalizes.
+    const FLOAT_OBS: bool = true;
     /// Its own phases (the loop's and PPO's are `profile::CORE_PHASES`).
     const PHASES: &'static [PhaseInfo] = &[];
     /// The phases its envs time themselves inside an env step, in the order its envs'
@@ -121,6 +123,11 @@ macro_rules! registry {
             /// Whether PPO trains this workload (the `ppo` settings apply).
             pub fn uses_ppo(self) -> bool {
                 match self { $(EnvName::$variant => <$settings as Settings>::PPO),+ }
+            }
+
+            /// Whether its observation is one vector of floats (`--obs-norm on` applies).
+            pub fn float_obs(self) -> bool {
+                match self { $(EnvName::$variant => <$settings as Settings>::FLOAT_OBS),+ }
             }
 
             /// The inference this workload's policy always uses, if it ignores `--inference`.

@@ -466,6 +466,12 @@ impl RunSpec {
 
     fn validate_ppo(&self) -> Result<(), SpecError> {
         let p = &self.ppo;
+        if p.obs_norm == Norm::On && !self.env().float_obs() {
+            return Err(SpecError::new(
+                "obs_norm",
+                format!("on: the {} env's observation is not one vector of floats; allowed: auto, off", self.env()),
+            ));
+        }
         in_range("minibatches", p.minibatches, 1, self.batch_size())?;
         if !self.batch_size().is_multiple_of(p.minibatches) {
             return Err(SpecError::new(
@@ -603,6 +609,31 @@ mod tests {
 
     /// Both captured updates need CUDA, refuse fp16's host-read scaler and gradient
     /// telemetry, each naming itself; `graph_fused` is PPO's, so the dreamer refuses it.
+    /// `--obs-norm on` normalizes one vector of floats: a workload whose observation is
+    /// integers (proof, morpho) refuses it before anything starts; `auto` and `off` pass,
+    /// and the float workloads take it.
+    #[test]
+    fn obs_norm_on_is_refused_where_the_observation_is_not_floats() {
+        for env in [EnvName::Proof, EnvName::Morpho, EnvName::Cartpole, EnvName::Gym] {
+            let with = |norm: Norm| {
+                let mut s = RunSpec { workload: WorkloadSpec::default_for(env), ..RunSpec::default() };
+                s.ppo.obs_norm = norm;
+                s.validate()
+            };
+            with(Norm::Auto).unwrap();
+            with(Norm::Off).unwrap();
+            match env.float_obs() {
+                true => with(Norm::On).unwrap(),
+                false => {
+                    let e = with(Norm::On).unwrap_err();
+                    assert_eq!((e.field.as_str(), e.flag()), ("obs_norm", "--obs-norm".to_string()), "{e}");
+                    assert!(e.message.contains(&format!("the {env} env")) && e.message.ends_with("allowed: auto, off"));
+                }
+            }
+        }
+        assert!(!EnvName::Proof.float_obs() && !EnvName::Morpho.float_obs() && EnvName::Gym.float_obs());
+    }
+
     #[test]
     fn captured_updates_are_refused_where_they_cannot_run_naming_the_mode() {
         for mode in [UpdateMode::Graph, UpdateMode::GraphFused] {

@@ -481,6 +481,8 @@ impl Settings for MorphoSpec {
     const BACKENDS: &'static [Backend] = HOST_BACKENDS;
     /// The features (5 + 3 slots × 19 f32) and the mask table (6 ops × 30 choices, i64).
     const OBS_BYTES: u64 = (5 + 3 * 19) * 4 + 6 * 30 * 8;
+    /// Features and a mask of integers: `--obs-norm on` is refused.
+    const FLOAT_OBS: bool = false;
     /// The 8-head agent's forward is libtorch ops (the run's notes say so).
     const INFERENCE: Option<Inference> = Some(Inference::Eager);
     const PHASES: &'static [PhaseInfo] = &[

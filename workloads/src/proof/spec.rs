@@ -72,6 +72,8 @@ impl Settings for ProofSpec {
         &[PhaseInfo::new(EMBEDDING_LOOKUP, PhaseKind::Forward, "#7fd1b9", "index embeddings")];
     /// The goal list (10 × 3), 20 successors (20 × 10 × 3) and the mask (20), in i64.
     const OBS_BYTES: u64 = (10 * 3 + 20 * 10 * 3 + 20) * 8;
+    /// Integer states, successors and masks: `--obs-norm on` is refused.
+    const FLOAT_OBS: bool = false;
 
     /// The knowledge base unless it names a generated world (`family:…`, `geography:…`;
     /// the proof workload parses the rest), and the query file.
