@@ -283,10 +283,27 @@ fn random_websocket_queries_and_messages_are_harmless() {
     }
     assert!(opened > 0, "seed {seed}: some random queries were valid");
     let messages = fuzz::cases(300);
-    let got = rt.block_on(async {
+    // The newest event's seq among the text messages that arrive before `until`.
+    async fn newest(ws: &mut Ws, until: tokio::time::Instant, above: u64) -> u64 {
+        let mut seq = above;
+        while let Ok(Some(Ok(m))) = tokio::time::timeout_at(until, futures_util::StreamExt::next(ws)).await {
+            if let Message::Text(t) = m {
+                let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
+                seq = seq.max(v["seq"].as_u64().unwrap_or(0));
+                if above > 0 && seq > above {
+                    break;
+                }
+            }
+        }
+        seq
+    }
+    type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+    let (before, after) = rt.block_on(async {
         let url = format!("ws://{}/api/ws?run={id}&fps=10", server.addr);
         let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-        for _ in 0..messages {
+        // The history and the first live events, before any random message.
+        let before = newest(&mut ws, tokio::time::Instant::now() + Duration::from_secs(2), 0).await;
+        for i in 0..messages {
             let len = rng.below(64) as usize;
             let bytes: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
             let msg = match rng.below(4) {
@@ -295,18 +312,15 @@ fn random_websocket_queries_and_messages_are_harmless() {
                 2 => Message::Text(r#"{"stop": true, "run": 1}"#.into()),
                 _ => Message::Ping(bytes.into()),
             };
-            if ws.send(msg).await.is_err() {
-                break;
-            }
+            // Every message goes out: a server that closed the socket fails a send.
+            ws.send(msg).await.unwrap_or_else(|e| panic!("seed {seed}: message {i} of {messages}: {e}"));
         }
-        let mut got = 0;
-        let until = tokio::time::Instant::now() + Duration::from_secs(2);
-        while let Ok(Some(Ok(_))) = tokio::time::timeout_at(until, futures_util::StreamExt::next(&mut ws)).await {
-            got += 1;
-        }
-        got
+        // An event newer than any before the messages: the stream went on past them.
+        let after = newest(&mut ws, tokio::time::Instant::now() + Duration::from_secs(30), before.max(1)).await;
+        (before, after)
     });
-    assert!(got > 0, "seed {seed}: the stream went on after {messages} random messages");
+    assert!(before > 0, "seed {seed}: events before the messages");
+    assert!(after > before, "seed {seed}: no event newer than {before} after {messages} random messages");
     assert_eq!(get_json(&server.addr, &format!("/api/runs/{id}"))["status"], "running", "no message stops a run");
     assert_eq!(http(&server.addr, "POST", &format!("/api/runs/{id}/stop"), &[AUTH], b"").0, 200);
     wait_for(&server.addr, id, &["stopped"]);
