@@ -120,7 +120,11 @@ pub fn registered_ids(python: &Path) -> GymEnvs {
     match serde_json::from_str::<GymEnvs>(line) {
         Ok(found) => GymEnvs { python: shown, ..found },
         Err(_) => {
-            let error = format!("listing Gymnasium's ids with {shown} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+            let error = format!(
+                "listing Gymnasium's ids with {shown} failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
             GymEnvs { python: shown, error: Some(error), ..GymEnvs::default() }
         }
     }

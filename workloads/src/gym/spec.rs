@@ -148,7 +148,8 @@ impl Settings for GymSpec {
                 100.0 * python,
                 self.id
             );
-            let knob = format!("--envs {SPREAD_ENVS} --steps {} --backend subprocess", (spec.steps / SPREAD_ENVS).max(1));
+            let knob =
+                format!("--envs {SPREAD_ENVS} --steps {} --backend subprocess", (spec.steps / SPREAD_ENVS).max(1));
             out.push(Recommendation::new(&knob, PYTHON_STEP, python, signature));
         }
     }
