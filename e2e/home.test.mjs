@@ -11,7 +11,7 @@ let browser;
 before(async () => ({ lab, browser } = await labAndBrowser()));
 after(() => stopAll(browser, lab));
 
-const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco'];
+const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'mujoco-fast'];
 // What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow
 // and mujoco presets train for minutes (mujoco and mujoco-fast: 1M steps of HalfCheetah), so their cards
 // are only opened into the form; the dreamer preset
@@ -183,7 +183,7 @@ test('the lesson cards show this machine\'s checks, and the operator starts them
   assert.match(await card('worker-waits').textContent(), /not checked on this machine yet/);
   await page.getByTestId('lesson-checks').filter({ hasText: /2 of 20 lessons checked on / }).waitFor({ timeout: 20_000 });
   await page.getByTestId('check-lessons').click();
-  await page.getByTestId('lesson-checks').filter({ hasText: /checking worker-waits on this machine \(18 after it\)/ })
+  await page.getByTestId('lesson-checks').filter({ hasText: /checking worker-waits on this machine \(19 after it\)/ })
     .waitFor({ timeout: 20_000 });
   assert.ok(await page.getByTestId('check-lessons').isDisabled(), 'one check at a time');
   await card('worker-waits').filter({ hasText: /(shows|did not show) here: / }).waitFor({ timeout: 120_000 });
