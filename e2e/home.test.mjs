@@ -65,11 +65,13 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
   assert.equal(await form.locator('[name="obs_norm"]').inputValue(), 'auto');
   assert.equal(await form.locator('[name="steps"]').inputValue(), '2048');
   // gym_id offers the ids the lab's Python can make: MuJoCo's are installed here.
-  const families = page.getByTestId('gym-families');
-  await families.locator('[data-family="mujoco"]').waitFor({ timeout: 20_000 });
-  assert.match(await families.locator('[data-family="mujoco"]').textContent(), /^mujoco: \d+ ids$/);
-  assert.equal(await form.locator('[name="gym_id"]').getAttribute('list'), 'gym-ids');
-  const offered = await page.locator('#gym-ids option').evaluateAll((os) => os.map((o) => o.value));
+  const groups = page.locator('[data-testid="suggestions"][data-knob="gym_id"]');
+  await groups.locator('[data-group="mujoco"]').waitFor({ timeout: 20_000 });
+  assert.match(await groups.locator('[data-group="mujoco"]').textContent(), /^mujoco: \d+ ids$/);
+  assert.match(await groups.textContent(), /Gymnasium \d/, 'the list says where it came from');
+  assert.equal(await form.locator('[name="gym_id"]').getAttribute('list'), 'gym_id-values');
+  assert.equal(await form.locator('[name="hidden"]').getAttribute('list'), null, 'a knob without suggestions offers none');
+  const offered = await page.locator('[id="gym_id-values"] option').evaluateAll((os) => os.map((o) => o.value));
   assert.ok(offered.includes('HalfCheetah-v5') && offered.includes('Hopper-v4') && offered.includes('CartPole-v1'), offered.join(' '));
   await page.reload();
   await page.getByTestId('welcome-back').waitFor({ timeout: 20_000 });

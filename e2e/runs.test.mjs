@@ -296,14 +296,19 @@ test('the header, the counters and the stream agree on env steps, for every work
     const last = events.filter((e) => e.kind === 'metrics').at(-1).metrics.global_step;
     const profiled = events.filter((e) => e.kind === 'profile').reduce((n, e) => n + e.profile.counters.env_steps, 0);
     assert.equal(profiled, last, `${workload}: the profiles' env steps and the last metrics'`);
+    // The page's figures (rounded on screen, exact in their titles) against the server's
+    // exact global_step: the wait fails the test when they never agree.
     const header = page.getByTestId('env-steps');
     const counted = page.getByTestId('counter-env-steps').locator('td').nth(1);
     await page.waitForFunction(
-      ([a, b]) => a.textContent === b.textContent && a.textContent !== '–',
-      [await header.elementHandle(), await counted.elementHandle()],
+      ([a, b, want]) => a.title === want && b.title === want,
+      [await header.elementHandle(), await counted.elementHandle(), String(last)],
       { timeout: 10_000 },
-    ).catch(() => {});
-    assert.equal(await counted.textContent(), await header.textContent(), `${workload}: counters and header`);
+    ).catch(async () => {
+      assert.fail(`${workload}: the page shows ${await header.getAttribute('title')} (header) and `
+        + `${await counted.getAttribute('title')} (counters); the server's global_step is ${last}`);
+    });
+    assert.equal(await counted.textContent(), await header.textContent(), `${workload}: counters and header, rounded`);
     assert.deepEqual(errors, [], workload);
     await context.close();
   }

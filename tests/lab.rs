@@ -379,8 +379,9 @@ fn requests_from_elsewhere_are_refused_as_json_errors() {
 }
 
 /// Stop is honoured within one rollout step: a run whose first rollout is long (64 envs ×
-/// 65,536 steps) and is stopped while it runs ends `stopped` before that rollout's update,
-/// so no update is ever reported (checked between updates, it would report one).
+/// 65,536 steps) and is stopped while it runs (its first rollout frame stored, no update
+/// yet) ends `stopped` before that rollout's update, so no update is ever reported
+/// (checked between updates, it would report one).
 #[test]
 fn stop_ends_a_run_inside_a_long_rollout() {
     let data = tempfile::tempdir().unwrap();
@@ -388,7 +389,18 @@ fn stop_ends_a_run_inside_a_long_rollout() {
     let spec = json!({"envs": 64, "steps": 65536, "total_steps": 4194304, "device": "cpu", "ppo": {"minibatches": 64}});
     let id = launch(&server.addr, spec);
     wait_for(&server.addr, id, &["running"]);
-    std::thread::sleep(Duration::from_millis(300)); // into the rollout
+    // Into the rollout: a frame of it is stored (frames come from inside the rollout).
+    let start = Instant::now();
+    loop {
+        let events = get_json(&server.addr, &format!("/api/runs/{id}/events?limit=1000"));
+        let kinds: Vec<&str> = events.as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+        assert!(!kinds.contains(&"metrics"), "an update before the stop: {kinds:?}");
+        if kinds.contains(&"rollout") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no rollout frame: {kinds:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (status, body) = http(&server.addr, "POST", &format!("/api/runs/{id}/stop"), &[AUTH], b"");
     assert_eq!(status, 200, "{body}");
     wait_for(&server.addr, id, &["stopped"]);
@@ -944,27 +956,30 @@ fn lesson_checks_run_on_the_lab_machine_and_are_kept() {
     assert!(data.path().join("lesson-checks.json.bad").exists());
 }
 
-/// `GET /api/gym/envs`: Gymnasium's ids by family as the lab's Python sees them (the
-/// launch form's suggestions): MuJoCo's installed by the test set-up, Box2D's missing and
-/// named with the command that adds it. A lab whose Python cannot run says so, naming it.
+/// `GET /api/knobs/gym_id/suggestions`: Gymnasium's ids by family as the lab's Python
+/// sees them (the launch form's suggestions): MuJoCo's installed by the test set-up,
+/// Box2D's missing and named with the command that adds it. A lab whose Python cannot run
+/// says so, naming it; a knob without suggestions is refused, naming the ones with them.
 #[test]
 fn the_lab_lists_the_gymnasium_ids_its_python_can_make() {
     let data = tempfile::tempdir().unwrap();
     let py = python();
     let server = start_with_env(data.path(), 0, &[], &[("HOTLAB_PYTHON", py.to_str().unwrap())]);
-    let envs = get_json(&server.addr, "/api/gym/envs");
+    let envs = get_json(&server.addr, "/api/knobs/gym_id/suggestions");
     assert_eq!(envs["error"], Value::Null, "{envs}");
+    assert_eq!((&envs["knob"], &envs["unit"]), (&json!("gym_id"), &json!("ids")), "{envs}");
+    assert!(envs["source"].as_str().unwrap().starts_with("Gymnasium 1."), "{envs}");
     let family = |name: &str| {
-        envs["families"]
+        envs["groups"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|f| f["family"] == name)
+            .find(|f| f["group"] == name)
             .cloned()
             .unwrap_or_else(|| panic!("{name}: {envs}"))
     };
     let ids =
-        |f: &Value| f["ids"].as_array().unwrap().iter().map(|i| i.as_str().unwrap().to_string()).collect::<Vec<_>>();
+        |f: &Value| f["values"].as_array().unwrap().iter().map(|i| i.as_str().unwrap().to_string()).collect::<Vec<_>>();
     let mujoco = family("mujoco");
     assert_eq!(mujoco["missing"], Value::Null, "{mujoco}");
     assert!(
@@ -977,11 +992,14 @@ fn the_lab_lists_the_gymnasium_ids_its_python_can_make() {
     if box2d["missing"] != Value::Null {
         assert!(box2d["install"].as_str().unwrap().contains("gymnasium[box2d]"), "{box2d}");
     }
+    let (status, body) = get(&server.addr, "/api/knobs/hidden/suggestions");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("'hidden' has no suggestions; allowed: gym_id"), "{body}");
     drop(server);
 
     let data = tempfile::tempdir().unwrap();
     let server = start_with_env(data.path(), 0, &[], &[("HOTLAB_PYTHON", "/nonexistent/python")]);
-    let envs = get_json(&server.addr, "/api/gym/envs");
+    let envs = get_json(&server.addr, "/api/knobs/gym_id/suggestions");
     assert!(envs["error"].as_str().unwrap().contains("/nonexistent/python"), "{envs}");
-    assert_eq!(envs["families"], json!([]));
+    assert_eq!(envs["groups"], json!([]));
 }

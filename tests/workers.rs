@@ -163,10 +163,16 @@ fn a_worker_killed_mid_run_leaves_the_run_interrupted_with_its_metrics() {
     assert_eq!(m[0]["connected"], false, "{m}");
 }
 
+/// The lab is killed twice, mid-run and as a run ends on its worker; the worker keeps what
+/// it cannot send and the lab, back, stores it all. Its store's queue is 16 writes (the
+/// hook `HOTLAB_STORE_QUEUE`), far below the backlog, so the backlog reaches both the
+/// back-pressure (half the queue) and, were that missing, the shedding: every update's
+/// metrics are counted against the report's env steps, the tail included.
 #[test]
 fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     let data = tempfile::tempdir().unwrap();
-    let mut server = lab(data.path(), 0);
+    let small = [("HOTLAB_STORE_QUEUE", "16")];
+    let mut server = start_env(data.path(), 0, &small);
     let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
     let w = worker(&server.addr, "box-3", WORKER_TOKEN);
     connected(&server.addr, "box-3");
@@ -178,7 +184,7 @@ fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     let _ = server.child.wait();
     // The worker trains on and keeps what it cannot send: it says so when it retries.
     w.wait_for_line(|l| l.contains("is unreachable") && !l.contains("(0 bytes waiting"));
-    let again = lab(data.path(), port);
+    let again = start_env(data.path(), port, &small);
     let run = wait_for(&again.addr, id, &["finished", "failed", "interrupted", "stopped"]);
     assert_eq!(run["status"], "finished", "{run}");
     let ms = metrics(&again.addr, id);
@@ -186,6 +192,7 @@ fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     assert_whole(&ms);
     // Every event (a fast machine makes more than a default page of them in 8 s).
     let events = get_json(&again.addr, &format!("/api/runs/{id}/events?limit=100000"));
+    assert_counted(&ms, &events, 8 * 32);
     let seqs: Vec<u64> = events.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seqs strictly increasing");
     // Events came after the restart: numbered past the gap a restart leaves.
@@ -204,12 +211,22 @@ fn the_lab_killed_and_restarted_mid_run_loses_and_doubles_nothing() {
     let _ = again.child.wait();
     // Back only once the run has ended on the worker, the lab away.
     w.wait_for_line(|l| l.contains(&format!("run {short} ended on this worker")));
-    let third = lab(data.path(), port);
+    let third = start_env(data.path(), port, &small);
     let run = wait_for(&third.addr, short, &["finished", "failed", "interrupted"]);
     assert_eq!(run["status"], "finished", "{run}");
     let ms = metrics(&third.addr, short);
     assert_eq!(ms.len(), 20, "every update of 20480 steps in 8 × 128");
     assert_whole(&ms);
+    assert_counted(&ms, &get_json(&third.addr, &format!("/api/runs/{short}/events?limit=100000")), 8 * 128);
+}
+
+/// The stored metrics account for every env step the run's report counts: one per update
+/// of `batch` steps, the last at the report's total (a lost tail fails here).
+fn assert_counted(ms: &[Value], events: &Value, batch: u64) {
+    let report = events.as_array().unwrap().iter().find(|e| e["kind"] == "report").expect("a report");
+    let steps = report["report"]["env_steps"].as_u64().unwrap();
+    assert_eq!(ms.len() as u64 * batch, steps, "{} updates of {batch} stored, the report counts {steps}", ms.len());
+    assert_eq!(ms.last().unwrap()["metrics"]["global_step"].as_u64(), Some(steps));
 }
 
 /// The lab dies after a run's last message came and before its final status is stored:

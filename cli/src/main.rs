@@ -6,6 +6,7 @@
 mod bench;
 mod commands;
 mod trainer;
+mod usage;
 
 use clap::Parser;
 use hotlab_shared::spec::SpecError;
@@ -46,7 +47,7 @@ fn report(e: anyhow::Error) -> ExitCode {
         eprintln!("error: {spec}");
         return ExitCode::from(2);
     }
-    if let Some(usage) = e.downcast_ref::<commands::UsageError>() {
+    if let Some(usage) = e.downcast_ref::<usage::UsageError>() {
         eprintln!("error: {usage}");
         return ExitCode::from(2);
     }

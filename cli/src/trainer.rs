@@ -2,14 +2,19 @@
 //! trainer's crates, which the lab does not link.
 
 use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::system::SystemInfo;
-use hotlab_shared::workloads::gym::GymEnvs;
+use hotlab_shared::workloads::EnvName;
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long a listing of Gymnasium's ids stands: a page load asks once, and an install
-/// made while the lab runs shows within this.
-const GYM_ENVS_FOR: Duration = Duration::from_secs(30);
+/// How long a workload's list of suggestions stands (Gymnasium's ids: a Python process
+/// each time): a page load asks once, and an install made while the lab runs shows within this.
+const SUGGESTIONS_FOR: Duration = Duration::from_secs(30);
+
+/// Each workload's last list of suggestions, by name, and when it was made.
+type Listed = HashMap<String, (Instant, Option<Suggestions>)>;
 
 /// This process's trainer.
 pub struct Trainer;
@@ -27,15 +32,16 @@ impl hotlab_lab::trainer::Trainer for Trainer {
         hotlab_train::system::check_memory(spec)
     }
 
-    fn gym_envs(&self) -> GymEnvs {
-        static LAST: Mutex<Option<(Instant, GymEnvs)>> = Mutex::new(None);
+    fn suggestions(&self, env: EnvName) -> Option<Suggestions> {
+        static LAST: Mutex<Option<Listed>> = Mutex::new(None);
         // Held while listing: requests at once wait for the one listing, not one each.
         let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, envs)) = last.as_ref().filter(|(at, _)| at.elapsed() < GYM_ENVS_FOR) {
-            return envs.clone();
+        let last = last.get_or_insert_with(HashMap::new);
+        if let Some((_, found)) = last.get(env.as_str()).filter(|(at, _)| at.elapsed() < SUGGESTIONS_FOR) {
+            return found.clone();
         }
-        let envs = hotlab_workloads::gym::python::registered_ids(&hotlab_workloads::gym::python::default_python());
-        *last = Some((Instant::now(), envs.clone()));
-        envs
+        let found = hotlab_workloads::suggestions(env);
+        last.insert(env.as_str().to_string(), (Instant::now(), found.clone()));
+        found
     }
 }

@@ -19,8 +19,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hotlab_shared::protocol::{Event, EventBody, MetricsPoint, RunInfo, RunSummary};
 use hotlab_shared::spec::{json, RunSpec};
+use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::system::SystemInfo;
-use hotlab_shared::workloads::gym::GymEnvs;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,12 +31,21 @@ pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
     Json(SystemInfo { store_bytes, ..(*lab.system).clone() })
 }
 
-/// `GET /api/gym/envs`: the Gymnasium ids this lab's Python can make, by family, and
-/// what installs a missing family (the launch form's suggestions for `gym_id`). Runs on
-/// another machine use that machine's Python: its list may differ.
-pub async fn gym_envs(State(lab): State<Lab>) -> ApiResult<Json<GymEnvs>> {
+/// `GET /api/knobs/{knob}/suggestions`: what this lab's machine offers for a workload's
+/// suggested knob (for `gym_id`, the Gymnasium ids its Python can make, by family, and
+/// what installs a missing family). Runs on another machine use that machine's Python:
+/// its list may differ.
+pub async fn suggestions(State(lab): State<Lab>, Path(knob): Path<String>) -> ApiResult<Json<Suggestions>> {
+    let Some((env, _)) = hotlab_shared::workloads::suggested_knobs().find(|(_, k)| k.name == knob) else {
+        let offered: Vec<&str> = hotlab_shared::workloads::suggested_knobs().map(|(_, k)| k.name).collect();
+        let message = format!("knob '{knob}' has no suggestions; allowed: {}", offered.join(", "));
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "no_suggestions", message));
+    };
     let trainer = lab.trainer.clone();
-    Ok(Json(blocking(move || Ok(trainer.gym_envs())).await?))
+    let found = blocking(move || Ok(trainer.suggestions(env))).await?;
+    found.map(Json).ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "no_suggestions", format!("this machine lists nothing for '{knob}'"))
+    })
 }
 
 /// `GET /api/auth`: whether this request carries the operator token (the page enables

@@ -68,7 +68,7 @@ pub fn router(lab: state::Lab) -> Router {
     Router::new()
         .route("/api/system", get(api::system))
         .route("/api/auth", get(api::auth))
-        .route("/api/gym/envs", get(api::gym_envs))
+        .route("/api/knobs/{knob}/suggestions", get(api::suggestions))
         .route("/api/runs", get(api::list_runs).post(api::create_run))
         .route("/api/runs/{id}", get(api::get_run))
         .route("/api/runs/{id}/stop", post(api::stop_run))

@@ -396,6 +396,14 @@ impl Machines {
         Ok(())
     }
 
+    /// Messages of `name`'s runs delivered to their lab threads and not yet published (on
+    /// their way to the store's queue, which does not count them yet).
+    pub fn in_flight(&self, name: &str) -> usize {
+        let inner = self.lock();
+        let routes = inner.routes.values().filter(|r| r.machine == name);
+        routes.map(|r| r.delivered.saturating_sub(r.published) as usize).sum()
+    }
+
     /// The lab thread has published message `n` of `run` (queued it for the store).
     pub fn published(&self, run: u64, n: u64) {
         if let Some(r) = self.lock().routes.get_mut(&run) {

@@ -84,7 +84,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     } else if !static_dir.join("pkg").exists() {
         tracing::warn!("{}/pkg is missing: build the web app with `cargo xtask build`", static_dir.display());
     }
-    let store = crate::store::Store::open(&cfg.data_dir)?;
+    let store = crate::store::Store::open_from_env(&cfg.data_dir)?;
     let system = Arc::new(cfg.trainer.system());
     let max_runs = match cfg.max_runs {
         0 => system.devices.iter().filter(|d| d.id.starts_with("cuda")).count().max(1),

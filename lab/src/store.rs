@@ -2,8 +2,8 @@
 //! (the trace, the trained policy) and audits (each one row, its JSON replaced as it goes).
 //!
 //! One writer thread owns the writing connection and commits what arrived in one
-//! transaction every [`FLUSH`] at most, so a trainer never waits on the disk and a crash
-//! loses at most about that much. Readers open their own connections (WAL mode lets
+//! transaction every [`FLUSH`] at most (at once when half the queue waits), so a trainer
+//! never waits on the disk and a crash loses at most about that much. Readers open their own connections (WAL mode lets
 //! them read while the writer writes).
 //!
 //! The queue to the writer is bounded ([`QUEUE`] writes) and never blocks: when it is
@@ -11,8 +11,9 @@
 //! the oldest queued frame, and only when no frame is left is a metric dropped. Every
 //! drop is counted per run (`RunInfo.dropped`). Runs, statuses, reports and blobs are
 //! always queued. A worker's messages do wait ([`Store::behind`]): the lab reads no more
-//! from its connection while the writer is behind, and the worker keeps what it has not
-//! had acknowledged, so a backlog sent after an outage is stored whole.
+//! from its connection while the writer is behind (the messages on their way to the queue
+//! counted), and the worker keeps what it has not had acknowledged, so a backlog sent
+//! after an outage is stored whole. `HOTLAB_STORE_QUEUE` sets a smaller queue for tests.
 
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
@@ -237,6 +238,11 @@ struct Queue {
 }
 
 impl Queue {
+    /// See [`Store::behind`].
+    fn behind(&self, in_flight: usize) -> bool {
+        self.lock().writes.len() + in_flight >= self.capacity / 2
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         // A panic elsewhere while holding it leaves the queue itself consistent.
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
@@ -270,6 +276,14 @@ impl Store {
         Self::open_with(dir, QUEUE)
     }
 
+    /// [`Store::open`] with the queue `HOTLAB_STORE_QUEUE` sets, a test hook (as
+    /// `HOTLAB_SLOW_END_MS` is): a queue small enough that a test reaches the back-pressure
+    /// and the shedding; unset or not a number, [`QUEUE`].
+    pub fn open_from_env(dir: &Path) -> Result<Self> {
+        let capacity = std::env::var("HOTLAB_STORE_QUEUE").ok().and_then(|v| v.parse::<usize>().ok());
+        Self::open_with(dir, capacity.unwrap_or(QUEUE))
+    }
+
     /// [`Store::open`] with a queue of `capacity` writes.
     pub fn open_with(dir: &Path, capacity: usize) -> Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("--data-dir: cannot create {}", dir.display()))?;
@@ -296,6 +310,8 @@ impl Store {
         let mut p = queue.lock();
         let wake = p.writes.is_empty() || matches!(w, Write::Flush(_));
         p.push(w, queue.capacity);
+        // Half full: the writer commits now rather than at the end of its wait.
+        let wake = wake || p.writes.len() == queue.capacity / 2;
         drop(p);
         if wake {
             queue.ready.notify_one();
@@ -348,12 +364,12 @@ impl Store {
         self.send(Write::PublishTime { run, seconds });
     }
 
-    /// Whether the writer is behind: half its queue or more waits. What can wait (a
-    /// worker's backlog, which the worker keeps until acknowledged) waits then, instead
-    /// of being shed when the queue is full.
-    pub fn behind(&self) -> bool {
-        let queue = &self.handle.queue;
-        queue.lock().writes.len() >= queue.capacity / 2
+    /// Whether the writer is behind: half its queue or more waits, counting `in_flight`
+    /// writes on their way to it (a worker's messages delivered to their runs' threads and
+    /// not yet published). What can wait (a worker's backlog, which the worker keeps until
+    /// acknowledged) waits then, instead of being shed when the queue is full.
+    pub fn behind(&self, in_flight: usize) -> bool {
+        self.handle.queue.behind(in_flight)
     }
 
     /// Events of `run` dropped by this server so far.
@@ -756,7 +772,8 @@ fn writer(mut conn: Connection, queue: &Queue) {
             p = queue.ready.wait(p).unwrap_or_else(|e| e.into_inner());
         }
         let deadline = Instant::now() + FLUSH;
-        while p.flushes == 0 && !p.closed {
+        // A queue half full is committed at once: back-pressure (`Store::behind`) waits on it.
+        while p.flushes == 0 && !p.closed && p.writes.len() < queue.capacity / 2 {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -846,6 +863,28 @@ mod tests {
         assert_eq!(seqs(&p), [(2, "metrics"), (4, "metrics"), (5, "metrics"), (7, "metrics"), (9, "status")]);
         assert_eq!(p.dropped_total.get(&1), Some(&4), "frames 1, 3, 6 and metric 8");
         assert_eq!(p.dropped.get(&1), Some(&4));
+    }
+
+    /// Behind from half the queue on (a worker's backlog then waits), and not before; a
+    /// write that goes past the queue (a status) counts as waiting too.
+    #[test]
+    fn the_queue_is_behind_from_half_full() {
+        for capacity in [2, 8, 9, 64] {
+            let queue = Queue { pending: Mutex::default(), ready: Condvar::new(), capacity };
+            for seq in 0..capacity as u64 {
+                assert_eq!(queue.behind(0), seq as usize >= capacity / 2, "{seq} of {capacity}");
+                queue.lock().push(metric(seq + 1), capacity);
+            }
+            assert!(queue.behind(0));
+            queue.lock().writes.clear();
+            assert!(!queue.behind(0), "drained");
+            assert!(queue.behind(capacity / 2) && !queue.behind(capacity / 2 - 1), "writes on their way count");
+            for seq in 0..capacity.div_ceil(2) as u64 {
+                let status = event(seq, EventBody::Status { status: RunStatus::Finished, message: None });
+                queue.lock().push(status, capacity);
+            }
+            assert!(queue.behind(0), "{capacity}: statuses count");
+        }
     }
 
     fn stored_kinds(store: &Store, run: u64) -> Vec<(u64, String)> {

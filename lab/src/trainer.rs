@@ -5,8 +5,9 @@
 //! [`crate::server::serve`].
 
 use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::system::SystemInfo;
-use hotlab_shared::workloads::gym::GymEnvs;
+use hotlab_shared::workloads::EnvName;
 
 pub trait Trainer: Send + Sync {
     /// This machine: versions, devices, cores.
@@ -17,7 +18,8 @@ pub trait Trainer: Send + Sync {
     /// Whether the run fits this machine's memory now (an out-of-memory kill would take
     /// more than the run down): refused naming the fields behind the largest part.
     fn fits(&self, spec: &RunSpec) -> Result<(), SpecError>;
-    /// The Gymnasium ids this machine's default Python can make, by family (what the
-    /// launch form offers for `gym_id`). Blocks while a Python process lists them.
-    fn gym_envs(&self) -> GymEnvs;
+    /// What this machine offers for `env`'s suggested knob (the launch form's list: for
+    /// gym, the ids its default Python can make); None where the workload lists nothing.
+    /// Blocks while the list is made (a Python process, for gym).
+    fn suggestions(&self, env: EnvName) -> Option<Suggestions>;
 }

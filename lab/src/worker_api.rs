@@ -14,6 +14,10 @@ use futures_util::SinkExt;
 use hotlab_shared::protocol::MachineInfo;
 use std::time::Duration;
 
+/// The most store writes one message of a worker's run makes: an update's metrics, its
+/// profile and its publishing time, and the worker's mark after them.
+const WRITES_PER_MESSAGE: usize = 4;
+
 /// `GET /api/machines`: every machine, the local one too, with its devices and load.
 pub async fn machines(State(lab): State<Lab>) -> Json<Vec<MachineInfo>> {
     let queued = lab.manager.queued_per_machine();
@@ -105,8 +109,9 @@ async fn session(lab: Lab, name: String, mut socket: WebSocket) {
                     heard = tokio::time::Instant::now();
                     ok = receive(&lab, &name, &t);
                     // A backlog (after an outage) comes faster than the store writes: read
-                    // no more until it catches up; the worker keeps the rest meanwhile.
-                    while ok && lab.manager.store().behind() {
+                    // no more until it catches up, counting what is on its way to its queue;
+                    // the worker keeps the rest meanwhile.
+                    while ok && lab.manager.store().behind(WRITES_PER_MESSAGE * lab.machines.in_flight(&name)) {
                         tokio::time::sleep(STORE_WAIT).await;
                         heard = tokio::time::Instant::now();
                     }

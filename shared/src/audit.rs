@@ -6,9 +6,9 @@
 //! the baseline against itself (A/A) give this machine's noise now. A change is judged by
 //! where its ratios' 95 % interval lies against the noise's.
 
+use crate::advice::Recommendation;
 use crate::knobs::{self, Knob};
 use crate::profile::{Phase, Profile};
-use crate::report::Recommendation;
 use crate::spec::{json, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -51,7 +51,7 @@ impl Change {
 
     /// Flags and values (`--backend subprocess --wait spin`), as a recommendation writes them.
     pub fn flags(text: &str, bound: Option<f64>) -> Result<Self, SpecError> {
-        let settings = crate::report::flag_overrides(text)
+        let settings = crate::advice::flag_overrides(text)
             .iter()
             .map(|(key, value)| knob(key).map(|k| (k, k.kind.value(value))))
             .collect::<Result<Vec<_>, _>>()?;

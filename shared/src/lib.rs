@@ -13,9 +13,11 @@
 //!   struct-of-arrays batch with same-step autoreset.
 //! - [`pixels`]: grey frames on the wire (the dreamer's view), base64 and halved.
 //! - [`rng`]: the per-env random streams (32-bit, so a GPU shader can run the same ones).
+//! - [`suggestions`]: the values a machine offers for a knob (the launch form's lists).
 //! - [`sweep`]: a grid of knob values, every combination a run, and the best cell.
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
 //! - [`protocol`]: the lab's events (REST history and WebSocket stream).
+//! - [`advice`]: a knob change the profile argues for, and Amdahl's bound on its gain.
 //! - [`report`]: the bottleneck report, a pure function of a profile and its spec.
 //! - [`audit`]: a change to a run (`KEY=VALUE`), the interleaved plan of an audit, and
 //!   its verdicts against this machine's noise and the report's bound.
@@ -26,12 +28,12 @@
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
 
+pub mod advice;
 pub mod audit;
 pub mod cartpole;
 pub mod counters;
 pub mod env;
 pub mod fuzz;
-pub mod knobs;
 pub mod lessons;
 pub mod names;
 pub mod pixels;
@@ -40,6 +42,9 @@ pub mod protocol;
 pub mod report;
 pub mod rng;
 pub mod spec;
+pub mod suggestions;
 pub mod sweep;
 pub mod system;
-pub mod workloads;
+
+// Parts of the spec, named at the root as the other crates read them.
+pub use spec::{knobs, workloads};

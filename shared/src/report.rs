@@ -6,6 +6,8 @@
 //! - Recommendations: the knob to turn, the measured signature that triggered it, and the
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
+use crate::advice::amdahl;
+pub use crate::advice::{flag_overrides, Recommendation};
 use crate::profile::{Phase, PhaseKind, Profile};
 use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, Transfer, WaitMode};
 use crate::workloads::phase_info;
@@ -36,19 +38,6 @@ pub struct Split {
     pub next_action: String,
 }
 
-/// A knob change the profile argues for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Recommendation {
-    /// The flag(s) to change, e.g. `--backend vectorized`.
-    pub knob: String,
-    /// The phase it removes or shrinks.
-    pub phase: Phase,
-    /// What was measured that triggered it.
-    pub signature: String,
-    /// Amdahl: the most the run can speed up if the phase vanished (×).
-    pub max_speedup: f64,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub wall_s: f64,
@@ -63,36 +52,6 @@ pub struct Report {
     /// compilation, capture, prefill), where the run went past it: what audits compare.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_sps: Option<f64>,
-}
-
-impl Recommendation {
-    /// `knob` against a phase whose share of the wall is `share`: the most it can gain is
-    /// that phase gone (Amdahl).
-    pub fn new(knob: &str, phase: Phase, share: f64, signature: String) -> Self {
-        Self { knob: knob.into(), phase, signature, max_speedup: amdahl(share) }
-    }
-
-    /// The spec fields to change, from the knob's flags: `--action-sync stacked` →
-    /// `[("action_sync", "stacked")]`.
-    pub fn overrides(&self) -> Vec<(String, String)> {
-        flag_overrides(&self.knob)
-    }
-}
-
-/// The spec fields that flags set: `--action-sync stacked` → `[("action_sync", "stacked")]`.
-pub fn flag_overrides(flags: &str) -> Vec<(String, String)> {
-    let words: Vec<&str> = flags.split_whitespace().collect();
-    words
-        .chunks(2)
-        .filter_map(|pair| match pair {
-            [flag, value] => Some((flag.strip_prefix("--")?.replace('-', "_"), value.to_string())),
-            _ => None,
-        })
-        .collect()
-}
-
-fn amdahl(share: f64) -> f64 {
-    1.0 / (1.0 - share.clamp(0.0, 0.999))
 }
 
 /// A phase's line in the table: the workload's, where it knows more (its own phases, what

@@ -6,7 +6,8 @@ use crate::api::{self, ApiError};
 use hotlab_shared::knobs::{workload_name, Knob, KnobKind, GROUPS, KNOBS};
 use hotlab_shared::spec::EnvName;
 use hotlab_shared::spec::{presets, Preset};
-use hotlab_shared::workloads::gym::GymEnvs;
+use hotlab_shared::suggestions::Suggestions;
+use hotlab_shared::workloads::suggested_knobs;
 use leptos::prelude::*;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -39,60 +40,63 @@ pub async fn launch(spec: &Spec, machine: Option<&str>) -> Result<u64, ApiError>
     created["id"].as_u64().ok_or_else(|| ApiError::from_body(201, &created.to_string()))
 }
 
-/// The datalist a text field offers its values from, where it has one.
-fn suggested(knob: &str) -> Option<&'static str> {
-    (knob == "gym_id").then_some(GYM_IDS)
+/// The datalist a text field offers its values from: a workload's suggested knob's.
+fn suggested(knob: &'static Knob) -> Option<String> {
+    suggested_knobs().any(|(_, k)| k.name == knob.name).then(|| datalist_id(knob))
 }
 
-const GYM_IDS: &str = "gym-ids";
+fn datalist_id(knob: &Knob) -> String {
+    format!("{}-values", knob.name)
+}
 
-/// For the gym workload: the Gymnasium ids this lab's Python can make (`GET /api/gym/envs`)
-/// as `gym_id`'s suggestions, and a line per family saying how many there are, or what
-/// installs a missing one (MuJoCo's, Box2D's). Asked for when the gym workload is first picked.
+/// A workload's suggested knob: the values this machine offers for it
+/// (`GET /api/knobs/{knob}/suggestions`) as the field's datalist, and a line per group
+/// saying how many there are, or what installs a missing one (for gym: MuJoCo's, Box2D's).
+/// Asked for when its workload is first picked.
 #[component]
-fn GymIds(env: Memo<Option<EnvName>>) -> impl IntoView {
-    let envs = RwSignal::new(None::<Result<GymEnvs, String>>);
+fn Suggested(workload: EnvName, knob: &'static Knob, env: Memo<Option<EnvName>>) -> impl IntoView {
+    let found = RwSignal::new(None::<Result<Suggestions, String>>);
     Effect::new(move |asked: Option<bool>| {
-        let wanted = env.get() == Some(EnvName::Gym);
+        let wanted = env.get() == Some(workload);
         if wanted && asked != Some(true) {
             leptos::task::spawn_local(async move {
-                let answer = api::get::<GymEnvs>("/api/gym/envs").await.map_err(|e| e.message);
-                let _ = envs.try_set(Some(answer));
+                let url = format!("/api/knobs/{}/suggestions", knob.name);
+                let answer = api::get::<Suggestions>(&url).await.map_err(|e| e.message);
+                let _ = found.try_set(Some(answer));
             });
         }
         wanted || asked == Some(true)
     });
-    let families = move || match envs.get() {
-        None => vec![view! { <li class="muted">"asking the lab's Python for Gymnasium's ids…"</li> }.into_any()],
-        Some(Err(e)) => vec![view! { <li class="error">{format!("Gymnasium's ids: {e}")}</li> }.into_any()],
-        Some(Ok(found)) => match &found.error {
-            Some(e) => vec![view! { <li class="error">{format!("{}: {e}", found.python)}</li> }.into_any()],
-            None => found
-                .families
+    let groups = move || match found.get() {
+        None => vec![view! { <li class="muted">"asking this machine…"</li> }.into_any()],
+        Some(Err(e)) => vec![view! { <li class="error">{e}</li> }.into_any()],
+        Some(Ok(s)) => match &s.error {
+            Some(e) => vec![view! { <li class="error">{format!("{}: {e}", s.source)}</li> }.into_any()],
+            None => s
+                .groups
                 .iter()
-                .map(|f| {
-                    let line = match (&f.missing, &f.install) {
-                        (None, _) => format!("{}: {} ids", f.family, f.ids.len()),
-                        (Some(m), Some(cmd)) => format!("{}: not installed ({m}): {cmd}", f.family),
-                        (Some(m), None) => format!("{}: not installed ({m})", f.family),
-                    };
-                    view! { <li class:muted=f.missing.is_some() data-family=f.family.clone()>{line}</li> }.into_any()
+                .map(|g| {
+                    view! { <li class:muted=g.missing.is_some() data-group=g.group.clone()>{s.line(g)}</li> }.into_any()
                 })
                 .collect(),
         },
     };
     let options = move || {
-        envs.with(|e| match e {
-            Some(Ok(found)) => found.installed().map(|id| view! { <option value=id.to_string()/> }).collect_view(),
+        found.with(|f| match f {
+            Some(Ok(s)) => s.usable().map(|v| view! { <option value=v.to_string()/> }).collect_view(),
             _ => Vec::new().into_iter().collect_view(),
         })
     };
+    let source = move || found.with(|f| f.as_ref().and_then(|f| f.as_ref().ok()).map(|s| s.source.clone()));
     view! {
-        <div class="gym-ids" data-testid="gym-families"
-            style:display=move || if env.get() == Some(EnvName::Gym) { "" } else { "none" }>
-            <datalist id=GYM_IDS>{options}</datalist>
-            <span class="muted">"Gymnasium here (gym_id offers the ids that can be made):"</span>
-            <ul>{families}</ul>
+        <div class="suggestions" data-testid="suggestions" data-knob=knob.name
+            style:display=move || if env.get() == Some(workload) { "" } else { "none" }>
+            <datalist id=datalist_id(knob)>{options}</datalist>
+            <span class="muted">
+                {format!("{} offers what can be used here", knob.name)}
+                {move || source().map(|s| format!(" ({s})"))}":"
+            </span>
+            <ul>{groups}</ul>
         </div>
     }
 }
@@ -125,7 +129,7 @@ fn Field(
         }
         .into_any(),
         _ => view! {
-            <input type="text" name=name list=suggested(name) prop:value=value on:change=move |ev| set(event_target_value(&ev))/>
+            <input type="text" name=name list=suggested(knob) prop:value=value on:change=move |ev| set(event_target_value(&ev))/>
         }
         .into_any(),
     };
@@ -197,7 +201,7 @@ pub fn LaunchPanel(
                     </fieldset>
                 }).collect_view()}
             </fieldset>
-            <GymIds env/>
+            {suggested_knobs().map(|(workload, knob)| view! { <Suggested workload knob env/> }).collect_view()}
             <fieldset class="group" prop:disabled=move || !operator.get()>
                 <legend>"placement"</legend>
                 <crate::machines::MachineSelect machine error=machine_error/>

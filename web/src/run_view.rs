@@ -162,7 +162,7 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
             <div class="tiles">
                 <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="sps">{move || data.with(|d| d.sps().map_or("–".into(), si))}</span></div>
                 <div class="tile"><span class="label">"updates"</span><span class="value" data-testid="progress">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| format!("{} / {}", m.update, m.updates)))}</span></div>
-                <div class="tile"><span class="label">"env steps"</span><span class="value" data-testid="env-steps">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
+                <div class="tile"><span class="label">"env steps"</span><span class="value" data-testid="env-steps" title=move || data.with(|d| d.metrics.last().map(|m| m.global_step.to_string()))>{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
                 <div class="tile"><span class="label">"return (last 100)"</span><span class="value">{move || data.with(|d| d.metrics.last().and_then(|m| m.mean_return_last_100).map_or("–".into(), |r| format!("{r:.1}")))}</span></div>
                 <div class="tile"><span class="label">"episodes"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| m.episodes.to_string()))}</span></div>
             </div>
@@ -321,26 +321,36 @@ fn per(d: &RunData, x: f64) -> String {
 
 #[component]
 fn Counters(data: RwSignal<RunData>) -> impl IntoView {
-    let row = move |label: &'static str, total: fn(&RunData) -> String, per_step: fn(&RunData) -> String| {
-        view! { <tr data-testid=format!("counter-{}", label.replace(' ', "-"))><td>{label}</td><td class="num">{move || data.with(total)}</td><td class="num">{move || data.with(per_step)}</td></tr> }
+    // A count's cell shows it rounded; its title holds the exact count.
+    let row = move |label: &'static str,
+                    total: fn(&RunData) -> String,
+                    per_step: fn(&RunData) -> String,
+                    exact: fn(&RunData) -> Option<u64>| {
+        view! {
+            <tr data-testid=format!("counter-{}", label.replace(' ', "-"))>
+                <td>{label}</td>
+                <td class="num" title=move || data.with(exact).map(|n| n.to_string())>{move || data.with(total)}</td>
+                <td class="num">{move || data.with(per_step)}</td>
+            </tr>
+        }
     };
     view! {
         <table class="counters" data-testid="counters">
             <thead><tr><th></th><th>"total"</th><th>"per env step"</th></tr></thead>
             <tbody>
-                {row("env steps", |d| si(d.total.counters.env_steps as f64), |_| "1".into())}
-                {row("host syncs", |d| si(d.total.counters.host_syncs as f64), |d| per(d, d.total.counters.host_syncs as f64))}
-                {row("host→device copies", |d| si(d.total.counters.h2d_copies as f64), |d| per(d, d.total.counters.h2d_copies as f64))}
-                {row("host→device bytes", |d| bytes(d.total.counters.h2d_bytes as f64), |d| per(d, d.total.counters.h2d_bytes as f64))}
-                {row("device→host copies", |d| si(d.total.counters.d2h_copies as f64), |d| per(d, d.total.counters.d2h_copies as f64))}
-                {row("device→host bytes", |d| bytes(d.total.counters.d2h_bytes as f64), |d| per(d, d.total.counters.d2h_bytes as f64))}
-                {row("IPC round trips", |d| si(d.total.counters.ipc_round_trips as f64), |d| per(d, d.total.counters.ipc_round_trips as f64))}
-                {row("spin polls", |d| si(d.total.counters.spin_iterations as f64), |d| per(d, d.total.counters.spin_iterations as f64))}
-                {row("worker wait", |d| seconds(d.total.counters.worker_wait_s), |d| per(d, d.total.counters.worker_wait_s))}
+                {row("env steps", |d| si(d.total.counters.env_steps as f64), |_| "1".into(), |d| Some(d.total.counters.env_steps))}
+                {row("host syncs", |d| si(d.total.counters.host_syncs as f64), |d| per(d, d.total.counters.host_syncs as f64), |d| Some(d.total.counters.host_syncs))}
+                {row("host→device copies", |d| si(d.total.counters.h2d_copies as f64), |d| per(d, d.total.counters.h2d_copies as f64), |d| Some(d.total.counters.h2d_copies))}
+                {row("host→device bytes", |d| bytes(d.total.counters.h2d_bytes as f64), |d| per(d, d.total.counters.h2d_bytes as f64), |d| Some(d.total.counters.h2d_bytes))}
+                {row("device→host copies", |d| si(d.total.counters.d2h_copies as f64), |d| per(d, d.total.counters.d2h_copies as f64), |d| Some(d.total.counters.d2h_copies))}
+                {row("device→host bytes", |d| bytes(d.total.counters.d2h_bytes as f64), |d| per(d, d.total.counters.d2h_bytes as f64), |d| Some(d.total.counters.d2h_bytes))}
+                {row("IPC round trips", |d| si(d.total.counters.ipc_round_trips as f64), |d| per(d, d.total.counters.ipc_round_trips as f64), |d| Some(d.total.counters.ipc_round_trips))}
+                {row("spin polls", |d| si(d.total.counters.spin_iterations as f64), |d| per(d, d.total.counters.spin_iterations as f64), |d| Some(d.total.counters.spin_iterations))}
+                {row("worker wait", |d| seconds(d.total.counters.worker_wait_s), |d| per(d, d.total.counters.worker_wait_s), |_| None)}
                 // `--update graph`: replays of the captured update and the kernels and copies
                 // they launched (each replay is one launch from the host).
-                {row("update replays", |d| si(d.total.counters.update_replays as f64), |d| per(d, d.total.counters.update_replays as f64))}
-                {row("update launches", |d| si(d.total.counters.update_launches as f64), |d| per(d, d.total.counters.update_launches as f64))}
+                {row("update replays", |d| si(d.total.counters.update_replays as f64), |d| per(d, d.total.counters.update_replays as f64), |d| Some(d.total.counters.update_replays))}
+                {row("update launches", |d| si(d.total.counters.update_launches as f64), |d| per(d, d.total.counters.update_launches as f64), |d| Some(d.total.counters.update_launches))}
                 // The envs' own counts: whatever their workload declares (the morpho hosts' …).
                 {move || data.with(|d| {
                     d.total.counters.own.iter().map(|(count, n)| view! {

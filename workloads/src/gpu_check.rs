@@ -1,7 +1,8 @@
 //! What the workloads' GPU checks (`hotlab gpu-check`, run on a machine with CUDA) report:
 //! each check a JSON object, and a line on stderr as each one starts. The checks of a
 //! workload that has GPU paths of its own are in its folder (`morpho/gpu.rs`,
-//! `dreamer/gpu.rs`), listed by [`crate::gpu_checks`].
+//! `dreamer/gpu.rs`), each its settings' [`crate::Native::gpu_checks`], gathered by
+//! [`crate::gpu_checks`].
 
 use serde_json::{json, Value};
 

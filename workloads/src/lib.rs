@@ -14,13 +14,14 @@
 //!
 //! Adding a workload: a folder here and a line in `registry.rs` (see
 //! `docs/architecture.md`). The folder's `mod.rs` and its modules are its native code,
-//! implementing [`Workload`] with a `load` the registry calls; two files of the folder are
+//! implementing [`Workload`], and its settings implement [`Native`] (the `load` the registry
+//! calls, and its hooks); two files of the folder are
 //! compiled elsewhere: `spec.rs`, its declarations (settings, knobs, phases, counts, frame,
 //! report rules), into `hotlab-shared` (so the lab and the browser know them), and `web.rs`,
 //! its view, into `hotlab-web`.
 
 /// The registry as this crate reads it: each workload's folder (its native code) and its
-/// `load`.
+/// [`Native`] hooks.
 macro_rules! registry {
     ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
         $($(#[$doc])* pub mod $module;)+
@@ -29,8 +30,19 @@ macro_rules! registry {
         /// labelled, a knowledge-base file parsed); a bad setting is refused naming its field.
         pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
             match &spec.workload {
-                $(WorkloadSpec::$variant(settings) => $module::load(settings, spec),)+
+                $(WorkloadSpec::$variant(settings) => <hotlab_shared::workloads::$settings as Native>::load(settings, spec),)+
             }
+        }
+
+        /// What this machine offers for a workload's suggested knob (`Settings::SUGGESTED`);
+        /// None where the workload lists nothing. Blocks while the list is made.
+        pub fn suggestions(env: EnvName) -> Option<Suggestions> {
+            match env { $(EnvName::$variant => <hotlab_shared::workloads::$settings as Native>::suggestions(),)+ }
+        }
+
+        /// Every workload's own GPU checks (`hotlab bench gpu-check`).
+        pub fn gpu_checks() -> Vec<serde_json::Value> {
+            [$(<hotlab_shared::workloads::$settings as Native>::gpu_checks()),+].concat()
         }
     };
 }
@@ -39,13 +51,25 @@ include!("registry.rs");
 
 pub mod gpu_check;
 
-/// Every workload's own GPU checks (the workloads with GPU paths of their own).
-pub fn gpu_checks() -> Vec<serde_json::Value> {
-    [dreamer::gpu::checks(), morpho::gpu::checks()].concat()
+/// A workload's native side as the registry calls it: `load`, and hooks each with a
+/// default for the workloads that have nothing to add.
+pub trait Native {
+    /// The registry's entry: the workload these settings describe, ready to train.
+    fn load(settings: &Self, spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError>;
+    /// The values this machine offers for the workload's suggested knob.
+    fn suggestions() -> Option<Suggestions> {
+        None
+    }
+    /// Its own GPU checks, each a JSON row (those with GPU paths of their own).
+    fn gpu_checks() -> Vec<serde_json::Value> {
+        Vec::new()
+    }
 }
 
 use anyhow::Result;
 use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::suggestions::Suggestions;
+use hotlab_shared::workloads::EnvName;
 use hotlab_train::checkpoint;
 use hotlab_train::workload::{TrainedPolicy, Workload};
 use hotlab_train::{TrainOptions, Trained, UpdateMetrics};

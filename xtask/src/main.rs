@@ -1,4 +1,4 @@
-//! `cargo xtask lab | build | test | fuzz | fmt | peers`: everything a fresh machine needs,
+//! `cargo xtask lab | build | test | fuzz | fmt | layers | peers`: everything a fresh machine needs,
 //! idempotently.
 //!
 //! - `lab`:   set up, build, and serve the lab (`hotlab serve`, default 127.0.0.1:8080).
@@ -9,6 +9,7 @@
 //!   and Mesa's software Vulkan from Debian, playwright-core from npm), then every suite and a summary
 //!   table. The worker is built with the tests, in one build (see [`TEST_BUILD`]).
 //! - `fuzz`:  `build`, then every fuzz target at a budget of cases, with a seed, timed.
+//! - `layers`: the import rules of docs/architecture.md, checked ([`layers`]).
 //! - `peers`: EnvPool in `.venv-envpool`, the `envpool` peer of `hotlab bench envs`, and
 //!   CleanRL's and Stable-Baselines3's dependencies in `.venv-peers`.
 //!
@@ -16,6 +17,7 @@
 
 mod fuzz;
 mod lanes;
+mod layers;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -37,8 +39,9 @@ Commands:
   lab [--host H] [--port P]   set up what is missing, build, and serve the lab (default 127.0.0.1:8080)
   build                       set up what is missing and build the worker and the web bundle
   test [SUITE]...             build, install the test tools, run every suite (or those named), print a
-                              summary. Suites: fmt, clippy, clippy-wasm32, wasm32, workspace (the web
-                              app's native unit tests too), browser. On request only (never in CI):
+                              summary. Suites: fmt, layers (docs/architecture.md's import rules: no
+                              upward import, no circle), clippy, clippy-wasm32, wasm32, workspace (the
+                              web app's native unit tests too), browser. On request only (never in CI):
                               learning, the tests too long for CI (#[ignore]d: the dreamer actor's
                               learning, about 20 minutes of one core)
   fuzz [--cases N] [--seed S] [--target NAME]...
@@ -48,6 +51,8 @@ Commands:
                               CI runs the same tests at their own small budgets and fixed seeds
   fmt                         cargo fmt, and the workload folders the registry's macros declare (cargo fmt
                               does not reach them)
+  layers                      the import rules of docs/architecture.md, checked (what `test`'s layers suite runs):
+                              no file takes names from a higher layer of its crate, no files in a circle
   peers                       EnvPool 1.2.5 in .venv-envpool, for `hotlab bench envs --peer envpool` (`test`
                               installs it too), and CleanRL's and Stable-Baselines3's dependencies at their
                               own pins in .venv-peers (the continuous-control benchmarks, docs/benchmarks.md)
@@ -69,6 +74,7 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("fmt") => fmt(false),
+        Some("layers") => layers::check(&root()),
         Some("peers") => ensure_envpool().and_then(|()| ensure_learning_peers()),
         // What `setup` runs beside the wasm32 build; not for a person to call.
         Some("python-setup") => python_setup(args.get(1).is_some_and(|a| a == "--test")).map(|_| ()),
@@ -78,7 +84,7 @@ fn main() -> ExitCode {
         }
         Some(other) => {
             eprintln!(
-                "error: unknown command '{other}'; allowed: lab, build, test, fuzz, fmt, peers (see `cargo xtask --help`)"
+                "error: unknown command '{other}'; allowed: lab, build, test, fuzz, fmt, layers, peers (see `cargo xtask --help`)"
             );
             return ExitCode::from(2);
         }
@@ -525,7 +531,7 @@ fn fmt(check: bool) -> Result<()> {
 }
 
 /// The suites of `cargo xtask test`, in the order they run.
-const SUITES: &[&str] = &["fmt", "clippy", "clippy-wasm32", "wasm32", "workspace", "browser"];
+const SUITES: &[&str] = &["fmt", "layers", "clippy", "clippy-wasm32", "wasm32", "workspace", "browser"];
 
 /// Suites that run only when named: tests longer than CI's budget allows.
 const ON_REQUEST: &[&str] = &["learning"];
@@ -568,6 +574,7 @@ fn test(args: &[String]) -> Result<()> {
         suites.push(Suite { name, ok, seconds: t.elapsed().as_secs_f64() });
     };
     suite("fmt", &mut || fmt(true));
+    suite("layers", &mut || layers::check(&root()));
     suite("clippy", &mut || {
         run(torch_env(
             // The whole workspace, as the tests build it: its build scripts and proc macros
@@ -654,6 +661,6 @@ mod tests {
         assert!(!chosen_suites(&[]).unwrap().contains(&"learning"), "the long learning tests run on request only");
         assert_eq!(chosen_suites(&args(&["learning", "fmt"])).unwrap(), ["fmt", "learning"]);
         let e = format!("{:#}", chosen_suites(&args(&["workspaces"])).unwrap_err());
-        assert!(e.contains("unknown suite 'workspaces'") && e.contains("allowed: fmt, clippy"), "{e}");
+        assert!(e.contains("unknown suite 'workspaces'") && e.contains("allowed: fmt, layers, clippy"), "{e}");
     }
 }

@@ -8,7 +8,7 @@ use super::gpu_optim::relative;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{PpoSpec, RunSpec};
 use hotlab_train::cuda::gpu::Gpu;
-use hotlab_train::cuda::loss::{LossConsts, PpoLossGrad};
+use hotlab_train::cuda::loss::{LossConsts, LossGrads, LossInputs, PpoLossGrad};
 use hotlab_train::cuda::replayer::capture_aside;
 use hotlab_train::models::mlp::grad::{output_grads, OutputGrads, Outputs};
 use hotlab_train::rollout::Batch;
@@ -104,7 +104,17 @@ pub fn ppo_loss_grad_check(gpu: &Arc<Gpu>) -> Value {
             let out = Outputs { actor: &x.logits, log_std: None, value: &x.value };
             output_grads(out, &x.mb, &x.adv, heads, &spec, 1.0, true)
         };
-        let fused = |x: &Inputs, heads: &[usize]| kernel.launch(&x.logits, &x.value, &x.mb, &x.adv, heads, k, true);
+        let fused = |x: &Inputs, heads: &[usize]| {
+            let (mb, logits, value, adv) = (&x.mb, &x.logits, &x.value, &x.adv);
+            let (actions, log_probs, values, returns) = (&mb.actions, &mb.log_probs, &mb.values, &mb.returns);
+            let LossGrads { d_logits, d_value, stats } = kernel.launch(
+                LossInputs { logits, value, actions, log_probs, values, adv, returns },
+                heads,
+                k,
+                true,
+            )?;
+            anyhow::Ok(OutputGrads { d_logits, d_value, d_log_std: None, stats })
+        };
 
         let mut cases = Vec::new();
         let mut worst = 0.0f64;

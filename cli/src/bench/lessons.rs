@@ -88,10 +88,8 @@ pub fn record(lesson: &'static Lesson, c: &Check, verdicts: Option<&Params>) -> 
 /// record is refused, before anything is measured for it.
 pub fn read_records(file: &Path) -> Result<Vec<GpuResult>> {
     match std::fs::read_to_string(file) {
-        Ok(text) => Ok(lessons::gpu_results(Some(&text)).map_err(|e| crate::commands::UsageError {
-            flag: "--record",
-            message: format!("{}: {e}", file.display()),
-        })?),
+        Ok(text) => Ok(lessons::gpu_results(Some(&text))
+            .map_err(|e| crate::usage::UsageError { flag: "--record", message: format!("{}: {e}", file.display()) })?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e).with_context(|| format!("--record: reading {}", file.display())),
     }

@@ -1,7 +1,7 @@
 //! `hotlab audit`: re-runs a run with one change at a time and says whether each held.
 
 use crate::bench::audit;
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_shared::audit::{AuditReport, Change, Measured, Plan};

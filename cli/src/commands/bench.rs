@@ -3,7 +3,7 @@
 //! their own (`bench_batch.rs`, `bench_morpho.rs`, `bench_growth.rs`, `soak.rs`).
 
 use crate::bench::envs::{self, EnvBench, EnvBenchSpec};
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use hotlab_shared::spec::{Backend, EnvName, RunSpec, SpecError, WaitMode, WorkloadSpec};

@@ -1,7 +1,7 @@
 //! `hotlab bench batch`: the dreamer's train step at each batch size, with its split, its
 //! memory against the device's and where throughput stops growing.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, Precision, ReplayAt, UpdateMode, WorkloadSpec};

@@ -2,7 +2,7 @@
 //! the policies that do not grow, and whether the spec learns growth.
 
 use super::knob_args::KnobArgs;
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_shared::spec::{Preset, WorkloadSpec};

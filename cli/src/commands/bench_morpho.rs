@@ -1,6 +1,6 @@
 //! `hotlab bench morpho`: the morpho trainer per knob setting and env count.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_workloads::morpho::bench::trainer::{run, MorphoBench, MorphoBenchReport};

@@ -1,6 +1,6 @@
 //! `hotlab eval`: a checkpoint's policy over fresh episodes, as its workload evaluates it.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_train::checkpoint;

@@ -1,7 +1,7 @@
 //! `hotlab gpu-check`: flags and the printout (the work is in `crate::bench::gpu_check`).
 
 use crate::bench::gpu_check::{self, Options};
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! `hotlab lab-check`: flags and the printout (the work is in `crate::bench::lab_check`).
 
 use crate::bench::lab_check::{self, Options};
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 

@@ -1,7 +1,7 @@
 //! `hotlab lesson list` and `hotlab lesson run ID`: the catalogue's lessons, each run as an
 //! audit of its fixes against its slow setting, with its signature's figures.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use hotlab_shared::lessons::{self, Lesson, Outcome, Params};

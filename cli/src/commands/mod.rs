@@ -117,14 +117,6 @@ pub(crate) fn runs_progress(bar: &indicatif::ProgressBar) -> impl FnMut(&str, us
     }
 }
 
-/// A flag value that is not allowed (exit code 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{flag}: {message}")]
-pub struct UsageError {
-    pub flag: &'static str,
-    pub message: String,
-}
-
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {

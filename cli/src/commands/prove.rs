@@ -1,6 +1,6 @@
 //! `hotlab prove`: depth-bounded SLD proof search on a knowledge base, with one proof.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_workloads::proof::prolog::kb::Kb;

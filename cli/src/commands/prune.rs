@@ -1,7 +1,7 @@
 //! `hotlab prune`: deletes old runs from a lab's store, on request only (a lab never
 //! deletes by itself).
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;

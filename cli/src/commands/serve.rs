@@ -1,6 +1,6 @@
 //! `hotlab serve`: the web lab and its API.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
 use hotlab_lab::server;

@@ -1,7 +1,7 @@
 //! `hotlab bench soak`: a lab under many viewers for minutes; flags and the printout.
 
 use crate::bench::soak::{self, SoakReport, SoakSpec};
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};

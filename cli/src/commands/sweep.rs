@@ -1,7 +1,7 @@
 //! `hotlab sweep`: a grid of settings, every combination trained once, and a table of
 //! steps/s and return per cell with the best cell.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use hotlab_lab::wire::http;

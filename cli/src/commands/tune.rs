@@ -1,6 +1,6 @@
 //! `hotlab tune`: the fastest configuration that still learns, found by audits.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_lab::tune::TuneReport;

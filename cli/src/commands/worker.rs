@@ -1,6 +1,6 @@
 //! `hotlab worker`: this machine joins a lab, connecting out to it.
 
-use crate::commands::UsageError;
+use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_lab::worker::{self, WorkerConfig};

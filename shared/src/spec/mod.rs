@@ -8,11 +8,15 @@
 //! refused. The flat form of earlier versions (`{"env": "proof", "lr": …, "kb": …}`, the
 //! CLI flags in snake_case) is still read: [`json`] migrates it, so stored runs, old
 //! `spec.json` files and scripts that post it keep working. Every field is a knob of
-//! [`crate::knobs`], which names its flag and its JSON path.
+//! [`knobs`], which names its flag and its JSON path; the workload's settings are the
+//! registry's ([`workloads`]). Both are parts of the spec (the crate's root names them too,
+//! as `hotlab_shared::knobs` and `hotlab_shared::workloads`).
 
 pub(crate) mod choices;
 pub mod json;
+pub mod knobs;
 pub mod presets;
+pub mod workloads;
 
 pub use choices::{ActionSync, Backend, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode};
 pub use presets::Preset;

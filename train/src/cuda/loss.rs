@@ -1,13 +1,11 @@
 //! `ppo_loss_grad` (`loss.cu`): the PPO loss's gradient with respect to the network's
 //! logits and value, and the minibatch's statistics, in one launch (plus the statistics'
-//! zeroing) where [`output_grads`](crate::models::mlp::grad::output_grads) takes about 40
-//! libtorch kernels. The same formulas in the same order; `hotlab gpu-check` holds the two
+//! zeroing) where the MLP's `output_grads` (`models/mlp/grad.rs`) takes about 40 libtorch
+//! kernels. The same formulas in the same order; `hotlab gpu-check` holds the two
 //! equal, eagerly and replayed from a captured graph.
 
 use super::gpu::Gpu;
 use super::launch::{on_current_stream, ptr, require};
-use crate::models::mlp::grad::OutputGrads;
-use crate::rollout::Batch;
 use anyhow::{anyhow, bail, Result};
 use cudarc::driver::CudaFunction;
 use std::ffi::c_void;
@@ -35,6 +33,27 @@ pub struct LossConsts {
     pub scale: f64,
 }
 
+/// The kernel's tensors: the forward's outputs, the minibatch's columns and its normalized
+/// advantages. Every float f32 `[B]` (`[B, Σ heads]` for the logits, `[B, 1]` for the value
+/// and the advantages), the actions i64 `[B, heads]`, contiguous, on the GPU.
+pub struct LossInputs<'a> {
+    pub logits: &'a Tensor,
+    pub value: &'a Tensor,
+    pub actions: &'a Tensor,
+    pub log_probs: &'a Tensor,
+    pub values: &'a Tensor,
+    pub adv: &'a Tensor,
+    pub returns: &'a Tensor,
+}
+
+/// What the kernel gives: ∂loss/∂logits `[B, Σ heads]`, ∂loss/∂value `[B, 1]`, and the
+/// minibatch's `[pg_loss, v_loss, entropy, approx_kl, clipfrac]` when asked for.
+pub struct LossGrads {
+    pub d_logits: Tensor,
+    pub d_value: Tensor,
+    pub stats: Option<Tensor>,
+}
+
 /// The kernel, loaded from a GPU's compiled module.
 pub struct PpoLossGrad {
     f: CudaFunction,
@@ -48,22 +67,11 @@ impl PpoLossGrad {
         Ok(Self { f, gpu })
     }
 
-    /// ∂loss/∂`logits` `[B, Σ heads]` and ∂loss/∂`value` `[B, 1]` of minibatch `mb`, whose
-    /// normalized advantages are `adv` `[B, 1]`, and with `want_stats` its statistics; the
-    /// same as `output_grads`. Every float f32 and the actions i64, contiguous, on the GPU;
-    /// each action must lie within its head (the policy's samples do; the kernel reads the
-    /// logit it names).
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch(
-        &self,
-        logits: &Tensor,
-        value: &Tensor,
-        mb: &Batch,
-        adv: &Tensor,
-        heads: &[usize],
-        k: LossConsts,
-        want_stats: bool,
-    ) -> Result<OutputGrads> {
+    /// ∂loss/∂`logits` and ∂loss/∂`value` of one minibatch, and with `want_stats` its
+    /// statistics; the same as the MLP's `output_grads`. Each action must lie within its
+    /// head (the policy's samples do; the kernel reads the logit it names).
+    pub fn launch(&self, x: LossInputs<'_>, heads: &[usize], k: LossConsts, want_stats: bool) -> Result<LossGrads> {
+        let LossInputs { logits, value, actions, log_probs, values, adv, returns } = x;
         if heads.is_empty() || heads.len() > MAX_HEADS || heads.contains(&0) {
             bail!("ppo_loss_grad: 1 to {MAX_HEADS} heads of at least one action each, not {heads:?}");
         }
@@ -72,15 +80,15 @@ impl PpoLossGrad {
         let f32s = [
             ("logits", logits, rows * width),
             ("value", value, rows),
-            ("log_probs", &mb.log_probs, rows),
-            ("values", &mb.values, rows),
+            ("log_probs", log_probs, rows),
+            ("values", values, rows),
             ("adv", adv, rows),
-            ("returns", &mb.returns, rows),
+            ("returns", returns, rows),
         ];
         for (name, t, len) in f32s {
             require("ppo_loss_grad", name, t, Kind::Float, len, device)?;
         }
-        require("ppo_loss_grad", "actions", &mb.actions, Kind::Int64, rows * heads.len() as i64, device)?;
+        require("ppo_loss_grad", "actions", actions, Kind::Int64, rows * heads.len() as i64, device)?;
         let d_logits = logits.empty_like();
         let d_value = value.empty_like();
         let stats = want_stats.then(|| Tensor::zeros([5], (Kind::Float, device)));
@@ -93,9 +101,7 @@ impl PpoLossGrad {
         let (mut rows32, mut width32) =
             (i32::try_from(rows).map_err(|_| too_many("rows"))?, i32::try_from(width).map_err(|_| too_many("width"))?);
         let mut pointers =
-            [logits, value, &mb.actions, &mb.log_probs, &mb.values, adv, &mb.returns, &d_logits, &d_value]
-                .map(ptr)
-                .to_vec();
+            [logits, value, actions, log_probs, values, adv, returns, &d_logits, &d_value].map(ptr).to_vec();
         pointers.push(stats.as_ref().map_or(0, ptr));
         let mut floats = [k.clip as f32, k.vf_coef as f32, k.ent_coef as f32, k.scale as f32];
         // The kernel's parameters in its signature's order: rows, width, the heads by value,
@@ -109,6 +115,6 @@ impl PpoLossGrad {
         // SAFETY: the arguments match `ppo_loss_grad`'s signature (the tensors checked above,
         // and alive through the call; the outputs are returned, so they outlive it).
         unsafe { on_current_stream(&self.gpu, &self.f, "ppo_loss_grad", device, rows32, &mut args)? };
-        Ok(OutputGrads { d_logits, d_value, d_log_std: None, stats })
+        Ok(LossGrads { d_logits, d_value, stats })
     }
 }

@@ -51,8 +51,10 @@ pub fn frame(step: u64, state: &[f32], actions: &[i64]) -> Frame {
 }
 
 /// The registry's entry: this workload for a run (a bad setting is refused, named).
-pub fn load(_settings: &CartpoleSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
-    Ok(Arc::new(CartPole))
+impl crate::Native for CartpoleSpec {
+    fn load(_settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+        Ok(Arc::new(CartPole))
+    }
 }
 
 impl Workload for CartPole {

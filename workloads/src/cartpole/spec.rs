@@ -5,9 +5,9 @@
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
 //! `crate` here is that crate, and nothing here links libtorch.
 
+use crate::advice::Recommendation;
 use crate::knobs::Knob;
 use crate::profile::{Phase, Profile};
-use crate::report::Recommendation;
 use crate::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, UpdateMode};
 use crate::workloads::Settings;
 use serde::{Deserialize, Serialize};

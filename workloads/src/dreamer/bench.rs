@@ -5,14 +5,9 @@
 
 use super::behavior::Behavior;
 use super::captured::{self, CapturedStep};
-use super::render::draw_all;
-use super::render::PIXELS;
-use super::replay::{Replay, Step};
 use super::step::{Tally, Trainer};
 use super::world::{Dims, WorldModel, ACTIONS};
-use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::counters::Counters;
-use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::DreamerSpec;
 use hotlab_train::cuda::shim::Launches;
@@ -23,8 +18,6 @@ use tch::Device;
 
 /// Throughput that grows less than this when the batch doubles has stopped growing.
 const GROWTH: f64 = 1.10;
-/// Envs whose random episodes fill the buffer.
-const FILL_ENVS: usize = 8;
 
 /// What to measure.
 pub struct BatchBench {
@@ -123,38 +116,6 @@ pub fn parameters(dims: &Dims) -> i64 {
     super::joint_numel(&world, &behavior)
 }
 
-/// A replay buffer of random CartPole episodes, drawn, enough for `seq_len` sequences.
-pub(super) fn filled(settings: &DreamerSpec, device: Device) -> Replay {
-    let steps = (4 * settings.seq_len).max(64);
-    let mut replay = Replay::new(settings.replay, steps * FILL_ENVS, FILL_ENVS, device);
-    let mut env = CartPoleBatch::new(FILL_ENVS, 1, 0);
-    let mut obs = Observations::zeros(env.spec(), FILL_ENVS);
-    let _ = env.reset(&mut obs);
-    let mut out = StepBatch::new(env.spec(), FILL_ENVS);
-    let (mut rng, mut c, mut frames) = (HostRng::new(7), Counters::default(), Vec::new());
-    let envs: Vec<usize> = (0..FILL_ENVS).collect();
-    let mut actions = vec![0i64; FILL_ENVS];
-    for k in 0..steps {
-        draw_all(obs.fields[0].as_f32().unwrap_or_default(), &mut frames);
-        let px = PIXELS as usize;
-        let batch: Vec<Step> = envs
-            .iter()
-            .map(|&e| Step {
-                frame: &frames[e * px..(e + 1) * px],
-                prev_action: actions[e],
-                reward: 1.0,
-                cont: true,
-                first: k == 0,
-            })
-            .collect();
-        replay.push(&envs, &batch, &mut c);
-        actions = (0..FILL_ENVS).map(|_| (rng.next_u64() % ACTIONS as u64) as i64).collect();
-        let _ = env.step(&actions, &mut out);
-        std::mem::swap(&mut obs, &mut out.obs);
-    }
-    replay
-}
-
 fn memory(device: Device) -> (Option<u64>, Option<u64>) {
     match device {
         Device::Cuda(i) => {
@@ -172,7 +133,7 @@ pub fn run(b: &BatchBench, mut progress: impl FnMut(usize)) -> anyhow::Result<Ba
     let sgemm = hotlab_train::system::sgemm_gflops(b.device);
     let dims = Dims::new(b.settings.size);
     let flops = flops_per_sample(&dims, b.settings.horizon);
-    let replay = filled(&b.settings, b.device);
+    let replay = super::fill::filled(&b.settings, b.device);
     let params = parameters(&dims);
     let mut figures = Vec::new();
     for &batch in &b.sizes {

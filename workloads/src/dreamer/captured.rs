@@ -142,7 +142,7 @@ pub fn train_steps(
     path: Path,
 ) -> Trained {
     tch::manual_seed(seed);
-    let replay = super::bench::filled(settings, device);
+    let replay = super::fill::filled(settings, device);
     let dims = Dims::new(size);
     let world = WorldModel::new(dims, device, Kind::Float);
     let behavior = Behavior::new(&dims, device, Kind::Float);
@@ -222,7 +222,7 @@ mod tests {
         let settings =
             DreamerSpec { batch: 2, seq_len: 4, horizon: 2, replay: ReplayAt::Host, ..DreamerSpec::default() };
         let _seeded = hotlab_train::testing::torch_seed(3);
-        let replay = super::super::bench::filled(&settings, Device::Cpu);
+        let replay = super::super::fill::filled(&settings, Device::Cpu);
         let dims = Dims::new(1);
         let (world, behavior) =
             (WorldModel::new(dims, Device::Cpu, Kind::Float), Behavior::new(&dims, Device::Cpu, Kind::Float));

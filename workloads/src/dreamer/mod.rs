@@ -25,6 +25,7 @@ pub mod bench;
 pub mod captured;
 pub mod collect;
 pub mod eval;
+mod fill;
 pub mod gpu;
 pub mod layers;
 pub mod learner;
@@ -87,8 +88,14 @@ impl EnvMaker for Dreamer {
 }
 
 /// The registry's entry: this workload for a run (a bad setting is refused, named).
-pub fn load(settings: &DreamerSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
-    Ok(Arc::new(Dreamer::load(settings)?))
+impl crate::Native for DreamerSpec {
+    fn load(settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+        Ok(Arc::new(Dreamer::load(settings)?))
+    }
+
+    fn gpu_checks() -> Vec<serde_json::Value> {
+        gpu::checks()
+    }
 }
 
 impl Workload for Dreamer {

@@ -6,9 +6,9 @@
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
 //! `crate` here is that crate, and nothing here links libtorch.
 
+use crate::advice::Recommendation;
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::report::Recommendation;
 use crate::spec::choices::choice;
 use crate::spec::{Backend, ExecSpec, Inference, Preset, RunSpec, SpecError, UpdateMode};
 use crate::workloads::WorkloadSpec;

@@ -297,7 +297,7 @@ mod tests {
         let dims = Dims::new(1);
         let world = WorldModel::new(dims, Device::Cpu, Kind::Half);
         let behavior = Behavior::new(&dims, Device::Cpu, Kind::Half);
-        let replay = super::super::bench::filled(&settings, Device::Cpu);
+        let replay = super::super::fill::filled(&settings, Device::Cpu);
         (Trainer::new(settings, world, behavior, Some(scale)), replay)
     }
 

@@ -20,6 +20,7 @@ use hotlab_shared::env::{FieldData, StepBatch};
 use hotlab_shared::env::{ScalarEnv, MAX_CONTINUOUS};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{GymSpec, RunSpec, SpecError, WaitMode};
+use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::workloads::gym::GymFrame;
 use hotlab_shared::workloads::EnvName;
 use hotlab_train::checkpoint::Stored;
@@ -39,9 +40,16 @@ pub const FRAME_ENVS: usize = 4;
 
 /// The registry's entry: the env probed (a missing interpreter or gymnasium, an unknown
 /// id or an unsupported space is refused here, named).
-pub fn load(settings: &GymSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
-    let python = settings.python.as_ref().map(PathBuf::from);
-    Ok(Arc::new(GymEnv::open(&settings.id, python, serde_json::Value::Object(settings.kwargs.clone()))?))
+impl crate::Native for GymSpec {
+    fn load(settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+        let python = settings.python.as_ref().map(PathBuf::from);
+        Ok(Arc::new(GymEnv::open(&settings.id, python, serde_json::Value::Object(settings.kwargs.clone()))?))
+    }
+
+    /// The Gymnasium ids the default Python can make, by family.
+    fn suggestions() -> Option<Suggestions> {
+        Some(python::registered_ids(&python::default_python()))
+    }
 }
 
 /// A Gymnasium env as hotlab steps it: its id, its interpreter, its `make` keywords, and

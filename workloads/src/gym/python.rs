@@ -9,7 +9,8 @@
 
 use super::pictures;
 use hotlab_shared::spec::{SpecError, WaitMode};
-use hotlab_shared::workloads::gym::{GymEnvs, GymImage};
+use hotlab_shared::suggestions::{SuggestionGroup, Suggestions};
+use hotlab_shared::workloads::gym::GymImage;
 use hotlab_train::exec::shm::{Layout, PARTS_BYTES};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -101,33 +102,67 @@ pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value) -> Result<Prob
 }
 
 /// Gymnasium's registered ids by family, as `python` sees them (the worker in `ids`
-/// mode); an interpreter that cannot run or has no gymnasium gives the error and no ids.
-pub fn registered_ids(python: &Path) -> GymEnvs {
-    let args = serde_json::json!({"mode": "ids", "python": python});
+/// mode): `gym_id`'s suggestions. An interpreter that cannot run or has no gymnasium gives
+/// the error and no ids.
+pub fn registered_ids(python: &Path) -> Suggestions {
     let shown = python.display().to_string();
+    let none = |source: String, error: String| Suggestions {
+        knob: "gym_id".into(),
+        source,
+        unit: "ids".into(),
+        groups: Vec::new(),
+        error: Some(error),
+    };
+    let args = serde_json::json!({"mode": "ids", "python": python});
     let out = match Command::new(python).arg("-c").arg(WORKER).arg(args.to_string()).stdin(Stdio::null()).output() {
         Ok(out) => out,
         Err(e) => {
             let error = format!("cannot run the Python interpreter {shown} ({e}): set HOTLAB_PYTHON, or create the project's venv (`cargo xtask lab`)");
-            return GymEnvs { python: shown, error: Some(error), ..GymEnvs::default() };
+            return none(shown, error);
         }
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     if let Ok(refused) = serde_json::from_str::<Refusal>(line) {
-        return GymEnvs { python: shown, error: Some(refused.message), ..GymEnvs::default() };
+        return none(shown, refused.message);
     }
-    match serde_json::from_str::<GymEnvs>(line) {
-        Ok(found) => GymEnvs { python: shown, ..found },
+    match serde_json::from_str::<Registered>(line) {
+        Ok(found) => Suggestions {
+            knob: "gym_id".into(),
+            source: format!("Gymnasium {} in {shown}", found.gymnasium),
+            unit: "ids".into(),
+            groups: found
+                .families
+                .into_iter()
+                .map(|f| SuggestionGroup { group: f.family, values: f.ids, missing: f.missing, install: f.install })
+                .collect(),
+            error: None,
+        },
         Err(_) => {
             let error = format!(
                 "listing Gymnasium's ids with {shown} failed ({}): {}",
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()
             );
-            GymEnvs { python: shown, error: Some(error), ..GymEnvs::default() }
+            none(shown, error)
         }
     }
+}
+
+/// What the worker's `ids` mode prints: Gymnasium's version and its registry by family.
+#[derive(Deserialize)]
+struct Registered {
+    gymnasium: String,
+    families: Vec<Family>,
+}
+
+/// One family of registered ids, and what its envs need where it is missing.
+#[derive(Deserialize)]
+struct Family {
+    family: String,
+    ids: Vec<String>,
+    missing: Option<String>,
+    install: Option<String>,
 }
 
 /// One worker's command line: it serves envs `first..first + count` of `envs`, split among

@@ -5,9 +5,9 @@
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
 //! `crate` here is that crate, and nothing here links libtorch.
 
+use crate::advice::Recommendation;
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::report::Recommendation;
 use crate::spec::{Backend, ExecSpec, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
 use crate::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,7 @@ impl Settings for GymSpec {
     const ENV_PARTS: &'static [Phase] = &[PYTHON_STEP, RENDER];
     /// `--env gym:ID`.
     const ARGUMENT: Option<&'static str> = Some("gym_id");
+    const SUGGESTED: Option<&'static str> = Some("gym_id");
 
     const KNOBS: &'static [Knob] = &[
         setting(EnvName::Gym, "gym_id", "workload.gym.id", Text, "gym: a Gymnasium id (CartPole-v1) or module:callable")
@@ -197,40 +198,6 @@ fn mujoco_fast() -> RunSpec {
         steps: base.steps / SPREAD_ENVS,
         exec: ExecSpec { backend: Backend::Subprocess, workers: 0, ..base.exec.clone() },
         ..base
-    }
-}
-
-/// The Gymnasium ids a machine's Python can make, by family (`GET /api/gym/envs`): what
-/// the launch form offers for `gym_id`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GymEnvs {
-    /// The interpreter asked (the gym workload's default one).
-    pub python: String,
-    /// Gymnasium's version there.
-    pub gymnasium: String,
-    pub families: Vec<GymFamily>,
-    /// Why there is no list (no such interpreter, no gymnasium): what to do about it.
-    pub error: Option<String>,
-}
-
-/// One family of registered ids (`classic_control`, `box2d`, `mujoco`, a package's own).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GymFamily {
-    pub family: String,
-    pub ids: Vec<String>,
-    /// The module its envs need and why it does not import, where it does not: its ids
-    /// are registered but cannot be made.
-    pub missing: Option<String>,
-    /// The command that installs what is missing.
-    pub install: Option<String>,
-}
-
-impl GymEnvs {
-    /// The ids that can be made here, family by family.
-    pub fn installed(&self) -> impl Iterator<Item = &str> {
-        self.families.iter().filter(|f| f.missing.is_none()).flat_map(|f| f.ids.iter().map(String::as_str))
     }
 }
 

@@ -492,6 +492,33 @@ mod tests {
         assert!(null.low < 0.0 && null.high > 0.0 && null.high - null.low > p64.high - p64.low, "{null:?}");
     }
 
+    /// The interval's coverage: over 300 draws of paired differences with a known mean
+    /// (skewed, as episode scores are: an exponential's), the share of intervals that hold
+    /// that mean. The percentile bootstrap covers short of 95 % with few pairs: 83 % here
+    /// at 8 (the episodes CI decides growth on; 85 % over 1,000 draws in numpy), 89 % at 16,
+    /// 92 % at 32, 94 % at 64. An interval made narrower (the resampled means' spread
+    /// shrunk, a lost resample) covers far less and fails; one that were the resamples'
+    /// whole range would cover all and fail too.
+    #[test]
+    fn paired_intervals_cover_the_true_mean_about_95_percent_of_the_time() {
+        let mut rng = HostRng::new(11);
+        let trials = 300;
+        let coverage = |n: usize, rng: &mut HostRng| {
+            let mean = 0.25;
+            let held = (0..trials)
+                .filter(|_| {
+                    let a: Vec<f64> = (0..n).map(|_| mean - 1.0 - (1.0 - rng.next_f64()).ln()).collect();
+                    let p = paired("b", &a, &vec![0.0; n], rng);
+                    p.low <= mean && mean <= p.high
+                })
+                .count();
+            held as f64 / trials as f64
+        };
+        let (c8, c64) = (coverage(8, &mut rng), coverage(64, &mut rng));
+        assert!((0.78..=0.90).contains(&c8), "8 pairs: {c8}");
+        assert!((0.90..=0.98).contains(&c64), "64 pairs: {c64}");
+    }
+
     /// The grower's episodes name the seeds it fossilized, each credited at the end (a
     /// blended seed's Shapley value, which may be of either sign); waiting grows nothing.
     #[test]

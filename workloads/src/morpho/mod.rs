@@ -218,8 +218,14 @@ pub fn part_clock() -> PartClock {
 }
 
 /// The registry's entry: this workload for a run (a bad setting is refused, named).
-pub fn load(settings: &MorphoSpec, spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
-    Ok(Arc::new(Morpho::load(settings, spec)?))
+impl crate::Native for MorphoSpec {
+    fn load(settings: &Self, spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+        Ok(Arc::new(Morpho::load(settings, spec)?))
+    }
+
+    fn gpu_checks() -> Vec<serde_json::Value> {
+        gpu::checks()
+    }
 }
 
 impl Workload for Morpho {

@@ -7,10 +7,10 @@
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
 //! `crate` here is that crate, and nothing here links libtorch.
 
+use crate::advice::Recommendation;
 use crate::counters::{Count, CountInfo, Counters};
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::report::Recommendation;
 use crate::spec::choices::choice;
 use crate::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, SpecError};
 use crate::workloads::WorkloadSpec;
@@ -321,7 +321,7 @@ impl Settings for MorphoSpec {
     const PRESETS: &'static [Preset] = &[
         Preset::new(
             "morpho",
-            "Seeds 001–003's growing hosts: 8 envs × 6 decisions, 1,344 in all, about a minute; the agent beats random on held-out tasks (by training its hosts longer: it does not learn to grow yet)",
+            "Seeds 001–003's growing hosts: 8 envs × 6 decisions, 1,344 in all, about a minute; where a morpho run's time goes (the hosts' training, the lifecycle, the update), no learning claimed: `grow` is the preset that learns growth",
             preset,
         ),
         Preset::new(

@@ -90,8 +90,10 @@ impl EnvMaker for Proof {
 }
 
 /// The registry's entry: this workload for a run (a bad setting is refused, named).
-pub fn load(settings: &ProofSpec, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
-    Ok(Arc::new(Proof::load(settings)?))
+impl crate::Native for ProofSpec {
+    fn load(settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
+        Ok(Arc::new(Proof::load(settings)?))
+    }
 }
 
 impl Workload for Proof {

@@ -20,7 +20,7 @@
 //!   every row's and the mean entropy's derivative in it is 1
 //!   ([`crate::distribution::gaussian`]).
 
-use crate::cuda::loss::{LossConsts, PpoLossGrad};
+use crate::cuda::loss::{LossConsts, LossGrads, LossInputs, PpoLossGrad};
 use crate::distribution::gaussian::LOG_SQRT_2PI;
 use crate::models::mlp::policy::{ActorCritic, Tape};
 use crate::rollout::Batch;
@@ -108,7 +108,12 @@ pub fn loss_grad_fused(
         anyhow::bail!(GAUSSIAN_NOT_FUSED);
     }
     let k = LossConsts { clip: spec.ppo.clip, vf_coef: spec.ppo.vf_coef, ent_coef: spec.ppo.ent_coef, scale: 1.0 };
-    forward_then(net, mb, kind, |logits, value| kernel.launch(logits, value, mb, adv, heads, k, want_stats))
+    forward_then(net, mb, kind, |logits, value| {
+        let (actions, log_probs, values, returns) = (&mb.actions, &mb.log_probs, &mb.values, &mb.returns);
+        let x = LossInputs { logits, value, actions, log_probs, values, adv, returns };
+        let LossGrads { d_logits, d_value, stats } = kernel.launch(x, heads, k, want_stats)?;
+        Ok(OutputGrads { d_logits, d_value, d_log_std: None, stats })
+    })
 }
 
 /// The actor's and the critic's taped forward of `mb`, then ∂loss/∂outputs from `outputs`.

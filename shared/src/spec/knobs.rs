@@ -1,117 +1,18 @@
-//! Every [`RunSpec`](crate::spec::RunSpec) field as a knob: its name (the CLI flag in
+//! The table of knobs: every [`RunSpec`](crate::spec::RunSpec) field as a knob (what a
+//! knob is: [`Knob`]): its name (the CLI flag in
 //! snake_case, the name of the flat form and of the launch form's field), its path in the
 //! nested JSON, its group, its kind, a one-line help and its whole story, in the order the
 //! launch panel shows them. The CLI's flags are made from this table. A workload's own
 //! settings are its module's knobs ([`crate::workloads`]) and name their workload: the
 //! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
+pub use super::workloads::knob::{get_path, set_path, workload_name, Knob, KnobKind, Range};
 use crate::spec::{
     ActionSync, Backend, EnvName, Inference, Norm, Precision, RolloutCopy, RunSpec, SpecError, Transfer, UpdateMode,
     WaitMode, MAX_ENVS, MAX_STEPS,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::sync::LazyLock;
-
-/// What a knob's value is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KnobKind {
-    /// A whole number.
-    Int,
-    /// A real number.
-    Float,
-    Bool,
-    /// One of these strings.
-    Choice(&'static [&'static str]),
-    /// Free text.
-    Text,
-    /// Free text, `null` when empty.
-    OptionalText,
-    /// Whole numbers separated by commas (`64,64`).
-    IntList,
-    /// A JSON object (`{"continuous": true}`).
-    Object,
-}
-
-impl KnobKind {
-    /// A typed value from text (a form's field, a `--change KEY=VALUE`). Text that does
-    /// not parse is kept as it is, so that the spec's validation (the one judge) names the
-    /// field and what it allows.
-    pub fn value(self, text: &str) -> Value {
-        let t = text.trim();
-        let raw = || Value::String(text.to_string());
-        match self {
-            KnobKind::Int => t.parse::<u64>().map_or_else(|_| raw(), Value::from),
-            KnobKind::Float => t
-                .parse::<f64>()
-                .ok()
-                .and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
-                .unwrap_or_else(raw),
-            KnobKind::Bool => match t {
-                "true" => Value::Bool(true),
-                "false" => Value::Bool(false),
-                _ => raw(),
-            },
-            KnobKind::Choice(_) | KnobKind::Text => Value::String(t.to_string()),
-            KnobKind::OptionalText if t.is_empty() => Value::Null,
-            KnobKind::OptionalText => Value::String(t.to_string()),
-            KnobKind::IntList => {
-                let items: Option<Vec<Value>> =
-                    t.split(',').map(|i| i.trim().parse::<u64>().ok().map(Value::from)).collect();
-                items.map_or_else(raw, Value::Array)
-            }
-            KnobKind::Object if t.is_empty() => Value::Object(Map::new()),
-            KnobKind::Object => match serde_json::from_str::<Value>(t) {
-                Ok(object @ Value::Object(_)) => object,
-                _ => raw(),
-            },
-        }
-    }
-}
-
-/// One field of the launch form.
-#[derive(Clone, Copy, Debug)]
-pub struct Knob {
-    /// The CLI flag in snake_case (`--total-steps` → `total_steps`).
-    pub name: &'static str,
-    /// Where it sits in the nested spec (`ppo.lr`, `workload.proof.depth`); `workload` for
-    /// the workload's name itself.
-    pub path: &'static str,
-    /// The workload whose own setting this is (None: every workload's).
-    pub workload: Option<EnvName>,
-    pub group: &'static str,
-    pub kind: KnobKind,
-    /// One line: the launch form's help, and the CLI's `-h`.
-    pub help: &'static str,
-    /// The whole story, where one line is not enough: the CLI's `--help` (the help line
-    /// when empty).
-    pub about: &'static str,
-    /// The values a number allows (each number of a list), where they are fixed; a bound
-    /// that depends on other knobs (`minibatches` divides envs × steps) is checked by the
-    /// spec's validation.
-    pub range: Option<Range>,
-}
-
-/// The values a number knob allows: `lo` to `hi`, `lo` itself excluded where `lo_open`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Range {
-    pub lo: f64,
-    pub hi: f64,
-    pub lo_open: bool,
-}
-
-impl Range {
-    pub fn allows(&self, v: f64) -> bool {
-        v.is_finite() && (if self.lo_open { v > self.lo } else { v >= self.lo }) && v <= self.hi
-    }
-
-    /// In words, for a knob of `kind`: `1 to 4096`, `(0, 1]`.
-    pub fn describe(&self, kind: KnobKind) -> String {
-        match kind {
-            KnobKind::Int | KnobKind::IntList => format!("{} to {}", self.lo, self.hi),
-            _ => format!("{}{}, {}]", if self.lo_open { "(" } else { "[" }, self.lo, self.hi),
-        }
-    }
-}
 
 /// The groups, in order (the syllabus's knobs each have their own).
 pub const GROUPS: &[&str] = &[
@@ -313,108 +214,6 @@ pub fn at_path(path: &str) -> Option<&'static Knob> {
     KNOBS.iter().find(|k| k.path == path)
 }
 
-impl Knob {
-    /// With a longer explanation for `--help`.
-    pub const fn about(self, about: &'static str) -> Self {
-        Knob { about, ..self }
-    }
-
-    /// Allowing `lo ..= hi`.
-    pub const fn range(self, lo: f64, hi: f64) -> Self {
-        Knob { range: Some(Range { lo, hi, lo_open: false }), ..self }
-    }
-
-    /// Allowing more than `lo`, up to `hi`.
-    pub const fn above(self, lo: f64, hi: f64) -> Self {
-        Knob { range: Some(Range { lo, hi, lo_open: true }), ..self }
-    }
-
-    /// Its range in words (`1 to 4096`, `(0, 1]`), where it has one.
-    pub fn allowed(&self) -> Option<String> {
-        self.range.map(|r| r.describe(self.kind))
-    }
-
-    /// Checks its value in a spec's JSON against its range (each number of a list), naming
-    /// the knob: `must be between 1 and 4096 (got 0)`, `must be in (0, 1] (got 2)`.
-    pub fn check(&self, value: &Value) -> Result<(), SpecError> {
-        let Some(range) = self.range else { return Ok(()) };
-        let one = |v: &Value| {
-            // serde_json writes NaN and the infinities as null.
-            let n = v.as_f64().filter(|n| range.allows(*n));
-            n.map(|_| ()).ok_or_else(|| {
-                let got = match v.as_f64() {
-                    Some(n) => format!("got {n}"),
-                    None if v.is_null() => "not a finite number".to_string(),
-                    None => format!("got {v}"),
-                };
-                let message = match self.kind {
-                    KnobKind::Int | KnobKind::IntList => {
-                        format!("must be between {} and {} ({got})", range.lo, range.hi)
-                    }
-                    _ => format!("must be in {} ({got})", range.describe(self.kind)),
-                };
-                SpecError::new(self.name, message)
-            })
-        };
-        match value {
-            Value::Array(items) => items.iter().try_for_each(one),
-            v => one(v),
-        }
-    }
-
-    /// What `--help` says of it: [`Knob::about`], or the help line.
-    pub fn long_help(&self) -> &'static str {
-        if self.about.is_empty() {
-            self.help
-        } else {
-            self.about
-        }
-    }
-
-    /// Whether a spec of workload `env` has this knob.
-    pub fn applies_to(&self, env: EnvName) -> bool {
-        self.workload.is_none_or(|w| w == env)
-    }
-
-    /// This knob's value in a nested spec as JSON (the workload's name for `env`).
-    pub fn get(&self, spec: &Map<String, Value>) -> Option<Value> {
-        if self.path == "workload" {
-            return workload_name(spec).map(Value::from);
-        }
-        get_path(spec, self.path).cloned()
-    }
-
-    /// Sets this knob in a nested spec as JSON. Setting `env` to another workload replaces
-    /// the workload's settings with that workload's defaults; a workload's own setting is
-    /// ignored for another workload.
-    pub fn set(&self, spec: &mut Map<String, Value>, value: Value) {
-        if self.path == "workload" {
-            let value = value.as_str().unwrap_or_default().to_string();
-            // `NAME:VALUE` (`gym:Acrobot-v1`): the workload NAME with its argument's knob set.
-            let argument = EnvName::with_argument(&value);
-            let wanted = argument.map_or(value.as_str(), |(env, ..)| env.as_str()).to_string();
-            if workload_name(spec).as_deref() != Some(wanted.as_str()) {
-                let settings = wanted
-                    .parse::<EnvName>()
-                    .ok()
-                    .and_then(|e| serde_json::to_value(crate::spec::WorkloadSpec::default_for(e)).ok())
-                    .unwrap_or_else(|| serde_json::json!({ wanted: {} }));
-                spec.insert("workload".into(), settings);
-            }
-            if let Some((_, knob, argument)) = argument {
-                set_path(spec, knob.path, Value::from(argument));
-            }
-            return;
-        }
-        if let Some(w) = self.workload {
-            if workload_name(spec).as_deref() != Some(w.as_str()) {
-                return;
-            }
-        }
-        set_path(spec, self.path, value);
-    }
-}
-
 /// `spec` with knobs set (a knob and its typed value: the CLI's flags, a form's fields):
 /// `env` first, so that a workload's settings land in the workload asked for wherever it
 /// was named; a workload's own setting for another workload is refused, naming it.
@@ -446,43 +245,10 @@ pub fn apply(spec: RunSpec, given: &[(&Knob, Value)]) -> Result<RunSpec, SpecErr
     serde_json::from_value(Value::Object(json)).map_err(|e| SpecError::new("env", e.to_string()))
 }
 
-/// The workload's name in a nested spec as JSON.
-pub fn workload_name(spec: &Map<String, Value>) -> Option<String> {
-    match spec.get("workload")? {
-        Value::String(name) => Some(name.clone()),
-        Value::Object(o) if o.len() == 1 => o.keys().next().cloned(),
-        _ => None,
-    }
-}
-
-/// The value at a dotted path (`ppo.lr`).
-pub fn get_path<'a>(spec: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
-    let mut parts = path.split('.');
-    let mut at = spec.get(parts.next()?)?;
-    for part in parts {
-        at = at.as_object()?.get(part)?;
-    }
-    Some(at)
-}
-
-/// Sets the value at a dotted path, making the objects on the way.
-pub fn set_path(spec: &mut Map<String, Value>, path: &str, value: Value) {
-    let mut parts: Vec<&str> = path.split('.').collect();
-    let last = parts.pop().unwrap_or_default();
-    let mut at = spec;
-    for part in parts {
-        let next = at.entry(part.to_string()).or_insert_with(|| Value::Object(Map::new()));
-        if !next.is_object() {
-            *next = Value::Object(Map::new());
-        }
-        at = next.as_object_mut().expect("made an object above");
-    }
-    at.insert(last.to_string(), value);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Map;
 
     /// Every leaf's path of a nested spec as JSON, and `workload` (the workload's name).
     fn leaves(v: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {

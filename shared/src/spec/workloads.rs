@@ -11,11 +11,13 @@
 //! object with one key, the workload's name: `{"proof": {"kb": …}}`), the workloads' knobs
 //! in the spec's knob table, and every phase and count ([`PHASES`], [`COUNTS`]).
 
+pub mod knob;
+
+use crate::advice::Recommendation;
 use crate::counters::{Count, CountInfo};
-use crate::knobs::Knob;
 use crate::profile::{Phase, PhaseInfo, Profile};
-use crate::report::Recommendation;
 use crate::spec::{Backend, ExecSpec, Inference, Preset, RunSpec, SpecError};
+use knob::Knob;
 use serde::{Deserialize, Serialize};
 
 /// What a workload's settings say about themselves, and the report rules it brings.
@@ -45,6 +47,9 @@ pub trait Settings: Default {
     /// The knob that `--env NAME:VALUE` sets to VALUE (gym's `gym_id`, for `--env
     /// gym:Acrobot-v1`); None: it is named by its name alone.
     const ARGUMENT: Option<&'static str> = None;
+    /// The knob whose values the machine lists for the launch form (gym's `gym_id`: the
+    /// ids its Python can make), through its native hooks; None: no list.
+    const SUGGESTED: Option<&'static str> = None;
     /// The Gymnasium id of the env it steps, where its env is one (a peer then steps the
     /// same env: `bench envs --peer`).
     fn gymnasium_id(&self) -> Option<String> {
@@ -151,6 +156,12 @@ macro_rules! registry {
                 self.knobs().iter().find(|k| k.name == name)
             }
 
+            /// The knob whose values the machine lists for the launch form, if it has one.
+            pub fn suggested(self) -> Option<&'static Knob> {
+                let name = match self { $(EnvName::$variant => <$settings as Settings>::SUGGESTED),+ }?;
+                self.knobs().iter().find(|k| k.name == name)
+            }
+
             /// Its envs' own counts, in their slots' order.
             pub fn counts(self) -> Vec<Count> {
                 match self { $(EnvName::$variant => <$settings as Settings>::COUNTS.iter().map(|c| c.count).collect()),+ }
@@ -247,6 +258,12 @@ macro_rules! registry {
             all
         });
 
+        /// Every workload's suggested knob (whose values the machine lists), in the
+        /// registry's order.
+        pub fn suggested_knobs() -> impl Iterator<Item = (EnvName, &'static Knob)> {
+            [$(EnvName::$variant),+].into_iter().filter_map(|env| Some((env, env.suggested()?)))
+        }
+
         /// Every workload's presets, in the registry's order.
         pub fn presets() -> impl Iterator<Item = &'static Preset> {
             [$(<$settings as Settings>::PRESETS),+].into_iter().flatten()
@@ -259,7 +276,7 @@ macro_rules! registry {
     };
 }
 
-include!("../../workloads/src/registry.rs");
+include!("../../../workloads/src/registry.rs");
 
 #[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
 impl Default for EnvName {
@@ -309,7 +326,7 @@ pub const fn setting(
     workload: EnvName,
     name: &'static str,
     path: &'static str,
-    kind: crate::knobs::KnobKind,
+    kind: knob::KnobKind,
     help: &'static str,
 ) -> Knob {
     Knob { name, path, workload: Some(workload), group: "Scenario", kind, help, about: "", range: None }
@@ -319,6 +336,15 @@ pub const fn setting(
 mod tests {
     use super::*;
     use crate::counters::{ENV_COUNTS, ENV_PARTS};
+
+    /// A suggested knob names one of its workload's own knobs (a misspelt one would drop
+    /// the launch form's list without a word).
+    #[test]
+    fn the_suggested_knobs_are_the_workloads_own() {
+        let found: Vec<(EnvName, &str)> = suggested_knobs().map(|(env, k)| (env, k.name)).collect();
+        assert_eq!(found, [(EnvName::Gym, "gym_id")]);
+        assert!(suggested_knobs().all(|(env, k)| k.workload == Some(env)));
+    }
 
     #[test]
     fn each_workload_s_phases_and_counts_fit_the_slots_and_no_name_is_taken_twice() {
