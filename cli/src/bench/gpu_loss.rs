@@ -10,7 +10,7 @@ use hotlab_shared::spec::{PpoSpec, RunSpec};
 use hotlab_train::cuda::gpu::Gpu;
 use hotlab_train::cuda::loss::{LossConsts, LossGrads, LossInputs, PpoLossGrad};
 use hotlab_train::cuda::replayer::capture_aside;
-use hotlab_train::models::mlp::grad::{output_grads, OutputGrads, Outputs};
+use hotlab_train::models::mlp::grad::{output_grads, LossBatch, OutputGrads, Outputs};
 use hotlab_train::rollout::Batch;
 use hotlab_workloads::gpu_check::{check, progress};
 use serde_json::{json, Value};
@@ -102,7 +102,7 @@ pub fn ppo_loss_grad_check(gpu: &Arc<Gpu>) -> Value {
         let k = LossConsts { clip: spec.ppo.clip, vf_coef: spec.ppo.vf_coef, ent_coef: spec.ppo.ent_coef, scale: 1.0 };
         let torch = |x: &Inputs, heads: &[usize]| {
             let out = Outputs { actor: &x.logits, log_std: None, value: &x.value };
-            output_grads(out, &x.mb, &x.adv, heads, &spec, 1.0, true)
+            output_grads(out, LossBatch { mb: &x.mb, adv: &x.adv, heads, spec: &spec }, 1.0, true)
         };
         let fused = |x: &Inputs, heads: &[usize]| {
             let (mb, logits, value, adv) = (&x.mb, &x.logits, &x.value, &x.adv);

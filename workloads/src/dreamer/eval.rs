@@ -4,6 +4,7 @@
 
 use super::behavior::Behavior;
 use super::collect::act_on_frames;
+use super::open_loop::{open_loop, OpenLoop};
 use super::render::draw_all;
 use super::world::{WorldModel, ACTIONS};
 use hotlab_shared::cartpole::CartPoleBatch;
@@ -20,13 +21,19 @@ pub struct DreamerEval {
     /// Mean return of the trained actor (sampling its policy), and of random actions.
     pub agent_return: f64,
     pub random_return: f64,
+    /// The world model's frames imagined from the prior against repeating the last frame.
+    pub open_loop: OpenLoop,
 }
+
+/// Held-out sequences of the open-loop check, frames observed in each, steps imagined.
+const OPEN_LOOP: (usize, usize, usize) = (32, 5, 15);
 
 impl DreamerEval {
     pub fn summary(&self) -> String {
+        let o = &self.open_loop;
         format!(
-            "pixel CartPole over {} episodes: mean return {:.1} (random actions: {:.1})",
-            self.episodes, self.agent_return, self.random_return
+            "pixel CartPole over {} episodes: mean return {:.1} (random actions: {:.1}); frames imagined up to {} steps after {} seen: error {:.1} per frame (repeating the last frame seen: {:.1})",
+            self.episodes, self.agent_return, self.random_return, o.horizon, o.context, o.model, o.repeat_last
         )
     }
 }
@@ -80,5 +87,7 @@ pub fn evaluate(world: &WorldModel, behavior: &Behavior, episodes: usize, seed: 
     let mut random =
         |_: &[u8], first: &[bool]| first.iter().map(|_| (rng.next_u64() % ACTIONS as u64) as i64).collect();
     let random_return = mean_return(episodes, seed, &mut random);
-    DreamerEval { episodes, agent_return, random_return }
+    let (sequences, context, horizon) = OPEN_LOOP;
+    let open_loop = open_loop(world, sequences, context, horizon, seed);
+    DreamerEval { episodes, agent_return, random_return, open_loop }
 }

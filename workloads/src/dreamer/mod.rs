@@ -29,6 +29,7 @@ mod fill;
 pub mod gpu;
 pub mod layers;
 pub mod learner;
+pub mod open_loop;
 pub mod render;
 pub mod replay;
 pub mod step;

@@ -68,42 +68,38 @@ impl LossGrad {
     }
 }
 
+/// One minibatch as the loss reads it: its rows, their normalized advantages `[B, 1]`, the
+/// policy's action heads, and the run's spec (the loss's coefficients).
+#[derive(Clone, Copy)]
+pub struct LossBatch<'a> {
+    pub mb: &'a Batch,
+    pub adv: &'a Tensor,
+    pub heads: &'a [usize],
+    pub spec: &'a RunSpec,
+}
+
 /// The forward of one minibatch (matmuls in `kind`) and the gradient of its loss times
 /// `scale` (the fp16 loss scale, else 1) with respect to the logits and the value.
-/// `adv` is the minibatch's normalized advantages `[B, 1]`.
-#[allow(clippy::too_many_arguments)]
-pub fn loss_grad(
-    net: &ActorCritic,
-    mb: &Batch,
-    adv: &Tensor,
-    heads: &[usize],
-    spec: &RunSpec,
-    kind: Kind,
-    scale: f64,
-    want_stats: bool,
-) -> LossGrad {
+pub fn loss_grad(net: &ActorCritic, x: LossBatch<'_>, kind: Kind, scale: f64, want_stats: bool) -> LossGrad {
     let log_std = net.log_std();
     let outputs = |actor: &Tensor, value: &Tensor| {
         let out = Outputs { actor, log_std, value };
-        Ok::<_, std::convert::Infallible>(output_grads(out, mb, adv, heads, spec, scale, want_stats))
+        Ok::<_, std::convert::Infallible>(output_grads(out, x, scale, want_stats))
     };
-    let Ok(grad) = forward_then(net, mb, kind, outputs);
+    let Ok(grad) = forward_then(net, x.mb, kind, outputs);
     grad
 }
 
 /// [`loss_grad`] (unscaled) with ∂loss/∂outputs from the `ppo_loss_grad` kernel in one
 /// launch (`--update graph_fused`).
-#[allow(clippy::too_many_arguments)]
 pub fn loss_grad_fused(
     net: &ActorCritic,
-    mb: &Batch,
-    adv: &Tensor,
-    heads: &[usize],
-    spec: &RunSpec,
+    x: LossBatch<'_>,
     kind: Kind,
     want_stats: bool,
     kernel: &PpoLossGrad,
 ) -> anyhow::Result<LossGrad> {
+    let LossBatch { mb, adv, heads, spec } = x;
     if net.arch.gaussian > 0 {
         anyhow::bail!(GAUSSIAN_NOT_FUSED);
     }
@@ -156,15 +152,8 @@ pub struct OutputGrads {
 /// libtorch ops: the formulas in this module's docs. On CUDA the `ppo_loss_grad` kernel
 /// computes the same for categorical heads in one launch (`crate::cuda::loss`), and
 /// `hotlab gpu-check` holds the two equal.
-pub fn output_grads(
-    out: Outputs<'_>,
-    mb: &Batch,
-    adv: &Tensor,
-    heads: &[usize],
-    spec: &RunSpec,
-    scale: f64,
-    want_stats: bool,
-) -> OutputGrads {
+pub fn output_grads(out: Outputs<'_>, x: LossBatch<'_>, scale: f64, want_stats: bool) -> OutputGrads {
+    let LossBatch { mb, adv, heads, spec } = x;
     tch::no_grad(|| {
         let b = out.actor.size()[0] as f64;
         let width: i64 = heads.iter().map(|&n| n as i64).sum();
@@ -342,7 +331,7 @@ pub(crate) mod tests {
         };
         let (want, want_stats) = autograd_reference(&mut net, &mb, heads, &spec);
         let adv = normalize_per_minibatch(&mb.advantages, 1);
-        let got = loss_grad(&net, &mb, &adv, heads, &spec, Kind::Float, 1.0, true);
+        let got = loss_grad(&net, LossBatch { mb: &mb, adv: &adv, heads, spec: &spec }, Kind::Float, 1.0, true);
         got.backward(&net, Kind::Float);
         assert_gradient_matches(&net, &want, heads);
         let stats = got.stats.unwrap();
@@ -374,12 +363,13 @@ pub(crate) mod tests {
         let (mut net, mb) = case(&[2], &[16, 8]);
         let spec = RunSpec::default();
         let adv = normalize_per_minibatch(&mb.advantages, 1);
-        loss_grad(&net, &mb, &adv, &[2], &spec, Kind::Float, 1.0, false).backward(&net, Kind::Float);
+        let x = LossBatch { mb: &mb, adv: &adv, heads: &[2], spec: &spec };
+        loss_grad(&net, x, Kind::Float, 1.0, false).backward(&net, Kind::Float);
         let fp32 = net.flat_grad.copy();
-        loss_grad(&net, &mb, &adv, &[2], &spec, Kind::BFloat16, 1.0, false).backward(&net, Kind::BFloat16);
+        loss_grad(&net, x, Kind::BFloat16, 1.0, false).backward(&net, Kind::BFloat16);
         let rel = f64::try_from((&net.flat_grad - &fp32).norm()).unwrap() / f64::try_from(fp32.norm()).unwrap();
         assert!(rel < 0.05, "bf16 gradient differs from fp32 by {rel} (relative norm)");
-        loss_grad(&net, &mb, &adv, &[2], &spec, Kind::Float, 256.0, false).backward(&net, Kind::Float);
+        loss_grad(&net, x, Kind::Float, 256.0, false).backward(&net, Kind::Float);
         let _ = net.flat_grad.g_div_scalar_(256.0);
         assert!(net.flat_grad.allclose(&fp32, 1e-5, 1e-7, false));
     }

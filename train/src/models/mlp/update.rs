@@ -126,7 +126,8 @@ impl Pass for MlpPass<'_> {
         } else {
             let net = &self.agent.net;
             let scale = ctx.precision.scaler.as_ref().map_or(1.0, |s| s.scale);
-            let grad = grad::loss_grad(net, &mb, &adv, ctx.heads, spec, self.kind, scale, last);
+            let x = grad::LossBatch { mb: &mb, adv: &adv, heads: ctx.heads, spec };
+            let grad = grad::loss_grad(net, x, self.kind, scale, last);
             let s = prof.stop(Phase::UPDATE_FORWARD, s);
             grad.backward(net, self.kind);
             let stats = grad.stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
@@ -157,9 +158,10 @@ impl Pass for MlpPass<'_> {
         let mb = shuffled.rows(m as i64 * mb_size, mb_size);
         let adv = self.advantages.as_ref().expect("normalized above").narrow(0, m as i64 * mb_size, mb_size);
         let net = &self.agent.net;
+        let x = grad::LossBatch { mb: &mb, adv: &adv, heads: ctx.heads, spec: ctx.spec };
         let grad = match kernel {
-            Some(k) => grad::loss_grad_fused(net, &mb, &adv, ctx.heads, ctx.spec, self.kind, last, k)?,
-            None => grad::loss_grad(net, &mb, &adv, ctx.heads, ctx.spec, self.kind, 1.0, last),
+            Some(k) => grad::loss_grad_fused(net, x, self.kind, last, k)?,
+            None => grad::loss_grad(net, x, self.kind, 1.0, last),
         };
         grad.backward(net, self.kind);
         Ok(grad.stats)
