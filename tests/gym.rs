@@ -26,7 +26,7 @@ fn batch(env: &GymEnv, envs: usize, seed: u64, workers: usize, wait: WaitMode) -
 
 /// Gymnasium's `SyncVectorEnv` (same-step autoreset) on the same actions: one JSON line
 /// for the reset, then one per step.
-fn reference(id: &str, envs: usize, seed: u64, actions: &[Vec<i64>]) -> Vec<Value> {
+fn reference(id: &str, envs: usize, seed: u64, actions: &[Value]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("case.json"), dir.path().join("steps.jsonl"));
     let case = json!({"id": id, "envs": envs, "seed": seed, "actions": actions});
@@ -47,24 +47,50 @@ fn bools(v: &Value) -> Vec<bool> {
 
 /// Over ids, seeds and shapes (envs, worker processes, waits): the same observations,
 /// rewards, terminations, truncations and final observations as Gymnasium's, step for
-/// step, through episode ends (CartPole's terminations, Acrobot's truncation at 500).
+/// step, through episode ends (CartPole's terminations, Acrobot's truncation at 500, the
+/// echo env's at 20). Registered ids, and a user's `module:callable` with a MultiDiscrete
+/// action whose dimensions start at −1 and 5 (each head's choice shifted by its start).
 #[test]
 fn python_workers_step_as_gymnasium_s_own_vector_env() {
+    own_envs();
     let cases = [
         ("CartPole-v1", 3, 1, WaitMode::Block, 0u64, 200),
         ("CartPole-v1", 5, 2, WaitMode::Block, 7, 200),
         ("CartPole-v1", 4, 2, WaitMode::Spin, 123, 120),
         ("Acrobot-v1", 3, 3, WaitMode::Block, 5, 510),
         ("Acrobot-v1", 2, 1, WaitMode::Block, 42, 510),
+        ("echo_envs:twenty", 3, 2, WaitMode::Block, 9, 45),
+        ("echo_envs:twenty", 4, 1, WaitMode::Spin, 3, 25),
     ];
     let mut ended = 0;
     for (id, envs, workers, wait, seed, steps) in cases {
         let env = open(id);
-        let heads = env.spec().heads.clone();
+        let heads: Vec<u64> = env.spec().heads.iter().map(|h| h.n as u64).collect();
+        let starts = env.probe.starts.clone();
         let mut rng = HostRng::new(seed ^ 0x9e37);
-        let actions: Vec<Vec<i64>> =
-            (0..steps).map(|_| (0..envs).map(|_| (rng.next_u64() % heads[0].n as u64) as i64).collect()).collect();
-        let want = reference(id, envs, seed, &actions);
+        // Per step, every env's choice of each head (flat, as the policy gives them).
+        let actions: Vec<Vec<i64>> = (0..steps)
+            .map(|_| {
+                (0..envs).flat_map(|_| heads.iter().map(|&n| (rng.next_u64() % n) as i64).collect::<Vec<_>>()).collect()
+            })
+            .collect();
+        // Gymnasium's: each choice shifted by its dimension's start; a scalar per env for a
+        // Discrete action, a row for a MultiDiscrete one.
+        let theirs: Vec<Value> = actions
+            .iter()
+            .map(|step| {
+                let rows = step.chunks(heads.len()).map(|row| {
+                    let values: Vec<i64> = row.iter().zip(&starts).map(|(a, s)| a + s).collect();
+                    if heads.len() == 1 {
+                        json!(values[0])
+                    } else {
+                        json!(values)
+                    }
+                });
+                Value::Array(rows.collect())
+            })
+            .collect();
+        let want = reference(id, envs, seed, &theirs);
         let mut b = batch(&env, envs, seed, workers, wait);
         let mut obs = Observations::zeros(env.spec(), envs);
         let mut out = StepBatch::new(env.spec(), envs);

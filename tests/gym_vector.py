@@ -5,6 +5,7 @@ where to write one JSON line per step (and one for the reset first) with the obs
 rewards, terminations, truncations and the final observations of the envs that ended.
 Floats are float32 values written with repr, so they round-trip exactly.
 """
+import importlib
 import json
 import sys
 
@@ -13,8 +14,20 @@ import numpy as np
 
 with open(sys.argv[1]) as f:
     case = json.load(f)
+
+
+def maker(target):
+    """A registered id, or a user's `module:callable` (its factory, as hotlab's workers call it)."""
+    if ":" in target:
+        module, _, name = target.partition(":")
+        factory = getattr(importlib.import_module(module), name, None)
+        if callable(factory):
+            return factory
+    return lambda: gym.make(target)
+
+
 envs = gym.vector.SyncVectorEnv(
-    [lambda: gym.make(case["id"]) for _ in range(case["envs"])],
+    [maker(case["id"]) for _ in range(case["envs"])],
     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
 )
 
