@@ -391,16 +391,25 @@ impl RayHead {
 
     /// This head's processes: those whose environment carries its mark.
     fn processes(&self) -> Vec<i32> {
-        let mark = format!("{HEAD_MARK}={}", self.dir.path().display());
-        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        entries
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == mark.as_bytes()))
-            })
-            .collect()
+        marked(&self.mark())
     }
+
+    /// What marks this head's processes.
+    fn mark(&self) -> String {
+        format!("{HEAD_MARK}={}", self.dir.path().display())
+    }
+}
+
+/// The processes whose environment carries `mark` (`KEY=VALUE`).
+fn marked(mark: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == mark.as_bytes()))
+        })
+        .collect()
 }
 
 impl Drop for RayHead {
@@ -462,6 +471,20 @@ fn runs_go_to_ray_as_jobs_and_stream_back_and_a_head_that_is_down_fails_them() {
     assert_eq!(run["status"], "failed");
     let message = run["message"].as_str().unwrap();
     assert!(message.contains("Ray") && message.contains("127.0.0.1:1"), "{message}");
+    drop(server);
+
+    // The head's cleanup ends every process of its own and no other: a bystander with a
+    // mark of another head (as a second test's head would have) lives on.
+    let (mine, theirs) = (head.mark(), format!("{HEAD_MARK}=/tmp/another-head"));
+    assert!(!marked(&mine).is_empty(), "the head's processes carry its mark");
+    let mut bystander =
+        std::process::Command::new("sleep").arg("300").env(HEAD_MARK, "/tmp/another-head").spawn().unwrap();
+    drop(head);
+    assert_eq!(marked(&mine), Vec::<i32>::new(), "a process of the head outlived it");
+    assert_eq!(bystander.try_wait().unwrap(), None, "another head's process was ended");
+    assert_eq!(marked(&theirs), [bystander.id() as i32]);
+    bystander.kill().unwrap();
+    let _ = bystander.wait();
 }
 
 /// `hotlab sweep` with `args`, small runs of `steps` env steps on the CPU; its JSON.
