@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use hotlab_shared::env::{Actions, BatchEnv, Observations, StepBatch};
+use hotlab_shared::env::{Actions, BatchEnv, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::WaitMode;
 use hotlab_train::exec::EnvMaker;
@@ -48,8 +48,10 @@ fn bools(v: &Value) -> Vec<bool> {
 /// Over ids, seeds and shapes (envs, worker processes, waits): the same observations,
 /// rewards, terminations, truncations and final observations as Gymnasium's, step for
 /// step, through episode ends (CartPole's terminations, Acrobot's truncation at 500, the
-/// echo env's at 20). Registered ids, and a user's `module:callable` with a MultiDiscrete
-/// action whose dimensions start at −1 and 5 (each head's choice shifted by its start).
+/// echo env's at 20, the frame envs' at 7 to 12). Registered ids, and a user's
+/// `module:callable` with a MultiDiscrete action whose dimensions start at −1 and 5 (each
+/// head's choice shifted by its start). Images (uint8, channels last and first) and grids of
+/// flags (bool) cross as bytes and equal Gymnasium's, bit for bit.
 #[test]
 fn python_workers_step_as_gymnasium_s_own_vector_env() {
     own_envs();
@@ -61,6 +63,12 @@ fn python_workers_step_as_gymnasium_s_own_vector_env() {
         ("Acrobot-v1", 2, 1, WaitMode::Block, 42, 510),
         ("echo_envs:twenty", 3, 2, WaitMode::Block, 9, 45),
         ("echo_envs:twenty", 4, 1, WaitMode::Spin, 3, 25),
+        // Images and flags: bytes, channels last and first, through episode ends.
+        ("frame_envs:rgb_last", 3, 2, WaitMode::Block, 11, 40),
+        ("frame_envs:rgb_last", 2, 1, WaitMode::Spin, 4, 30),
+        ("frame_envs:gray_first", 5, 3, WaitMode::Block, 8, 35),
+        ("frame_envs:flags", 4, 2, WaitMode::Spin, 21, 35),
+        ("frame_envs:flags", 1, 1, WaitMode::Block, 2, 30),
     ];
     let mut ended = 0;
     for (id, envs, workers, wait, seed, steps) in cases {
@@ -96,25 +104,56 @@ fn python_workers_step_as_gymnasium_s_own_vector_env() {
         let mut out = StepBatch::new(env.spec(), envs);
         b.reset(&mut obs).unwrap();
         let shape = format!("{id}, {envs} envs in {workers} processes, {wait:?}, seed {seed}");
-        assert_eq!(obs.fields[0].as_f32().unwrap(), floats(&want[0]["obs"]), "{shape}: reset");
+        assert_eq!(as_sent(&obs.fields[0]), floats(&want[0]["obs"]), "{shape}: reset");
         for (t, a) in actions.iter().enumerate() {
             b.step(a, &mut out).unwrap();
             let w = &want[t + 1];
             let at = format!("{shape}: step {t}");
-            assert_eq!(out.obs.fields[0].as_f32().unwrap(), floats(&w["obs"]), "{at}: obs");
+            assert_eq!(as_sent(&out.obs.fields[0]), floats(&w["obs"]), "{at}: obs");
             assert_eq!(out.reward, floats(&w["reward"]), "{at}: reward");
             assert_eq!(out.terminated, bools(&w["terminated"]), "{at}: terminated");
             assert_eq!(out.truncated, bools(&w["truncated"]), "{at}: truncated");
             let finals = w["final_obs"].as_object().unwrap();
             assert_eq!(out.episodes.len(), finals.len(), "{at}: episodes ended");
             for end in &out.episodes {
-                assert_eq!(out.final_row(0, end.env), floats(&finals[&end.env.to_string()]), "{at}: final obs");
+                let width = env.spec().fields[0].numel();
+                let row = &as_sent(&out.final_obs.fields[0])[end.env * width..(end.env + 1) * width];
+                assert_eq!(row, floats(&finals[&end.env.to_string()]), "{at}: final obs");
                 assert!(end.length > 0, "{at}");
             }
             ended += out.episodes.len();
         }
     }
     assert!(ended > 20, "episodes ended mid-test: {ended}");
+}
+
+/// A field's values as the env sent them: floats as they are, bytes one by one (the
+/// reference writes Gymnasium's uint8 and bool arrays as float32, which holds them exactly).
+fn as_sent(field: &FieldData) -> Vec<f32> {
+    match field {
+        FieldData::F32(v) => v.clone(),
+        FieldData::U8(v) | FieldData::Bool(v) => v.iter().map(|&b| f32::from(b)).collect(),
+        FieldData::I64(_) => panic!("a gym env has no index fields"),
+    }
+}
+
+/// Images stay bytes, in the env's own shape and dtype: one byte per pixel or flag through
+/// the region, never floats.
+#[test]
+fn image_and_flag_observations_cross_as_bytes_in_their_own_shape() {
+    own_envs();
+    for (id, shape, kind) in [
+        ("frame_envs:rgb_last", vec![6, 5, 3], FieldKind::U8),
+        ("frame_envs:gray_first", vec![4, 7, 6], FieldKind::U8),
+        ("frame_envs:flags", vec![10, 10, 4], FieldKind::Bool),
+        ("CartPole-v1", vec![4], FieldKind::F32),
+    ] {
+        let env = open(id);
+        let field = &env.spec().fields[0];
+        assert_eq!((&field.shape, field.kind), (&shape, kind), "{id}");
+        let bytes = shape.iter().product::<usize>() * if kind == FieldKind::F32 { 4 } else { 1 };
+        assert_eq!(field.row_bytes(), bytes, "{id}: bytes per env in the region");
+    }
 }
 
 /// Envs of a user's own, as modules on the `PYTHONPATH` of this test process (which every
@@ -129,6 +168,7 @@ fn own_envs() {
             ("broken_envs.py", BROKEN),
             ("unpainted_envs.py", UNPAINTED),
             ("binary_envs.py", BINARY),
+            ("frame_envs.py", FRAMES),
         ] {
             std::fs::write(dir.path().join(name), text).unwrap();
         }
@@ -184,6 +224,44 @@ class Echo(gym.Env):
 
 def twenty():
     return Echo(limit=20)
+"#;
+
+/// Random frames of uint8 (channels last or first) or bool, drawn from the env's own seeded
+/// generator, the action written into the first byte; truncated every 7 to 12 steps.
+const FRAMES: &str = r#"
+import numpy as np
+import gymnasium as gym
+
+class Frames(gym.Env):
+    def __init__(self, shape, dtype):
+        high = 1 if dtype == np.bool_ else 255
+        self.observation_space = gym.spaces.Box(0, high, shape=shape, dtype=dtype)
+        self.action_space = gym.spaces.Discrete(4)
+        self.t, self.limit = 0, 7
+    def frame(self, action=0):
+        if self.observation_space.dtype == np.bool_:
+            o = self.np_random.random(self.observation_space.shape) < 0.5
+            o.flat[0] = action % 2 == 1
+        else:
+            o = self.np_random.integers(0, 256, size=self.observation_space.shape, dtype=np.uint8)
+            o.flat[0] = 60 * action
+        return o
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.limit = 0, int(self.np_random.integers(7, 13))
+        return self.frame(), {}
+    def step(self, action):
+        self.t += 1
+        return self.frame(int(action)), float(action), False, self.t >= self.limit, {}
+
+def rgb_last():
+    return Frames((6, 5, 3), np.uint8)
+
+def gray_first():
+    return Frames((4, 7, 6), np.uint8)
+
+def flags():
+    return Frames((10, 10, 4), np.bool_)
 "#;
 
 /// Says it draws itself in `rgb_array` mode, and raises when asked to.

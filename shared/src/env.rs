@@ -1,7 +1,8 @@
 //! Environment traits and the buffers a batch of envs fills.
 //!
 //! Shapes are general from the start, because the scenarios after CartPole need them:
-//! an observation is one or more named fields (f32 or integer indices), an action is one
+//! an observation is one or more named fields (f32, integer indices, or an image's bytes),
+//! an action is one
 //! index per categorical head and, for a Box action space, its real-valued components
 //! ([`Actions`]), and an env may publish a mask of the allowed actions (its last field).
 //! CartPole has one f32 field of 4, one head of 2, no real components and no mask.
@@ -16,6 +17,27 @@ pub enum FieldKind {
     F32,
     /// Integer indices (for embedding lookups).
     I64,
+    /// An image's pixels as bytes (uint8): kept as bytes until the policy reads them as
+    /// features scaled by 1/255, once per batch.
+    U8,
+    /// A grid of flags (bool), one byte each (0 or 1), read as features 0.0 and 1.0.
+    Bool,
+}
+
+impl FieldKind {
+    /// Bytes of one element.
+    pub fn size(self) -> usize {
+        match self {
+            FieldKind::F32 => 4,
+            FieldKind::I64 => 8,
+            FieldKind::U8 | FieldKind::Bool => 1,
+        }
+    }
+
+    /// Whether the field is bytes (an image or a grid of flags).
+    pub fn is_bytes(self) -> bool {
+        matches!(self, FieldKind::U8 | FieldKind::Bool)
+    }
 }
 
 /// One observation field: its name, per-env shape and element type.
@@ -34,11 +56,7 @@ impl FieldSpec {
 
     /// Bytes per env.
     pub fn row_bytes(&self) -> usize {
-        self.numel()
-            * match self.kind {
-                FieldKind::F32 => 4,
-                FieldKind::I64 => 8,
-            }
+        self.numel() * self.kind.size()
     }
 }
 
@@ -96,6 +114,10 @@ impl EnvSpec {
 pub enum FieldData {
     F32(Vec<f32>),
     I64(Vec<i64>),
+    /// Pixels, as the env gave them.
+    U8(Vec<u8>),
+    /// Flags, 0 or 1.
+    Bool(Vec<u8>),
 }
 
 impl FieldData {
@@ -103,20 +125,47 @@ impl FieldData {
         match spec.kind {
             FieldKind::F32 => FieldData::F32(vec![0.0; spec.numel() * envs]),
             FieldKind::I64 => FieldData::I64(vec![0; spec.numel() * envs]),
+            FieldKind::U8 => FieldData::U8(vec![0; spec.numel() * envs]),
+            FieldKind::Bool => FieldData::Bool(vec![0; spec.numel() * envs]),
         }
     }
 
     pub fn as_f32(&self) -> Option<&[f32]> {
         match self {
             FieldData::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The field as the policy's features: f32 as it is, pixels scaled by 1/255, flags as
+    /// 0.0 and 1.0 (a copy, once per batch); None for indices.
+    pub fn features(&self) -> Option<std::borrow::Cow<'_, [f32]>> {
+        use std::borrow::Cow;
+        match self {
+            FieldData::F32(v) => Some(Cow::Borrowed(v)),
+            FieldData::U8(v) => Some(Cow::Owned(v.iter().map(|&b| f32::from(b) * (1.0 / 255.0)).collect())),
+            FieldData::Bool(v) => Some(Cow::Owned(v.iter().map(|&b| f32::from(b)).collect())),
             FieldData::I64(_) => None,
         }
+    }
+
+    /// Writes the field as features into `out` (its length), as [`FieldData::features`]
+    /// reads them; false for indices.
+    pub fn features_into(&self, out: &mut [f32]) -> bool {
+        match self {
+            FieldData::F32(v) => out.copy_from_slice(v),
+            FieldData::U8(v) => out.iter_mut().zip(v).for_each(|(o, &b)| *o = f32::from(b) * (1.0 / 255.0)),
+            FieldData::Bool(v) => out.iter_mut().zip(v).for_each(|(o, &b)| *o = f32::from(b)),
+            FieldData::I64(_) => return false,
+        }
+        true
     }
 
     pub fn len(&self) -> usize {
         match self {
             FieldData::F32(v) => v.len(),
             FieldData::I64(v) => v.len(),
+            FieldData::U8(v) | FieldData::Bool(v) => v.len(),
         }
     }
 
@@ -130,15 +179,18 @@ impl FieldData {
             // SAFETY: f32 and i64 have no padding and every byte pattern is a valid u8.
             FieldData::F32(v) => unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len() * 4) },
             FieldData::I64(v) => unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len() * 8) },
+            FieldData::U8(v) | FieldData::Bool(v) => v,
         }
     }
 
-    /// The data as mutable bytes; any bytes written are a valid f32 or i64.
+    /// The data as mutable bytes; any bytes written are a valid f32 or i64 (a flag field's
+    /// writer keeps to 0 and 1).
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         match self {
             // SAFETY: as in `as_bytes`; every byte pattern is a valid f32 and i64.
             FieldData::F32(v) => unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), v.len() * 4) },
             FieldData::I64(v) => unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), v.len() * 8) },
+            FieldData::U8(v) | FieldData::Bool(v) => v,
         }
     }
 }
@@ -242,4 +294,54 @@ pub trait ScalarEnv: Send {
     /// Applies one action per head; returns (reward, terminated, truncated) and writes
     /// the next observation.
     fn step(&mut self, action: &[i64], obs: &mut [FieldData]) -> (f64, bool, bool);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(kind: FieldKind, shape: Vec<usize>) -> FieldSpec {
+        FieldSpec { name: "obs".into(), shape, kind }
+    }
+
+    /// Pixels are one byte each and read as value/255; flags as 0.0 and 1.0; floats as
+    /// they are; indices are not features. Over shapes, and both ways of reading.
+    #[test]
+    fn bytes_are_one_byte_each_and_read_as_scaled_features() {
+        for shape in [vec![1], vec![3, 5], vec![4, 7, 6], vec![84, 84, 4]] {
+            let n: usize = shape.iter().product();
+            for (kind, size) in [(FieldKind::U8, 1), (FieldKind::Bool, 1), (FieldKind::F32, 4), (FieldKind::I64, 8)] {
+                let f = field(kind, shape.clone());
+                assert_eq!(f.row_bytes(), n * size, "{kind:?} {shape:?}");
+                let mut data = FieldData::zeros(&f, 2);
+                assert_eq!((data.len(), data.as_bytes().len()), (2 * n, 2 * n * size));
+                // Every byte value a pixel can have (a flag field only ever holds 0 and 1).
+                let top = if kind == FieldKind::Bool { 2 } else { 256 };
+                for (i, b) in data.as_bytes_mut().iter_mut().enumerate().filter(|_| kind.is_bytes()) {
+                    *b = (i * 37 % top) as u8;
+                }
+                let want: Option<Vec<f32>> = match &data {
+                    FieldData::U8(v) => Some(v.iter().map(|&b| b as f32 / 255.0).collect()),
+                    FieldData::Bool(v) => Some(v.iter().map(|&b| b as f32).collect()),
+                    FieldData::F32(v) => Some(v.clone()),
+                    FieldData::I64(_) => None,
+                };
+                let got = data.features().map(|c| c.into_owned());
+                assert_eq!(got.is_some(), want.is_some());
+                if let (Some(got), Some(want)) = (got, want) {
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!((g - w).abs() <= 1e-7, "{kind:?}: {g} against {w}");
+                    }
+                    let mut into = vec![f32::NAN; 2 * n];
+                    assert!(data.features_into(&mut into));
+                    assert_eq!(into, got);
+                    if kind == FieldKind::U8 {
+                        assert!(got.iter().all(|v| (0.0..=1.0).contains(v)));
+                    }
+                } else {
+                    assert!(!data.features_into(&mut vec![0.0; 2 * n]));
+                }
+            }
+        }
+    }
 }

@@ -147,7 +147,9 @@ impl Normalizers {
     /// normalization needs one vector of floats, and is refused, named, elsewhere.
     pub fn for_run(spec: &RunSpec, env: &EnvSpec) -> Result<Self> {
         let box_actions = env.continuous > 0;
-        let obs = match (spec.ppo.obs_norm.on(box_actions), env.fields.as_slice()) {
+        // `auto` normalizes a Box-action env's vector of floats, never pixels (CarRacing's).
+        let floats = matches!(env.fields.as_slice(), [f] if f.kind == FieldKind::F32);
+        let obs = match (spec.ppo.obs_norm.on(box_actions && floats), env.fields.as_slice()) {
             (false, _) => None,
             (true, [field]) if field.kind == FieldKind::F32 => Some(ObsNorm::new(field.numel())),
             (true, _) => bail!(

@@ -196,18 +196,22 @@ impl Rollout {
         })
     }
 
-    /// Records step `t`'s observations (the f32 field or the index fields).
+    /// Records step `t`'s observations (the features field or the index fields).
     pub fn store_obs(&mut self, t: usize, obs: &hotlab_shared::env::Observations) {
         use hotlab_shared::env::FieldData;
         let n = self.envs;
         let mut index = self.index.iter_mut();
         for field in &obs.fields {
             match field {
-                FieldData::F32(v) => self.obs[t * n * self.obs_dim..(t + 1) * n * self.obs_dim].copy_from_slice(v),
                 FieldData::I64(v) => {
                     let buf = index.next().expect("one buffer per index field");
                     let w = buf.width;
                     buf.as_mut_slice()[t * n * w..(t + 1) * n * w].copy_from_slice(v);
+                }
+                // Pixels and flags become the MLP's features here, once per step for the
+                // whole batch (a CNN policy will keep them as bytes to the device).
+                features => {
+                    features.features_into(&mut self.obs[t * n * self.obs_dim..(t + 1) * n * self.obs_dim]);
                 }
             }
         }

@@ -172,7 +172,7 @@ const CORE: &[Knob] = &[
     .range(1.0, 4096.0)
     .about("Hidden layer widths of actor and critic, comma-separated"),
     knob("obs_norm", "ppo.obs_norm", "PPO hyperparameters", Choice(Norm::ALL), "normalize observations (auto: on for Box actions)")
-    .about("Observations normalized by their running mean and variance (Gymnasium's NormalizeObservation, its update rule, run by the trainer on each step's whole batch), then clipped at ±10; the statistics go into the checkpoint and eval uses them. auto: on for an env with a Box action space (as CleanRL's ppo_continuous_action.py), off for the others"),
+    .about("Observations normalized by their running mean and variance (Gymnasium's NormalizeObservation, its update rule, run by the trainer on each step's whole batch), then clipped at ±10; the statistics go into the checkpoint and eval uses them. auto: on for an env with a Box action space and a vector of floats to observe (as CleanRL's ppo_continuous_action.py), off for the others (pixels among them)"),
     knob("reward_norm", "ppo.reward_norm", "PPO hyperparameters", Choice(Norm::ALL), "normalize rewards (auto: on for Box actions)")
     .about("Rewards divided by the running standard deviation of each env's discounted return (Gymnasium's NormalizeReward with --gamma, run by the trainer on each step's whole batch), then clipped at ±10; episode returns are reported unnormalized. auto: on for an env with a Box action space, off for the others"),
     knob("telemetry_every", "telemetry.every", "PPO hyperparameters", Int, "gradient norms every K updates; 0 = off")

@@ -109,26 +109,17 @@ pub fn host_backend(spec: &RunSpec, env: &dyn EnvMaker) -> Result<Box<dyn BatchE
 
 /// Copies one env's row of a field into a batch field at env `e`.
 pub fn write_row(dst: &mut FieldData, e: usize, row: &FieldData) {
-    match (dst, row) {
-        (FieldData::F32(d), FieldData::F32(r)) => d[e * r.len()..(e + 1) * r.len()].copy_from_slice(r),
-        (FieldData::I64(d), FieldData::I64(r)) => d[e * r.len()..(e + 1) * r.len()].copy_from_slice(r),
-        _ => unreachable!("field kinds come from the same spec"),
-    }
+    debug_assert_eq!(std::mem::discriminant(dst), std::mem::discriminant(row), "field kinds come from the same spec");
+    let r = row.as_bytes();
+    dst.as_bytes_mut()[e * r.len()..(e + 1) * r.len()].copy_from_slice(r);
 }
 
 /// Copies rows `[first, first + count)` of `src` into `dst` at the same rows.
 pub fn copy_rows(dst: &mut FieldData, src: &FieldData, first: usize, count: usize) {
-    match (dst, src) {
-        (FieldData::F32(d), FieldData::F32(s)) => {
-            let w = s.len() / count.max(1);
-            d[first * w..(first + count) * w].copy_from_slice(&s[..count * w]);
-        }
-        (FieldData::I64(d), FieldData::I64(s)) => {
-            let w = s.len() / count.max(1);
-            d[first * w..(first + count) * w].copy_from_slice(&s[..count * w]);
-        }
-        _ => unreachable!("field kinds come from the same spec"),
-    }
+    debug_assert_eq!(std::mem::discriminant(dst), std::mem::discriminant(src), "field kinds come from the same spec");
+    let s = src.as_bytes();
+    let w = s.len() / count.max(1);
+    dst.as_bytes_mut()[first * w..(first + count) * w].copy_from_slice(&s[..count * w]);
 }
 
 /// Whether a wait mode spins (for reports).

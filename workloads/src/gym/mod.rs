@@ -1,6 +1,8 @@
 //! `gym`: any Gymnasium env (`--env gym:ID`), stepped by Python worker processes through
 //! shared memory ([`python`] says why not pyo3), trained by PPO with the MLP actor-critic.
-//! Box observations are flattened to f32; Discrete and MultiDiscrete actions are
+//! Box observations of floats are flattened to f32; a uint8 or bool Box (an image, a
+//! grid of flags) stays bytes in its own shape through the shared region; Discrete and
+//! MultiDiscrete actions are
 //! categorical heads (one per dimension); a Box action is the policy's diagonal Gaussian
 //! head (flattened, clipped to its bounds by the worker before the env sees it, while the
 //! rollout keeps the sample the loss needs).
@@ -15,7 +17,7 @@ pub mod pictures;
 pub mod python;
 
 use anyhow::Result;
-use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, FieldKind, FieldSpec, HeadSpec, Observations};
+use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, HeadSpec, Observations};
 use hotlab_shared::env::{FieldData, StepBatch};
 use hotlab_shared::env::{ScalarEnv, MAX_CONTINUOUS};
 use hotlab_shared::protocol::Frame;
@@ -89,7 +91,7 @@ impl GymEnv {
         }
         let spec = EnvSpec {
             name: format!("gym:{id}"),
-            fields: vec![FieldSpec { name: "obs".into(), shape: vec![probe.obs_dim], kind: FieldKind::F32 }],
+            fields: vec![probe.obs_field()],
             heads: probe.heads.iter().enumerate().map(|(i, &n)| HeadSpec { name: format!("action{i}"), n }).collect(),
             masked: false,
             continuous: probe.continuous,
@@ -189,16 +191,21 @@ impl EnvMaker for GymEnv {
 
 impl Workload for GymEnv {
     fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame> {
-        let [FieldData::F32(values)] = obs.fields.as_slice() else { return None };
+        let [field] = obs.fields.as_slice() else { return None };
         let (dim, heads, dims) = (self.probe.obs_dim.max(1), self.spec.heads.len(), self.spec.continuous);
         // Envs whose actions are all there (a frame may come with none).
         let whole = |len: usize, k: usize| len.checked_div(k).unwrap_or(usize::MAX);
-        let n = (values.len() / dim).min(whole(actions.index.len(), heads)).min(whole(actions.real.len(), dims));
+        let n = (field.len() / dim).min(whole(actions.index.len(), heads)).min(whole(actions.real.len(), dims));
         let n = n.min(FRAME_ENVS);
         let rows = |k: usize| (0..n).map(move |e| e * k..(e + 1) * k);
+        // A vector is shown as numbers; an image is env 0's picture, not its bytes.
+        let obs = match field {
+            FieldData::F32(values) => values.chunks_exact(dim).take(n).map(<[f32]>::to_vec).collect(),
+            _ => vec![Vec::new(); n],
+        };
         let frame = GymFrame {
             id: self.id.clone(),
-            obs: values.chunks_exact(dim).take(n).map(<[f32]>::to_vec).collect(),
+            obs,
             actions: rows(heads).map(|r| actions.index[r].to_vec()).collect(),
             real: if dims == 0 { Vec::new() } else { rows(dims).map(|r| actions.real[r].to_vec()).collect() },
             image: self.pictures.newest(),

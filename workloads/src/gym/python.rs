@@ -8,6 +8,7 @@
 //! region, waits and counters (`hotlab_train::exec::subprocess`).
 
 use super::pictures;
+use hotlab_shared::env::{FieldKind, FieldSpec};
 use hotlab_shared::spec::{SpecError, WaitMode};
 use hotlab_shared::suggestions::{SuggestionGroup, Suggestions};
 use hotlab_shared::workloads::gym::GymImage;
@@ -41,9 +42,13 @@ pub fn above_binary(rel: &str) -> Option<PathBuf> {
 /// What the probe learned of an env's spaces.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Probe {
-    /// Floats of one flattened observation.
+    /// Elements of one flattened observation.
     pub obs_dim: usize,
     pub obs_shape: Vec<usize>,
+    /// How the observation crosses the region: `f32` (a Box of any float or integer
+    /// dtype, converted), or `u8` / `bool` (a Box of that dtype: bytes, as the env gave them).
+    #[serde(default = "f32_kind")]
+    pub obs_kind: FieldKind,
     /// Choices of each action head (one for Discrete, one per dimension for MultiDiscrete;
     /// none for a Box).
     pub heads: Vec<usize>,
@@ -62,6 +67,19 @@ pub struct Probe {
     pub max_episode_steps: Option<u64>,
     /// The env's registered id (or what it prints as).
     pub name: String,
+}
+
+fn f32_kind() -> FieldKind {
+    FieldKind::F32
+}
+
+impl Probe {
+    /// The observation as the trainer's field: floats flattened, bytes in the env's shape
+    /// (channels first or last, as the env has them).
+    pub fn obs_field(&self) -> FieldSpec {
+        let shape = if self.obs_kind.is_bytes() { self.obs_shape.clone() } else { vec![self.obs_dim] };
+        FieldSpec { name: "obs".into(), shape, kind: self.obs_kind }
+    }
 }
 
 #[derive(Deserialize)]
@@ -183,6 +201,7 @@ pub fn worker_command(
     let l = layout;
     let region = serde_json::json!({
         "command": l.command_at(w), "done": l.done_at(w), "heads": l.heads, "obs_dim": probe.obs_dim,
+        "obs_bytes": probe.obs_kind.is_bytes(),
         "actions": l.actions, "continuous": l.continuous, "real_actions": l.real_actions, "obs": l.obs[0], "final_obs": l.final_obs[0], "reward": l.reward,
         "terminated": l.terminated, "truncated": l.truncated, "episode_return": l.episode_return,
         "episode_length": l.episode_length, "parts": l.parts, "parts_bytes": PARTS_BYTES, "size": l.size,

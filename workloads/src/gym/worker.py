@@ -111,7 +111,7 @@ def describe(gym, env):
     spaces = gym.spaces
     obs, act = env.observation_space, env.action_space
     if not isinstance(obs, spaces.Box):
-        fail("space", f"observation space {obs} is not supported: only Box observations (flattened to f32)")
+        fail("space", f"observation space {obs} is not supported: only Box observations (uint8 and bool as bytes, others flattened to float32)")
     continuous, low, high = 0, [], []
     if isinstance(act, spaces.Discrete):
         heads, starts = [int(act.n)], [int(act.start)]
@@ -131,10 +131,15 @@ def describe(gym, env):
         high = [float(v) if np.isfinite(v) else None for v in np.asarray(act.high, dtype=np.float64).reshape(-1)]
     else:
         fail("space", f"action space {act} is not supported: only Discrete, MultiDiscrete (categorical heads) and Box (a Gaussian head)")
+    import numpy as np
+
     dim = int(math.prod(obs.shape)) if obs.shape else 1
+    # Pixels and flags stay bytes (the trainer reads them as features once per batch);
+    # every other dtype crosses as float32.
+    kind = {np.dtype(np.uint8): "u8", np.dtype(np.bool_): "bool"}.get(np.dtype(obs.dtype), "f32")
     modes = list(env.metadata.get("render_modes", []))
     limit = env.spec.max_episode_steps if env.spec is not None else None
-    return {"ok": True, "obs_dim": dim, "obs_shape": list(obs.shape), "heads": heads, "starts": starts,
+    return {"ok": True, "obs_dim": dim, "obs_shape": list(obs.shape), "obs_kind": kind, "heads": heads, "starts": starts,
             "continuous": continuous, "action_low": low, "action_high": high,
             "render_modes": modes, "max_episode_steps": limit, "name": str(env.spec.id if env.spec else env)}
 
@@ -296,8 +301,11 @@ def serve(a):
         high = np.asarray(space.high, dtype=np.float32).reshape(-1) if space is not None else None
         shape = tuple(space.shape) if space is not None else (dims,)
         dtype = space.dtype if space is not None else np.float32
-    obs = array(np.float32, L["obs"], envs * dim).reshape(envs, dim)[first:first + count]
-    final_obs = array(np.float32, L["final_obs"], envs * dim).reshape(envs, dim)[first:first + count]
+    # An image (uint8) or a grid of flags (bool, as 0 and 1) crosses as bytes, in the
+    # env's own layout; anything else as float32.
+    odt = np.uint8 if L["obs_bytes"] else np.float32
+    obs = array(odt, L["obs"], envs * dim).reshape(envs, dim)[first:first + count]
+    final_obs = array(odt, L["final_obs"], envs * dim).reshape(envs, dim)[first:first + count]
     reward = array(np.float32, L["reward"], envs)[first:first + count]
     terminated = array(np.uint8, L["terminated"], envs)[first:first + count]
     truncated = array(np.uint8, L["truncated"], envs)[first:first + count]
@@ -335,7 +343,7 @@ def serve(a):
             if cmd == CMD_RESET:
                 for i, env in enumerate(local):
                     o, _ = env.reset(seed=seed + first + i)
-                    obs[i] = np.asarray(o, dtype=np.float32).reshape(-1)
+                    obs[i] = np.asarray(o, dtype=odt).reshape(-1)
                     ep_return[i], ep_length[i] = 0.0, 0
             else:
                 # Python values per env, one numpy write per array: a numpy write per env
@@ -349,13 +357,13 @@ def serve(a):
                     ep_return[i] += float(r)
                     ep_length[i] += 1
                     if term or trunc:
-                        final_obs[i] = np.asarray(o, dtype=np.float32).reshape(-1)
+                        final_obs[i] = np.asarray(o, dtype=odt).reshape(-1)
                         ep_return_out[i] = ep_return[i]
                         ep_length_out[i] = ep_length[i]
                         ep_return[i], ep_length[i] = 0.0, 0
                         o, _ = env.reset()
                     outs[i], rewards[i], terms[i], truncs[i] = o, r, term, trunc
-                obs[:] = np.asarray(outs, dtype=np.float32).reshape(count, dim)
+                obs[:] = np.asarray(outs, dtype=odt).reshape(count, dim)
                 reward[:] = rewards
                 terminated[:] = terms
                 truncated[:] = truncs

@@ -144,7 +144,7 @@ impl Actor<MorphoAgent> for MorphoActor {
         c: &mut Counters,
     ) -> Vec<f32> {
         let (x, w) = value_rows(obs, envs, row);
-        eager_values(&agent.net, &self.mover, x, w, c)
+        eager_values(&agent.net, &self.mover, &x, w, c)
     }
 
     fn sync_weights(&mut self, _agent: &MorphoAgent) {}

@@ -15,6 +15,7 @@ use hotlab_shared::env::Observations;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ActionSync;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Kind, Tensor};
@@ -130,7 +131,7 @@ impl Actor<MlpAgent> for MlpActor {
         let (x, w) = value_rows(obs, envs, row);
         match self {
             MlpActor::Fused { policy, .. } => x.chunks_exact(w).map(|r| policy.value(r)).collect(),
-            MlpActor::Eager { mover, .. } => eager_values(&agent.net, mover, x, w, c),
+            MlpActor::Eager { mover, .. } => eager_values(&agent.net, mover, &x, w, c),
         }
     }
 
@@ -152,13 +153,18 @@ impl Actor<MlpAgent> for MlpActor {
     }
 }
 
-/// The rows of the first (f32) field whose values are asked for: env `row`'s, or every
+/// The rows of the first field (as features) whose values are asked for: env `row`'s, or every
 /// env's; and the width of one.
-pub fn value_rows(obs: &Observations, envs: usize, row: Option<usize>) -> (&[f32], usize) {
+pub fn value_rows(obs: &Observations, envs: usize, row: Option<usize>) -> (Cow<'_, [f32]>, usize) {
     let (first, rows) = row.map_or((0, envs), |e| (e, 1));
-    let x = obs.fields[0].as_f32().expect("an f32 env");
+    let x = obs.fields[0].features().expect("a features field");
     let w = x.len() / envs;
-    (&x[first * w..(first + rows) * w], w)
+    let rows = first * w..(first + rows) * w;
+    let x = match x {
+        Cow::Borrowed(x) => Cow::Borrowed(&x[rows]),
+        Cow::Owned(x) => Cow::Owned(x[rows].to_vec()),
+    };
+    (x, w)
 }
 
 /// The critic's values of the observations `x` (rows of `w`) by libtorch ops, uploaded

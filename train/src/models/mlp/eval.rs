@@ -61,7 +61,7 @@ pub fn evaluate(
     let mut ended: Vec<Vec<(f64, f64)>> = vec![Vec::new(); envs];
     let wanted = |g: usize| episodes / envs + usize::from(g < episodes % envs);
     while (0..envs).any(|g| ended[g].len() < wanted(g)) {
-        let mut x = obs.fields[0].as_f32().expect("f32 observations").to_vec();
+        let mut x = obs.fields[0].features().expect("a features field").into_owned();
         // With the run's statistics, frozen: evaluation learns nothing of its episodes.
         if let Some(norm) = obs_norm {
             norm.apply(&mut x);

@@ -39,7 +39,7 @@ pub const CHECKPOINT_KEY: &str = "architecture";
 /// scores each categorical head's choices and gives a Gaussian mean per real component.
 pub fn architecture(spec: &EnvSpec, hidden: &[usize]) -> Result<Architecture> {
     match spec.fields.as_slice() {
-        [field] if field.kind == FieldKind::F32 => Ok(Architecture {
+        [field] if field.kind != FieldKind::I64 => Ok(Architecture {
             obs_dim: field.numel(),
             hidden: hidden.to_vec(),
             logits: spec.total_choices(),
