@@ -8,8 +8,8 @@
 //! Left out against DreamerV3: the critic's two-hot output and its slow EMA copy (a plain
 //! symlog regression here).
 
-use super::layers::{symexp, symlog, Block, Builder, Linear};
 use super::world::{Dims, State, WorldModel, ACTIONS};
+use hotlab_train::models::layers::{symexp, symlog, Block, Builder, Linear};
 use hotlab_train::params::FlatParams;
 use tch::{Device, Kind, Tensor};
 

@@ -27,7 +27,6 @@ pub mod collect;
 pub mod eval;
 mod fill;
 pub mod gpu;
-pub mod layers;
 pub mod learner;
 pub mod open_loop;
 pub mod render;

@@ -4,11 +4,11 @@
 //! reconstruction + symlog reward + continue, plus the KL balance (0.5 dynamics, 0.1
 //! representation) with 1 nat of free bits.
 
-use super::layers::{symlog, Block, Builder, Conv, Gru, Linear};
 use super::render::PIXELS;
 use super::replay::Batch;
 use hotlab_shared::spec::{EncoderMode, DREAMER_IMAGE};
 use hotlab_shared::workloads::dreamer::{ENCODER, RSSM};
+use hotlab_train::models::layers::{symlog, Block, Builder, Conv, Gru, Linear};
 use hotlab_train::params::FlatParams;
 use hotlab_train::profiler::Profiler;
 use tch::{Device, Kind, Tensor};

@@ -1,6 +1,7 @@
-//! The layers the dreamer's networks are made of, over one [`FlatParams`] per network: a
-//! [`Builder`] names each parameter and its initial scale, and each layer keeps the
-//! indices of its parameters, so a forward reads views of the one flat tensor.
+//! The layers networks are made of (the dreamer's world model and behavior, the PPO
+//! policy's CNN encoder), over one [`FlatParams`] per network: a [`Builder`] names each
+//! parameter and how it is drawn, and each layer keeps the indices of its parameters, so a
+//! forward reads views of the one flat tensor.
 //!
 //! `--precision bf16`: each layer's product (matmul, convolution, the GRU's gates) takes
 //! bf16 copies of its input and weights and gives fp32 back; norms, softmax, the losses,
@@ -8,15 +9,46 @@
 //! written out: libtorch's autocast is not reachable through tch). In fp32 the layers run
 //! as they are, bit for bit.
 
-use hotlab_train::params::{pack, FlatParams};
+use crate::params::{pack, FlatParams};
 use tch::{Device, Kind, Tensor};
 
-/// Collects a network's parameters: name, shape and the scale of its initial draw.
+/// How a parameter is drawn.
+#[derive(Clone, Copy, Debug)]
+pub enum Init {
+    /// Zeros (biases).
+    Zero,
+    /// Normal with this standard deviation.
+    Normal(f64),
+    /// Orthogonal rows (over the flattened fan-in) times this gain, as PyTorch's
+    /// `orthogonal_` (CleanRL's `layer_init`).
+    Orthogonal(f64),
+}
+
+/// Collects a network's parameters: name, shape and how each is drawn.
 pub struct Builder {
-    params: Vec<(String, Vec<i64>, f64)>,
+    params: Vec<(String, Vec<i64>, Init)>,
     /// What the layers' products compute in.
     kind: Kind,
 }
+
+/// A convolution's kernel side, stride and zero padding (the same both ways).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub kernel: i64,
+    pub stride: i64,
+    pub padding: i64,
+}
+
+impl Window {
+    /// The output side for an input side `n`; None when the kernel does not fit.
+    pub fn side(self, n: i64) -> Option<i64> {
+        let span = n + 2 * self.padding - self.kernel;
+        (span >= 0).then(|| span / self.stride + 1)
+    }
+}
+
+/// The dreamer's 4×4 convolution of stride 2 that halves a side.
+const HALVING: Window = Window { kernel: 4, stride: 2, padding: 1 };
 
 impl Builder {
     /// Layers whose products compute in `kind` (fp32 or bf16).
@@ -24,17 +56,22 @@ impl Builder {
         Self { params: Vec::new(), kind }
     }
 
-    fn add(&mut self, name: String, shape: Vec<i64>, std: f64) -> usize {
-        self.params.push((name, shape, std));
+    fn add(&mut self, name: String, shape: Vec<i64>, init: Init) -> usize {
+        self.params.push((name, shape, init));
         self.params.len() - 1
     }
 
     /// `inputs → outputs`, He-scaled (`scale` shrinks an output head).
     pub fn linear(&mut self, name: &str, inputs: i64, outputs: i64, scale: f64) -> Linear {
         let std = scale * (1.0 / inputs as f64).sqrt();
+        self.linear_with(name, inputs, outputs, Init::Normal(std))
+    }
+
+    /// `inputs → outputs` with weights drawn by `init` and zero biases.
+    pub fn linear_with(&mut self, name: &str, inputs: i64, outputs: i64, init: Init) -> Linear {
         Linear {
-            w: self.add(format!("{name}.w"), vec![outputs, inputs], std),
-            b: self.add(format!("{name}.b"), vec![outputs], 0.0),
+            w: self.add(format!("{name}.w"), vec![outputs, inputs], init),
+            b: self.add(format!("{name}.b"), vec![outputs], Init::Zero),
             kind: self.kind,
         }
     }
@@ -44,9 +81,22 @@ impl Builder {
         let std = (1.0 / (inputs * 16) as f64).sqrt();
         let shape = if transposed { vec![inputs, outputs, 4, 4] } else { vec![outputs, inputs, 4, 4] };
         Conv {
-            w: self.add(format!("{name}.w"), shape, std),
-            b: self.add(format!("{name}.b"), vec![outputs], 0.0),
+            w: self.add(format!("{name}.w"), shape, Init::Normal(std)),
+            b: self.add(format!("{name}.b"), vec![outputs], Init::Zero),
+            window: HALVING,
             transposed,
+            kind: self.kind,
+        }
+    }
+
+    /// A convolution of any square `window`, weights drawn by `init`, zero biases.
+    pub fn conv_with(&mut self, name: &str, inputs: i64, outputs: i64, window: Window, init: Init) -> Conv {
+        let k = window.kernel;
+        Conv {
+            w: self.add(format!("{name}.w"), vec![outputs, inputs, k, k], init),
+            b: self.add(format!("{name}.b"), vec![outputs], Init::Zero),
+            window,
+            transposed: false,
             kind: self.kind,
         }
     }
@@ -58,12 +108,12 @@ impl Builder {
 
     /// A GRU cell (PyTorch's gate layout), drawn with the spread of `nn.GRUCell`'s uniform ±1/√hidden.
     pub fn gru(&mut self, name: &str, inputs: i64, hidden: i64) -> Gru {
-        let std = (1.0 / hidden as f64).sqrt() / 3f64.sqrt();
+        let std = Init::Normal((1.0 / hidden as f64).sqrt() / 3f64.sqrt());
         Gru {
             w_ih: self.add(format!("{name}.w_ih"), vec![3 * hidden, inputs], std),
             w_hh: self.add(format!("{name}.w_hh"), vec![3 * hidden, hidden], std),
-            b_ih: self.add(format!("{name}.b_ih"), vec![3 * hidden], 0.0),
-            b_hh: self.add(format!("{name}.b_hh"), vec![3 * hidden], 0.0),
+            b_ih: self.add(format!("{name}.b_ih"), vec![3 * hidden], Init::Zero),
+            b_hh: self.add(format!("{name}.b_hh"), vec![3 * hidden], Init::Zero),
             kind: self.kind,
         }
     }
@@ -73,11 +123,17 @@ impl Builder {
         let layout = pack(self.params.iter().map(|(n, s, _)| (n.clone(), s.clone())));
         let total: i64 = layout.iter().map(|s| s.numel()).sum();
         let flat = Tensor::zeros([total], (Kind::Float, Device::Cpu));
-        for ((_, _, std), slot) in self.params.iter().zip(&layout) {
-            if *std > 0.0 {
-                let n = slot.numel();
-                flat.narrow(0, slot.offset, n).copy_(&(Tensor::randn([n], (Kind::Float, Device::Cpu)) * *std));
-            }
+        for ((_, shape, init), slot) in self.params.iter().zip(&layout) {
+            let n = slot.numel();
+            let drawn = match *init {
+                Init::Zero => continue,
+                Init::Normal(std) if std > 0.0 => Tensor::randn([n], (Kind::Float, Device::Cpu)) * std,
+                Init::Normal(_) => continue,
+                Init::Orthogonal(gain) => {
+                    tch::nn::init::init(tch::nn::Init::Orthogonal { gain }, shape, Device::Cpu).view([n])
+                }
+            };
+            flat.narrow(0, slot.offset, n).copy_(&drawn);
         }
         FlatParams::new(layout, flat.to_device(device))
     }
@@ -119,6 +175,7 @@ impl Linear {
 pub struct Conv {
     w: usize,
     b: usize,
+    window: Window,
     transposed: bool,
     kind: Kind,
 }
@@ -127,10 +184,11 @@ impl Conv {
     pub fn forward(&self, p: &FlatParams, x: &Tensor) -> Tensor {
         let k = self.kind;
         let (x, w, b) = (operand(x, k), operand(p.get(self.w), k), Some(operand(p.get(self.b), k)));
+        let Window { stride: s, padding: p, .. } = self.window;
         let y = if self.transposed {
-            x.conv_transpose2d(&w, b, [2, 2], [1, 1], [0, 0], 1, [1, 1])
+            x.conv_transpose2d(&w, b, [s, s], [p, p], [0, 0], 1, [1, 1])
         } else {
-            x.conv2d(&w, b, [2, 2], [1, 1], [1, 1], 1)
+            x.conv2d(&w, b, [s, s], [p, p], [1, 1], 1)
         };
         out(y, k)
     }
@@ -191,7 +249,7 @@ mod tests {
     /// hand-written gating is libtorch's cell, and the layers' outputs come back in fp32.
     #[test]
     fn bf16_layers_compute_what_fp32_layers_do_to_rounding() {
-        let _seeded = hotlab_train::testing::torch_seed(6);
+        let _seeded = crate::testing::torch_seed(6);
         let make = |kind| {
             tch::manual_seed(6);
             let mut b = Builder::new(kind);

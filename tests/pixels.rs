@@ -1,0 +1,92 @@
+//! Pixels (issue 60): the PPO policy's CNN encoder equals PyTorch's, built as CleanRL's
+//! `ppo_atari.py` builds it, in its features and in the gradient of every weight, over
+//! image layouts (channels first and last, one channel), pixels and flags, both trunks,
+//! seeds and batch sizes (a real PyTorch, `tests/cnn_torch.py`).
+
+mod common;
+use common::*;
+use hotlab_shared::env::{FieldKind, FieldSpec};
+use hotlab_shared::rng::HostRng;
+use hotlab_train::models::cnn::Encoder;
+use hotlab_train::models::layers::Builder;
+use serde_json::json;
+use tch::{Device, Kind, Tensor};
+
+fn f32s(path: &std::path::Path) -> Vec<f32> {
+    std::fs::read(path).unwrap().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+fn write_f32s(path: &std::path::Path, v: &[f32]) {
+    std::fs::write(path, v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+}
+
+/// Largest difference of `a` from `b`, against `b`'s largest magnitude (at least 1).
+fn relative_gap(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let gap = a.iter().zip(b).map(|(x, y)| (x - y).abs() as f64).fold(0.0, f64::max);
+    gap / b.iter().map(|y| y.abs() as f64).fold(1.0, f64::max)
+}
+
+#[test]
+fn the_cnn_encoder_equals_pytorch_s_in_features_and_gradients() {
+    let _seeded = hotlab_train::testing::torch_seed(60);
+    // (shape, kind, rows, seed): Atari's frame stack (channels first), a gray frame, an RGB
+    // frame (channels last), MinAtar's grids of flags and of bytes (the small trunk).
+    let cases: [(&[usize], FieldKind, usize, u64); 6] = [
+        (&[4, 84, 84], FieldKind::U8, 3, 1),
+        (&[4, 84, 84], FieldKind::U8, 1, 2),
+        (&[84, 84], FieldKind::U8, 2, 3),
+        (&[64, 48, 3], FieldKind::U8, 4, 4),
+        (&[10, 10, 4], FieldKind::Bool, 8, 5),
+        (&[10, 10, 7], FieldKind::U8, 5, 6),
+    ];
+    let root = tempfile::tempdir().unwrap();
+    let mut written = Vec::new();
+    let mut ours = Vec::new();
+    for (i, &(shape, kind, rows, seed)) in cases.iter().enumerate() {
+        let dir = root.path().join(i.to_string());
+        std::fs::create_dir(&dir).unwrap();
+        let field = FieldSpec { name: "obs".into(), shape: shape.to_vec(), kind };
+        tch::manual_seed(seed as i64);
+        let mut b = Builder::new(Kind::Float);
+        let enc = Encoder::new(&mut b, "encoder", &field).unwrap();
+        let mut p = b.finish(Device::Cpu);
+        let mut rng = HostRng::new(seed);
+        let top = if kind == FieldKind::Bool { 2 } else { 256 };
+        let n: usize = shape.iter().product::<usize>() * rows;
+        let x: Vec<u8> = (0..n).map(|_| (rng.next_u64() % top) as u8).collect();
+        let r: Vec<f32> = (0..rows * enc.width as usize).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect();
+        let dims: Vec<i64> = std::iter::once(rows as i64).chain(shape.iter().map(|&d| d as i64)).collect();
+        let features = enc.forward(&p, &Tensor::from_slice(&x).view(dims.as_slice()));
+        (&features * Tensor::from_slice(&r).view([rows as i64, enc.width])).sum(Kind::Float).backward();
+        let features = Vec::<f32>::try_from(features.detach().view([-1])).unwrap();
+        let grads = Vec::<f32>::try_from(&p.grad).unwrap();
+        assert!(grads.iter().any(|g| *g != 0.0), "case {i}: a gradient reached the weights");
+        write_f32s(&dir.join("params.f32"), &Vec::<f32>::try_from(&p.flat).unwrap());
+        std::fs::write(dir.join("x.u8"), &x).unwrap();
+        write_f32s(&dir.join("r.f32"), &r);
+        let (convs, width) = enc.trunk.layers();
+        let image = enc.image;
+        written.push(json!({
+            "dir": dir, "rows": rows, "shape": shape, "kind": if kind == FieldKind::Bool { "bool" } else { "u8" },
+            "image": {"channels": image.channels, "height": image.height, "width": image.width,
+                      "channels_last": image.channels_last},
+            "convs": convs.iter().map(|(out, w)| json!([out, w.kernel, w.stride])).collect::<Vec<_>>(),
+            "width": width,
+            "layout": p.layout.iter().map(|s| json!({"name": s.name, "shape": s.shape})).collect::<Vec<_>>(),
+        }));
+        ours.push((dir, features, grads, format!("{shape:?} {kind:?}, {rows} rows, seed {seed}, {:?}", enc.trunk)));
+        p.zero_grad();
+    }
+    let list = root.path().join("cases.json");
+    std::fs::write(&list, serde_json::to_string(&written).unwrap()).unwrap();
+    let out = run(std::process::Command::new(python()).arg(repo().join("tests/cnn_torch.py")).arg(&list));
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (dir, features, grads, case) in ours {
+        let (want_f, want_g) = (f32s(&dir.join("features.f32")), f32s(&dir.join("grads.f32")));
+        assert!(features.iter().any(|v| *v > 0.0), "{case}: some features pass the ReLU");
+        let (gf, gg) = (relative_gap(&features, &want_f), relative_gap(&grads, &want_g));
+        assert!(gf <= 1e-5, "{case}: features differ from PyTorch's by {gf:e} (relative)");
+        assert!(gg <= 1e-5, "{case}: gradients differ from PyTorch's by {gg:e} (relative)");
+    }
+}
