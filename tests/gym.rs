@@ -69,6 +69,8 @@ fn python_workers_step_as_gymnasium_s_own_vector_env() {
         ("frame_envs:gray_first", 5, 3, WaitMode::Block, 8, 35),
         ("frame_envs:flags", 4, 2, WaitMode::Spin, 21, 35),
         ("frame_envs:flags", 1, 1, WaitMode::Block, 2, 30),
+        // Atari's raw frames (ALE's sticky actions drawn from each env's seeded generator).
+        ("ALE/Breakout-v5", 2, 2, WaitMode::Block, 3, 12),
     ];
     let mut ended = 0;
     for (id, envs, workers, wait, seed, steps) in cases {

@@ -26,6 +26,9 @@ def maker(target):
     return lambda: gym.make(target)
 
 
+if case["id"].startswith("ALE/"):
+    import ale_py  # noqa: F401  (registers Atari's ids)
+
 envs = gym.vector.SyncVectorEnv(
     [maker(case["id"]) for _ in range(case["envs"])],
     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,

@@ -957,7 +957,7 @@ fn lesson_checks_run_on_the_lab_machine_and_are_kept() {
 }
 
 /// `GET /api/knobs/gym_id/suggestions`: Gymnasium's ids by family as the lab's Python
-/// sees them (the launch form's suggestions): MuJoCo's installed by the test set-up,
+/// sees them (the launch form's suggestions): MuJoCo's and Atari's installed by the test set-up,
 /// Box2D's missing and named with the command that adds it. A lab whose Python cannot run
 /// says so, naming it; a knob without suggestions is refused, naming the ones with them.
 #[test]
@@ -988,6 +988,10 @@ fn the_lab_lists_the_gymnasium_ids_its_python_can_make() {
     );
     assert!(!ids(&mujoco).iter().any(|i| i.ends_with("-v2")), "mujoco-py's placeholders are left out: {mujoco}");
     assert!(ids(&family("classic_control")).iter().any(|i| i == "CartPole-v1"));
+    // Atari's, registered by ale-py (installed by the test set-up).
+    let atari = family("ale_py");
+    assert_eq!(atari["missing"], Value::Null, "{atari}");
+    assert!(ids(&atari).iter().any(|i| i == "ALE/Breakout-v5"), "{atari}");
     let box2d = family("box2d");
     if box2d["missing"] != Value::Null {
         assert!(box2d["install"].as_str().unwrap().contains("gymnasium[box2d]"), "{box2d}");

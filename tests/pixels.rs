@@ -90,3 +90,32 @@ fn the_cnn_encoder_equals_pytorch_s_in_features_and_gradients() {
         assert!(gg <= 1e-5, "{case}: gradients differ from PyTorch's by {gg:e} (relative)");
     }
 }
+
+/// Atari's ids open through ale-py as bytes in the frame's own shape; an id that does not
+/// exist is refused with the ids near it, and a Python without ale-py with the command
+/// that installs it (the EnvPool venv's Python has gymnasium and no ale-py).
+#[test]
+fn atari_ids_open_as_bytes_and_bad_ones_are_refused_naming_the_fix() {
+    use hotlab_workloads::gym::GymEnv;
+    let env = GymEnv::open("ALE/Breakout-v5", Some(python()), json!({})).unwrap();
+    let field = &env.spec().fields[0];
+    assert_eq!((field.shape.as_slice(), field.kind), (&[210, 160, 3][..], FieldKind::U8));
+    assert_eq!(env.spec().heads.iter().map(|h| h.n).collect::<Vec<_>>(), [4]);
+
+    let typo = GymEnv::open("ALE/Breakot-v5", Some(python()), json!({})).err().unwrap();
+    assert_eq!(typo.field, "gym_id", "{typo}");
+    assert!(typo.message.contains("no env 'ALE/Breakot-v5'") && typo.message.contains("ALE/Breakout-v5"), "{typo}");
+
+    let bare = repo().join(".venv-envpool/bin/python");
+    let probe = run(std::process::Command::new(&bare)
+        .args(["-c", "import gymnasium\ntry:\n import ale_py\nexcept ImportError:\n print('none')"]));
+    assert_eq!(
+        stdout(&probe).trim(),
+        "none",
+        "{} must have gymnasium and no ale-py: run `cargo xtask test`",
+        bare.display()
+    );
+    let missing = GymEnv::open("ALE/Pong-v5", Some(bare.clone()), json!({})).err().unwrap();
+    assert_eq!(missing.field, "gym_id", "{missing}");
+    assert!(missing.message.contains("no ale-py") && missing.message.contains("gymnasium[atari]"), "{missing}");
+}

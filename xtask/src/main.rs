@@ -60,7 +60,7 @@ Commands:
 Set-up (each step is skipped when already done; the Python side runs beside the wasm32 build, its
 output in target/setup-python.log):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
-  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium[classic-control,mujoco],
+  wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium[classic-control,mujoco,atari],
   ray[default], EnvPool (in .venv-envpool), Debian's chromium and chromium-driver, swi-prolog-nox
   (the reference Prolog), mesa-vulkan-drivers and libvulkan1 (software Vulkan for the WGSL tests),
   libosmesa6 (MuJoCo's pictures without a display), and playwright-core in e2e/
@@ -277,7 +277,7 @@ fn build() -> Result<PathBuf> {
 fn setup(for_tests: bool) -> Result<(PathBuf, PathBuf)> {
     let log = root().join("target/setup-python.log");
     std::fs::create_dir_all(root().join("target"))?;
-    let tools = if for_tests { ", gymnasium[classic-control,mujoco], ray[default], EnvPool" } else { "" };
+    let tools = if for_tests { ", gymnasium[classic-control,mujoco,atari], ray[default], EnvPool" } else { "" };
     step(&format!("Python side (torch, CUDA headers{tools}), beside the wasm32 build"));
     eprintln!("    log: {}", log.display());
     let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -424,7 +424,7 @@ fn say_what_gym_envs_need(python: &Path) {
     let has = |module: &str| succeeds(Command::new(python).args(["-c", &format!("import {module}")]));
     let pip = format!("{} -m pip install", python.display());
     if !has("gymnasium") {
-        eprintln!("    no gymnasium in {}: `{pip} \"gymnasium[classic-control,mujoco]\"` adds it with CartPole's kin and MuJoCo's envs", python.display());
+        eprintln!("    no gymnasium in {}: `{pip} \"gymnasium[classic-control,mujoco,atari]\"` adds it with CartPole's kin, MuJoCo's and Atari's envs", python.display());
         return;
     }
     if !has("mujoco") {
@@ -433,6 +433,9 @@ fn say_what_gym_envs_need(python: &Path) {
         eprintln!("    MuJoCo's envs step, but without a display they draw env 0 only with an offscreen GL: `apt-get install libosmesa6` (the run view says why there is no picture until then)");
     } else {
         eprintln!("    gymnasium and MuJoCo are there");
+    }
+    if !has("ale_py") {
+        eprintln!("    no Atari: its envs (gym:ALE/Breakout-v5, ...) need `{pip} \"gymnasium[atari]\"` (ale-py, its ROMs included)");
     }
 }
 
@@ -444,13 +447,14 @@ fn has_osmesa(python: &Path) -> bool {
 
 /// The tests' Python packages: gymnasium with its classic-control extra (the reference
 /// CartPole, and pygame, which draws the classic-control envs' pictures) and its mujoco
-/// extra (MuJoCo's envs: the Box actions' learning test), and a real Ray.
+/// extra (MuJoCo's envs: the Box actions' learning test), its atari extra (ale-py, whose
+/// wheel ships the ROMs: Atari's ids and their refusals), and a real Ray.
 fn ensure_python_test_tools(python: &Path) -> Result<()> {
-    step("gymnasium[classic-control,mujoco] (reference CartPole; pygame draws env pictures; MuJoCo's envs)");
-    if succeeds(Command::new(python).args(["-c", "import gymnasium, pygame, mujoco"])) {
+    step("gymnasium[classic-control,mujoco,atari] (reference CartPole; pygame draws env pictures; MuJoCo's and Atari's envs)");
+    if succeeds(Command::new(python).args(["-c", "import gymnasium, pygame, mujoco, ale_py"])) {
         eprintln!("    already installed");
     } else {
-        let pip = ["-m", "pip", "install", "--disable-pip-version-check", "gymnasium[classic-control,mujoco]"];
+        let pip = ["-m", "pip", "install", "--disable-pip-version-check", "gymnasium[classic-control,mujoco,atari]"];
         run(Command::new(python).args(pip))?;
     }
 

@@ -96,6 +96,8 @@ def make(gym, target, kwargs, drawn=False):
                 kwargs = {k: v for k, v in kwargs.items() if k != "render_mode"}
             return factory(**kwargs)
         # A registered id that needs its module imported first (Gymnasium's `module:Id`).
+    if target.startswith("ALE/"):
+        atari(target)
     try:
         return gym.make(target, **kwargs)
     except gym.error.Error as e:
@@ -104,6 +106,19 @@ def make(gym, target, kwargs, drawn=False):
         near = difflib.get_close_matches(target, list(gym.registry.keys()), n=5, cutoff=0.5)
         hint = f"; registered ids near it: {', '.join(near)}" if near else ""
         fail("id", f"Gymnasium has no env '{target}' ({e}){hint}")
+
+
+# Atari's envs: registered by importing ale-py (its wheel ships the ROMs).
+ATARI_INSTALL = '-m pip install "gymnasium[atari]"'
+
+
+def atari(target):
+    """Registers the `ALE/` ids, or refuses `target` naming what to install."""
+    try:
+        import ale_py  # noqa: F401
+    except ImportError as e:
+        fail("id", f"'{target}' is an Atari env, and this Python has no ale-py ({e}): "
+                   f"install it with `{sys.executable} {ATARI_INSTALL}` (its wheel includes the ROMs)")
 
 
 def describe(gym, env):
@@ -163,6 +178,12 @@ def ids(a):
     import importlib
 
     gym = import_gymnasium(a["python"])
+    try:
+        import ale_py  # noqa: F401  (registers the ALE/ ids)
+
+        atari_missing = None
+    except ImportError as e:
+        atari_missing = f"ale_py ({type(e).__name__}: {e})"
     families = {}
     for env_id, spec in gym.registry.items():
         # A callable entry point is a placeholder that raises (mujoco-py's v2/v3, shimmy's).
@@ -183,6 +204,8 @@ def ids(a):
                 missing = f"{module} ({type(e).__name__}: {e})"
                 install = f'{a["python"]} -m pip install "gymnasium[{extra}]"'
         out.append({"family": family, "ids": found, "missing": missing, "install": install})
+    if atari_missing:
+        out.append({"family": "ale_py", "ids": [], "missing": atari_missing, "install": f'{a["python"]} {ATARI_INSTALL}'})
     print(json.dumps({"ok": True, "gymnasium": gym.__version__, "families": out}), flush=True)
 
 
