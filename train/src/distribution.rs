@@ -80,6 +80,39 @@ pub fn sample(logits: &Tensor, mask: Option<&Tensor>, heads: &[usize]) -> Tensor
     Tensor::cat(&picks, -1)
 }
 
+/// Samples from the actor's `outputs` (the logits of `heads`, then with `log_std` the
+/// Gaussian's means) with libtorch's generator: the indices `[B, heads]`, the real
+/// components `[B, D]` where there is a Gaussian, and the action's log-probability `[B]`.
+pub fn sample_outputs(outputs: &Tensor, log_std: Option<&Tensor>, heads: &[usize]) -> (Tensor, Option<Tensor>, Tensor) {
+    let width: i64 = heads.iter().map(|&n| n as i64).sum();
+    let rows = outputs.size()[0];
+    let (mut actions, mut log_prob) = (Tensor::zeros([rows, 0], (Kind::Int64, outputs.device())), None);
+    if !heads.is_empty() {
+        let logits = if log_std.is_some() { outputs.narrow(1, 0, width) } else { outputs.shallow_clone() };
+        actions = sample(&logits, None, heads);
+        log_prob = Some(log_prob_and_entropy(&logits, None, heads, &actions).0);
+    }
+    let real = log_std.map(|log_std| {
+        let mean = outputs.narrow(1, width, log_std.size()[0]);
+        let real = gaussian::sample(&mean, log_std);
+        let lp = gaussian::log_prob(&mean, log_std, &real);
+        log_prob = Some(log_prob.take().map_or_else(|| lp.shallow_clone(), |acc| acc + &lp));
+        real
+    });
+    (actions, real, log_prob.expect("at least one head"))
+}
+
+/// The actor's most likely action: each categorical head's best choice `[B, heads]` and
+/// the Gaussian's mean `[B, D]` where there is one.
+pub fn greedy_outputs(outputs: &Tensor, log_std: Option<&Tensor>, heads: &[usize]) -> (Tensor, Option<Tensor>) {
+    let width: i64 = heads.iter().map(|&n| n as i64).sum();
+    let actions = match heads.is_empty() {
+        true => Tensor::zeros([outputs.size()[0], 0], (Kind::Int64, outputs.device())),
+        false => greedy(&outputs.narrow(1, 0, width), None, heads),
+    };
+    (actions, log_std.map(|l| outputs.narrow(1, width, l.size()[0])))
+}
+
 /// The most likely action per head: `[B, H]` (i64).
 pub fn greedy(logits: &Tensor, mask: Option<&Tensor>, heads: &[usize]) -> Tensor {
     let logits = masked(logits, mask);

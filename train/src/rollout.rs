@@ -18,6 +18,11 @@ pub struct Rollout {
     /// Real-valued action components per env (a Gaussian head's), 0 for none.
     pub continuous: usize,
     pub obs: Vec<f32>,
+    /// An image's bytes, `[T, N, bytes]`, where the policy reads them as bytes (a CNN's):
+    /// empty when it reads features (`obs`).
+    pub bytes: Vec<u8>,
+    /// Bytes per env of `bytes` (0: none kept).
+    pub bytes_width: usize,
     /// Index fields (the proof env's state, successors and mask), `[T, N, width]` each;
     /// empty for an f32 env.
     pub index: Vec<IndexBuf>,
@@ -38,7 +43,8 @@ pub struct Rollout {
 
 /// A rollout on the device, flattened, with its advantages and returns.
 pub struct Batch {
-    /// The first observation field (f32 features, or the proof env's state indices).
+    /// The first observation field (f32 features, an image's bytes, or the proof env's
+    /// state indices).
     pub obs: Tensor,
     /// The other observation fields (the proof env's successors and mask).
     pub extra: Vec<Tensor>,
@@ -158,12 +164,14 @@ impl Batch {
 }
 
 impl Rollout {
-    /// `index_widths`: per index field, its width per env (none for an f32 env);
-    /// `(heads, continuous)`: the categorical heads and the real-valued components per env.
+    /// `obs_dim`: the features per env the policy reads (0 for a policy that reads an
+    /// image's bytes, `bytes_width` per env, or indices only); `index_widths`: per index
+    /// field, its width per env (none for an f32 env); `(heads, continuous)`: the
+    /// categorical heads and the real-valued components per env.
     pub fn new(
         steps: usize,
         envs: usize,
-        obs_dim: usize,
+        (obs_dim, bytes_width): (usize, usize),
         index_widths: &[usize],
         (heads, continuous): (usize, usize),
     ) -> Self {
@@ -175,6 +183,8 @@ impl Rollout {
             heads,
             continuous,
             obs: vec![0.0; n * obs_dim],
+            bytes: vec![0; n * bytes_width],
+            bytes_width,
             index: index_widths.iter().map(|&w| IndexBuf::new(n, w)).collect(),
             actions: vec![0; n * heads],
             real: vec![0.0; n * continuous],
@@ -208,8 +218,13 @@ impl Rollout {
                     let w = buf.width;
                     buf.as_mut_slice()[t * n * w..(t + 1) * n * w].copy_from_slice(v);
                 }
-                // Pixels and flags become the MLP's features here, once per step for the
-                // whole batch (a CNN policy will keep them as bytes to the device).
+                // A CNN reads the bytes themselves, converted on its device.
+                FieldData::U8(v) | FieldData::Bool(v) if self.bytes_width > 0 => {
+                    let w = self.bytes_width;
+                    self.bytes[t * n * w..(t + 1) * n * w].copy_from_slice(v);
+                }
+                // An MLP reads features: pixels and flags become them here, once per step
+                // for the whole batch.
                 features => {
                     features.features_into(&mut self.obs[t * n * self.obs_dim..(t + 1) * n * self.obs_dim]);
                 }
@@ -264,10 +279,14 @@ impl Rollout {
         };
         let mut fields: Vec<Tensor> =
             self.index.iter().map(|buf| mover.upload_i64_tensor(&buf.tensor.view([b, buf.width as i64]), c)).collect();
-        // An env with f32 features has them first; an env of indices only, its first field.
-        let obs = match self.obs_dim > 0 || fields.is_empty() {
-            true => mover.upload_rollout(&self.obs, &[b, self.obs_dim as i64], t, copy, c),
-            false => fields.remove(0),
+        // Features first; else an image's bytes (to the device as bytes); else an env of
+        // indices only, its first field.
+        let obs = if self.obs_dim > 0 || (fields.is_empty() && self.bytes_width == 0) {
+            mover.upload_rollout(&self.obs, &[b, self.obs_dim as i64], t, copy, c)
+        } else if self.bytes_width > 0 {
+            mover.upload_rollout(&self.bytes, &[b, self.bytes_width as i64], t, copy, c)
+        } else {
+            fields.remove(0)
         };
         Batch {
             obs,

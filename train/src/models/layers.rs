@@ -56,6 +56,16 @@ impl Builder {
         Self { params: Vec::new(), kind }
     }
 
+    /// Parameters so far.
+    pub fn numel(&self) -> i64 {
+        self.params.iter().map(|(_, s, _)| s.iter().product::<i64>()).sum()
+    }
+
+    /// A parameter of its own (a Gaussian head's log-std): its index in the layout.
+    pub fn param(&mut self, name: &str, shape: &[i64], init: Init) -> usize {
+        self.add(name.to_string(), shape.to_vec(), init)
+    }
+
     fn add(&mut self, name: String, shape: Vec<i64>, init: Init) -> usize {
         self.params.push((name, shape, init));
         self.params.len() - 1
@@ -116,6 +126,14 @@ impl Builder {
             b_hh: self.add(format!("{name}.b_hh"), vec![3 * hidden], Init::Zero),
             kind: self.kind,
         }
+    }
+
+    /// The layout with given parameters (`flat`, loaded from a checkpoint) instead of drawn
+    /// ones; None when `flat` is not as long as the layout.
+    pub fn with(self, flat: Tensor) -> Option<FlatParams> {
+        let layout = pack(self.params.into_iter().map(|(n, s, _)| (n, s)));
+        let total: i64 = layout.iter().map(|s| s.numel()).sum();
+        (flat.size() == [total]).then(|| FlatParams::new(layout, flat))
     }
 
     /// The parameters drawn from libtorch's generator (seed it first), on `device`.

@@ -1,6 +1,36 @@
-//! Networks that more than one workload can train: today the MLP actor-critic for f32
-//! observations ([`mlp`]). A network that belongs to one workload lives in its folder.
+//! Networks that more than one workload can train: the MLP actor-critic for a vector of
+//! features ([`mlp`]), the CNN actor-critic for images ([`cnn`]), the layers they share
+//! ([`layers`]) and how a trained one is played ([`play`]). A network that belongs to one
+//! workload lives in its folder.
 
 pub mod cnn;
 pub mod layers;
 pub mod mlp;
+pub mod play;
+
+use crate::checkpoint::Stored;
+use crate::exec::EnvMaker;
+use crate::workload::{Learner, Setup, TrainedPolicy, Workload};
+use hotlab_shared::env::EnvSpec;
+use std::sync::Arc;
+
+/// PPO with the network the observation calls for: the CNN for an image, the MLP for a
+/// vector of features.
+pub fn ppo_learner(
+    workload: Arc<dyn Workload>,
+    setup: &mut Setup<'_>,
+    env_spec: &EnvSpec,
+) -> anyhow::Result<Box<dyn Learner>> {
+    match cnn::reads(env_spec) {
+        true => cnn::learner::ppo_learner(workload, setup, env_spec),
+        false => mlp::learner::ppo_learner(workload, setup, env_spec, None),
+    }
+}
+
+/// A checkpoint's trained network, the CNN or the MLP, as its `spec.json` names it.
+pub fn load_trained(stored: Stored, env: Arc<dyn EnvMaker>) -> anyhow::Result<Box<dyn TrainedPolicy>> {
+    match stored.meta.contains_key(cnn::CHECKPOINT_KEY) {
+        true => Ok(Box::new(cnn::TrainedCnn::load(stored, env)?)),
+        false => Ok(Box::new(mlp::TrainedMlp::load(stored, env)?)),
+    }
+}

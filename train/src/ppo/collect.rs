@@ -47,7 +47,13 @@ impl<A> HostCollector<A> {
         let env_spec = env.spec();
         let index: Vec<usize> =
             env_spec.fields.iter().filter(|f| f.kind == FieldKind::I64).map(|f| f.numel()).collect();
-        let rollout = Rollout::new(spec.steps, spec.envs, obs_dim, &index, (env_spec.heads.len(), env_spec.continuous));
+        // A policy that reads no features (`obs_dim` 0) reads an image's bytes, if there is one.
+        let bytes = match env_spec.fields.as_slice() {
+            [f] if obs_dim == 0 && f.kind.is_bytes() => f.numel(),
+            _ => 0,
+        };
+        let (heads, continuous) = (env_spec.heads.len(), env_spec.continuous);
+        let rollout = Rollout::new(spec.steps, spec.envs, (obs_dim, bytes), &index, (heads, continuous));
         Ok(Self { workload, env, obs, out, rollout, actor, norm })
     }
 }

@@ -1,5 +1,5 @@
 //! `gym`: any Gymnasium env (`--env gym:ID`), stepped by Python worker processes through
-//! shared memory ([`python`] says why not pyo3), trained by PPO with the MLP actor-critic.
+//! shared memory ([`python`] says why not pyo3), trained by PPO with the MLP actor-critic, or the CNN one for an image.
 //! Box observations of floats are flattened to f32; a uint8 or bool Box (an image, a
 //! grid of flags) stays bytes in its own shape through the shared region; Discrete and
 //! MultiDiscrete actions are
@@ -29,8 +29,7 @@ use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::shm::Layout;
 use hotlab_train::exec::subprocess::{Completion, Subprocess};
 use hotlab_train::exec::EnvMaker;
-use hotlab_train::models::mlp::learner::ppo_learner;
-use hotlab_train::models::mlp::TrainedMlp;
+use hotlab_train::models;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
 use pictures::Pictures;
 use python::Probe;
@@ -213,12 +212,13 @@ impl Workload for GymEnv {
         Some(Frame::new(EnvName::Gym, step, &frame))
     }
 
+    /// The CNN for an image, the MLP for a vector.
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
         let env_spec = self.spec.clone();
-        ppo_learner(self, setup, &env_spec, None)
+        models::ppo_learner(self, setup, &env_spec)
     }
 
     fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>> {
-        Ok(Box::new(TrainedMlp::load(stored, self)?))
+        models::load_trained(stored, self)
     }
 }

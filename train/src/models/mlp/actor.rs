@@ -4,7 +4,7 @@
 use super::host::{ActOut, FusedPolicy, Noise, NoiseRows};
 use super::policy::ActorCritic;
 use super::MlpAgent;
-use crate::distribution::{self, gaussian};
+use crate::distribution;
 use crate::exec::helper::Helper;
 use crate::exec::transfer::{read_into, Mover};
 use crate::ppo::{device_outputs, Actor};
@@ -18,7 +18,7 @@ use hotlab_shared::spec::ActionSync;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 pub enum MlpActor {
     /// A libtorch forward on the device: observations go there (`--transfer`), actions come
@@ -105,7 +105,7 @@ impl Actor<MlpAgent> for MlpActor {
                 let obs = mover.obs_to_device(slot.obs, envs, obs_dim, c);
                 let s = prof.stop(Phase::OBS_TRANSFER, start);
                 let outputs = net.logits(&obs);
-                let (actions, real, lp) = sample(&outputs, net.log_std(), heads);
+                let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
                 log_probs.copy_(&lp);
                 values.copy_(&net.value(&obs));
                 let s = prof.stop(Phase::POLICY_FORWARD, s);
@@ -177,26 +177,4 @@ pub fn eager_values(net: &ActorCritic, mover: &Mover, x: &[f32], w: usize, c: &m
         read_into(&net.value(&t), &mut out, c);
         out
     })
-}
-
-/// Samples from the actor's `outputs` (the logits of `heads`, then with `log_std` the
-/// Gaussian's means) with libtorch's generator: the indices `[B, heads]`, the real
-/// components `[B, D]` where there is a Gaussian, and the action's log-probability `[B]`.
-pub fn sample(outputs: &Tensor, log_std: Option<&Tensor>, heads: &[usize]) -> (Tensor, Option<Tensor>, Tensor) {
-    let width: i64 = heads.iter().map(|&n| n as i64).sum();
-    let rows = outputs.size()[0];
-    let (mut actions, mut log_prob) = (Tensor::zeros([rows, 0], (Kind::Int64, outputs.device())), None);
-    if !heads.is_empty() {
-        let logits = if log_std.is_some() { outputs.narrow(1, 0, width) } else { outputs.shallow_clone() };
-        actions = distribution::sample(&logits, None, heads);
-        log_prob = Some(distribution::log_prob_and_entropy(&logits, None, heads, &actions).0);
-    }
-    let real = log_std.map(|log_std| {
-        let mean = outputs.narrow(1, width, log_std.size()[0]);
-        let real = gaussian::sample(&mean, log_std);
-        let lp = gaussian::log_prob(&mean, log_std, &real);
-        log_prob = Some(log_prob.take().map_or_else(|| lp.shallow_clone(), |acc| acc + &lp));
-        real
-    });
-    (actions, real, log_prob.expect("at least one head"))
 }

@@ -95,13 +95,7 @@ impl TrainedMlp {
     }
 
     fn play(&self, episodes: usize, seed: u64, play: eval::Play) -> Result<Evaluation> {
-        let report = eval::evaluate(self.env.as_ref(), &self.net, self.obs_norm.as_ref(), (episodes, seed), play)?;
-        let how = if play == eval::Play::Greedy { "greedy" } else { "sampled" };
-        let summary = format!(
-            "{} {how} over {} episodes: mean return {:.1} (min {:.0}, max {:.0})",
-            report.env, report.episodes, report.mean_return, report.min_return, report.max_return
-        );
-        Ok(Evaluation { key: "eval", json: serde_json::to_value(&report)?, summary })
+        eval::evaluate(self.env.as_ref(), &self.net, self.obs_norm.as_ref(), (episodes, seed), play)?.evaluation(play)
     }
 }
 

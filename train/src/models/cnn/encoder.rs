@@ -1,5 +1,5 @@
-//! The CNN encoder of a pixel policy: an image field (bytes, as the env gave them) in,
-//! features out, for the policy's heads to read.
+//! The encoder: an image field (bytes, as the env gave them) in, features out, for the
+//! policy's heads to read.
 //!
 //! Bytes stay bytes up to here: the encoder's first step converts the batch to float and
 //! scales it (1/255 for pixels, 1 for flags) on whatever device the batch is on, once per
@@ -9,7 +9,7 @@
 //! channels, then 128 units (MinAtar's own baseline). Orthogonal weights (gain √2), zero
 //! biases, as CleanRL's `layer_init`.
 
-use super::layers::{Builder, Conv, Init, Linear, Window};
+use crate::models::layers::{Builder, Conv, Init, Linear, Window};
 use crate::params::FlatParams;
 use anyhow::{bail, Result};
 use hotlab_shared::env::{FieldKind, FieldSpec};

@@ -1,0 +1,167 @@
+//! The CNN as PPO trains it: the loss's gradient by autograd over an epoch's shuffled
+//! batch (the images still bytes until the encoder), and the rollout's forward in
+//! libtorch ops: a step's images to the device as bytes (`--transfer`), actions back
+//! (`--action-sync`), log-probs and values kept there.
+
+use super::{CnnNet, TrainedCnn};
+use crate::distribution;
+use crate::exec::transfer::{read_into, Mover};
+use crate::exec::EnvMaker;
+use crate::normalize::ObsNorm;
+use crate::ppo::loss::loss_of_heads;
+use crate::ppo::update::UpdateCtx;
+use crate::ppo::{device_outputs, Actor, Pass, PpoPolicy};
+use crate::precision::Precision;
+use crate::profiler::Profiler;
+use crate::rollout::{Batch, Rollout};
+use crate::workload::TrainedPolicy;
+use hotlab_shared::counters::Counters;
+use hotlab_shared::env::Observations;
+use hotlab_shared::profile::Phase;
+use hotlab_shared::protocol::Losses;
+use hotlab_shared::rng::HostRng;
+use hotlab_shared::spec::{ActionSync, RunSpec};
+use std::sync::Arc;
+use std::time::Instant;
+use tch::{Kind, Tensor};
+
+/// The network and the envs it plays (for evaluation).
+pub struct CnnAgent {
+    pub net: CnnNet,
+    pub env: Arc<dyn EnvMaker>,
+}
+
+impl PpoPolicy for CnnAgent {
+    type Pass<'a> = CnnPass<'a>;
+    type Net = CnnNet;
+
+    fn net(&self) -> &CnnNet {
+        &self.net
+    }
+
+    fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, _precision: &Precision) -> CnnPass<'a> {
+        CnnPass { agent: self, batch, shuffled: None, mb_size: spec.minibatch_size() as i64 }
+    }
+
+    fn into_trained(self, _obs_norm: Option<ObsNorm>) -> Box<dyn TrainedPolicy> {
+        Box::new(TrainedCnn { net: self.net, env: self.env })
+    }
+
+    fn figures(&self, out: &mut Losses, c: &mut Counters) {
+        if let Some(log_std) = self.net.log_std() {
+            let mut host = vec![0f32; log_std.numel()];
+            read_into(log_std, &mut host, c);
+            distribution::gaussian::log_std_figures(&host, out);
+        }
+    }
+}
+
+/// One update: the epoch's shuffled batch, cut into minibatches.
+pub struct CnnPass<'a> {
+    agent: &'a mut CnnAgent,
+    batch: &'a Batch,
+    shuffled: Option<Batch>,
+    mb_size: i64,
+}
+
+impl Pass for CnnPass<'_> {
+    fn epoch(&mut self, order: &mut [i64]) {
+        self.shuffled = Some(self.batch.select(&Tensor::from_slice(order).to_device(self.agent.net.device())));
+    }
+
+    fn gradient(
+        &mut self,
+        _order: &[i64],
+        m: usize,
+        last: bool,
+        ctx: &UpdateCtx<'_>,
+        prof: &mut Profiler,
+        s: Instant,
+    ) -> (Option<Vec<f64>>, Instant) {
+        let mb = self.shuffled.as_ref().expect("an epoch has begun").rows(m as i64 * self.mb_size, self.mb_size);
+        let net = &mut self.agent.net;
+        net.zero_grad();
+        let features = net.features(&mb.obs);
+        let (outputs, value) = (net.outputs(&features), net.value(&features));
+        let (loss, stats) = loss_of_heads(&outputs, net.log_std(), &value, &mb, ctx.heads, ctx.spec, last);
+        let s = prof.stop(Phase::UPDATE_FORWARD, s);
+        loss.backward();
+        let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
+        (stats, prof.stop(Phase::BACKWARD, s))
+    }
+
+    fn params(&mut self) -> (&mut Tensor, &mut Tensor) {
+        let p = &mut self.agent.net.params;
+        (&mut p.flat, &mut p.grad)
+    }
+}
+
+/// The rollout's forward in libtorch ops on the trainer's device.
+pub struct CnnActor {
+    pub mover: Mover,
+    pub sync: ActionSync,
+}
+
+impl Actor<CnnAgent> for CnnActor {
+    fn act(
+        &mut self,
+        agent: &CnnAgent,
+        rollout: &mut Rollout,
+        t: usize,
+        heads: &[usize],
+        _rng: &mut HostRng,
+        c: &mut Counters,
+        prof: &mut Profiler,
+        start: Instant,
+    ) -> Instant {
+        let (envs, w) = (rollout.envs, rollout.bytes_width);
+        tch::no_grad(|| {
+            let net = &agent.net;
+            let buffers = rollout.device_buffers(net.device());
+            let (mut log_probs, mut values) = (buffers.0.get(t as i64), buffers.1.get(t as i64));
+            // The step's images, as bytes: a quarter of what floats would move.
+            let images = self.mover.field_to_device(0, &rollout.bytes[t * envs * w..(t + 1) * envs * w], envs, w, c);
+            let s = prof.stop(Phase::OBS_TRANSFER, start);
+            let features = net.features(&images);
+            let outputs = net.outputs(&features);
+            let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
+            log_probs.copy_(&lp);
+            values.copy_(&net.value(&features));
+            let s = prof.stop(Phase::POLICY_FORWARD, s);
+            let slot = rollout.step_mut(t);
+            if !heads.is_empty() {
+                self.mover.read_actions(&actions, slot.actions, self.sync, c);
+            }
+            if let Some(real) = real {
+                self.mover.read_actions(&real, slot.real, self.sync, c);
+            }
+            prof.stop(Phase::ACTION_READBACK, s)
+        })
+    }
+
+    fn values(
+        &mut self,
+        agent: &CnnAgent,
+        obs: &Observations,
+        envs: usize,
+        row: Option<usize>,
+        c: &mut Counters,
+    ) -> Vec<f32> {
+        let bytes = obs.fields[0].as_bytes();
+        let w = bytes.len() / envs.max(1);
+        let (first, rows) = row.map_or((0, envs), |e| (e, 1));
+        tch::no_grad(|| {
+            let net = &agent.net;
+            let images = self.mover.upload(&bytes[first * w..(first + rows) * w], &[rows as i64, w as i64], c);
+            let mut out = vec![0f32; rows];
+            read_into(&net.value(&net.features(&images)), &mut out, c);
+            out
+        })
+    }
+
+    fn sync_weights(&mut self, _agent: &CnnAgent) {}
+
+    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+        device_outputs(rollout, c)
+    }
+}

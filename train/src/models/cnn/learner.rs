@@ -1,0 +1,45 @@
+//! PPO with the CNN actor-critic, for any workload whose observation is an image: the
+//! network, the optimizer and the host rollout, its forward in libtorch ops.
+
+use super::agent::{CnnActor, CnnAgent};
+use super::{CnnNet, CnnShape};
+use crate::exec::transfer::Mover;
+use crate::ppo::{self, collect::HostCollector, PpoLearner};
+use crate::workload::{Learner, Setup, Workload};
+use anyhow::{bail, Result};
+use hotlab_shared::env::EnvSpec;
+use hotlab_shared::spec::{Inference, UpdateMode};
+use std::sync::Arc;
+
+/// The learner of `workload`, whose envs are `env_spec` (an image observation); settings
+/// the CNN has no form for are refused, naming what is allowed.
+pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec: &EnvSpec) -> Result<Box<dyn Learner>> {
+    let spec = setup.spec;
+    let shape = CnnShape::of(env_spec)?;
+    if spec.exec.update != UpdateMode::Eager {
+        bail!(
+            "--update {}: the CNN policy's update runs libtorch's ops and autograd; allowed: eager",
+            spec.exec.update
+        );
+    }
+    if setup.precision.kind != tch::Kind::Float || setup.precision.scaler.is_some() {
+        bail!("--precision {}: the CNN policy trains in fp32 for now; allowed: fp32", setup.precision.label());
+    }
+    if spec.exec.inference == Inference::Fused {
+        setup.notes.push("inference fused has no CNN form: the CNN's rollout forward runs libtorch's ops (eager), the step's images moved as bytes".into());
+    }
+    let net = CnnNet::new(shape, setup.device)?;
+    let encoder = format!("{:?} CNN", net.encoder.trunk);
+    setup.notes.push(format!(
+        "policy: the {encoder} over {:?} images of {:?}, converted to float on the device (bytes until there)",
+        net.shape.obs.shape, net.shape.obs.kind
+    ));
+    let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
+    let (opt, mover) = ppo::after_init(setup, &net.params.flat);
+    let (transfer, sync, device) = (spec.exec.transfer, spec.exec.action_sync, setup.device);
+    let actor = || CnnActor { mover: Mover::new(transfer, device), sync };
+    // No features (`obs_dim` 0): the rollout keeps the image's bytes.
+    let collector = Box::new(HostCollector::new(spec, Arc::clone(&workload), 0, actor)?);
+    let agent = CnnAgent { net, env: workload };
+    Ok(Box::new(PpoLearner::new(setup, agent, opt, mover, collector, heads)))
+}

@@ -1,0 +1,222 @@
+//! The CNN actor-critic for image observations (CleanRL's `ppo_atari.py` `Agent`): one
+//! encoder shared by the actor and the critic, a linear head for the actor's outputs (each
+//! categorical head's logits, a Gaussian's means) and one for the value, and a learned
+//! state-independent log-std where the action space has real components. libtorch's ops
+//! and autograd throughout; the image stays bytes until the encoder's first step.
+//!
+//! - [`encoder`]: the convolutions (the Nature CNN, or a small one for grids);
+//! - [`agent`]: PPO's gradient of it by autograd, and its rollout forward;
+//! - [`learner`]: PPO with it, for any workload whose observation is an image.
+
+pub mod agent;
+pub mod encoder;
+pub mod learner;
+
+use crate::checkpoint::Stored;
+use crate::exec::EnvMaker;
+use crate::models::layers::{Builder, Init, Linear};
+use crate::models::play::{self, Play, SAMPLING_STREAM};
+use crate::params::{FlatParams, Network, ParamSlot};
+use crate::workload::{Evaluation, TrainedPolicy};
+use anyhow::{bail, Result};
+pub use encoder::{Encoder, Image, Trunk};
+use hotlab_shared::env::{EnvSpec, FieldSpec};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use tch::{Device, Kind, Tensor};
+
+/// The key of the network's shape in a checkpoint's `spec.json`.
+pub const CHECKPOINT_KEY: &str = "cnn";
+
+/// Whether the CNN reads this env's observation: one field of bytes shaped as an image
+/// (`[H, W]`, `[H, W, C]` or `[C, H, W]`). Other observations keep the MLP.
+pub fn reads(spec: &EnvSpec) -> bool {
+    matches!(spec.fields.as_slice(), [f] if f.kind.is_bytes() && matches!(f.shape.len(), 2 | 3))
+}
+
+/// What the network is made for: the image it reads, the actor's categorical choices
+/// (all heads' together) and real components.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CnnShape {
+    pub obs: FieldSpec,
+    pub logits: usize,
+    pub gaussian: usize,
+}
+
+impl CnnShape {
+    pub fn of(spec: &EnvSpec) -> Result<Self> {
+        match spec.fields.as_slice() {
+            [field] if reads(spec) => {
+                Ok(Self { obs: field.clone(), logits: spec.total_choices(), gaussian: spec.continuous })
+            }
+            _ => bail!(
+                "env '{}' observes no image the CNN policy can read (one field of uint8 or bool bytes)",
+                spec.name
+            ),
+        }
+    }
+}
+
+/// The network: its layers over one flat parameter vector.
+pub struct CnnNet {
+    pub shape: CnnShape,
+    encoder: Encoder,
+    actor: Linear,
+    critic: Linear,
+    log_std: Option<usize>,
+    pub params: FlatParams,
+}
+
+impl CnnNet {
+    /// Its layers, added to a builder of fp32 products.
+    fn layers(shape: &CnnShape) -> Result<(Builder, Encoder, Linear, Linear, Option<usize>)> {
+        let mut b = Builder::new(Kind::Float);
+        let encoder = Encoder::new(&mut b, "encoder", &shape.obs)?;
+        let outputs = (shape.logits + shape.gaussian) as i64;
+        // CleanRL's gains: 0.01 for the actor (near-uniform first choices), 1 for the critic.
+        let actor = b.linear_with("actor", encoder.width, outputs, Init::Orthogonal(0.01));
+        let critic = b.linear_with("critic", encoder.width, 1, Init::Orthogonal(1.0));
+        let log_std = (shape.gaussian > 0).then(|| b.param("log_std", &[shape.gaussian as i64], Init::Zero));
+        Ok((b, encoder, actor, critic, log_std))
+    }
+
+    /// A fresh network, drawn from libtorch's generator (seeded by the run), on `device`.
+    pub fn new(shape: CnnShape, device: Device) -> Result<Self> {
+        let (b, encoder, actor, critic, log_std) = Self::layers(&shape)?;
+        Ok(Self { shape, encoder, actor, critic, log_std, params: b.finish(device) })
+    }
+
+    /// A network whose parameters are `flat` (a checkpoint's).
+    pub fn from_flat(shape: CnnShape, flat: Tensor) -> Result<Self> {
+        let (b, encoder, actor, critic, log_std) = Self::layers(&shape)?;
+        let n = flat.numel();
+        let Some(params) = b.with(flat) else { bail!("{n} parameters do not fit the CNN for {:?}", shape.obs.shape) };
+        Ok(Self { shape, encoder, actor, critic, log_std, params })
+    }
+
+    pub fn device(&self) -> Device {
+        self.params.flat.device()
+    }
+
+    /// The encoder's features of images `[B, …]` (bytes).
+    pub fn features(&self, obs: &Tensor) -> Tensor {
+        self.encoder.forward(&self.params, obs)
+    }
+
+    /// The actor's outputs `[B, logits + gaussian]` from features.
+    pub fn outputs(&self, features: &Tensor) -> Tensor {
+        self.actor.forward(&self.params, features)
+    }
+
+    /// The critic's values `[B]` from features.
+    pub fn value(&self, features: &Tensor) -> Tensor {
+        self.critic.forward(&self.params, features).squeeze_dim(-1)
+    }
+
+    /// The Gaussian head's log-std, where the actor has one.
+    pub fn log_std(&self) -> Option<&Tensor> {
+        self.log_std.map(|i| self.params.get(i))
+    }
+
+    pub fn zero_grad(&mut self) {
+        self.params.zero_grad();
+    }
+
+    /// Images `[rows, bytes]` from host bytes, on the network's device.
+    pub fn images(&self, bytes: &[u8], rows: usize) -> Tensor {
+        Tensor::from_slice(bytes).view([rows as i64, -1]).to_device(self.device())
+    }
+}
+
+impl Network for CnnNet {
+    fn flat(&self) -> &Tensor {
+        &self.params.flat
+    }
+
+    fn layout(&self) -> &[ParamSlot] {
+        &self.params.layout
+    }
+
+    fn shape(&self) -> serde_json::Value {
+        serde_json::to_value(&self.shape).unwrap_or_default()
+    }
+}
+
+/// A trained (or loaded) CNN and the envs it plays.
+pub struct TrainedCnn {
+    pub net: CnnNet,
+    pub env: Arc<dyn EnvMaker>,
+}
+
+impl TrainedCnn {
+    /// A checkpoint's CNN, checked against the image and actions of the envs it will play.
+    pub fn load(stored: Stored, env: Arc<dyn EnvMaker>) -> Result<Self> {
+        let shape: CnnShape = stored.shape(CHECKPOINT_KEY)?;
+        let want = CnnShape::of(env.vector_env(1, 0, 0).spec())?;
+        if shape != want {
+            bail!(
+                "the checkpoint's network reads {:?} {:?} images and gives {} choices and {} real components; the {} env has {:?} {:?}, {} and {}",
+                shape.obs.kind,
+                shape.obs.shape,
+                shape.logits,
+                shape.gaussian,
+                env.name(),
+                want.obs.kind,
+                want.obs.shape,
+                want.logits,
+                want.gaussian
+            );
+        }
+        let flat = stored.params(CnnNet::layers(&shape)?.0.numel())?;
+        Ok(Self { net: CnnNet::from_flat(shape, flat)?, env })
+    }
+
+    fn play(&self, episodes: usize, seed: u64, play: Play) -> Result<Evaluation> {
+        let net = &self.net;
+        // A sampled evaluation draws from libtorch's generator, seeded from its own seed.
+        tch::manual_seed((seed ^ SAMPLING_STREAM) as i64);
+        let report = play::episodes(self.env.as_ref(), (episodes, seed), &mut |obs, chosen| {
+            tch::no_grad(|| {
+                let bytes = obs.fields[0].as_bytes();
+                let rows = bytes.len() / net.shape.obs.row_bytes();
+                let outputs = net.outputs(&net.features(&net.images(bytes, rows)));
+                let (actions, real) = match play {
+                    Play::Greedy => crate::distribution::greedy_outputs(&outputs, net.log_std(), chosen.heads),
+                    Play::Sampled => {
+                        let (a, r, _) = crate::distribution::sample_outputs(&outputs, net.log_std(), chosen.heads);
+                        (a, r)
+                    }
+                };
+                read_host(&actions, chosen.actions);
+                if let Some(real) = real {
+                    read_host(&real, chosen.real);
+                }
+            })
+        })?;
+        report.evaluation(play)
+    }
+}
+
+/// A device tensor's elements into `out` (as many as it has).
+fn read_host<T: tch::kind::Element + Copy>(t: &Tensor, out: &mut [T]) {
+    let host = t.to_device(Device::Cpu).contiguous().view([-1]);
+    host.copy_data(out, out.len());
+}
+
+impl TrainedPolicy for TrainedCnn {
+    fn network(&self) -> &dyn Network {
+        &self.net
+    }
+
+    fn checkpoint_key(&self) -> &'static str {
+        CHECKPOINT_KEY
+    }
+
+    fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
+        self.play(episodes, seed, Play::Greedy)
+    }
+
+    fn evaluate_sampled(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
+        self.play(episodes, seed, Play::Sampled)
+    }
+}
