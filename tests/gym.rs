@@ -27,9 +27,13 @@ fn batch(env: &GymEnv, envs: usize, seed: u64, workers: usize, wait: WaitMode) -
 /// Gymnasium's `SyncVectorEnv` (same-step autoreset) on the same actions: one JSON line
 /// for the reset, then one per step.
 fn reference(id: &str, envs: usize, seed: u64, actions: &[Value]) -> Vec<Value> {
+    reference_of(json!({"id": id, "envs": envs, "seed": seed, "actions": actions}))
+}
+
+/// [`reference`] of a whole case (with its options: `atari`, `digest`).
+fn reference_of(case: Value) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("case.json"), dir.path().join("steps.jsonl"));
-    let case = json!({"id": id, "envs": envs, "seed": seed, "actions": actions});
     std::fs::write(&input, case.to_string()).unwrap();
     let out =
         run(std::process::Command::new(python()).arg(repo().join("tests/gym_vector.py")).arg(&input).arg(&output));
@@ -127,6 +131,59 @@ fn python_workers_step_as_gymnasium_s_own_vector_env() {
         }
     }
     assert!(ended > 20, "episodes ended mid-test: {ended}");
+}
+
+/// With Atari's preprocessing (`--gym-wrappers atari`), each env's stacked frames
+/// (`[4, 84, 84]` bytes) equal those of Gymnasium's `AtariPreprocessing` and
+/// `FrameStackObservation` (the FIRE press and the reward's sign beside them) in its own
+/// vector env, step for step and through episode ends, autoreset included (compared by their
+/// bytes' CRC-32); rewards are the sign, and each ended episode's return is the game's score
+/// (Q*bert's 25 points a cube, not 1). In one process and in two, over seeds.
+#[test]
+fn atari_preprocessing_and_its_frame_stack_equal_gymnasium_s_through_episode_ends() {
+    let (id, steps) = ("ALE/Qbert-v5", 400);
+    let env = GymEnv::open_with(id, Some(python()), json!({}), true).unwrap();
+    let field = &env.spec().fields[0];
+    assert_eq!((field.shape.as_slice(), field.kind), (&[4, 84, 84][..], FieldKind::U8));
+    let (mut ended, mut scored) = (0, 0.0);
+    for (envs, workers, seed) in [(2, 1, 3u64), (3, 2, 11)] {
+        let mut rng = HostRng::new(seed);
+        let actions: Vec<Vec<i64>> =
+            (0..steps).map(|_| (0..envs).map(|_| (rng.next_u64() % 4) as i64).collect()).collect();
+        let want = reference_of(
+            json!({"id": id, "envs": envs, "seed": seed, "actions": actions, "atari": true, "digest": true}),
+        );
+        let mut b = batch(&env, envs, seed, workers, WaitMode::Block);
+        let mut obs = Observations::zeros(env.spec(), envs);
+        let mut out = StepBatch::new(env.spec(), envs);
+        b.reset(&mut obs).unwrap();
+        let digests = |field: &FieldData| -> Vec<u64> {
+            field.as_bytes().chunks_exact(4 * 84 * 84).map(|row| crc32fast::hash(row) as u64).collect()
+        };
+        let ints = |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect() };
+        let shape = format!("{envs} envs in {workers} processes, seed {seed}");
+        assert_eq!(digests(&obs.fields[0]), ints(&want[0]["obs"]), "{shape}: reset");
+        for (t, a) in actions.iter().enumerate() {
+            b.step(a, &mut out).unwrap();
+            let (w, at) = (&want[t + 1], format!("{shape}: step {t}"));
+            assert_eq!(digests(&out.obs.fields[0]), ints(&w["obs"]), "{at}: frames");
+            assert_eq!(out.reward, floats(&w["reward"]), "{at}: reward (its sign)");
+            assert_eq!(
+                (out.terminated.clone(), out.truncated.clone()),
+                (bools(&w["terminated"]), bools(&w["truncated"])),
+                "{at}"
+            );
+            let finals = digests(&out.final_obs.fields[0]);
+            for end in &out.episodes {
+                let e = end.env.to_string();
+                assert_eq!(finals[end.env], w["final_obs"][&e].as_u64().unwrap(), "{at}: final frames");
+                assert_eq!(end.episode_return, w["scores"][&e].as_f64().unwrap(), "{at}: the game's score");
+                scored += end.episode_return;
+            }
+            ended += out.episodes.len();
+        }
+    }
+    assert!(ended >= 3 && scored > 0.0, "episodes ended mid-test: {ended}, scoring {scored}");
 }
 
 /// A field's values as the env sent them: floats as they are, bytes one by one (the

@@ -91,9 +91,11 @@ fn the_cnn_encoder_equals_pytorch_s_in_features_and_gradients() {
     }
 }
 
-/// Atari's ids open through ale-py as bytes in the frame's own shape; an id that does not
-/// exist is refused with the ids near it, and a Python without ale-py with the command
-/// that installs it (the EnvPool venv's Python has gymnasium and no ale-py).
+/// Atari's ids open through ale-py as bytes in the frame's own shape, and with Atari's
+/// preprocessing as a stack of four 84×84 frames; an id that does not exist is refused with
+/// the ids near it, the preprocessing of an env that is not Atari's naming the flag, and a
+/// Python without ale-py with the command that installs it (the EnvPool venv's Python has
+/// gymnasium and no ale-py).
 #[test]
 fn atari_ids_open_as_bytes_and_bad_ones_are_refused_naming_the_fix() {
     use hotlab_workloads::gym::GymEnv;
@@ -105,6 +107,13 @@ fn atari_ids_open_as_bytes_and_bad_ones_are_refused_naming_the_fix() {
     let typo = GymEnv::open("ALE/Breakot-v5", Some(python()), json!({})).err().unwrap();
     assert_eq!(typo.field, "gym_id", "{typo}");
     assert!(typo.message.contains("no env 'ALE/Breakot-v5'") && typo.message.contains("ALE/Breakout-v5"), "{typo}");
+
+    let wrapped = GymEnv::open_with("ALE/Breakout-v5", Some(python()), json!({}), true).unwrap();
+    let field = &wrapped.spec().fields[0];
+    assert_eq!((field.shape.as_slice(), field.kind), (&[4, 84, 84][..], FieldKind::U8), "preprocessed and stacked");
+    let not_atari = GymEnv::open_with("CartPole-v1", Some(python()), json!({}), true).err().unwrap();
+    assert_eq!(not_atari.field, "gym_wrappers", "{not_atari}");
+    assert!(not_atari.message.contains("'CartPole-v1' is not an Atari env"), "{not_atari}");
 
     let bare = repo().join(".venv-envpool/bin/python");
     let probe = run(std::process::Command::new(&bare)

@@ -434,8 +434,8 @@ fn say_what_gym_envs_need(python: &Path) {
     } else {
         eprintln!("    gymnasium and MuJoCo are there");
     }
-    if !has("ale_py") {
-        eprintln!("    no Atari: its envs (gym:ALE/Breakout-v5, ...) need `{pip} \"gymnasium[atari]\"` (ale-py, its ROMs included)");
+    if !has("ale_py") || !has("cv2") {
+        eprintln!("    no Atari: its envs (gym:ALE/Breakout-v5, ...) need `{pip} \"gymnasium[atari]\" opencv-python-headless` (ale-py, its ROMs included; OpenCV for the preprocessing)");
     }
 }
 
@@ -448,13 +448,21 @@ fn has_osmesa(python: &Path) -> bool {
 /// The tests' Python packages: gymnasium with its classic-control extra (the reference
 /// CartPole, and pygame, which draws the classic-control envs' pictures) and its mujoco
 /// extra (MuJoCo's envs: the Box actions' learning test), its atari extra (ale-py, whose
-/// wheel ships the ROMs: Atari's ids and their refusals), and a real Ray.
+/// wheel ships the ROMs: Atari's ids and their refusals) with OpenCV (which Atari's
+/// preprocessing resizes frames with), and a real Ray.
 fn ensure_python_test_tools(python: &Path) -> Result<()> {
     step("gymnasium[classic-control,mujoco,atari] (reference CartPole; pygame draws env pictures; MuJoCo's and Atari's envs)");
-    if succeeds(Command::new(python).args(["-c", "import gymnasium, pygame, mujoco, ale_py"])) {
+    if succeeds(Command::new(python).args(["-c", "import gymnasium, pygame, mujoco, ale_py, cv2"])) {
         eprintln!("    already installed");
     } else {
-        let pip = ["-m", "pip", "install", "--disable-pip-version-check", "gymnasium[classic-control,mujoco,atari]"];
+        let pip = [
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "gymnasium[classic-control,mujoco,atari]",
+            "opencv-python-headless",
+        ];
         run(Command::new(python).args(pip))?;
     }
 

@@ -274,7 +274,10 @@ mod tests {
         let to_json = |spec: &RunSpec| serde_json::to_value(spec).unwrap().as_object().unwrap().clone();
         let mut spec = to_json(&RunSpec::default());
         env.set(&mut spec, Value::from("gym:Acrobot-v1"));
-        assert_eq!(spec["workload"], serde_json::json!({"gym": {"id": "Acrobot-v1", "python": null, "kwargs": {}}}));
+        assert_eq!(
+            spec["workload"],
+            serde_json::json!({"gym": {"id": "Acrobot-v1", "python": null, "kwargs": {}, "wrappers": "auto"}})
+        );
         spec["workload"]["gym"]["python"] = Value::from("/opt/py");
         env.set(&mut spec, Value::from("gym:my_envs:make"));
         assert_eq!(spec["workload"]["gym"]["id"], "my_envs:make", "the id is all after the first ':'");

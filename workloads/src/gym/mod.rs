@@ -44,7 +44,8 @@ pub const FRAME_ENVS: usize = 4;
 impl crate::Native for GymSpec {
     fn load(settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
         let python = settings.python.as_ref().map(PathBuf::from);
-        Ok(Arc::new(GymEnv::open(&settings.id, python, serde_json::Value::Object(settings.kwargs.clone()))?))
+        let kwargs = serde_json::Value::Object(settings.kwargs.clone());
+        Ok(Arc::new(GymEnv::open_with(&settings.id, python, kwargs, settings.atari())?))
     }
 
     /// The Gymnasium ids the default Python can make, by family.
@@ -68,6 +69,16 @@ impl GymEnv {
     /// Probes `id` (a registered id, or `module:callable`) with `python` (the default
     /// interpreter when None); refused, naming the field, when it cannot run.
     pub fn open(id: &str, python: Option<PathBuf>, kwargs: serde_json::Value) -> Result<Self, SpecError> {
+        Self::open_with(id, python, kwargs, false)
+    }
+
+    /// [`GymEnv::open`], each env wrapped in Atari's preprocessing where `atari`.
+    pub fn open_with(
+        id: &str,
+        python: Option<PathBuf>,
+        kwargs: serde_json::Value,
+        atari: bool,
+    ) -> Result<Self, SpecError> {
         if id.trim().is_empty() {
             return Err(SpecError::new("gym_id", "is empty: give a Gymnasium id (gym:CartPole-v1) or module:callable"));
         }
@@ -78,7 +89,7 @@ impl GymEnv {
             ));
         }
         let python = python.unwrap_or_else(python::default_python);
-        let probe = python::probe(&python, id, &kwargs)?;
+        let probe = python::probe(&python, id, &kwargs, atari)?;
         if probe.continuous > MAX_CONTINUOUS {
             return Err(SpecError::new(
                 "gym_id",

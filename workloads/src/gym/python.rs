@@ -67,6 +67,9 @@ pub struct Probe {
     pub max_episode_steps: Option<u64>,
     /// The env's registered id (or what it prints as).
     pub name: String,
+    /// Whether each env is wrapped in Atari's preprocessing (what the probe was asked).
+    #[serde(skip)]
+    pub atari: bool,
 }
 
 fn f32_kind() -> FieldKind {
@@ -91,8 +94,8 @@ struct Refusal {
 /// The env's spaces, from one short run of the worker in probe mode; a missing
 /// interpreter, a missing gymnasium, an unknown id or an unsupported space is refused with
 /// what to do.
-pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value) -> Result<Probe, SpecError> {
-    let args = serde_json::json!({"mode": "probe", "id": id, "kwargs": kwargs, "python": python});
+pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value, atari: bool) -> Result<Probe, SpecError> {
+    let args = serde_json::json!({"mode": "probe", "id": id, "kwargs": kwargs, "python": python, "atari": atari});
     let out = Command::new(python).arg("-c").arg(WORKER).arg(args.to_string()).stdin(Stdio::null()).output();
     let out = out.map_err(|e| {
         SpecError::new(
@@ -107,16 +110,21 @@ pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value) -> Result<Prob
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     if let Ok(refused) = serde_json::from_str::<Refusal>(line) {
         // An unsupported space is the chosen env's: named on its id.
-        let field = if refused.field == "python" { "python" } else { "gym_id" };
+        let field = match refused.field.as_str() {
+            "python" => "python",
+            "wrappers" => "gym_wrappers",
+            _ => "gym_id",
+        };
         return Err(SpecError::new(field, refused.message));
     }
-    serde_json::from_str::<Probe>(line).map_err(|_| {
+    let probe = serde_json::from_str::<Probe>(line).map_err(|_| {
         let stderr = String::from_utf8_lossy(&out.stderr);
         SpecError::new(
             "gym_id",
             format!("probing '{id}' with {} failed ({}): {}", python.display(), out.status, stderr.trim()),
         )
-    })
+    })?;
+    Ok(Probe { atari, ..probe })
 }
 
 /// Gymnasium's registered ids by family, as `python` sees them (the worker in `ids`
@@ -209,7 +217,7 @@ pub fn worker_command(
     let args = serde_json::json!({
         "mode": "serve", "id": id, "kwargs": kwargs, "python": python, "fd": fd, "worker": w, "workers": l.workers,
         "envs": l.envs, "first": first, "count": count, "seed": seed, "wait": wait.as_str(),
-        "parent": std::process::id(), "starts": probe.starts, "layout": region,
+        "parent": std::process::id(), "starts": probe.starts, "layout": region, "atari": probe.atari,
         "frame": pictures.map(|dir| serde_json::json!({
             "path": dir.join(pictures::PICTURE), "want": dir.join(pictures::WANT),
             "every_s": pictures::EVERY_S, "max_side": GymImage::MAX_SIDE,

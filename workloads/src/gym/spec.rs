@@ -8,9 +8,27 @@
 use crate::advice::Recommendation;
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use crate::spec::choices::choice;
 use crate::spec::{Backend, ExecSpec, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
 use crate::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+choice!(
+    /// The wrappers around each env, applied in its worker process.
+    GymWrappers, "gym wrappers" {
+        /// `atari` for Atari's ids (`ALE/…`), `none` for any other.
+        #[default]
+        Auto = "auto",
+        /// The standard Atari preprocessing (CleanRL's `ppo_atari.py`): up to 30 no-op
+        /// starts, 4 frames skipped with the last two max-pooled, 84×84 grayscale, FIRE
+        /// pressed after each reset, rewards clipped to their sign for learning (episode
+        /// returns stay the game's score), and the last 4 frames stacked, `[4, 84, 84]`.
+        Atari = "atari",
+        /// The env as it is.
+        None = "none",
+    }
+);
 
 /// A Gymnasium env's settings: in JSON `{"gym": {"id": …, "python": …, "kwargs": {…}}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,11 +42,25 @@ pub struct GymSpec {
     pub python: Option<String>,
     /// Keywords for `gymnasium.make` (or the callable), a JSON object. Flag `--gym-kwargs`.
     pub kwargs: serde_json::Map<String, serde_json::Value>,
+    /// The wrappers around each env (`auto`: Atari's preprocessing for `ALE/` ids). Flag
+    /// `--gym-wrappers`.
+    pub wrappers: GymWrappers,
 }
 
 impl Default for GymSpec {
     fn default() -> Self {
-        Self { id: "CartPole-v1".into(), python: None, kwargs: serde_json::Map::new() }
+        Self { id: "CartPole-v1".into(), python: None, kwargs: serde_json::Map::new(), wrappers: GymWrappers::Auto }
+    }
+}
+
+impl GymSpec {
+    /// Whether the envs get Atari's preprocessing.
+    pub fn atari(&self) -> bool {
+        match self.wrappers {
+            GymWrappers::Auto => self.id.starts_with("ALE/"),
+            GymWrappers::Atari => true,
+            GymWrappers::None => false,
+        }
     }
 }
 
@@ -78,6 +110,14 @@ impl Settings for GymSpec {
         .about("the Python interpreter that runs the envs, with gymnasium and your env's dependencies (default: $HOTLAB_PYTHON, the active venv, the project's .venv, then python3)"),
         setting(EnvName::Gym, "gym_kwargs", "workload.gym.kwargs", Object, "gym: make()'s keywords, a JSON object")
             .about("keywords for gymnasium.make (or your callable), a JSON object: '{\"continuous\": true}' for LunarLander's continuous mode, '{\"max_episode_steps\": 200}', a MuJoCo env's options ('{\"forward_reward_weight\": 2.0}'); the env is probed with them before the run starts"),
+        setting(
+            EnvName::Gym,
+            "gym_wrappers",
+            "workload.gym.wrappers",
+            Choice(GymWrappers::ALL),
+            "gym: the wrappers around each env (auto: Atari's preprocessing for ALE/ ids)",
+        )
+        .about("the wrappers around each env, in its worker: `atari`, the standard Atari preprocessing (CleanRL's ppo_atari.py: up to 30 no-op starts, 4 frames skipped and the last two max-pooled, 84×84 grayscale, FIRE after each reset, rewards clipped to their sign for learning while episode returns stay the game's score, the last 4 frames stacked); `none`, the env as it is; `auto`, atari for ALE/ ids"),
     ];
     /// The envs step in Python processes: one holding them all (`vectorized`) or several
     /// (`subprocess`); no scalar env lives in this process.

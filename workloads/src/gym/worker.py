@@ -77,9 +77,14 @@ def takes(f, name):
     return any(p.name == name or p.kind == p.VAR_KEYWORD for p in params)
 
 
-def make(gym, target, kwargs, drawn=False):
+def make(gym, target, kwargs, drawn=False, atari=False):
     """`ID` (a registered id), or `module:callable` (a factory or an env class); `drawn`:
-    in `rgb_array` render mode, unless the keywords choose a mode or the callable takes none."""
+    in `rgb_array` render mode, unless the keywords choose a mode or the callable takes none;
+    `atari`: wrapped in Atari's preprocessing (`preprocess`)."""
+    if atari:
+        # The preprocessing skips the frames itself: the env must not (ALE's v5 skip 4).
+        skip = {"frameskip": 1} if target.startswith("ALE/") else {}
+        return preprocess(gym, make(gym, target, dict(skip, **kwargs), drawn), target)
     if drawn and "render_mode" not in kwargs:
         kwargs = dict(kwargs, render_mode="rgb_array")
     if ":" in target:
@@ -97,7 +102,7 @@ def make(gym, target, kwargs, drawn=False):
             return factory(**kwargs)
         # A registered id that needs its module imported first (Gymnasium's `module:Id`).
     if target.startswith("ALE/"):
-        atari(target)
+        register_atari(target)
     try:
         return gym.make(target, **kwargs)
     except gym.error.Error as e:
@@ -112,13 +117,53 @@ def make(gym, target, kwargs, drawn=False):
 ATARI_INSTALL = '-m pip install "gymnasium[atari]"'
 
 
-def atari(target):
+def register_atari(target):
     """Registers the `ALE/` ids, or refuses `target` naming what to install."""
     try:
         import ale_py  # noqa: F401
     except ImportError as e:
         fail("id", f"'{target}' is an Atari env, and this Python has no ale-py ({e}): "
                    f"install it with `{sys.executable} {ATARI_INSTALL}` (its wheel includes the ROMs)")
+
+
+# Where a wrapped env's step puts the reward before clipping: episode returns are the game's.
+RAW_REWARD = "hotlab_raw_reward"
+
+
+def preprocess(gym, env, target):
+    """Atari's standard preprocessing (CleanRL's `ppo_atari.py`, with Gymnasium's own
+    wrappers): no-op starts (up to 30), 4 frames skipped with the last two max-pooled, 84×84
+    grayscale, FIRE after each reset (for games that wait for it), rewards clipped to their
+    sign with the raw reward kept in the info, the last 4 frames stacked: `[4, 84, 84]` uint8."""
+    import numpy as np
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    if not hasattr(env.unwrapped, "ale"):
+        fail("wrappers", f"'{target}' is not an Atari env (ALE/...), and atari is Atari's preprocessing; "
+                   "allowed for it: none or auto")
+    try:
+        env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
+    except Exception as e:
+        fail("id", f"'{target}' cannot take Atari's preprocessing ({type(e).__name__}: {e}); "
+                   "run it with --gym-wrappers none")
+
+    class FireReset(gym.Wrapper):
+        def reset(self, **kw):
+            obs, info = self.env.reset(**kw)
+            meanings = self.env.unwrapped.get_action_meanings()
+            if len(meanings) > 1 and meanings[1] == "FIRE":
+                obs, _, term, trunc, info = self.env.step(1)
+                if term or trunc:
+                    obs, info = self.env.reset(**kw)
+            return obs, info
+
+    class ClipReward(gym.Wrapper):
+        def step(self, action):
+            obs, reward, term, trunc, info = self.env.step(action)
+            info[RAW_REWARD] = float(reward)
+            return obs, float(np.sign(reward)), term, trunc, info
+
+    return FrameStackObservation(ClipReward(FireReset(env)), 4)
 
 
 def describe(gym, env):
@@ -162,7 +207,7 @@ def describe(gym, env):
 def probe(a):
     gym = import_gymnasium(a["python"])
     try:
-        env = make(gym, a["id"], a.get("kwargs") or {})
+        env = make(gym, a["id"], a.get("kwargs") or {}, atari=a.get("atari", False))
         answer = describe(gym, env)
         env.close()
     except Exception as e:
@@ -306,7 +351,8 @@ def serve(a):
     first, count, seed, w = a["first"], a["count"], a["seed"], a["worker"]
     kwargs = a.get("kwargs") or {}
     pictures = Pictures(a["frame"]) if a.get("frame") and count else None
-    local = [make(gym, a["id"], kwargs, drawn=pictures is not None and i == 0) for i in range(count)]
+    atari = a.get("atari", False)
+    local = [make(gym, a["id"], kwargs, drawn=pictures is not None and i == 0, atari=atari) for i in range(count)]
     mm = mmap.mmap(a["fd"], L["size"])
     f = Futex(mm)
     go, command, done = f.word(0), f.word(L["command"]), f.word(L["done"])
@@ -376,8 +422,9 @@ def serve(a):
                 else:
                     acts = (actions[:, 0] + starts[0]).tolist() if one_head else list(actions + starts)
                 for i, env in enumerate(local):
-                    o, r, term, trunc, _ = env.step(acts[i])
-                    ep_return[i] += float(r)
+                    o, r, term, trunc, info = env.step(acts[i])
+                    # The game's score where the reward the policy sees is clipped.
+                    ep_return[i] += info.get(RAW_REWARD, r) if atari else float(r)
                     ep_length[i] += 1
                     if term or trunc:
                         final_obs[i] = np.asarray(o, dtype=odt).reshape(-1)
