@@ -583,7 +583,7 @@ fn the_cli_refuses_bad_gym_runs_naming_the_flag() {
         last_json(&out)["config"]["workload"].clone()
     };
     let by_env = workload(&["--env", "gym:Acrobot-v1", "--python", &python]);
-    assert_eq!(by_env, json!({"gym": {"id": "Acrobot-v1", "python": python, "kwargs": {}}}));
+    assert_eq!(by_env, json!({"gym": {"id": "Acrobot-v1", "python": python, "kwargs": {}, "wrappers": "auto"}}));
     assert_eq!(workload(&["--python", &python, "--gym-id", "Acrobot-v1", "--env", "gym"]), by_env);
 }
 
