@@ -55,6 +55,20 @@ pub fn rollout_figures(real: &Tensor, out: &mut Losses, c: &mut Counters) {
 }
 
 /// The log-std's shown components as figures (`action.log_std_j`).
+/// [`log_std_figures`] of a network's log-std parameter, where it has one, read to the host
+/// with the copy counted.
+pub fn read_log_std_figures(
+    log_std: Option<&tch::Tensor>,
+    out: &mut Losses,
+    c: &mut hotlab_shared::counters::Counters,
+) {
+    if let Some(log_std) = log_std {
+        let mut host = vec![0f32; log_std.numel()];
+        crate::exec::transfer::read_into(log_std, &mut host, c);
+        log_std_figures(&host, out);
+    }
+}
+
 pub fn log_std_figures(log_std: &[f32], out: &mut Losses) {
     for (j, &l) in log_std.iter().take(SHOWN).enumerate() {
         out.push(format!("action.log_std_{j}"), l as f64);

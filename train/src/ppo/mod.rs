@@ -133,6 +133,50 @@ pub trait Actor<P> {
     fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)>;
 }
 
+/// An update's epochs for an autograd [`Pass`]: each epoch's rows gathered in their
+/// shuffled order on the network's device, then cut into contiguous minibatches.
+pub struct Epochs<'a> {
+    batch: &'a Batch,
+    shuffled: Option<Batch>,
+    mb_size: i64,
+}
+
+impl<'a> Epochs<'a> {
+    pub fn new(batch: &'a Batch, spec: &RunSpec) -> Self {
+        Self { batch, shuffled: None, mb_size: spec.minibatch_size() as i64 }
+    }
+
+    /// A new epoch: the rows in `order`, gathered on `device`.
+    pub fn shuffle(&mut self, order: &[i64], device: tch::Device) {
+        self.shuffled = Some(self.batch.select(&Tensor::from_slice(order).to_device(device)));
+    }
+
+    /// Minibatch `m` of the epoch (a view).
+    pub fn minibatch(&self, m: usize) -> Batch {
+        self.shuffled.as_ref().expect("an epoch has begun").rows(m as i64 * self.mb_size, self.mb_size)
+    }
+}
+
+/// The end of an autograd [`Pass::gradient`]: the forward's span closes, the loss's
+/// backward fills the flat gradient as its own span, and the statistics are read (the last
+/// minibatch's only).
+pub fn backward(loss: &Tensor, stats: Option<Tensor>, prof: &mut Profiler, s: Instant) -> (Option<Vec<f64>>, Instant) {
+    let s = prof.stop(hotlab_shared::profile::Phase::UPDATE_FORWARD, s);
+    backward_after(loss, stats, prof, s)
+}
+
+/// [`backward`] once the forward's span is closed (a workload that splits it).
+pub fn backward_after(
+    loss: &Tensor,
+    stats: Option<Tensor>,
+    prof: &mut Profiler,
+    s: Instant,
+) -> (Option<Vec<f64>>, Instant) {
+    loss.backward();
+    let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(tch::Kind::Double)).unwrap_or_default());
+    (stats, prof.stop(hotlab_shared::profile::Phase::BACKWARD, s))
+}
+
 /// An eager actor's [`Actor::finish`]: its log-probs and values stayed on the device.
 pub fn device_outputs(rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
     let (lp, v) = rollout.device.as_ref().map(|(a, b)| (a.shallow_clone(), b.shallow_clone()))?;

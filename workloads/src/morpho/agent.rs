@@ -16,14 +16,14 @@ use hotlab_train::models::mlp::policy::ActorCritic;
 
 use hotlab_train::ppo::loss::loss_from;
 use hotlab_train::ppo::update::UpdateCtx;
-use hotlab_train::ppo::{device_outputs, Actor, Pass, PpoPolicy};
+use hotlab_train::ppo::{device_outputs, Actor, Epochs, Pass, PpoPolicy};
 use hotlab_train::precision::Precision;
 use hotlab_train::profiler::Profiler;
 use hotlab_train::rollout::{Batch, Rollout};
 use hotlab_train::workload::TrainedPolicy;
 use std::sync::Arc;
 use std::time::Instant;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 /// The network as PPO trains it, and the workload it plays.
 pub struct MorphoAgent {
@@ -43,7 +43,7 @@ impl PpoPolicy for MorphoAgent {
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, _precision: &Precision) -> MorphoPass<'a> {
         // Checked when the run's spec was validated.
         let head_ent = self.workload.settings.head_entropy(spec.ppo.ent_coef).ok().flatten();
-        MorphoPass { agent: self, batch, shuffled: None, mb_size: spec.minibatch_size() as i64, head_ent }
+        MorphoPass { agent: self, epochs: Epochs::new(batch, spec), head_ent }
     }
 
     fn into_trained(self, _obs_norm: Option<hotlab_train::normalize::ObsNorm>) -> Box<dyn TrainedPolicy> {
@@ -54,16 +54,14 @@ impl PpoPolicy for MorphoAgent {
 /// One update: the epoch's shuffled batch.
 pub struct MorphoPass<'a> {
     agent: &'a mut MorphoAgent,
-    batch: &'a Batch,
-    shuffled: Option<Batch>,
-    mb_size: i64,
+    epochs: Epochs<'a>,
     /// `--head-ent-coef`'s coefficient per head, where given.
     head_ent: Option<[f64; 8]>,
 }
 
 impl Pass for MorphoPass<'_> {
     fn epoch(&mut self, order: &mut [i64]) {
-        self.shuffled = Some(self.batch.select(&Tensor::from_slice(order).to_device(self.agent.net.device())));
+        self.epochs.shuffle(order, self.agent.net.device());
     }
 
     fn gradient(
@@ -75,7 +73,7 @@ impl Pass for MorphoPass<'_> {
         prof: &mut Profiler,
         s: Instant,
     ) -> (Option<Vec<f64>>, Instant) {
-        let mb = self.shuffled.as_ref().expect("an epoch has begun").rows(m as i64 * self.mb_size, self.mb_size);
+        let mb = self.epochs.minibatch(m);
         let net = &mut self.agent.net;
         net.zero_grad();
         let (logits, value) = (net.logits(&mb.obs), net.value(&mb.obs));
@@ -83,10 +81,7 @@ impl Pass for MorphoPass<'_> {
         let mask = distribution::resolve_rows(&mb.extra[0].ne(0), &mb.actions.select(1, 0), ctx.heads);
         let head_ent = self.head_ent.as_ref().map(|c| &c[..]);
         let (loss, stats) = loss_from(&logits, &value, Some(&mask), &mb, ctx.heads, ctx.spec, last, head_ent);
-        let s = prof.stop(Phase::UPDATE_FORWARD, s);
-        loss.backward();
-        let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
-        (stats, prof.stop(Phase::BACKWARD, s))
+        hotlab_train::ppo::backward(&loss, stats, prof, s)
     }
 
     fn params(&mut self) -> (&mut Tensor, &mut Tensor) {

@@ -17,7 +17,7 @@ use hotlab_train::profiler::Profiler;
 use hotlab_train::rollout::Batch;
 use hotlab_train::workload::TrainedPolicy;
 use std::time::Instant;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 impl PpoPolicy for ProofAgent {
     type Pass<'a> = ProofPass<'a>;
@@ -117,9 +117,7 @@ impl Pass for ProofPass<'_> {
             let mask = mb.extra[1].ne(0);
             let (loss, stats) = loss_from(&out.logits, &out.value, Some(&mask), &mb, ctx.heads, spec, last, None);
             let s = prof.stop_split(Phase::UPDATE_FORWARD, EMBEDDING_LOOKUP, out.lookup_s, s);
-            loss.backward();
-            let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
-            (stats, prof.stop(Phase::BACKWARD, s))
+            hotlab_train::ppo::backward_after(&loss, stats, prof, s)
         }
     }
 

@@ -10,7 +10,7 @@ use crate::exec::EnvMaker;
 use crate::normalize::ObsNorm;
 use crate::ppo::loss::loss_of_heads;
 use crate::ppo::update::UpdateCtx;
-use crate::ppo::{device_outputs, Actor, Pass, PpoPolicy};
+use crate::ppo::{self, device_outputs, Actor, Epochs, Pass, PpoPolicy};
 use crate::precision::Precision;
 use crate::profiler::Profiler;
 use crate::rollout::{Batch, Rollout};
@@ -23,7 +23,7 @@ use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{ActionSync, RunSpec};
 use std::sync::Arc;
 use std::time::Instant;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 /// The network and the envs it plays (for evaluation).
 pub struct CnnAgent {
@@ -40,7 +40,7 @@ impl PpoPolicy for CnnAgent {
     }
 
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, _precision: &Precision) -> CnnPass<'a> {
-        CnnPass { agent: self, batch, shuffled: None, mb_size: spec.minibatch_size() as i64 }
+        CnnPass { agent: self, epochs: Epochs::new(batch, spec) }
     }
 
     fn into_trained(self, _obs_norm: Option<ObsNorm>) -> Box<dyn TrainedPolicy> {
@@ -48,25 +48,19 @@ impl PpoPolicy for CnnAgent {
     }
 
     fn figures(&self, out: &mut Losses, c: &mut Counters) {
-        if let Some(log_std) = self.net.log_std() {
-            let mut host = vec![0f32; log_std.numel()];
-            read_into(log_std, &mut host, c);
-            distribution::gaussian::log_std_figures(&host, out);
-        }
+        distribution::gaussian::read_log_std_figures(self.net.log_std(), out, c);
     }
 }
 
 /// One update: the epoch's shuffled batch, cut into minibatches.
 pub struct CnnPass<'a> {
     agent: &'a mut CnnAgent,
-    batch: &'a Batch,
-    shuffled: Option<Batch>,
-    mb_size: i64,
+    epochs: Epochs<'a>,
 }
 
 impl Pass for CnnPass<'_> {
     fn epoch(&mut self, order: &mut [i64]) {
-        self.shuffled = Some(self.batch.select(&Tensor::from_slice(order).to_device(self.agent.net.device())));
+        self.epochs.shuffle(order, self.agent.net.device());
     }
 
     fn gradient(
@@ -78,16 +72,13 @@ impl Pass for CnnPass<'_> {
         prof: &mut Profiler,
         s: Instant,
     ) -> (Option<Vec<f64>>, Instant) {
-        let mb = self.shuffled.as_ref().expect("an epoch has begun").rows(m as i64 * self.mb_size, self.mb_size);
+        let mb = self.epochs.minibatch(m);
         let net = &mut self.agent.net;
         net.zero_grad();
         let features = net.features(&mb.obs);
         let (outputs, value) = (net.outputs(&features), net.value(&features));
         let (loss, stats) = loss_of_heads(&outputs, net.log_std(), &value, &mb, ctx.heads, ctx.spec, last);
-        let s = prof.stop(Phase::UPDATE_FORWARD, s);
-        loss.backward();
-        let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(Kind::Double)).unwrap_or_default());
-        (stats, prof.stop(Phase::BACKWARD, s))
+        ppo::backward(&loss, stats, prof, s)
     }
 
     fn params(&mut self) -> (&mut Tensor, &mut Tensor) {

@@ -10,7 +10,6 @@ use super::{MlpAgent, TrainedMlp};
 use crate::cuda::loss::PpoLossGrad;
 use crate::distribution::gaussian;
 use crate::exec::helper::Helper;
-use crate::exec::transfer::read_into;
 use crate::normalize::ObsNorm;
 use crate::ppo::advantages;
 use crate::ppo::update::UpdateCtx;
@@ -62,11 +61,7 @@ impl PpoPolicy for MlpAgent {
     }
 
     fn figures(&self, out: &mut Losses, c: &mut Counters) {
-        if let Some(log_std) = self.net.log_std() {
-            let mut host = vec![0f32; log_std.numel()];
-            read_into(log_std, &mut host, c);
-            gaussian::log_std_figures(&host, out);
-        }
+        gaussian::read_log_std_figures(self.net.log_std(), out, c);
     }
 }
 
