@@ -11,16 +11,17 @@ let browser;
 before(async () => ({ lab, browser } = await labAndBrowser()));
 after(() => stopAll(browser, lab));
 
-const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'mujoco-fast'];
-// What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow
-// and mujoco presets train for minutes (mujoco and mujoco-fast: 1M steps of HalfCheetah), so their cards
+const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'atari', 'mujoco-fast'];
+// What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow,
+// mujoco and atari presets train for minutes to days (mujoco and mujoco-fast: 1M steps of
+// HalfCheetah; atari: 10M steps of Breakout), so their cards
 // are only opened into the form; the dreamer preset
 // trains for two to four minutes on 2 cores, so its run is stopped from its page once its
 // world model has trained (the CLI's test trains it for 24 of its 32 iterations and checks
 // what its world model learned); the morpho preset's run, about a minute, is stopped once
 // its agent has made two updates (the morpho tests check what its run learns and
 // evaluates).
-const RUNNABLE = PRESETS.filter((p) => p !== 'gpu' && p !== 'grow' && !p.startsWith('mujoco'));
+const RUNNABLE = PRESETS.filter((p) => !['gpu', 'grow', 'atari'].includes(p) && !p.startsWith('mujoco'));
 const STOPPED = ['dreamer', 'morpho'];
 const WORKLOAD = { cleanrl: 'cartpole', wide: 'cartpole', proof: 'proof', morpho: 'morpho', dreamer: 'dreamer' };
 

@@ -65,7 +65,7 @@ mod tests {
         let e = Preset::find("huge").unwrap_err();
         assert!(
             e.contains("'huge'")
-                && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, grow, dreamer, mujoco, mujoco-fast"),
+                && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, grow, dreamer, mujoco, atari, mujoco-fast"),
             "{e}"
         );
     }

@@ -9,7 +9,7 @@ use crate::advice::Recommendation;
 use crate::knobs::{Knob, KnobKind::*};
 use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use crate::spec::choices::choice;
-use crate::spec::{Backend, ExecSpec, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
+use crate::spec::{Backend, ExecSpec, Inference, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
 use crate::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -130,6 +130,11 @@ impl Settings for GymSpec {
             mujoco,
         ),
         Preset::new(
+            "atari",
+            "Breakout with CleanRL's ppo_atari.py settings: Atari's preprocessing, the Nature CNN, 8 envs × 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs gymnasium[atari]",
+            atari,
+        ),
+        Preset::new(
             "mujoco-fast",
             "mujoco's batch of 2048 steps from 8 envs × 256 steps, stepped by one worker process per core: the same update, the envs' Python on every core; needs gymnasium[mujoco]",
             mujoco_fast,
@@ -200,6 +205,40 @@ impl Settings for GymSpec {
 /// minibatches, 10 epochs, lr 3e-4 annealed, γ 0.99, λ 0.95, clip 0.2, no entropy bonus,
 /// the value loss at 0.5, grad-norm 0.5, both normalizers (`auto`: on for a Box action),
 /// 1M steps. Another MuJoCo env is `--gym-id`.
+/// CleanRL's `ppo_atari.py`: its defaults, on ALE's Breakout (v5, sticky actions) with the
+/// standard preprocessing; 8 envs in 2 worker processes.
+fn atari() -> RunSpec {
+    RunSpec {
+        workload: WorkloadSpec::Gym(GymSpec {
+            id: "ALE/Breakout-v5".into(),
+            wrappers: GymWrappers::Atari,
+            ..GymSpec::default()
+        }),
+        envs: 8,
+        steps: 128,
+        total_steps: 10_000_000,
+        device: "auto".into(),
+        ppo: PpoSpec {
+            epochs: 4,
+            minibatches: 4,
+            lr: 2.5e-4,
+            anneal_lr: true,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            clip: 0.1,
+            ent_coef: 0.01,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            obs_norm: Norm::Off,
+            reward_norm: Norm::Off,
+            ..PpoSpec::default()
+        },
+        // The CNN's forward is libtorch's (it has no fused form).
+        exec: ExecSpec { backend: Backend::Subprocess, workers: 2, inference: Inference::Eager, ..ExecSpec::default() },
+        ..RunSpec::default()
+    }
+}
+
 fn mujoco() -> RunSpec {
     RunSpec {
         workload: WorkloadSpec::Gym(GymSpec { id: "HalfCheetah-v5".into(), ..GymSpec::default() }),
