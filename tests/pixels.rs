@@ -247,3 +247,36 @@ fn cnn_runs_refuse_what_the_cnn_has_no_form_for() {
         assert!(stderr(&out).contains(says), "{flag} {value}: {}", stderr(&out));
     }
 }
+
+/// The frames go to the device as bytes, never as floats: a CNN run's host→device bytes
+/// are, exactly, each step's frames (144 bytes an env), the rollout's frames again for the
+/// update, one frame per env for the last values and one per truncated episode for its
+/// bootstrap, and the update's actions (8 bytes), advantages and returns (4 each) per row.
+/// As floats, the frames alone would be four times that. Over envs and steps.
+#[test]
+fn a_cnn_run_moves_its_frames_to_the_device_as_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("quadrant_envs.py"), QUADRANTS).unwrap();
+    for (envs, steps) in [(2u64, 32u64), (3, 48)] {
+        let out = run(hotlab().env("PYTHONPATH", dir.path()).args([
+            "train",
+            "--env",
+            "gym:quadrant_envs:small",
+            "--envs",
+            &envs.to_string(),
+            "--steps",
+            &steps.to_string(),
+            "--total-steps",
+            &(2 * envs * steps).to_string(),
+            "--minibatches",
+            "2",
+            "--json",
+        ]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = last_json(&out);
+        let (frame, rows, ended) = (12 * 12, 2 * envs * steps, report["episodes"].as_u64().unwrap());
+        assert!(ended >= envs * 4, "episodes of 16 steps ended: {ended}");
+        let want = 2 * rows * frame + (2 * envs + ended) * frame + rows * (8 + 4 + 4);
+        assert_eq!(report["counters"]["h2d_bytes"].as_u64(), Some(want), "{envs} envs × {steps} steps: {report}");
+    }
+}
