@@ -182,6 +182,29 @@ test('a Gymnasium env runs from the lab: env 0 as it draws itself, its observati
   await context.close();
 });
 
+test('an Atari env runs from the lab: env 0 as the CNN sees it, its 4 stacked 84×84 frames painted', async () => {
+  const id = await lab.launch({ env: 'gym', gym_id: 'ALE/Breakout-v5', envs: 2, steps: 32, total_steps: 50_000_000, device: 'cpu' });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const gym = page.getByTestId('rollout-gym');
+  await gym.getByTestId('gym-seen').nth(3).waitFor({ timeout: 90_000 });
+  assert.equal(await gym.getByTestId('gym-seen').count(), 4);
+  assert.match(await gym.textContent(), /env 0 as the policy sees it: 4 channels of 84×84/);
+  // The newest frame is painted: a grey screen with Breakout's walls and bricks, not blank.
+  const lit = await gym.getByTestId('gym-seen').nth(3).evaluate((c) => {
+    const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let sum = 0;
+    for (let i = 0; i < data.length; i += 4) sum += data[i];
+    return [c.width, c.height, sum];
+  });
+  assert.deepEqual(lit.slice(0, 2), [84, 84]);
+  assert.ok(lit[2] > 0, `painted: ${lit}`);
+  await shot(page, 'run-gym-atari');
+  await page.getByTestId('stop-button').click();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('a Box-action env runs from the lab: the sampled actions, the action chart and the normalizers show; the form takes make() keywords', async () => {
   const id = await lab.launch({ env: 'gym', gym_id: 'Pendulum-v1', envs: 2, steps: 64, total_steps: 50_000_000, device: 'cpu' });
   const { page, errors, context } = await open(`#/run/${id}`);

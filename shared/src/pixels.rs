@@ -10,7 +10,12 @@ pub fn encode(bytes: &[u8]) -> String {
 
 /// The bytes of a frame, if `text` is base64 of exactly `side × side` bytes.
 pub fn decode(text: &str, side: usize) -> Option<Vec<u8>> {
-    STANDARD.decode(text).ok().filter(|b| b.len() == side * side)
+    decode_len(text, side * side)
+}
+
+/// The bytes of a frame, if `text` is base64 of exactly `len` bytes.
+pub fn decode_len(text: &str, len: usize) -> Option<Vec<u8>> {
+    STANDARD.decode(text).ok().filter(|b| b.len() == len)
 }
 
 /// A `side × side` frame at half the side, each pixel the mean of its 2 × 2 block.

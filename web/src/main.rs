@@ -28,6 +28,7 @@ mod lessons;
 mod machines;
 mod pg_engine;
 mod phases;
+mod pixels;
 mod playground;
 mod rollout;
 mod route;

@@ -8,15 +8,6 @@ use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::dreamer::DreamerFrame;
 use hotlab_shared::workloads::EnvName;
 use leptos::prelude::*;
-use wasm_bindgen::{Clamped, JsCast};
-
-/// Paints `side × side` grey bytes onto `canvas`.
-fn paint(canvas: &web_sys::HtmlCanvasElement, grey: &[u8], side: u32) -> Option<()> {
-    let ctx: web_sys::CanvasRenderingContext2d = canvas.get_context("2d").ok()??.dyn_into().ok()?;
-    let rgba: Vec<u8> = grey.iter().flat_map(|&g| [g, g, g, 255]).collect();
-    let image = web_sys::ImageData::new_with_u8_clamped_array_and_sh(Clamped(&rgba), side, side).ok()?;
-    ctx.put_image_data(&image, 0.0, 0.0).ok()
-}
 
 /// One frame with its caption; a frame that does not decode shows as blank.
 #[component]
@@ -25,7 +16,7 @@ fn Pixels(caption: String, data: Option<String>, side: u32) -> impl IntoView {
     let grey = data.and_then(|d| pixels::decode(&d, side as usize));
     Effect::new(move |_| {
         if let (Some(canvas), Some(grey)) = (node.get(), grey.as_ref()) {
-            paint(&canvas, grey, side);
+            crate::pixels::paint(&canvas, grey, side, side);
         }
     });
     view! {

@@ -17,19 +17,21 @@ pub mod pictures;
 pub mod python;
 
 use anyhow::Result;
-use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, HeadSpec, Observations};
+use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, FieldKind, FieldSpec, HeadSpec, Observations};
 use hotlab_shared::env::{FieldData, StepBatch};
 use hotlab_shared::env::{ScalarEnv, MAX_CONTINUOUS};
+use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{GymSpec, RunSpec, SpecError, WaitMode};
 use hotlab_shared::suggestions::Suggestions;
-use hotlab_shared::workloads::gym::GymFrame;
+use hotlab_shared::workloads::gym::{GymFrame, GymSeen};
 use hotlab_shared::workloads::EnvName;
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::shm::Layout;
 use hotlab_train::exec::subprocess::{Completion, Subprocess};
 use hotlab_train::exec::EnvMaker;
 use hotlab_train::models;
+use hotlab_train::models::cnn::Image;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
 use pictures::Pictures;
 use python::Probe;
@@ -199,6 +201,26 @@ impl EnvMaker for GymEnv {
     }
 }
 
+/// Most channels of env 0's observation a frame carries (RGB's 3, a frame stack's 4).
+const SEEN_PLANES: usize = 4;
+
+/// Env 0's image as its channels' grey planes (flags as 0 and 255); None for a vector.
+fn seen(spec: &FieldSpec, field: &FieldData) -> Option<GymSeen> {
+    let image = Image::of(spec).ok()?;
+    let (c, h, w) = (image.channels as usize, image.height as usize, image.width as usize);
+    let (FieldData::U8(bytes) | FieldData::Bool(bytes)) = field else { return None };
+    let env0 = bytes.get(..c * h * w)?;
+    let scale = if spec.kind == FieldKind::Bool { 255 } else { 1 };
+    let plane = |k: usize| -> Vec<u8> {
+        match image.channels_last {
+            true => env0.iter().skip(k).step_by(c).map(|&b| b.saturating_mul(scale)).collect(),
+            false => env0[k * h * w..(k + 1) * h * w].iter().map(|&b| b.saturating_mul(scale)).collect(),
+        }
+    };
+    let planes = (0..c.min(SEEN_PLANES)).map(|k| pixels::encode(&plane(k))).collect();
+    Some(GymSeen { width: w as u32, height: h as u32, planes })
+}
+
 impl Workload for GymEnv {
     fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame> {
         let [field] = obs.fields.as_slice() else { return None };
@@ -219,6 +241,7 @@ impl Workload for GymEnv {
             actions: rows(heads).map(|r| actions.index[r].to_vec()).collect(),
             real: if dims == 0 { Vec::new() } else { rows(dims).map(|r| actions.real[r].to_vec()).collect() },
             image: self.pictures.newest(),
+            seen: seen(&self.spec.fields[0], field),
         };
         Some(Frame::new(EnvName::Gym, step, &frame))
     }

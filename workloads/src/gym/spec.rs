@@ -297,6 +297,19 @@ pub struct GymFrame {
     /// taken at most once a second (absent in frames stored before pictures were taken).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<GymImage>,
+    /// Env 0's observation as the policy sees it, where it is an image: each channel (a
+    /// stack's frames, oldest first) a grey plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<GymSeen>,
+}
+
+/// An image observation's channels, each `width × height` grey bytes in base64
+/// ([`crate::pixels`]); flags drawn as 0 and 255.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GymSeen {
+    pub width: u32,
+    pub height: u32,
+    pub planes: Vec<String>,
 }
 
 /// Env 0's picture: what its `render()` returned in `rgb_array` mode, each side shrunk by

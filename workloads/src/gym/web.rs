@@ -1,11 +1,13 @@
-//! A Gymnasium env's view: env 0's picture where the env draws itself (`rgb_array`), then
-//! the first few envs' observation vectors and the actions just chosen, a row per env
+//! A Gymnasium env's view: env 0's picture where the env draws itself (`rgb_array`), env 0's
+//! image as the policy sees it (each channel), then the first few envs' observation vectors
+//! and the actions just chosen, a row per env
 //! (the returns are the run's episode chart).
 //!
 //! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
 
+use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::gym::{GymFrame, GymImage};
+use hotlab_shared::workloads::gym::{GymFrame, GymImage, GymSeen};
 use hotlab_shared::workloads::EnvName;
 use leptos::prelude::*;
 
@@ -13,7 +15,7 @@ use leptos::prelude::*;
 pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
     let mine = move || frame.with(|f| f.as_ref().and_then(|f| f.read::<GymFrame>(EnvName::Gym)));
     move || {
-        mine().map(|GymFrame { id, obs, actions, real, image }| {
+        mine().map(|GymFrame { id, obs, actions, real, image, seen }| {
             let rows = obs.into_iter().zip(actions).enumerate().map(|(e, (o, a))| {
                 let values = o.iter().map(|v| format!("{v:+.3}")).collect::<Vec<_>>().join(" ");
                 let mut action: Vec<String> = a.iter().map(i64::to_string).collect();
@@ -31,10 +33,33 @@ pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
                 <div class="gym" data-testid="rollout-gym">
                     <p><span class="muted">"gym "</span><code>{id}</code></p>
                     {image.map(picture)}
+                    {seen.map(planes)}
                     <table class="gym-obs">{rows.collect_view()}</table>
                 </div>
             }
         })
+    }
+}
+
+/// Env 0's observation as the policy sees it: each channel a grey canvas.
+fn planes(seen: GymSeen) -> impl IntoView {
+    let GymSeen { width, height, planes } = seen;
+    let n = planes.len();
+    let canvases = planes.into_iter().map(move |data| {
+        let node = NodeRef::<leptos::html::Canvas>::new();
+        let grey = pixels::decode_len(&data, (width * height) as usize);
+        Effect::new(move |_| {
+            if let (Some(canvas), Some(grey)) = (node.get(), grey.as_ref()) {
+                crate::pixels::paint(&canvas, grey, width, height);
+            }
+        });
+        view! { <canvas node_ref=node width=width height=height class="pixelated" data-testid="gym-seen"></canvas> }
+    });
+    view! {
+        <figure class="gym-seen">
+            <div class="planes">{canvases.collect_view()}</div>
+            <figcaption class="muted">{format!("env 0 as the policy sees it: {n} channels of {width}×{height}")}</figcaption>
+        </figure>
     }
 }
 
