@@ -218,21 +218,9 @@ fn atari() -> RunSpec {
         steps: 128,
         total_steps: 10_000_000,
         device: "auto".into(),
-        ppo: PpoSpec {
-            epochs: 4,
-            minibatches: 4,
-            lr: 2.5e-4,
-            anneal_lr: true,
-            gamma: 0.99,
-            gae_lambda: 0.95,
-            clip: 0.1,
-            ent_coef: 0.01,
-            vf_coef: 0.5,
-            max_grad_norm: 0.5,
-            obs_norm: Norm::Off,
-            reward_norm: Norm::Off,
-            ..PpoSpec::default()
-        },
+        // ppo.py's defaults (4 epochs of 4 minibatches, lr 2.5e-4 annealed, entropy 0.01,
+        // vf 0.5, grad-norm 0.5) with ppo_atari.py's clip of 0.1; frames are not normalized.
+        ppo: PpoSpec { clip: 0.1, obs_norm: Norm::Off, reward_norm: Norm::Off, ..PpoSpec::default() },
         // The CNN's forward is libtorch's (it has no fused form).
         exec: ExecSpec { backend: Backend::Subprocess, workers: 2, inference: Inference::Eager, ..ExecSpec::default() },
         ..RunSpec::default()
