@@ -11,17 +11,20 @@ let browser;
 before(async () => ({ lab, browser } = await labAndBrowser()));
 after(() => stopAll(browser, lab));
 
-const PRESETS = ['cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'atari', 'mujoco-fast'];
+const PRESETS = [
+  'cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'atari', 'mujoco-fast', 'atari-envpool',
+  'atari-gpu',
+];
 // What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow,
 // mujoco and atari presets train for minutes to days (mujoco and mujoco-fast: 1M steps of
-// HalfCheetah; atari: 10M steps of Breakout), so their cards
+// HalfCheetah; atari, atari-envpool and atari-gpu: 10M steps of Breakout), so their cards
 // are only opened into the form; the dreamer preset
 // trains for two to four minutes on 2 cores, so its run is stopped from its page once its
 // world model has trained (the CLI's test trains it for 24 of its 32 iterations and checks
 // what its world model learned); the morpho preset's run, about a minute, is stopped once
 // its agent has made two updates (the morpho tests check what its run learns and
 // evaluates).
-const RUNNABLE = PRESETS.filter((p) => !['gpu', 'grow', 'atari'].includes(p) && !p.startsWith('mujoco'));
+const RUNNABLE = PRESETS.filter((p) => !['gpu', 'grow'].includes(p) && !p.startsWith('mujoco') && !p.startsWith('atari'));
 const STOPPED = ['dreamer', 'morpho'];
 const WORKLOAD = { cleanrl: 'cartpole', wide: 'cartpole', proof: 'proof', morpho: 'morpho', dreamer: 'dreamer' };
 
@@ -37,7 +40,7 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
   await page.getByTestId('first-visit').waitFor({ timeout: 20_000 });
   for (const way of ['way-run', 'way-lesson', 'way-play']) assert.ok(await page.getByTestId(way).isVisible(), way);
   assert.deepEqual(await page.locator('[data-testid^="preset-"] h4').allTextContents(), PRESETS);
-  assert.equal(await page.getByTestId('lesson-card').count(), 20, 'the catalogue as cards');
+  assert.equal(await page.getByTestId('lesson-card').count(), 22, 'the catalogue as cards');
   assert.ok(await page.getByTestId('play-link').isVisible());
   assert.equal(await page.getByTestId('launch-details').evaluate((d) => d.open), false, 'the form is collapsed');
   assert.equal(await page.getByTestId('launch-preset').textContent(), 'cleanrl');
@@ -184,9 +187,9 @@ test('the lesson cards show this machine\'s checks, and the operator starts them
   assert.match(await card('replay-copies').textContent(),
     /needs a GPU; measured on an NVIDIA H100 80GB HBM3, 2026-11-28: replay=device no_effect ×1\.01 \(0\.78–1\.23; A\/A noise 0\.84–1\.23, 4 s runs × 3 repeats\); the bytes fall 33×/);
   assert.match(await card('worker-waits').textContent(), /not checked on this machine yet/);
-  await page.getByTestId('lesson-checks').filter({ hasText: /2 of 20 lessons checked on / }).waitFor({ timeout: 20_000 });
+  await page.getByTestId('lesson-checks').filter({ hasText: /2 of 22 lessons checked on / }).waitFor({ timeout: 20_000 });
   await page.getByTestId('check-lessons').click();
-  await page.getByTestId('lesson-checks').filter({ hasText: /checking worker-waits on this machine \(19 after it\)/ })
+  await page.getByTestId('lesson-checks').filter({ hasText: /checking worker-waits on this machine \(21 after it\)/ })
     .waitFor({ timeout: 20_000 });
   assert.ok(await page.getByTestId('check-lessons').isDisabled(), 'one check at a time');
   await card('worker-waits').filter({ hasText: /(shows|did not show) here: / }).waitFor({ timeout: 120_000 });

@@ -71,3 +71,8 @@ pub fn assert_verdicts_follow(report: &serde_json::Value) {
 pub fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300)
 }
+
+/// The Python with envpool: the project's `.venv-envpool` (`cargo xtask test` makes it).
+pub fn envpool_python() -> PathBuf {
+    repo().join(".venv-envpool/bin/python")
+}

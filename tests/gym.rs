@@ -8,6 +8,7 @@ use hotlab_shared::env::{Actions, BatchEnv, FieldData, FieldKind, Observations, 
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::WaitMode;
 use hotlab_train::exec::EnvMaker;
+use hotlab_workloads::gym::python::Engine;
 use hotlab_workloads::gym::GymEnv;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -32,11 +33,16 @@ fn reference(id: &str, envs: usize, seed: u64, actions: &[Value]) -> Vec<Value> 
 
 /// [`reference`] of a whole case (with its options: `atari`, `digest`).
 fn reference_of(case: Value) -> Vec<Value> {
+    reference_by(&python(), "tests/gym_vector.py", case)
+}
+
+/// The reference `script` run by `python` on `case`: one JSON line for the reset, then
+/// one per step.
+fn reference_by(python: &std::path::Path, script: &str, case: Value) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("case.json"), dir.path().join("steps.jsonl"));
     std::fs::write(&input, case.to_string()).unwrap();
-    let out =
-        run(std::process::Command::new(python()).arg(repo().join("tests/gym_vector.py")).arg(&input).arg(&output));
+    let out = run(std::process::Command::new(python).arg(repo().join(script)).arg(&input).arg(&output));
     assert!(out.status.success(), "{}", stderr(&out));
     std::fs::read_to_string(&output).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
@@ -133,57 +139,164 @@ fn python_workers_step_as_gymnasium_s_own_vector_env() {
     assert!(ended > 20, "episodes ended mid-test: {ended}");
 }
 
+/// What a run of frame stacks through episode ends saw: games over, lives lost without a
+/// game over, truncations, and the scores summed.
+#[derive(Default)]
+struct Ends {
+    games: usize,
+    lives_lost: usize,
+    truncated: usize,
+    scored: f64,
+}
+
+/// Steps `envs` envs of `env` (`[4, 84, 84]` frame stacks) in `workers` processes through
+/// `actions` and asserts each step equals the reference's line `want[t + 1]` (the reset's
+/// is `want[0]`): every env's frames (CRC-32), the rewards, terminations and truncations,
+/// the final frames of every env whose learner's episode ended, and the games that ended
+/// (`scores`: env → the game's score), env for env.
+fn assert_stacks_as(
+    env: &GymEnv,
+    (envs, workers, seed): (usize, usize, u64),
+    actions: &[Vec<i64>],
+    want: &[Value],
+    ends: &mut Ends,
+) {
+    let mut b = batch(env, envs, seed, workers, WaitMode::Block);
+    let mut obs = Observations::zeros(env.spec(), envs);
+    let mut out = StepBatch::new(env.spec(), envs);
+    b.reset(&mut obs).unwrap();
+    let digests = |field: &FieldData| -> Vec<u64> {
+        field.as_bytes().chunks_exact(4 * 84 * 84).map(|row| crc32fast::hash(row) as u64).collect()
+    };
+    let ints = |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect() };
+    let shape = format!("{} {envs} envs in {workers} processes, seed {seed}", env.id);
+    assert_eq!(digests(&obs.fields[0]), ints(&want[0]["obs"]), "{shape}: reset");
+    for (t, a) in actions.iter().enumerate() {
+        b.step(a, &mut out).unwrap();
+        let (w, at) = (&want[t + 1], format!("{shape}: step {t}"));
+        assert_eq!(digests(&out.obs.fields[0]), ints(&w["obs"]), "{at}: frames");
+        assert_eq!(out.reward, floats(&w["reward"]), "{at}: reward");
+        assert_eq!(
+            (out.terminated.clone(), out.truncated.clone()),
+            (bools(&w["terminated"]), bools(&w["truncated"])),
+            "{at}"
+        );
+        let finals = digests(&out.final_obs.fields[0]);
+        for e in out.ends() {
+            assert_eq!(finals[e], w["final_obs"][&e.to_string()].as_u64().unwrap(), "{at}: env {e}'s final frames");
+        }
+        let scores = w["scores"].as_object().unwrap();
+        let mut games: Vec<usize> = scores.keys().map(|k| k.parse().unwrap()).collect();
+        let mut over: Vec<usize> = out.episodes.iter().map(|end| end.env).collect();
+        games.sort();
+        over.sort();
+        assert_eq!(over, games, "{at}: the games that ended (a lost life ends none)");
+        for end in &out.episodes {
+            assert_eq!(end.episode_return, scores[&end.env.to_string()].as_f64().unwrap(), "{at}: the game's score");
+            ends.scored += end.episode_return;
+        }
+        ends.games += out.episodes.len();
+        ends.lives_lost += out.ends().count() - out.episodes.len();
+        ends.truncated += out.truncated.iter().filter(|&&t| t).count();
+    }
+}
+
+/// `steps` random actions of 4 for `envs` envs, drawn from `seed`.
+fn random_actions(envs: usize, steps: usize, seed: u64) -> Vec<Vec<i64>> {
+    let mut rng = HostRng::new(seed);
+    (0..steps).map(|_| (0..envs).map(|_| (rng.next_u64() % 4) as i64).collect()).collect()
+}
+
 /// With Atari's preprocessing (`--gym-wrappers atari`), each env's stacked frames
 /// (`[4, 84, 84]` bytes) equal those of Gymnasium's `AtariPreprocessing` and
-/// `FrameStackObservation` (the FIRE press and the reward's sign beside them) in its own
-/// vector env, step for step and through episode ends, autoreset included (compared by their
-/// bytes' CRC-32); rewards are the sign, and each ended episode's return is the game's score
-/// (Q*bert's 25 points a cube, not 1). In one process and in two, over seeds.
+/// `FrameStackObservation` (the FIRE press, episodic life and the reward's sign beside
+/// them) in its own vector env, step for step and through episode ends, autoreset included
+/// (compared by their bytes' CRC-32); rewards are the sign; a lost life ends the learner's
+/// episode (`terminated`, its final frames kept) and not the game's, and each game's return
+/// is its score over all its lives (Q*bert's 25 points a cube, not 1). In one process and
+/// in two, over seeds.
 #[test]
 fn atari_preprocessing_and_its_frame_stack_equal_gymnasium_s_through_episode_ends() {
     let (id, steps) = ("ALE/Qbert-v5", 400);
-    let env = GymEnv::open_with(id, Some(python()), json!({}), true).unwrap();
+    let env = GymEnv::open_with(id, Some(python()), json!({}), Engine::Gymnasium { atari: true }).unwrap();
     let field = &env.spec().fields[0];
     assert_eq!((field.shape.as_slice(), field.kind), (&[4, 84, 84][..], FieldKind::U8));
-    let (mut ended, mut scored) = (0, 0.0);
+    let mut ends = Ends::default();
     for (envs, workers, seed) in [(2, 1, 3u64), (3, 2, 11)] {
-        let mut rng = HostRng::new(seed);
-        let actions: Vec<Vec<i64>> =
-            (0..steps).map(|_| (0..envs).map(|_| (rng.next_u64() % 4) as i64).collect()).collect();
+        let actions = random_actions(envs, steps, seed);
         let want = reference_of(
             json!({"id": id, "envs": envs, "seed": seed, "actions": actions, "atari": true, "digest": true}),
         );
-        let mut b = batch(&env, envs, seed, workers, WaitMode::Block);
-        let mut obs = Observations::zeros(env.spec(), envs);
-        let mut out = StepBatch::new(env.spec(), envs);
-        b.reset(&mut obs).unwrap();
-        let digests = |field: &FieldData| -> Vec<u64> {
-            field.as_bytes().chunks_exact(4 * 84 * 84).map(|row| crc32fast::hash(row) as u64).collect()
-        };
-        let ints = |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect() };
-        let shape = format!("{envs} envs in {workers} processes, seed {seed}");
-        assert_eq!(digests(&obs.fields[0]), ints(&want[0]["obs"]), "{shape}: reset");
-        for (t, a) in actions.iter().enumerate() {
-            b.step(a, &mut out).unwrap();
-            let (w, at) = (&want[t + 1], format!("{shape}: step {t}"));
-            assert_eq!(digests(&out.obs.fields[0]), ints(&w["obs"]), "{at}: frames");
-            assert_eq!(out.reward, floats(&w["reward"]), "{at}: reward (its sign)");
-            assert_eq!(
-                (out.terminated.clone(), out.truncated.clone()),
-                (bools(&w["terminated"]), bools(&w["truncated"])),
-                "{at}"
-            );
-            let finals = digests(&out.final_obs.fields[0]);
-            for end in &out.episodes {
-                let e = end.env.to_string();
-                assert_eq!(finals[end.env], w["final_obs"][&e].as_u64().unwrap(), "{at}: final frames");
-                assert_eq!(end.episode_return, w["scores"][&e].as_f64().unwrap(), "{at}: the game's score");
-                scored += end.episode_return;
-            }
-            ended += out.episodes.len();
-        }
+        assert_stacks_as(&env, (envs, workers, seed), &actions, &want, &mut ends);
     }
-    assert!(ended >= 3 && scored > 0.0, "episodes ended mid-test: {ended}, scoring {scored}");
+    assert!(ends.games >= 3 && ends.scored > 0.0, "games ended mid-test: {}, scoring {}", ends.games, ends.scored);
+    assert!(ends.lives_lost >= 3, "lives lost without a game over mid-test: {}", ends.lives_lost);
+}
+
+/// The `envpool` workload's batch (one EnvPool batch per worker process, stepped by
+/// EnvPool's threads, same-step autoreset in the region) equals EnvPool's own envs, each a
+/// pool of its own at EnvPool's next-step autoreset (`tests/envpool_single.py`), step for
+/// step: frames (CRC-32), rewards (clipped, Atari's `reward_clip`), terminations (a lost
+/// life too, under episodic life), final frames, and each game's score at its end, over
+/// seeds, env counts and worker counts.
+#[test]
+fn envpool_batches_step_as_envpool_s_own_envs_through_lives_and_games() {
+    let (id, steps, envpool) = ("Breakout-v5", 300, envpool_python());
+    let env = GymEnv::open_with(id, Some(envpool.clone()), json!({}), Engine::EnvPool { threads: 2 }).unwrap();
+    assert_eq!(env.name(), "envpool");
+    let field = &env.spec().fields[0];
+    assert_eq!((field.shape.as_slice(), field.kind), (&[4, 84, 84][..], FieldKind::U8));
+    let kwargs = json!({"episodic_life": true, "reward_clip": true, "max_episode_steps": 150});
+    let env = GymEnv::open_with(id, Some(envpool.clone()), kwargs.clone(), Engine::EnvPool { threads: 2 }).unwrap();
+    let mut ends = Ends::default();
+    for (envs, workers, seed) in [(3, 1, 7u64), (4, 2, 21)] {
+        let actions = random_actions(envs, steps, seed);
+        let case = json!({"id": id, "envs": envs, "seed": seed, "kwargs": kwargs, "actions": actions});
+        let want = reference_by(&envpool, "tests/envpool_single.py", case);
+        assert_stacks_as(&env, (envs, workers, seed), &actions, &want, &mut ends);
+    }
+    let Ends { games, lives_lost, truncated, .. } = ends;
+    assert!(
+        games >= 3 && lives_lost >= 3 && truncated >= 1,
+        "games {games}, lives lost {lives_lost}, truncations {truncated}"
+    );
+}
+
+/// EnvPool's refusals name the knob and the fix: an id EnvPool does not have (with the ids
+/// near it), a Python without envpool (with the command that installs it), keywords
+/// EnvPool refuses, and keywords that are not an object.
+#[test]
+fn envpool_refusals_name_the_knob_and_the_fix() {
+    let open = |id: &str, python: std::path::PathBuf, kwargs: Value| {
+        GymEnv::open_with(id, Some(python), kwargs, Engine::EnvPool { threads: 0 }).err().unwrap()
+    };
+    let typo = open("Breakot-v5", envpool_python(), json!({}));
+    assert_eq!(typo.field, "envpool_id", "{typo}");
+    assert!(typo.message.contains("no env 'Breakot-v5'") && typo.message.contains("Breakout-v5"), "{typo}");
+    let missing = open("Breakout-v5", python(), json!({}));
+    assert_eq!(missing.field, "envpool_python", "{missing}");
+    assert!(missing.message.contains("no envpool") && missing.message.contains("pip install envpool"), "{missing}");
+    let bad = open("Breakout-v5", envpool_python(), json!({"no_such_option": 1}));
+    assert_eq!(bad.field, "envpool_kwargs", "{bad}");
+    assert!(bad.message.contains("no_such_option"), "{bad}");
+    let not_object = open("Breakout-v5", envpool_python(), json!([1]));
+    assert_eq!(not_object.field, "envpool_kwargs", "{not_object}");
+}
+
+/// On the command line `--env envpool:ID` trains through EnvPool's batch: its report names
+/// the workload, its workers' round trips and EnvPool's own phase, and episodes end.
+#[test]
+fn the_cli_trains_through_envpool() {
+    let args = ["train", "--env", "envpool:CartPole-v1", "--envs", "4", "--steps", "64", "--total-steps", "8192"];
+    let out = run(hotlab().args(args).args(["--envpool-threads", "2", "--device", "cpu", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = last_json(&out);
+    assert_eq!(report["env"], "envpool", "{report}");
+    assert_eq!(report["config"]["workload"]["envpool"]["id"], "CartPole-v1", "{report}");
+    assert!(report["counters"]["ipc_round_trips"].as_u64().unwrap() > 0, "stepped in its worker: {report}");
+    assert!(report["episodes"].as_u64().unwrap_or(0) > 0, "episodes ended: {report}");
+    let phases = report["profile"]["phases"].to_string();
+    assert!(phases.contains("envpool_step"), "EnvPool's own phase: {phases}");
 }
 
 /// A field's values as the env sent them: floats as they are, bytes one by one (the

@@ -6,8 +6,9 @@ optionally "atari": true, "digest": true}; argv[2]: where to write one JSON line
 the final observations of the envs that ended. Floats are float32 values written with repr,
 so they round-trip exactly. With "digest", each env's observation is its bytes' CRC-32
 instead. With "atari", each env is wrapped in Atari's standard preprocessing, written here
-with Gymnasium's own wrappers (AtariPreprocessing, FrameStackObservation) as CleanRL's
-`ppo_atari.py` has it, and each ended episode's return is the game's (unclipped) score.
+with Gymnasium's own wrappers (AtariPreprocessing, FrameStackObservation) and
+Stable-Baselines3's episodic life as CleanRL's `ppo_atari.py` has them; `scores` holds the
+game's (unclipped) score of each game that ended, not of a life lost.
 """
 import importlib
 import json
@@ -45,11 +46,44 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
+class EpisodicLife(gym.Wrapper):
+    """Stable-Baselines3's `EpisodicLifeEnv` (CleanRL's `ppo_atari.py` imports it): a lost
+    life is `terminated` for the learner, and the reset after it one no-op step, not a new
+    game; `life_lost` in the info marks such an end (the game goes on)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lives, self.was_real_done = 0, True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.was_real_done = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True
+            if not self.was_real_done:
+                info["life_lost"] = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if self.was_real_done:
+            obs, info = self.env.reset(**kwargs)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
 class SignReward(gym.Wrapper):
-    """The reward's sign for learning; the score summed per episode, reported at its end."""
+    """The reward's sign for learning; the game's score summed over all its lives, reported
+    at each end (the test reads it at a game's end)."""
 
     def reset(self, **kw):
-        self.score = 0.0
+        if self.env.get_wrapper_attr("was_real_done"):
+            self.score = 0.0
         return self.env.reset(**kw)
 
     def step(self, action):
@@ -63,7 +97,7 @@ def atari(env):
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
-    return FrameStackObservation(SignReward(FireReset(env)), 4)
+    return FrameStackObservation(SignReward(FireReset(EpisodicLife(env))), 4)
 
 
 if case["id"].startswith("ALE/"):
@@ -95,7 +129,9 @@ with open(sys.argv[2], "w") as out:
         for e in np.flatnonzero(np.logical_or(term, trunc)):
             final = info["final_obs"][e]
             ended[int(e)] = observed([final])[0] if case.get("digest") else floats(final)
-            if "final_info" in info and "score" in info["final_info"]:
-                scores[int(e)] = float(info["final_info"]["score"][e])
+            final_info = info.get("final_info", {})
+            lost = final_info.get("_life_lost", np.zeros(len(term), dtype=bool))[e]
+            if "score" in final_info and not lost:
+                scores[int(e)] = float(final_info["score"][e])
         out.write(json.dumps({"obs": observed(obs), "reward": floats(reward), "terminated": [bool(t) for t in term],
                               "truncated": [bool(t) for t in trunc], "final_obs": ended, "scores": scores}) + "\n")

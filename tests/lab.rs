@@ -998,7 +998,19 @@ fn the_lab_lists_the_gymnasium_ids_its_python_can_make() {
     }
     let (status, body) = get(&server.addr, "/api/knobs/hidden/suggestions");
     assert_eq!(status, 404, "{body}");
-    assert!(body.contains("'hidden' has no suggestions; allowed: gym_id"), "{body}");
+    assert!(body.contains("'hidden' has no suggestions; allowed: gym_id, envpool_id"), "{body}");
+    drop(server);
+
+    // EnvPool's ids, by the module that makes them, from the EnvPool venv's Python.
+    let data = tempfile::tempdir().unwrap();
+    let pool = envpool_python();
+    let server = start_with_env(data.path(), 0, &[], &[("HOTLAB_ENVPOOL_PYTHON", pool.to_str().unwrap())]);
+    let envs = get_json(&server.addr, "/api/knobs/envpool_id/suggestions");
+    assert_eq!(envs["error"], Value::Null, "{envs}");
+    assert!(envs["source"].as_str().unwrap().starts_with("EnvPool 1.2.5 in"), "{envs}");
+    let atari = envs["groups"].as_array().unwrap().iter().find(|g| g["group"] == "atari").cloned();
+    let atari = atari.unwrap_or_else(|| panic!("{envs}"));
+    assert!(atari["values"].as_array().unwrap().contains(&json!("Breakout-v5")), "{atari}");
     drop(server);
 
     let data = tempfile::tempdir().unwrap();

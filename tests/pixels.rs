@@ -98,6 +98,7 @@ fn the_cnn_encoder_equals_pytorch_s_in_features_and_gradients() {
 /// gymnasium and no ale-py).
 #[test]
 fn atari_ids_open_as_bytes_and_bad_ones_are_refused_naming_the_fix() {
+    use hotlab_workloads::gym::python::Engine;
     use hotlab_workloads::gym::GymEnv;
     let env = GymEnv::open("ALE/Breakout-v5", Some(python()), json!({})).unwrap();
     let field = &env.spec().fields[0];
@@ -108,10 +109,12 @@ fn atari_ids_open_as_bytes_and_bad_ones_are_refused_naming_the_fix() {
     assert_eq!(typo.field, "gym_id", "{typo}");
     assert!(typo.message.contains("no env 'ALE/Breakot-v5'") && typo.message.contains("ALE/Breakout-v5"), "{typo}");
 
-    let wrapped = GymEnv::open_with("ALE/Breakout-v5", Some(python()), json!({}), true).unwrap();
+    let wrapped =
+        GymEnv::open_with("ALE/Breakout-v5", Some(python()), json!({}), Engine::Gymnasium { atari: true }).unwrap();
     let field = &wrapped.spec().fields[0];
     assert_eq!((field.shape.as_slice(), field.kind), (&[4, 84, 84][..], FieldKind::U8), "preprocessed and stacked");
-    let not_atari = GymEnv::open_with("CartPole-v1", Some(python()), json!({}), true).err().unwrap();
+    let not_atari =
+        GymEnv::open_with("CartPole-v1", Some(python()), json!({}), Engine::Gymnasium { atari: true }).err().unwrap();
     assert_eq!(not_atari.field, "gym_wrappers", "{not_atari}");
     assert!(not_atari.message.contains("'CartPole-v1' is not an Atari env"), "{not_atari}");
 
@@ -252,12 +255,14 @@ fn cnn_runs_refuse_what_the_cnn_has_no_form_for() {
 /// are, exactly, each step's frames (144 bytes an env), the rollout's frames again for the
 /// update, one frame per env for the last values and one per truncated episode for its
 /// bootstrap, and the update's actions (8 bytes), advantages and returns (4 each) per row.
-/// As floats, the frames alone would be four times that. Over envs and steps.
+/// With `--frames float` (made floats on the host) the frames are four times that, and
+/// nothing else moves more. The conversion is its own phase, once per step and minibatch.
+/// Over envs and steps.
 #[test]
 fn a_cnn_run_moves_its_frames_to_the_device_as_bytes() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("quadrant_envs.py"), QUADRANTS).unwrap();
-    for (envs, steps) in [(2u64, 32u64), (3, 48)] {
+    for (envs, steps, frames, k) in [(2u64, 32u64, "bytes", 1), (3, 48, "bytes", 1), (2, 32, "float", 4)] {
         let out = run(hotlab().env("PYTHONPATH", dir.path()).args([
             "train",
             "--env",
@@ -270,13 +275,20 @@ fn a_cnn_run_moves_its_frames_to_the_device_as_bytes() {
             &(2 * envs * steps).to_string(),
             "--minibatches",
             "2",
+            "--frames",
+            frames,
             "--json",
         ]));
         assert!(out.status.success(), "{}", stderr(&out));
         let report = last_json(&out);
         let (frame, rows, ended) = (12 * 12, 2 * envs * steps, report["episodes"].as_u64().unwrap());
         assert!(ended >= envs * 4, "episodes of 16 steps ended: {ended}");
-        let want = 2 * rows * frame + (2 * envs + ended) * frame + rows * (8 + 4 + 4);
-        assert_eq!(report["counters"]["h2d_bytes"].as_u64(), Some(want), "{envs} envs × {steps} steps: {report}");
+        let want = k * (2 * rows * frame + (2 * envs + ended) * frame) + rows * (8 + 4 + 4);
+        let at = format!("{envs} envs × {steps} steps, frames {frames}");
+        assert_eq!(report["counters"]["h2d_bytes"].as_u64(), Some(want), "{at}: {report}");
+        let phases = report["profile"]["phases"].as_array().unwrap();
+        let convert = phases.iter().find(|p| p["phase"] == "obs_convert").unwrap_or_else(|| panic!("{at}: {report}"));
+        let epochs = report["config"]["ppo"]["epochs"].as_u64().unwrap();
+        assert_eq!(convert["calls"].as_u64(), Some(2 * steps + 2 * epochs * 2), "{at}: each step's and minibatch's");
     }
 }

@@ -247,6 +247,13 @@ impl StepBatch {
         }
     }
 
+    /// The envs whose step ended the learner's episode (terminated or truncated): the rows
+    /// of `final_obs` that hold a final observation. A superset of `episodes`' envs: under
+    /// Atari's episodic life a lost life ends the learner's episode, not the game's.
+    pub fn ends(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.reward.len()).filter(|&e| self.terminated[e] || self.truncated[e])
+    }
+
     /// Row `env` of f32 field `field` of the final observations.
     pub fn final_row(&self, field: usize, env: usize) -> &[f32] {
         let data = self.final_obs.fields[field].as_f32().expect("an f32 field");

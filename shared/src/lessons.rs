@@ -11,7 +11,7 @@
 use crate::audit::{AuditReport, Change, Measured, Plan, Slot};
 use crate::counters::{Count, Counters};
 use crate::knobs;
-use crate::profile::{Phase, Profile};
+use crate::profile::{Phase, PhaseKind, Profile};
 use crate::spec::{json, RunSpec, SpecError};
 use crate::workloads::dreamer::{ENCODER, REPLAY};
 use crate::workloads::morpho::{HOST_PASSES, LIFECYCLE_READS, STREAM_WAITS, TOPOLOGY_CHANGES};
@@ -86,6 +86,10 @@ pub enum Measure {
     MicrosPerCall(Phase),
     /// A phase's share of wall time (0..1).
     Share(Phase),
+    /// Microseconds of the wall spent stepping envs per env step: the env step, the wait
+    /// on workers and every part the envs time themselves (a Python env's, EnvPool's), so
+    /// that two simulators with phases of their own compare.
+    EnvMicrosPerStep,
 }
 
 /// The counters a signature can name.
@@ -128,7 +132,7 @@ impl Measure {
     /// Whether it times (µs, a share of wall time) rather than counts: a timed figure of a
     /// short run on a loaded machine moves, so only a benchmark judges it.
     pub fn is_timed(self) -> bool {
-        matches!(self, Measure::MicrosPerCall(_) | Measure::Share(_))
+        matches!(self, Measure::MicrosPerCall(_) | Measure::Share(_) | Measure::EnvMicrosPerStep)
     }
 
     /// This measure of a run's totals.
@@ -139,6 +143,14 @@ impl Measure {
             Measure::CallsPerStep(ph) => p.calls(ph) as f64 / steps,
             Measure::MicrosPerCall(ph) => 1e6 * p.phase(ph) / p.calls(ph).max(1) as f64,
             Measure::Share(ph) => p.share(ph),
+            Measure::EnvMicrosPerStep => {
+                let env = |t: &&crate::profile::PhaseTime| {
+                    t.phase == Phase::ENV_STEP
+                        || t.phase == Phase::ENV_WAIT
+                        || crate::workloads::phase_info(t.phase).is_some_and(|i| i.kind == PhaseKind::EnvPart)
+                };
+                1e6 * p.phases.iter().filter(env).map(|t| t.wall_s).sum::<f64>() / steps
+            }
         }
     }
 }
@@ -798,6 +810,69 @@ pub const LESSONS: &[Lesson] = &[
             text: "round trips to Python processes per env step (one per process that steps at the same time)",
         },
         budget: Budget { seconds: 3.0, repeats: 3 },
+        on_gpu: None,
+    },
+    Lesson {
+        id: "frames-as-floats",
+        row: 2,
+        title: "Frames as floats from the host, or bytes to the device",
+        phenomenon: "An Atari observation is 4 stacked 84×84 frames of bytes: 28,224 bytes. Converted to float32 \
+            on the host before it moves, as a loop that reads frames into a float tensor does, it is 112,896 bytes, \
+            four times the copy, each step to the rollout's forward and again for the update, plus a host pass over \
+            every pixel. Kept as bytes to the device, the CNN's encoder converts and scales them there, once per \
+            batch. On a CPU device both copies are memory copies, so the bytes moved show it and the wall barely \
+            does; on a GPU they are PCIe transfers, where the four times is paid in time.",
+        look_at: "Host-to-device bytes per env step, and obs_transfer's share of the wall.",
+        baseline: &[
+            ("env", "gym"),
+            ("gym_id", "ALE/Breakout-v5"),
+            ("backend", "subprocess"),
+            ("workers", "2"),
+            ("envs", "8"),
+            ("steps", "32"),
+            ("minibatches", "2"),
+            ("epochs", "1"),
+            ("frames", "float"),
+        ],
+        variants: &["frames=bytes"],
+        // A count: floats are 4 bytes a pixel; the actions, advantages and returns that
+        // move beside them are a few hundred bytes a step.
+        signature: Signature {
+            measure: Measure::PerStep(Counter::H2dBytes),
+            expect: Expect::Higher(3.0),
+            text: "bytes moved host to device per env step",
+        },
+        budget: Budget { seconds: 4.0, repeats: 3 },
+        on_gpu: None,
+    },
+    Lesson {
+        id: "envpool-atari",
+        row: 1,
+        title: "Atari in Python workers, or EnvPool's C++ batch",
+        phenomenon: "Atari's standard preprocessing in Python (Gymnasium's AtariPreprocessing and FrameStackObservation \
+            in each worker: four emulator frames, a max-pool, a resize, a grayscale, a stack copied each step) runs \
+            env by env under each worker's interpreter. EnvPool does the same preprocessing in C++ on its own thread \
+            pool, the batch in one call, and its worker writes the same shared region, so nothing else in the run \
+            changes. The emulator's own work is the same in both: what goes is the Python around it.",
+        look_at: "Env time per env step (the workers' python_step against envpool_step, with the waits), and steps/s.",
+        baseline: &[
+            ("env", "gym"),
+            ("gym_id", "ALE/Breakout-v5"),
+            ("backend", "subprocess"),
+            ("workers", "2"),
+            ("envs", "8"),
+            ("steps", "32"),
+            ("minibatches", "2"),
+            ("epochs", "1"),
+        ],
+        variants: &["env=envpool"],
+        // Timed: the Python around the emulator against EnvPool's C++, both on this box's cores.
+        signature: Signature {
+            measure: Measure::EnvMicrosPerStep,
+            expect: Expect::Higher(1.2),
+            text: "µs stepping envs per env step",
+        },
+        budget: Budget { seconds: 4.0, repeats: 3 },
         on_gpu: None,
     },
     Lesson {

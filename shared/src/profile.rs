@@ -19,6 +19,9 @@ impl Phase {
     pub const ENV_WAIT: Phase = Phase("env_wait");
     /// Observations (and rollouts) to the device.
     pub const OBS_TRANSFER: Phase = Phase("obs_transfer");
+    /// Images converted to float and scaled where the policy reads them (the CNN's
+    /// encoder, on the batch's device), apart from its convolutions.
+    pub const OBS_CONVERT: Phase = Phase("obs_convert");
     /// The rollout's policy forward and sampling.
     pub const POLICY_FORWARD: Phase = Phase("policy_forward");
     /// Sampled actions back to the host.
@@ -96,6 +99,12 @@ pub const CORE_PHASES: &[PhaseInfo] = &[
     PhaseInfo::new(Phase::ENV_STEP, PhaseKind::Data, "#f0a030", "the envs' steps"),
     PhaseInfo::new(Phase::ENV_WAIT, PhaseKind::Data, "#ff6b6b", "waiting on env workers"),
     PhaseInfo::new(Phase::OBS_TRANSFER, PhaseKind::Data, "#e879a0", "observations to the device"),
+    PhaseInfo::new(
+        Phase::OBS_CONVERT,
+        PhaseKind::Data,
+        "#f4a6c8",
+        "images converted to float and scaled on the device (the CNN's input), each step's and each minibatch's",
+    ),
     PhaseInfo::new(Phase::ACTION_READBACK, PhaseKind::Data, "#c792ea", "actions back to the host"),
     PhaseInfo::new(Phase::ROLLOUT_STORE, PhaseKind::Data, "#d8b36a", "writing steps into the rollout buffer"),
     PhaseInfo::new(

@@ -194,10 +194,11 @@ impl Normalizers {
             if let Some(FieldData::F32(rows)) = out.obs.fields.first_mut() {
                 norm.observe(rows);
             }
+            let ends: Vec<usize> = out.ends().collect();
             if let Some(FieldData::F32(rows)) = out.final_obs.fields.first_mut() {
                 let dim = norm.rms.mean.len();
-                for end in &out.episodes {
-                    norm.apply(&mut rows[end.env * dim..(end.env + 1) * dim]);
+                for e in ends {
+                    norm.apply(&mut rows[e * dim..(e + 1) * dim]);
                 }
             }
         }

@@ -284,7 +284,7 @@ impl Rollout {
         let obs = if self.obs_dim > 0 || (fields.is_empty() && self.bytes_width == 0) {
             mover.upload_rollout(&self.obs, &[b, self.obs_dim as i64], t, copy, c)
         } else if self.bytes_width > 0 {
-            mover.upload_rollout(&self.bytes, &[b, self.bytes_width as i64], t, copy, c)
+            mover.upload_frames_rollout(&self.bytes, &[b, self.bytes_width as i64], t, copy, c)
         } else {
             fields.remove(0)
         };

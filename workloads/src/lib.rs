@@ -10,7 +10,8 @@
 //! | `proof` | [`proof`] | seed 000's proof search over a Prolog knowledge base, an embedding policy |
 //! | `morpho` | [`morpho`] | seeds 001–003: hosts that grow seeds while they learn, an 8-head agent |
 //! | `dreamer` | [`dreamer`] | seed 004: a world model and an actor-critic in imagination, on pixel CartPole |
-//! | `gym` | [`gym`] | any Gymnasium env, in Python worker processes over shared memory, the MLP actor-critic |
+//! | `gym` | [`gym`] | any Gymnasium env, in Python worker processes over shared memory, the MLP or CNN actor-critic |
+//! | `envpool` | [`envpool`] | EnvPool's C++ envs, a batch on EnvPool's threads in a worker process, through gym's region |
 //!
 //! Adding a workload: a folder here and a line in `registry.rs` (see
 //! `docs/architecture.md`). The folder's `mod.rs` and its modules are its native code,

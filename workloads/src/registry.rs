@@ -15,4 +15,6 @@ registry! {
     Dreamer = "dreamer" in dreamer (DreamerSpec),
     /// Any Gymnasium env, stepped by Python worker processes through shared memory.
     Gym = "gym" in gym (GymSpec),
+    /// One of EnvPool's C++ envs, a batch stepped by EnvPool's threads in one worker process.
+    Envpool = "envpool" in envpool (EnvpoolSpec),
 }

@@ -36,7 +36,9 @@ const HELP: &str = "\
 cargo xtask <command>
 
 Commands:
-  lab [--host H] [--port P]   set up what is missing, build, and serve the lab (default 127.0.0.1:8080)
+  lab [--host H] [--port P] [--envpool]
+                              set up what is missing, build, and serve the lab (default 127.0.0.1:8080);
+                              --envpool also installs EnvPool in .venv-envpool (`--env envpool:ID`)
   build                       set up what is missing and build the worker and the web bundle
   test [SUITE]...             build, install the test tools, run every suite (or those named), print a
                               summary. Suites: fmt, layers (docs/architecture.md's import rules: no
@@ -55,7 +57,8 @@ Commands:
                               no file takes names from a higher layer of its crate, no files in a circle
   peers                       EnvPool 1.2.5 in .venv-envpool, for `hotlab bench envs --peer envpool` (`test`
                               installs it too), and CleanRL's and Stable-Baselines3's dependencies at their
-                              own pins in .venv-peers (the continuous-control benchmarks, docs/benchmarks.md)
+                              own pins in .venv-peers (the continuous-control benchmarks, docs/benchmarks.md),
+                              and CleanRL's ppo_atari_envpool.py's in .venv-peers-atari (Python 3.10)
 
 Set-up (each step is skipped when already done; the Python side runs beside the wasm32 build, its
 output in target/setup-python.log):
@@ -75,7 +78,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("fmt") => fmt(false),
         Some("layers") => layers::check(&root()),
-        Some("peers") => ensure_envpool().and_then(|()| ensure_learning_peers()),
+        Some("peers") => ensure_envpool().and_then(|()| ensure_learning_peers()).and_then(|()| ensure_atari_peer()),
         // What `setup` runs beside the wasm32 build; not for a person to call.
         Some("python-setup") => python_setup(args.get(1).is_some_and(|a| a == "--test")).map(|_| ()),
         Some("-h" | "--help" | "help") | None => {
@@ -374,6 +377,60 @@ fn ensure_learning_peers() -> Result<()> {
         .args(LEARNING_PEERS))
 }
 
+/// CleanRL's `ppo_atari_envpool.py`'s pins (its `envpool` extra: EnvPool 0.6, whose `gym`
+/// env type its script steps with gym 0.23.1's API, and torch 2.4.1 on the CPU). EnvPool
+/// 0.6's wheels stop at Python 3.10.
+const ATARI_PEER: &[&str] =
+    &["envpool==0.6.6", "gym==0.23.1", "numpy<2", "opencv-python-headless<5", "tyro", "tensorboard", "torch==2.4.1"];
+
+/// A Python 3.10 for [`ensure_atari_peer`]: `python3.10` on the `PATH`, or pyenv's.
+fn python310() -> Option<PathBuf> {
+    let on_path = Command::new("python3.10").args(["-c", "import sys; print(sys.executable)"]).output().ok();
+    if let Some(out) = on_path.filter(|o| o.status.success()) {
+        return Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")))?;
+    let mut found: Vec<PathBuf> = std::fs::read_dir(pyenv.join("versions"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("3.10"))
+        .map(|e| e.path().join("bin/python3"))
+        .filter(|p| p.exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// CleanRL's `ppo_atari_envpool.py`'s dependencies in `.venv-peers-atari`, a Python 3.10
+/// venv of their own: the pixel benchmark's peer (docs/benchmarks.md). Without a Python
+/// 3.10 on this machine it says so and installs nothing.
+fn ensure_atari_peer() -> Result<()> {
+    step("CleanRL's ppo_atari_envpool.py dependencies in .venv-peers-atari (the Atari benchmark, Python 3.10)");
+    let venv = root().join(".venv-peers-atari");
+    let python = venv.join("bin/python");
+    let check =
+        "import envpool, gym, torch, tyro; assert envpool.__version__ == '0.6.6' and gym.__version__ == '0.23.1'";
+    if succeeds(Command::new(&python).args(["-W", "ignore", "-c", check])) {
+        eprintln!("    already installed");
+        return Ok(());
+    }
+    let Some(base) = python310() else {
+        eprintln!(
+            "    skipped: no Python 3.10 here (python3.10 on PATH, or pyenv's), and EnvPool 0.6's wheels need it"
+        );
+        return Ok(());
+    };
+    if !python.exists() {
+        run(Command::new(base).args(["-m", "venv"]).arg(&venv))?;
+    }
+    run(Command::new(&python)
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "--quiet"])
+        .args(["--index-url", "https://download.pytorch.org/whl/cpu", "--extra-index-url", "https://pypi.org/simple"])
+        .args(ATARI_PEER))
+}
+
 /// `cargo test`'s build of the whole workspace, the web app's native unit tests and the worker
 /// (`target/release/hotlab`, which the tests run) included, in one build. Cargo unifies a
 /// crate's features over the packages it builds together: a separate `cargo build -p hotlab`
@@ -400,6 +457,7 @@ fn build_tests(vars: &[(String, String)]) -> Result<Vec<lanes::Binary>> {
 
 fn lab(args: &[String]) -> Result<()> {
     let mut serve_args = vec!["serve".to_string()];
+    let mut envpool = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -407,10 +465,14 @@ fn lab(args: &[String]) -> Result<()> {
                 let v = it.next().with_context(|| format!("{a} needs a value"))?;
                 serve_args.extend([a.clone(), v.clone()]);
             }
-            other => bail!("unknown option '{other}' for `cargo xtask lab`; allowed: --host H, --port P"),
+            "--envpool" => envpool = true,
+            other => bail!("unknown option '{other}' for `cargo xtask lab`; allowed: --host H, --port P, --envpool"),
         }
     }
     let python = build()?;
+    if envpool {
+        ensure_envpool()?;
+    }
     say_what_gym_envs_need(&python);
     step("serving the lab (Ctrl-C stops it)");
     run(Command::new(root().join("target/release/hotlab")).args(&serve_args))

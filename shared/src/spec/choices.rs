@@ -132,6 +132,19 @@ choice!(
 );
 
 choice!(
+    /// How an image observation travels to the device (catalogue row 2, on pixels).
+    Frames, "frames mode" {
+        /// Its bytes, converted to float (and scaled) by the CNN's encoder on the device,
+        /// once per batch.
+        #[default]
+        Bytes = "bytes",
+        /// Converted to float32 (and scaled) on the host first: four times the bytes to
+        /// move, and a host pass over every frame.
+        Float = "float",
+    }
+);
+
+choice!(
     /// How sampled actions are read back to the host (catalogue row 4).
     ActionSync, "action sync mode" {
         /// One scalar read per env per head.

@@ -8,8 +8,8 @@
 
 pub use super::workloads::knob::{get_path, set_path, workload_name, Knob, KnobKind, Range};
 use crate::spec::{
-    ActionSync, Backend, EnvName, Inference, Norm, Precision, RolloutCopy, RunSpec, SpecError, Transfer, UpdateMode,
-    WaitMode, MAX_ENVS, MAX_STEPS,
+    ActionSync, Backend, EnvName, Frames, Inference, Norm, Precision, RolloutCopy, RunSpec, SpecError, Transfer,
+    UpdateMode, WaitMode, MAX_ENVS, MAX_STEPS,
 };
 use serde_json::Value;
 use std::sync::LazyLock;
@@ -96,7 +96,7 @@ const CORE: &[Knob] = &[
     .about("Seconds a `subprocess` worker may stay silent in one step before the run fails naming it, its pid and how long it was silent"),
     knob("threads", "exec.threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic")
     .range(0.0, 1024.0)
-    .about("libtorch intra-op threads; 0 = automatic: 1 for minibatches under 1024 rows or beside env workers (threads, subprocess), else one per core"),
+    .about("libtorch intra-op threads; 0 = automatic: for the MLP 1 for minibatches under 1024 rows or beside env workers (threads, subprocess), else one per core; for the CNN (an image) one per core"),
     knob(
         "transfer",
         "exec.transfer",
@@ -113,6 +113,14 @@ const CORE: &[Knob] = &[
         "how the rollout reaches the device for the update: a copy per field, or per step and field",
     )
     .about("The rollout to the device for the update: whole (a copy per field) or per_step (a copy per step and field, concatenated there)"),
+    knob(
+        "frames",
+        "exec.frames",
+        "Transfer",
+        Choice(Frames::ALL),
+        "how an image observation reaches the device: its bytes, or floats made on the host",
+    )
+    .about("An image observation (the CNN policy's) to the device: bytes (its bytes, converted to float and scaled by the encoder there, once per batch) or float (converted to float32 on the host first: 4× the bytes moved, and a host pass over every frame); no effect on other observations"),
     knob(
         "action_sync",
         "exec.action_sync",
@@ -361,6 +369,7 @@ mod tests {
         "prefill",
         "wm_lr",
         "ac_lr",
+        "envpool_threads",
         "envs",
         "steps",
         "seconds",

@@ -18,7 +18,9 @@ pub mod knobs;
 pub mod presets;
 pub mod workloads;
 
-pub use choices::{ActionSync, Backend, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode};
+pub use choices::{
+    ActionSync, Backend, Frames, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode,
+};
 pub use presets::Preset;
 // Each workload's settings and choices are its module's (`crate::workloads`); named here
 // too, as parts of the spec.
@@ -27,7 +29,7 @@ pub use crate::workloads::morpho::{
     Curriculum, HeadPin, HostExec, LifecycleMode, Probe, SlotPool, StreamWait, TrainingEntry,
 };
 pub use crate::workloads::{
-    CartpoleSpec, DreamerSpec, EnvName, GymSpec, MorphoSpec, ProofSpec, Settings, WorkloadSpec,
+    CartpoleSpec, DreamerSpec, EnvName, EnvpoolSpec, GymSpec, MorphoSpec, ProofSpec, Settings, WorkloadSpec,
 };
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -134,13 +136,16 @@ pub struct ExecSpec {
     /// How the rollout reaches the device for the update: `whole` (a copy per field) or
     /// `per_step` (a copy per step and field, concatenated there).
     pub rollout_copy: RolloutCopy,
+    /// How an image observation reaches the device (the CNN policy's): `bytes` (converted
+    /// there by the encoder) or `float` (converted to float32 on the host first).
+    pub frames: Frames,
     /// How the rollout's policy forward runs: `eager` (libtorch ops), `fused` (a native
     /// forward; on CUDA with `--backend device`, a fused env kernel) or `graph` (CUDA graph replay).
     pub inference: Inference,
     /// How the PPO update runs: `eager` (op by op from the host) or `graph` (CUDA: the
     /// whole update captured once as a CUDA graph and replayed per iteration).
     pub update: UpdateMode,
-    /// libtorch intra-op threads; 0 = automatic (1 for minibatches under 1024 rows or beside env worker threads or processes, else one per core).
+    /// libtorch intra-op threads; 0 = automatic (for the MLP, 1 for minibatches under 1024 rows or beside env worker threads or processes, else one per core; for the CNN one per core).
     pub threads: usize,
     /// The update's matmul precision: `fp32`, `fp16` (CUDA, with a dynamic loss scaler),
     /// `bf16`, or `auto` (bf16 on CUDA compute capability ≥ 8.0, ROCm and AVX512-BF16 CPUs; fp16 on older
@@ -158,6 +163,7 @@ impl Default for ExecSpec {
             transfer: Transfer::Packed,
             action_sync: ActionSync::Stacked,
             rollout_copy: RolloutCopy::Whole,
+            frames: Frames::Bytes,
             inference: Inference::Fused,
             update: UpdateMode::Eager,
             threads: 0,

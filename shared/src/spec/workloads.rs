@@ -342,7 +342,7 @@ mod tests {
     #[test]
     fn the_suggested_knobs_are_the_workloads_own() {
         let found: Vec<(EnvName, &str)> = suggested_knobs().map(|(env, k)| (env, k.name)).collect();
-        assert_eq!(found, [(EnvName::Gym, "gym_id")]);
+        assert_eq!(found, [(EnvName::Gym, "gym_id"), (EnvName::Envpool, "envpool_id")]);
         assert!(suggested_knobs().all(|(env, k)| k.workload == Some(env)));
     }
 

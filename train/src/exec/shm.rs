@@ -42,6 +42,11 @@ pub struct Layout {
     pub final_obs: [usize; MAX_FIELDS],
     pub episode_return: usize,
     pub episode_length: usize,
+    /// `envs` bytes: 1 where an episode as the user counts it ended at this step (its
+    /// return and length are then written). A step can end the learner's episode without
+    /// it: under Atari's episodic life a lost life is `terminated` for the learner while
+    /// the game, and its score, go on.
+    pub ended: usize,
     /// Per worker ([`PARTS_BYTES`] each): its envs' part totals ([`ENV_PARTS`] f64,
     /// seconds), then their topology changes, lifecycle reads and host passes (u64 each).
     pub parts: usize,
@@ -87,6 +92,7 @@ impl Layout {
         let final_obs = row_bytes.map(|b| take(envs * b));
         let episode_return = take(envs * 8);
         let episode_length = take(envs * 4);
+        let ended = take(envs);
         let parts = take(workers * PARTS_BYTES);
         Self {
             envs,
@@ -104,6 +110,7 @@ impl Layout {
             final_obs,
             episode_return,
             episode_length,
+            ended,
             parts,
             size: at.max(4096),
         }

@@ -382,17 +382,20 @@ impl BatchEnv for Subprocess {
         let trunc = self.region.slice::<u8>(l.truncated, l.envs);
         let returns = self.region.slice::<f64>(l.episode_return, l.envs);
         let lengths = self.region.slice::<u32>(l.episode_length, l.envs);
+        let ended = self.region.slice::<u8>(l.ended, l.envs);
         out.episodes.clear();
         for e in 0..l.envs {
             out.terminated[e] = term[e] != 0;
             out.truncated[e] = trunc[e] != 0;
-            if out.terminated[e] || out.truncated[e] {
+            if ended[e] != 0 {
                 out.episodes.push(EpisodeEnd {
                     env: e,
                     episode_return: returns[e],
                     length: lengths[e],
                     terminated: out.terminated[e],
                 });
+            }
+            if out.terminated[e] || out.truncated[e] {
                 for (f, dst) in out.final_obs.fields.iter_mut().enumerate() {
                     let b = l.row_bytes[f];
                     let src = self.region.slice::<u8>(l.final_obs[f] + e * b, b);

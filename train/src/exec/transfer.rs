@@ -7,21 +7,77 @@
 //! - Actions back to the host (`--action-sync`): `per_item` reads every element of every
 //!   head as a scalar (each one a device sync on a GPU: seed 002's `.item()` per env);
 //!   `stacked` reads all heads at once.
+//! - Images (`--frames`): their bytes, converted on the device by the encoder, or floats
+//!   made on the host first (catalogue row 2 on pixels: four times the bytes).
 
 use hotlab_shared::counters::Counters;
-use hotlab_shared::spec::{ActionSync, RolloutCopy, Transfer};
+use hotlab_shared::spec::{ActionSync, Frames, RolloutCopy, Transfer};
 use tch::{Device, Tensor};
 
 pub struct Mover {
     pub mode: Transfer,
     pub device: Device,
+    /// How images travel (`--frames`): as bytes, or as floats made on the host, each byte
+    /// times this scale (what the encoder would multiply it by).
+    pub frames: Option<f64>,
     /// Page-locked staging buffers, one per observation field.
     staging: Vec<Option<Tensor>>,
 }
 
 impl Mover {
     pub fn new(mode: Transfer, device: Device) -> Self {
-        Self { mode, device, staging: Vec::new() }
+        Self { mode, device, frames: None, staging: Vec::new() }
+    }
+
+    /// Images as `--frames` says: `float` converts each byte to float32 times `scale` on
+    /// the host before it moves (four times the bytes); `bytes` moves the bytes.
+    pub fn with_frames(self, frames: Frames, scale: f64) -> Self {
+        Self { frames: (frames == Frames::Float).then_some(scale), ..self }
+    }
+
+    /// `bytes` as floats made on the host where `--frames float`, else None.
+    fn host_floats(&self, bytes: &[u8]) -> Option<Vec<f32>> {
+        let scale = self.frames? as f32;
+        Some(bytes.iter().map(|&b| f32::from(b) * scale).collect())
+    }
+
+    /// A step's images of `rows × width` bytes (field `field`) as `[rows, width]` on the
+    /// device, moved the way `--transfer` says, as bytes or floats (`--frames`).
+    pub fn frames_to_device(
+        &mut self,
+        field: usize,
+        bytes: &[u8],
+        rows: usize,
+        width: usize,
+        c: &mut Counters,
+    ) -> Tensor {
+        match self.host_floats(bytes) {
+            Some(floats) => self.field_to_device(field, &floats, rows, width, c),
+            None => self.field_to_device(field, bytes, rows, width, c),
+        }
+    }
+
+    /// Images in one copy, as bytes or floats (`--frames`).
+    pub fn upload_frames(&self, bytes: &[u8], shape: &[i64], c: &mut Counters) -> Tensor {
+        match self.host_floats(bytes) {
+            Some(floats) => self.upload(&floats, shape, c),
+            None => self.upload(bytes, shape, c),
+        }
+    }
+
+    /// A rollout's images, as [`Mover::upload_rollout`] moves them, as bytes or floats.
+    pub fn upload_frames_rollout(
+        &self,
+        bytes: &[u8],
+        shape: &[i64],
+        steps: usize,
+        copy: RolloutCopy,
+        c: &mut Counters,
+    ) -> Tensor {
+        match self.host_floats(bytes) {
+            Some(floats) => self.upload_rollout(&floats, shape, steps, copy, c),
+            None => self.upload_rollout(bytes, shape, steps, copy, c),
+        }
     }
 
     /// A note for the run's report when a mode cannot do what it says here.

@@ -105,8 +105,11 @@ pub fn run(a: WorkerArgs, load: impl FnOnce() -> Result<std::sync::Arc<dyn EnvMa
                 term[e] = out.terminated[e] as u8;
                 trunc[e] = out.truncated[e] as u8;
             }
+            let ended = region.slice::<u8>(l.ended + first, count);
+            ended.fill(0);
             for end in &out.episodes {
                 let g = first + end.env;
+                ended[end.env] = 1;
                 region.slice::<f64>(l.episode_return + g * 8, 1)[0] = end.episode_return;
                 region.slice::<u32>(l.episode_length + g * 4, 1)[0] = end.length;
                 for (f, field) in out.final_obs.fields.iter().enumerate() {

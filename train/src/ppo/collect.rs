@@ -118,17 +118,16 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             rollout.terminated[row.clone()].copy_from_slice(&out.terminated);
             rollout.truncated[row].copy_from_slice(&out.truncated);
             let s = prof.stop(Phase::ROLLOUT_STORE, s);
-            if out.episodes.is_empty() {
+            for end in &out.episodes {
+                it.episodes.push(end.episode_return);
+            }
+            if !out.truncated.contains(&true) {
                 std::mem::swap(obs, &mut out.obs);
                 continue;
             }
-            for end in &out.episodes {
-                it.episodes.push(end.episode_return);
-                if !end.terminated {
-                    // Truncated: GAE bootstraps from the value of the final observation.
-                    rollout.final_values[t * envs + end.env] =
-                        actor.values(net, &out.final_obs, envs, Some(end.env), c)[0];
-                }
+            for e in (0..envs).filter(|&e| out.truncated[e] && !out.terminated[e]) {
+                // Truncated: GAE bootstraps from the value of the final observation.
+                rollout.final_values[t * envs + e] = actor.values(net, &out.final_obs, envs, Some(e), c)[0];
             }
             std::mem::swap(obs, &mut out.obs);
             prof.stop(Phase::GAE, s);
@@ -180,10 +179,10 @@ fn check_finite(spec: &EnvSpec, out: &StepBatch, step: u64) -> Result<()> {
         }
         // Only the rows of envs that ended hold a final observation.
         if let FieldData::F32(values) = &out.final_obs.fields[f] {
-            for end in &out.episodes {
-                let row = &values[end.env * width..(end.env + 1) * width];
+            for e in out.ends() {
+                let row = &values[e * width..(e + 1) * width];
                 if let Some(i) = row.iter().position(|v| !v.is_finite()) {
-                    return Err(fail("final observation", field, end.env, i, row[i]));
+                    return Err(fail("final observation", field, e, i, row[i]));
                 }
             }
         }

@@ -34,7 +34,7 @@ use hotlab_train::models;
 use hotlab_train::models::cnn::Image;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
 use pictures::Pictures;
-use python::Probe;
+use python::{Engine, Probe};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -47,12 +47,13 @@ impl crate::Native for GymSpec {
     fn load(settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
         let python = settings.python.as_ref().map(PathBuf::from);
         let kwargs = serde_json::Value::Object(settings.kwargs.clone());
-        Ok(Arc::new(GymEnv::open_with(&settings.id, python, kwargs, settings.atari())?))
+        let engine = Engine::Gymnasium { atari: settings.atari() };
+        Ok(Arc::new(GymEnv::open_with(&settings.id, python, kwargs, engine)?))
     }
 
     /// The Gymnasium ids the default Python can make, by family.
     fn suggestions() -> Option<Suggestions> {
-        Some(python::registered_ids(&python::default_python()))
+        Some(python::registered_ids(&python::default_python(), Engine::default()))
     }
 }
 
@@ -71,38 +72,50 @@ impl GymEnv {
     /// Probes `id` (a registered id, or `module:callable`) with `python` (the default
     /// interpreter when None); refused, naming the field, when it cannot run.
     pub fn open(id: &str, python: Option<PathBuf>, kwargs: serde_json::Value) -> Result<Self, SpecError> {
-        Self::open_with(id, python, kwargs, false)
+        Self::open_with(id, python, kwargs, Engine::default())
     }
 
-    /// [`GymEnv::open`], each env wrapped in Atari's preprocessing where `atari`.
+    /// [`GymEnv::open`], its envs stepped by `engine` (Gymnasium's, each wrapped in
+    /// Atari's preprocessing or not, or an EnvPool batch).
     pub fn open_with(
         id: &str,
         python: Option<PathBuf>,
         kwargs: serde_json::Value,
-        atari: bool,
+        engine: Engine,
     ) -> Result<Self, SpecError> {
+        let (id_knob, kwargs_knob) = match engine {
+            Engine::Gymnasium { .. } => ("gym_id", "gym_kwargs"),
+            Engine::EnvPool { .. } => ("envpool_id", "envpool_kwargs"),
+        };
         if id.trim().is_empty() {
-            return Err(SpecError::new("gym_id", "is empty: give a Gymnasium id (gym:CartPole-v1) or module:callable"));
+            return Err(SpecError::new(id_knob, "is empty: give an env's id (gym:CartPole-v1, envpool:Breakout-v5)"));
         }
         if !kwargs.is_object() {
             return Err(SpecError::new(
-                "gym_kwargs",
+                kwargs_knob,
                 format!("must be a JSON object of make()'s keywords (got {kwargs})"),
             ));
         }
-        let python = python.unwrap_or_else(python::default_python);
-        let probe = python::probe(&python, id, &kwargs, atari)?;
+        let python = python.unwrap_or_else(|| match engine {
+            Engine::Gymnasium { .. } => python::default_python(),
+            Engine::EnvPool { .. } => python::envpool_python(),
+        });
+        let probe = python::probe(&python, id, &kwargs, engine)?;
         if probe.continuous > MAX_CONTINUOUS {
             return Err(SpecError::new(
-                "gym_id",
+                id_knob,
                 format!(
                     "'{id}' acts with {} real-valued components (a Box action space flattened); at most {MAX_CONTINUOUS} are allowed",
                     probe.continuous
                 ),
             ));
         }
+        let prefix = match engine {
+            Engine::Gymnasium { .. } => "gym",
+            Engine::EnvPool { .. } => "envpool",
+        };
         let spec = EnvSpec {
-            name: format!("gym:{id}"),
+            name: format!("{prefix}:{id}"),
             fields: vec![probe.obs_field()],
             heads: probe.heads.iter().enumerate().map(|(i, &n)| HeadSpec { name: format!("action{i}"), n }).collect(),
             masked: false,
@@ -176,7 +189,10 @@ impl ScalarEnv for NoScalar {
 
 impl EnvMaker for GymEnv {
     fn name(&self) -> &'static str {
-        "gym"
+        match self.probe.engine {
+            Engine::Gymnasium { .. } => "gym",
+            Engine::EnvPool { .. } => "envpool",
+        }
     }
 
     /// One Python process holding all `count` envs.

@@ -32,6 +32,16 @@ pub fn default_python() -> PathBuf {
     above_binary(".venv/bin/python").unwrap_or_else(|| PathBuf::from("python3"))
 }
 
+/// The interpreter of an EnvPool env when none is named: `$HOTLAB_ENVPOOL_PYTHON`, the
+/// project's `.venv-envpool` above the running binary (`cargo xtask lab --envpool` makes
+/// it), then [`default_python`].
+pub fn envpool_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("HOTLAB_ENVPOOL_PYTHON").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    above_binary(".venv-envpool/bin/python").unwrap_or_else(default_python)
+}
+
 /// `rel` in the nearest folder above the running binary that has it (the project's, for a
 /// binary in its `target/`), None where none does.
 pub fn above_binary(rel: &str) -> Option<PathBuf> {
@@ -67,9 +77,34 @@ pub struct Probe {
     pub max_episode_steps: Option<u64>,
     /// The env's registered id (or what it prints as).
     pub name: String,
-    /// Whether each env is wrapped in Atari's preprocessing (what the probe was asked).
+    /// What steps the envs (what the probe was asked).
     #[serde(skip)]
-    pub atari: bool,
+    pub engine: Engine,
+}
+
+/// What steps a worker's envs: Gymnasium's, one after another (wrapped in Atari's
+/// preprocessing where `atari`), or one EnvPool batch on EnvPool's own C++ threads
+/// (`threads` 0: EnvPool's default), the `envpool` workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Gymnasium { atari: bool },
+    EnvPool { threads: usize },
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::Gymnasium { atari: false }
+    }
+}
+
+impl Engine {
+    /// How the worker's arguments say it.
+    fn args(self) -> serde_json::Value {
+        match self {
+            Engine::Gymnasium { atari } => serde_json::json!({"engine": "gymnasium", "atari": atari}),
+            Engine::EnvPool { threads } => serde_json::json!({"engine": "envpool", "threads": threads}),
+        }
+    }
 }
 
 fn f32_kind() -> FieldKind {
@@ -94,8 +129,9 @@ struct Refusal {
 /// The env's spaces, from one short run of the worker in probe mode; a missing
 /// interpreter, a missing gymnasium, an unknown id or an unsupported space is refused with
 /// what to do.
-pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value, atari: bool) -> Result<Probe, SpecError> {
-    let args = serde_json::json!({"mode": "probe", "id": id, "kwargs": kwargs, "python": python, "atari": atari});
+pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value, engine: Engine) -> Result<Probe, SpecError> {
+    let mut args = serde_json::json!({"mode": "probe", "id": id, "kwargs": kwargs, "python": python});
+    merge(&mut args, engine.args());
     let out = Command::new(python).arg("-c").arg(WORKER).arg(args.to_string()).stdin(Stdio::null()).output();
     let out = out.map_err(|e| {
         SpecError::new(
@@ -110,10 +146,13 @@ pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value, atari: bool) -
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     if let Ok(refused) = serde_json::from_str::<Refusal>(line) {
         // An unsupported space is the chosen env's: named on its id.
-        let field = match refused.field.as_str() {
-            "python" => "python",
-            "wrappers" => "gym_wrappers",
-            _ => "gym_id",
+        let field = match (refused.field.as_str(), engine) {
+            ("python", Engine::Gymnasium { .. }) => "python",
+            ("wrappers", _) => "gym_wrappers",
+            (_, Engine::Gymnasium { .. }) => "gym_id",
+            ("python", Engine::EnvPool { .. }) => "envpool_python",
+            ("kwargs", Engine::EnvPool { .. }) => "envpool_kwargs",
+            (_, Engine::EnvPool { .. }) => "envpool_id",
         };
         return Err(SpecError::new(field, refused.message));
     }
@@ -124,22 +163,34 @@ pub fn probe(python: &Path, id: &str, kwargs: &serde_json::Value, atari: bool) -
             format!("probing '{id}' with {} failed ({}): {}", python.display(), out.status, stderr.trim()),
         )
     })?;
-    Ok(Probe { atari, ..probe })
+    Ok(Probe { engine, ..probe })
 }
 
-/// Gymnasium's registered ids by family, as `python` sees them (the worker in `ids`
-/// mode): `gym_id`'s suggestions. An interpreter that cannot run or has no gymnasium gives
+/// `extra`'s keys added to the object `args`.
+fn merge(args: &mut serde_json::Value, extra: serde_json::Value) {
+    if let (Some(args), serde_json::Value::Object(extra)) = (args.as_object_mut(), extra) {
+        args.extend(extra);
+    }
+}
+
+/// The registered ids by family, as `python` sees them (the worker in `ids` mode):
+/// Gymnasium's for `gym_id`, EnvPool's for `envpool_id`. An interpreter that cannot run or has no gymnasium gives
 /// the error and no ids.
-pub fn registered_ids(python: &Path) -> Suggestions {
+pub fn registered_ids(python: &Path, engine: Engine) -> Suggestions {
     let shown = python.display().to_string();
+    let knob = match engine {
+        Engine::Gymnasium { .. } => "gym_id",
+        Engine::EnvPool { .. } => "envpool_id",
+    };
     let none = |source: String, error: String| Suggestions {
-        knob: "gym_id".into(),
+        knob: knob.into(),
         source,
         unit: "ids".into(),
         groups: Vec::new(),
         error: Some(error),
     };
-    let args = serde_json::json!({"mode": "ids", "python": python});
+    let mut args = serde_json::json!({"mode": "ids", "python": python});
+    merge(&mut args, engine.args());
     let out = match Command::new(python).arg("-c").arg(WORKER).arg(args.to_string()).stdin(Stdio::null()).output() {
         Ok(out) => out,
         Err(e) => {
@@ -154,8 +205,8 @@ pub fn registered_ids(python: &Path) -> Suggestions {
     }
     match serde_json::from_str::<Registered>(line) {
         Ok(found) => Suggestions {
-            knob: "gym_id".into(),
-            source: format!("Gymnasium {} in {shown}", found.gymnasium),
+            knob: knob.into(),
+            source: format!("{} {} in {shown}", found.library, found.version),
             unit: "ids".into(),
             groups: found
                 .families
@@ -166,7 +217,7 @@ pub fn registered_ids(python: &Path) -> Suggestions {
         },
         Err(_) => {
             let error = format!(
-                "listing Gymnasium's ids with {shown} failed ({}): {}",
+                "listing the ids {shown} can make failed ({}): {}",
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()
             );
@@ -175,10 +226,12 @@ pub fn registered_ids(python: &Path) -> Suggestions {
     }
 }
 
-/// What the worker's `ids` mode prints: Gymnasium's version and its registry by family.
+/// What the worker's `ids` mode prints: the library (Gymnasium, EnvPool), its version and
+/// its registry by family.
 #[derive(Deserialize)]
 struct Registered {
-    gymnasium: String,
+    library: String,
+    version: String,
     families: Vec<Family>,
 }
 
@@ -212,17 +265,18 @@ pub fn worker_command(
         "obs_bytes": probe.obs_kind.is_bytes(),
         "actions": l.actions, "continuous": l.continuous, "real_actions": l.real_actions, "obs": l.obs[0], "final_obs": l.final_obs[0], "reward": l.reward,
         "terminated": l.terminated, "truncated": l.truncated, "episode_return": l.episode_return,
-        "episode_length": l.episode_length, "parts": l.parts, "parts_bytes": PARTS_BYTES, "size": l.size,
+        "episode_length": l.episode_length, "ended": l.ended, "parts": l.parts, "parts_bytes": PARTS_BYTES, "size": l.size,
     });
-    let args = serde_json::json!({
+    let mut args = serde_json::json!({
         "mode": "serve", "id": id, "kwargs": kwargs, "python": python, "fd": fd, "worker": w, "workers": l.workers,
         "envs": l.envs, "first": first, "count": count, "seed": seed, "wait": wait.as_str(),
-        "parent": std::process::id(), "starts": probe.starts, "layout": region, "atari": probe.atari,
+        "parent": std::process::id(), "starts": probe.starts, "layout": region,
         "frame": pictures.map(|dir| serde_json::json!({
             "path": dir.join(pictures::PICTURE), "want": dir.join(pictures::WANT),
             "every_s": pictures::EVERY_S, "max_side": GymImage::MAX_SIDE,
         })),
     });
+    merge(&mut args, probe.engine.args());
     let mut c = Command::new(python);
     c.arg("-c").arg(WORKER).arg(args.to_string()).stderr(Stdio::piped());
     c

@@ -10,7 +10,10 @@ Three modes, chosen by the JSON in argv[1]:
 - `serve`: one worker process of the run. It holds a slice of the envs and serves the
   trainer's commands through the shared-memory region the trainer created (an inherited
   memfd), laid out as the trainer's `exec::shm::Layout`: actions in, observations,
-  rewards, terminations, truncations and the ended episodes out, with no pickling.
+  rewards, terminations, truncations and the ended episodes out, with no pickling. Its
+  envs are Gymnasium's, stepped one after another (`GymEnvs`), or with `"engine":
+  "envpool"` one EnvPool batch stepped by EnvPool's C++ threads (`PoolEnvs`, the
+  `envpool` workload): the trainer does not know which.
 
 Box actions arrive as the policy sampled them (float32, flattened); the worker clips its
 slice to the space's finite bounds in one numpy call and hands each env its row in the
@@ -132,8 +135,9 @@ RAW_REWARD = "hotlab_raw_reward"
 
 def preprocess(gym, env, target):
     """Atari's standard preprocessing (CleanRL's `ppo_atari.py`, with Gymnasium's own
-    wrappers): no-op starts (up to 30), 4 frames skipped with the last two max-pooled, 84×84
-    grayscale, FIRE after each reset (for games that wait for it), rewards clipped to their
+    wrappers where it has them): no-op starts (up to 30), 4 frames skipped with the last two
+    max-pooled, 84×84 grayscale, episodic life (a lost life ends the learner's episode, not
+    the game), FIRE after each reset (for games that wait for it), rewards clipped to their
     sign with the raw reward kept in the info, the last 4 frames stacked: `[4, 84, 84]` uint8."""
     import numpy as np
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
@@ -163,11 +167,52 @@ def preprocess(gym, env, target):
             info[RAW_REWARD] = float(reward)
             return obs, float(np.sign(reward)), term, trunc, info
 
-    return FrameStackObservation(ClipReward(FireReset(env)), 4)
+    return FrameStackObservation(ClipReward(FireReset(EpisodicLife(gym, env))), 4)
 
 
-def describe(gym, env):
-    """The env's spaces as hotlab takes them, or a refusal naming the space."""
+# Set in a step's info where the learner's episode ended on a lost life while the game goes on.
+LIFE_LOST = "hotlab_life_lost"
+
+
+def EpisodicLife(gym, env):
+    """CleanRL's `EpisodicLifeEnv`: a lost life ends the learner's episode (`terminated`,
+    with `LIFE_LOST` in the info) while the game goes on: the reset that follows is one
+    no-op step, not a new game, and only a game over (or the time limit) ends the episode
+    whose score is reported."""
+
+    class Wrapped(gym.Wrapper):
+        def __init__(self, env):
+            super().__init__(env)
+            self.lives, self.real_done = 0, True
+
+        def step(self, action):
+            obs, reward, term, trunc, info = self.env.step(action)
+            self.real_done = term or trunc
+            lives = self.env.unwrapped.ale.lives()
+            if 0 < lives < self.lives:
+                term = True
+                if not self.real_done:
+                    info[LIFE_LOST] = True
+            self.lives = lives
+            return obs, reward, term, trunc, info
+
+        def reset(self, **kw):
+            if self.real_done:
+                obs, info = self.env.reset(**kw)
+            else:
+                obs, _, term, trunc, info = self.env.step(0)
+                if term or trunc:
+                    obs, info = self.env.reset(**kw)
+            self.real_done = False
+            self.lives = self.env.unwrapped.ale.lives()
+            return obs, info
+
+    return Wrapped(env)
+
+
+def describe(gym, env, pooled=None):
+    """The env's spaces as hotlab takes them, or a refusal naming the space; `pooled`: the
+    id of an EnvPool batch (its spec and limits are EnvPool's config, it draws nothing)."""
     spaces = gym.spaces
     obs, act = env.observation_space, env.action_space
     if not isinstance(obs, spaces.Box):
@@ -197,15 +242,25 @@ def describe(gym, env):
     # Pixels and flags stay bytes (the trainer reads them as features once per batch);
     # every other dtype crosses as float32.
     kind = {np.dtype(np.uint8): "u8", np.dtype(np.bool_): "bool"}.get(np.dtype(obs.dtype), "f32")
-    modes = list(env.metadata.get("render_modes", []))
-    limit = env.spec.max_episode_steps if env.spec is not None else None
+    if pooled is not None:
+        modes, limit, name = [], env.config.get("max_episode_steps"), pooled
+    else:
+        modes = list(env.metadata.get("render_modes", []))
+        limit = env.spec.max_episode_steps if env.spec is not None else None
+        name = str(env.spec.id if env.spec else env)
     return {"ok": True, "obs_dim": dim, "obs_shape": list(obs.shape), "obs_kind": kind, "heads": heads, "starts": starts,
             "continuous": continuous, "action_low": low, "action_high": high,
-            "render_modes": modes, "max_episode_steps": limit, "name": str(env.spec.id if env.spec else env)}
+            "render_modes": modes, "max_episode_steps": limit, "name": name}
 
 
 def probe(a):
     gym = import_gymnasium(a["python"])
+    if a.get("engine") == "envpool":
+        pool = make_pool(a, 1, 0)
+        answer = describe(gym, pool, pooled=a["id"])
+        pool.close()
+        print(json.dumps(answer), flush=True)
+        return
     try:
         env = make(gym, a["id"], a.get("kwargs") or {}, atari=a.get("atari", False))
         answer = describe(gym, env)
@@ -219,9 +274,26 @@ def probe(a):
 NEEDS = {"mujoco": ("mujoco", "mujoco"), "box2d": ("Box2D", "box2d"), "phys2d": ("jax", "jax"), "tabular": ("jax", "jax")}
 
 
+def pool_ids(a):
+    """EnvPool's ids by the module that makes them (atari, mujoco.gym, classic_control, ...)."""
+    try:
+        import envpool
+        import envpool.registration as registration
+    except ImportError as e:
+        fail("python", f"{a['python']} has no envpool ({e}): install it with `{a['python']} {ENVPOOL_INSTALL}`, "
+                       "or run `cargo xtask lab --envpool`")
+    families = {}
+    for env_id, (module, _, _) in registration.registry.specs.items():
+        families.setdefault(module.removeprefix("envpool."), []).append(env_id)
+    out = [{"family": f, "ids": found, "missing": None, "install": None} for f, found in sorted(families.items())]
+    print(json.dumps({"ok": True, "library": "EnvPool", "version": envpool.__version__, "families": out}), flush=True)
+
+
 def ids(a):
     import importlib
 
+    if a.get("engine") == "envpool":
+        return pool_ids(a)
     gym = import_gymnasium(a["python"])
     try:
         import ale_py  # noqa: F401  (registers the ALE/ ids)
@@ -251,7 +323,7 @@ def ids(a):
         out.append({"family": family, "ids": found, "missing": missing, "install": install})
     if atari_missing:
         out.append({"family": "ale_py", "ids": [], "missing": atari_missing, "install": f'{a["python"]} {ATARI_INSTALL}'})
-    print(json.dumps({"ok": True, "gymnasium": gym.__version__, "families": out}), flush=True)
+    print(json.dumps({"ok": True, "library": "Gymnasium", "version": gym.__version__, "families": out}), flush=True)
 
 
 def png(rgb):
@@ -340,53 +412,235 @@ class Futex:
                           ctypes.c_int(0x7FFFFFFF), ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_int(0))
 
 
+class Slice:
+    """This worker's rows of the region's arrays (see the module's doc)."""
+
+    def __init__(self, mm, L, first, count, envs):
+        import numpy as np
+
+        def array(dtype, offset, n, width=None):
+            a = np.frombuffer(mm, dtype=dtype, count=n if width is None else n * width, offset=offset)
+            return (a.reshape(n, width) if width is not None else a)[first:first + count]
+
+        heads, dims, dim = L["heads"], L["continuous"], L["obs_dim"]
+        self.actions = array(np.int64, L["actions"], envs, heads)
+        self.real = array(np.float32, L["real_actions"], envs, dims)
+        # An image (uint8) or a grid of flags (bool, as 0 and 1) crosses as bytes, in the
+        # env's own layout; anything else as float32.
+        self.odt = np.uint8 if L["obs_bytes"] else np.float32
+        self.obs = array(self.odt, L["obs"], envs, dim)
+        self.final_obs = array(self.odt, L["final_obs"], envs, dim)
+        self.reward = array(np.float32, L["reward"], envs)
+        self.terminated = array(np.uint8, L["terminated"], envs)
+        self.truncated = array(np.uint8, L["truncated"], envs)
+        self.episode_return = array(np.float64, L["episode_return"], envs)
+        self.episode_length = array(np.uint32, L["episode_length"], envs)
+        self.ended = array(np.uint8, L["ended"], envs)
+
+
+class Actions:
+    """The actions of this worker's envs as their space takes them: the categorical heads'
+    indices shifted by their starts, or the Gaussian's sample clipped to the finite bounds
+    in the space's shape and dtype."""
+
+    def __init__(self, space, starts, dims):
+        import numpy as np
+
+        self.dims, self.starts = dims, np.asarray(starts, dtype=np.int64)
+        if dims:
+            # Infinite bounds clip nothing; the env gets its space's shape and dtype.
+            self.low = np.asarray(space.low, dtype=np.float32).reshape(-1)
+            self.high = np.asarray(space.high, dtype=np.float32).reshape(-1)
+            self.shape, self.dtype = tuple(space.shape), space.dtype
+
+    def batch(self, region, count):
+        """One array for the whole slice."""
+        import numpy as np
+
+        if self.dims:
+            return np.clip(region.real, self.low, self.high).astype(self.dtype).reshape((count,) + self.shape)
+        if len(self.starts) == 1:
+            return region.actions[:, 0] + self.starts[0]
+        return region.actions + self.starts
+
+    def zeros(self, n):
+        """An action for `n` envs that the env takes (what an autoreset ignores)."""
+        import numpy as np
+
+        if self.dims:
+            return np.zeros((n,) + self.shape, dtype=self.dtype)
+        if len(self.starts) == 1:
+            return np.full(n, self.starts[0], dtype=np.int32)
+        return np.tile(self.starts.astype(np.int32), (n, 1))
+
+
+class GymEnvs:
+    """Gymnasium envs stepped one after another in this process."""
+
+    def __init__(self, gym, a, region, count, pictures):
+        self.region, self.count, self.pictures = region, count, pictures
+        self.atari = a.get("atari", False)
+        kwargs = a.get("kwargs") or {}
+        self.local = [make(gym, a["id"], kwargs, drawn=pictures is not None and i == 0, atari=self.atari)
+                      for i in range(count)]
+        self.acts = Actions(self.local[0].action_space, a["starts"], a["layout"]["continuous"]) if self.local else None
+        self.at = None
+        self.seed = a["seed"] + a["first"]
+        self.outs, self.rewards = [None] * count, [0.0] * count
+        self.terms, self.truncs, self.ends = [False] * count, [False] * count, [False] * count
+        self.ep_return, self.ep_length = [0.0] * count, [0] * count
+
+    def reset(self):
+        import numpy as np
+
+        r = self.region
+        for i, env in enumerate(self.local):
+            self.at = i
+            o, _ = env.reset(seed=self.seed + i)
+            r.obs[i] = np.asarray(o, dtype=r.odt).reshape(-1)
+            self.ep_return[i], self.ep_length[i] = 0.0, 0
+
+    def step(self):
+        import numpy as np
+
+        r = self.region
+        # Python values per env, one numpy write per array: a numpy write per env and
+        # field costs more than the env's own step.
+        batch = self.acts.batch(r, self.count)
+        acts = list(batch) if self.acts.dims or batch.ndim > 1 else batch.tolist()
+        for i, env in enumerate(self.local):
+            self.at = i
+            o, rew, term, trunc, info = env.step(acts[i])
+            # The game's score where the reward the policy sees is clipped.
+            self.ep_return[i] += info.get(RAW_REWARD, rew) if self.atari else float(rew)
+            self.ep_length[i] += 1
+            # A lost life ends the learner's episode, not the game's (episodic life).
+            end = (term or trunc) and not info.get(LIFE_LOST, False)
+            if term or trunc:
+                r.final_obs[i] = np.asarray(o, dtype=r.odt).reshape(-1)
+                if end:
+                    r.episode_return[i], r.episode_length[i] = self.ep_return[i], self.ep_length[i]
+                    self.ep_return[i], self.ep_length[i] = 0.0, 0
+                o, _ = env.reset()
+            self.outs[i], self.rewards[i], self.terms[i], self.truncs[i], self.ends[i] = o, rew, term, trunc, end
+        r.obs[:] = np.asarray(self.outs, dtype=r.odt).reshape(r.obs.shape)
+        r.reward[:] = self.rewards
+        r.terminated[:] = self.terms
+        r.truncated[:] = self.truncs
+        r.ended[:] = self.ends
+
+    def draw(self, steps, now):
+        return self.pictures.maybe(self.local[0], steps, now) if self.pictures is not None else 0.0
+
+
+ENVPOOL_INSTALL = "-m pip install envpool"
+
+
+def import_envpool(python, target):
+    try:
+        import envpool
+        import envpool.registration  # noqa: F401  (which module each id comes from)
+    except ImportError as e:
+        fail("python", f"'{target}' is an EnvPool env, and {python} has no envpool ({e}): install it with "
+                       f"`{python} {ENVPOOL_INSTALL}`, or run `cargo xtask lab --envpool` (EnvPool in .venv-envpool)")
+    known = envpool.list_all_envs()
+    if target not in known:
+        import difflib
+
+        near = difflib.get_close_matches(target, known, n=5, cutoff=0.5)
+        hint = f"; its ids near it: {', '.join(near)}" if near else ""
+        fail("id", f"EnvPool {envpool.__version__} has no env '{target}' (it has {len(known)} C++ envs){hint}")
+    return envpool
+
+
+def make_pool(a, count, seed):
+    """EnvPool's batch of `count` envs of `a["id"]`, env i seeded `seed + i`, its own
+    threads stepping them (`threads` 0: EnvPool's default, one per core)."""
+    envpool = import_envpool(a["python"], a["id"])
+    kwargs = dict(a.get("kwargs") or {})
+    if envpool.registration.registry.specs[a["id"]][0] == "envpool.atari":
+        # CleanRL's ppo_atari_envpool.py: a lost life ends the learner's episode, rewards
+        # clipped to their sign (the episode's score stays the game's), unless asked otherwise.
+        kwargs = dict({"episodic_life": True, "reward_clip": True}, **kwargs)
+    try:
+        return envpool.make_gymnasium(a["id"], num_envs=max(count, 1), seed=seed,
+                                      num_threads=a.get("threads", 0), **kwargs)
+    except Exception as e:
+        fail("kwargs", f"EnvPool could not make '{a['id']}' with {kwargs} ({type(e).__name__}: {e})")
+
+
+class PoolEnvs:
+    """EnvPool's batch, stepped by its own C++ threads: one call a step for the slice.
+
+    EnvPool resets an env at the call after the one it ended in (Gymnasium's next-step
+    autoreset, the action ignored). The trainer's region is same-step, so the envs that
+    ended are stepped again at once, alone (EnvPool takes a subset of its envs): that call
+    is their reset (a new game, or under episodic life the next life), its observation the
+    one the trainer gets, its reward none of the learner's. A game over is EnvPool's
+    `info["terminated"]` (a lost life is `terminated` too under `episodic_life`); episode
+    returns are the game's score (`info["reward"]`, before `reward_clip`)."""
+
+    def __init__(self, a, region, count):
+        import numpy as np
+
+        self.region, self.count = region, count
+        self.pool = make_pool(a, count, a["seed"] + a["first"])
+        self.acts = Actions(self.pool.action_space, a["starts"], a["layout"]["continuous"])
+        self.ep_return = np.zeros(count, dtype=np.float64)
+        self.ep_length = np.zeros(count, dtype=np.uint32)
+
+    def reset(self):
+        import numpy as np
+
+        o, _ = self.pool.reset()
+        self.region.obs[:] = np.asarray(o, dtype=self.region.odt).reshape(self.region.obs.shape)
+        self.ep_return[:], self.ep_length[:] = 0.0, 0
+
+    def step(self):
+        import numpy as np
+
+        r = self.region
+        o, rew, term, trunc, info = self.pool.step(self.acts.batch(r, self.count))
+        self.ep_return += info["reward"] if "reward" in info else rew
+        self.ep_length += 1
+        done = np.logical_or(term, trunc)
+        game_over = np.asarray(info["terminated"], dtype=bool) if "terminated" in info else np.asarray(term, dtype=bool)
+        end = np.logical_and(done, np.logical_or(game_over, trunc))
+        r.final_obs[done] = np.asarray(o, dtype=r.odt).reshape(r.obs.shape)[done]
+        r.episode_return[end], r.episode_length[end] = self.ep_return[end], self.ep_length[end]
+        self.ep_return[end], self.ep_length[end] = 0.0, 0
+        ended = np.flatnonzero(done)
+        if len(ended):
+            o = np.array(o)
+            o[ended] = self.pool.step(self.acts.zeros(len(ended)), env_id=ended.astype(np.int32))[0]
+        r.obs[:] = np.asarray(o, dtype=r.odt).reshape(r.obs.shape)
+        r.reward[:] = rew
+        r.terminated[:] = term
+        r.truncated[:] = trunc
+        r.ended[:] = end
+
+    def draw(self, steps, now):
+        return 0.0
+
+
 def serve(a):
     import mmap
 
     import numpy as np
 
-    gym = import_gymnasium(a["python"])
     L = a["layout"]
-    envs, heads, dim = a["envs"], L["heads"], L["obs_dim"]
-    first, count, seed, w = a["first"], a["count"], a["seed"], a["worker"]
-    kwargs = a.get("kwargs") or {}
-    pictures = Pictures(a["frame"]) if a.get("frame") and count else None
-    atari = a.get("atari", False)
-    local = [make(gym, a["id"], kwargs, drawn=pictures is not None and i == 0, atari=atari) for i in range(count)]
+    first, count, w = a["first"], a["count"], a["worker"]
     mm = mmap.mmap(a["fd"], L["size"])
+    region = Slice(mm, L, first, count, a["envs"])
+    if a.get("engine") == "envpool":
+        envs = PoolEnvs(a, region, count)
+    else:
+        pictures = Pictures(a["frame"]) if a.get("frame") and count else None
+        envs = GymEnvs(import_gymnasium(a["python"]), a, region, count, pictures)
     f = Futex(mm)
     go, command, done = f.word(0), f.word(L["command"]), f.word(L["done"])
-
-    def array(dtype, offset, n):
-        return np.frombuffer(mm, dtype=dtype, count=n, offset=offset)
-
-    actions = array(np.int64, L["actions"], envs * heads).reshape(envs, heads)[first:first + count]
-    dims = L["continuous"]
-    real = array(np.float32, L["real_actions"], envs * dims).reshape(envs, dims)[first:first + count]
-    if dims:
-        space = local[0].action_space if local else None
-        # Infinite bounds clip nothing; the env gets its space's shape and dtype.
-        low = np.asarray(space.low, dtype=np.float32).reshape(-1) if space is not None else None
-        high = np.asarray(space.high, dtype=np.float32).reshape(-1) if space is not None else None
-        shape = tuple(space.shape) if space is not None else (dims,)
-        dtype = space.dtype if space is not None else np.float32
-    # An image (uint8) or a grid of flags (bool, as 0 and 1) crosses as bytes, in the
-    # env's own layout; anything else as float32.
-    odt = np.uint8 if L["obs_bytes"] else np.float32
-    obs = array(odt, L["obs"], envs * dim).reshape(envs, dim)[first:first + count]
-    final_obs = array(odt, L["final_obs"], envs * dim).reshape(envs, dim)[first:first + count]
-    reward = array(np.float32, L["reward"], envs)[first:first + count]
-    terminated = array(np.uint8, L["terminated"], envs)[first:first + count]
-    truncated = array(np.uint8, L["truncated"], envs)[first:first + count]
-    ep_return_out = array(np.float64, L["episode_return"], envs)[first:first + count]
-    ep_length_out = array(np.uint32, L["episode_length"], envs)[first:first + count]
     # This worker's own part clock: seconds inside the envs' step and reset calls.
-    parts = array(np.float64, L["parts"] + w * L["parts_bytes"], 2)
-    starts = np.asarray(a["starts"], dtype=np.int64)
-    one_head = heads == 1
-    outs, rewards, terms, truncs = [None] * count, [0.0] * count, [False] * count, [False] * count
-    ep_return = [0.0] * count
-    ep_length = [0] * count
+    parts = np.frombuffer(mm, dtype=np.float64, count=2, offset=L["parts"] + w * L["parts_bytes"])
     block = a["wait"] == "block"
     parent = a["parent"]
     seen = done.value
@@ -406,47 +660,24 @@ def serve(a):
         cmd = command.value
         if cmd == CMD_EXIT:
             return
-        i = 0
         try:
             t0 = time.perf_counter()
             if cmd == CMD_RESET:
-                for i, env in enumerate(local):
-                    o, _ = env.reset(seed=seed + first + i)
-                    obs[i] = np.asarray(o, dtype=odt).reshape(-1)
-                    ep_return[i], ep_length[i] = 0.0, 0
-            else:
-                # Python values per env, one numpy write per array: a numpy write per env
-                # and field costs more than the env's own step.
-                if dims:
-                    acts = list(np.clip(real, low, high).astype(dtype).reshape((count,) + shape))
-                else:
-                    acts = (actions[:, 0] + starts[0]).tolist() if one_head else list(actions + starts)
-                for i, env in enumerate(local):
-                    o, r, term, trunc, info = env.step(acts[i])
-                    # The game's score where the reward the policy sees is clipped.
-                    ep_return[i] += info.get(RAW_REWARD, r) if atari else float(r)
-                    ep_length[i] += 1
-                    if term or trunc:
-                        final_obs[i] = np.asarray(o, dtype=odt).reshape(-1)
-                        ep_return_out[i] = ep_return[i]
-                        ep_length_out[i] = ep_length[i]
-                        ep_return[i], ep_length[i] = 0.0, 0
-                        o, _ = env.reset()
-                    outs[i], rewards[i], terms[i], truncs[i] = o, r, term, trunc
-                obs[:] = np.asarray(outs, dtype=odt).reshape(count, dim)
-                reward[:] = rewards
-                terminated[:] = terms
-                truncated[:] = truncs
+                envs.reset()
+            elif count:
+                envs.step()
                 steps += 1
             t1 = time.perf_counter()
             in_env += t1 - t0
             parts[0] = in_env
-            if pictures is not None and cmd == CMD_STEP:
-                drawing += pictures.maybe(local[0], steps, t1)
+            if cmd == CMD_STEP:
+                drawing += envs.draw(steps, t1)
                 parts[1] = drawing
         except Exception:
             what = "reset" if cmd == CMD_RESET else "step"
-            sys.stderr.write(f"env {first + i} raised in {what}:\n{traceback.format_exc()}")
+            at = getattr(envs, "at", None)
+            who = f"env {first + at}" if at is not None else f"EnvPool's envs {first}..{first + count}"
+            sys.stderr.write(f"{who} raised in {what}:\n{traceback.format_exc()}")
             sys.stderr.flush()
             os._exit(3)
         done.value = now

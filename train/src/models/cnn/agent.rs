@@ -75,7 +75,9 @@ impl Pass for CnnPass<'_> {
         let mb = self.epochs.minibatch(m);
         let net = &mut self.agent.net;
         net.zero_grad();
-        let features = net.features(&mb.obs);
+        let images = net.convert(&mb.obs);
+        let s = prof.stop(Phase::OBS_CONVERT, s);
+        let features = net.features(&images);
         let (outputs, value) = (net.outputs(&features), net.value(&features));
         let (loss, stats) = loss_of_heads(&outputs, net.log_std(), &value, &mb, ctx.heads, ctx.spec, last);
         ppo::backward(&loss, stats, prof, s)
@@ -110,9 +112,12 @@ impl Actor<CnnAgent> for CnnActor {
             let net = &agent.net;
             let buffers = rollout.device_buffers(net.device());
             let (mut log_probs, mut values) = (buffers.0.get(t as i64), buffers.1.get(t as i64));
-            // The step's images, as bytes: a quarter of what floats would move.
-            let images = self.mover.field_to_device(0, &rollout.bytes[t * envs * w..(t + 1) * envs * w], envs, w, c);
+            // The step's images, as bytes (a quarter of what floats would move) unless
+            // `--frames float`.
+            let images = self.mover.frames_to_device(0, &rollout.bytes[t * envs * w..(t + 1) * envs * w], envs, w, c);
             let s = prof.stop(Phase::OBS_TRANSFER, start);
+            let images = net.convert(&images);
+            let s = prof.stop(Phase::OBS_CONVERT, s);
             let features = net.features(&images);
             let outputs = net.outputs(&features);
             let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
@@ -143,7 +148,7 @@ impl Actor<CnnAgent> for CnnActor {
         let (first, rows) = row.map_or((0, envs), |e| (e, 1));
         tch::no_grad(|| {
             let net = &agent.net;
-            let images = self.mover.upload(&bytes[first * w..(first + rows) * w], &[rows as i64, w as i64], c);
+            let images = self.mover.upload_frames(&bytes[first * w..(first + rows) * w], &[rows as i64, w as i64], c);
             let mut out = vec![0f32; rows];
             read_into(&net.value(&net.features(&images)), &mut out, c);
             out

@@ -97,7 +97,7 @@ pub struct Encoder {
     /// Features out.
     pub width: i64,
     /// What one byte is worth as a feature.
-    scale: f64,
+    pub scale: f64,
 }
 
 /// √2: CleanRL's gain for layers followed by a ReLU.
@@ -130,11 +130,12 @@ impl Encoder {
 
     /// Features `[B, width]` of images `[B, …shape]` (bytes, on any device): converted to
     /// float and scaled there, channels moved first, convolutions and the linear layer
-    /// each followed by a ReLU.
+    /// each followed by a ReLU. Images that come as floats were scaled on the host
+    /// (`--frames float`) and are read as they are.
     pub fn forward(&self, p: &FlatParams, x: &Tensor) -> Tensor {
         let Image { channels, height, width, channels_last } = self.image;
         let rows = x.size()[0];
-        let x = x.to_kind(Kind::Float) * self.scale;
+        let x = self.convert(x);
         let mut x = if channels_last {
             x.view([rows, height, width, channels]).permute([0, 3, 1, 2])
         } else {
@@ -144,6 +145,17 @@ impl Encoder {
             x = conv.forward(p, &x).relu();
         }
         self.linear.forward(p, &x.flatten(1, -1)).relu()
+    }
+}
+
+impl Encoder {
+    /// Images as the convolutions read them: bytes converted to float and scaled, on their
+    /// device; floats (scaled on the host, `--frames float`, or converted already) as they are.
+    pub fn convert(&self, x: &Tensor) -> Tensor {
+        match x.kind() {
+            Kind::Float => x.shallow_clone(),
+            _ => x.to_kind(Kind::Float) * self.scale,
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::{bail, Result};
 use hotlab_shared::env::EnvSpec;
-use hotlab_shared::spec::{Inference, UpdateMode};
+use hotlab_shared::spec::{Frames, Inference, UpdateMode};
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec` (an image observation); settings
@@ -35,9 +35,20 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
         net.shape.obs.shape, net.shape.obs.kind
     ));
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
+    if spec.exec.threads == 0 {
+        // A convolution's minibatch splits well at any size, and the envs' workers wait
+        // while the update runs: every core for libtorch (Breakout at the atari preset on
+        // 2 cores: 1.34–1.69× the steps/s of one thread, docs/benchmarks.md).
+        setup.threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    }
     let (opt, mover) = ppo::after_init(setup, &net.params.flat);
+    let (frames, scale) = (spec.exec.frames, net.encoder.scale);
+    if frames == Frames::Float {
+        setup.notes.push("frames float: each image converted to float32 on the host before it moves (4× its bytes); the encoder reads it as it is".into());
+    }
+    let mover = mover.with_frames(frames, scale);
     let (transfer, sync, device) = (spec.exec.transfer, spec.exec.action_sync, setup.device);
-    let actor = || CnnActor { mover: Mover::new(transfer, device), sync };
+    let actor = move || CnnActor { mover: Mover::new(transfer, device).with_frames(frames, scale), sync };
     // No features (`obs_dim` 0): the rollout keeps the image's bytes.
     let collector = Box::new(HostCollector::new(spec, Arc::clone(&workload), 0, actor)?);
     let agent = CnnAgent { net, env: workload };

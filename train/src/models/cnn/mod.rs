@@ -98,7 +98,12 @@ impl CnnNet {
         self.params.flat.device()
     }
 
-    /// The encoder's features of images `[B, …]` (bytes).
+    /// Images `[B, …]` as the encoder's convolutions read them (bytes to float, scaled).
+    pub fn convert(&self, obs: &Tensor) -> Tensor {
+        self.encoder.convert(obs)
+    }
+
+    /// The encoder's features of images `[B, …]` (bytes, or floats [`CnnNet::convert`] made).
     pub fn features(&self, obs: &Tensor) -> Tensor {
         self.encoder.forward(&self.params, obs)
     }

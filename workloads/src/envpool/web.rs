@@ -1,0 +1,13 @@
+//! EnvPool's view: none of its own. Its frames are the `gym` workload's (`GymFrame`: env
+//! 0's observation as the policy sees it, the actions just chosen), so the gym view draws
+//! them.
+//!
+//! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
+
+use hotlab_shared::protocol::Frame;
+use leptos::prelude::*;
+
+#[component]
+pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
+    let _ = frame;
+}
