@@ -2,6 +2,7 @@
 //! file, plain HTTP/1.1 for REST and tokio-tungstenite for the WebSocket.
 
 mod common;
+mod faults;
 mod lab_client;
 use common::*;
 use futures_util::StreamExt;
@@ -667,6 +668,48 @@ fn a_run_whose_process_is_killed_fails_and_the_lab_stays_up() {
         assert!(start.elapsed() < Duration::from_secs(10), "the run's process ends with the lab");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `--run-memory`: each run's process has a memory limit of its own (a memory cgroup). A
+/// run whose rollout alone is past it is killed by the kernel's out-of-memory killer, not
+/// by the lab, and fails naming the signal and the limit; the lab stays up, a run within
+/// the limit finishes, and the runs' cgroups go with them. A limit of 0 is refused.
+#[test]
+fn a_run_past_its_memory_limit_is_killed_by_the_kernel_alone_and_fails_saying_so() {
+    let data = tempfile::tempdir().unwrap();
+    let server = start(data.path(), &["--run-memory", "1024"]);
+    // 8,192 envs × 4,096 steps: the rollout's buffers are over 1.5 GB.
+    let big = json!({"envs": 8192, "steps": 4096, "total_steps": 50_000_000, "device": "cpu"});
+    let id = launch(&server.addr, big);
+    let ended = wait_for(&server.addr, id, &["failed", "finished"]);
+    let message = ended["message"].as_str().unwrap();
+    assert!(
+        message.contains("SIGKILL") && message.contains("out-of-memory killer at its memory limit of 1024 MiB"),
+        "{message}"
+    );
+    let next = launch(&server.addr, small_run());
+    assert_eq!(wait_for(&server.addr, next, &["finished", "failed"])["status"], "finished");
+    // The lab's own cgroup is left, empty of runs (v1's memory hierarchy, or v2's).
+    let pid = server.child.id();
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let dir = match own.lines().find_map(|l| l.split_once(":memory:")) {
+        Some((_, path)) => std::path::Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/')),
+        None => std::path::Path::new("/sys/fs/cgroup")
+            .join(own.lines().find_map(|l| l.strip_prefix("0::")).unwrap().trim_start_matches('/')),
+    }
+    .join(format!("hotlab-{pid}"));
+    let runs = || std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.path().is_dir()).count();
+    let start = Instant::now();
+    while runs() > 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the runs' cgroups stay in {}", dir.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(server);
+    let _ = std::fs::remove_dir(&dir);
+
+    let out = run(hotlab().args(["serve", "--run-memory", "0", "--port", "0"]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--run-memory"), "{}", stderr(&out));
 }
 
 /// `hotlab bench soak` at the smallest budget: a real lab, a run, viewers and a reader;

@@ -35,16 +35,22 @@ pub fn start_on(data: &std::path::Path, port: u16, extra: &[&str]) -> Server {
 
 /// [`start_on`] with environment variables of its own.
 pub fn start_with_env(data: &std::path::Path, port: u16, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    let mut cmd = hotlab();
+    cmd.args(serve_args(data, port)).args(extra).envs(env.iter().copied());
+    serve_from(cmd)
+}
+
+/// `hotlab serve`'s arguments for a test's lab on 127.0.0.1 with [`TOKEN`].
+pub fn serve_args(data: &std::path::Path, port: u16) -> Vec<String> {
     let port = port.to_string();
-    let mut child = hotlab()
-        .args(["serve", "--host", "127.0.0.1", "--port", &port, "--token", TOKEN, "--data-dir"])
-        .arg(data)
-        .args(extra)
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let args = ["serve", "--host", "127.0.0.1", "--port", &port, "--token", TOKEN, "--data-dir"];
+    args.into_iter().map(String::from).chain([data.display().to_string()]).collect()
+}
+
+/// A lab started by `cmd` (which ends in `hotlab serve`, the same process: its pid is the
+/// lab's), once it has printed its URL.
+pub fn serve_from(mut cmd: std::process::Command) -> Server {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -60,7 +66,9 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
     try_http(addr, method, path, headers, body).unwrap_or_else(|| {
         // A connection closed with no answer is a handler that panicked (axum drops it): a
         // failure, never a status a caller could take for "below 500".
-        panic!("{method} {path} on {addr}: no HTTP answer (refused, or closed by a panicking handler)")
+        panic!(
+            "{method} {path} on {addr}: no HTTP answer (refused, closed by a panicking handler, or none within 60 s)"
+        )
     })
 }
 
@@ -68,6 +76,8 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
 /// refused, or closed with no status line).
 pub fn try_http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(addr).ok()?;
+    // A handler that never answers fails the test (as no answer) instead of hanging it.
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
     // Host and Content-Type as a client of this lab sends them, unless the test gives its own.
     let given = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
     let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");

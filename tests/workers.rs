@@ -163,6 +163,47 @@ fn a_worker_killed_mid_run_leaves_the_run_interrupted_with_its_metrics() {
     assert_eq!(m[0]["connected"], false, "{m}");
 }
 
+/// A worker machine that dies without a goodbye: its process frozen (SIGSTOP), its socket
+/// left open, nothing more said on it. The lab takes it for gone after its silence: its run
+/// ends `interrupted` after the grace period, naming it, with what it sent kept; of the
+/// runs queued behind it, the one the lab placed moves to another worker and finishes, and
+/// the one launched for that machine by name ends `interrupted`, saying it never started.
+#[test]
+fn a_worker_that_dies_without_a_goodbye_is_taken_for_gone_and_its_queue_moves_on() {
+    let data = tempfile::tempdir().unwrap();
+    let server = lab_with_grace(data.path(), 0, "2");
+    let frozen = worker(&server.addr, "box-f", WORKER_TOKEN);
+    connected(&server.addr, "box-f");
+    let id = launch(&server.addr, on("box-f", json!({"envs": 8, "total_steps": 50_000_000, "device": "cpu"})));
+    wait_metrics(&server.addr, id, 3);
+    // box-f is the only machine, and busy: both wait there.
+    let placed = launch(&server.addr, small_run());
+    let named = launch(&server.addr, on("box-f", small_run()));
+    for queued in [placed, named] {
+        let run = get_json(&server.addr, &format!("/api/runs/{queued}"));
+        assert_eq!((run["status"].as_str(), run["machine"].as_str()), (Some("queued"), Some("box-f")), "{run}");
+    }
+    let _other = worker(&server.addr, "box-g", WORKER_TOKEN);
+    connected(&server.addr, "box-g");
+    let before = metrics(&server.addr, id).len();
+    unsafe { libc::kill(frozen.child.id() as i32, libc::SIGSTOP) };
+
+    let run = wait_for(&server.addr, id, &["interrupted", "failed", "finished"]);
+    assert_eq!(run["status"], "interrupted", "{run}");
+    let message = run["message"].as_str().unwrap();
+    assert!(message.contains("'box-f' has been away"), "{message}");
+    assert!(metrics(&server.addr, id).len() >= before, "what it sent is kept");
+    let run = wait_for(&server.addr, placed, &["finished", "failed", "interrupted"]);
+    assert_eq!((run["status"].as_str(), run["machine"].as_str()), (Some("finished"), Some("box-g")), "{run}");
+    let run = wait_for(&server.addr, named, &["finished", "failed", "interrupted"]);
+    assert_eq!(run["status"], "interrupted", "{run}");
+    let message = run["message"].as_str().unwrap();
+    assert!(message.contains("'box-f' has been away") && message.contains("did not start"), "{message}");
+    let machines = get_json(&server.addr, "/api/machines");
+    let f = machines.as_array().unwrap().iter().find(|m| m["name"] == "box-f").unwrap();
+    assert_eq!((f["connected"].as_bool(), f["queued"].as_u64()), (Some(false), Some(0)), "{machines}");
+}
+
 /// The lab is killed twice, mid-run and as a run ends on its worker; the worker keeps what
 /// it cannot send and the lab, back, stores it all. Its store's queue is 16 writes (the
 /// hook `HOTLAB_STORE_QUEUE`), far below the backlog, so the backlog reaches both the

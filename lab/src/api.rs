@@ -27,8 +27,9 @@ use std::time::Duration;
 
 /// `GET /api/system`: the machine, and the store's size now.
 pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
-    let store_bytes = Some(lab.manager.store().size_bytes());
-    Json(SystemInfo { store_bytes, ..(*lab.system).clone() })
+    let store = lab.manager.store();
+    let (store_bytes, health) = (Some(store.size_bytes()), Some(store.health()));
+    Json(SystemInfo { store_bytes, store: health, ..(*lab.system).clone() })
 }
 
 /// `GET /api/knobs/{knob}/suggestions`: what this lab's machine offers for a workload's
@@ -100,8 +101,9 @@ async fn events(lab: &Lab, id: u64, since: u64, kind: Kind, limit: usize) -> Api
         let live = run.is_some();
         out = blocking(move || {
             if live {
-                // What left the window may still be in the writer's queue.
-                store.flush();
+                // What left the window may still be in the writer's queue (a store that
+                // is behind is not waited on for long: the page reads what is stored).
+                store.flush_within(super::state::DURABLE_WAIT);
             }
             store.events(id, since, to, kind, limit)
         })
@@ -194,7 +196,7 @@ pub async fn create_run(
     let (data_dir, trainer) = (lab.data_dir.clone(), Arc::clone(&lab.trainer));
     let machines = Arc::clone(&lab.machines);
     let queued = lab.manager.queued_per_machine();
-    let (spec, machine) = tokio::task::spawn_blocking(move || {
+    let (spec, machine, pinned) = tokio::task::spawn_blocking(move || {
         let (spec, wanted) = parse_spec(&body, &data_dir, &*trainer)?;
         let machine = machines
             .choose(wanted.as_deref(), &spec.device, &queued)
@@ -203,11 +205,15 @@ pub async fn create_run(
         if machines.is_local(&machine) {
             trainer.fits(&spec)?;
         }
-        Ok::<_, ApiError>((spec, machine))
+        Ok::<_, ApiError>((spec, machine, wanted.is_some()))
     })
     .await
     .map_err(ApiError::internal)??;
-    let id = lab.manager.launch(spec, machine);
+    if let Some(why) = lab.manager.store().failure() {
+        let message = format!("the lab's run store cannot write, so it takes no runs until it can: {why}");
+        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_failing", message));
+    }
+    let id = lab.manager.launch(spec, machine, pinned);
     lab.durable().await?;
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))).into_response())
 }
@@ -311,7 +317,7 @@ async fn blob(lab: &Lab, id: u64, name: &'static str) -> ApiResult<Response> {
     let info = run_info(lab, id).await?;
     let store = lab.manager.store().clone();
     let body = blocking(move || {
-        store.flush();
+        store.flush_within(super::state::DURABLE_WAIT);
         store.blob(id, name)
     })
     .await?;

@@ -246,7 +246,7 @@ impl Audits {
                 return Err("stopped".into());
             }
             let setting = plan.label(slot).to_string();
-            let run = self.manager.launch(plan.spec(slot).clone(), machine.clone());
+            let run = self.manager.launch(plan.spec(slot).clone(), machine.clone(), true);
             self.update(job, |a| a.runs.push(AuditRun { setting: setting.clone(), run, measured: None }));
             let summary = self.wait(run)?;
             if summary.info.status != RunStatus::Finished {

@@ -491,6 +491,7 @@ mod tests {
             cpu_cores: 2,
             torch_threads: 2,
             store_bytes: None,
+            store: None,
         }
     }
 

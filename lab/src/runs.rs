@@ -10,6 +10,11 @@
 //! the new events' pointers. What is stored does not depend on viewers either: a
 //! rollout frame is kept once a second ([`KEPT_FRAME_GAP`]), and viewers read the newest
 //! frame from memory at their own rate.
+//!
+//! When the store cannot write (a full disk: [`Store::failure`]), the live runs are
+//! stopped and end `failed` saying why (their history so far is kept; their ends wait in
+//! the store's queue), queued runs wait, and new runs are refused; once the store writes
+//! again, the queue moves on ([`watch`]).
 
 use super::machines::Machines;
 use super::store::{Logged, Resumable, Store};
@@ -37,9 +42,11 @@ pub struct Run {
     pub id: u64,
     pub spec: RunSpec,
     pub created_ms: u64,
-    /// The machine it runs on, and whether that is a worker.
-    pub machine: String,
-    remote: bool,
+    /// Where it runs (a queued run placed by the lab moves when its worker is gone).
+    place: Mutex<Place>,
+    /// Whether its machine was named for it (a pinned run waits for its machine, or ends
+    /// when that machine is gone past the grace period).
+    pinned: bool,
     stop: Arc<AtomicBool>,
     state: Mutex<RunState>,
     /// The newest rollout frame (kept or not), for viewers at their own rate.
@@ -51,6 +58,15 @@ pub struct Run {
     viewers: AtomicUsize,
     /// Its Ray job, on a lab with `--ray`.
     ray_job: Mutex<Option<RayJob>>,
+    /// Why the lab stopped it (its end is then `failed`, saying so).
+    failed_by: Mutex<Option<String>>,
+}
+
+/// A run's machine, and whether that is a worker.
+#[derive(Clone)]
+struct Place {
+    machine: String,
+    remote: bool,
 }
 
 struct RunState {
@@ -93,7 +109,16 @@ impl Run {
         let info = self.state().summary.info.clone();
         let publish_s = Some(self.publish_ns.load(Ordering::Relaxed) as f64 * 1e-9);
         let ray_job = self.ray_job.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        RunInfo { spec: self.spec.clone(), publish_s, machine: Some(self.machine.clone()), ray_job, ..info }
+        RunInfo { spec: self.spec.clone(), publish_s, machine: Some(self.machine()), ray_job, ..info }
+    }
+
+    /// The machine it runs (or waits) on.
+    pub fn machine(&self) -> String {
+        self.place().machine
+    }
+
+    fn place(&self) -> Place {
+        self.place.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The run's totals so far, kept as it goes (no event is re-read).
@@ -135,7 +160,7 @@ pub struct Manager {
     /// Rollout frames a finished run keeps per minute of its wall time.
     frames_per_minute: f64,
     /// The `hotlab` binary each run's process runs.
-    exe: std::path::PathBuf,
+    processes: run_process::RunProcesses,
     inner: Mutex<Inner>,
     /// Summaries of runs that are over, read from the store once.
     summaries: Mutex<SummaryCache>,
@@ -157,6 +182,20 @@ struct Inner {
     queue: VecDeque<u64>,
 }
 
+impl Inner {
+    fn queued_per_machine(&self) -> HashMap<String, usize> {
+        let mut queued = HashMap::new();
+        for run in self.queue.iter().filter_map(|id| self.runs.get(id)) {
+            *queued.entry(run.machine()).or_default() += 1;
+        }
+        queued
+    }
+
+    fn queued(&self) -> Vec<Arc<Run>> {
+        self.queue.iter().filter_map(|id| self.runs.get(id).cloned()).collect()
+    }
+}
+
 impl Manager {
     /// The manager, going on with the remote runs a previous life of the lab left live
     /// (their workers may still train them: each waits for its worker for the grace period).
@@ -165,7 +204,7 @@ impl Manager {
         machines: Arc<Machines>,
         ray: Option<ray::RayConfig>,
         frames_per_minute: f64,
-        exe: std::path::PathBuf,
+        processes: run_process::RunProcesses,
     ) -> anyhow::Result<Arc<Self>> {
         let next_id = store.last_id()? + 1;
         let inner = Inner { next_id, runs: HashMap::new(), queue: VecDeque::new() };
@@ -175,14 +214,25 @@ impl Manager {
             machines,
             ray,
             frames_per_minute,
-            exe,
+            processes,
             inner: Mutex::new(inner),
             summaries: Mutex::default(),
         });
         for r in resumable {
             me.resume(r)?;
         }
+        watch(Arc::downgrade(&me));
         Ok(me)
+    }
+
+    /// Stops every running run, which then ends `failed` with `why`.
+    fn fail_live(&self, why: &str) {
+        let runs: Vec<Arc<Run>> = self.inner.lock().expect("manager").runs.values().cloned().collect();
+        for run in runs.iter().filter(|r| r.state().summary.info.status == RunStatus::Running) {
+            tracing::warn!("run {} is stopped: {why}", run.id);
+            *run.failed_by.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+            run.stop.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Takes back a remote run the store says was live: queued again, or followed on
@@ -203,8 +253,8 @@ impl Manager {
             id: info.id,
             spec: info.spec.clone(),
             created_ms: info.created_ms,
-            machine: machine.clone(),
-            remote: true,
+            place: Mutex::new(Place { machine: machine.clone(), remote: true }),
+            pinned: true,
             stop: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(RunState {
                 window: VecDeque::new(),
@@ -216,6 +266,7 @@ impl Manager {
             publish_ns: AtomicU64::new(0),
             viewers: AtomicUsize::new(0),
             ray_job: Mutex::new(ray_job),
+            failed_by: Mutex::new(None),
         });
         let mut inner = self.inner.lock().expect("manager");
         inner.runs.insert(run.id, Arc::clone(&run));
@@ -280,18 +331,13 @@ impl Manager {
 
     /// Runs waiting, per machine.
     pub fn queued_per_machine(&self) -> HashMap<String, usize> {
-        let inner = self.inner.lock().expect("manager");
-        let mut queued = HashMap::new();
-        for run in inner.queue.iter().filter_map(|id| inner.runs.get(id)) {
-            *queued.entry(run.machine.clone()).or_default() += 1;
-        }
-        queued
+        self.inner.lock().expect("manager").queued_per_machine()
     }
 
     /// The machine a run (live or stored) ran on.
     pub fn machine_of(&self, id: u64) -> Option<String> {
         match self.get(id) {
-            Some(run) => Some(run.machine.clone()),
+            Some(run) => Some(run.machine()),
             None => self.store.run(id).ok().flatten()?.machine,
         }
     }
@@ -318,8 +364,9 @@ impl Manager {
         RunInfo { dropped: self.store.dropped(run.id), ..run.info() }
     }
 
-    /// Queues a validated spec for `machine` (see [`Machines::choose`]); returns its id.
-    pub fn launch(self: &Arc<Self>, spec: RunSpec, machine: String) -> u64 {
+    /// Queues a validated spec for `machine` (see [`Machines::choose`]), `pinned` when the
+    /// launch named it; returns its id.
+    pub fn launch(self: &Arc<Self>, spec: RunSpec, machine: String, pinned: bool) -> u64 {
         let remote = !self.machines.is_local(&machine);
         let mut inner = self.inner.lock().expect("manager");
         let id = inner.next_id;
@@ -330,8 +377,8 @@ impl Manager {
             id,
             spec,
             created_ms,
-            machine,
-            remote,
+            place: Mutex::new(Place { machine: machine.clone(), remote }),
+            pinned,
             stop: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(RunState {
                 window: VecDeque::new(),
@@ -343,8 +390,9 @@ impl Manager {
             publish_ns: AtomicU64::new(0),
             viewers: AtomicUsize::new(0),
             ray_job: Mutex::new(None),
+            failed_by: Mutex::new(None),
         });
-        self.store.add_run(id, run.created_ms, &run.spec, &run.machine, run.remote);
+        self.store.add_run(id, run.created_ms, &run.spec, &machine, remote);
         self.publish(&run, EventBody::Status { status: RunStatus::Queued, message: None });
         inner.runs.insert(id, run);
         inner.queue.push_back(id);
@@ -361,13 +409,7 @@ impl Manager {
             RunStatus::Queued => {
                 inner.queue.retain(|&q| q != id);
                 self.publish(&run, EventBody::Status { status: RunStatus::Stopped, message: None });
-                // It will never run: once the store holds its end, it leaves memory, as
-                // an ended run does (off this thread: the commit takes up to a flush).
-                let me = Arc::clone(self);
-                let _ = std::thread::Builder::new().name(format!("hotlab-drop-{id}")).spawn(move || {
-                    me.store.flush();
-                    me.inner.lock().expect("manager").runs.remove(&id);
-                });
+                self.forget_once_stored(id);
                 true
             }
             RunStatus::Running => {
@@ -375,6 +417,54 @@ impl Manager {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// A queued run that will never run: once the store holds its end, it leaves memory,
+    /// as an ended run does (off this thread: the commit takes up to a flush).
+    fn forget_once_stored(self: &Arc<Self>, id: u64) {
+        let me = Arc::clone(self);
+        let _ = std::thread::Builder::new().name(format!("hotlab-drop-{id}")).spawn(move || {
+            me.store.flush();
+            me.inner.lock().expect("manager").runs.remove(&id);
+        });
+    }
+
+    /// Queued runs whose worker has been away past the grace period move on: one the lab
+    /// placed goes to another connected machine with its device (a queued status says
+    /// so; with none, it waits for one), one whose machine was named ends `interrupted`.
+    fn move_from_gone_machines(self: &Arc<Self>) {
+        let mut inner = self.inner.lock().expect("manager");
+        let mut moved = false;
+        for run in inner.queued() {
+            let machine = run.machine();
+            let Some(away) = self.machines.away_for(&machine).filter(|a| *a > self.machines.grace) else { continue };
+            let gone = format!(
+                "the worker '{machine}' has been away for {:.0} s (the grace period is {:.0} s)",
+                away.as_secs_f64(),
+                self.machines.grace.as_secs_f64()
+            );
+            if run.pinned {
+                inner.queue.retain(|&q| q != run.id);
+                let message = Some(format!("{gone}; the run was queued for it and did not start"));
+                self.publish(&run, EventBody::Status { status: RunStatus::Interrupted, message });
+                self.forget_once_stored(run.id);
+                continue;
+            }
+            let counts = inner.queued_per_machine();
+            let Ok(other) = self.machines.choose(None, &run.spec.device, &counts) else { continue };
+            if other == machine {
+                continue;
+            }
+            let remote = !self.machines.is_local(&other);
+            *run.place.lock().unwrap_or_else(|p| p.into_inner()) = Place { machine: other.clone(), remote };
+            self.store.set_machine(run.id, &other, remote);
+            let message = Some(format!("{gone}: moved to '{other}'"));
+            self.publish(&run, EventBody::Status { status: RunStatus::Queued, message });
+            moved = true;
+        }
+        if moved {
+            self.start_queued(&mut inner);
         }
     }
 
@@ -423,15 +513,19 @@ impl Manager {
         *run.frame.lock().unwrap_or_else(|p| p.into_inner()) = Some((logged, upto));
     }
 
-    /// Starts every queued run whose machine has a place now, in queue order.
+    /// Starts every queued run whose machine has a place now, in queue order (none while
+    /// the store cannot write).
     fn start_queued(self: &Arc<Self>, inner: &mut Inner) {
+        if self.store.failure().is_some() {
+            return;
+        }
         let mut i = 0;
         while i < inner.queue.len() {
             let Some(run) = inner.runs.get(&inner.queue[i]).cloned() else {
                 inner.queue.remove(i);
                 continue;
             };
-            if !self.machines.try_take(&run.machine) {
+            if !self.machines.try_take(&run.machine()) {
                 i += 1;
                 continue;
             }
@@ -446,7 +540,7 @@ impl Manager {
         let (me, id, for_thread) = (Arc::clone(self), run.id, Arc::clone(&run));
         let spawned = std::thread::Builder::new().name(format!("hotlab-run-{id}")).spawn(move || {
             me.execute(&for_thread, resume);
-            me.machines.release(&for_thread.machine);
+            me.machines.release(&for_thread.machine());
             // Once the store holds all of it, the run is read from there (viewers
             // still streaming keep their own reference).
             me.store.flush();
@@ -456,7 +550,7 @@ impl Manager {
             me.start_queued(&mut inner);
         });
         if let Err(e) = spawned {
-            self.machines.release(&run.machine);
+            self.machines.release(&run.machine());
             let message = Some(format!("cannot start a thread to watch the run: {e}"));
             self.publish(&run, EventBody::Status { status: RunStatus::Failed, message });
             inner.runs.remove(&id);
@@ -492,8 +586,10 @@ impl Manager {
             FromRun::End { publish_s, .. } => publish_time(publish_s),
         };
         let mut last_message = None;
-        let (status, message) = match run.remote {
-            false => run_process::run(&self.exe, &run.spec, control, &mut on)
+        let (status, message) = match run.place().remote {
+            false => self
+                .processes
+                .run(&format!("run-{}", run.id), &run.spec, control, &mut on)
                 .unwrap_or_else(|e| (RunStatus::Failed, Some(format!("{e:#}")))),
             true => self.execute_remote(run, resume, control, &mut on, &mut last_message).unwrap_or_else(|e| {
                 // A resumed run's route is open already.
@@ -501,9 +597,17 @@ impl Manager {
                 (RunStatus::Failed, Some(format!("{e:#}")))
             }),
         };
-        if run.remote {
+        if run.place().remote {
             slow_end();
         }
+        let failed_by = run.failed_by.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let (status, message) = match failed_by {
+            // Stopped for it (a run that ended by itself meanwhile keeps its own end).
+            Some(why) if status == RunStatus::Stopped => {
+                (RunStatus::Failed, Some(format!("stopped by the lab: its run store cannot write: {why}")))
+            }
+            _ => (status, message),
+        };
         self.publish(run, EventBody::Status { status, message });
         if let Some((worker, n)) = last_message {
             // Only now: a worker drops what is acknowledged, and the final status is
@@ -548,9 +652,10 @@ impl Manager {
             }
             last = n;
         };
-        if !self.machines.is_ray(&run.machine) {
-            let mut grace = remote::grace(&self.machines, &run.machine);
-            let (machines, name) = (&self.machines, &run.machine);
+        let machine = run.machine();
+        if !self.machines.is_ray(&machine) {
+            let mut grace = remote::grace(&self.machines, &machine);
+            let (machines, name) = (&self.machines, &machine);
             let end = remote::run(machines, name, run.id, &run.spec, from, control, &mut publish, &mut grace);
             *last_message = Some((name.clone(), last));
             return Ok(end);
@@ -587,9 +692,10 @@ impl Manager {
 
     /// The worker a remote run's messages come from: its machine's, or on Ray, one of its own.
     fn worker_of(&self, run: &Run) -> String {
-        match self.machines.is_ray(&run.machine) {
+        let machine = run.machine();
+        match self.machines.is_ray(&machine) {
             true => format!("ray-run-{}", run.id),
-            false => run.machine.clone(),
+            false => machine,
         }
     }
 
@@ -626,6 +732,35 @@ impl Manager {
         self.store.set_ray_job(run.id, &job);
         *run.ray_job.lock().unwrap_or_else(|p| p.into_inner()) = Some(job);
     }
+}
+
+/// How often the lab looks at its store's health and its workers' absences.
+const LOOK: Duration = Duration::from_millis(250);
+
+/// Follows the store's health and the workers' absences while the manager lives: when
+/// the store's commits start failing, the live runs are stopped (each ends `failed`,
+/// saying why); when it writes again, the queue moves on; queued runs whose worker is
+/// gone move on too ([`Manager::move_from_gone_machines`]).
+fn watch(manager: std::sync::Weak<Manager>) {
+    let _ = std::thread::Builder::new().name("hotlab-watch".into()).spawn(move || {
+        let mut failing = false;
+        loop {
+            std::thread::sleep(LOOK);
+            let Some(me) = manager.upgrade() else { return };
+            me.move_from_gone_machines();
+            match (me.store.failure(), failing) {
+                (Some(why), false) => {
+                    failing = true;
+                    me.fail_live(&why);
+                }
+                (None, true) => {
+                    failing = false;
+                    me.kick();
+                }
+                _ => {}
+            }
+        }
+    });
 }
 
 /// A remote run taken back after a restart: its worker's last stored message, and its
@@ -668,8 +803,9 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         // A machine that is not there: the run stays queued, and this test publishes for it.
         let machines = Arc::new(Machines::new(Duration::from_secs(60)));
-        let manager = Manager::new(store, machines, None, 60.0, "/nonexistent/hotlab".into()).unwrap();
-        let id = manager.launch(RunSpec::default(), "away".into());
+        let processes = run_process::RunProcesses { exe: "/nonexistent/hotlab".into(), memory: None };
+        let manager = Manager::new(store, machines, None, 60.0, processes).unwrap();
+        let id = manager.launch(RunSpec::default(), "away".into(), true);
         let run = manager.get(id).expect("a queued run");
         let published = 3 * WINDOW + 17;
         for i in 0..published {

@@ -40,6 +40,8 @@ pub struct ServeConfig {
     pub finished_frames_per_minute: f64,
     /// Token checks a second a client's allowance comes back at, once its burst is spent.
     pub auth_checks_per_second: f64,
+    /// Each local run's process's memory limit in MiB (`--run-memory`), if any.
+    pub run_memory: Option<u64>,
     /// What the lab asks of the trainer (the binary's).
     pub trainer: Arc<dyn crate::trainer::Trainer>,
 }
@@ -118,8 +120,12 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         }
     });
     let ray_line = ray.as_ref().map_or(String::new(), |r| format!(", Ray jobs on {}", r.head.url()));
+    let memory = cfg.run_memory.map(crate::wire::memory::RunMemory::new).transpose().map_err(anyhow::Error::msg)?;
+    let memory_line =
+        memory.as_ref().map_or(String::new(), |m| format!(", each run's memory limited to {} MiB", m.mb()));
+    let processes = crate::wire::process::RunProcesses { exe: exe.clone(), memory };
     let manager =
-        crate::runs::Manager::new(store, Arc::clone(&machines), ray, cfg.finished_frames_per_minute, exe.clone())?;
+        crate::runs::Manager::new(store, Arc::clone(&machines), ray, cfg.finished_frames_per_minute, processes)?;
     let data_dir = cfg.data_dir.canonicalize().unwrap_or(cfg.data_dir);
     let audits = crate::audits::Audits::new(std::sync::Arc::clone(&manager))?;
     let sweeps = crate::sweeps::Sweeps::new(Arc::clone(&manager))?;
@@ -144,6 +150,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         Some(name) => format!("local machine '{name}' takes {max_runs} run(s) at once"),
         None => "no local machine (runs go to workers)".into(),
     };
+    let local = local + &memory_line;
     let banner = format!(
         "hotlab lab serving on http://{addr}/?token={token}\n  the token launches and stops runs; anyone who can reach the port can watch; data in {}, {local}{ray_line}, static files from {}\n  workers: hotlab worker --lab http://{addr} --worker-token {worker_token}\n",
         data_dir.display(),

@@ -5,6 +5,10 @@ use super::error::{ApiError, ApiResult};
 use super::runs::Manager;
 use hotlab_shared::system::SystemInfo;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest a request waits for the store to commit (see [`Lab::durable`]).
+pub const DURABLE_WAIT: Duration = Duration::from_secs(5);
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -32,11 +36,15 @@ pub struct Lab {
 
 impl Lab {
     /// Waits until everything queued for the store is written: what a client was told
-    /// exists survives a crash right after.
+    /// exists survives a crash right after. A slow store is waited on for
+    /// [`DURABLE_WAIT`] at most: the answer then goes (what it names is live in memory,
+    /// and written when the store catches up) rather than a request hanging on a disk.
     pub async fn durable(&self) -> ApiResult<()> {
         let store = self.manager.store().clone();
         blocking(move || {
-            store.flush();
+            if !store.flush_within(DURABLE_WAIT) {
+                tracing::warn!("the run store is behind: an answer went before its writes were committed");
+            }
             Ok(())
         })
         .await

@@ -14,12 +14,20 @@
 //! from its connection while the writer is behind (the messages on their way to the queue
 //! counted), and the worker keeps what it has not had acknowledged, so a backlog sent
 //! after an outage is stored whole. `HOTLAB_STORE_QUEUE` sets a smaller queue for tests.
+//!
+//! A commit that fails (a full disk, a database another process holds locked past the
+//! busy wait) loses nothing it was given: the writes go back to the head of the queue and
+//! the writer tries again every [`RETRY`], while [`Store::health`] says `failing` and why
+//! (the lab then stops its live runs and takes no new ones: see `runs.rs`). Readers are
+//! not affected: they read what was committed. Nothing waits on the writer unboundedly on
+//! a request's path: handlers flush with [`Store::flush_within`].
 
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
 use hotlab_shared::protocol::{AuditInfo, Event, EventBody, RayJob, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
 use hotlab_shared::spec::RunSpec;
 use hotlab_shared::sweep::SweepInfo;
+use hotlab_shared::system::{StoreHealth, StoreState};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -31,6 +39,16 @@ pub const FLUSH: Duration = Duration::from_millis(250);
 
 /// Writes waiting for the writer, at most (status events, reports and blobs go past it).
 pub const QUEUE: usize = 8192;
+
+/// The longest the writer waits for a lock another process holds (`hotlab prune`, a
+/// backup) before its commit counts as failed.
+const BUSY_WAIT: Duration = Duration::from_secs(30);
+
+/// How often a failing store tries its commit again.
+pub const RETRY: Duration = Duration::from_secs(1);
+
+/// A commit under way this long makes the store `slow` in [`Store::health`].
+pub const SLOW: Duration = Duration::from_secs(2);
 
 const SCHEMA: &str = "
 PRAGMA journal_mode = WAL;
@@ -138,6 +156,12 @@ enum Write {
         n: u64,
         seq: u64,
     },
+    /// A queued run moved to another machine.
+    Machine {
+        run: u64,
+        machine: String,
+        remote: bool,
+    },
     /// A run's Ray job as the head last said.
     RayJob {
         run: u64,
@@ -191,6 +215,12 @@ struct Pending {
     dropped: HashMap<u64, u64>,
     /// Drops per run of this server's life (for live runs' info).
     dropped_total: HashMap<u64, u64>,
+    /// Drops of this server's life, all runs.
+    shed: u64,
+    /// Why the last commit failed, while commits fail.
+    failure: Option<String>,
+    /// When the commit under way began.
+    committing: Option<Instant>,
     closed: bool,
 }
 
@@ -198,6 +228,7 @@ impl Pending {
     fn drop_one(&mut self, run: u64) {
         *self.dropped.entry(run).or_default() += 1;
         *self.dropped_total.entry(run).or_default() += 1;
+        self.shed += 1;
     }
 
     /// Queues `w` under the rules in the module docs.
@@ -286,6 +317,11 @@ impl Store {
 
     /// [`Store::open`] with a queue of `capacity` writes.
     pub fn open_with(dir: &Path, capacity: usize) -> Result<Self> {
+        Self::open_waiting(dir, capacity, BUSY_WAIT)
+    }
+
+    /// [`Store::open_with`], its writer waiting at most `busy` for a lock another process holds.
+    fn open_waiting(dir: &Path, capacity: usize, busy: Duration) -> Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("--data-dir: cannot create {}", dir.display()))?;
         let path = dir.join("hotlab.sqlite");
         let conn = Connection::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
@@ -297,11 +333,11 @@ impl Store {
             }
         }
         // Another process reading (or `hotlab prune`) may hold the lock a moment.
-        conn.busy_timeout(Duration::from_secs(30))?;
+        conn.busy_timeout(busy)?;
         mark_interrupted(&conn)?;
         let queue = Arc::new(Queue { pending: Mutex::default(), ready: Condvar::new(), capacity: capacity.max(1) });
-        let for_writer = Arc::clone(&queue);
-        std::thread::Builder::new().name("hotlab-store".into()).spawn(move || writer(conn, &for_writer))?;
+        let (for_writer, at) = (Arc::clone(&queue), path.clone());
+        std::thread::Builder::new().name("hotlab-store".into()).spawn(move || writer(conn, &for_writer, &at))?;
         Ok(Self { handle: Arc::new(Handle { path, queue }) })
     }
 
@@ -321,6 +357,11 @@ impl Store {
     pub fn add_run(&self, id: u64, created_ms: u64, spec: &RunSpec, machine: &str, remote: bool) {
         let spec = serde_json::to_string(spec).unwrap_or_default();
         self.send(Write::Run { id, created_ms, spec, machine: machine.to_string(), remote });
+    }
+
+    /// A queued run's new machine.
+    pub fn set_machine(&self, run: u64, machine: &str, remote: bool) {
+        self.send(Write::Machine { run, machine: machine.to_string(), remote });
     }
 
     /// A run's Ray job, as the head last said.
@@ -382,11 +423,51 @@ impl Store {
         self.handle.queue.lock().dropped_total.remove(&run);
     }
 
-    /// Waits until everything written so far is committed.
+    /// Waits until everything written so far is committed (as long as that takes: a
+    /// failing store's writes are kept and retried).
     pub fn flush(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
         self.send(Write::Flush(tx));
         let _ = rx.recv();
+    }
+
+    /// [`Store::flush`] for at most `wait`; whether everything written so far is committed.
+    pub fn flush_within(&self, wait: Duration) -> bool {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.send(Write::Flush(tx));
+        rx.recv_timeout(wait).is_ok()
+    }
+
+    /// Why the store cannot write now (None while its commits succeed).
+    pub fn failure(&self) -> Option<String> {
+        self.handle.queue.lock().failure.clone()
+    }
+
+    /// Whether the store keeps up: `failing` while its commits fail, `slow` while a commit
+    /// has taken [`SLOW`] or more or half its queue waits, else `ok`.
+    pub fn health(&self) -> StoreHealth {
+        let queue = &self.handle.queue;
+        let p = queue.lock();
+        let waiting = p.writes.len();
+        let (state, message) = if let Some(why) = &p.failure {
+            (StoreState::Failing, Some(why.clone()))
+        } else if let Some(t) = p.committing.filter(|t| t.elapsed() >= SLOW) {
+            let message = format!(
+                "a commit has taken {:.0} s so far ({waiting} writes waiting; live events are shed, and counted, when the queue of {} fills)",
+                t.elapsed().as_secs_f64(),
+                queue.capacity
+            );
+            (StoreState::Slow, Some(message))
+        } else if waiting >= queue.capacity / 2 {
+            let message = format!(
+                "{waiting} writes waiting, half the queue of {} or more (live events are shed, and counted, when it fills)",
+                queue.capacity
+            );
+            (StoreState::Slow, Some(message))
+        } else {
+            (StoreState::Ok, None)
+        };
+        StoreHealth { state, message, waiting: waiting as u64, shed: p.shed }
     }
 
     pub fn path(&self) -> &Path {
@@ -643,6 +724,12 @@ fn apply(c: &Connection, w: &Write) -> rusqlite::Result<Option<Vec<u64>>> {
         Write::RayJob { run, job } => {
             c.execute("UPDATE runs SET ray_job = ?2 WHERE id = ?1", params![*run as i64, job])?;
         }
+        Write::Machine { run, machine, remote } => {
+            c.execute(
+                "UPDATE runs SET machine = ?2, remote = ?3 WHERE id = ?1",
+                params![*run as i64, machine, *remote as i64],
+            )?;
+        }
         Write::WorkerMark { run, n, seq } => {
             c.execute(
                 "UPDATE runs SET worker_n = ?2, worker_seq = ?3 WHERE id = ?1",
@@ -764,16 +851,19 @@ fn prune(c: &Connection, before_ms: u64, live: &[u64]) -> rusqlite::Result<Vec<u
 }
 
 /// The writer thread: gathers writes for up to [`FLUSH`] (less when a flush is asked
-/// for), commits them and the drops counted meanwhile together.
-fn writer(mut conn: Connection, queue: &Queue) {
+/// for), commits them and the drops counted meanwhile together. A failed commit's writes
+/// go back to the head of the queue, tried again [`RETRY`] later (once more when the store
+/// closes).
+fn writer(mut conn: Connection, queue: &Queue, path: &Path) {
     loop {
         let mut p = queue.lock();
         while p.writes.is_empty() && p.dropped.is_empty() && !p.closed {
             p = queue.ready.wait(p).unwrap_or_else(|e| e.into_inner());
         }
-        let deadline = Instant::now() + FLUSH;
+        let deadline = Instant::now() + if p.failure.is_some() { RETRY } else { FLUSH };
         // A queue half full is committed at once: back-pressure (`Store::behind`) waits on it.
-        while p.flushes == 0 && !p.closed && p.writes.len() < queue.capacity / 2 {
+        let hurry = |p: &Pending| p.failure.is_none() && (p.flushes > 0 || p.writes.len() >= queue.capacity / 2);
+        while !hurry(&p) && !p.closed {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -782,6 +872,7 @@ fn writer(mut conn: Connection, queue: &Queue) {
         }
         let (batch, dropped, closed) = (std::mem::take(&mut p.writes), std::mem::take(&mut p.dropped), p.closed);
         p.flushes = 0;
+        p.committing = Some(Instant::now());
         drop(p);
         let mut pruned = Vec::new();
         let result = conn.transaction().and_then(|tx| {
@@ -795,17 +886,35 @@ fn writer(mut conn: Connection, queue: &Queue) {
             }
             tx.commit()
         });
-        if let Err(e) = &result {
-            tracing::error!("the run store could not commit {} writes: {e}", batch.len());
+        let mut p = queue.lock();
+        p.committing = None;
+        if let Err(e) = result {
+            let why = failure(&e, path);
+            if p.failure.is_none() {
+                tracing::error!(
+                    "the run store cannot commit {} writes, and keeps them to try again: {why}",
+                    batch.len()
+                );
+            }
+            p.failure = Some(why);
+            keep(&mut p, batch, dropped);
+            if closed {
+                tracing::error!("the run store closes with {} writes it could not write", p.writes.len());
+                break;
+            }
+            continue;
         }
+        if p.failure.take().is_some() {
+            tracing::info!("the run store writes again");
+        }
+        drop(p);
         let mut pruned = pruned.into_iter();
         for w in batch {
             match w {
                 Write::Flush(done) => {
                     let _ = done.send(());
                 }
-                // Dropped unanswered when the commit failed: the caller sees none pruned.
-                Write::Prune { done, .. } if result.is_ok() => {
+                Write::Prune { done, .. } => {
                     let _ = done.send(pruned.next().unwrap_or_default());
                 }
                 _ => {}
@@ -814,6 +923,46 @@ fn writer(mut conn: Connection, queue: &Queue) {
         if closed {
             break;
         }
+    }
+}
+
+/// Puts a failed commit's writes back at the head of the queue, before what came since,
+/// and its drop counts back; a prune among them is answered with nothing pruned (its
+/// caller is a request, which should not wait for a disk).
+fn keep(p: &mut Pending, batch: VecDeque<Write>, dropped: HashMap<u64, u64>) {
+    let mut kept = VecDeque::with_capacity(batch.len() + p.writes.len());
+    for w in batch {
+        match w {
+            Write::Prune { done, .. } => {
+                let _ = done.send(Vec::new());
+            }
+            Write::Flush(done) => {
+                p.flushes += 1;
+                kept.push_back(Write::Flush(done));
+            }
+            w => kept.push_back(w),
+        }
+    }
+    kept.append(&mut p.writes);
+    p.writes = kept;
+    for (run, n) in dropped {
+        *p.dropped.entry(run).or_default() += n;
+    }
+}
+
+/// A failed commit in words, with what to do where the cause is known.
+fn failure(e: &rusqlite::Error, path: &Path) -> String {
+    use rusqlite::ErrorCode;
+    let dir = path.parent().unwrap_or(path).display();
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => format!(
+            "the disk under the data dir {dir} is full ({e}): free space there and the lab writes what it kept"
+        ),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => format!(
+            "{} is locked by another process past the wait ({e}): the lab writes what it kept once the lock is released",
+            path.display()
+        ),
+        _ => format!("cannot write {} ({e})", path.display()),
     }
 }
 
@@ -908,6 +1057,39 @@ mod tests {
         assert_eq!(frames.len(), 4, "{frames:?}");
         assert_eq!(frames.last(), Some(&20));
         assert_eq!(kinds.iter().filter(|(_, k)| k == "metrics").count(), 10);
+    }
+
+    /// A commit that fails (here: another process holds the database locked past the
+    /// writer's wait) loses nothing: the store says `failing` and why, a flush within a
+    /// bound says it did not commit, reads go on, and once the lock goes every write is
+    /// stored, in order, and the store is `ok` again.
+    #[test]
+    fn a_failed_commit_keeps_its_writes_and_writes_them_once_it_can() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_waiting(dir.path(), 64, Duration::from_millis(50)).unwrap();
+        store.add_run(1, 0, &RunSpec::default(), "local", false);
+        store.send(metric(1));
+        store.flush();
+        assert_eq!(store.health().state, StoreState::Ok);
+        let other = Connection::open(dir.path().join("hotlab.sqlite")).unwrap();
+        other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        for seq in 2..=40 {
+            store.send(metric(seq));
+        }
+        assert!(!store.flush_within(Duration::from_millis(600)), "nothing commits while the lock is held");
+        let health = store.health();
+        assert_eq!(health.state, StoreState::Failing, "{health:?}");
+        let why = health.message.unwrap();
+        assert!(why.contains("locked by another process") && why.contains("hotlab.sqlite"), "{why}");
+        assert_eq!(store.failure().as_deref(), Some(why.as_str()));
+        assert_eq!(stored_kinds(&store, 1).len(), 1, "reads go on: what was committed");
+        store.send(metric(41));
+        other.execute_batch("COMMIT").unwrap();
+        store.flush();
+        let seqs: Vec<u64> = stored_kinds(&store, 1).iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, (1..=41).collect::<Vec<_>>(), "every write, once, in order");
+        assert_eq!(store.health().state, StoreState::Ok);
+        assert_eq!(store.failure(), None);
     }
 
     #[test]

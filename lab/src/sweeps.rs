@@ -92,7 +92,7 @@ impl Sweeps {
             ..SweepInfo::default()
         };
         for ((label, cell_spec), machine) in specs.into_iter().zip(places) {
-            let run = self.manager.launch(cell_spec, machine.clone());
+            let run = self.manager.launch(cell_spec, machine.clone(), true);
             info.cells.push(SweepCell { label, run: Some(run), machine: Some(machine), ..SweepCell::default() });
         }
         self.manager.store().add_sweep(&info);

@@ -128,12 +128,16 @@ async fn session(lab: Lab, name: String, mut socket: WebSocket) {
                 ok = heard.elapsed() < SILENCE && lab.machines.is_current(&name, link_id);
                 let due = lab.machines.to_ack(&name);
                 if ok && !due.is_empty() {
+                    // Acknowledged only once stored: a store that is behind is waited on
+                    // briefly, and what it has not committed is acknowledged later.
                     let store = lab.manager.store().clone();
-                    let _ = tokio::task::spawn_blocking(move || store.flush()).await;
-                    for &(run, n) in &due {
-                        ok = ok && socket.send(text(&ToWorker::Ack { run, n })).await.is_ok();
+                    let stored = tokio::task::spawn_blocking(move || store.flush_within(ACK_GAP)).await;
+                    if stored.unwrap_or(false) {
+                        for &(run, n) in &due {
+                            ok = ok && socket.send(text(&ToWorker::Ack { run, n })).await.is_ok();
+                        }
+                        lab.machines.acked(&due);
                     }
-                    lab.machines.acked(&due);
                 }
             }
         }

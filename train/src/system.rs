@@ -24,6 +24,7 @@ pub fn info() -> SystemInfo {
         cpu_cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         torch_threads: tch::get_num_threads().max(1) as usize,
         store_bytes: None,
+        store: None,
     }
 }
 

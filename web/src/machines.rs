@@ -173,6 +173,7 @@ mod tests {
             cpu_cores: 16,
             torch_threads: 16,
             store_bytes: None,
+            store: None,
         };
         let mut m =
             MachineInfo { name: "box".into(), system: Some(system), max_runs: 2, runs: 1, ..Default::default() };

@@ -34,6 +34,7 @@ mod rollout;
 mod route;
 mod run_data;
 mod run_view;
+mod store_banner;
 mod stream;
 mod sweeps;
 mod workloads;
@@ -44,6 +45,18 @@ use route::Route;
 
 fn gib(bytes: Option<u64>) -> String {
     bytes.map_or(String::new(), |b| format!(" · {:.1} GiB", b as f64 / (1u64 << 30) as f64))
+}
+
+/// The store's state in a line: "ok", or the state, the writes waiting and the events shed.
+fn store_line(health: Option<&hotlab_shared::system::StoreHealth>) -> String {
+    use hotlab_shared::system::StoreState;
+    let Some(h) = health else { return "–".into() };
+    let state = match h.state {
+        StoreState::Ok => "ok",
+        StoreState::Slow => "slow",
+        StoreState::Failing => "failing",
+    };
+    format!("{state} · {} waiting · {} shed", h.waiting, h.shed)
 }
 
 #[component]
@@ -68,6 +81,7 @@ pub fn SystemPanel() -> impl IntoView {
                             <dt>"CPU cores"</dt><dd data-testid="cpu-cores">{info.cpu_cores}</dd>
                             <dt>"libtorch threads"</dt><dd>{info.torch_threads}</dd>
                             <dt>"run store"</dt><dd data-testid="store-size">{info.store_bytes.map_or("–".into(), |b| format::bytes(b as f64))}</dd>
+                            <dt>"store writes"</dt><dd data-testid="store-state">{store_line(info.store.as_ref())}</dd>
                         </dl>
                         <h3>"Devices"</h3>
                         <ul class="devices">
@@ -128,6 +142,7 @@ fn App() -> impl IntoView {
             </nav>
             <span class="role" data-testid="role">{move || if operator.get() { "operator" } else { "viewer" }}</span>
         </header>
+        <store_banner::StoreBanner/>
         {move || match route.get() {
             Route::Home => view! { <home::Home operator go/> }.into_any(),
             Route::Run(id) => view! {

@@ -378,7 +378,8 @@ fn ensure_learning_peers() -> Result<()> {
 }
 
 /// CleanRL's `ppo_atari_envpool.py`'s pins (its `envpool` extra: EnvPool 0.6, whose `gym`
-/// env type its script steps with gym 0.23.1's API, and torch 2.4.1 on the CPU). EnvPool
+/// env type its script steps with gym 0.23.1's API, and torch 2.4.1, PyPI's wheel, run on
+/// the CPU). EnvPool
 /// 0.6's wheels stop at Python 3.10.
 const ATARI_PEER: &[&str] =
     &["envpool==0.6.6", "gym==0.23.1", "numpy<2", "opencv-python-headless<5", "tyro", "tensorboard", "torch==2.4.1"];
@@ -425,10 +426,7 @@ fn ensure_atari_peer() -> Result<()> {
     if !python.exists() {
         run(Command::new(base).args(["-m", "venv"]).arg(&venv))?;
     }
-    run(Command::new(&python)
-        .args(["-m", "pip", "install", "--disable-pip-version-check", "--quiet"])
-        .args(["--index-url", "https://download.pytorch.org/whl/cpu", "--extra-index-url", "https://pypi.org/simple"])
-        .args(ATARI_PEER))
+    run(Command::new(&python).args(["-m", "pip", "install", "--disable-pip-version-check", "--quiet"]).args(ATARI_PEER))
 }
 
 /// `cargo test`'s build of the whole workspace, the web app's native unit tests and the worker

@@ -66,6 +66,12 @@ pub struct ServeArgs {
     /// /api/auth`, and every request with a wrong token); 0 gives none back.
     #[arg(long, default_value_t = hotlab_lab::limit::PER_SECOND, value_name = "N")]
     pub auth_checks_per_second: f64,
+    /// Each local run's process may use at most this much memory (MiB): past it the kernel's
+    /// out-of-memory killer ends that run alone, and the run fails saying so. A memory
+    /// cgroup per run, which the lab must be allowed to make (root, or a delegated cgroup).
+    /// Unset: no limit but the machine's.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub run_memory: Option<u64>,
 }
 
 /// Shortest operator token accepted: anyone who guesses it can launch and stop runs.
@@ -136,6 +142,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         ray_hotlab: a.ray_hotlab,
         finished_frames_per_minute: rate,
         auth_checks_per_second: checks,
+        run_memory: a.run_memory,
         trainer: std::sync::Arc::new(crate::trainer::Trainer),
     };
     runtime.block_on(server::serve(cfg))

@@ -30,6 +30,12 @@ pub struct WorkerArgs {
     /// MiB of unacknowledged events held in memory before the rest spills to disk.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub memory_mib: usize,
+    /// Each run's process may use at most this much memory (MiB): past it the kernel's
+    /// out-of-memory killer ends that run alone, and the run fails saying so. A memory
+    /// cgroup per run, which the worker must be allowed to make (root, or a delegated
+    /// cgroup). Unset: no limit but the machine's.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub run_memory: Option<u64>,
     /// Take one run only (`--run`), and end once the lab has all of it: how a lab with
     /// `--ray` starts the worker of each Ray job.
     #[arg(long, requires = "run")]
@@ -59,6 +65,7 @@ pub fn worker(a: WorkerArgs) -> Result<()> {
         data_dir: a.data_dir,
         memory_limit: a.memory_mib.max(1) << 20,
         once: a.run.filter(|_| a.once),
+        run_memory: a.run_memory,
         system,
     })
 }

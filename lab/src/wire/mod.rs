@@ -5,4 +5,5 @@
 
 pub mod http;
 pub mod link;
+pub mod memory;
 pub mod process;

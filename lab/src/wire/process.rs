@@ -6,14 +6,17 @@
 //! `stop`, `watched` and `unwatched` lines to its stdin. The run dies with the lab
 //! (`PR_SET_PDEATHSIG`) and stops when its stdin closes. This is the lab's side and the
 //! messages; the run's side is the binary's (`hotlab run-worker`), which trains.
+//!
+//! With `--run-memory`, each run's process has a memory limit of its own ([`super::memory`]).
 
+use super::memory::{self, RunMemory};
 use anyhow::{Context, Result};
 use hotlab_shared::profile::Profile;
 use hotlab_shared::protocol::{EventBody, MetricsPoint, RunStatus};
 use hotlab_shared::spec::RunSpec;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -56,36 +59,70 @@ const CONTROL_GAP: Duration = Duration::from_millis(20);
 /// Lines of a run's stderr kept for its failure message.
 const STDERR_LINES: usize = 20;
 
-/// The lab's side: runs `spec` in a process of `exe`, handing each message to `on`; the
-/// run's final status and message (failed, naming how, when the process died).
-pub fn run(
-    exe: &Path,
-    spec: &RunSpec,
+/// How a lab (or a worker) starts its runs' processes.
+pub struct RunProcesses {
+    /// The `hotlab` binary (`hotlab run-worker`).
+    pub exe: PathBuf,
+    /// Each run's memory limit (`--run-memory`), if any.
+    pub memory: Option<RunMemory>,
+}
+
+impl RunProcesses {
+    /// Runs `spec` (the run `name`) in a process of its own, handing each message to `on`;
+    /// the run's final status and message (failed, naming how, when the process died).
+    pub fn run(
+        &self,
+        name: &str,
+        spec: &RunSpec,
+        control: Control,
+        on: &mut dyn FnMut(FromRun),
+    ) -> Result<(RunStatus, Option<String>)> {
+        let cgroup = match &self.memory {
+            Some(m) => Some(m.for_run(name).context("making the run's memory cgroup (--run-memory)")?),
+            None => None,
+        };
+        let limit = self.memory.as_ref().map(RunMemory::mb);
+        let exe = &self.exe;
+        let mut command = Command::new(exe);
+        command.args(["run-worker", "--spec", &serde_json::to_string(spec)?]);
+        let procs = cgroup.as_ref().map(memory::RunCgroup::procs);
+        // When memory runs out, the kernel is to kill this run rather than the lab, and a
+        // run with a limit is inside it: both set in the child before it runs hotlab, so no
+        // moment of the run goes without them.
+        // SAFETY: between fork and exec only async-signal-safe calls (open, write, close)
+        // on paths made before the fork, no allocation.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+                if fd >= 0 {
+                    libc::write(fd, b"1000".as_ptr().cast(), 4);
+                    libc::close(fd);
+                }
+                match &procs {
+                    Some(p) => memory::enter(p),
+                    None => Ok(()),
+                }
+            });
+        }
+        let child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start the run's process ({} run-worker)", exe.display()))?;
+        follow(child, cgroup, limit, control, on)
+    }
+}
+
+/// Follows a run's process to its end (see [`RunProcesses::run`]); its memory cgroup goes
+/// once the process is reaped.
+fn follow(
+    mut child: std::process::Child,
+    cgroup: Option<memory::RunCgroup>,
+    limit: Option<u64>,
     control: Control,
     on: &mut dyn FnMut(FromRun),
 ) -> Result<(RunStatus, Option<String>)> {
-    let mut command = Command::new(exe);
-    command.args(["run-worker", "--spec", &serde_json::to_string(spec)?]);
-    // When memory runs out, the kernel is to kill this run rather than the lab: set in the
-    // child before it runs hotlab, so no moment of the run goes without it.
-    // SAFETY: between fork and exec only async-signal-safe calls (open, write, close) on a
-    // static path, no allocation.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-            let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
-            if fd >= 0 {
-                libc::write(fd, b"1000".as_ptr().cast(), 4);
-                libc::close(fd);
-            }
-            Ok(())
-        });
-    }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start the run's process ({} run-worker)", exe.display()))?;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let done = Arc::new(AtomicBool::new(false));
     let over = Arc::clone(&done);
@@ -131,6 +168,7 @@ pub fn run(
         // more) is no business of the run's status: it is reaped aside.
         std::thread::spawn(move || {
             let _ = child.wait();
+            drop(cgroup);
             done.store(true, Ordering::Relaxed);
             let _ = (controller.join(), tail.join());
         });
@@ -140,18 +178,23 @@ pub fn run(
     done.store(true, Ordering::Relaxed);
     let _ = controller.join();
     let stderr = tail.join().unwrap_or_default();
-    Ok((RunStatus::Failed, Some(died(exit, &stderr))))
+    let oom = cgroup.as_ref().map(memory::RunCgroup::oom_kills).filter(|k| *k > 0).and(limit);
+    Ok((RunStatus::Failed, Some(died(exit, &stderr, oom))))
 }
 
-/// Why a run's process ended without saying how its run ended.
-fn died(exit: std::process::ExitStatus, stderr: &str) -> String {
+/// Why a run's process ended without saying how its run ended; `oom_at` is its memory
+/// limit in MiB when its cgroup counted an out-of-memory kill.
+fn died(exit: std::process::ExitStatus, stderr: &str, oom_at: Option<u64>) -> String {
     use std::os::unix::process::ExitStatusExt;
-    let how = match exit.signal() {
-        Some(libc::SIGKILL) => {
+    let how = match (exit.signal(), oom_at) {
+        (Some(libc::SIGKILL), Some(mb)) => format!(
+            "was killed (SIGKILL) by the kernel's out-of-memory killer at its memory limit of {mb} MiB (--run-memory; the lab is still up)"
+        ),
+        (Some(libc::SIGKILL), None) => {
             "was killed (SIGKILL: the kernel's out-of-memory killer, most likely; the lab is still up)".to_string()
         }
-        Some(sig) => format!("died of signal {sig}"),
-        None => format!("exited with {exit}"),
+        (Some(sig), _) => format!("died of signal {sig}"),
+        (None, _) => format!("exited with {exit}"),
     };
     match stderr.trim() {
         "" => format!("the run's process {how}"),

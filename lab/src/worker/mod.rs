@@ -38,6 +38,8 @@ pub struct WorkerConfig {
     pub memory_limit: usize,
     /// Take this one run only, and end once the lab has all of it (a Ray job's worker).
     pub once: Option<u64>,
+    /// Each run's process's memory limit in MiB (`--run-memory`), if any.
+    pub run_memory: Option<u64>,
     /// This machine, as the worker announces it (the binary describes it: the lab does not
     /// link libtorch).
     pub system: SystemInfo,
@@ -53,7 +55,7 @@ struct Local {
 pub(crate) struct Shared {
     cfg: WorkerConfig,
     system: SystemInfo,
-    exe: PathBuf,
+    processes: run_process::RunProcesses,
     outbox: Mutex<Outbox>,
     runs: Mutex<HashMap<u64, Local>>,
     /// Runs the lab no longer has live: their messages are not kept.
@@ -170,7 +172,7 @@ impl Shared {
         }
         let control = run_process::Control { stop, watched: Box::new(move || watched.load(Ordering::Relaxed)) };
         let mut ended = false;
-        let outcome = run_process::run(&self.exe, &spec, control, &mut |msg| {
+        let outcome = self.processes.run(&format!("run-{run}"), &spec, control, &mut |msg| {
             ended |= matches!(msg, FromRun::End { .. });
             self.push(run, &msg);
         });
@@ -214,9 +216,13 @@ pub fn run(cfg: WorkerConfig) -> Result<()> {
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("--data-dir: cannot create {}", cfg.data_dir.display()))?;
     let outbox = Outbox::new(cfg.data_dir.join(format!("outbox-{}.spill", cfg.name)), cfg.memory_limit);
+    let memory = cfg.run_memory.map(crate::wire::memory::RunMemory::new).transpose().map_err(anyhow::Error::msg)?;
     let shared = Arc::new(Shared {
         system: cfg.system.clone(),
-        exe: std::env::current_exe().context("finding the hotlab binary (each run is a process of it)")?,
+        processes: run_process::RunProcesses {
+            exe: std::env::current_exe().context("finding the hotlab binary (each run is a process of it)")?,
+            memory,
+        },
         outbox: Mutex::new(outbox),
         runs: Mutex::default(),
         forgotten: Mutex::default(),
