@@ -23,7 +23,7 @@ test('launch a CartPole run from the form: SPS streams, bottleneck rows appear, 
   const { page, errors, context } = await open('#/');
   await shot(page, 'home');
   await setKnob(page, 'envs', '8');
-  await setKnob(page, 'total_steps', '3000000');
+  await setKnob(page, 'total_steps', '1500000');
   await page.getByTestId('launch-button').click();
   await page.waitForURL(/#\/run\/\d+$/);
   const sps = page.getByTestId('sps');
@@ -50,7 +50,7 @@ test('launch a CartPole run from the form: SPS streams, bottleneck rows appear, 
 });
 
 test('reload in the middle of a run: the history comes back and the stream continues', async () => {
-  const id = await lab.launch({ env: 'cartpole', envs: 8, total_steps: 4_000_000, device: 'cpu' });
+  const id = await lab.launch({ env: 'cartpole', envs: 8, total_steps: 2_000_000, device: 'cpu' });
   const { page, errors, context } = await open(`#/run/${id}`);
   const progress = async () => Number((await page.getByTestId('progress').textContent()).split(' / ')[0]);
   await page.getByTestId('run-status').filter({ hasText: 'running' }).waitFor({ timeout: 30_000 });

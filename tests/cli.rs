@@ -353,7 +353,9 @@ fn each_workload_has_a_preset_listed_in_help_and_flags_override_it() {
     ] {
         assert!(text.contains(&format!("- {name}:")) && text.contains(line), "{name}: {text}");
     }
-    let out = run(hotlab().args(["train", "--preset", "dreamer", "--total-steps", "256", "--prefill", "64", "--json"]));
+    // The flags' few train steps: what is checked is the spec the run had.
+    let flags = ["--total-steps", "256", "--prefill", "64", "--train-ratio", "1", "--no-eval", "--json"];
+    let out = run(hotlab().args(["train", "--preset", "dreamer"]).args(flags));
     assert!(out.status.success(), "{}", stderr(&out));
     let report = last_json(&out);
     let dreamer = &report["config"]["workload"]["dreamer"];
@@ -363,8 +365,8 @@ fn each_workload_has_a_preset_listed_in_help_and_flags_override_it() {
         "the preset's: {report}"
     );
     assert_eq!(
-        (dreamer["prefill"].as_u64(), report["config"]["total_steps"].as_u64()),
-        (Some(64), Some(256)),
+        (dreamer["prefill"].as_u64(), report["config"]["total_steps"].as_u64(), dreamer["train_ratio"].as_f64()),
+        (Some(64), Some(256), Some(1.0)),
         "the flags'"
     );
     assert_eq!(report["config"]["envs"], 4);

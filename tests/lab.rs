@@ -775,11 +775,6 @@ fn the_soak_benchmark_reports_both_phases() {
     }
 }
 
-fn post_json(addr: &str, path: &str, body: Value) -> (u16, Value) {
-    let (status, text) = http(addr, "POST", path, &[AUTH], body.to_string().as_bytes());
-    (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("POST {path}: {e}: {text}")))
-}
-
 fn wait_for_audit(addr: &str, id: u64, statuses: &[&str]) -> Value {
     let start = Instant::now();
     loop {
@@ -885,51 +880,6 @@ fn audits_and_lessons_run_in_the_lab_and_are_kept() {
     let interrupted = get_json(&addr, &format!("/api/audits/{live}"));
     assert_eq!(interrupted["status"], "interrupted", "{interrupted}");
     assert_eq!(post_json(&addr, &format!("/api/audits/{live}/stop"), json!({})).0, 409);
-}
-
-/// Issue 23: "find the fastest setup" from a run whose workers spin on two cores: a chain
-/// of audits keeps stepping the envs in process, and its last audit carries the fastest
-/// configuration (launchable as a spec).
-#[test]
-fn a_search_for_the_fastest_setup_finds_the_obvious_gain() {
-    let data = tempfile::tempdir().unwrap();
-    let server = start(data.path(), &[]);
-    let addr = server.addr.clone();
-    let spinning = json!({"env": "cartpole", "envs": 8, "steps": 128, "total_steps": 4096, "device": "cpu",
-        "backend": "subprocess", "workers": 2, "wait": "spin"});
-    let run = launch(&addr, spinning);
-    wait_for(&addr, run, &["finished"]);
-    let (status, e) = post_json(&addr, &format!("/api/runs/{run}/tune"), json!({"max_steps": 0}));
-    assert_eq!((status, e["error"]["field"].as_str()), (400, Some("max_steps")), "{e}");
-    let (status, first) =
-        post_json(&addr, &format!("/api/runs/{run}/tune"), json!({"repeats": 3, "seconds": 0.3, "max_steps": 2}));
-    assert_eq!(status, 201, "{first}");
-    assert_eq!(first["tune"]["step"], 1);
-    let start = Instant::now();
-    let last = loop {
-        let audits = get_json(&addr, &format!("/api/audits?run={run}"));
-        let audits = audits.as_array().unwrap();
-        if let Some(done) = audits.iter().find(|a| a["tune"]["best"].is_object()) {
-            break done.clone();
-        }
-        assert!(!audits.iter().any(|a| a["status"] == "failed"), "{audits:?}");
-        assert!(start.elapsed() < Duration::from_secs(240), "no end: {audits:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    // Step 1 keeps one of the two changes that end the spinning (which of the two is the
-    // faster is this machine's coin to toss: both gain tens of times), and the best setup
-    // no longer spins.
-    let step1 = get_json(&addr, &format!("/api/audits/{}", first["id"]));
-    let kept = step1["tune"]["kept"].as_str().unwrap_or_default();
-    assert!(["--backend vectorized", "--wait block"].contains(&kept), "{step1}");
-    let best = &last["tune"]["best"]["exec"];
-    assert!(best["backend"] == "vectorized" || best["wait"] == "block", "{last}");
-    // How much faster is a benchmark's figure (`hotlab tune --json`); here only that the
-    // kept steps multiply to a gain, as confirmed gains must.
-    assert!(last["tune"]["speedup"].as_f64().unwrap() > 1.0, "{last}");
-    // The fastest configuration launches as it is.
-    let best = launch(&addr, last["tune"]["best"].clone());
-    wait_for(&addr, best, &["finished"]);
 }
 
 /// Issue 43: the lab checks its lessons on its machine (`hotlab lesson check`, a process per

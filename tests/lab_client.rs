@@ -113,6 +113,12 @@ pub fn get_json(addr: &str, path: &str) -> Value {
 
 pub const AUTH: (&str, &str) = ("Authorization", "Bearer test-token-12345678");
 
+/// A POST with the operator's token, its answer as JSON.
+pub fn post_json(addr: &str, path: &str, body: Value) -> (u16, Value) {
+    let (status, text) = http(addr, "POST", path, &[AUTH], body.to_string().as_bytes());
+    (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("POST {path}: {e}: {text}")))
+}
+
 pub fn launch(addr: &str, spec: Value) -> u64 {
     let (status, body) = http(addr, "POST", "/api/runs", &[AUTH], spec.to_string().as_bytes());
     assert_eq!(status, 201, "{body}");

@@ -1,17 +1,12 @@
-//! The lessons and the audit on this machine: every lesson's bottleneck shows on its slow
-//! setting, a lesson runs end to end from the CLI, and the audit's verdicts hold on changes
-//! whose truth is known by construction.
+//! The lessons on this machine: every lesson's bottleneck shows on its slow setting (what
+//! a lesson counts, which does not depend on this machine's speed or load), a lesson runs
+//! end to end from the CLI, and a record of what a machine measured is written and read.
+//! The audit's verdicts on changes whose truth is known, which compare timings, are
+//! tests/verdicts.rs (a binary that runs alone).
 
 mod common;
 use common::*;
 use hotlab_shared::lessons;
-use std::sync::{Mutex, MutexGuard};
-
-/// The audit's verdicts compare timings: these tests run one at a time, not beside each other.
-fn alone() -> MutexGuard<'static, ()> {
-    static ONE: Mutex<()> = Mutex::new(());
-    ONE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// `hotlab lesson check`: each lesson's slow setting and each fix, one short run each. A
 /// signature that counts (syncs, copies, round trips, calls per env step) must show: a
@@ -21,7 +16,6 @@ fn alone() -> MutexGuard<'static, ()> {
 /// that needs a GPU is skipped, saying why, on a machine without CUDA (`gpu-check` checks it there).
 #[test]
 fn every_lesson_shows_its_signature_on_the_slow_setting() {
-    let _alone = alone();
     let out = run(hotlab().args(["lesson", "check", "--seconds", "0.4", "--json"]));
     let checks = last_json(&out);
     let checks = checks.as_array().unwrap_or_else(|| panic!("{}", stderr(&out)));
@@ -55,7 +49,6 @@ fn every_lesson_shows_its_signature_on_the_slow_setting() {
 /// `hotlab lesson run ID --json`: the audit of its fix and the signature's figures.
 #[test]
 fn a_lesson_runs_from_the_cli() {
-    let _alone = alone();
     let out = run(hotlab().args(["lesson", "run", "batch-size", "--repeats", "2", "--seconds", "0.3", "--json"]));
     assert!(out.status.success(), "{}", stderr(&out));
     let o = last_json(&out);
@@ -87,67 +80,6 @@ fn a_lesson_runs_from_the_cli() {
     }
 }
 
-/// Verdicts on changes whose truth is known by construction: a setting the run never reads
-/// (`worker_timeout` without worker processes) has no effect; adding worker processes that
-/// spin on two cores is a regression; removing them, where the profile shows waiting on
-/// them is nearly all of the time, is confirmed.
-#[test]
-fn audit_verdicts_hold_where_the_truth_is_known() {
-    let _alone = alone();
-    let audit = |backend: &str, changes: &[&str]| {
-        let mut args =
-            vec!["audit", "--envs", "8", "--total-steps", "100000000", "--seconds", "0.3", "--device", "cpu"];
-        args.extend(["--workers", "2", "--wait", "spin", "--repeats", "3", "--json", "--backend", backend]);
-        for c in changes {
-            args.extend(["--change", c]);
-        }
-        let out = run(hotlab().args(&args));
-        assert!(out.status.success(), "{}", stderr(&out));
-        last_json(&out)
-    };
-    let r = audit("vectorized", &["worker_timeout=30", "backend=subprocess"]);
-    let verdicts: Vec<&str> = r["changes"].as_array().unwrap().iter().map(|c| c["verdict"].as_str().unwrap()).collect();
-    assert_eq!(verdicts, ["no_effect", "regression"], "{r}");
-    assert_eq!(r["changes"][1]["phase"], "env_wait", "{r}");
-    let r = audit("subprocess", &["backend=vectorized"]);
-    let c = &r["changes"][0];
-    assert_eq!(c["verdict"], "confirmed", "{r}");
-    assert!(c["phase_share_before"].as_f64().unwrap() > 0.5 && c["phase_share_after"].as_f64().unwrap() < 0.1, "{r}");
-}
-
-/// `hotlab tune` from worker processes that spin on two cores: an obvious gain (stepping
-/// the envs in process, or workers that block; which of the two is faster is this
-/// machine's coin to toss) is found, kept, and the configuration printed.
-#[test]
-fn tune_finds_an_obvious_gain() {
-    let _alone = alone();
-    let mut args = vec!["tune", "--backend", "subprocess", "--wait", "spin", "--envs", "8", "--workers", "2"];
-    args.extend(["--total-steps", "100000000", "--seconds", "0.3", "--device", "cpu"]);
-    args.extend(["--repeats", "3", "--max-steps", "1", "--json"]);
-    let out = run(hotlab().args(&args));
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = last_json(&out);
-    let step = &r["path"][0];
-    // The kept change is a gain its audit confirmed (`tune::keep`); how large a gain is a
-    // benchmark's figure (`hotlab tune --json`), not a test's: on a loaded machine it moves.
-    assert!(step["ratio"].as_f64().unwrap() > 1.0, "{r}");
-    assert_eq!(r["path"].as_array().unwrap().len(), 1, "--max-steps 1: {r}");
-    let flags = r["flags"].as_str().unwrap();
-    match step["kept"].as_str() {
-        Some("--backend vectorized") => {
-            assert_eq!(r["best"]["exec"]["backend"], "vectorized", "{r}");
-            assert!(!flags.contains("--backend"), "vectorized is the default: {r}");
-        }
-        Some("--wait block") => {
-            assert_eq!(r["best"]["exec"]["wait"], "block", "{r}");
-            assert!(flags.contains("--backend subprocess"), "{r}");
-        }
-        other => panic!("kept {other:?}: {r}"),
-    }
-    let out = run(hotlab().args(["tune", "--repeats", "1"]));
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-}
-
 /// Issue 38: `lesson check --record FILE` writes what this machine measured (its device, the
 /// day, the signature, with `--verdicts` the audit's verdicts and the budget they were
 /// measured at), merging lesson by lesson; `lesson list --json` carries the record per
@@ -155,7 +87,6 @@ fn tune_finds_an_obvious_gain() {
 /// refused, naming the flag.
 #[test]
 fn a_lessons_record_is_written_merged_and_listed() {
-    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("record.json");
     let f = file.to_str().unwrap();

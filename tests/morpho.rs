@@ -23,7 +23,13 @@ const SMALL: &[&str] = &[
     "1",
 ];
 
+/// A small run without the evaluation at its end (nine tenths of a small run's time); the
+/// tests that check the evaluation ask for it with [`train_evaluated`].
 fn train(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    train_evaluated(dir, &[extra, &["--no-eval"]].concat())
+}
+
+fn train_evaluated(dir: &Path, extra: &[&str]) -> serde_json::Value {
     let out = run(hotlab()
         .args(["train", "--envs", "2", "--steps", "3", "--total-steps", "12", "--minibatches", "2", "--json", "--out"])
         .arg(dir)
@@ -102,7 +108,7 @@ fn a_sleeper_pool_gives_the_same_run_as_dynamic_seeds() {
                 let dir = tempfile::tempdir().unwrap();
                 let out = run(hotlab()
                     .args(["train", "--envs", "4", "--steps", "6", "--total-steps", "24", "--minibatches", "2"])
-                    .args(["--lifecycle", "loop", "--host-exec", "per_env", "--json", "--out"])
+                    .args(["--lifecycle", "loop", "--host-exec", "per_env", "--no-eval", "--json", "--out"])
                     .arg(dir.path())
                     .args(["--env", "morpho", "--task-images", "64", "--host-epochs", "6", "--host-width", "4"])
                     .args(["--tasks", "2", "--device", "cpu", "--threads", "1", "--slots", slots, "--seed", seed]));
@@ -235,7 +241,19 @@ fn morpho_settings_are_refused_naming_their_flag() {
 #[test]
 fn one_row_minibatches_train_without_diverging() {
     let out = run(hotlab()
-        .args(["train", "--envs", "1", "--steps", "1", "--minibatches", "1", "--total-steps", "2", "--json"])
+        .args([
+            "train",
+            "--envs",
+            "1",
+            "--steps",
+            "1",
+            "--minibatches",
+            "1",
+            "--total-steps",
+            "2",
+            "--no-eval",
+            "--json",
+        ])
         .args(SMALL));
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(last_json(&out)["updates"], 2);
@@ -247,7 +265,7 @@ fn one_row_minibatches_train_without_diverging() {
 #[test]
 fn a_morpho_checkpoint_is_evaluated_against_every_baseline() {
     let dir = tempfile::tempdir().unwrap();
-    let report = train(dir.path(), &["--backend", "vectorized", "--seed", "2"]);
+    let report = train_evaluated(dir.path(), &["--backend", "vectorized", "--seed", "2"]);
     let in_report = &report["morpho"];
     assert_eq!(in_report["episodes"], 8, "the run's report plays 8 held-out episodes: {report}");
     let out = run(hotlab().args(["eval", "--episodes", "2", "--json", "--checkpoint"]).arg(dir.path()));
@@ -388,13 +406,13 @@ fn the_growth_bench_trains_each_seed_and_plays_it_on_unseen_tasks() {
 #[test]
 fn a_run_starts_from_the_growers_play_when_asked() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let cloned = train(a.path(), &["--clone-grower", "5", "--no-eval"]);
+    let cloned = train(a.path(), &["--clone-grower", "5"]);
     let notes = cloned["notes"].as_array().unwrap();
     assert!(
         notes.iter().any(|n| n.as_str().unwrap().contains("6 decisions in 2 episodes")),
         "two whole 3-epoch episodes: {notes:?}"
     );
-    train(b.path(), &["--no-eval"]);
+    train(b.path(), &[]);
     let weights = |d: &Path| std::fs::read(d.join("policy.safetensors")).unwrap();
     assert!(weights(a.path()) != weights(b.path()), "another starting agent, another run");
 }
@@ -405,9 +423,9 @@ fn a_run_starts_from_the_growers_play_when_asked() {
 #[test]
 fn per_head_entropy_coefficients_reach_the_update() {
     let dirs = [(); 3].map(|_| tempfile::tempdir().unwrap());
-    train(dirs[0].path(), &["--ent-coef", "0", "--no-eval"]);
-    train(dirs[1].path(), &["--ent-coef", "0", "--head-ent-coef", "op=0", "--no-eval"]);
-    train(dirs[2].path(), &["--ent-coef", "0", "--head-ent-coef", "op=1", "--no-eval"]);
+    train(dirs[0].path(), &["--ent-coef", "0"]);
+    train(dirs[1].path(), &["--ent-coef", "0", "--head-ent-coef", "op=0"]);
+    train(dirs[2].path(), &["--ent-coef", "0", "--head-ent-coef", "op=1"]);
     assert_eq!(learning(dirs[0].path()), learning(dirs[1].path()));
     let weights = |d: &Path| std::fs::read(d.join("policy.safetensors")).unwrap();
     assert!(weights(dirs[0].path()) == weights(dirs[1].path()), "the same loss, the same weights");

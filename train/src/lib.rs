@@ -175,9 +175,18 @@ pub fn torch_threads(spec: &RunSpec) -> usize {
     let workers_share_the_cores = matches!(spec.exec.backend, Backend::Threads | Backend::Subprocess);
     match spec.exec.threads {
         0 if spec.minibatch_size() < 1024 || workers_share_the_cores => 1,
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => cores(),
         n => n,
     }
+}
+
+/// The cores an automatic thread count takes: `OMP_NUM_THREADS` where it is set (the usual
+/// cap on OpenMP's threads, for a machine shared with other jobs; `cargo xtask test` gives
+/// each of its lanes its share), else one per core. More OpenMP threads than free cores
+/// wait on each other at every barrier.
+pub fn cores() -> usize {
+    let capped = std::env::var("OMP_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok());
+    capped.filter(|n| *n > 0).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Trains `workload` as `spec` says; `observe` is called after every iteration. `begin`

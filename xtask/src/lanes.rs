@@ -20,14 +20,29 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Test binaries by target name, the longest first (measured in CI's lanes on 2 cores,
-/// 2026-11-28: morpho 528 s, dreamer 532 s, the rest under 210 s each); the others follow in
-/// build order.
-const LONGEST_FIRST: &[&str] = &["morpho", "dreamer", "cli", "lab", "hotlab_workloads", "gym", "backends", "workers"];
+/// Test binaries by target name, the longest first (measured in the lanes on 2 cores, AMD
+/// EPYC, 2026-12-02: dreamer 853 s and morpho 668 s before their cuts, gym 238, lab 195, cli
+/// 188, hotlab_workloads 169, lessons about 140, pixels 156, profile 127, continuous 98,
+/// workers 96, backends 85, solve 74); the others follow in build order.
+const LONGEST_FIRST: &[&str] = &[
+    "dreamer",
+    "morpho",
+    "gym",
+    "lab",
+    "cli",
+    "hotlab_workloads",
+    "pixels",
+    "lessons",
+    "profile",
+    "continuous",
+    "workers",
+    "backends",
+    "solve",
+];
 
 /// Binaries whose verdicts compare timings (the audit's, tune's): they run with the
 /// machine to themselves.
-const ALONE: &[&str] = &["lessons"];
+const ALONE: &[&str] = &["verdicts"];
 
 /// One test binary: its target's name, the executable, and the package folder it runs in
 /// (as `cargo test` runs it).
@@ -203,7 +218,7 @@ mod tests {
         let bins = vec![
             sh("passes", "echo fine $1 $HOTLAB_X omp=$OMP_NUM_THREADS"),
             sh("fails", "echo broken; exit 1"),
-            sh("lessons", "echo alone $1 omp=$OMP_NUM_THREADS"),
+            sh("verdicts", "echo alone $1 omp=$OMP_NUM_THREADS"),
         ];
         let e = run(bins, 2, &logs.join("logs"), &[("HOTLAB_X".into(), "y".into())]).unwrap_err();
         assert!(format!("{e:#}").contains("test binaries failed: fails"), "{e:#}");
@@ -214,7 +229,7 @@ mod tests {
         assert_eq!(read("passes").trim(), format!("fine --test-threads=1 y omp={share}"));
         assert_eq!(read("fails").trim(), "broken");
         let inherited = std::env::var("OMP_NUM_THREADS").unwrap_or_default();
-        assert_eq!(read("lessons").trim(), format!("alone omp={inherited}").trim(), "the harness's own threads");
+        assert_eq!(read("verdicts").trim(), format!("alone omp={inherited}").trim(), "the harness's own threads");
         std::fs::remove_dir_all(&logs).unwrap();
     }
 }

@@ -96,7 +96,7 @@ const CORE: &[Knob] = &[
     .about("Seconds a `subprocess` worker may stay silent in one step before the run fails naming it, its pid and how long it was silent"),
     knob("threads", "exec.threads", "Backend, workers and wait", Int, "libtorch intra-op threads; 0 = automatic")
     .range(0.0, 1024.0)
-    .about("libtorch intra-op threads; 0 = automatic: for the MLP 1 for minibatches under 1024 rows or beside env workers (threads, subprocess), else one per core; for the CNN (an image) one per core"),
+    .about("libtorch intra-op threads; 0 = automatic: for the MLP 1 for minibatches under 1024 rows or beside env workers (threads, subprocess), else one per core; for the CNN (an image) one per core; OMP_NUM_THREADS, where set, caps one per core"),
     knob(
         "transfer",
         "exec.transfer",

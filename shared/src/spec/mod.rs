@@ -145,7 +145,7 @@ pub struct ExecSpec {
     /// How the PPO update runs: `eager` (op by op from the host) or `graph` (CUDA: the
     /// whole update captured once as a CUDA graph and replayed per iteration).
     pub update: UpdateMode,
-    /// libtorch intra-op threads; 0 = automatic (for the MLP, 1 for minibatches under 1024 rows or beside env worker threads or processes, else one per core; for the CNN one per core).
+    /// libtorch intra-op threads; 0 = automatic (for the MLP, 1 for minibatches under 1024 rows or beside env worker threads or processes, else one per core; for the CNN one per core; `OMP_NUM_THREADS`, where set, caps "one per core").
     pub threads: usize,
     /// The update's matmul precision: `fp32`, `fp16` (CUDA, with a dynamic loss scaler),
     /// `bf16`, or `auto` (bf16 on CUDA compute capability ≥ 8.0, ROCm and AVX512-BF16 CPUs; fp16 on older

@@ -46,7 +46,7 @@ impl DreamerLearner {
         if spec.exec.threads == 0 {
             // A train step's convolutions cover batch × seq_len frames: large enough for every
             // core, and the envs (CartPole) never step while it runs.
-            setup.threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            setup.threads = hotlab_train::cores();
         }
         tch::set_num_threads(setup.threads as i32);
         // On CUDA the profiler times every phase with CUDA events (the kernels it opens are

@@ -446,7 +446,7 @@ type Job<'a, R> = (String, Box<dyn FnOnce() -> R + Send + 'a>);
 /// name as its job starts; the results in the jobs' order.
 fn side_by_side<R: Send>(jobs: Vec<Job<'_, R>>, progress: &mut dyn FnMut(&str)) -> Vec<R> {
     let n = jobs.len();
-    let threads = std::thread::available_parallelism().map_or(1, |c| c.get()).clamp(1, n.max(1));
+    let threads = hotlab_train::cores().clamp(1, n.max(1));
     let queue = std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<std::collections::VecDeque<_>>());
     let done = std::sync::Mutex::new(Vec::with_capacity(n));
     let (tx, rx) = std::sync::mpsc::channel::<String>();

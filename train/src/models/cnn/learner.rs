@@ -39,7 +39,7 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
         // A convolution's minibatch splits well at any size, and the envs' workers wait
         // while the update runs: every core for libtorch (Breakout at the atari preset on
         // 2 cores: 1.34–1.69× the steps/s of one thread, docs/benchmarks.md).
-        setup.threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        setup.threads = crate::cores();
     }
     let (opt, mover) = ppo::after_init(setup, &net.params.flat);
     let (frames, scale) = (spec.exec.frames, net.encoder.scale);

@@ -150,11 +150,15 @@ impl TrainedPolicy for TrainedMlp {
 }
 
 /// A second thread for the update's critic and half of a large fused rollout step, on a
-/// CPU with two cores or more in fp32 (unless `--threads 1`); each side gets half of the
-/// libtorch threads.
+/// CPU with two cores or more ([`crate::cores`]: `OMP_NUM_THREADS` caps them) in fp32
+/// (unless `--threads 1`); each side gets half of the libtorch threads.
 pub fn update_helper(setup: &Setup<'_>) -> Result<Option<Arc<Helper>>> {
     let (spec, precision) = (setup.spec, &setup.precision);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // `--threads N` asks for N; automatic, the cores there are to take.
+    let cores = match spec.exec.threads {
+        0 => crate::cores(),
+        n => n,
+    };
     let host_path = setup.device == Device::Cpu && precision.kind == tch::Kind::Float && precision.scaler.is_none();
     if !host_path || spec.exec.threads == 1 || cores < 2 {
         return Ok(None);
