@@ -12,7 +12,8 @@
 //! and for changes a JSON body from this server's pages) and the HTTP/WebSocket handlers
 //! ([`api`]; their one error type in [`error`], what they take from a request, the
 //! operator's token included, in [`extract`], what they share in [`state`]). `hotlab
-//! worker` is [`worker`]; [`server`] starts it all.
+//! worker` is [`worker`]; [`server`] starts it all. [`bench`] drives a served lab as its
+//! users do, from outside: `hotlab lab-check` end to end and `hotlab bench soak`.
 //!
 //! | route | what |
 //! |---|---|
@@ -35,6 +36,7 @@ pub mod api;
 pub mod audit_api;
 pub mod audits;
 pub mod auth;
+pub mod bench;
 pub mod checks;
 pub mod clock;
 pub mod error;

@@ -50,18 +50,24 @@ pub fn grace<'a>(
     }
 }
 
-/// Runs `spec` as `run` on the worker `machine`; `on` gets each message with its number.
-#[allow(clippy::too_many_arguments)]
+/// A run placed on a worker: the lab's machines, the worker's name, the run's id.
+#[derive(Clone, Copy)]
+pub struct Placed<'a> {
+    pub machines: &'a Machines,
+    pub machine: &'a str,
+    pub run: u64,
+}
+
+/// Runs `spec` where `at` places it; `on` gets each message with its number.
 pub fn run(
-    machines: &Machines,
-    machine: &str,
-    run: u64,
+    at: Placed<'_>,
     spec: &RunSpec,
     from: From,
     control: Control,
     on: &mut dyn FnMut(u64, FromRun),
     watchdog: Watchdog<'_>,
 ) -> (RunStatus, Option<String>) {
+    let Placed { machines, machine, run } = at;
     let (files, delivered, rx) = match from {
         From::Start(files) => {
             let rx = machines.open_route(run, machine, spec.clone(), files.clone(), 0);
@@ -73,20 +79,19 @@ pub fn run(
         // Not connected: the next welcome sends it.
         machines.send(machine, ToWorker::Start { run, spec: Box::new(spec.clone()), files });
     }
-    let outcome = follow(machines, machine, run, &rx, control, on, watchdog);
+    let outcome = follow(at, &rx, control, on, watchdog);
     machines.close_route(run);
     outcome
 }
 
 fn follow(
-    machines: &Machines,
-    machine: &str,
-    run: u64,
+    at: Placed<'_>,
     rx: &Route,
     control: Control,
     on: &mut dyn FnMut(u64, FromRun),
     watchdog: Watchdog<'_>,
 ) -> (RunStatus, Option<String>) {
+    let Placed { machines, machine, run } = at;
     let (mut stopped, mut watching) = (false, false);
     loop {
         if !stopped && control.stop.load(Ordering::Relaxed) {

@@ -655,9 +655,9 @@ impl Manager {
         let machine = run.machine();
         if !self.machines.is_ray(&machine) {
             let mut grace = remote::grace(&self.machines, &machine);
-            let (machines, name) = (&self.machines, &machine);
-            let end = remote::run(machines, name, run.id, &run.spec, from, control, &mut publish, &mut grace);
-            *last_message = Some((name.clone(), last));
+            let at = remote::Placed { machines: &self.machines, machine: &machine, run: run.id };
+            let end = remote::run(at, &run.spec, from, control, &mut publish, &mut grace);
+            *last_message = Some((machine.clone(), last));
             return Ok(end);
         }
         let ray =
@@ -684,7 +684,8 @@ impl Manager {
         };
         let mut watch = ray::JobWatch::new(&ray.head, job.clone(), &self.machines, &worker, &on_state);
         let mut watchdog = |stop: bool| watch.check(stop);
-        let end = remote::run(&self.machines, &worker, run.id, &run.spec, from, control, &mut publish, &mut watchdog);
+        let at = remote::Placed { machines: &self.machines, machine: &worker, run: run.id };
+        let end = remote::run(at, &run.spec, from, control, &mut publish, &mut watchdog);
         *last_message = Some((worker, last));
         self.follow_job_to_its_end(run, ray.head.clone(), job);
         Ok(end)

@@ -168,14 +168,39 @@ fn split(profile: &Profile, spec: &RunSpec) -> Split {
     Split { data_pct: d, forward_pct: f, backward_pct: b, verdict: verdict.into(), next_action: next_action.into() }
 }
 
+/// The recommendations the rules find, each with its ceiling from the share of the phase it
+/// cuts (Amdahl's law).
+struct Found<'a> {
+    profile: &'a Profile,
+    /// Env steps per env: each env's share of the run's steps.
+    steps: f64,
+    out: Vec<Recommendation>,
+}
+
+impl Found<'_> {
+    fn add(&mut self, knob: &str, phase: Phase, signature: String) {
+        let max_speedup = amdahl(self.profile.share(phase));
+        self.out.push(Recommendation { knob: knob.into(), phase, signature, max_speedup });
+    }
+}
+
+/// Every rule's recommendation for this profile, the workload's own among them, the largest
+/// ceiling first.
 fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
-    let c = &profile.counters;
-    let steps = (c.env_steps / spec.envs.max(1) as u64).max(1) as f64;
-    let mut out = Vec::new();
-    let mut add = |knob: String, phase: Phase, signature: String| {
-        let share = profile.share(phase);
-        out.push(Recommendation { knob, phase, signature, max_speedup: amdahl(share) });
-    };
+    let steps = (profile.counters.env_steps / spec.envs.max(1) as u64).max(1) as f64;
+    let mut found = Found { profile, steps, out: Vec::new() };
+    env_rules(&mut found, spec);
+    transfer_rules(&mut found, spec);
+    forward_rules(&mut found, spec);
+    let mut out = found.out;
+    spec.workload.recommend(profile, spec, &mut out);
+    out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
+    out
+}
+
+/// Where envs step: waiting on workers, spinning while waiting, a per-env loop.
+fn env_rules(found: &mut Found<'_>, spec: &RunSpec) {
+    let (profile, c) = (found.profile, &found.profile.counters);
     let wait = profile.share(Phase::ENV_WAIT);
     if matches!(spec.exec.backend, Backend::Subprocess | Backend::Threads) && wait >= 0.10 {
         let spin = if spec.exec.backend == Backend::Subprocess && spec.exec.wait == WaitMode::Spin {
@@ -183,8 +208,8 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         } else {
             String::new()
         };
-        add(
-            "--backend vectorized".into(),
+        found.add(
+            "--backend vectorized",
             Phase::ENV_WAIT,
             format!(
                 "{:.0}% of wall waiting on {} workers ({} round trips{spin})",
@@ -195,25 +220,31 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         );
     }
     if spec.exec.backend == Backend::Subprocess && spec.exec.wait == WaitMode::Spin && wait >= 0.10 {
-        add(
-            "--wait block".into(),
+        found.add(
+            "--wait block",
             Phase::ENV_WAIT,
             format!("{} spin polls while waiting ({:.0}% of wall)", c.spin_iterations, 100.0 * wait),
         );
     }
     let env = profile.share(Phase::ENV_STEP);
     if spec.exec.backend == Backend::Sequential && env >= 0.15 {
-        add(
-            "--backend vectorized".into(),
+        found.add(
+            "--backend vectorized",
             Phase::ENV_STEP,
             format!("{:.0}% of wall in a per-env loop over {} envs", 100.0 * env, spec.envs),
         );
     }
+}
+
+/// What crosses between host and device: actions read back one by one, observations copied
+/// per tensor or per step.
+fn transfer_rules(found: &mut Found<'_>, spec: &RunSpec) {
+    let (profile, c, steps) = (found.profile, &found.profile.counters, found.steps);
     let readback = profile.share(Phase::ACTION_READBACK);
     let syncs_per_step = c.host_syncs as f64 / steps;
     if spec.exec.action_sync == ActionSync::PerItem && readback >= 0.03 && syncs_per_step > 1.5 {
-        add(
-            "--action-sync stacked".into(),
+        found.add(
+            "--action-sync stacked",
             Phase::ACTION_READBACK,
             format!("{syncs_per_step:.1} host syncs per step, {:.0}% of wall", 100.0 * readback),
         );
@@ -221,8 +252,8 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     let transfer = profile.share(Phase::OBS_TRANSFER);
     let copies_per_step = c.h2d_copies as f64 / steps;
     if spec.exec.transfer == Transfer::PerTensor && transfer >= 0.03 && copies_per_step > 1.5 {
-        add(
-            "--transfer packed".into(),
+        found.add(
+            "--transfer packed",
             Phase::OBS_TRANSFER,
             format!("{copies_per_step:.1} host→device copies per step, {:.0}% of wall", 100.0 * transfer),
         );
@@ -231,8 +262,8 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     let copies_per_update = c.h2d_copies as f64 / updates;
     if spec.exec.rollout_copy == RolloutCopy::PerStep && transfer >= 0.03 && copies_per_update > 2.0 * spec.steps as f64
     {
-        add(
-            "--rollout-copy whole".into(),
+        found.add(
+            "--rollout-copy whole",
             Phase::OBS_TRANSFER,
             format!(
                 "{copies_per_update:.0} host→device copies per update (a copy per step and field), {:.0}% of wall",
@@ -240,14 +271,20 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
             ),
         );
     }
+}
+
+/// The rollout's forward: eager where a fused forward exists, per-step launches on a GPU
+/// where a graph removes them.
+fn forward_rules(found: &mut Found<'_>, spec: &RunSpec) {
+    let profile = found.profile;
     let forward = profile.share(Phase::POLICY_FORWARD);
     if spec.exec.inference == Inference::Eager
         && spec.env().fixed_inference().is_none()
         && spec.exec.backend != Backend::Device
         && forward >= 0.10
     {
-        add(
-            "--inference fused".into(),
+        found.add(
+            "--inference fused",
             Phase::POLICY_FORWARD,
             format!("{:.0}% of wall in the eager rollout forward (batch {})", 100.0 * forward, spec.envs),
         );
@@ -259,15 +296,12 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
         && spec.exec.inference != Inference::Graph
         && step >= 0.10
     {
-        add(
-            "--inference graph".into(),
+        found.add(
+            "--inference graph",
             Phase::POLICY_FORWARD,
             format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
         );
     }
-    spec.workload.recommend(profile, spec, &mut out);
-    out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
-    out
 }
 
 /// The report of a profile.

@@ -81,7 +81,16 @@ impl FlatAdam {
             let sum_squares = grad.dot(grad).view([1]);
             let k =
                 crate::cuda::optim::ClipAdamConsts { max_norm, beta1: self.beta1, beta2: self.beta2, eps: self.eps };
-            kernel.launch(params, grad, &self.exp_avg, &self.exp_avg_sq, &sum_squares, taken, lr, k)
+            let t = crate::cuda::optim::ClipAdamTensors {
+                params,
+                grad,
+                exp_avg: &self.exp_avg,
+                exp_avg_sq: &self.exp_avg_sq,
+                sum_squares: &sum_squares,
+                step: taken,
+                lr,
+            };
+            kernel.launch(t, k)
         })
     }
 

@@ -17,7 +17,9 @@
 //! - [`exec`]: where envs step (the host backends), host↔device transfers, the helper
 //!   thread, `--device`;
 //! - [`cuda`], [`kernels`], [`profiler`], [`system`]: CUDA kernels, events and the shim,
-//!   host f32 kernels, the phase profiler, the machine.
+//!   host f32 kernels, the phase profiler, the machine;
+//! - [`gpu_check`]: the trainer's checks on a GPU against its CPU references (`hotlab
+//!   gpu-check`), and what every check reports.
 
 pub mod adam;
 pub mod checkpoint;
@@ -27,6 +29,7 @@ pub mod episodes;
 pub mod exec;
 pub mod frames;
 pub mod gae;
+pub mod gpu_check;
 pub mod kernels;
 pub mod models;
 pub mod normalize;
@@ -56,7 +59,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
 use telemetry::{Sink, Telemetry, TelemetrySummary};
-use workload::{Iteration, Setup, TrainedPolicy, Workload};
+use workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy, Workload};
 
 /// What is known after each update (streamed to the progress bar and `metrics.jsonl`).
 #[derive(Clone, Debug, Serialize)]
@@ -198,86 +201,47 @@ pub fn run(
     opts: TrainOptions,
     observe: &mut dyn FnMut(&UpdateMetrics),
 ) -> Result<Trained> {
-    let trace = opts.trace;
-    crate::exec::alloc::tune();
-    let device = device::resolve(&spec.device)?;
-    let precision = precision::resolve(spec.exec.precision, device)?;
-    // The network's initialization runs on one thread: its rounding depends on the thread
-    // count, and the same seed must give the same run whatever `--threads` says.
-    tch::set_num_threads(1);
-    tch::manual_seed(spec.seed as i64);
     let env = workload.name();
-    let mut setup = Setup { spec, device, precision, threads: torch_threads(spec), notes: Vec::new() };
-    let mut learner = workload.learner(&mut setup)?;
-    let Setup { precision, threads, mut notes, .. } = setup;
-    // On a CUDA device the profiler times every phase with CUDA events too.
-    let timer = match device {
-        tch::Device::Cuda(ordinal) => EventTimer::open(ordinal)
-            .map_err(|why| notes.push(format!("{why}: phases are timed on the host only")))
-            .ok(),
-        _ => None,
-    };
-    let device_timing = timer.is_some();
+    let Ready { mut learner, device, precision, threads, mut notes } = ready(spec, workload)?;
     let sink = opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {}));
     let mut telemetry = Telemetry::new(spec.telemetry.every, learner.layout(), device, sink);
 
     // Like CleanRL's SPS, the clock starts at the first step; the set-up is its own figure.
     let setup_s = begin.elapsed().as_secs_f64();
+    let (mut prof, device_timing) = profiler(spec, device, opts.trace, &mut notes);
     let start = Instant::now();
-    let mut prof = Profiler::new(trace);
-    prof.set_env_parts(spec.env().env_parts());
-    if let Some(timer) = timer {
-        prof.set_device_timer(Box::new(timer));
-    }
     let mut c = Counters::default();
     let mut frames = Frames::new(opts.frames);
     let mut episodes = Episodes::default();
     let iterations = learner.iterations();
     let warmup = learner.warmup();
-    let sync = |c: &mut Counters| {
-        if let tch::Device::Cuda(ordinal) = device {
-            tch::Cuda::synchronize(ordinal as i64);
-            c.host_syncs += 1;
-        }
-    };
-    // (when, env steps then): the end of the warm-up.
-    let mut steady_from: Option<(Instant, u64)> = None;
-    let mut steady_updates = 0u64;
-    let mut global_step = 0u64;
+    let mut tally = Tally::default();
     for index in 0..iterations {
         if index == 0 {
             slow_start();
         }
-        if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
-            notes.push(format!("stopped after {index} of {iterations} updates"));
-            break;
-        }
-        if spec.seconds > 0.0 && start.elapsed().as_secs_f64() >= spec.seconds {
-            notes.push(format!("the budget of {} s was spent after {index} of {iterations} updates", spec.seconds));
+        if let Some(why) = ended_early(spec, opts.stop.as_deref(), start, index, iterations) {
+            notes.push(why);
             break;
         }
         let before = c.clone();
-        let due = telemetry.due(index + 1);
         let mut it = Iteration {
             index,
             prof: &mut prof,
             counters: &mut c,
             episodes: &mut episodes,
             frames: &mut frames,
-            telemetry: due.then_some(&telemetry),
+            telemetry: telemetry.due(index + 1).then_some(&telemetry),
             stop: opts.stop.as_deref(),
         };
         let Some(out) = learner.iterate(&mut it)? else {
             notes.push(format!("stopped during update {} of {iterations}, after {index} complete", index + 1));
             break;
         };
-        global_step += out.env_steps;
-        if steady_from.is_some() {
-            steady_updates += 1;
-        }
+        tally.add(out.env_steps);
         if index + 1 == warmup {
-            sync(&mut c);
-            steady_from = Some((Instant::now(), global_step));
+            sync(device, &mut c);
+            tally.warm();
         }
         if let Some(norms) = &out.norms {
             let s = prof.start();
@@ -287,44 +251,25 @@ pub fn run(
         if let Some((name, v)) = out.losses.first_not_finite() {
             bail!("training diverged: {name} is {v} at update {} of {iterations}", index + 1);
         }
-        let wall_s = start.elapsed().as_secs_f64();
+        let (update, wall_s) = (index + 1, start.elapsed().as_secs_f64());
+        let at = At { update, updates: iterations, global_step: tally.global_step, wall_s };
         if device_timing {
             c.host_syncs += 1; // the device timer waits for the window's last event
         }
         let window = prof.take_window(&c.since(&before));
         let s = prof.start();
-        observe(&UpdateMetrics {
-            point: MetricsPoint {
-                update: index + 1,
-                updates: iterations,
-                global_step,
-                wall_s,
-                sps: global_step as f64 / wall_s,
-                episodes: episodes.count,
-                mean_return_last_100: episodes.mean(),
-                lr: out.lr,
-                losses: out.losses,
-                rollout_s: out.rollout_s,
-                update_s: out.learn_start.elapsed().as_secs_f64(),
-            },
-            loss_scale: out.loss_scale,
-            skipped_steps: out.skipped_steps,
-            counters: c.since(&before),
-            profile: window,
-            lines: out.lines,
-        });
+        observe(&UpdateMetrics::of(out, at, &episodes, c.since(&before), window));
         prof.stop(Phase::PUBLISH, s);
     }
 
-    let steady = steady_from.filter(|_| steady_updates > 0).map(|(from, steps_then)| {
-        sync(&mut c);
-        let seconds = from.elapsed().as_secs_f64();
-        let env_steps = global_step - steps_then;
-        Steady { warmup_updates: warmup, updates: steady_updates, env_steps, seconds, sps: env_steps as f64 / seconds }
-    });
+    if tally.has_steady() {
+        sync(device, &mut c);
+    }
+    let steady = tally.steady(warmup);
     let wall_s = start.elapsed().as_secs_f64();
     let policy = learner.finish();
     let evaluation = if opts.skip_evaluation { None } else { policy.report_evaluation(spec.seed) };
+    let global_step = tally.global_step;
     let report = TrainReport {
         env: env.into(),
         device: device::label(device),
@@ -347,6 +292,154 @@ pub fn run(
         evaluation: evaluation.iter().map(|e| (e.key.to_string(), e.json.clone())).collect(),
         evaluation_summary: evaluation.map(|e| e.summary),
     };
-    let trace = trace.map(|_| prof.trace_json());
-    Ok(Trained { policy, report, trace })
+    Ok(Trained { policy, report, trace: opts.trace.map(|_| prof.trace_json()) })
+}
+
+/// The learner the workload builds for `spec`, on its device and precision, and the set-up's
+/// notes.
+struct Ready {
+    learner: Box<dyn Learner>,
+    device: tch::Device,
+    precision: precision::Precision,
+    /// libtorch's threads in the update.
+    threads: usize,
+    notes: Vec<String>,
+}
+
+fn ready(spec: &RunSpec, workload: Arc<dyn Workload>) -> Result<Ready> {
+    crate::exec::alloc::tune();
+    let device = device::resolve(&spec.device)?;
+    let precision = precision::resolve(spec.exec.precision, device)?;
+    // The network's initialization runs on one thread: its rounding depends on the thread
+    // count, and the same seed must give the same run whatever `--threads` says.
+    tch::set_num_threads(1);
+    tch::manual_seed(spec.seed as i64);
+    let mut setup = Setup { spec, device, precision, threads: torch_threads(spec), notes: Vec::new() };
+    let learner = workload.learner(&mut setup)?;
+    let Setup { precision, threads, notes, .. } = setup;
+    Ok(Ready { learner, device, precision, threads, notes })
+}
+
+/// Waits for a CUDA device's queued work (counted as a host sync); nothing elsewhere.
+fn sync(device: tch::Device, c: &mut Counters) {
+    if let tch::Device::Cuda(ordinal) = device {
+        tch::Cuda::synchronize(ordinal as i64);
+        c.host_syncs += 1;
+    }
+}
+
+/// The run's profiler: its env parts, and on a CUDA device every phase timed with CUDA
+/// events too (true), or a note saying why not.
+fn profiler(
+    spec: &RunSpec,
+    device: tch::Device,
+    trace: Option<TraceWindow>,
+    notes: &mut Vec<String>,
+) -> (Profiler, bool) {
+    let mut prof = Profiler::new(trace);
+    prof.set_env_parts(spec.env().env_parts());
+    let timer = match device {
+        tch::Device::Cuda(ordinal) => EventTimer::open(ordinal)
+            .map_err(|why| notes.push(format!("{why}: phases are timed on the host only")))
+            .ok(),
+        _ => None,
+    };
+    let timed = timer.is_some();
+    if let Some(timer) = timer {
+        prof.set_device_timer(Box::new(timer));
+    }
+    (prof, timed)
+}
+
+/// Why the loop ends before iteration `index`, if it does: a stop asked for, or the run's
+/// budget of seconds spent since `start`.
+fn ended_early(
+    spec: &RunSpec,
+    stop: Option<&std::sync::atomic::AtomicBool>,
+    start: Instant,
+    index: u64,
+    iterations: u64,
+) -> Option<String> {
+    if workload::asked_to_stop(stop) {
+        return Some(format!("stopped after {index} of {iterations} updates"));
+    }
+    if spec.seconds > 0.0 && start.elapsed().as_secs_f64() >= spec.seconds {
+        return Some(format!("the budget of {} s was spent after {index} of {iterations} updates", spec.seconds));
+    }
+    None
+}
+
+/// The loop's env steps so far, and its steady window: the iterations after the warm-up.
+#[derive(Default)]
+struct Tally {
+    global_step: u64,
+    /// (when, env steps then): the end of the warm-up.
+    steady_from: Option<(Instant, u64)>,
+    steady_updates: u64,
+}
+
+impl Tally {
+    /// An iteration's env steps, counted in the steady window once it has begun.
+    fn add(&mut self, env_steps: u64) {
+        self.global_step += env_steps;
+        if self.steady_from.is_some() {
+            self.steady_updates += 1;
+        }
+    }
+
+    /// The warm-up ends now.
+    fn warm(&mut self) {
+        self.steady_from = Some((Instant::now(), self.global_step));
+    }
+
+    /// Whether an iteration ran after the warm-up.
+    fn has_steady(&self) -> bool {
+        self.steady_from.is_some() && self.steady_updates > 0
+    }
+
+    /// The steady window up to now, when there is one.
+    fn steady(&self, warmup_updates: u64) -> Option<Steady> {
+        let (from, steps_then) = self.steady_from.filter(|_| self.steady_updates > 0)?;
+        let seconds = from.elapsed().as_secs_f64();
+        let env_steps = self.global_step - steps_then;
+        let sps = env_steps as f64 / seconds;
+        Some(Steady { warmup_updates, updates: self.steady_updates, env_steps, seconds, sps })
+    }
+}
+
+/// Where the run is as an iteration ends: its number, of how many, the env steps and the
+/// seconds of training so far.
+struct At {
+    update: u64,
+    updates: u64,
+    global_step: u64,
+    wall_s: f64,
+}
+
+impl UpdateMetrics {
+    /// An iteration's metrics: what it gave (`out`), where the run is, its episodes so far,
+    /// and the iteration's counts and phases.
+    fn of(out: Outcome, at: At, episodes: &Episodes, counters: Counters, profile: Profile) -> Self {
+        let wall_s = at.wall_s;
+        UpdateMetrics {
+            point: MetricsPoint {
+                update: at.update,
+                updates: at.updates,
+                global_step: at.global_step,
+                wall_s,
+                sps: at.global_step as f64 / wall_s,
+                episodes: episodes.count,
+                mean_return_last_100: episodes.mean(),
+                lr: out.lr,
+                losses: out.losses,
+                rollout_s: out.rollout_s,
+                update_s: out.learn_start.elapsed().as_secs_f64(),
+            },
+            loss_scale: out.loss_scale,
+            skipped_steps: out.skipped_steps,
+            counters,
+            profile,
+            lines: out.lines,
+        }
+    }
 }

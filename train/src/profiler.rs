@@ -55,6 +55,12 @@ impl std::str::FromStr for TraceWindow {
     }
 }
 
+/// Where a piece of work is accounted: the phase profiler and the run's counters.
+pub struct Meters<'a> {
+    pub prof: &'a mut Profiler,
+    pub counters: &'a mut Counters,
+}
+
 pub struct Profiler {
     /// The phases it keeps, in the registry's order (a phase the registry lacks is added at
     /// its first span); `total` and `window` hold one stat per phase.

@@ -243,26 +243,7 @@ pub fn LessonView(link: LessonLink, operator: Signal<bool>, go: Callback<Route>)
     let audit = RwSignal::new(None::<AuditInfo>);
     let error = RwSignal::new(None::<String>);
     let id = lesson.id;
-    let refresh = move || {
-        leptos::task::spawn_local(async move {
-            match crate::api::get::<Vec<AuditInfo>>(&format!("/api/audits?lesson={id}&limit=1")).await {
-                // The page may be gone by the time the answer comes.
-                Ok(mut newest) => {
-                    let a = newest.pop();
-                    if audit.try_with_untracked(|old| old != &a).unwrap_or(false) {
-                        audit.try_set(a);
-                    }
-                }
-                Err(e) => {
-                    error.try_set(Some(e.message));
-                }
-            }
-        })
-    };
-    refresh();
-    if let Ok(handle) = set_interval_with_handle(refresh, Duration::from_secs(1)) {
-        on_cleanup(move || handle.clear());
-    }
+    follow_newest_audit(id, audit, error);
     let link = StoredValue::new(link);
     let set = move |key: &'static str, name: String, value: String| {
         let mut l = link.get_value();
@@ -304,19 +285,9 @@ pub fn LessonView(link: LessonLink, operator: Signal<bool>, go: Callback<Route>)
             l.seconds.clone().unwrap_or(lesson.budget.seconds.to_string()),
         )
     });
-    let fixes = lesson.variants.join(" · ");
-    let measure = lesson.signature.measure;
-    let unit = lesson.signature.text;
     view! {
         <div class=if present { "lesson presenter" } else { "lesson" } data-testid="lesson">
-            <section class="panel story">
-                <p class="muted"><a href="#/lessons">"Lessons"</a>" · catalogue row "{lesson.row}</p>
-                <h2 data-testid="lesson-title">{lesson.title}</h2>
-                <p>{lesson.phenomenon}</p>
-                <p><strong>"Look at: "</strong>{lesson.look_at}</p>
-                <p><strong>"The fixes: "</strong><code>{fixes}</code></p>
-                <p class="muted" data-testid="gpu-result"><strong>"On a GPU: "</strong>{on_a_gpu(lesson)}</p>
-            </section>
+            <LessonStory lesson/>
             <section class="panel params">
                 <h3>"The slow setting"</h3>
                 <div class="fields">
@@ -336,26 +307,75 @@ pub fn LessonView(link: LessonLink, operator: Signal<bool>, go: Callback<Route>)
                 {move || (!operator.get()).then(|| view! { <span class="muted">" viewers follow the operator's runs"</span> })}
                 <p class="error" data-testid="lesson-message">{move || error.get().unwrap_or_default()}</p>
             </section>
-            <section class="panel">
-                <h3>"Side by side"</h3>
-                <crate::guide::Explain section="verdicts"/>
-                {move || match audit.get() {
-                    None => view! { <p class="muted" data-testid="lesson-idle">"This lesson has not run yet."</p> }.into_any(),
-                    Some(a) => {
-                        let shows = a.shows;
-                        let audit = Signal::derive(move || audit.get().unwrap_or_default());
-                        view! {
-                            <AuditTable audit measure unit/>
-                            {shows.map(|s| view! {
-                                <p class="signature" data-testid="lesson-shows">{if s { "The bottleneck showed: " } else { "The bottleneck did NOT show: " }}{unit}</p>
-                            })}
-                        }.into_any()
-                    }
-                }}
-            </section>
+            <SideBySide lesson audit/>
         </div>
     }
     .into_any()
+}
+
+/// Keeps `audit` at the lesson's newest audit, asked for every second while the page shows.
+fn follow_newest_audit(id: &'static str, audit: RwSignal<Option<AuditInfo>>, error: RwSignal<Option<String>>) {
+    let refresh = move || {
+        leptos::task::spawn_local(async move {
+            match crate::api::get::<Vec<AuditInfo>>(&format!("/api/audits?lesson={id}&limit=1")).await {
+                // The page may be gone by the time the answer comes.
+                Ok(mut newest) => {
+                    let a = newest.pop();
+                    if audit.try_with_untracked(|old| old != &a).unwrap_or(false) {
+                        audit.try_set(a);
+                    }
+                }
+                Err(e) => {
+                    error.try_set(Some(e.message));
+                }
+            }
+        })
+    };
+    refresh();
+    if let Ok(handle) = set_interval_with_handle(refresh, Duration::from_secs(1)) {
+        on_cleanup(move || handle.clear());
+    }
+}
+
+/// The lesson's story: the phenomenon, where to look, the fixes and what a GPU showed.
+#[component]
+fn LessonStory(lesson: &'static Lesson) -> impl IntoView {
+    let fixes = lesson.variants.join(" · ");
+    view! {
+        <section class="panel story">
+            <p class="muted"><a href="#/lessons">"Lessons"</a>" · catalogue row "{lesson.row}</p>
+            <h2 data-testid="lesson-title">{lesson.title}</h2>
+            <p>{lesson.phenomenon}</p>
+            <p><strong>"Look at: "</strong>{lesson.look_at}</p>
+            <p><strong>"The fixes: "</strong><code>{fixes}</code></p>
+            <p class="muted" data-testid="gpu-result"><strong>"On a GPU: "</strong>{on_a_gpu(lesson)}</p>
+        </section>
+    }
+}
+
+/// The lesson's newest audit side by side, and whether its bottleneck showed.
+#[component]
+fn SideBySide(lesson: &'static Lesson, audit: RwSignal<Option<AuditInfo>>) -> impl IntoView {
+    let (measure, unit) = (lesson.signature.measure, lesson.signature.text);
+    view! {
+        <section class="panel">
+            <h3>"Side by side"</h3>
+            <crate::guide::Explain section="verdicts"/>
+            {move || match audit.get() {
+                None => view! { <p class="muted" data-testid="lesson-idle">"This lesson has not run yet."</p> }.into_any(),
+                Some(a) => {
+                    let shows = a.shows;
+                    let audit = Signal::derive(move || audit.get().unwrap_or_default());
+                    view! {
+                        <AuditTable audit measure unit/>
+                        {shows.map(|s| view! {
+                            <p class="signature" data-testid="lesson-shows">{if s { "The bottleneck showed: " } else { "The bottleneck did NOT show: " }}{unit}</p>
+                        })}
+                    }.into_any()
+                }
+            }}
+        </section>
+    }
 }
 
 #[cfg(test)]

@@ -313,39 +313,12 @@ async fn run_loop(s: Sigs, alive: Arc<AtomicBool>) {
 
 #[component]
 pub fn Playground() -> impl IntoView {
-    let s = Sigs {
-        config: RwSignal::new(Config {
-            choice: Choice::Auto,
-            envs: 4096,
-            policy: None,
-            greedy: false,
-            seed: 1,
-            knobs: GpuKnobs::default(),
-        }),
-        paused: RwSignal::new(false),
-        live: RwSignal::new(Live::default()),
-        webgpu: RwSignal::new(None),
-        points: RwSignal::new(Vec::new()),
-        sweep_asked: RwSignal::new(0),
-        sweeping: RwSignal::new(None),
-        lesson_asked: RwSignal::new(None),
-        lesson_rows: RwSignal::new(Vec::new()),
-        canvas: NodeRef::new(),
-    };
+    let s = Sigs::new();
     let alive = Arc::new(AtomicBool::new(true));
     leptos::task::spawn_local(run_loop(s, alive.clone()));
     on_cleanup(move || alive.store(false, Ordering::Relaxed));
 
-    // Finished CartPole runs: their actors can act here.
-    let runs = RwSignal::new(Vec::<RunInfo>::new());
-    leptos::task::spawn_local(async move {
-        if let Ok(list) = crate::api::get::<Vec<RunInfo>>("/api/runs").await {
-            let usable = |r: &RunInfo| {
-                r.spec.env() == EnvName::Cartpole && matches!(r.status, RunStatus::Finished | RunStatus::Stopped)
-            };
-            runs.set(list.into_iter().rev().filter(usable).collect());
-        }
-    });
+    let runs = finished_cartpole_runs();
 
     let envs_text = RwSignal::new("4096".to_string());
     let envs_error = RwSignal::new(None::<String>);
@@ -356,45 +329,8 @@ pub fn Playground() -> impl IntoView {
         }
         Err(e) => envs_error.set(Some(e)),
     };
-    let lines = Signal::derive(move || {
-        s.points.with(|p| {
-            [(Path::WebGpu, "webgpu", (240, 160, 48)), (Path::Cpu, "wasm cpu", (90, 160, 230))]
-                .into_iter()
-                .map(|(path, name, color)| Line {
-                    name: name.into(),
-                    color,
-                    points: p.iter().filter(|m| m.path == path).map(|m| (m.envs as f64, m.sps)).collect(),
-                })
-                .filter(|l| !l.points.is_empty())
-                .collect()
-        })
-    });
     let live = s.live;
-    let fmt_mean = move || live.with(|l| l.tally.mean_length().map_or("–".into(), |m| format!("{m:.1}")));
 
-    let lesson_table = move |lesson: PgLesson| {
-        view! {
-            <table class="pg-measurements" data-testid=format!("pg-lesson-{}", lesson.as_str())>
-                <thead><tr><th>"setting"</th><th class="num">"steps/s"</th><th class="num">"× the first"</th></tr></thead>
-                <tbody>
-                    {move || s.lesson_rows.with(|rows| {
-                        let rows: Vec<&LessonRow> = rows.iter().filter(|r| r.lesson == lesson).collect();
-                        let first = rows.first().and_then(|r| r.sps());
-                        rows.iter().map(|r| {
-                            let sps = r.sps();
-                            let ratio = sps.zip(first).map_or("–".into(), |(x, f)| format!("×{:.2}", x / f));
-                            view! {
-                                <tr data-testid="pg-lesson-row" data-setting=r.setting.clone() data-sps=sps.map_or(0.0, f64::round)>
-                                    <td>{r.setting.clone()}</td><td class="num">{sps.map_or("–".into(), si)}</td><td class="num">{ratio}</td>
-                                </tr>
-                            }
-                        }).collect_view()
-                    })}
-                </tbody>
-            </table>
-        }
-    };
-    let busy = move || s.sweeping.with(Option::is_some);
     view! {
         <section class="panel playground" data-testid="playground">
             <h2>"Playground: CartPole in this browser"</h2>
@@ -452,35 +388,10 @@ pub fn Playground() -> impl IntoView {
                 <button data-testid="pg-sweep" prop:disabled=move || s.sweeping.with(Option::is_some)
                     on:click=move |_| s.sweep_asked.update(|n| *n += 1)>"Measure steps/s against N"</button>
             </div>
-            <div class="pg-form">
-                <label>"steps per dispatch (WebGPU) "
-                    <select data-testid="pg-steps-per-dispatch" on:change=move |ev| {
-                        let k = event_target_value(&ev).parse::<u32>().ok();
-                        s.config.update(|c| c.knobs.steps_per_dispatch = k);
-                    }>
-                        <option value="auto" selected>"auto (fill a frame)"</option>
-                        {STEPS_PER_DISPATCH.iter().map(|k| view! { <option value=k.to_string()>{k.to_string()}</option> }).collect_view()}
-                    </select>
-                </label>
-                <label>" read back "
-                    <select data-testid="pg-read-back" on:change=move |ev| {
-                        let r = if event_target_value(&ev) == "every" { ReadBack::EveryDispatch } else { ReadBack::OncePerFrame };
-                        s.config.update(|c| c.knobs.read_back = r);
-                    }>
-                        <option value="frame" selected>"once per frame"</option>
-                        <option value="every">"after every dispatch"</option>
-                    </select>
-                </label>
-            </div>
+            <GpuKnobsForm s/>
             <p class="field-error" data-testid="pg-envs-error">{move || envs_error.get().unwrap_or_default()}</p>
             <p class="error" data-testid="pg-error">{move || live.with(|l| l.error.clone().unwrap_or_default())}</p>
-            <div class="tiles">
-                <div class="tile"><span class="label">"running on"</span><span class="value" data-testid="pg-backend">{move || live.with(|l| l.path.map_or("–", Path::as_str))}</span></div>
-                <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="pg-sps">{move || live.with(|l| l.sps.map_or("–".into(), si))}</span></div>
-                <div class="tile"><span class="label">"mean episode length"</span><span class="value" data-testid="pg-mean-length">{fmt_mean}</span></div>
-                <div class="tile"><span class="label">"mean return"</span><span class="value" data-testid="pg-mean-return">{fmt_mean}</span></div>
-                <div class="tile"><span class="label">"episodes ended"</span><span class="value" data-testid="pg-episodes">{move || live.with(|l| l.tally.episodes.to_string())}</span></div>
-            </div>
+            <PgTiles live/>
             <p class="muted small">
                 <span data-testid="pg-adapter">{move || match s.webgpu.get() {
                     None => "looking for a WebGPU adapter…".to_string(),
@@ -491,23 +402,156 @@ pub fn Playground() -> impl IntoView {
                 " · steps/s counts stepping time (GPU: submit to read-back), not the wait for the next frame."
             </p>
             <p class="muted small" data-testid="pg-sweep-status">{move || s.sweeping.get().map(|t| format!("measuring {t}…")).unwrap_or_default()}</p>
-            <div class="pg-views">
-                <canvas node_ref=s.canvas width="640" height="320" class="pg-canvas" data-testid="pg-canvas"></canvas>
-                <div data-testid="pg-chart-wrap" data-points=move || s.points.with(Vec::len)>
-                    <Chart title="steps/s against envs (log–log)" testid="pg-chart" lines log=true/>
-                    <table class="pg-measurements">
-                        <thead><tr><th>"path"</th><th class="num">"envs"</th><th class="num">"steps/s"</th></tr></thead>
-                        <tbody>
-                            {move || s.points.get().into_iter().map(|m| view! {
-                                <tr data-testid="pg-measurement" data-path=m.path.as_str() data-envs=m.envs data-sps=m.sps.round()>
-                                    <td>{m.path.as_str()}</td><td class="num">{m.envs}</td><td class="num">{si(m.sps)}</td>
-                                </tr>
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                </div>
-            </div>
+            <PgViews s/>
         </section>
+        <PgLessons s/>
+    }
+}
+
+impl Sigs {
+    fn new() -> Self {
+        Sigs {
+            config: RwSignal::new(Config {
+                choice: Choice::Auto,
+                envs: 4096,
+                policy: None,
+                greedy: false,
+                seed: 1,
+                knobs: GpuKnobs::default(),
+            }),
+            paused: RwSignal::new(false),
+            live: RwSignal::new(Live::default()),
+            webgpu: RwSignal::new(None),
+            points: RwSignal::new(Vec::new()),
+            sweep_asked: RwSignal::new(0),
+            sweeping: RwSignal::new(None),
+            lesson_asked: RwSignal::new(None),
+            lesson_rows: RwSignal::new(Vec::new()),
+            canvas: NodeRef::new(),
+        }
+    }
+}
+
+/// The lab's finished CartPole runs, newest first, as the list arrives: their actors can act
+/// here.
+fn finished_cartpole_runs() -> RwSignal<Vec<RunInfo>> {
+    let runs = RwSignal::new(Vec::<RunInfo>::new());
+    leptos::task::spawn_local(async move {
+        if let Ok(list) = crate::api::get::<Vec<RunInfo>>("/api/runs").await {
+            let usable = |r: &RunInfo| {
+                r.spec.env() == EnvName::Cartpole && matches!(r.status, RunStatus::Finished | RunStatus::Stopped)
+            };
+            runs.set(list.into_iter().rev().filter(usable).collect());
+        }
+    });
+    runs
+}
+
+/// The WebGPU path's knobs: steps per dispatch and when to read back.
+#[component]
+fn GpuKnobsForm(s: Sigs) -> impl IntoView {
+    view! {
+        <div class="pg-form">
+            <label>"steps per dispatch (WebGPU) "
+                <select data-testid="pg-steps-per-dispatch" on:change=move |ev| {
+                    let k = event_target_value(&ev).parse::<u32>().ok();
+                    s.config.update(|c| c.knobs.steps_per_dispatch = k);
+                }>
+                    <option value="auto" selected>"auto (fill a frame)"</option>
+                    {STEPS_PER_DISPATCH.iter().map(|k| view! { <option value=k.to_string()>{k.to_string()}</option> }).collect_view()}
+                </select>
+            </label>
+            <label>" read back "
+                <select data-testid="pg-read-back" on:change=move |ev| {
+                    let r = if event_target_value(&ev) == "every" { ReadBack::EveryDispatch } else { ReadBack::OncePerFrame };
+                    s.config.update(|c| c.knobs.read_back = r);
+                }>
+                    <option value="frame" selected>"once per frame"</option>
+                    <option value="every">"after every dispatch"</option>
+                </select>
+            </label>
+        </div>
+    }
+}
+
+/// The playground's figures: where it runs, steps/s, episode length and return, episodes.
+#[component]
+fn PgTiles(live: RwSignal<Live>) -> impl IntoView {
+    let fmt_mean = move || live.with(|l| l.tally.mean_length().map_or("–".into(), |m| format!("{m:.1}")));
+    view! {
+        <div class="tiles">
+            <div class="tile"><span class="label">"running on"</span><span class="value" data-testid="pg-backend">{move || live.with(|l| l.path.map_or("–", Path::as_str))}</span></div>
+            <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="pg-sps">{move || live.with(|l| l.sps.map_or("–".into(), si))}</span></div>
+            <div class="tile"><span class="label">"mean episode length"</span><span class="value" data-testid="pg-mean-length">{fmt_mean}</span></div>
+            <div class="tile"><span class="label">"mean return"</span><span class="value" data-testid="pg-mean-return">{fmt_mean}</span></div>
+            <div class="tile"><span class="label">"episodes ended"</span><span class="value" data-testid="pg-episodes">{move || live.with(|l| l.tally.episodes.to_string())}</span></div>
+        </div>
+    }
+}
+
+/// The envs drawn, and steps/s against the env count: chart and table.
+#[component]
+fn PgViews(s: Sigs) -> impl IntoView {
+    let lines = Signal::derive(move || {
+        s.points.with(|p| {
+            [(Path::WebGpu, "webgpu", (240, 160, 48)), (Path::Cpu, "wasm cpu", (90, 160, 230))]
+                .into_iter()
+                .map(|(path, name, color)| Line {
+                    name: name.into(),
+                    color,
+                    points: p.iter().filter(|m| m.path == path).map(|m| (m.envs as f64, m.sps)).collect(),
+                })
+                .filter(|l| !l.points.is_empty())
+                .collect()
+        })
+    });
+    view! {
+        <div class="pg-views">
+            <canvas node_ref=s.canvas width="640" height="320" class="pg-canvas" data-testid="pg-canvas"></canvas>
+            <div data-testid="pg-chart-wrap" data-points=move || s.points.with(Vec::len)>
+                <Chart title="steps/s against envs (log–log)" testid="pg-chart" lines log=true/>
+                <table class="pg-measurements">
+                    <thead><tr><th>"path"</th><th class="num">"envs"</th><th class="num">"steps/s"</th></tr></thead>
+                    <tbody>
+                        {move || s.points.get().into_iter().map(|m| view! {
+                            <tr data-testid="pg-measurement" data-path=m.path.as_str() data-envs=m.envs data-sps=m.sps.round()>
+                                <td>{m.path.as_str()}</td><td class="num">{m.envs}</td><td class="num">{si(m.sps)}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </div>
+    }
+}
+
+/// The playground's lessons, each measured on this machine's GPU, with its table.
+#[component]
+fn PgLessons(s: Sigs) -> impl IntoView {
+    let lesson_table = move |lesson: PgLesson| {
+        view! {
+            <table class="pg-measurements" data-testid=format!("pg-lesson-{}", lesson.as_str())>
+                <thead><tr><th>"setting"</th><th class="num">"steps/s"</th><th class="num">"× the first"</th></tr></thead>
+                <tbody>
+                    {move || s.lesson_rows.with(|rows| {
+                        let rows: Vec<&LessonRow> = rows.iter().filter(|r| r.lesson == lesson).collect();
+                        let first = rows.first().and_then(|r| r.sps());
+                        rows.iter().map(|r| {
+                            let sps = r.sps();
+                            let ratio = sps.zip(first).map_or("–".into(), |(x, f)| format!("×{:.2}", x / f));
+                            view! {
+                                <tr data-testid="pg-lesson-row" data-setting=r.setting.clone() data-sps=sps.map_or(0.0, f64::round)>
+                                    <td>{r.setting.clone()}</td><td class="num">{sps.map_or("–".into(), si)}</td><td class="num">{ratio}</td>
+                                </tr>
+                            }
+                        }).collect_view()
+                    })}
+                </tbody>
+            </table>
+        }
+    };
+    let busy = move || s.sweeping.with(Option::is_some);
+    view! {
         <section class="panel" data-testid="pg-lessons">
             <h2>"Lessons on this machine"</h2>
             <div class="pg-lesson">

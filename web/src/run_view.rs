@@ -27,6 +27,100 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
     let info = RwSignal::new(None::<RunInfo>);
     let load_error = RwSignal::new(None::<String>);
     let link = RwSignal::new(Link::Connecting);
+    follow_run(id, data, info, load_error, link);
+
+    let status = move || data.with(|d| d.status).or_else(|| info.with(|i| i.as_ref().map(|i| i.status)));
+    let status_text = move || status().map_or("…", RunStatus::as_str);
+    let message = move || data.with(|d| d.message.clone());
+    let live = move || status().is_some_and(|s| !s.is_final());
+    let report = Memo::new(move |_| {
+        let spec = info.with(|i| i.as_ref().map(|i| i.spec.clone()))?;
+        data.with(|d| d.report(&spec))
+    });
+    let windows = Signal::derive(move || data.with(|d| d.windows.clone()));
+    let frame = Signal::derive(move || data.with(|d| d.frame.clone()));
+    let stop = move |_| {
+        leptos::task::spawn_local(async move {
+            if let Err(e) = crate::api::post::<serde_json::Value>(&format!("/api/runs/{id}/stop"), "").await {
+                load_error.set(Some(e.message));
+            }
+        });
+    };
+    let launch_variant = variant_launcher(info, on_launched, load_error);
+
+    let audits = RwSignal::new(Vec::new());
+    crate::audits::follow(id, audits);
+    let audit_change = move |body: serde_json::Value| crate::audits::request(id, body, load_error, audits);
+
+    view! {
+        <section class="panel run-head">
+            <h2>"Run "{id}" "<span class=move || format!("status {}", status_text()) data-testid="run-status">{status_text}</span>
+                {move || info.with(|i| i.as_ref().and_then(|i| i.machine.clone())).map(|m| view! {
+                    <span class="muted machine-of-run" data-testid="run-machine">" on "{m}</span>
+                })}
+                {move || info.with(|i| i.as_ref().and_then(|i| i.ray_job.clone())).map(|j| view! {
+                    <span class="muted" data-testid="run-ray-job">" · Ray job "<code>{j.id}</code>" "{j.status}</span>
+                })}</h2>
+            {move || (link.get() == Link::Lost).then(|| view! {
+                <div class="banner" data-testid="connection-banner">"Disconnected from the lab — reconnecting…"</div>
+            })}
+            <p class="error" data-testid="run-message">{move || message().unwrap_or_default()}{move || load_error.get().unwrap_or_default()}</p>
+            <Tiles data/>
+            <p class="links">
+                {move || info.with(|i| i.as_ref().map(|i| summary(&i.spec)))}
+                " · "<a href=format!("/api/runs/{id}/report?format=md") target="_blank">"report"</a>
+                " · "<a href=format!("/api/runs/{id}/trace") target="_blank">"trace"</a>
+                " · "<a href=format!("/api/runs/{id}/export.csv")>"CSV"</a>
+                " · "<a href=format!("/api/runs/{id}/policy") target="_blank">"policy"</a>
+                {move || (live() && operator.get()).then(|| view! { " " <button class="stop" data-testid="stop-button" on:click=stop>"Stop"</button> })}
+            </p>
+            {move || info.with(|i| i.as_ref().filter(|i| i.dropped > 0).map(|i| view! {
+                <p class="error" data-testid="dropped">{format!("{} events not stored: the store fell behind (frames are dropped first, metrics last)", i.dropped)}</p>
+            }))}
+        </section>
+        <RunCharts data/>
+        <section class="panel">
+            <h2>"Bottlenecks"</h2>
+            <Explain section="bottlenecks"/>
+            {move || report.get().map(|r| view! { <ReportView report=r operator launch=launch_variant audit=audit_change audits/> })}
+        </section>
+        <section class="panel">
+            <h2>"Audits"</h2>
+            <Explain section="verdicts"/>
+            <Explain section="noise"/>
+            <p>
+                <button data-testid="tune-button" prop:disabled=move || !operator.get()
+                    on:click=move |_| crate::audits::request_tune(id, load_error, audits)>"Find the fastest setup"</button>
+                <span class="muted">" audits the recommendations, keeps the fastest confirmed one that still learns, and goes on from it until nothing helps"</span>
+            </p>
+            <crate::audits::RunAudits audits operator on_launched error=load_error/>
+        </section>
+        <section class="panel">
+            <h2>"Phase split per update"</h2>
+            <Explain section="phase-split"/>
+            <PhaseBars bars=windows testid="phase-split"/>
+        </section>
+        <section class="panel">
+            <h2>"Counters"</h2>
+            <Explain section="counters"/>
+            <Counters data/>
+        </section>
+        <section class="panel">
+            <h2>"Rollout"</h2>
+            <RolloutView frame/>
+        </section>
+    }
+}
+
+/// Keeps `data` up to date with the run's events (buffered, applied every [`FLUSH`]) and
+/// `info` with its record, fetched again when its status changes, until the view is gone.
+fn follow_run(
+    id: u64,
+    data: RwSignal<RunData>,
+    info: RwSignal<Option<RunInfo>>,
+    load_error: RwSignal<Option<String>>,
+    link: RwSignal<Link>,
+) {
     let alive = StoredValue::new(true);
     let pending = StoredValue::new(Vec::<Event>::new());
     let seen = StoredValue::new(0u64);
@@ -78,15 +172,39 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
         alive.set_value(false);
         stream::close(id);
     });
+}
 
-    let status = move || data.with(|d| d.status).or_else(|| info.with(|i| i.as_ref().map(|i| i.status)));
-    let status_text = move || status().map_or("…", RunStatus::as_str);
-    let message = move || data.with(|d| d.message.clone());
-    let live = move || status().is_some_and(|s| !s.is_final());
-    let report = Memo::new(move |_| {
-        let spec = info.with(|i| i.as_ref().map(|i| i.spec.clone()))?;
-        data.with(|d| d.report(&spec))
-    });
+/// Launches the run's spec with a recommendation's knobs changed, on the run's machine (a
+/// variant's figures compare only there); `on_launched` gets the new run's id.
+fn variant_launcher(
+    info: RwSignal<Option<RunInfo>>,
+    on_launched: Callback<u64>,
+    load_error: RwSignal<Option<String>>,
+) -> impl Fn(Vec<(String, String)>) + Copy + Send + Sync + 'static {
+    move |overrides: Vec<(String, String)>| {
+        let Some(spec) = info.with_untracked(|i| i.as_ref().map(|i| i.spec.clone())) else { return };
+        // A variant runs where the run did: its figures compare only there.
+        let machine = info.with_untracked(|i| i.as_ref().and_then(|i| i.machine.clone()));
+        let mut fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+        for (name, v) in overrides {
+            // A recommendation names knobs by flag; each sits at its path in the spec.
+            if let Some(knob) = hotlab_shared::knobs::find(&name) {
+                knob.set(&mut fields, serde_json::Value::String(v));
+            }
+        }
+        leptos::task::spawn_local(async move {
+            match crate::launch::launch(&fields, machine.as_deref()).await {
+                Ok(new) => on_launched.run(new),
+                Err(e) => load_error.set(Some(e.message)),
+            }
+        });
+    }
+}
+
+/// The run's charts: steps/s, the return, the losses, and where the run has them the world
+/// model's losses, the Box action's components and the normalizers.
+#[component]
+fn RunCharts(data: RwSignal<RunData>) -> impl IntoView {
     let sps_line = Signal::derive(move || {
         data.with(|d| {
             vec![Line {
@@ -114,70 +232,7 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
     let (action_lines, norm_lines) = (group("action"), group("norm"));
     let has_action = move || action_lines.with(|l| !l.is_empty());
     let has_norm = move || norm_lines.with(|l| !l.is_empty());
-    let windows = Signal::derive(move || data.with(|d| d.windows.clone()));
-    let frame = Signal::derive(move || data.with(|d| d.frame.clone()));
-    let stop = move |_| {
-        leptos::task::spawn_local(async move {
-            if let Err(e) = crate::api::post::<serde_json::Value>(&format!("/api/runs/{id}/stop"), "").await {
-                load_error.set(Some(e.message));
-            }
-        });
-    };
-    let launch_variant = move |overrides: Vec<(String, String)>| {
-        let Some(spec) = info.with_untracked(|i| i.as_ref().map(|i| i.spec.clone())) else { return };
-        // A variant runs where the run did: its figures compare only there.
-        let machine = info.with_untracked(|i| i.as_ref().and_then(|i| i.machine.clone()));
-        let mut fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
-        for (name, v) in overrides {
-            // A recommendation names knobs by flag; each sits at its path in the spec.
-            if let Some(knob) = hotlab_shared::knobs::find(&name) {
-                knob.set(&mut fields, serde_json::Value::String(v));
-            }
-        }
-        leptos::task::spawn_local(async move {
-            match crate::launch::launch(&fields, machine.as_deref()).await {
-                Ok(new) => on_launched.run(new),
-                Err(e) => load_error.set(Some(e.message)),
-            }
-        });
-    };
-
-    let audits = RwSignal::new(Vec::new());
-    crate::audits::follow(id, audits);
-    let audit_change = move |body: serde_json::Value| crate::audits::request(id, body, load_error, audits);
-
     view! {
-        <section class="panel run-head">
-            <h2>"Run "{id}" "<span class=move || format!("status {}", status_text()) data-testid="run-status">{status_text}</span>
-                {move || info.with(|i| i.as_ref().and_then(|i| i.machine.clone())).map(|m| view! {
-                    <span class="muted machine-of-run" data-testid="run-machine">" on "{m}</span>
-                })}
-                {move || info.with(|i| i.as_ref().and_then(|i| i.ray_job.clone())).map(|j| view! {
-                    <span class="muted" data-testid="run-ray-job">" · Ray job "<code>{j.id}</code>" "{j.status}</span>
-                })}</h2>
-            {move || (link.get() == Link::Lost).then(|| view! {
-                <div class="banner" data-testid="connection-banner">"Disconnected from the lab — reconnecting…"</div>
-            })}
-            <p class="error" data-testid="run-message">{move || message().unwrap_or_default()}{move || load_error.get().unwrap_or_default()}</p>
-            <div class="tiles">
-                <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="sps">{move || data.with(|d| d.sps().map_or("–".into(), si))}</span></div>
-                <div class="tile"><span class="label">"updates"</span><span class="value" data-testid="progress">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| format!("{} / {}", m.update, m.updates)))}</span></div>
-                <div class="tile"><span class="label">"env steps"</span><span class="value" data-testid="env-steps" title=move || data.with(|d| d.metrics.last().map(|m| m.global_step.to_string()))>{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
-                <div class="tile"><span class="label">"return (last 100)"</span><span class="value">{move || data.with(|d| d.metrics.last().and_then(|m| m.mean_return_last_100).map_or("–".into(), |r| format!("{r:.1}")))}</span></div>
-                <div class="tile"><span class="label">"episodes"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| m.episodes.to_string()))}</span></div>
-            </div>
-            <p class="links">
-                {move || info.with(|i| i.as_ref().map(|i| summary(&i.spec)))}
-                " · "<a href=format!("/api/runs/{id}/report?format=md") target="_blank">"report"</a>
-                " · "<a href=format!("/api/runs/{id}/trace") target="_blank">"trace"</a>
-                " · "<a href=format!("/api/runs/{id}/export.csv")>"CSV"</a>
-                " · "<a href=format!("/api/runs/{id}/policy") target="_blank">"policy"</a>
-                {move || (live() && operator.get()).then(|| view! { " " <button class="stop" data-testid="stop-button" on:click=stop>"Stop"</button> })}
-            </p>
-            {move || info.with(|i| i.as_ref().filter(|i| i.dropped > 0).map(|i| view! {
-                <p class="error" data-testid="dropped">{format!("{} events not stored: the store fell behind (frames are dropped first, metrics last)", i.dropped)}</p>
-            }))}
-        </section>
         <section class="panel charts">
             <Chart title="steps/s" testid="chart-sps" lines=sps_line/>
             <Chart title="mean return (last 100 episodes)" testid="chart-return" lines=return_line/>
@@ -192,36 +247,20 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
                 <Chart title="normalizers: observations' mean |mean| and std, the return's std" testid="chart-norm" lines=norm_lines/>
             </Show>
         </section>
-        <section class="panel">
-            <h2>"Bottlenecks"</h2>
-            <Explain section="bottlenecks"/>
-            {move || report.get().map(|r| view! { <ReportView report=r operator launch=launch_variant audit=audit_change audits/> })}
-        </section>
-        <section class="panel">
-            <h2>"Audits"</h2>
-            <Explain section="verdicts"/>
-            <Explain section="noise"/>
-            <p>
-                <button data-testid="tune-button" prop:disabled=move || !operator.get()
-                    on:click=move |_| crate::audits::request_tune(id, load_error, audits)>"Find the fastest setup"</button>
-                <span class="muted">" audits the recommendations, keeps the fastest confirmed one that still learns, and goes on from it until nothing helps"</span>
-            </p>
-            <crate::audits::RunAudits audits operator on_launched error=load_error/>
-        </section>
-        <section class="panel">
-            <h2>"Phase split per update"</h2>
-            <Explain section="phase-split"/>
-            <PhaseBars bars=windows testid="phase-split"/>
-        </section>
-        <section class="panel">
-            <h2>"Counters"</h2>
-            <Explain section="counters"/>
-            <Counters data/>
-        </section>
-        <section class="panel">
-            <h2>"Rollout"</h2>
-            <RolloutView frame/>
-        </section>
+    }
+}
+
+/// The run's figures at a glance: steps/s, updates, env steps, the return and episodes.
+#[component]
+fn Tiles(data: RwSignal<RunData>) -> impl IntoView {
+    view! {
+        <div class="tiles">
+            <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="sps">{move || data.with(|d| d.sps().map_or("–".into(), si))}</span></div>
+            <div class="tile"><span class="label">"updates"</span><span class="value" data-testid="progress">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| format!("{} / {}", m.update, m.updates)))}</span></div>
+            <div class="tile"><span class="label">"env steps"</span><span class="value" data-testid="env-steps" title=move || data.with(|d| d.metrics.last().map(|m| m.global_step.to_string()))>{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
+            <div class="tile"><span class="label">"return (last 100)"</span><span class="value">{move || data.with(|d| d.metrics.last().and_then(|m| m.mean_return_last_100).map_or("–".into(), |r| format!("{r:.1}")))}</span></div>
+            <div class="tile"><span class="label">"episodes"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| m.episodes.to_string()))}</span></div>
+        </div>
     }
 }
 

@@ -41,16 +41,19 @@ macro_rules! registry {
             match env { $(EnvName::$variant => <hotlab_shared::workloads::$settings as Native>::suggestions(),)+ }
         }
 
-        /// Every workload's own GPU checks (`hotlab bench gpu-check`).
-        pub fn gpu_checks() -> Vec<serde_json::Value> {
-            [$(<hotlab_shared::workloads::$settings as Native>::gpu_checks()),+].concat()
+        /// Every workload's own GPU checks on `target` (`hotlab gpu-check`).
+        pub fn gpu_checks(target: &Target) -> Vec<serde_json::Value> {
+            [$(<hotlab_shared::workloads::$settings as Native>::gpu_checks(target)),+].concat()
+        }
+
+        /// Every workload's GPU benchmarks on `target`, each a named JSON row.
+        pub fn gpu_benches(target: &Target, max_log2_envs: u32) -> Vec<(&'static str, serde_json::Value)> {
+            [$(<hotlab_shared::workloads::$settings as Native>::gpu_benches(target, max_log2_envs)),+].concat()
         }
     };
 }
 
 include!("registry.rs");
-
-pub mod gpu_check;
 
 /// A workload's native side as the registry calls it: `load`, and hooks each with a
 /// default for the workloads that have nothing to add.
@@ -61,8 +64,14 @@ pub trait Native {
     fn suggestions() -> Option<Suggestions> {
         None
     }
-    /// Its own GPU checks, each a JSON row (those with GPU paths of their own).
-    fn gpu_checks() -> Vec<serde_json::Value> {
+    /// Its own GPU checks on `target`, each a JSON row (those with GPU paths of their own;
+    /// `hotlab_train::gpu_check` holds the trainer's).
+    fn gpu_checks(_target: &Target) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
+    /// Its GPU benchmarks on `target`, each a named JSON row; the stepping benchmarks go up
+    /// to 2^`max_log2_envs` envs.
+    fn gpu_benches(_target: &Target, _max_log2_envs: u32) -> Vec<(&'static str, serde_json::Value)> {
         Vec::new()
     }
 }
@@ -72,6 +81,7 @@ use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
 use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::workloads::EnvName;
 use hotlab_train::checkpoint;
+use hotlab_train::gpu_check::Target;
 use hotlab_train::workload::{TrainedPolicy, Workload};
 use hotlab_train::{TrainOptions, Trained, UpdateMetrics};
 use std::path::Path;

@@ -26,6 +26,7 @@ pub const CRATES: &[Crate] = &[
     Crate {
         src: "train/src",
         layers: &[
+            (5, &["gpu_check/"]),
             (4, &["models/"]),
             (2, &["cuda/"]),
             (1, &["exec/"]),

@@ -5,7 +5,7 @@ use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, Precision, ReplayAt, UpdateMode, WorkloadSpec};
-use hotlab_workloads::dreamer::bench::{run, BatchBench};
+use hotlab_workloads::dreamer::bench::{run, BatchBench, BatchReport};
 
 #[derive(Args, Debug)]
 pub struct BenchBatchArgs {
@@ -64,6 +64,23 @@ fn usage(flag: &'static str, message: String) -> anyhow::Error {
 }
 
 pub fn batch(a: BenchBatchArgs) -> Result<()> {
+    let json = a.json;
+    let bench = checked(a)?;
+    let r = run(&bench, |batch| {
+        if !json {
+            eprintln!("measuring batch {batch}");
+        }
+    })?;
+    match json {
+        true => println!("{}", serde_json::to_string(&r)?),
+        false => print_table(&r),
+    }
+    Ok(())
+}
+
+/// The benchmark the flags ask for, each flag checked alone and against the others (a
+/// refusal names the flag and what is allowed); sets libtorch's threads.
+fn checked(a: BenchBatchArgs) -> Result<BatchBench> {
     if a.sizes.is_empty() || !a.sizes.windows(2).all(|w| w[0] < w[1]) {
         return Err(usage("--sizes", format!("must be ascending batch sizes (got {:?})", a.sizes)));
     }
@@ -97,7 +114,6 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
         n => n,
     };
     tch::set_num_threads(threads as i32);
-    let json = a.json;
     if a.cudnn_heuristics && !device.is_cuda() {
         return Err(usage(
             "--cudnn-heuristics",
@@ -130,16 +146,11 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
             "graph does not hold fp16's loss scalers; allowed with fp16: eager (or --precision bf16 with graph)".into(),
         ));
     }
-    let bench = BatchBench { sizes: a.sizes, settings, seconds: a.seconds, device, kind, cudnn_benchmark, graph };
-    let r = run(&bench, |batch| {
-        if !json {
-            eprintln!("measuring batch {batch}");
-        }
-    })?;
-    if json {
-        println!("{}", serde_json::to_string(&r)?);
-        return Ok(());
-    }
+    Ok(BatchBench { sizes: a.sizes, settings, seconds: a.seconds, device, kind, cudnn_benchmark, graph })
+}
+
+/// The figures per batch size as a table, under the run's set-up and over its verdict.
+fn print_table(r: &BatchReport) {
     println!(
         "dreamer train step on {} ({} threads, {}), size {} ({} parameters), seq_len {}: {:.1} MFLOP per replayed step; sgemm {:.1} GFLOP/s",
         r.device,
@@ -176,5 +187,4 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
         );
     }
     println!("\n{}", r.verdict);
-    Ok(())
 }

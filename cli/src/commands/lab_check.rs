@@ -1,9 +1,9 @@
-//! `hotlab lab-check`: flags and the printout (the work is in `crate::bench::lab_check`).
+//! `hotlab lab-check`: flags and the printout (the work is in `hotlab_lab::bench::lab_check`).
 
-use crate::bench::lab_check::{self, Options};
 use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
+use hotlab_lab::bench::lab_check::{self, Options};
 
 #[derive(Args, Debug)]
 pub struct LabCheckArgs {
@@ -34,7 +34,9 @@ pub fn lab_check(a: LabCheckArgs) -> Result<()> {
         }
         .into());
     }
-    let summary = lab_check::run(&Options::for_device(&a.device), &|what| eprintln!("lab-check: {what}"))?;
+    let summary = lab_check::run(&Options::for_device(std::env::current_exe()?, &a.device), &|what| {
+        eprintln!("lab-check: {what}")
+    })?;
     if a.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {

@@ -1,9 +1,9 @@
 //! `hotlab bench soak`: a lab under many viewers for minutes; flags and the printout.
 
-use crate::bench::soak::{self, SoakReport, SoakSpec};
 use crate::usage::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
+use hotlab_lab::bench::soak::{self, SoakReport, SoakSpec};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 

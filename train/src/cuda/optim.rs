@@ -28,27 +28,30 @@ pub struct ClipAdamConsts {
     pub eps: f64,
 }
 
+/// The tensors one fused step reads and writes, each f32, contiguous, on the GPU:
+/// `grad` is clipped by the norm whose square is `sum_squares` (`[1]`), then Adam's step
+/// `step` (`[1]`, already advanced) at rate `lr` (`[1]`) updates `params`, `exp_avg` and
+/// `exp_avg_sq` in place.
+#[derive(Clone, Copy)]
+pub struct ClipAdamTensors<'a> {
+    pub params: &'a Tensor,
+    pub grad: &'a Tensor,
+    pub exp_avg: &'a Tensor,
+    pub exp_avg_sq: &'a Tensor,
+    pub sum_squares: &'a Tensor,
+    pub step: &'a Tensor,
+    pub lr: &'a Tensor,
+}
+
 impl ClipAdam {
     pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
         let f = gpu.function("clip_adam").map_err(|e| anyhow!(e))?;
         Ok(Self { f, gpu })
     }
 
-    /// One launch: `grad` clipped to `max_norm` by the norm whose square is `sum_squares`
-    /// (`[1]`), then Adam's step `step` (`[1]` f32, already advanced) at rate `lr` (`[1]`
-    /// f32) on `params`, `exp_avg` and `exp_avg_sq`. Every tensor f32, contiguous, on the GPU.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch(
-        &self,
-        params: &Tensor,
-        grad: &Tensor,
-        exp_avg: &Tensor,
-        exp_avg_sq: &Tensor,
-        sum_squares: &Tensor,
-        step: &Tensor,
-        lr: &Tensor,
-        k: ClipAdamConsts,
-    ) -> Result<()> {
+    /// One launch on `t`: its gradient clipped to `k.max_norm`, then Adam's step.
+    pub fn launch(&self, t: ClipAdamTensors<'_>, k: ClipAdamConsts) -> Result<()> {
+        let ClipAdamTensors { params, grad, exp_avg, exp_avg_sq, sum_squares, step, lr } = t;
         let (device, n) = (params.device(), params.numel() as i64);
         for (name, t, len) in [
             ("params", params, n),

@@ -22,11 +22,10 @@ use super::{Pass, PpoPolicy};
 use crate::adam::FlatAdam;
 use crate::cuda::fused::UpdateKernels;
 use crate::cuda::replayer::Replayer;
-use crate::profiler::Profiler;
+use crate::profiler::Meters;
 use crate::rollout::Batch;
 use crate::workload::asked_to_stop;
 use anyhow::{bail, Result};
-use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
@@ -98,17 +97,15 @@ impl CapturedUpdate {
 
     /// One update of `net` on `batch`: the eager update's result to rounding, given the same
     /// shuffles; None when the run was asked to stop before it.
-    #[allow(clippy::too_many_arguments)]
     pub fn update<P: PpoPolicy>(
         &mut self,
-        net: &mut P,
-        opt: &mut FlatAdam,
+        (net, opt): (&mut P, &mut FlatAdam),
         batch: &Batch,
         ctx: UpdateCtx<'_>,
         shuffles: Shuffles<'_>,
-        prof: &mut Profiler,
-        c: &mut Counters,
+        meters: Meters<'_>,
     ) -> Result<Option<(Losses, Option<Tensor>)>> {
+        let Meters { prof, counters: c } = meters;
         if !net.capturable() {
             bail!("--update: graph records the update's ops, and this workload's network has no capturable update yet; allowed: eager");
         }

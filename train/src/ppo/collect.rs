@@ -1,7 +1,7 @@
 //! A rollout from host envs, on any host backend: store the observations, act, step the
 //! envs, record; at the end bootstrap, compute GAE and move the batch to the device.
 
-use super::{Actor, Collect, CollectCtx};
+use super::{ActStep, Actor, Collect, CollectCtx};
 use crate::exec::{self, parts};
 use crate::gae::{gae, GaeInput};
 use crate::normalize::{Normalizers, ObsNorm};
@@ -84,7 +84,7 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             let s = prof.start();
             rollout.store_obs(t, obs);
             let s = prof.stop(Phase::ROLLOUT_STORE, s);
-            let s = actor.act(net, rollout, t, cx.heads, cx.rng, c, prof, s);
+            let s = actor.act(net, rollout, ActStep { t, heads: cx.heads, rng: cx.rng, counters: c, prof, start: s });
             let actions = Actions {
                 index: &rollout.actions[t * envs * h..(t + 1) * envs * h],
                 real: &rollout.real[t * envs * k..(t + 1) * envs * k],

@@ -6,7 +6,16 @@ use crate::rollout::Batch;
 use hotlab_shared::spec::RunSpec;
 use tch::{Kind, Tensor};
 
-/// The loss of one minibatch from a forward's logits (masked by `mask`) and values, and
+/// What a forward gave for one minibatch: its logits, the mask over them (None: every
+/// action allowed) and its values.
+#[derive(Clone, Copy)]
+pub struct Forward<'a> {
+    pub logits: &'a Tensor,
+    pub mask: Option<&'a Tensor>,
+    pub value: &'a Tensor,
+}
+
+/// The loss of one minibatch from a forward's logits (masked by its mask) and values, and
 /// with `want_stats` its `[pg, v, entropy, approx_kl, clipfrac]` (only the last
 /// minibatch's are reported: at CleanRL's sizes every op counts). The entropy bonus is
 /// `ent_coef` × the heads' summed entropy, or with `head_ent` head `h`'s entropy ×
@@ -15,17 +24,15 @@ use tch::{Kind, Tensor};
 ///
 /// This is the definition, differentiated by autograd where a workload has no
 /// hand-written gradient; the hand-written ones are checked against it.
-#[allow(clippy::too_many_arguments)]
 pub fn loss_from(
-    logits: &Tensor,
-    value: &Tensor,
-    mask: Option<&Tensor>,
+    fwd: Forward<'_>,
     mb: &Batch,
     heads: &[usize],
     spec: &RunSpec,
     want_stats: bool,
     head_ent: Option<&[f64]>,
 ) -> (Tensor, Option<Tensor>) {
+    let Forward { logits, mask, value } = fwd;
     let (new_log_prob, entropy, bonus) = match head_ent {
         None => {
             let (lp, entropy) = distribution::log_prob_and_entropy(logits, mask, heads, &mb.actions);
@@ -143,9 +150,17 @@ mod tests {
         let spec = RunSpec::default();
         for (seed, heads) in [(1, vec![2]), (2, vec![6, 3, 5]), (3, vec![6, 3, 5, 3, 4, 3, 3, 3]), (4, vec![4, 1, 7])] {
             let (logits, value, mb) = minibatch(24, &heads, seed);
-            let (base, base_stats) = loss_from(&logits, &value, None, &mb, &heads, &spec, true, None);
+            let (base, base_stats) =
+                loss_from(Forward { logits: &logits, mask: None, value: &value }, &mb, &heads, &spec, true, None);
             let same = vec![spec.ppo.ent_coef; heads.len()];
-            let (l, stats) = loss_from(&logits, &value, None, &mb, &heads, &spec, true, Some(&same));
+            let (l, stats) = loss_from(
+                Forward { logits: &logits, mask: None, value: &value },
+                &mb,
+                &heads,
+                &spec,
+                true,
+                Some(&same),
+            );
             assert!((l.double_value(&[]) - base.double_value(&[])).abs() < 1e-6, "seed {seed}");
             let (a, b) = (Vec::<f64>::try_from(stats.unwrap()).unwrap(), Vec::<f64>::try_from(base_stats.unwrap()));
             for (x, y) in a.iter().zip(b.unwrap()) {
@@ -155,11 +170,25 @@ mod tests {
             for h in 0..heads.len() {
                 let mut raised = same.clone();
                 raised[h] += 0.5;
-                let (l, _) = loss_from(&logits, &value, None, &mb, &heads, &spec, false, Some(&raised));
+                let (l, _) = loss_from(
+                    Forward { logits: &logits, mask: None, value: &value },
+                    &mb,
+                    &heads,
+                    &spec,
+                    false,
+                    Some(&raised),
+                );
                 let want = base.double_value(&[]) - 0.5 * entropies[h].mean(Kind::Float).double_value(&[]);
                 assert!((l.double_value(&[]) - want).abs() < 1e-5, "seed {seed}, head {h}");
                 // Only that head's logits feel the extra bonus.
-                let (lower, _) = loss_from(&logits, &value, None, &mb, &heads, &spec, false, Some(&same));
+                let (lower, _) = loss_from(
+                    Forward { logits: &logits, mask: None, value: &value },
+                    &mb,
+                    &heads,
+                    &spec,
+                    false,
+                    Some(&same),
+                );
                 let grad = |t: &Tensor| Tensor::run_backward(&[t], &[&logits], false, false).remove(0);
                 let moved = (grad(&l) - grad(&lower)).abs().gt(1e-7);
                 let start: i64 = heads[..h].iter().map(|&n| n as i64).sum();

@@ -13,6 +13,14 @@
 //! - [`loss`]: the loss's definition;
 //! - [`advantages`]: the per-minibatch advantage normalization (one rule, three forms);
 //! - [`collect`]: the rollout from host envs.
+//!
+//! Reading one iteration top to bottom: [`PpoLearner`]'s `iterate` (below) asks its
+//! [`Collect`] for a rollout ([`collect::HostCollector`] steps the envs and calls the
+//! [`Actor`] each step, then GAE), then calls [`update::update`]: epochs × minibatches, each
+//! minibatch a [`Pass`]'s `gradient` (the network's forward, [`loss`], backward), then the
+//! clip and Adam. Each trait is where the pieces vary independently: where the envs step
+//! (host or device), how the rollout's forward runs (libtorch ops or native), and how a
+//! network computes its gradient (autograd or by hand).
 
 pub mod advantages;
 pub mod captured;
@@ -29,7 +37,7 @@ use super::rollout::{Batch, Rollout};
 use super::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
 use crate::cuda::loss::PpoLossGrad;
 use crate::exec::transfer::{read_into, Mover};
-use crate::profiler::Profiler;
+use crate::profiler::{Meters, Profiler};
 use anyhow::{bail, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
@@ -109,22 +117,22 @@ pub trait Pass {
     }
 }
 
+/// One step of a rollout as an [`Actor`] takes it: which step, the action heads, the
+/// sampling stream, the counters and the profiler, and where its first span starts.
+pub struct ActStep<'a> {
+    pub t: usize,
+    pub heads: &'a [usize],
+    pub rng: &'a mut HostRng,
+    pub counters: &'a mut Counters,
+    pub prof: &'a mut Profiler,
+    pub start: Instant,
+}
+
 /// A rollout forward of network `P` on host observations.
 pub trait Actor<P> {
-    /// Fills step `t` of `rollout` (its observations are already there): actions,
-    /// log-probs, values. Profiles from `start` and returns the end of its last span.
-    #[allow(clippy::too_many_arguments)]
-    fn act(
-        &mut self,
-        net: &P,
-        rollout: &mut Rollout,
-        t: usize,
-        heads: &[usize],
-        rng: &mut HostRng,
-        c: &mut Counters,
-        prof: &mut Profiler,
-        start: Instant,
-    ) -> Instant;
+    /// Fills step `step.t` of `rollout` (its observations are already there): actions,
+    /// log-probs, values. Profiles from `step.start` and returns the end of its last span.
+    fn act(&mut self, net: &P, rollout: &mut Rollout, step: ActStep<'_>) -> Instant;
     /// Critic values of the `envs` observations in `obs`, or only of env `row`'s.
     fn values(&mut self, net: &P, obs: &Observations, envs: usize, row: Option<usize>, c: &mut Counters) -> Vec<f32>;
     /// Re-reads the weights after an update (a native forward keeps its own copy).
@@ -321,7 +329,8 @@ impl<P: PpoPolicy> Learner for PpoLearner<P> {
         let update = match self.captured.as_mut() {
             Some(graph) => {
                 let shuffles = captured::Shuffles::Device;
-                graph.update(&mut self.net, &mut self.opt, &batch, ctx, shuffles, it.prof, it.counters)?
+                let meters = Meters { prof: &mut *it.prof, counters: &mut *it.counters };
+                graph.update((&mut self.net, &mut self.opt), &batch, ctx, shuffles, meters)?
             }
             None => update::update(&mut self.net, &mut self.opt, &batch, ctx, &mut self.rng, it.prof, it.counters),
         };

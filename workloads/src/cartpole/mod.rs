@@ -4,6 +4,7 @@
 //! the whole rollout).
 
 pub mod device;
+pub mod gpu;
 pub mod update_check;
 
 use anyhow::Result;
@@ -14,6 +15,7 @@ use hotlab_shared::spec::{CartpoleSpec, EnvName, RunSpec, SpecError, WorkloadSpe
 use hotlab_shared::workloads::cartpole::CartpoleFrame;
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::{worker_flags, EnvMaker};
+use hotlab_train::gpu_check::Target;
 use hotlab_train::models::mlp::learner::{ppo_learner, DeviceRollout};
 use hotlab_train::models::mlp::TrainedMlp;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
@@ -54,6 +56,14 @@ pub fn frame(step: u64, state: &[f32], actions: &[i64]) -> Frame {
 impl crate::Native for CartpoleSpec {
     fn load(_settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
         Ok(Arc::new(CartPole))
+    }
+
+    fn gpu_checks(target: &Target) -> Vec<serde_json::Value> {
+        gpu::checks(target)
+    }
+
+    fn gpu_benches(target: &Target, max_log2_envs: u32) -> Vec<(&'static str, serde_json::Value)> {
+        gpu::bench(target, max_log2_envs)
     }
 }
 

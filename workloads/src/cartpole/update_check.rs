@@ -13,7 +13,7 @@ use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
 use hotlab_train::models::mlp::MlpAgent;
 use hotlab_train::ppo::captured::{CapturedUpdate, Shuffles};
 use hotlab_train::ppo::update::{self, UpdateCtx};
-use hotlab_train::profiler::Profiler;
+use hotlab_train::profiler::{Meters, Profiler};
 use hotlab_train::rollout::Batch;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -129,8 +129,8 @@ pub fn train_updates(
                 (_, Some(g)) => Shuffles::Given(g),
                 _ => Shuffles::Host(&mut shuffles),
             };
-            let out =
-                graph.update(&mut agent, &mut opt, &b, ctx, from, &mut prof, &mut c).expect("a capturable network");
+            let meters = Meters { prof: &mut prof, counters: &mut c };
+            let out = graph.update((&mut agent, &mut opt), &b, ctx, from, meters).expect("a capturable network");
             orders.extend(graph.orders().map(|o| o.copy().to_device(Device::Cpu)));
             out
         } else if let Some(g) = &given {

@@ -7,8 +7,8 @@
 //! ms per update at DreamerV3's smallest preset's shape, eager against graph.
 
 use crate::dreamer::bench::{run, BatchBench};
-use crate::gpu_check::{check, progress};
 use hotlab_shared::spec::{DreamerSpec, Precision, ReplayAt, RunSpec, WorkloadSpec};
+use hotlab_train::gpu_check::{check, progress};
 use serde_json::{json, Value};
 use tch::Device;
 

@@ -42,6 +42,7 @@ use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{DreamerSpec, ReplayAt, RunSpec, SpecError, WorkloadSpec};
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::{worker_flags, EnvMaker};
+use hotlab_train::gpu_check::Target;
 use hotlab_train::params::{Network, ParamSlot};
 use hotlab_train::workload::{Evaluation, Learner, Setup, TrainedPolicy, Workload};
 use std::sync::Arc;
@@ -93,8 +94,19 @@ impl crate::Native for DreamerSpec {
         Ok(Arc::new(Dreamer::load(settings)?))
     }
 
-    fn gpu_checks() -> Vec<serde_json::Value> {
-        gpu::checks()
+    fn gpu_checks(target: &Target) -> Vec<serde_json::Value> {
+        target.cuda().map(|_| gpu::checks()).unwrap_or_default()
+    }
+
+    fn gpu_benches(target: &Target, _max_log2_envs: u32) -> Vec<(&'static str, serde_json::Value)> {
+        match target.cuda() {
+            Some(_) => vec![
+                ("dreamer_batch", gpu::bench()),
+                ("dreamer_batch_precision", gpu::bench_precisions()),
+                ("dreamer_update_graph", gpu::bench_graph()),
+            ],
+            None => Vec::new(),
+        }
     }
 }
 

@@ -136,11 +136,18 @@ impl GymEnv {
         let base = seed + first as u64;
         // The worker holding env 0 draws it, where the env has pictures to draw.
         let drawn = first == 0 && self.probe.render_modes.iter().any(|m| m == "rgb_array");
+        let batch = python::Workers {
+            python: &self.python,
+            id: &self.id,
+            kwargs: &self.kwargs,
+            probe: &self.probe,
+            layout: &layout,
+            seed: base,
+            wait,
+        };
         let launch = |w: usize, start: usize, count: usize, fd: i32| {
-            let (p, at) = (&self.probe, (w, start, count, fd));
             let pictures = if drawn && start == 0 { self.pictures.folder() } else { None };
-            let (python, kwargs) = (&self.python, &self.kwargs);
-            (python::worker_command(python, &self.id, kwargs, p, &layout, at, base, wait, pictures.as_deref()), None)
+            (python::worker_command(&batch, (w, start, count, fd), pictures.as_deref()), None)
         };
         Subprocess::start(self.spec.clone(), envs, workers, wait, Completion::EachWorker, &launch)
     }

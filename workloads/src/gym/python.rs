@@ -244,22 +244,27 @@ struct Family {
     install: Option<String>,
 }
 
-/// One worker's command line: it serves envs `first..first + count` of `envs`, split among
-/// `workers`, through the region `fd` laid out as `layout`; with `pictures`, it draws env 0
-/// into that folder when asked ([`super::pictures`]).
-#[allow(clippy::too_many_arguments)]
+/// What every worker process of one batch shares: the Python and env that it runs, what the
+/// probe found, the region's layout, the batch's first seed and how a worker waits.
+pub struct Workers<'a> {
+    pub python: &'a Path,
+    pub id: &'a str,
+    pub kwargs: &'a serde_json::Value,
+    pub probe: &'a Probe,
+    pub layout: &'a Layout,
+    pub seed: u64,
+    pub wait: WaitMode,
+}
+
+/// One worker's command line: worker `w` serves envs `first..first + count` of the batch
+/// through the region `fd`; with `pictures`, it draws env 0 into that folder when asked
+/// ([`super::pictures`]).
 pub fn worker_command(
-    python: &Path,
-    id: &str,
-    kwargs: &serde_json::Value,
-    probe: &Probe,
-    layout: &Layout,
+    workers: &Workers<'_>,
     (w, first, count, fd): (usize, usize, usize, i32),
-    seed: u64,
-    wait: WaitMode,
     pictures: Option<&Path>,
 ) -> Command {
-    let l = layout;
+    let Workers { python, id, kwargs, probe, layout: l, seed, wait } = *workers;
     let region = serde_json::json!({
         "command": l.command_at(w), "done": l.done_at(w), "heads": l.heads, "obs_dim": probe.obs_dim,
         "obs_bytes": probe.obs_kind.is_bytes(),

@@ -7,16 +7,15 @@ use super::{Morpho, TrainedMorpho};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::profile::Phase;
-use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{ActionSync, RunSpec};
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::Mover;
 use hotlab_train::models::mlp::actor::{eager_values, value_rows};
 use hotlab_train::models::mlp::policy::ActorCritic;
 
-use hotlab_train::ppo::loss::loss_from;
+use hotlab_train::ppo::loss::{loss_from, Forward};
 use hotlab_train::ppo::update::UpdateCtx;
-use hotlab_train::ppo::{device_outputs, Actor, Epochs, Pass, PpoPolicy};
+use hotlab_train::ppo::{device_outputs, ActStep, Actor, Epochs, Pass, PpoPolicy};
 use hotlab_train::precision::Precision;
 use hotlab_train::profiler::Profiler;
 use hotlab_train::rollout::{Batch, Rollout};
@@ -80,7 +79,14 @@ impl Pass for MorphoPass<'_> {
         // The mask each action was drawn under: its op's row of the table.
         let mask = distribution::resolve_rows(&mb.extra[0].ne(0), &mb.actions.select(1, 0), ctx.heads);
         let head_ent = self.head_ent.as_ref().map(|c| &c[..]);
-        let (loss, stats) = loss_from(&logits, &value, Some(&mask), &mb, ctx.heads, ctx.spec, last, head_ent);
+        let (loss, stats) = loss_from(
+            Forward { logits: &logits, mask: Some(&mask), value: &value },
+            &mb,
+            ctx.heads,
+            ctx.spec,
+            last,
+            head_ent,
+        );
         hotlab_train::ppo::backward(&loss, stats, prof, s)
     }
 
@@ -98,17 +104,8 @@ pub struct MorphoActor {
 }
 
 impl Actor<MorphoAgent> for MorphoActor {
-    fn act(
-        &mut self,
-        agent: &MorphoAgent,
-        rollout: &mut Rollout,
-        t: usize,
-        heads: &[usize],
-        _rng: &mut HostRng,
-        c: &mut Counters,
-        prof: &mut Profiler,
-        start: Instant,
-    ) -> Instant {
+    fn act(&mut self, agent: &MorphoAgent, rollout: &mut Rollout, step: ActStep<'_>) -> Instant {
+        let ActStep { t, heads, rng: _, counters: c, prof, start } = step;
         let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
         tch::no_grad(|| {
             let net = &agent.net;

@@ -5,10 +5,10 @@
 //! fp16 hosts with their loss scaler, captured or not; then decisions/s per setting on the
 //! GPU (never asserted).
 
-use crate::gpu_check::{check, progress};
 use hotlab_shared::spec::{Backend, HostExec, MorphoSpec, Precision, RunSpec, SlotPool, StreamWait, WorkloadSpec};
 use hotlab_shared::workloads::morpho::{GRAPH_REPLAYS, HOST_PASSES, HOST_STEPS_SKIPPED, STREAM_WAITS};
 use hotlab_train::cuda::shim::{Graph, Stream};
+use hotlab_train::gpu_check::{check, progress};
 use serde_json::{json, Value};
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};

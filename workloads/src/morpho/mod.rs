@@ -52,6 +52,7 @@ use hotlab_train::checkpoint;
 use hotlab_train::exec::parts::PartClock;
 use hotlab_train::exec::transfer::Mover;
 use hotlab_train::exec::{worker_flags, EnvMaker};
+use hotlab_train::gpu_check::Target;
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
 use hotlab_train::params::Network;
 use hotlab_train::ppo::{self, collect::HostCollector, PpoLearner};
@@ -223,8 +224,12 @@ impl crate::Native for MorphoSpec {
         Ok(Arc::new(Morpho::load(settings, spec)?))
     }
 
-    fn gpu_checks() -> Vec<serde_json::Value> {
-        gpu::checks()
+    fn gpu_checks(target: &Target) -> Vec<serde_json::Value> {
+        target.cuda().map(|_| gpu::checks()).unwrap_or_default()
+    }
+
+    fn gpu_benches(target: &Target, _max_log2_envs: u32) -> Vec<(&'static str, serde_json::Value)> {
+        target.cuda().map(|_| vec![("morpho_hosts", gpu::bench())]).unwrap_or_default()
     }
 }
 

@@ -6,14 +6,12 @@ use super::ProofAgent;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{FieldData, Observations};
 use hotlab_shared::profile::Phase;
-use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ActionSync;
 use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::{read_into, Mover};
 use hotlab_train::models::mlp::host::{draw_uniforms, ActOut};
-use hotlab_train::ppo::{device_outputs, Actor};
-use hotlab_train::profiler::Profiler;
+use hotlab_train::ppo::{device_outputs, ActStep, Actor};
 use hotlab_train::rollout::Rollout;
 use std::time::Instant;
 use tch::Tensor;
@@ -27,17 +25,8 @@ pub enum ProofActor {
 }
 
 impl Actor<ProofAgent> for ProofActor {
-    fn act(
-        &mut self,
-        agent: &ProofAgent,
-        rollout: &mut Rollout,
-        t: usize,
-        heads: &[usize],
-        rng: &mut HostRng,
-        c: &mut Counters,
-        prof: &mut Profiler,
-        start: Instant,
-    ) -> Instant {
+    fn act(&mut self, agent: &ProofAgent, rollout: &mut Rollout, step: ActStep<'_>) -> Instant {
+        let ActStep { t, heads, rng, counters: c, prof, start } = step;
         let envs = rollout.envs;
         match self {
             ProofActor::Fused { policy } => {

@@ -8,7 +8,7 @@
 //! gradient (their logits are constants). The `[N, H]·[H, H]` products go to libtorch.
 
 use crate::proof::goals::{GOAL_WIDTH, PAD};
-use crate::proof::host::{axpy, fma_entry, matmul, slot, ProofHost};
+use crate::proof::host::{axpy, fma_entry, matmul, slot, Mat, ProofHost};
 use crate::proof::policy::ProofArch;
 use hotlab_shared::spec::RunSpec;
 use hotlab_train::distribution::MASKED_LOGIT;
@@ -97,7 +97,7 @@ impl ProofGrad {
         heads_backward(self, rows, grad);
         // The two H×H layers: weight gradients Hsᵀ·∂pre, and ∂hs = ∂pre·[V0 | S]ᵀ.
         let mut both = vec![0f32; h * 2 * h];
-        matmul(&self.host.tape.hs, (n, h), true, &self.d_pre, (n, 2 * h), false, &mut both);
+        matmul(Mat::of(&self.host.tape.hs, (n, h)).t(), Mat::of(&self.d_pre, (n, 2 * h)), &mut both);
         for i in 0..h {
             let (r0, rs) = (range(slot::VALUE0_W), range(slot::SCORE_W));
             grad[r0.start + i * h..r0.start + (i + 1) * h].copy_from_slice(&both[i * 2 * h..i * 2 * h + h]);
@@ -108,13 +108,13 @@ impl ProofGrad {
             self.stacked[i * 2 * h..i * 2 * h + h].copy_from_slice(&self.host.value0_w[i * h..(i + 1) * h]);
             self.stacked[i * 2 * h + h..(i + 1) * 2 * h].copy_from_slice(&self.host.score_w[i * h..(i + 1) * h]);
         }
-        matmul(&self.d_pre, (n, 2 * h), false, &self.stacked, (h, 2 * h), true, &mut self.d_hs);
+        matmul(Mat::of(&self.d_pre, (n, 2 * h)), Mat::of(&self.stacked, (h, 2 * h)).t(), &mut self.d_hs);
         // The states' goals.
         state_backward(self, rows, grad);
         // ∂W = Eᵀ·∂P and ∂E = ∂P·Wᵀ.
         let (e_tab, w) = (&flat[range(slot::EMBED)], &flat[range(slot::GOAL_W)]);
-        matmul(e_tab, (v3, d), true, &self.d_proj, (v3, h), false, &mut grad[range(slot::GOAL_W)]);
-        matmul(&self.d_proj, (v3, h), false, w, (d, h), true, &mut grad[range(slot::EMBED)]);
+        matmul(Mat::of(e_tab, (v3, d)).t(), Mat::of(&self.d_proj, (v3, h)), &mut grad[range(slot::GOAL_W)]);
+        matmul(Mat::of(&self.d_proj, (v3, h)), Mat::of(w, (d, h)).t(), &mut grad[range(slot::EMBED)]);
     }
 }
 
@@ -254,7 +254,7 @@ mod tests {
     use super::*;
     use crate::proof::host::tests::{net, observations};
     use hotlab_shared::rng::HostRng;
-    use hotlab_train::ppo::loss::loss_from;
+    use hotlab_train::ppo::loss::{loss_from, Forward};
     use hotlab_train::rollout::Batch;
     use tch::{Kind, Tensor};
 
@@ -300,7 +300,14 @@ mod tests {
         };
         net.zero_grad();
         let fwd = net.forward(&state.view([n as i64, 1, 10, 3]), &succ.view([n as i64, 20, 10, 3]));
-        let (loss, stats) = loss_from(&fwd.logits, &fwd.value, Some(&mask.ne(0)), &mb, &[20], &spec, true, None);
+        let (loss, stats) = loss_from(
+            Forward { logits: &fwd.logits, mask: Some(&mask.ne(0)), value: &fwd.value },
+            &mb,
+            &[20],
+            &spec,
+            true,
+            None,
+        );
         loss.backward();
         let want = Vec::<f32>::try_from(&net.flat_grad).unwrap();
         let want_stats = Vec::<f64>::try_from(stats.unwrap().to_kind(Kind::Double)).unwrap();

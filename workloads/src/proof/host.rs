@@ -193,7 +193,7 @@ impl ProofHost {
         };
         let (v3, d, h) = (3 * self.arch.vocab, self.arch.embed, self.arch.hidden);
         self.proj.resize(v3 * h, 0.0);
-        matmul(take(slot::EMBED), (v3, d), false, take(slot::GOAL_W), (d, h), false, &mut self.proj);
+        matmul(Mat::of(take(slot::EMBED), (v3, d)), Mat::of(take(slot::GOAL_W), (d, h)), &mut self.proj);
         self.goal_b = take(slot::GOAL_B).to_vec();
         self.score_w = take(slot::SCORE_W).to_vec();
         self.score_b = take(slot::SCORE_B).to_vec();
@@ -242,8 +242,8 @@ impl ProofHost {
         t.values.resize(n, 0.0);
         t.logits.resize(t.slot.len(), 0.0);
         if n >= GEMM_ROWS {
-            matmul(&t.hs, (n, h), false, &self.score_w, (h, h), false, &mut t.g);
-            matmul(&t.hs, (n, h), false, &self.value0_w, (h, h), false, &mut t.u);
+            matmul(Mat::of(&t.hs, (n, h)), Mat::of(&self.score_w, (h, h)), &mut t.g);
+            matmul(Mat::of(&t.hs, (n, h)), Mat::of(&self.value0_w, (h, h)), &mut t.u);
         }
         heads_batch(self, n >= GEMM_ROWS)
     }
@@ -281,23 +281,38 @@ impl ProofHost {
     }
 }
 
-/// `out = op(a)·op(b)` through libtorch (MKL), `op` a transpose where asked; shapes are
-/// as stored, row-major.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn matmul(
-    a: &[f32],
-    (ar, ac): (usize, usize),
-    ta: bool,
-    b: &[f32],
-    (br, bc): (usize, usize),
-    tb: bool,
-    out: &mut [f32],
-) {
-    let at = Tensor::from_slice(a).view([ar as i64, ac as i64]);
-    let bt = Tensor::from_slice(b).view([br as i64, bc as i64]);
-    let at = if ta { at.tr() } else { at };
-    let bt = if tb { bt.tr() } else { bt };
-    let r = at.mm(&bt).contiguous();
+/// A row-major matrix on the host as a product reads it: its elements, its shape as
+/// stored, and whether the product takes its transpose.
+#[derive(Clone, Copy)]
+pub(crate) struct Mat<'a> {
+    data: &'a [f32],
+    shape: (usize, usize),
+    transposed: bool,
+}
+
+impl<'a> Mat<'a> {
+    pub(crate) fn of(data: &'a [f32], shape: (usize, usize)) -> Self {
+        Self { data, shape, transposed: false }
+    }
+
+    /// Its transpose, read in place.
+    pub(crate) fn t(self) -> Self {
+        Self { transposed: !self.transposed, ..self }
+    }
+
+    fn tensor(self) -> Tensor {
+        let t = Tensor::from_slice(self.data).view([self.shape.0 as i64, self.shape.1 as i64]);
+        if self.transposed {
+            t.tr()
+        } else {
+            t
+        }
+    }
+}
+
+/// `out = a·b` through libtorch (MKL).
+pub(crate) fn matmul(a: Mat<'_>, b: Mat<'_>, out: &mut [f32]) {
+    let r = a.tensor().mm(&b.tensor()).contiguous();
     // SAFETY: `r` is a fresh contiguous f32 tensor nothing else holds.
     out.copy_from_slice(unsafe { hotlab_train::kernels::host(&r) });
 }

@@ -9,7 +9,7 @@ use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::RunSpec;
 use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
 use hotlab_train::kernels;
-use hotlab_train::ppo::loss::loss_from;
+use hotlab_train::ppo::loss::{loss_from, Forward};
 use hotlab_train::ppo::update::UpdateCtx;
 use hotlab_train::ppo::{Pass, PpoPolicy};
 use hotlab_train::precision::Precision;
@@ -115,7 +115,14 @@ impl Pass for ProofPass<'_> {
             net.zero_grad();
             let out = net.forward(&mb.obs, &mb.extra[0]);
             let mask = mb.extra[1].ne(0);
-            let (loss, stats) = loss_from(&out.logits, &out.value, Some(&mask), &mb, ctx.heads, spec, last, None);
+            let (loss, stats) = loss_from(
+                Forward { logits: &out.logits, mask: Some(&mask), value: &out.value },
+                &mb,
+                ctx.heads,
+                spec,
+                last,
+                None,
+            );
             let s = prof.stop_split(Phase::UPDATE_FORWARD, EMBEDDING_LOOKUP, out.lookup_s, s);
             hotlab_train::ppo::backward_after(&loss, stats, prof, s)
         }

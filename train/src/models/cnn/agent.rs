@@ -10,7 +10,7 @@ use crate::exec::EnvMaker;
 use crate::normalize::ObsNorm;
 use crate::ppo::loss::loss_of_heads;
 use crate::ppo::update::UpdateCtx;
-use crate::ppo::{self, device_outputs, Actor, Epochs, Pass, PpoPolicy};
+use crate::ppo::{self, device_outputs, ActStep, Actor, Epochs, Pass, PpoPolicy};
 use crate::precision::Precision;
 use crate::profiler::Profiler;
 use crate::rollout::{Batch, Rollout};
@@ -19,7 +19,6 @@ use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{ActionSync, RunSpec};
 use std::sync::Arc;
 use std::time::Instant;
@@ -96,17 +95,8 @@ pub struct CnnActor {
 }
 
 impl Actor<CnnAgent> for CnnActor {
-    fn act(
-        &mut self,
-        agent: &CnnAgent,
-        rollout: &mut Rollout,
-        t: usize,
-        heads: &[usize],
-        _rng: &mut HostRng,
-        c: &mut Counters,
-        prof: &mut Profiler,
-        start: Instant,
-    ) -> Instant {
+    fn act(&mut self, agent: &CnnAgent, rollout: &mut Rollout, step: ActStep<'_>) -> Instant {
+        let ActStep { t, heads, rng: _, counters: c, prof, start } = step;
         let (envs, w) = (rollout.envs, rollout.bytes_width);
         tch::no_grad(|| {
             let net = &agent.net;

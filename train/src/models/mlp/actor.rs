@@ -7,13 +7,11 @@ use super::MlpAgent;
 use crate::distribution;
 use crate::exec::helper::Helper;
 use crate::exec::transfer::{read_into, Mover};
-use crate::ppo::{device_outputs, Actor};
-use crate::profiler::Profiler;
+use crate::ppo::{device_outputs, ActStep, Actor};
 use crate::rollout::Rollout;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::profile::Phase;
-use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::ActionSync;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -34,17 +32,8 @@ pub enum MlpActor {
 const SPLIT_ENVS: usize = 64;
 
 impl Actor<MlpAgent> for MlpActor {
-    fn act(
-        &mut self,
-        agent: &MlpAgent,
-        rollout: &mut Rollout,
-        t: usize,
-        heads: &[usize],
-        rng: &mut HostRng,
-        c: &mut Counters,
-        prof: &mut Profiler,
-        start: Instant,
-    ) -> Instant {
+    fn act(&mut self, agent: &MlpAgent, rollout: &mut Rollout, step: ActStep<'_>) -> Instant {
+        let ActStep { t, heads, rng, counters: c, prof, start } = step;
         let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
         match self {
             MlpActor::Fused { policy, twin } => {

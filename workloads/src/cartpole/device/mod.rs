@@ -68,14 +68,11 @@ impl DeviceCollector {
 impl Collect<MlpAgent> for DeviceCollector {
     /// A device rollout is queued on the device as a whole: the stop flag is read before it.
     fn collect(&mut self, agent: &MlpAgent, cx: &mut CollectCtx<'_, '_>) -> Result<Option<Batch>> {
-        let (spec, it) = (cx.spec, &mut *cx.it);
-        if it.stopped() {
+        if cx.it.stopped() {
             return Ok(None);
         }
-        let (gamma, lambda) = (spec.ppo.gamma as f32, spec.ppo.gae_lambda as f32);
-        let first = cx.first_step;
-        let (net, heads) = (&agent.net, cx.heads);
-        let got = self.rollout.collect(&mut self.env, net, heads, gamma, lambda, it.counters, it.prof, first);
+        let got = self.rollout.collect(&mut self.env, &agent.net, cx);
+        let (spec, it, first) = (cx.spec, &mut *cx.it, cx.first_step);
         got.episode_returns.iter().for_each(|&r| it.episodes.push(r));
         if it.frames.due() {
             let s = it.prof.start();

@@ -6,13 +6,13 @@
 use crate::cartpole::device::env::DeviceCartPole;
 use crate::cartpole::device::graph::{Buffers, GraphRollout};
 use cudarc::driver::CudaFunction;
-use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_train::cuda::gpu::{ptr, Arg, Gpu};
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::read_into;
 use hotlab_train::gae::{gae_tensors, GaeTensors};
 use hotlab_train::models::mlp::policy::ActorCritic;
+use hotlab_train::ppo::CollectCtx;
 use hotlab_train::profiler::Profiler;
 use hotlab_train::rollout::Batch;
 use std::sync::Arc;
@@ -154,19 +154,12 @@ impl DeviceRollout {
         (self.obs.get(t), self.actions.get(t))
     }
 
-    /// Runs `steps` steps of every env with the policy, all on the device.
-    #[allow(clippy::too_many_arguments)]
-    pub fn collect(
-        &mut self,
-        env: &mut DeviceCartPole,
-        net: &ActorCritic,
-        heads: &[usize],
-        gamma: f32,
-        lambda: f32,
-        c: &mut Counters,
-        prof: &mut Profiler,
-        first_step: u64,
-    ) -> Collected {
+    /// Runs `steps` steps of every env with the policy, all on the device, at the run's
+    /// γ and λ, counted and profiled in `cx`'s iteration.
+    pub fn collect(&mut self, env: &mut DeviceCartPole, net: &ActorCritic, cx: &mut CollectCtx<'_, '_>) -> Collected {
+        let (heads, first_step) = (cx.heads, cx.first_step);
+        let (gamma, lambda) = (cx.spec.ppo.gamma as f32, cx.spec.ppo.gae_lambda as f32);
+        let (c, prof) = (&mut *cx.it.counters, &mut *cx.it.prof);
         tch::no_grad(|| {
             // A graph replays every step at once; otherwise step by step below.
             let steps = if self.graph.is_some() {

@@ -28,6 +28,8 @@ pub const MACHINE: &str = "gpu-box";
 
 /// What to run: on which device, and how long the runs train.
 pub struct Options {
+    /// The `hotlab` binary that serves the lab and runs the worker.
+    pub exe: std::path::PathBuf,
     /// `cuda` or `cpu` (the dry run).
     pub device: String,
     /// Environment steps of the watched run.
@@ -37,9 +39,10 @@ pub struct Options {
 }
 
 impl Options {
-    pub fn for_device(device: &str) -> Self {
+    pub fn for_device(exe: std::path::PathBuf, device: &str) -> Self {
         let cuda = device.starts_with("cuda");
         Options {
+            exe,
             device: device.into(),
             total_steps: if cuda { 20_000_000 } else { 300_000 },
             audit_seconds: if cuda { 3.0 } else { 0.5 },
@@ -70,11 +73,11 @@ impl Drop for Proc {
 /// Runs the check; every part's outcome is in the summary (`ok` false when one failed).
 pub fn run(opts: &Options, progress: &dyn Fn(&str)) -> Result<Value> {
     let dir = tempfile::tempdir()?;
-    let exe = std::env::current_exe()?;
+    let exe = opts.exe.as_path();
     progress("starting hotlab serve and hotlab worker --name gpu-box");
-    let (server, addr) = serve(&exe, &dir.path().join("lab"))?;
+    let (server, addr) = serve(exe, &dir.path().join("lab"))?;
     let worker = Proc(
-        Command::new(&exe)
+        Command::new(exe)
             .args(["worker", "--lab", &format!("http://{addr}"), "--worker-token", WORKER_TOKEN, "--name", MACHINE])
             .args(["--max-runs", "1", "--data-dir"])
             .arg(dir.path().join("worker"))

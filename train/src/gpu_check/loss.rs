@@ -1,18 +1,17 @@
-//! `hotlab gpu-check`'s fused loss part: `ppo_loss_grad` (the PPO loss's gradient with
+//! The trainer's GPU check of its fused loss: `ppo_loss_grad` (the PPO loss's gradient with
 //! respect to the network's outputs in one kernel) against the same formulas in libtorch's
 //! ops (`output_grads`), over head shapes and minibatch sizes, launched eagerly and
 //! replayed from a captured graph on new inputs, with each way's launches and time per
 //! minibatch.
 
-use super::gpu_optim::relative;
+use super::{check, progress, relative};
+use crate::cuda::gpu::Gpu;
+use crate::cuda::loss::{LossConsts, LossGrads, LossInputs, PpoLossGrad};
+use crate::cuda::replayer::capture_aside;
+use crate::models::mlp::grad::{output_grads, LossBatch, OutputGrads, Outputs};
+use crate::rollout::Batch;
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::{PpoSpec, RunSpec};
-use hotlab_train::cuda::gpu::Gpu;
-use hotlab_train::cuda::loss::{LossConsts, LossGrads, LossInputs, PpoLossGrad};
-use hotlab_train::cuda::replayer::capture_aside;
-use hotlab_train::models::mlp::grad::{output_grads, LossBatch, OutputGrads, Outputs};
-use hotlab_train::rollout::Batch;
-use hotlab_workloads::gpu_check::{check, progress};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,15 +1,15 @@
-//! `hotlab gpu-check`'s fused optimizer part: `clip_adam` (the gradient clip and Adam in one
+//! The trainer's GPU check of its fused optimizer: `clip_adam` (the gradient clip and Adam in one
 //! kernel) against libtorch's ops (`clip_grad_norm`, then `FlatAdam::step_device`), launched
 //! eagerly and replayed from captured graphs, with each one's launches per step (the
 //! captured graph's nodes) and its time per step.
 
-use hotlab_train::adam::FlatAdam;
-use hotlab_train::cuda::gpu::Gpu;
-use hotlab_train::cuda::optim::ClipAdam;
-use hotlab_train::cuda::replayer::capture_aside;
-use hotlab_train::cuda::shim::{Graph, Launches};
-use hotlab_train::ppo::update::clip_grad_norm;
-use hotlab_workloads::gpu_check::{check, progress};
+use super::{check, progress, relative};
+use crate::adam::FlatAdam;
+use crate::cuda::gpu::Gpu;
+use crate::cuda::optim::ClipAdam;
+use crate::cuda::replayer::capture_aside;
+use crate::cuda::shim::{Graph, Launches};
+use crate::ppo::update::clip_grad_norm;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
@@ -99,12 +99,6 @@ impl<'a> Stepper<'a> {
         tch::Cuda::synchronize(0);
         Ok(1e6 * start.elapsed().as_secs_f64() / n as f64)
     }
-}
-
-/// The largest difference between two tensors, relative to the first one's largest element.
-pub(super) fn relative(a: &Tensor, b: &Tensor) -> f64 {
-    let scale = f64::try_from(a.abs().max()).unwrap_or(1.0).max(1e-12);
-    f64::try_from((a - b).abs().max()).unwrap_or(f64::INFINITY) / scale
 }
 
 /// `clip_adam` against libtorch's clip and Adam over 16 steps whose gradients alternate

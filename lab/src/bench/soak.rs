@@ -131,7 +131,7 @@ const WORKER_TOKEN: &str = "soak-worker-token-0123456789";
 impl Lab {
     fn start(exe: &std::path::Path, args: Vec<String>) -> Result<Self> {
         let data = tempfile::tempdir()?;
-        let token = hotlab_lab::auth::generate()?;
+        let token = crate::auth::generate()?;
         let (child, addr) = Self::serve(exe, data.path(), "0", &token, &args)?;
         Ok(Self { client: Client { addr, token }, child, data, args })
     }
@@ -183,7 +183,7 @@ impl Client {
     fn request(&self, method: &str, path: &str, body: Option<&serde_json::Value>) -> Result<(u16, String)> {
         let (host, port) = self.addr.rsplit_once(':').context("the lab's address")?;
         let auth = format!("Bearer {}", self.token);
-        hotlab_lab::wire::http::request(host, port.parse()?, method, path, &[("Authorization", &auth)], body)
+        crate::wire::http::request(host, port.parse()?, method, path, &[("Authorization", &auth)], body)
     }
 
     fn json(&self, path: &str) -> Result<serde_json::Value> {
@@ -231,71 +231,16 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
     let lab = served.client.clone();
     let lab = &lab;
     let _worker = match spec.place {
-        Place::Worker => {
-            let child = Command::new(&spec.exe)
-                .args(["worker", "--lab", &format!("http://{}", lab.addr), "--worker-token", WORKER_TOKEN])
-                .args(["--name", "soak-worker", "--data-dir"])
-                .arg(served.data.path().join("worker"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("starting the worker")?;
-            let worker = Killed(child);
-            wait_connected(lab, Duration::from_secs(60))?;
-            Some(worker)
-        }
+        Place::Worker => Some(start_worker(spec, &served)?),
         _ => None,
     };
-    let (status, body) = lab.request("POST", "/api/runs", Some(&spec.run))?;
-    if status != 201 {
-        bail!("the lab refused the run: {status} {body}");
-    }
-    let id = serde_json::from_str::<serde_json::Value>(&body)?["id"].as_u64().context("the run's id")?;
-    let begin = Instant::now();
-    while progress(lab, id)?.1 == 0.0 {
-        if begin.elapsed() > Duration::from_secs(120) {
-            bail!("the run reported no update within 2 minutes");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let first_update_s = begin.elapsed().as_secs_f64();
+    let (id, first_update_s) = launch(lab, spec)?;
     let total = (spec.baseline + spec.watched).as_secs_f64();
-    let start = Instant::now();
-    let mut rss = Vec::new();
+    let mut sampler = Sampler { lab, id, start: Instant::now(), every: spec.sample, rss: Vec::new() };
     let mut phases = Vec::new();
-    let mut measure = |name: &'static str, length: Duration, rss: &mut Vec<(f64, f64)>| -> Result<Phase> {
-        let (steps0, wall0, pub0, _) = progress(lab, id)?;
-        let from = rss.len();
-        let end = Instant::now() + length;
-        let mut next_sample = Instant::now();
-        while Instant::now() < end {
-            if Instant::now() >= next_sample {
-                rss.push((start.elapsed().as_secs_f64(), served.rss_mib()));
-                next_sample += spec.sample;
-            }
-            tick(start.elapsed().as_secs_f64(), total);
-            std::thread::sleep(Duration::from_millis(200).min(end.saturating_duration_since(Instant::now())));
-        }
-        rss.push((start.elapsed().as_secs_f64(), served.rss_mib()));
-        let (steps1, wall1, pub1, _) = progress(lab, id)?;
-        let mine: Vec<f64> = rss[from..].iter().map(|r| r.1).collect();
-        let per_min: Vec<(f64, f64)> = rss[from..].iter().map(|&(t, m)| (t / 60.0, m)).collect();
-        let middle = per_min.first().map_or(0.0, |p| p.0) + length.as_secs_f64() / 120.0;
-        let second_half: Vec<(f64, f64)> = per_min.iter().copied().filter(|p| p.0 >= middle).collect();
-        let wall = (wall1 - wall0).max(1e-9);
-        Ok(Phase {
-            name,
-            seconds: length.as_secs_f64(),
-            steps_per_s: (steps1 - steps0) / wall,
-            publish_share: (pub1 - pub0) / wall,
-            rss_mib_first: mine.first().copied().unwrap_or(0.0),
-            rss_mib_max: mine.iter().copied().fold(0.0, f64::max),
-            rss_mib_last: mine.last().copied().unwrap_or(0.0),
-            rss_mib_per_min: slope(&per_min),
-            rss_mib_per_min_second_half: slope(&second_half),
-        })
-    };
-    phases.push(measure("unwatched", spec.baseline, &mut rss)?);
+    let mut measure =
+        |name, length, sampler: &mut Sampler| sampler.measure(name, length, &served, &mut |done| tick(done, total));
+    phases.push(measure("unwatched", spec.baseline, &mut sampler)?);
 
     // The watchers: viewers on an async runtime, readers on threads.
     let stop = Arc::new(AtomicBool::new(false));
@@ -328,7 +273,7 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
         })
         .collect();
     let messages_before = messages.load(Ordering::Relaxed);
-    let watched = measure("watched", spec.watched, &mut rss);
+    let watched = measure("watched", spec.watched, &mut sampler);
     let viewer_messages_per_s =
         (messages.load(Ordering::Relaxed) - messages_before) as f64 / spec.watched.as_secs_f64();
     stop.store(true, Ordering::Relaxed);
@@ -337,29 +282,14 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
     runtime.shutdown_timeout(Duration::from_secs(1));
 
     // On a worker: the lab dies and comes back; the worker reconnects and the run goes on.
-    let (mut reconnect_s, mut resumed_update_s) = (None, None);
-    if spec.place == Place::Worker {
-        let (_, wall_before, _, _) = progress(lab, id)?;
-        let back = served.restart(&spec.exe)?;
-        wait_connected(lab, Duration::from_secs(60))?;
-        reconnect_s = Some(back.elapsed().as_secs_f64());
-        while progress(lab, id).map_or(0.0, |p| p.1) <= wall_before {
-            anyhow::ensure!(back.elapsed() < Duration::from_secs(60), "the run did not go on after the restart");
-            std::thread::sleep(Duration::from_millis(20));
+    let (reconnect_s, resumed_update_s) = match spec.place {
+        Place::Worker => {
+            let (reconnect, resumed) = restart(&mut served, spec, id)?;
+            (Some(reconnect), Some(resumed))
         }
-        resumed_update_s = Some(back.elapsed().as_secs_f64());
-    }
-
-    let asked = Instant::now();
-    lab.request("POST", &format!("/api/runs/{id}/stop"), None)?;
-    let info = loop {
-        let info = lab.json(&format!("/api/runs/{id}"))?;
-        if info["status"] != "running" {
-            break info;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+        _ => (None, None),
     };
-    let stop_s = asked.elapsed().as_secs_f64();
+    let (info, stop_s) = stop_run(lab, id)?;
     Ok(SoakReport {
         place: match spec.place {
             Place::Local => "local",
@@ -373,13 +303,127 @@ pub fn soak(spec: &SoakSpec, tick: &mut dyn FnMut(f64, f64)) -> Result<SoakRepor
         viewers: spec.viewers,
         readers: spec.readers,
         phases,
-        rss_mib: rss,
+        rss_mib: sampler.rss,
         events_stored: info["events"].as_u64().unwrap_or(0),
         events_dropped: info["dropped"].as_u64().unwrap_or(0),
         viewer_messages: messages.load(Ordering::Relaxed),
         history_reads: reads.load(Ordering::Relaxed),
         stop_s,
     })
+}
+
+/// Starts a worker for `served` and waits until the lab lists it connected.
+fn start_worker(spec: &SoakSpec, served: &Lab) -> Result<Killed> {
+    let child = Command::new(&spec.exe)
+        .args(["worker", "--lab", &format!("http://{}", served.client.addr), "--worker-token", WORKER_TOKEN])
+        .args(["--name", "soak-worker", "--data-dir"])
+        .arg(served.data.path().join("worker"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the worker")?;
+    let worker = Killed(child);
+    wait_connected(&served.client, Duration::from_secs(60))?;
+    Ok(worker)
+}
+
+/// Launches the soak's run; its id and the seconds until its first update.
+fn launch(lab: &Client, spec: &SoakSpec) -> Result<(u64, f64)> {
+    let (status, body) = lab.request("POST", "/api/runs", Some(&spec.run))?;
+    if status != 201 {
+        bail!("the lab refused the run: {status} {body}");
+    }
+    let id = serde_json::from_str::<serde_json::Value>(&body)?["id"].as_u64().context("the run's id")?;
+    let begin = Instant::now();
+    while progress(lab, id)?.1 == 0.0 {
+        if begin.elapsed() > Duration::from_secs(120) {
+            bail!("the run reported no update within 2 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((id, begin.elapsed().as_secs_f64()))
+}
+
+/// Kills the lab and serves it again: the seconds until the worker reconnected, and until
+/// run `id` reported an update after the restart.
+fn restart(served: &mut Lab, spec: &SoakSpec, id: u64) -> Result<(f64, f64)> {
+    let lab = served.client.clone();
+    let (_, wall_before, _, _) = progress(&lab, id)?;
+    let back = served.restart(&spec.exe)?;
+    wait_connected(&lab, Duration::from_secs(60))?;
+    let reconnect_s = back.elapsed().as_secs_f64();
+    while progress(&lab, id).map_or(0.0, |p| p.1) <= wall_before {
+        anyhow::ensure!(back.elapsed() < Duration::from_secs(60), "the run did not go on after the restart");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((reconnect_s, back.elapsed().as_secs_f64()))
+}
+
+/// Asks run `id` to stop; its record once it has, and the seconds that took.
+fn stop_run(lab: &Client, id: u64) -> Result<(serde_json::Value, f64)> {
+    let asked = Instant::now();
+    lab.request("POST", &format!("/api/runs/{id}/stop"), None)?;
+    loop {
+        let info = lab.json(&format!("/api/runs/{id}"))?;
+        if info["status"] != "running" {
+            return Ok((info, asked.elapsed().as_secs_f64()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The lab's memory over the soak: (seconds since `start`, MiB resident), a sample every
+/// `every`, with run `id`'s progress read at each phase's edges.
+struct Sampler<'a> {
+    lab: &'a Client,
+    id: u64,
+    start: Instant,
+    every: Duration,
+    rss: Vec<(f64, f64)>,
+}
+
+impl Sampler<'_> {
+    /// One phase of `length`: the run's steps/s and publishing share over it, and the
+    /// server's memory, its first, largest and last samples and their slopes; `tick` gets
+    /// the seconds since the start about every 200 ms.
+    fn measure(
+        &mut self,
+        name: &'static str,
+        length: Duration,
+        served: &Lab,
+        tick: &mut dyn FnMut(f64),
+    ) -> Result<Phase> {
+        let (steps0, wall0, pub0, _) = progress(self.lab, self.id)?;
+        let from = self.rss.len();
+        let end = Instant::now() + length;
+        let mut next_sample = Instant::now();
+        while Instant::now() < end {
+            if Instant::now() >= next_sample {
+                self.rss.push((self.start.elapsed().as_secs_f64(), served.rss_mib()));
+                next_sample += self.every;
+            }
+            tick(self.start.elapsed().as_secs_f64());
+            std::thread::sleep(Duration::from_millis(200).min(end.saturating_duration_since(Instant::now())));
+        }
+        self.rss.push((self.start.elapsed().as_secs_f64(), served.rss_mib()));
+        let (steps1, wall1, pub1, _) = progress(self.lab, self.id)?;
+        let mine: Vec<f64> = self.rss[from..].iter().map(|r| r.1).collect();
+        let per_min: Vec<(f64, f64)> = self.rss[from..].iter().map(|&(t, m)| (t / 60.0, m)).collect();
+        let middle = per_min.first().map_or(0.0, |p| p.0) + length.as_secs_f64() / 120.0;
+        let second_half: Vec<(f64, f64)> = per_min.iter().copied().filter(|p| p.0 >= middle).collect();
+        let wall = (wall1 - wall0).max(1e-9);
+        Ok(Phase {
+            name,
+            seconds: length.as_secs_f64(),
+            steps_per_s: (steps1 - steps0) / wall,
+            publish_share: (pub1 - pub0) / wall,
+            rss_mib_first: mine.first().copied().unwrap_or(0.0),
+            rss_mib_max: mine.iter().copied().fold(0.0, f64::max),
+            rss_mib_last: mine.last().copied().unwrap_or(0.0),
+            rss_mib_per_min: slope(&per_min),
+            rss_mib_per_min_second_half: slope(&second_half),
+        })
+    }
 }
 
 /// The slope of the least-squares line through `(x, y)` points; `None` with fewer than two
