@@ -5,7 +5,7 @@
 
 use super::cartpole_arch;
 use crate::cartpole::device::env::DeviceCartPole;
-use crate::cartpole::device::graph::GraphRollout;
+use crate::cartpole::device::graph::{Buffers, GraphRollout};
 use crate::cartpole::device::rollout::DeviceRollout;
 use hotlab_shared::cartpole::dynamics_f32;
 use hotlab_shared::rng::HostRng;
@@ -56,15 +56,8 @@ pub(super) fn graph_checks(gpu: &Arc<Gpu>) -> Vec<Value> {
         json!({"envs": N, "steps": T, "rollouts": 2}),
     )];
 
-    let obs = a.obs.view([-1, 4]);
-    let actions = a.actions.view([-1, 1]);
-    let (values, lp) = tch::no_grad(|| {
-        let logits = net.logits(&obs);
-        let (lp, _) = hotlab_train::distribution::log_prob_and_entropy(&logits, None, &[2], &actions);
-        (net.value(&obs), lp)
-    });
-    let dv = max_abs_diff(&host_f32(&values), &host_f32(a.values));
-    let dl = max_abs_diff(&host_f32(&lp), &host_f32(a.log_probs));
+    let (obs, actions) = (a.obs.view([-1, 4]), a.actions.view([-1, 1]));
+    let (dv, dl) = forward_diffs(&net, &a);
     out.push(check(
         "rollout_kernel_matches_libtorch_forward",
         dv <= 1e-4 && dl <= 1e-4,
@@ -107,15 +100,7 @@ pub(super) fn odd_widths_check(gpu: &Arc<Gpu>) -> Value {
     if let Err(e) = ran {
         return check("rollout_kernel_odd_widths", false, "-", json!(e));
     }
-    let b = rollout.buffers();
-    let (obs, actions) = (b.obs.view([-1, 4]), b.actions.view([-1, 1]));
-    let (values, lp) = tch::no_grad(|| {
-        let logits = net.logits(&obs);
-        let (lp, _) = hotlab_train::distribution::log_prob_and_entropy(&logits, None, &[2], &actions);
-        (net.value(&obs), lp)
-    });
-    let dv = max_abs_diff(&host_f32(&values), &host_f32(b.values));
-    let dl = max_abs_diff(&host_f32(&lp), &host_f32(b.log_probs));
+    let (dv, dl) = forward_diffs(&net, &rollout.buffers());
     check(
         "rollout_kernel_odd_widths",
         dv <= 1e-4 && dl <= 1e-4,
@@ -154,4 +139,17 @@ pub(super) fn gae_check(gpu: &Arc<Gpu>) -> Value {
         "bit for bit, at 16×4096, 1×3, 37×1000 and 128×300",
         json!({"max_abs_diff": worst}),
     )
+}
+
+/// The largest differences between the values and log-probs a rollout's kernel stored and
+/// libtorch's forward of `net` on the stored observations and actions.
+fn forward_diffs(net: &ActorCritic, b: &Buffers<'_>) -> (f64, f64) {
+    let (obs, actions) = (b.obs.view([-1, 4]), b.actions.view([-1, 1]));
+    let (values, lp) = tch::no_grad(|| {
+        let logits = net.logits(&obs);
+        let (lp, _) = hotlab_train::distribution::log_prob_and_entropy(&logits, None, &[2], &actions);
+        (net.value(&obs), lp)
+    });
+    let dv = max_abs_diff(&host_f32(&values), &host_f32(b.values));
+    (dv, max_abs_diff(&host_f32(&lp), &host_f32(b.log_probs)))
 }
