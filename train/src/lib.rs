@@ -206,9 +206,9 @@ pub fn run(
     let sink = opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {}));
     let mut telemetry = Telemetry::new(spec.telemetry.every, learner.layout(), device, sink);
 
+    let (mut prof, device_timing) = profiler(spec, device, opts.trace, &mut notes);
     // Like CleanRL's SPS, the clock starts at the first step; the set-up is its own figure.
     let setup_s = begin.elapsed().as_secs_f64();
-    let (mut prof, device_timing) = profiler(spec, device, opts.trace, &mut notes);
     let start = Instant::now();
     let mut c = Counters::default();
     let mut frames = Frames::new(opts.frames);
