@@ -1,13 +1,14 @@
 //! Pixels (issue 60): the PPO policy's CNN encoder equals PyTorch's, built as CleanRL's
 //! `ppo_atari.py` builds it, in its features and in the gradient of every weight, over
 //! image layouts (channels first and last, one channel), pixels and flags, both trunks,
-//! seeds and batch sizes (a real PyTorch, `tests/cnn_torch.py`).
+//! seeds and batch sizes, with its convolutions reading channels first or last in memory
+//! (`--conv-layout`; a real PyTorch, `tests/cnn_torch.py`).
 
 mod common;
 use common::*;
 use hotlab_shared::env::{FieldKind, FieldSpec};
 use hotlab_shared::rng::HostRng;
-use hotlab_train::models::cnn::Encoder;
+use hotlab_train::models::cnn::{Encoder, Layout};
 use hotlab_train::models::layers::Builder;
 use serde_json::json;
 use tch::{Device, Kind, Tensor};
@@ -43,13 +44,14 @@ fn the_cnn_encoder_equals_pytorch_s_in_features_and_gradients() {
     let root = tempfile::tempdir().unwrap();
     let mut written = Vec::new();
     let mut ours = Vec::new();
-    for (i, &(shape, kind, rows, seed)) in cases.iter().enumerate() {
+    let laid = [Layout::Nchw, Layout::Nhwc].into_iter().flat_map(|l| cases.iter().map(move |c| (l, *c)));
+    for (i, (layout, (shape, kind, rows, seed))) in laid.enumerate() {
         let dir = root.path().join(i.to_string());
         std::fs::create_dir(&dir).unwrap();
         let field = FieldSpec { name: "obs".into(), shape: shape.to_vec(), kind };
         tch::manual_seed(seed as i64);
         let mut b = Builder::new(Kind::Float);
-        let enc = Encoder::new(&mut b, "encoder", &field).unwrap();
+        let enc = Encoder::new(&mut b, "encoder", &field, layout).unwrap();
         let mut p = b.finish(Device::Cpu);
         let mut rng = HostRng::new(seed);
         let top = if kind == FieldKind::Bool { 2 } else { 256 };
@@ -57,7 +59,15 @@ fn the_cnn_encoder_equals_pytorch_s_in_features_and_gradients() {
         let x: Vec<u8> = (0..n).map(|_| (rng.next_u64() % top) as u8).collect();
         let r: Vec<f32> = (0..rows * enc.width as usize).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect();
         let dims: Vec<i64> = std::iter::once(rows as i64).chain(shape.iter().map(|&d| d as i64)).collect();
-        let features = enc.forward(&p, &Tensor::from_slice(&x).view(dims.as_slice()));
+        let images = enc.convert(&Tensor::from_slice(&x).view(dims.as_slice()));
+        let strides = images.tensor().stride();
+        let channels_last = strides[1] == 1 && images.tensor().size()[1] > 1;
+        assert_eq!(
+            channels_last,
+            layout == Layout::Nhwc && enc.image.channels > 1,
+            "{shape:?} in {layout:?}: {strides:?}"
+        );
+        let features = enc.forward(&p, &images);
         (&features * Tensor::from_slice(&r).view([rows as i64, enc.width])).sum(Kind::Float).backward();
         let features = Vec::<f32>::try_from(features.detach().view([-1])).unwrap();
         let grads = Vec::<f32>::try_from(&p.grad).unwrap();
@@ -75,7 +85,12 @@ fn the_cnn_encoder_equals_pytorch_s_in_features_and_gradients() {
             "width": width,
             "layout": p.layout.iter().map(|s| json!({"name": s.name, "shape": s.shape})).collect::<Vec<_>>(),
         }));
-        ours.push((dir, features, grads, format!("{shape:?} {kind:?}, {rows} rows, seed {seed}, {:?}", enc.trunk)));
+        ours.push((
+            dir,
+            features,
+            grads,
+            format!("{shape:?} {kind:?}, {rows} rows, seed {seed}, {:?}, {layout:?}", enc.trunk),
+        ));
         p.zero_grad();
     }
     let list = root.path().join("cases.json");
@@ -172,7 +187,9 @@ def nature():
 /// PPO with the CNN learns to see: on the quadrant env, with each trunk and two training
 /// seeds, the greedy policy's returns on 16 held-out episodes beat, by a paired bootstrap
 /// 95 % interval, the best constant action and uniform random actions on the same episodes
-/// (both about 4 of 16). The run says which trunk it built; eval reads the checkpoint's CNN.
+/// (both about 4 of 16). Seed 1 trains in fp32 in the CPU's automatic layout (channels
+/// last), seed 2 with bf16 products and channels first. The run says which trunk, layout
+/// and precision it built; eval reads the checkpoint's CNN.
 #[test]
 fn ppo_with_the_cnn_learns_to_see_beyond_every_policy_that_does_not() {
     use hotlab_workloads::morpho::eval::paired;
@@ -194,16 +211,20 @@ fn ppo_with_the_cnn_learns_to_see_beyond_every_policy_that_does_not() {
         assert!(out.status.success(), "{}", stderr(&out));
         let baselines: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
         let (constant, random) = (floats(&baselines["constant"]["returns"]), floats(&baselines["random"]));
-        for seed in 1..=2u64 {
+        for (seed, precision, layout) in [(1u64, "fp32", "auto"), (2, "bf16", "nchw")] {
             let ckpt = dir.path().join(format!("{trunk}-{seed}"));
             let out = run(hotlab()
                 .env("PYTHONPATH", &path)
                 .args(["train", "--env", &format!("gym:{id}"), "--envs", "8", "--steps", "64", "--minibatches", "4"])
                 .args(["--epochs", "4", "--lr", "0.001", "--total-steps", "12288", "--seed", &seed.to_string()])
+                .args(["--precision", precision, "--conv-layout", layout])
                 .arg("--out")
                 .arg(&ckpt));
             assert!(out.status.success(), "{id} seed {seed}: {}", stderr(&out));
-            assert!(stdout(&out).contains(&format!("the {trunk} CNN")), "{id}: {}", stdout(&out));
+            let layout = if layout == "auto" { "nhwc" } else { layout };
+            for built in [format!("the {trunk} CNN"), format!("convolutions in {layout}, products in {precision}")] {
+                assert!(stdout(&out).contains(&built), "{id}: wanted '{built}' in {}", stdout(&out));
+            }
             let out = run(hotlab()
                 .env("PYTHONPATH", &path)
                 .args(["eval", "--json", "--episodes", &episodes.to_string(), "--seed", &eval_seed.to_string()])
@@ -223,7 +244,7 @@ fn ppo_with_the_cnn_learns_to_see_beyond_every_policy_that_does_not() {
 }
 
 /// What the CNN has no form for is refused before anything runs, naming the flag and what
-/// is allowed: a captured update, a precision other than fp32, pixels normalized.
+/// is allowed: a captured update, pixels normalized, a layout that is not one.
 #[test]
 fn cnn_runs_refuse_what_the_cnn_has_no_form_for() {
     let dir = tempfile::tempdir().unwrap();
@@ -234,7 +255,11 @@ fn cnn_runs_refuse_what_the_cnn_has_no_form_for() {
             "graph",
             "--update graph: the CNN policy's update runs libtorch's ops and autograd; allowed: eager",
         ),
-        ("--precision", "bf16", "--precision bf16: the CNN policy trains in fp32 for now; allowed: fp32"),
+        (
+            "--conv-layout",
+            "nwhc",
+            "invalid value 'nwhc' for '--conv-layout <auto|nchw|nhwc>': allowed: auto, nchw, nhwc",
+        ),
         ("--obs-norm", "on", "observation is not one vector of floats (its fields: obs U8); allowed: off"),
     ] {
         let out = run(hotlab().env("PYTHONPATH", dir.path()).args([

@@ -145,6 +145,21 @@ choice!(
 );
 
 choice!(
+    /// How a CNN's convolutions lay out their images in memory (catalogue row 10: the
+    /// update's forward and backward, the same products in other kernels).
+    ConvLayout, "conv layout" {
+        /// `nhwc` on the CPU (oneDNN's convolutions run channels-last without reordering),
+        /// `nchw` on a GPU (cuDNN's default; not measured there yet).
+        #[default]
+        Auto = "auto",
+        /// Channels first in memory (`[B, C, H, W]` contiguous), libtorch's default.
+        Nchw = "nchw",
+        /// Channels last in memory (`[B, H, W, C]` contiguous): PyTorch's `channels_last`.
+        Nhwc = "nhwc",
+    }
+);
+
+choice!(
     /// How sampled actions are read back to the host (catalogue row 4).
     ActionSync, "action sync mode" {
         /// One scalar read per env per head.

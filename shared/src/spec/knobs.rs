@@ -8,8 +8,8 @@
 
 pub use super::workloads::knob::{get_path, set_path, workload_name, Knob, KnobKind, Range};
 use crate::spec::{
-    ActionSync, Backend, EnvName, Frames, Inference, Norm, Precision, RolloutCopy, RunSpec, SpecError, Transfer,
-    UpdateMode, WaitMode, MAX_ENVS, MAX_STEPS,
+    ActionSync, Backend, ConvLayout, EnvName, Frames, Inference, Norm, Precision, RolloutCopy, RunSpec, SpecError,
+    Transfer, UpdateMode, WaitMode, MAX_ENVS, MAX_STEPS,
 };
 use serde_json::Value;
 use std::sync::LazyLock;
@@ -147,6 +147,14 @@ const CORE: &[Knob] = &[
     .about("The PPO update: `eager` (each minibatch's ops dispatched from the host), `graph` (CUDA: the whole update captured once and replayed, its Adam step count and learning rate on the device) or `graph_fused` (graph, with the loss's gradient and the clipped Adam step in hotlab's own kernels; PPO's MLP only)"),
     knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision")
     .about("The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto (bf16 where the device supports it, else fp32); master weights stay fp32"),
+    knob(
+        "conv_layout",
+        "exec.conv_layout",
+        "Precision",
+        Choice(ConvLayout::ALL),
+        "how the CNN's convolutions lay out images in memory: nchw, nhwc (channels last) or auto",
+    )
+    .about("How the CNN policy's convolutions lay out their images in memory: nchw (channels first, libtorch's default), nhwc (channels last: oneDNN's CPU convolutions run without reordering) or auto (nhwc on the CPU, nchw on a GPU); the same products, other kernels; no effect on the MLP"),
     knob("epochs", "ppo.epochs", "PPO hyperparameters", Int, "passes over each rollout")
     .range(1.0, 1000.0),
     knob(

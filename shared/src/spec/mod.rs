@@ -19,7 +19,7 @@ pub mod presets;
 pub mod workloads;
 
 pub use choices::{
-    ActionSync, Backend, Frames, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode,
+    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode,
 };
 pub use presets::Preset;
 // Each workload's settings and choices are its module's (`crate::workloads`); named here
@@ -139,6 +139,9 @@ pub struct ExecSpec {
     /// How an image observation reaches the device (the CNN policy's): `bytes` (converted
     /// there by the encoder) or `float` (converted to float32 on the host first).
     pub frames: Frames,
+    /// How the CNN's convolutions lay out their images in memory: `nchw`, `nhwc`
+    /// (channels last), or `auto` (nhwc on the CPU, nchw on a GPU).
+    pub conv_layout: ConvLayout,
     /// How the rollout's policy forward runs: `eager` (libtorch ops), `fused` (a native
     /// forward; on CUDA with `--backend device`, a fused env kernel) or `graph` (CUDA graph replay).
     pub inference: Inference,
@@ -164,6 +167,7 @@ impl Default for ExecSpec {
             action_sync: ActionSync::Stacked,
             rollout_copy: RolloutCopy::Whole,
             frames: Frames::Bytes,
+            conv_layout: ConvLayout::Auto,
             inference: Inference::Fused,
             update: UpdateMode::Eager,
             threads: 0,

@@ -140,7 +140,7 @@ impl Actor<CnnAgent> for CnnActor {
             let net = &agent.net;
             let images = self.mover.upload_frames(&bytes[first * w..(first + rows) * w], &[rows as i64, w as i64], c);
             let mut out = vec![0f32; rows];
-            read_into(&net.value(&net.features(&images)), &mut out, c);
+            read_into(&net.value(&net.features(&net.convert(&images))), &mut out, c);
             out
         })
     }

@@ -3,7 +3,8 @@
 //!
 //! Bytes stay bytes up to here: the encoder's first step converts the batch to float and
 //! scales it (1/255 for pixels, 1 for flags) on whatever device the batch is on, once per
-//! batch. Two trunks, chosen from the image's shape: the Nature CNN of CleanRL's
+//! batch, and lays them out as the convolutions want them (`--conv-layout`: channels last
+//! on the CPU, where oneDNN's kernels read them without a reorder). Two trunks, chosen from the image's shape: the Nature CNN of CleanRL's
 //! `ppo_atari.py` (8×8/4, 4×4/2, 3×3/1 with 32, 64, 64 channels, then 512 units; both sides
 //! at least 36) and, for small grids such as MinAtar's 10×10, one 3×3 convolution of 16
 //! channels, then 128 units (MinAtar's own baseline). Orthogonal weights (gain √2), zero
@@ -13,7 +14,8 @@ use crate::models::layers::{Builder, Conv, Init, Linear, Window};
 use crate::params::FlatParams;
 use anyhow::{bail, Result};
 use hotlab_shared::env::{FieldKind, FieldSpec};
-use tch::{Kind, Tensor};
+use hotlab_shared::spec::ConvLayout;
+use tch::{Device, Kind, Tensor};
 
 /// Which convolutions an image gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,11 +89,53 @@ impl Image {
     }
 }
 
+/// Where the channels sit in memory when the convolutions read an image (`--conv-layout`,
+/// resolved for a device). The products are the same; the kernels differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `[B, C, H, W]` contiguous: libtorch's default.
+    Nchw,
+    /// `[B, H, W, C]` contiguous, seen as `[B, C, H, W]`: PyTorch's `channels_last`.
+    Nhwc,
+}
+
+impl Layout {
+    /// `auto`: channels last on the CPU (the atari preset's update, Breakout on 2 cores:
+    /// docs/benchmarks.md), channels first on a GPU, where it has not been measured yet.
+    pub fn resolve(wanted: ConvLayout, device: Device) -> Self {
+        match wanted {
+            ConvLayout::Nchw => Layout::Nchw,
+            ConvLayout::Nhwc => Layout::Nhwc,
+            ConvLayout::Auto if device == Device::Cpu => Layout::Nhwc,
+            ConvLayout::Auto => Layout::Nchw,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Nchw => "nchw",
+            Layout::Nhwc => "nhwc",
+        }
+    }
+}
+
+/// A batch of images as the convolutions read them: float, scaled, `[B, C, H, W]` in the
+/// encoder's [`Layout`]. Only [`Encoder::convert`] makes one.
+pub struct Images(Tensor);
+
+impl Images {
+    pub fn tensor(&self) -> &Tensor {
+        &self.0
+    }
+}
+
 /// The encoder's layers and what it needs to read its input.
 #[derive(Clone)]
 pub struct Encoder {
     pub image: Image,
     pub trunk: Trunk,
+    /// Where the channels sit in memory for the convolutions.
+    pub layout: Layout,
     convs: Vec<Conv>,
     linear: Linear,
     /// Features out.
@@ -104,8 +148,9 @@ pub struct Encoder {
 const RELU_GAIN: f64 = std::f64::consts::SQRT_2;
 
 impl Encoder {
-    /// The encoder of `field`'s images, its parameters added to `b` (named `prefix.…`).
-    pub fn new(b: &mut Builder, prefix: &str, field: &FieldSpec) -> Result<Self> {
+    /// The encoder of `field`'s images, its parameters added to `b` (named `prefix.…`), its
+    /// convolutions reading them in `layout`.
+    pub fn new(b: &mut Builder, prefix: &str, field: &FieldSpec, layout: Layout) -> Result<Self> {
         let image = Image::of(field)?;
         let trunk = image.trunk();
         let (convs, width) = trunk.layers();
@@ -125,37 +170,39 @@ impl Encoder {
         }
         let linear = b.linear_with(&format!("{prefix}.linear"), channels * h * w, width, Init::Orthogonal(RELU_GAIN));
         let scale = if field.kind == FieldKind::U8 { 1.0 / 255.0 } else { 1.0 };
-        Ok(Self { image, trunk, convs: built, linear, width, scale })
+        Ok(Self { image, trunk, layout, convs: built, linear, width, scale })
     }
 
-    /// Features `[B, width]` of images `[B, …shape]` (bytes, on any device): converted to
-    /// float and scaled there, channels moved first, convolutions and the linear layer
-    /// each followed by a ReLU. Images that come as floats were scaled on the host
-    /// (`--frames float`) and are read as they are.
-    pub fn forward(&self, p: &FlatParams, x: &Tensor) -> Tensor {
-        let Image { channels, height, width, channels_last } = self.image;
-        let rows = x.size()[0];
-        let x = self.convert(x);
-        let mut x = if channels_last {
-            x.view([rows, height, width, channels]).permute([0, 3, 1, 2])
-        } else {
-            x.view([rows, channels, height, width])
-        };
+    /// Features `[B, width]` of a batch [`Encoder::convert`] made: the convolutions and the
+    /// linear layer, each followed by a ReLU.
+    pub fn forward(&self, p: &FlatParams, images: &Images) -> Tensor {
+        let mut x = images.0.shallow_clone();
         for conv in &self.convs {
             x = conv.forward(p, &x).relu();
         }
+        // `flatten` reads the logical `[C, H, W]` order in either layout (a copy for nhwc),
+        // so the linear layer's weights mean the same in both.
         self.linear.forward(p, &x.flatten(1, -1)).relu()
     }
-}
 
-impl Encoder {
-    /// Images as the convolutions read them: bytes converted to float and scaled, on their
-    /// device; floats (scaled on the host, `--frames float`, or converted already) as they are.
-    pub fn convert(&self, x: &Tensor) -> Tensor {
-        match x.kind() {
-            Kind::Float => x.shallow_clone(),
-            _ => x.to_kind(Kind::Float) * self.scale,
-        }
+    /// Images `[B, …shape]` or `[B, bytes]` (bytes, or floats scaled on the host by
+    /// `--frames float`), on any device, as the convolutions read them: laid out in the
+    /// encoder's [`Layout`] while still bytes (a quarter of the floats' copy), then
+    /// converted to float and scaled there, once per batch.
+    pub fn convert(&self, x: &Tensor) -> Images {
+        let Image { channels: c, height: h, width: w, channels_last } = self.image;
+        let rows = x.size()[0];
+        let logical =
+            if channels_last { x.view([rows, h, w, c]).permute([0, 3, 1, 2]) } else { x.view([rows, c, h, w]) };
+        let laid = match self.layout {
+            Layout::Nchw => logical.contiguous(),
+            Layout::Nhwc => logical.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2]),
+        };
+        // `to_kind` and the product keep the strides, so the layout survives the conversion.
+        Images(match laid.kind() {
+            Kind::Float => laid,
+            _ => laid.to_kind(Kind::Float) * self.scale,
+        })
     }
 }
 
@@ -188,7 +235,46 @@ mod tests {
         assert!(floats.contains("uint8 or bool") && floats.contains("'obs'"), "{floats}");
         let flat = Image::of(&field(&[128], FieldKind::U8)).unwrap_err().to_string();
         assert!(flat.contains("[128]") && flat.contains("not an image"), "{flat}");
-        let tiny = Encoder::new(&mut Builder::new(Kind::Float), "e", &field(&[2, 2, 1], FieldKind::U8));
+        let tiny = Encoder::new(&mut Builder::new(Kind::Float), "e", &field(&[2, 2, 1], FieldKind::U8), Layout::Nchw);
         assert!(tiny.err().unwrap().to_string().contains("too small"));
+    }
+
+    /// The same parameters and frames give the same features and gradients in both layouts
+    /// (to float rounding), and near them in bf16 (to bf16's rounding, not bit for bit):
+    /// Atari's frame stack and an RGB frame, channels first and last, over seeds.
+    #[test]
+    fn layouts_agree_and_bf16_stays_near_fp32() {
+        for (seed, shape) in [(1i64, vec![4, 84, 84]), (2, vec![48, 40, 3]), (3, vec![10, 10, 4])] {
+            let f = field(&shape, FieldKind::U8);
+            let run = |kind: Kind, layout: Layout, flat: Option<&Tensor>| {
+                tch::manual_seed(seed);
+                let mut b = Builder::new(kind);
+                let enc = Encoder::new(&mut b, "e", &f, layout).unwrap();
+                let mut p = match flat {
+                    Some(flat) => b.with(flat.copy()).unwrap(),
+                    None => b.finish(Device::Cpu),
+                };
+                let n: i64 = shape.iter().product::<usize>() as i64;
+                tch::manual_seed(seed + 1000);
+                let x = Tensor::randint(256, [3 * n], (Kind::Uint8, Device::Cpu)).view([3, n]);
+                let y = enc.forward(&p, &enc.convert(&x));
+                (&y * &y).sum(Kind::Float).backward();
+                let grad = p.grad.copy();
+                p.zero_grad();
+                (p.flat.copy(), y.detach(), grad)
+            };
+            let gap = |a: &Tensor, b: &Tensor| {
+                f64::try_from((a - b).abs().max()).unwrap() / f64::try_from(b.abs().max()).unwrap()
+            };
+            let (flat, y, g) = run(Kind::Float, Layout::Nchw, None);
+            let (_, y_last, g_last) = run(Kind::Float, Layout::Nhwc, Some(&flat));
+            assert!(gap(&y_last, &y) < 1e-5 && gap(&g_last, &g) < 1e-5, "{shape:?}: nhwc against nchw");
+            let (_, y16, g16) = run(Kind::BFloat16, Layout::Nhwc, Some(&flat));
+            let (fy, fg) = (gap(&y16, &y), gap(&g16, &g));
+            assert!(
+                fy > 0.0 && fy < 3e-2 && fg < 6e-2,
+                "{shape:?}: bf16 features {fy:e}, gradients {fg:e} from fp32's"
+            );
+        }
     }
 }

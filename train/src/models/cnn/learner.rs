@@ -2,7 +2,7 @@
 //! network, the optimizer and the host rollout, its forward in libtorch ops.
 
 use super::agent::{CnnActor, CnnAgent};
-use super::{CnnNet, CnnShape};
+use super::{CnnNet, CnnShape, Compute, Layout};
 use crate::exec::transfer::Mover;
 use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
@@ -22,17 +22,25 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
             spec.exec.update
         );
     }
-    if setup.precision.kind != tch::Kind::Float || setup.precision.scaler.is_some() {
-        bail!("--precision {}: the CNN policy trains in fp32 for now; allowed: fp32", setup.precision.label());
+    let kind = setup.precision.kind;
+    if !matches!(kind, tch::Kind::Float | tch::Kind::BFloat16) || setup.precision.scaler.is_some() {
+        bail!(
+            "--precision {}: the CNN policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
+            setup.precision.label()
+        );
     }
     if spec.exec.inference == Inference::Fused {
         setup.notes.push("inference fused has no CNN form: the CNN's rollout forward runs libtorch's ops (eager), the step's images moved as bytes".into());
     }
-    let net = CnnNet::new(shape, setup.device)?;
+    let compute = Compute { kind, layout: Layout::resolve(spec.exec.conv_layout, setup.device) };
+    let net = CnnNet::new(shape, setup.device, compute)?;
     let encoder = format!("{:?} CNN", net.encoder.trunk);
     setup.notes.push(format!(
-        "policy: the {encoder} over {:?} images of {:?}, converted to float on the device (bytes until there)",
-        net.shape.obs.shape, net.shape.obs.kind
+        "policy: the {encoder} over {:?} images of {:?}, converted to float on the device (bytes until there); convolutions in {}, products in {}",
+        net.shape.obs.shape,
+        net.shape.obs.kind,
+        compute.layout.as_str(),
+        setup.precision.label()
     ));
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
     if spec.exec.threads == 0 {

@@ -19,7 +19,7 @@ use crate::models::play::{self, Play, SAMPLING_STREAM};
 use crate::params::{FlatParams, Network, ParamSlot};
 use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
-pub use encoder::{Encoder, Image, Trunk};
+pub use encoder::{Encoder, Image, Images, Layout, Trunk};
 use hotlab_shared::env::{EnvSpec, FieldSpec};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -67,11 +67,26 @@ pub struct CnnNet {
     pub params: FlatParams,
 }
 
+/// How the network computes: the kind of its products (`--precision`; master weights,
+/// the loss and Adam stay fp32) and its convolutions' memory layout (`--conv-layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compute {
+    pub kind: Kind,
+    pub layout: Layout,
+}
+
+impl Compute {
+    /// fp32 products, in `device`'s automatic layout: a loaded checkpoint's, for play.
+    pub fn fp32_on(device: Device) -> Self {
+        Self { kind: Kind::Float, layout: Layout::resolve(Default::default(), device) }
+    }
+}
+
 impl CnnNet {
-    /// Its layers, added to a builder of fp32 products.
-    fn layers(shape: &CnnShape) -> Result<(Builder, Encoder, Linear, Linear, Option<usize>)> {
-        let mut b = Builder::new(Kind::Float);
-        let encoder = Encoder::new(&mut b, "encoder", &shape.obs)?;
+    /// Its layers, added to a builder of `compute`'s products.
+    fn layers(shape: &CnnShape, compute: Compute) -> Result<(Builder, Encoder, Linear, Linear, Option<usize>)> {
+        let mut b = Builder::new(compute.kind);
+        let encoder = Encoder::new(&mut b, "encoder", &shape.obs, compute.layout)?;
         let outputs = (shape.logits + shape.gaussian) as i64;
         // CleanRL's gains: 0.01 for the actor (near-uniform first choices), 1 for the critic.
         let actor = b.linear_with("actor", encoder.width, outputs, Init::Orthogonal(0.01));
@@ -81,14 +96,14 @@ impl CnnNet {
     }
 
     /// A fresh network, drawn from libtorch's generator (seeded by the run), on `device`.
-    pub fn new(shape: CnnShape, device: Device) -> Result<Self> {
-        let (b, encoder, actor, critic, log_std) = Self::layers(&shape)?;
+    pub fn new(shape: CnnShape, device: Device, compute: Compute) -> Result<Self> {
+        let (b, encoder, actor, critic, log_std) = Self::layers(&shape, compute)?;
         Ok(Self { shape, encoder, actor, critic, log_std, params: b.finish(device) })
     }
 
     /// A network whose parameters are `flat` (a checkpoint's).
-    pub fn from_flat(shape: CnnShape, flat: Tensor) -> Result<Self> {
-        let (b, encoder, actor, critic, log_std) = Self::layers(&shape)?;
+    pub fn from_flat(shape: CnnShape, flat: Tensor, compute: Compute) -> Result<Self> {
+        let (b, encoder, actor, critic, log_std) = Self::layers(&shape, compute)?;
         let n = flat.numel();
         let Some(params) = b.with(flat) else { bail!("{n} parameters do not fit the CNN for {:?}", shape.obs.shape) };
         Ok(Self { shape, encoder, actor, critic, log_std, params })
@@ -98,14 +113,15 @@ impl CnnNet {
         self.params.flat.device()
     }
 
-    /// Images `[B, …]` as the encoder's convolutions read them (bytes to float, scaled).
-    pub fn convert(&self, obs: &Tensor) -> Tensor {
+    /// Images `[B, …]` as the encoder's convolutions read them (bytes to float, scaled,
+    /// laid out).
+    pub fn convert(&self, obs: &Tensor) -> Images {
         self.encoder.convert(obs)
     }
 
-    /// The encoder's features of images `[B, …]` (bytes, or floats [`CnnNet::convert`] made).
-    pub fn features(&self, obs: &Tensor) -> Tensor {
-        self.encoder.forward(&self.params, obs)
+    /// The encoder's features of images [`CnnNet::convert`] made.
+    pub fn features(&self, images: &Images) -> Tensor {
+        self.encoder.forward(&self.params, images)
     }
 
     /// The actor's outputs `[B, logits + gaussian]` from features.
@@ -172,8 +188,9 @@ impl TrainedCnn {
                 want.gaussian
             );
         }
-        let flat = stored.params(CnnNet::layers(&shape)?.0.numel())?;
-        Ok(Self { net: CnnNet::from_flat(shape, flat)?, env })
+        let compute = Compute::fp32_on(Device::Cpu);
+        let flat = stored.params(CnnNet::layers(&shape, compute)?.0.numel())?;
+        Ok(Self { net: CnnNet::from_flat(shape, flat, compute)?, env })
     }
 
     fn play(&self, episodes: usize, seed: u64, play: Play) -> Result<Evaluation> {
@@ -184,7 +201,7 @@ impl TrainedCnn {
             tch::no_grad(|| {
                 let bytes = obs.fields[0].as_bytes();
                 let rows = bytes.len() / net.shape.obs.row_bytes();
-                let outputs = net.outputs(&net.features(&net.images(bytes, rows)));
+                let outputs = net.outputs(&net.features(&net.convert(&net.images(bytes, rows))));
                 let (actions, real) = match play {
                     Play::Greedy => crate::distribution::greedy_outputs(&outputs, net.log_std(), chosen.heads),
                     Play::Sampled => {
