@@ -363,7 +363,7 @@ fn ppo_alone_finds_growth_on_the_training_seed_measured() {
 /// whatever PPO does to the rest of its distribution, so sampled play, which reads the
 /// whole distribution, is the one a harmful PPO moves first.
 #[test]
-#[ignore = "about 10 minutes of 2 cores: run with `cargo xtask test learning`"]
+#[ignore = "over 10 minutes of 2 cores (two grow runs and two 16-task evals): run with `cargo xtask test learning`"]
 fn ppo_after_the_clone_is_no_worse_than_the_clone_alone_measured() {
     use hotlab_shared::rng::HostRng;
     use hotlab_workloads::morpho::eval::paired;
