@@ -876,6 +876,37 @@ pub const LESSONS: &[Lesson] = &[
         on_gpu: None,
     },
     Lesson {
+        id: "conv-layout",
+        row: 6,
+        title: "The CNN's memory layout: channels first or channels last",
+        phenomenon: "PyTorch keeps images channels first (N, C, H, W), and a training loop that never says otherwise \
+            convolves them that way. On a CPU, oneDNN's convolution kernels work channels last (N, H, W, C): handed \
+            channels-first tensors they reorder each input, output and gradient into their own layout and back, on \
+            every call of the forward and twice as many in the backward. Laying the batch out channels last once, \
+            as it is converted to float, lets the kernels read it as it is and keeps their outputs that way through \
+            the network. The arithmetic is the same; what goes is the reordering. On a GPU cuDNN's preference depends \
+            on the card and the precision, so there `auto` keeps channels first until it is measured.",
+        look_at: "The backward's µs per call, then update_forward and policy_forward.",
+        baseline: &[
+            ("env", "envpool"),
+            ("envpool_id", "Breakout-v5"),
+            ("envs", "8"),
+            ("steps", "32"),
+            ("minibatches", "2"),
+            ("epochs", "1"),
+            ("conv_layout", "nchw"),
+        ],
+        variants: &["conv_layout=nhwc"],
+        // Timed: the kernels' reorders against none, on this box's oneDNN.
+        signature: Signature {
+            measure: Measure::MicrosPerCall(Phase::BACKWARD),
+            expect: Expect::Moves(1.3),
+            text: "µs per backward pass",
+        },
+        budget: Budget { seconds: 4.0, repeats: 3 },
+        on_gpu: None,
+    },
+    Lesson {
         id: "one-env",
         row: 1,
         title: "One MuJoCo env, one core, a round trip per step",

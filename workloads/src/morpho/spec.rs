@@ -326,7 +326,7 @@ impl Settings for MorphoSpec {
         ),
         Preset::new(
             "grow",
-            "Morpho hosts that grow: 12-epoch episodes, the op and slot heads learned (the others pinned to the scripted grower's choices), seeds entering training at their gate, shaped progress, the agent starting from 384 decisions of the grower's play, then 4,608 of PPO, about 3 minutes on 2 CPU cores; it grows in every held-out episode and beats waiting at the best tempo by playing as the grower (PPO keeps that growth; PPO alone finds it on 1 or 2 training seeds of 3)",
+            "Morpho hosts that grow: 12-epoch episodes, the op and slot heads learned (the others pinned to the scripted grower's choices), seeds entering training at their gate, shaped progress, the agent starting from 384 decisions of the grower's play, then 4,608 of PPO, about 3 minutes on 2 CPU cores; it grows in every held-out episode and beats waiting at the best tempo by playing as the grower (PPO keeps that growth and moves the clone little; PPO alone finds it on 1 or 2 training seeds of 3)",
             grow,
         ),
     ];
