@@ -145,8 +145,8 @@ choice!(
 );
 
 choice!(
-    /// How a CNN's convolutions lay out their images in memory (catalogue row 10: the
-    /// update's forward and backward, the same products in other kernels).
+    /// How a CNN's convolutions lay out their images in memory (catalogue row 6, as the
+    /// `conv-layout` lesson: the same products in other kernels).
     ConvLayout, "conv layout" {
         /// `nhwc` on the CPU (oneDNN's convolutions run channels-last without reordering),
         /// `nchw` on a GPU (cuDNN's default; not measured there yet).

@@ -3,8 +3,10 @@
 //!
 //! Bytes stay bytes up to here: the encoder's first step converts the batch to float and
 //! scales it (1/255 for pixels, 1 for flags) on whatever device the batch is on, once per
-//! batch, and lays them out as the convolutions want them (`--conv-layout`: channels last
-//! on the CPU, where oneDNN's kernels read them without a reorder). Two trunks, chosen from the image's shape: the Nature CNN of CleanRL's
+//! batch, and lays it out as the convolutions want it (`--conv-layout`: channels last on
+//! the CPU, where oneDNN's kernels read it without a reorder).
+//!
+//! Two trunks, chosen from the image's shape: the Nature CNN of CleanRL's
 //! `ppo_atari.py` (8×8/4, 4×4/2, 3×3/1 with 32, 64, 64 channels, then 512 units; both sides
 //! at least 36) and, for small grids such as MinAtar's 10×10, one 3×3 convolution of 16
 //! channels, then 128 units (MinAtar's own baseline). Orthogonal weights (gain √2), zero
