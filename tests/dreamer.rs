@@ -8,33 +8,11 @@ use std::path::Path;
 
 /// A short run: 2 envs × 32 steps per iteration, 4 iterations, 16 train steps of 8
 /// sequences × 8 steps after each (64 in all: one `[PROFILE]` window).
-const SMALL: &[&str] = &[
-    "--env",
-    "dreamer",
-    "--envs",
-    "2",
-    "--steps",
-    "32",
-    "--total-steps",
-    "256",
-    "--prefill",
-    "64",
-    "--batch-size",
-    "8",
-    "--seq-len",
-    "8",
-    "--train-ratio",
-    "16",
-    "--device",
-    "cpu",
-    "--threads",
-    "1",
-    "--seed",
-    "1",
-];
+const SMALL: &str = "--env dreamer --envs 2 --steps 32 --total-steps 256 --prefill 64 --batch-size 8 \
+    --seq-len 8 --train-ratio 16 --device cpu --threads 1 --seed 1";
 
 fn train(dir: &Path, extra: &[&str]) -> (serde_json::Value, String) {
-    let out = run(hotlab().args(["train", "--json", "--out"]).arg(dir).args(SMALL).args(extra));
+    let out = run(hotlab().args(["train", "--json", "--out"]).arg(dir).args(SMALL.split_whitespace()).args(extra));
     assert!(out.status.success(), "train {extra:?} failed: {}", stderr(&out));
     (last_json(&out), stderr(&out))
 }
@@ -206,7 +184,7 @@ fn the_replay_buffer_and_the_env_backend_change_nothing_learned() {
         train(dir.path(), extra);
         assert_eq!(weights(dir.path()), weights(base.path()), "{extra:?}");
     }
-    let out = run(hotlab().args(["train", "--replay", "pinned"]).args(SMALL));
+    let out = run(hotlab().args(["train", "--replay", "pinned"]).args(SMALL.split_whitespace()));
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("--replay pinned") && err.contains("allowed here: host, device"), "{err}");
@@ -222,37 +200,15 @@ fn the_replay_buffer_and_the_env_backend_change_nothing_learned() {
 /// (loss-scaled, CUDA only: `gpu-check` trains it) is refused on the CPU.
 #[test]
 fn a_bf16_world_model_learns_as_fp32_does_and_fp16_is_refused_on_the_cpu() {
-    let other: &[&str] = &[
-        "--env",
-        "dreamer",
-        "--envs",
-        "3",
-        "--steps",
-        "32",
-        "--total-steps",
-        "288",
-        "--prefill",
-        "64",
-        "--batch-size",
-        "4",
-        "--seq-len",
-        "16",
-        "--train-ratio",
-        "16",
-        "--device",
-        "cpu",
-        "--threads",
-        "1",
-        "--seed",
-        "2",
-    ];
+    let other = "--env dreamer --envs 3 --steps 32 --total-steps 288 --prefill 64 --batch-size 4 \
+        --seq-len 16 --train-ratio 16 --device cpu --threads 1 --seed 2";
     for (shape, iterations) in [(SMALL, 4), (other, 3)] {
         let losses = |precision: &str| {
             let dir = tempfile::tempdir().unwrap();
             let out = run(hotlab()
                 .args(["train", "--json", "--out"])
                 .arg(dir.path())
-                .args(shape)
+                .args(shape.split_whitespace())
                 .args(["--precision", precision]));
             assert!(out.status.success(), "{precision}: {}", stderr(&out));
             assert_eq!(last_json(&out)["precision"], precision);
@@ -269,7 +225,7 @@ fn a_bf16_world_model_learns_as_fp32_does_and_fp16_is_refused_on_the_cpu() {
             }
         }
     }
-    let out = run(hotlab().args(["train"]).args(SMALL).args(["--precision", "fp16"]));
+    let out = run(hotlab().args(["train"]).args(SMALL.split_whitespace()).args(["--precision", "fp16"]));
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("--precision") && err.contains("allowed on the CPU: fp32, bf16, auto"), "{err}");
@@ -286,7 +242,7 @@ fn bad_dreamer_settings_are_refused_naming_the_flag() {
         (&["--encoder", "sideways"], "allowed: per_step, batched"),
         (&["--backend", "device"], "backend"),
     ] {
-        let out = run(hotlab().args(["train"]).args(SMALL).args(args));
+        let out = run(hotlab().args(["train"]).args(SMALL.split_whitespace()).args(args));
         assert!(!out.status.success(), "{args:?} accepted");
         assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
     }

@@ -28,6 +28,10 @@
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
 
+// A workload's declarations (`workloads/src/<name>/spec.rs`) are compiled into this crate
+// and name it as the other files of their folder do: `hotlab_shared::…`.
+extern crate self as hotlab_shared;
+
 pub mod advice;
 pub mod audit;
 pub mod cartpole;

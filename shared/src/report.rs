@@ -388,7 +388,7 @@ mod tests {
         Counters { own: [(count, n)].into_iter().collect(), ..Counters::default() }
     }
     use crate::profile::PhaseTime;
-    use crate::spec::{LifecycleMode, SlotPool};
+    use crate::workloads::morpho::{LifecycleMode, SlotPool};
 
     fn profile(shares: &[(Phase, f64)], counters: Counters) -> Profile {
         Profile {
@@ -522,7 +522,7 @@ mod tests {
     fn a_sleeper_pool_on_the_cpu_is_advised_against_when_hosts_dominate() {
         let hosts = profile(&[(HOST_BACKWARD, 0.4), (HOST_FORWARD, 0.2)], Counters::default());
         let morpho = |slots| RunSpec {
-            workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec { slots, ..Default::default() }),
+            workload: crate::spec::WorkloadSpec::Morpho(crate::workloads::MorphoSpec { slots, ..Default::default() }),
             ..Default::default()
         };
         let r = analyze(&hosts, &morpho(SlotPool::Sleeper));
@@ -554,7 +554,7 @@ mod tests {
     fn fp16_hosts_say_how_many_steps_their_scalers_skipped() {
         let spec = |host_precision| RunSpec {
             device: "cuda:0".into(),
-            workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec {
+            workload: crate::spec::WorkloadSpec::Morpho(crate::workloads::MorphoSpec {
                 host_precision,
                 ..Default::default()
             }),
@@ -574,7 +574,10 @@ mod tests {
     #[test]
     fn a_looped_lifecycle_is_advised_batched_only_where_it_costs() {
         let morpho = |lifecycle| RunSpec {
-            workload: crate::spec::WorkloadSpec::Morpho(crate::spec::MorphoSpec { lifecycle, ..Default::default() }),
+            workload: crate::spec::WorkloadSpec::Morpho(crate::workloads::MorphoSpec {
+                lifecycle,
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let c = Counters { env_steps: 10, ..own(LIFECYCLE_READS, 600) };
@@ -590,7 +593,9 @@ mod tests {
 
     #[test]
     fn the_world_models_knobs_are_advised_on_their_signatures_and_its_split_is_read() {
-        use crate::spec::{DreamerSpec, EncoderMode, LossRead, ReplayAt, WorkloadSpec};
+        use crate::spec::WorkloadSpec;
+        use crate::workloads::dreamer::{EncoderMode, LossRead, ReplayAt};
+        use crate::workloads::DreamerSpec;
         let dreamer = |d: DreamerSpec| RunSpec { workload: WorkloadSpec::Dreamer(d), ..Default::default() };
         let slow = dreamer(DreamerSpec {
             encoder: EncoderMode::PerStep,

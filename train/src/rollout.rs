@@ -7,7 +7,7 @@
 
 use crate::exec::transfer::Mover;
 use hotlab_shared::counters::Counters;
-use hotlab_shared::spec::RolloutCopy;
+use hotlab_shared::spec::{ActionSync, RolloutCopy};
 use tch::{Device, Kind, Tensor};
 
 pub struct Rollout {
@@ -198,12 +198,16 @@ impl Rollout {
         }
     }
 
-    /// The device-side `[T, N]` log-prob and value buffers, made on first use.
-    pub fn device_buffers(&mut self, device: Device) -> &(Tensor, Tensor) {
-        let shape = [self.steps as i64, self.envs as i64];
-        self.device.get_or_insert_with(|| {
+    /// Records step `t`'s log-probs and values on the device that computed them, in
+    /// `[T, N]` buffers made there on first use: an eager actor's outputs stay on its
+    /// device until the update ([`crate::ppo::device_outputs`]).
+    pub fn record_on_device(&mut self, t: usize, log_probs: &Tensor, values: &Tensor) {
+        let (shape, device) = ([self.steps as i64, self.envs as i64], log_probs.device());
+        let (lp, v) = self.device.get_or_insert_with(|| {
             (Tensor::zeros(shape, (Kind::Float, device)), Tensor::zeros(shape, (Kind::Float, device)))
-        })
+        });
+        lp.get(t as i64).copy_(log_probs);
+        v.get(t as i64).copy_(values);
     }
 
     /// Records step `t`'s observations (the features field or the index fields).
@@ -335,4 +339,23 @@ pub struct StepSlot<'a> {
     pub real: &'a mut [f32],
     pub log_probs: &'a mut [f32],
     pub values: &'a mut [f32],
+}
+
+impl StepSlot<'_> {
+    /// A policy's sampled actions read back from its device into this step: the discrete
+    /// heads' `[N, H]` where it has heads, the Box action's `[N, continuous]` where it has one.
+    pub fn read_sampled(
+        &mut self,
+        mover: &Mover,
+        (actions, real): (&Tensor, Option<&Tensor>),
+        sync: ActionSync,
+        c: &mut Counters,
+    ) {
+        if !self.actions.is_empty() {
+            mover.read_actions(actions, self.actions, sync, c);
+        }
+        if let Some(real) = real {
+            mover.read_actions(real, self.real, sync, c);
+        }
+    }
 }

@@ -14,6 +14,10 @@
 //! are plain functions with native unit tests; the rest is views. `docs/architecture.md`
 //! (in the repository) follows a run from the launch form to the charts.
 
+// A workload's view (`workloads/src/<name>/web.rs`) is compiled into this crate and names
+// it as `hotlab_web::…`, so that `crate::` in a workload folder is always the native crate.
+extern crate self as hotlab_web;
+
 mod api;
 mod audits;
 mod charts;

@@ -13,7 +13,7 @@ use crate::pg_engine::{
     self, now_s, Engine, FrameOut, GpuKnobs, LessonRow, Measurement, Path, PgLesson, ReadBack, SpsMeter,
     STEPS_PER_DISPATCH, SWEEP,
 };
-use crate::workloads::{draw_one, Cell};
+use crate::workloads::cartpole::{draw_one, Cell};
 use hotlab_shared::protocol::{RunInfo, RunStatus};
 use hotlab_shared::spec::EnvName;
 use hotlab_wgpu::gpu::Gpu;
@@ -551,23 +551,33 @@ fn PgLessons(s: Sigs) -> impl IntoView {
         }
     };
     let busy = move || s.sweeping.with(Option::is_some);
+    // One lesson: what it shows, the button that measures it, and its table.
+    let card = move |lesson: PgLesson, title: &'static str, text: &'static str, button: &'static str| {
+        view! {
+            <div class="pg-lesson">
+                <h3>{title}</h3>
+                <p class="muted small">{text}</p>
+                <button data-testid=format!("pg-lesson-{}-run", lesson.as_str()) prop:disabled=busy
+                    on:click=move |_| s.lesson_asked.set(Some(lesson))>{button}</button>
+                {lesson_table(lesson)}
+            </div>
+        }
+    };
     view! {
         <section class="panel" data-testid="pg-lessons">
             <h2>"Lessons on this machine"</h2>
-            <div class="pg-lesson">
-                <h3>"Steps per dispatch (catalogue row 5: launch overhead)"</h3>
-                <p class="muted small">"Every dispatch costs the same to record, submit and schedule, whether it steps every env once or a thousand times. Each frame runs dispatches of 1, 4, …, 1,024 steps until it holds about 20 ms of work, then reads back once: the steps/s show what a dispatch costs on this GPU."</p>
-                <button data-testid="pg-lesson-steps-per-dispatch-run" prop:disabled=busy
-                    on:click=move |_| s.lesson_asked.set(Some(PgLesson::StepsPerDispatch))>"Measure each setting"</button>
-                {lesson_table(PgLesson::StepsPerDispatch)}
-            </div>
-            <div class="pg-lesson">
-                <h3>"Read back every dispatch or once per frame (catalogue row 4: a sync per step)"</h3>
-                <p class="muted small">"One env step per dispatch. Reading the results back after each dispatch makes the page wait for the GPU every step; recording all of a frame's dispatches and reading back once lets them run back to back."</p>
-                <button data-testid="pg-lesson-read-back-run" prop:disabled=busy
-                    on:click=move |_| s.lesson_asked.set(Some(PgLesson::ReadBack))>"Measure both"</button>
-                {lesson_table(PgLesson::ReadBack)}
-            </div>
+            {card(
+                PgLesson::StepsPerDispatch,
+                "Steps per dispatch (catalogue row 5: launch overhead)",
+                "Every dispatch costs the same to record, submit and schedule, whether it steps every env once or a thousand times. Each frame runs dispatches of 1, 4, …, 1,024 steps until it holds about 20 ms of work, then reads back once: the steps/s show what a dispatch costs on this GPU.",
+                "Measure each setting",
+            )}
+            {card(
+                PgLesson::ReadBack,
+                "Read back every dispatch or once per frame (catalogue row 4: a sync per step)",
+                "One env step per dispatch. Reading the results back after each dispatch makes the page wait for the GPU every step; recording all of a frame's dispatches and reading back once lets them run back to back.",
+                "Measure both",
+            )}
         </section>
     }
 }

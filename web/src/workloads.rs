@@ -15,7 +15,7 @@ macro_rules! registry {
         mod folders {
             $(pub mod $module { pub mod web; })+
         }
-        $(use folders::$module::web as $module;)+
+        $(pub use folders::$module::web as $module;)+
 
         /// Every workload's view of the run's newest frame.
         #[component]
@@ -26,5 +26,3 @@ macro_rules! registry {
 }
 
 include!("../../workloads/src/registry.rs");
-
-pub use cartpole::{draw_one, Cell};

@@ -4,7 +4,9 @@
 use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::spec::{DreamerSpec, EncoderMode, LossRead, Precision, ReplayAt, UpdateMode, WorkloadSpec};
+use hotlab_shared::spec::{Precision, UpdateMode, WorkloadSpec};
+use hotlab_shared::workloads::dreamer::{EncoderMode, LossRead, ReplayAt};
+use hotlab_shared::workloads::DreamerSpec;
 use hotlab_workloads::dreamer::bench::{run, BatchBench, BatchReport};
 
 #[derive(Args, Debug)]

@@ -236,10 +236,14 @@ mod tests {
         assert!(!s.ppo.anneal_lr);
         assert!(spec(&["--no-anneal-lr", "--anneal-lr"]).unwrap().ppo.anneal_lr, "the last one counts");
         let m = spec(&["--env", "morpho", "--host-epochs", "3", "--slots", "sleeper"]).unwrap();
-        let morpho = m.morpho().unwrap();
+        let morpho = m.settings::<hotlab_shared::workloads::MorphoSpec>().unwrap();
         assert_eq!((morpho.epochs, morpho.slots.as_str()), (3, "sleeper"));
         let p = spec(&["--kb", "x.pl", "--env", "proof"]).unwrap();
-        assert_eq!(p.proof().unwrap().kb, "x.pl", "the workload is chosen before its settings, wherever --env is");
+        assert_eq!(
+            p.settings::<hotlab_shared::workloads::ProofSpec>().unwrap().kb,
+            "x.pl",
+            "the workload is chosen before its settings, wherever --env is"
+        );
         assert_eq!(spec(&[]).unwrap(), RunSpec::default(), "nothing given changes nothing");
     }
 

@@ -146,7 +146,13 @@ mod tests {
             (spec.env(), spec.envs, spec.ppo.lr, spec.exec.backend),
             (EnvName::Proof, 8, 0.003, Backend::Threads)
         );
-        assert_eq!((spec.proof().unwrap().kb.as_str(), spec.proof().unwrap().depth), ("kb.pl", 6));
+        assert_eq!(
+            (
+                spec.settings::<crate::workloads::ProofSpec>().unwrap().kb.as_str(),
+                spec.settings::<crate::workloads::ProofSpec>().unwrap().depth
+            ),
+            ("kb.pl", 6)
+        );
         assert_eq!((spec.telemetry.every, spec.ppo.hidden.clone()), (5, vec![32]));
         // A flat CartPole spec carried the proof env's settings too: they are dropped.
         let old = json!({"env": "cartpole", "kb": "family:people=200,seed=3", "proof_depth": 10, "embed_dim": 32});

@@ -339,7 +339,10 @@ mod tests {
         find("kb").unwrap().set(&mut spec, Value::from("x.pl"));
         assert_eq!(spec["workload"]["proof"]["kb"], "x.pl");
         let back: RunSpec = serde_json::from_value(Value::Object(spec)).unwrap();
-        assert_eq!((back.env(), back.ppo.lr, back.proof().unwrap().kb.as_str()), (EnvName::Proof, 0.001, "x.pl"));
+        assert_eq!(
+            (back.env(), back.ppo.lr, back.settings::<crate::workloads::ProofSpec>().unwrap().kb.as_str()),
+            (EnvName::Proof, 0.001, "x.pl")
+        );
     }
 
     /// A spec of workload `env` with one knob set (by JSON), validated.

@@ -22,15 +22,9 @@ pub use choices::{
     ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode,
 };
 pub use presets::Preset;
-// Each workload's settings and choices are its module's (`crate::workloads`); named here
-// too, as parts of the spec.
-pub use crate::workloads::dreamer::{EncoderMode, LossRead, ReplayAt, DREAMER_IMAGE};
-pub use crate::workloads::morpho::{
-    Curriculum, HeadPin, HostExec, LifecycleMode, Probe, SlotPool, StreamWait, TrainingEntry,
-};
-pub use crate::workloads::{
-    CartpoleSpec, DreamerSpec, EnvName, EnvpoolSpec, GymSpec, MorphoSpec, ProofSpec, Settings, WorkloadSpec,
-};
+// Each workload's settings and choices are its module's (`crate::workloads::<name>`); the
+// spec names only what every workload shares.
+pub use crate::workloads::{EnvName, Registered, Settings, WorkloadSpec};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -307,34 +301,16 @@ impl RunSpec {
         self.workload.name()
     }
 
-    /// The proof env's settings, when the workload is the proof env.
-    pub fn proof(&self) -> Option<&ProofSpec> {
-        match &self.workload {
-            WorkloadSpec::Proof(p) => Some(p),
-            _ => None,
-        }
+    /// Its workload's settings, when they are `S` (`spec.settings::<MorphoSpec>()`): one
+    /// accessor for every workload, from the registry.
+    pub fn settings<S: Registered>(&self) -> Option<&S> {
+        S::of(&self.workload)
     }
 
     /// The rollout inference the run uses: `--inference`, unless its workload's policy
     /// always uses one ([`Settings::INFERENCE`]).
     pub fn inference(&self) -> Inference {
         self.env().fixed_inference().unwrap_or(self.exec.inference)
-    }
-
-    /// The morpho workload's settings, when it is the workload.
-    pub fn morpho(&self) -> Option<&MorphoSpec> {
-        match &self.workload {
-            WorkloadSpec::Morpho(m) => Some(m),
-            _ => None,
-        }
-    }
-
-    /// The dreamer workload's settings, when it is the workload.
-    pub fn dreamer(&self) -> Option<&DreamerSpec> {
-        match &self.workload {
-            WorkloadSpec::Dreamer(d) => Some(d),
-            _ => None,
-        }
     }
 
     /// Transitions per rollout.

@@ -83,6 +83,13 @@ pub trait Settings: Default {
     fn recommend(&self, _profile: &Profile, _spec: &RunSpec, _out: &mut Vec<Recommendation>) {}
 }
 
+/// A workload's settings type as the registry knows it: found in a run's workload by its
+/// type (`RunSpec::settings::<MorphoSpec>()`), so no workload needs an accessor of its own.
+pub trait Registered: Settings + Sized {
+    /// These settings, when `workload` is their workload.
+    fn of(workload: &WorkloadSpec) -> Option<&Self>;
+}
+
 /// Every backend: an env that can live in device tensors too.
 pub const ALL_BACKENDS: &[Backend] =
     &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized, Backend::Device];
@@ -189,6 +196,15 @@ macro_rules! registry {
         #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum WorkloadSpec { $($variant($settings)),+ }
+
+        $(impl Registered for $settings {
+            fn of(workload: &WorkloadSpec) -> Option<&Self> {
+                match workload {
+                    WorkloadSpec::$variant(s) => Some(s),
+                    _ => None,
+                }
+            }
+        })+
 
         impl WorkloadSpec {
             pub fn name(&self) -> EnvName {

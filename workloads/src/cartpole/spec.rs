@@ -1,15 +1,16 @@
 //! `cartpole`: Gymnasium's CartPole-v1, to the letter (the scalar reference and the
-//! struct-of-arrays batch are [`crate::cartpole`]). No settings of its own: its network is
+//! struct-of-arrays batch are [`hotlab_shared::cartpole`]). No settings of its own: its network is
 //! `ppo.hidden`.
 //!
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! `crate` here is that crate, and nothing here links libtorch.
+//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
+//! links libtorch.
 
-use crate::advice::Recommendation;
-use crate::knobs::Knob;
-use crate::profile::{Phase, Profile};
-use crate::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, UpdateMode};
-use crate::workloads::Settings;
+use hotlab_shared::advice::Recommendation;
+use hotlab_shared::knobs::Knob;
+use hotlab_shared::profile::{Phase, Profile};
+use hotlab_shared::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, UpdateMode};
+use hotlab_shared::workloads::Settings;
 use serde::{Deserialize, Serialize};
 
 /// CartPole has no settings of its own.

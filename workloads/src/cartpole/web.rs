@@ -1,7 +1,7 @@
 //! CartPole's view: a lane per env on a canvas, the cart, the pole and the action. The
 //! playground draws its envs with the same [`draw_one`].
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
+//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
 
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::cartpole::CartpoleFrame;

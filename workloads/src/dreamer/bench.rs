@@ -9,7 +9,7 @@ use super::step::{Tally, Trainer};
 use super::world::{Dims, WorldModel, ACTIONS};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::DreamerSpec;
+use hotlab_shared::workloads::DreamerSpec;
 use hotlab_train::cuda::shim::Launches;
 use hotlab_train::profiler::Profiler;
 use serde::Serialize;

@@ -21,7 +21,8 @@ use anyhow::{bail, Result};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{DreamerSpec, LossRead};
+use hotlab_shared::workloads::dreamer::LossRead;
+use hotlab_shared::workloads::DreamerSpec;
 use hotlab_train::cuda::replayer::Replayer;
 use hotlab_train::cuda::shim::Launches;
 use hotlab_train::profiler::Profiler;
@@ -180,7 +181,7 @@ pub fn agreement(a: &[Tensor], b: &[Tensor]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::spec::ReplayAt;
+    use hotlab_shared::workloads::dreamer::ReplayAt;
 
     /// The captured step's ops (static rows, the batch gathered on the device, device
     /// learning rates and step counts) are today's train step to rounding after several

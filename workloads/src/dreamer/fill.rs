@@ -8,7 +8,7 @@ use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::DreamerSpec;
+use hotlab_shared::workloads::DreamerSpec;
 use tch::Device;
 
 /// Envs whose random episodes fill the buffer.

@@ -7,7 +7,9 @@
 //! ms per update at DreamerV3's smallest preset's shape, eager against graph.
 
 use crate::dreamer::bench::{run, BatchBench};
-use hotlab_shared::spec::{DreamerSpec, Precision, ReplayAt, RunSpec, WorkloadSpec};
+use hotlab_shared::spec::{Precision, RunSpec, WorkloadSpec};
+use hotlab_shared::workloads::dreamer::ReplayAt;
+use hotlab_shared::workloads::DreamerSpec;
 use hotlab_train::gpu_check::{check, progress};
 use serde_json::{json, Value};
 use tch::Device;

@@ -13,7 +13,7 @@
 use super::render::PIXELS;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::ReplayAt;
+use hotlab_shared::workloads::dreamer::ReplayAt;
 use tch::{Device, Kind, Tensor};
 
 /// One env's step as the collector writes it.

@@ -4,15 +4,16 @@
 //! imagination) and seed 004's common optimizations, each where its signature shows.
 //!
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! `crate` here is that crate, and nothing here links libtorch.
+//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
+//! links libtorch.
 
-use crate::advice::Recommendation;
-use crate::knobs::{Knob, KnobKind::*};
-use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::spec::choices::choice;
-use crate::spec::{Backend, ExecSpec, Inference, Preset, RunSpec, SpecError, UpdateMode};
-use crate::workloads::WorkloadSpec;
-use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
+use hotlab_shared::advice::Recommendation;
+use hotlab_shared::knobs::{Knob, KnobKind::*};
+use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_shared::spec::choices::choice;
+use hotlab_shared::spec::{Backend, ExecSpec, Inference, Preset, RunSpec, SpecError, UpdateMode};
+use hotlab_shared::workloads::WorkloadSpec;
+use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -317,7 +318,7 @@ impl Settings for DreamerSpec {
 /// What the viewer draws of env 0: the frame it sees, the world model's reconstruction of
 /// it (once the actor acts on the model's state), and frames the model imagines ahead
 /// under the actor, `every` steps apart; each `side × side` grey bytes in base64
-/// ([`crate::pixels`]).
+/// ([`hotlab_shared::pixels`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DreamerFrame {
     pub side: u32,

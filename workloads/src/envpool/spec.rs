@@ -4,13 +4,14 @@
 //! which simulator it drives. Its settings, their knobs, its phase and presets.
 //!
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! `crate` here is that crate, and nothing here links libtorch.
+//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
+//! links libtorch.
 
-use crate::advice::Recommendation;
-use crate::knobs::{Knob, KnobKind::*};
-use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::spec::{Backend, ExecSpec, Inference, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
-use crate::workloads::{setting, EnvName, Settings};
+use hotlab_shared::advice::Recommendation;
+use hotlab_shared::knobs::{Knob, KnobKind::*};
+use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_shared::spec::{Backend, ExecSpec, Inference, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 
 /// An EnvPool env's settings: in JSON `{"envpool": {"id": …, "threads": …, "kwargs": {…}}}`.

@@ -2,7 +2,7 @@
 //! 0's observation as the policy sees it, the actions just chosen), so the gym view draws
 //! them.
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
+//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
 
 use hotlab_shared::protocol::Frame;
 use leptos::prelude::*;

@@ -3,14 +3,15 @@
 //! memory. Its settings, their knobs and its frame.
 //!
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! `crate` here is that crate, and nothing here links libtorch.
+//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
+//! links libtorch.
 
-use crate::advice::Recommendation;
-use crate::knobs::{Knob, KnobKind::*};
-use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::spec::choices::choice;
-use crate::spec::{Backend, ExecSpec, Inference, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
-use crate::workloads::{setting, EnvName, Settings};
+use hotlab_shared::advice::Recommendation;
+use hotlab_shared::knobs::{Knob, KnobKind::*};
+use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_shared::spec::choices::choice;
+use hotlab_shared::spec::{Backend, ExecSpec, Inference, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -292,7 +293,7 @@ pub struct GymFrame {
 }
 
 /// An image observation's channels, each `width × height` grey bytes in base64
-/// ([`crate::pixels`]); flags drawn as 0 and 255.
+/// ([`hotlab_shared::pixels`]); flags drawn as 0 and 255.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GymSeen {
     pub width: u32,

@@ -109,8 +109,6 @@ impl Actor<MorphoAgent> for MorphoActor {
         let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
         tch::no_grad(|| {
             let net = &agent.net;
-            let buffers = rollout.device_buffers(net.device());
-            let (mut log_probs, mut values) = (buffers.0.get(t as i64), buffers.1.get(t as i64));
             let width = rollout.index[0].width;
             let (fields, slot) = rollout.index_and_slot(t);
             let obs = self.mover.obs_to_device(slot.obs, envs, obs_dim, c);
@@ -119,10 +117,9 @@ impl Actor<MorphoAgent> for MorphoActor {
             let logits = net.logits(&obs);
             let (actions, mask) = distribution::sample_by_rows(&logits, &table, heads);
             let (lp, _) = distribution::log_prob_and_entropy(&logits, Some(&mask), heads, &actions);
-            log_probs.copy_(&lp);
-            values.copy_(&net.value(&obs));
+            rollout.record_on_device(t, &lp, &net.value(&obs));
             let s = prof.stop(Phase::POLICY_FORWARD, s);
-            self.mover.read_actions(&actions, slot.actions, self.sync, c);
+            self.mover.read_actions(&actions, rollout.step_mut(t).actions, self.sync, c);
             prof.stop(Phase::ACTION_READBACK, s)
         })
     }

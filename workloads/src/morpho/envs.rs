@@ -18,7 +18,7 @@ use hotlab_shared::env::{
     StepBatch,
 };
 use hotlab_shared::rng::splitmix64;
-use hotlab_shared::spec::{Curriculum, HeadPin, HostExec};
+use hotlab_shared::workloads::morpho::{Curriculum, HeadPin, HostExec};
 use hotlab_shared::workloads::morpho::{LIFECYCLE, REWARD};
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;

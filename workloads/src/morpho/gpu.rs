@@ -5,8 +5,10 @@
 //! fp16 hosts with their loss scaler, captured or not; then decisions/s per setting on the
 //! GPU (never asserted).
 
-use hotlab_shared::spec::{Backend, HostExec, MorphoSpec, Precision, RunSpec, SlotPool, StreamWait, WorkloadSpec};
+use hotlab_shared::spec::{Backend, Precision, RunSpec, WorkloadSpec};
+use hotlab_shared::workloads::morpho::{HostExec, SlotPool, StreamWait};
 use hotlab_shared::workloads::morpho::{GRAPH_REPLAYS, HOST_PASSES, HOST_STEPS_SKIPPED, STREAM_WAITS};
+use hotlab_shared::workloads::MorphoSpec;
 use hotlab_train::cuda::shim::{Graph, Stream};
 use hotlab_train::gpu_check::{check, progress};
 use serde_json::{json, Value};

@@ -17,7 +17,7 @@ use crate::morpho::rules::{
     self, Action, Blend, Curve, Gates, Op, Slot, Stage, Surgery, ALPHA_EPOCHS, ALPHA_TARGETS, CURVES, OPS, SEED_LR,
     TEMPOS,
 };
-use hotlab_shared::spec::LifecycleMode;
+use hotlab_shared::workloads::morpho::LifecycleMode;
 use hotlab_shared::workloads::morpho::LIFECYCLE_READS;
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;

@@ -45,9 +45,9 @@ use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
 use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{Actions, BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{
-    Backend, HostExec, Inference, MorphoSpec, RunSpec, SlotPool, SpecError, StreamWait, TrainingEntry, WorkloadSpec,
-};
+use hotlab_shared::spec::{Backend, Inference, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::workloads::morpho::{HostExec, SlotPool, StreamWait, TrainingEntry};
+use hotlab_shared::workloads::MorphoSpec;
 use hotlab_train::checkpoint;
 use hotlab_train::exec::parts::PartClock;
 use hotlab_train::exec::transfer::Mover;

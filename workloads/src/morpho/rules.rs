@@ -9,7 +9,7 @@
 //! gated by a minimum number of epochs in the stage; every illegal choice is masked.
 
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::HeadPin;
+use hotlab_shared::workloads::morpho::HeadPin;
 use hotlab_shared::workloads::morpho::HEADS;
 
 /// A slot's stage.

@@ -5,16 +5,17 @@
 //! costs, `--slots` by device).
 //!
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! `crate` here is that crate, and nothing here links libtorch.
+//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
+//! links libtorch.
 
-use crate::advice::Recommendation;
-use crate::counters::{Count, CountInfo, Counters};
-use crate::knobs::{Knob, KnobKind::*};
-use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::spec::choices::choice;
-use crate::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, SpecError};
-use crate::workloads::WorkloadSpec;
-use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
+use hotlab_shared::advice::Recommendation;
+use hotlab_shared::counters::{Count, CountInfo, Counters};
+use hotlab_shared::knobs::{Knob, KnobKind::*};
+use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_shared::spec::choices::choice;
+use hotlab_shared::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, SpecError};
+use hotlab_shared::workloads::WorkloadSpec;
+use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -3,7 +3,7 @@
 //! per epoch, its α curve and its credit: a seed germinating, blending and fossilizing, or
 //! the agent declining to grow), and env 0's decision, its eight heads.
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
+//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
 
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::morpho::{MorphoFrame, MorphoView, SlotView};

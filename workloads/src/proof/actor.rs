@@ -39,8 +39,6 @@ impl Actor<ProofAgent> for ProofActor {
             }
             ProofActor::Eager { mover, sync } => tch::no_grad(|| {
                 let net = &agent.net;
-                let device_buffers = rollout.device_buffers(net.device());
-                let (mut log_probs, mut values) = (device_buffers.0.get(t as i64), device_buffers.1.get(t as i64));
                 let fields: Vec<Tensor> = (rollout.index_step(t).into_iter().enumerate())
                     .map(|(f, (rows, width))| mover.field_to_device(f, rows, envs, width, c))
                     .collect();
@@ -49,8 +47,7 @@ impl Actor<ProofAgent> for ProofActor {
                 let mask = fields[2].ne(0);
                 let actions = distribution::sample(&out.logits, Some(&mask), heads);
                 let (lp, _) = distribution::log_prob_and_entropy(&out.logits, Some(&mask), heads, &actions);
-                log_probs.copy_(&lp);
-                values.copy_(&out.value);
+                rollout.record_on_device(t, &lp, &out.value);
                 let s = prof.stop_split(Phase::POLICY_FORWARD, EMBEDDING_LOOKUP, out.lookup_s, s);
                 mover.read_actions(&actions, rollout.step_mut(t).actions, *sync, c);
                 prof.stop(Phase::ACTION_READBACK, s)

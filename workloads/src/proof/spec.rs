@@ -3,13 +3,14 @@
 //! proof workload's native code).
 //!
 //! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! `crate` here is that crate, and nothing here links libtorch.
+//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
+//! links libtorch.
 
-use crate::knobs::{Knob, KnobKind::*};
-use crate::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use crate::spec::{Backend, Inference, PpoSpec, Preset, RunSpec};
-use crate::workloads::WorkloadSpec;
-use crate::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
+use hotlab_shared::knobs::{Knob, KnobKind::*};
+use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_shared::spec::{Backend, Inference, PpoSpec, Preset, RunSpec};
+use hotlab_shared::workloads::WorkloadSpec;
+use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 
 /// The proof env's settings.

@@ -1,7 +1,7 @@
 //! The proof env's view: env 0's goal list, the successors offered (masked ones dimmed)
 //! and the one chosen.
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry: `crate` here is that crate.
+//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
 
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::proof::ProofFrame;

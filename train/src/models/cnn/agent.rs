@@ -100,8 +100,6 @@ impl Actor<CnnAgent> for CnnActor {
         let (envs, w) = (rollout.envs, rollout.bytes_width);
         tch::no_grad(|| {
             let net = &agent.net;
-            let buffers = rollout.device_buffers(net.device());
-            let (mut log_probs, mut values) = (buffers.0.get(t as i64), buffers.1.get(t as i64));
             // The step's images, as bytes (a quarter of what floats would move) unless
             // `--frames float`.
             let images = self.mover.frames_to_device(0, &rollout.bytes[t * envs * w..(t + 1) * envs * w], envs, w, c);
@@ -111,16 +109,9 @@ impl Actor<CnnAgent> for CnnActor {
             let features = net.features(&images);
             let outputs = net.outputs(&features);
             let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
-            log_probs.copy_(&lp);
-            values.copy_(&net.value(&features));
+            rollout.record_on_device(t, &lp, &net.value(&features));
             let s = prof.stop(Phase::POLICY_FORWARD, s);
-            let slot = rollout.step_mut(t);
-            if !heads.is_empty() {
-                self.mover.read_actions(&actions, slot.actions, self.sync, c);
-            }
-            if let Some(real) = real {
-                self.mover.read_actions(&real, slot.real, self.sync, c);
-            }
+            rollout.step_mut(t).read_sampled(&self.mover, (&actions, real.as_ref()), self.sync, c);
             prof.stop(Phase::ACTION_READBACK, s)
         })
     }

@@ -88,22 +88,13 @@ impl Actor<MlpAgent> for MlpActor {
             }
             MlpActor::Eager { mover, sync } => tch::no_grad(|| {
                 let net = &agent.net;
-                let device_buffers = rollout.device_buffers(net.device());
-                let (mut log_probs, mut values) = (device_buffers.0.get(t as i64), device_buffers.1.get(t as i64));
-                let slot = rollout.step_mut(t);
-                let obs = mover.obs_to_device(slot.obs, envs, obs_dim, c);
+                let obs = mover.obs_to_device(rollout.step_mut(t).obs, envs, obs_dim, c);
                 let s = prof.stop(Phase::OBS_TRANSFER, start);
                 let outputs = net.logits(&obs);
                 let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
-                log_probs.copy_(&lp);
-                values.copy_(&net.value(&obs));
+                rollout.record_on_device(t, &lp, &net.value(&obs));
                 let s = prof.stop(Phase::POLICY_FORWARD, s);
-                if !heads.is_empty() {
-                    mover.read_actions(&actions, slot.actions, *sync, c);
-                }
-                if let Some(real) = real {
-                    mover.read_actions(&real, slot.real, *sync, c);
-                }
+                rollout.step_mut(t).read_sampled(mover, (&actions, real.as_ref()), *sync, c);
                 prof.stop(Phase::ACTION_READBACK, s)
             }),
         }

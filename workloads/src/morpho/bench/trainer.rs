@@ -7,8 +7,9 @@
 use anyhow::{Context, Result};
 use hotlab_shared::audit::{self, interval, Change, Interval};
 use hotlab_shared::profile::Profile;
-use hotlab_shared::spec::{Backend, MorphoSpec, RunSpec, WorkloadSpec};
+use hotlab_shared::spec::{Backend, RunSpec, WorkloadSpec};
 use hotlab_shared::workloads::morpho::HOST_SAMPLES;
+use hotlab_shared::workloads::MorphoSpec;
 use serde::Serialize;
 
 /// The knobs flipped, each against the defaults (batched lifecycle, dynamic slots, hosts
@@ -172,13 +173,16 @@ mod tests {
         assert_eq!(names[0], "defaults");
         assert_eq!(names[1..6], FLIPS);
         assert_eq!(names[6], "every knob flipped");
-        let morpho = |s: &RunSpec| s.morpho().cloned().unwrap();
-        assert_eq!(all[1].1.morpho().map(|m| m.lifecycle), Some(hotlab_shared::spec::LifecycleMode::Loop));
+        let morpho = |s: &RunSpec| s.settings::<MorphoSpec>().cloned().unwrap();
+        assert_eq!(
+            all[1].1.settings::<MorphoSpec>().map(|m| m.lifecycle),
+            Some(hotlab_shared::workloads::morpho::LifecycleMode::Loop)
+        );
         assert_eq!(all[5].1.exec.backend, Backend::Sequential);
         assert_eq!(morpho(&all[1].1).slots, morpho(&base).slots, "one knob at a time");
         let every = &all[6].1;
         assert_eq!(every.exec.backend, Backend::Sequential);
-        assert_eq!(morpho(every).slots, hotlab_shared::spec::SlotPool::Sleeper);
-        assert_eq!(morpho(every).host_exec, hotlab_shared::spec::HostExec::Batched);
+        assert_eq!(morpho(every).slots, hotlab_shared::workloads::morpho::SlotPool::Sleeper);
+        assert_eq!(morpho(every).host_exec, hotlab_shared::workloads::morpho::HostExec::Batched);
     }
 }

@@ -11,7 +11,7 @@ use super::{Host, Slot, SLOTS};
 use crate::morpho::blueprint::Blueprint;
 use crate::morpho::mixed;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::SlotPool;
+use hotlab_shared::workloads::morpho::SlotPool;
 use hotlab_shared::workloads::morpho::{HOST_BACKWARD, HOST_FORWARD, HOST_OPTIMIZER, HOST_PASSES, HOST_SAMPLES};
 use hotlab_train::exec::parts::PartClock;
 use std::time::Instant;

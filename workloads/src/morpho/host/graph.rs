@@ -203,7 +203,7 @@ mod tests {
     use crate::morpho::glyphs::{generate, TaskSpec};
     use crate::morpho::part_clock;
     use hotlab_shared::rng::HostRng;
-    use hotlab_shared::spec::SlotPool;
+    use hotlab_shared::workloads::morpho::SlotPool;
     use tch::Device;
 
     /// The step a graph captures (masks and optimizer state read from tensors, every seed

@@ -18,7 +18,7 @@ use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
 use super::mixed;
 use crate::morpho::glyphs::{Split, SIDE};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::SlotPool;
+use hotlab_shared::workloads::morpho::SlotPool;
 use hotlab_shared::workloads::morpho::{HOST_BACKWARD, HOST_FORWARD, HOST_OPTIMIZER, HOST_PASSES, HOST_SAMPLES};
 use hotlab_train::exec::parts::PartClock;
 use hotlab_train::precision::DeviceScaler;
