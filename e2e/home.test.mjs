@@ -53,6 +53,12 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
   await gpu.getByTestId('preset-needs-gpu').waitFor({ timeout: 10_000 });
   assert.ok(await gpu.getByTestId('preset-run').isDisabled(), 'no GPU here: the gpu preset cannot run');
   assert.ok(!(await page.getByTestId('preset-cleanrl').getByTestId('preset-run').isDisabled()));
+  // Each card says what its preset sets, as flags.
+  assert.equal(
+    await page.getByTestId('preset-wide').getByTestId('preset-flags').textContent(),
+    '--envs 1024 --total-steps 5000000 --minibatches 32',
+  );
+  assert.equal(await page.getByTestId('preset-cleanrl').getByTestId('preset-flags').textContent(), 'nothing: the defaults');
   await shot(page, 'landing');
   // "Adjust…" sets the form to the preset and opens it.
   await page.getByTestId('preset-dreamer').getByTestId('preset-adjust').click();

@@ -57,7 +57,7 @@ pub struct Report {
 /// A phase's line in the table: the workload's, where it knows more (its own phases, what
 /// its settings make of them), else the report's own.
 fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
-    if let Some(line) = spec.workload.diagnosis(p, profile, spec) {
+    if let Some(line) = spec.workload.diagnosis(p, profile, &spec.context()) {
         return line;
     }
     let c = &profile.counters;
@@ -193,7 +193,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     transfer_rules(&mut found, spec);
     forward_rules(&mut found, spec);
     let mut out = found.out;
-    spec.workload.recommend(profile, spec, &mut out);
+    spec.workload.recommend(profile, &spec.context(), &mut out);
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
     out
 }

@@ -126,6 +126,10 @@ fn PresetCards(
                     <span class="row">{p.spec().env().as_str()}</span>
                     <h4>{p.name}</h4>
                     <p>{p.about}</p>
+                    <p class="hint">"Sets "<code data-testid="preset-flags">{match p.flags_line() {
+                        line if line.is_empty() => "nothing: the defaults".to_string(),
+                        line => line,
+                    }}</code></p>
                     {move || blocked().then(|| view! {
                         <p class="hint" data-testid="preset-needs-gpu">"Needs a CUDA GPU: none of this lab's machines has one. Its figures on an H100 are in docs/gpu-results.md."</p>
                     })}

@@ -247,6 +247,16 @@ mod tests {
         assert_eq!(spec(&[]).unwrap(), RunSpec::default(), "nothing given changes nothing");
     }
 
+    /// Each preset's flags, given alone, make its spec: what its card shows is what it runs.
+    #[test]
+    fn each_presets_flags_make_its_spec() {
+        for p in hotlab_shared::spec::presets::all() {
+            let flags = p.flags();
+            let args: Vec<&str> = flags.iter().map(String::as_str).collect();
+            assert_eq!(spec(&args), Ok(p.spec()), "{}: {}", p.name, p.flags_line());
+        }
+    }
+
     #[test]
     fn a_bad_value_is_refused_naming_the_flag() {
         for (args, named) in [

@@ -261,6 +261,20 @@ pub fn apply(spec: RunSpec, given: &[(&Knob, Value)]) -> Result<RunSpec, SpecErr
     serde_json::from_value(Value::Object(json)).map_err(|e| SpecError::new("env", e.to_string()))
 }
 
+/// `spec` with knobs set by name from text, as flags write them (a preset's list): each
+/// name a knob (an unknown one is refused, naming it), each text its kind's value; then as
+/// [`apply`].
+pub fn apply_text(spec: RunSpec, pairs: &[(&str, &str)]) -> Result<RunSpec, SpecError> {
+    let given = pairs
+        .iter()
+        .map(|(name, text)| {
+            let knob = find(name).ok_or_else(|| SpecError::new(name, "is not a knob"))?;
+            Ok((knob, knob.kind.value(text)))
+        })
+        .collect::<Result<Vec<_>, SpecError>>()?;
+    apply(spec, &given)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

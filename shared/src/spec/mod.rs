@@ -56,6 +56,22 @@ pub struct RunSpec {
     pub telemetry: TelemetrySpec,
 }
 
+/// The run's settings around its workload's own: what a workload's report rules read
+/// (`Settings::diagnosis`, `Settings::recommend`) besides its settings. It names no
+/// workload, so those rules need no `RunSpec` (which holds every workload's settings).
+#[derive(Clone, Copy, Debug)]
+pub struct RunContext<'a> {
+    /// `--device`, as given (`cpu`, `cuda:0`, `auto`).
+    pub device: &'a str,
+    /// Parallel environments.
+    pub envs: usize,
+    /// Steps per environment per rollout.
+    pub steps: usize,
+    pub ppo: &'a PpoSpec,
+    pub exec: &'a ExecSpec,
+    pub telemetry: &'a TelemetrySpec,
+}
+
 /// PPO's hyperparameters (CleanRL's `ppo.py` defaults for CartPole).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -305,6 +321,18 @@ impl RunSpec {
     /// accessor for every workload, from the registry.
     pub fn settings<S: Registered>(&self) -> Option<&S> {
         S::of(&self.workload)
+    }
+
+    /// Its settings around the workload's, as the workload's report rules read them.
+    pub fn context(&self) -> RunContext<'_> {
+        RunContext {
+            device: &self.device,
+            envs: self.envs,
+            steps: self.steps,
+            ppo: &self.ppo,
+            exec: &self.exec,
+            telemetry: &self.telemetry,
+        }
     }
 
     /// The rollout inference the run uses: `--inference`, unless its workload's policy

@@ -1,8 +1,9 @@
-//! Presets: named starting points, each a whole spec declared by the workload it runs
-//! (its `Settings::PRESETS`), with one line on what it shows. The CLI's `--preset`, the
-//! launch form and the lab's home read the same list ([`all`]); explicit values override
-//! a preset's.
+//! Presets: named starting points, each a list of knobs over the default spec (as a
+//! lesson's baseline is), declared by the workload it runs (its `Settings::PRESETS`), with
+//! one line on what it shows. The CLI's `--preset`, the launch form and the lab's home read
+//! the same list ([`all`]); explicit values override a preset's.
 
+use super::knobs::{self, KnobKind};
 use super::RunSpec;
 
 /// A named spec with a line on what it shows.
@@ -12,16 +13,49 @@ pub struct Preset {
     pub name: &'static str,
     /// One line: what it runs and what a user sees, with its time on 2 CPU cores.
     pub about: &'static str,
-    spec: fn() -> RunSpec,
+    /// What it sets over the default spec: each a knob's name and its value as a flag
+    /// takes it (`("envs", "1024")`); `env` first where it names another workload.
+    pub knobs: &'static [(&'static str, &'static str)],
 }
 
 impl Preset {
-    pub const fn new(name: &'static str, about: &'static str, spec: fn() -> RunSpec) -> Self {
-        Self { name, about, spec }
+    pub const fn new(name: &'static str, about: &'static str, knobs: &'static [(&'static str, &'static str)]) -> Self {
+        Self { name, about, knobs }
     }
 
+    /// The whole spec: its knobs over the default one. The presets are the workloads' own
+    /// declarations, each checked by this module's test, so a bad one is a bug, not input.
     pub fn spec(&self) -> RunSpec {
-        (self.spec)()
+        knobs::apply_text(RunSpec::default(), self.knobs)
+            .unwrap_or_else(|e| panic!("preset {}: {}: {}", self.name, e.field, e.message))
+    }
+
+    /// Its knobs as `hotlab train` arguments (`["--envs", "1024", "--minibatches", "32"]`):
+    /// a yes/no knob is `--X` or `--no-X`. With no `--preset`, they make the same spec.
+    pub fn flags(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for (name, value) in self.knobs {
+            let flag = name.replace('_', "-");
+            match knobs::find(name).map(|k| k.kind) {
+                Some(KnobKind::Bool) if *value == "false" => args.push(format!("--no-{flag}")),
+                Some(KnobKind::Bool) => args.push(format!("--{flag}")),
+                _ => args.extend([format!("--{flag}"), value.to_string()]),
+            }
+        }
+        args
+    }
+
+    /// Its flags as a shell line shows them (a value with a space or a quote quoted): what
+    /// the home's card says the preset sets.
+    pub fn flags_line(&self) -> String {
+        let quoted = |a: String| {
+            if a.is_empty() || a.contains([' ', '\'', '"']) {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            } else {
+                a
+            }
+        };
+        self.flags().into_iter().map(quoted).collect::<Vec<_>>().join(" ")
     }
 
     /// The preset named `name`; an unknown name is refused with the list.
@@ -59,6 +93,20 @@ mod tests {
         }
         for env in ["cartpole", "proof", "morpho", "dreamer", "gym"] {
             assert!(all().any(|p| p.spec().env().as_str() == env), "a preset runs {env}");
+        }
+        for p in all() {
+            let spec = p.spec();
+            for (i, (name, _)) in p.knobs.iter().enumerate() {
+                let knob = knobs::find(name).unwrap_or_else(|| panic!("{}: '{name}' is not a knob", p.name));
+                if *name == "env" {
+                    assert_eq!(i, 0, "{}: env first", p.name);
+                    continue;
+                }
+                // Each knob changes the spec: a preset states only what differs.
+                let without: Vec<_> = p.knobs.iter().filter(|(k, _)| k != name).copied().collect();
+                let other = knobs::apply_text(RunSpec::default(), &without).unwrap();
+                assert_ne!(other, spec, "{}: '{}' sets the default", p.name, knob.name);
+            }
         }
         assert_eq!(default().name, "cleanrl");
         assert_eq!(default().spec(), RunSpec::default(), "the defaults are the cleanrl preset");

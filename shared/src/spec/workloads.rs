@@ -16,7 +16,7 @@ pub mod knob;
 use crate::advice::Recommendation;
 use crate::counters::{Count, CountInfo};
 use crate::profile::{Phase, PhaseInfo, Profile};
-use crate::spec::{Backend, ExecSpec, Inference, Preset, RunSpec, SpecError};
+use crate::spec::{Backend, ExecSpec, Inference, Preset, RunContext, SpecError};
 use knob::Knob;
 use serde::{Deserialize, Serialize};
 
@@ -75,12 +75,13 @@ pub trait Settings: Default {
         Vec::new()
     }
     /// The report's diagnosis of a phase where this workload knows more than the report's
-    /// own line (what its envs' parts are, what its settings make of them).
-    fn diagnosis(&self, _phase: Phase, _profile: &Profile, _spec: &RunSpec) -> Option<String> {
+    /// own line (what its envs' parts are, what its settings make of them), read with the
+    /// run's other settings.
+    fn diagnosis(&self, _phase: Phase, _profile: &Profile, _run: &RunContext) -> Option<String> {
         None
     }
     /// Its knobs' recommendations, each where its signature shows in the profile.
-    fn recommend(&self, _profile: &Profile, _spec: &RunSpec, _out: &mut Vec<Recommendation>) {}
+    fn recommend(&self, _profile: &Profile, _run: &RunContext, _out: &mut Vec<Recommendation>) {}
 }
 
 /// A workload's settings type as the registry knows it: found in a run's workload by its
@@ -250,13 +251,13 @@ macro_rules! registry {
             }
 
             /// The workload's diagnosis of a phase, where it has one.
-            pub fn diagnosis(&self, phase: Phase, profile: &Profile, spec: &RunSpec) -> Option<String> {
-                match self { $(WorkloadSpec::$variant(s) => s.diagnosis(phase, profile, spec)),+ }
+            pub fn diagnosis(&self, phase: Phase, profile: &Profile, run: &RunContext) -> Option<String> {
+                match self { $(WorkloadSpec::$variant(s) => s.diagnosis(phase, profile, run)),+ }
             }
 
             /// The workload's knobs' recommendations.
-            pub fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
-                match self { $(WorkloadSpec::$variant(s) => s.recommend(profile, spec, out)),+ }
+            pub fn recommend(&self, profile: &Profile, run: &RunContext, out: &mut Vec<Recommendation>) {
+                match self { $(WorkloadSpec::$variant(s) => s.recommend(profile, run, out)),+ }
             }
         }
 

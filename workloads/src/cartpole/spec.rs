@@ -9,7 +9,7 @@
 use hotlab_shared::advice::Recommendation;
 use hotlab_shared::knobs::Knob;
 use hotlab_shared::profile::{Phase, Profile};
-use hotlab_shared::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, UpdateMode};
+use hotlab_shared::spec::{Precision, Preset, RunContext, UpdateMode};
 use hotlab_shared::workloads::Settings;
 use serde::{Deserialize, Serialize};
 
@@ -31,71 +31,54 @@ impl Settings for CartpoleSpec {
         Preset::new(
             "cleanrl",
             "CartPole with CleanRL's ppo.py settings: 4 envs × 128 steps, 500k steps; solves it (return 500) in a few seconds",
-            RunSpec::default,
+            &[],
         ),
+        // The throughput run: many envs, the same update per sample.
         Preset::new(
             "wide",
             "CartPole at throughput: 1024 envs × 128 steps, 32 minibatches, 5M steps; solves it in about 10–30 s",
-            wide,
+            &[("envs", "1024"), ("total_steps", "5000000"), ("minibatches", "32")],
         ),
+        // The GPU run: envs, policy and update on the device, short rollouts over many envs
+        // (many samples per update), two large minibatches at a larger learning rate, the
+        // rollout and the whole update each one CUDA graph. Chosen on an H100
+        // (docs/gpu-results.md, 2026-11-27): of six settings it reached a mean return of 475
+        // soonest; with the update captured it runs at about 4.9M steps/s and ends at 500.
         Preset::new(
             "gpu",
             "CartPole on one CUDA GPU: 4096 envs on the device, the rollout and the update CUDA graphs, 20M steps; return 500 in about 4 s on an H100; refused without CUDA",
-            gpu,
+            &[
+                ("device", "cuda"),
+                ("envs", "4096"),
+                ("steps", "16"),
+                ("total_steps", "20000000"),
+                ("backend", "device"),
+                ("inference", "graph"),
+                ("update", "graph"),
+                ("minibatches", "2"),
+                ("lr", "0.0025"),
+            ],
         ),
     ];
 
-    fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
+    fn recommend(&self, profile: &Profile, run: &RunContext, out: &mut Vec<Recommendation>) {
         // On a GPU the eager update dispatches every minibatch's ops from the host; captured
         // (the MLP's update is capturable), the whole update is one launch.
         let update =
             profile.share(Phase::UPDATE_FORWARD) + profile.share(Phase::BACKWARD) + profile.share(Phase::OPTIMIZER);
-        if spec.device.starts_with("cuda")
-            && spec.exec.update == UpdateMode::Eager
-            && spec.exec.precision != Precision::Fp16
-            && spec.telemetry.every == 0
+        if run.device.starts_with("cuda")
+            && run.exec.update == UpdateMode::Eager
+            && run.exec.precision != Precision::Fp16
+            && run.telemetry.every == 0
             && update >= 0.20
         {
-            let steps = spec.ppo.epochs * spec.ppo.minibatches;
+            let steps = run.ppo.epochs * run.ppo.minibatches;
             let signature = format!(
                 "{:.0}% of wall in the update's {steps} minibatch steps, each dispatched op by op from the host",
                 100.0 * update
             );
             out.push(Recommendation::new("--update graph", Phase::BACKWARD, update, signature));
         }
-    }
-}
-
-/// The throughput run: many envs, the same update per sample.
-fn wide() -> RunSpec {
-    RunSpec {
-        envs: 1024,
-        steps: 128,
-        total_steps: 5_000_000,
-        ppo: PpoSpec { epochs: 4, minibatches: 32, ..PpoSpec::default() },
-        ..RunSpec::default()
-    }
-}
-
-/// The GPU run: envs, policy and update on the device, short rollouts over many envs
-/// (many samples per update), two large minibatches at a larger learning rate, the rollout
-/// and the whole update each one CUDA graph. Chosen on an H100 (docs/gpu-results.md,
-/// 2026-11-27): of six settings it reached a mean return of 475 soonest; with the update
-/// captured it runs at about 4.9M steps/s and ends at 500.
-fn gpu() -> RunSpec {
-    RunSpec {
-        envs: 4096,
-        steps: 16,
-        total_steps: 20_000_000,
-        device: "cuda".into(),
-        ppo: PpoSpec { epochs: 4, minibatches: 2, lr: 2.5e-3, ..PpoSpec::default() },
-        exec: ExecSpec {
-            backend: Backend::Device,
-            inference: Inference::Graph,
-            update: UpdateMode::Graph,
-            ..ExecSpec::default()
-        },
-        ..RunSpec::default()
     }
 }
 

@@ -11,8 +11,7 @@ use hotlab_shared::advice::Recommendation;
 use hotlab_shared::knobs::{Knob, KnobKind::*};
 use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use hotlab_shared::spec::choices::choice;
-use hotlab_shared::spec::{Backend, ExecSpec, Inference, Preset, RunSpec, SpecError, UpdateMode};
-use hotlab_shared::workloads::WorkloadSpec;
+use hotlab_shared::spec::{Backend, ExecSpec, Inference, Preset, RunContext, SpecError, UpdateMode};
 use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -128,10 +127,13 @@ pub const ACTOR_CRITIC_BACKWARD: Phase = Phase::new("actor_critic_backward");
 const TRAIN_STEP: &str = "train step (none during the prefill)";
 
 impl Settings for DreamerSpec {
+    // A run whose world model learns within about 2 minutes on 2 cores: a short prefill,
+    // then 32 train steps of 16 × 16 per 256 env steps, about 990 in all; its frame and
+    // continue losses pass below the best constant predictor's after about 500.
     const PRESETS: &'static [Preset] = &[Preset::new(
         "dreamer",
         "Seed 004's world model on pixel CartPole: 4 envs, 8,192 steps, about 2 minutes; it ends predicting frames, rewards and episode ends better than any constant (its actor needs hours)",
-        preset,
+        &[("env", "dreamer"), ("train_ratio", "32"), ("prefill", "256"), ("steps", "64"), ("total_steps", "8192")],
     )];
     const KNOBS: &'static [Knob] = &[
     setting(
@@ -257,7 +259,7 @@ impl Settings for DreamerSpec {
         Some(("replay_capacity", what, bytes, "a smaller --replay-capacity"))
     }
 
-    fn diagnosis(&self, phase: Phase, profile: &Profile, _spec: &RunSpec) -> Option<String> {
+    fn diagnosis(&self, phase: Phase, profile: &Profile, _run: &RunContext) -> Option<String> {
         let c = &profile.counters;
         let (batch, seq) = (self.batch, self.seq_len);
         Some(match phase {
@@ -282,7 +284,7 @@ impl Settings for DreamerSpec {
     }
 
     /// Seed 004's common optimizations, each where its signature shows.
-    fn recommend(&self, profile: &Profile, _spec: &RunSpec, out: &mut Vec<Recommendation>) {
+    fn recommend(&self, profile: &Profile, _run: &RunContext, out: &mut Vec<Recommendation>) {
         let c = &profile.counters;
         let encoder = profile.share(ENCODER);
         if self.encoder == EncoderMode::PerStep && encoder >= 0.10 {
@@ -326,23 +328,4 @@ pub struct DreamerFrame {
     pub reconstruction: Option<String>,
     pub imagined: Vec<String>,
     pub every: u32,
-}
-
-/// A run whose world model learns within about 2 minutes on 2 cores: a short prefill, then
-/// 32 train steps of 16 × 16 per 256 env steps, about 990 in all; its frame and continue
-/// losses pass below the best constant predictor's after about 500.
-fn preset() -> RunSpec {
-    RunSpec {
-        workload: WorkloadSpec::Dreamer(DreamerSpec {
-            batch: 16,
-            seq_len: 16,
-            train_ratio: 32.0,
-            prefill: 256,
-            ..DreamerSpec::default()
-        }),
-        envs: 4,
-        steps: 64,
-        total_steps: 8192,
-        ..RunSpec::default()
-    }
 }

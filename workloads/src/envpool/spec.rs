@@ -10,7 +10,7 @@
 use hotlab_shared::advice::Recommendation;
 use hotlab_shared::knobs::{Knob, KnobKind::*};
 use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use hotlab_shared::spec::{Backend, ExecSpec, Inference, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{Backend, Preset, RunContext, SpecError};
 use hotlab_shared::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 
@@ -79,15 +79,40 @@ impl Settings for EnvpoolSpec {
     const BACKENDS: &'static [Backend] = &[Backend::Vectorized, Backend::Subprocess];
 
     const PRESETS: &'static [Preset] = &[
+        // CleanRL's `ppo_atari_envpool.py`: `ppo_atari.py`'s settings (8 envs × 128 steps, 4
+        // minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01) with EnvPool's
+        // Breakout-v5, episodic life and clipped rewards; one worker process holds the
+        // batch. The CNN's forward is libtorch's (it has no fused form).
         Preset::new(
             "atari-envpool",
             "Breakout with CleanRL's ppo_atari_envpool.py settings: EnvPool's C++ Atari (episodic life, rewards clipped), the Nature CNN, 8 envs × 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs envpool",
-            atari_envpool,
+            &[
+                ("env", "envpool"),
+                ("envs", "8"),
+                ("total_steps", "10000000"),
+                ("inference", "eager"),
+                ("clip", "0.1"),
+                ("obs_norm", "off"),
+                ("reward_norm", "off"),
+            ],
         ),
+        // The throughput preset for a GPU box with many cores: 64 envs (EnvPool's threads on
+        // every core) × 128 steps, a batch of 8,192 in 8 minibatches, on the GPU where there
+        // is one. Designed from PufferLib's and EnvPool's Atari settings, not yet measured
+        // on a card.
         Preset::new(
             "atari-gpu",
             "Breakout for a many-core GPU box: EnvPool's batch of 64 envs × 128 steps on every core, 8 minibatches of 1,024, 4 epochs, on the GPU; needs envpool",
-            atari_gpu,
+            &[
+                ("env", "envpool"),
+                ("envs", "64"),
+                ("total_steps", "10000000"),
+                ("inference", "eager"),
+                ("minibatches", "8"),
+                ("clip", "0.1"),
+                ("obs_norm", "off"),
+                ("reward_norm", "off"),
+            ],
         ),
     ];
     /// Atari's `[4, 84, 84]` stack of bytes, for the memory estimate.
@@ -113,37 +138,12 @@ impl Settings for EnvpoolSpec {
         Ok(())
     }
 
-    fn diagnosis(&self, phase: Phase, profile: &Profile, _spec: &RunSpec) -> Option<String> {
+    fn diagnosis(&self, phase: Phase, profile: &Profile, _run: &RunContext) -> Option<String> {
         (phase == ENVPOOL_STEP).then(|| {
             let per_env = 1e6 * profile.phase(ENVPOOL_STEP) / profile.counters.env_steps.max(1) as f64;
             format!("EnvPool's {}, {per_env:.1} µs per env step on its own threads", self.id)
         })
     }
 
-    fn recommend(&self, _profile: &Profile, _spec: &RunSpec, _out: &mut Vec<Recommendation>) {}
-}
-
-/// CleanRL's `ppo_atari_envpool.py`: `ppo_atari.py`'s settings (8 envs × 128 steps, 4
-/// minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01) with EnvPool's
-/// Breakout-v5, episodic life and clipped rewards; one worker process holds the batch.
-fn atari_envpool() -> RunSpec {
-    RunSpec {
-        workload: WorkloadSpec::Envpool(EnvpoolSpec::default()),
-        envs: 8,
-        steps: 128,
-        total_steps: 10_000_000,
-        device: "auto".into(),
-        ppo: PpoSpec { clip: 0.1, obs_norm: Norm::Off, reward_norm: Norm::Off, ..PpoSpec::default() },
-        // The CNN's forward is libtorch's (it has no fused form).
-        exec: ExecSpec { backend: Backend::Vectorized, inference: Inference::Eager, ..ExecSpec::default() },
-        ..RunSpec::default()
-    }
-}
-
-/// The throughput preset for a GPU box with many cores: 64 envs (EnvPool's threads on
-/// every core) × 128 steps, a batch of 8,192 in 8 minibatches, on the GPU where there is one.
-/// Designed from PufferLib's and EnvPool's Atari settings, not yet measured on a card.
-fn atari_gpu() -> RunSpec {
-    let base = atari_envpool();
-    RunSpec { envs: 64, ppo: PpoSpec { minibatches: 8, ..base.ppo.clone() }, ..base }
+    fn recommend(&self, _profile: &Profile, _run: &RunContext, _out: &mut Vec<Recommendation>) {}
 }

@@ -10,7 +10,7 @@ use hotlab_shared::advice::Recommendation;
 use hotlab_shared::knobs::{Knob, KnobKind::*};
 use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use hotlab_shared::spec::choices::choice;
-use hotlab_shared::spec::{Backend, ExecSpec, Inference, Norm, PpoSpec, Preset, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{Backend, Preset, RunContext, SpecError};
 use hotlab_shared::workloads::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -125,20 +125,69 @@ impl Settings for GymSpec {
     const BACKENDS: &'static [Backend] = &[Backend::Subprocess, Backend::Vectorized];
 
     const PRESETS: &'static [Preset] = &[
+        // CleanRL's `ppo_continuous_action.py` defaults: one env of 2048 steps a rollout, 32
+        // minibatches, 10 epochs, lr 3e-4 annealed, γ 0.99, λ 0.95, clip 0.2, no entropy
+        // bonus, the value loss at 0.5, grad-norm 0.5, both normalizers (`auto`: on for a
+        // Box action), 1M steps (what is not listed is the default spec's). Another MuJoCo
+        // env is `--gym-id`.
         Preset::new(
             "mujoco",
             "HalfCheetah-v5 with CleanRL's ppo_continuous_action.py settings: 1 env × 2048 steps, 32 minibatches, 10 epochs, normalizers on, 1M steps; needs gymnasium[mujoco]",
-            mujoco,
+            &[
+                ("env", "gym"),
+                ("gym_id", "HalfCheetah-v5"),
+                ("device", "cpu"),
+                ("envs", "1"),
+                ("steps", "2048"),
+                ("total_steps", "1000000"),
+                ("epochs", "10"),
+                ("minibatches", "32"),
+                ("lr", "0.0003"),
+                ("ent_coef", "0"),
+            ],
         ),
+        // CleanRL's `ppo_atari.py`: its defaults, on ALE's Breakout (v5, sticky actions) with
+        // the standard preprocessing; 8 envs in 2 worker processes. ppo.py's defaults (4
+        // epochs of 4 minibatches, lr 2.5e-4 annealed, entropy 0.01, vf 0.5, grad-norm 0.5)
+        // with ppo_atari.py's clip of 0.1; frames are not normalized. The CNN's forward is
+        // libtorch's (it has no fused form).
         Preset::new(
             "atari",
             "Breakout with CleanRL's ppo_atari.py settings: Atari's preprocessing, the Nature CNN, 8 envs × 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs gymnasium[atari]",
-            atari,
+            &[
+                ("env", "gym"),
+                ("gym_id", "ALE/Breakout-v5"),
+                ("gym_wrappers", "atari"),
+                ("envs", "8"),
+                ("total_steps", "10000000"),
+                ("backend", "subprocess"),
+                ("workers", "2"),
+                ("inference", "eager"),
+                ("clip", "0.1"),
+                ("obs_norm", "off"),
+                ("reward_norm", "off"),
+            ],
         ),
+        // The throughput preset: mujoco's update on the same 2048-step batch, collected by
+        // 8 envs (SPREAD_ENVS) × 256 steps over one worker process per core (`--workers 0`),
+        // so that the envs' Python, 3/4 of mujoco's wall on one core, runs on all of them,
+        // and each worker's round trip carries 4 envs' steps instead of one.
         Preset::new(
             "mujoco-fast",
             "mujoco's batch of 2048 steps from 8 envs × 256 steps, stepped by one worker process per core: the same update, the envs' Python on every core; needs gymnasium[mujoco]",
-            mujoco_fast,
+            &[
+                ("env", "gym"),
+                ("gym_id", "HalfCheetah-v5"),
+                ("device", "cpu"),
+                ("envs", "8"),
+                ("steps", "256"),
+                ("total_steps", "1000000"),
+                ("backend", "subprocess"),
+                ("epochs", "10"),
+                ("minibatches", "32"),
+                ("lr", "0.0003"),
+                ("ent_coef", "0"),
+            ],
         ),
     ];
     /// Unknown until the env is probed: room for 64 floats, for the memory estimate.
@@ -162,10 +211,10 @@ impl Settings for GymSpec {
         Ok(())
     }
 
-    fn diagnosis(&self, phase: Phase, profile: &Profile, spec: &RunSpec) -> Option<String> {
+    fn diagnosis(&self, phase: Phase, profile: &Profile, run: &RunContext) -> Option<String> {
         (phase == PYTHON_STEP).then(|| {
             let per_env = 1e6 * profile.phase(PYTHON_STEP) / profile.counters.env_steps.max(1) as f64;
-            let processes = match spec.exec.backend {
+            let processes = match run.exec.backend {
                 Backend::Subprocess => "worker processes (their time shares the span)".to_string(),
                 _ => "one process: every env under one GIL".to_string(),
             };
@@ -173,99 +222,32 @@ impl Settings for GymSpec {
         })
     }
 
-    fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
+    fn recommend(&self, profile: &Profile, run: &RunContext, out: &mut Vec<Recommendation>) {
         // One interpreter steps every env in turn: worker processes step their slices at
         // once, on as many cores as there are (seed 000's phenomenon, on the user's env).
         let python = profile.share(PYTHON_STEP);
-        if spec.exec.backend == Backend::Vectorized && spec.envs >= 2 && python >= SPLIT_AT {
+        if run.exec.backend == Backend::Vectorized && run.envs >= 2 && python >= SPLIT_AT {
             let signature = format!(
                 "{:.0}% of wall in {}'s Python, {} envs stepped one after another in one process",
                 100.0 * python,
                 self.id,
-                spec.envs
+                run.envs
             );
             out.push(Recommendation::new("--backend subprocess", PYTHON_STEP, python, signature));
         }
         // One env (CleanRL's MuJoCo setting): a single env's Python runs on one core, one
         // round trip per env step, while the trainer waits. The same batch from 8 envs
         // over worker processes (the mujoco-fast preset) runs it on every core.
-        if spec.envs == 1 && python >= SPLIT_AT {
+        if run.envs == 1 && python >= SPLIT_AT {
             let signature = format!(
                 "{:.0}% of wall in {}'s Python with one env: one core steps it, a round trip per env step",
                 100.0 * python,
                 self.id
             );
             let knob =
-                format!("--envs {SPREAD_ENVS} --steps {} --backend subprocess", (spec.steps / SPREAD_ENVS).max(1));
+                format!("--envs {SPREAD_ENVS} --steps {} --backend subprocess", (run.steps / SPREAD_ENVS).max(1));
             out.push(Recommendation::new(&knob, PYTHON_STEP, python, signature));
         }
-    }
-}
-
-/// CleanRL's `ppo_continuous_action.py` defaults: one env of 2048 steps a rollout, 32
-/// minibatches, 10 epochs, lr 3e-4 annealed, γ 0.99, λ 0.95, clip 0.2, no entropy bonus,
-/// the value loss at 0.5, grad-norm 0.5, both normalizers (`auto`: on for a Box action),
-/// 1M steps. Another MuJoCo env is `--gym-id`.
-/// CleanRL's `ppo_atari.py`: its defaults, on ALE's Breakout (v5, sticky actions) with the
-/// standard preprocessing; 8 envs in 2 worker processes.
-fn atari() -> RunSpec {
-    RunSpec {
-        workload: WorkloadSpec::Gym(GymSpec {
-            id: "ALE/Breakout-v5".into(),
-            wrappers: GymWrappers::Atari,
-            ..GymSpec::default()
-        }),
-        envs: 8,
-        steps: 128,
-        total_steps: 10_000_000,
-        device: "auto".into(),
-        // ppo.py's defaults (4 epochs of 4 minibatches, lr 2.5e-4 annealed, entropy 0.01,
-        // vf 0.5, grad-norm 0.5) with ppo_atari.py's clip of 0.1; frames are not normalized.
-        ppo: PpoSpec { clip: 0.1, obs_norm: Norm::Off, reward_norm: Norm::Off, ..PpoSpec::default() },
-        // The CNN's forward is libtorch's (it has no fused form).
-        exec: ExecSpec { backend: Backend::Subprocess, workers: 2, inference: Inference::Eager, ..ExecSpec::default() },
-        ..RunSpec::default()
-    }
-}
-
-fn mujoco() -> RunSpec {
-    RunSpec {
-        workload: WorkloadSpec::Gym(GymSpec { id: "HalfCheetah-v5".into(), ..GymSpec::default() }),
-        envs: 1,
-        steps: 2048,
-        total_steps: 1_000_000,
-        device: "cpu".into(),
-        ppo: PpoSpec {
-            epochs: 10,
-            minibatches: 32,
-            lr: 3e-4,
-            anneal_lr: true,
-            gamma: 0.99,
-            gae_lambda: 0.95,
-            clip: 0.2,
-            ent_coef: 0.0,
-            vf_coef: 0.5,
-            max_grad_norm: 0.5,
-            hidden: vec![64, 64],
-            obs_norm: Norm::Auto,
-            reward_norm: Norm::Auto,
-        },
-        exec: ExecSpec { backend: Backend::Vectorized, ..ExecSpec::default() },
-        ..RunSpec::default()
-    }
-}
-
-/// The throughput preset: [`mujoco`]'s update on the same 2048-step batch, collected by
-/// 8 envs × 256 steps over one worker process per core (`--workers 0`), so that the envs'
-/// Python, 3/4 of mujoco's wall on one core, runs on all of them, and each worker's
-/// round trip carries 4 envs' steps instead of one.
-fn mujoco_fast() -> RunSpec {
-    let base = mujoco();
-    RunSpec {
-        envs: SPREAD_ENVS,
-        steps: base.steps / SPREAD_ENVS,
-        exec: ExecSpec { backend: Backend::Subprocess, workers: 0, ..base.exec.clone() },
-        ..base
     }
 }
 

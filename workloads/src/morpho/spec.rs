@@ -13,8 +13,7 @@ use hotlab_shared::counters::{Count, CountInfo, Counters};
 use hotlab_shared::knobs::{Knob, KnobKind::*};
 use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use hotlab_shared::spec::choices::choice;
-use hotlab_shared::spec::{Backend, ExecSpec, Inference, PpoSpec, Precision, Preset, RunSpec, SpecError};
-use hotlab_shared::workloads::WorkloadSpec;
+use hotlab_shared::spec::{Backend, Inference, Precision, Preset, RunContext, SpecError};
 use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -320,15 +319,43 @@ pub const HOST_SAMPLES: Count = Count::new("host_samples");
 
 impl Settings for MorphoSpec {
     const PRESETS: &'static [Preset] = &[
+        // A run of about a minute on 2 cores: small tasks (256 images, 6 host epochs), the
+        // envs on 2 threads.
         Preset::new(
             "morpho",
             "Seeds 001–003's growing hosts: 8 envs × 6 decisions, 1,344 in all, about a minute; where a morpho run's time goes (the hosts' training, the lifecycle, the update), no learning claimed: `grow` is the preset that learns growth",
-            preset,
+            &[
+                ("env", "morpho"),
+                ("task_images", "256"),
+                ("host_epochs", "6"),
+                ("envs", "8"),
+                ("steps", "6"),
+                ("total_steps", "1344"),
+                ("backend", "threads"),
+                ("workers", "2"),
+                ("minibatches", "2"),
+            ],
         ),
+        // Growth on 12-epoch episodes of 512-image tasks (where it pays +16 points): the
+        // agent fitted to the grower's play, then PPO; the op and slot heads alone learned,
+        // seeds entering training at their gate, the progress shaped.
         Preset::new(
             "grow",
             "Morpho hosts that grow: 12-epoch episodes, the op and slot heads learned (the others pinned to the scripted grower's choices), seeds entering training at their gate, shaped progress, the agent starting from 384 decisions of the grower's play, then 4,608 of PPO, about 3 minutes on 2 CPU cores; it grows in every held-out episode and beats waiting at the best tempo by playing as the grower (PPO keeps that growth and moves the clone little; PPO alone finds it on 1 or 2 training seeds of 3)",
-            grow,
+            &[
+                ("env", "morpho"),
+                ("task_images", "512"),
+                ("pin_heads", "grower"),
+                ("training_entry", "gate"),
+                ("shaping", "0.05"),
+                ("clone_grower", "384"),
+                ("envs", "8"),
+                ("steps", "12"),
+                ("total_steps", "4608"),
+                ("backend", "threads"),
+                ("workers", "2"),
+                ("minibatches", "2"),
+            ],
         ),
     ];
     const KNOBS: &'static [Knob] = &[
@@ -523,7 +550,7 @@ impl Settings for MorphoSpec {
         CountInfo::new(HOST_SAMPLES, "host samples", "images the hosts trained on"),
     ];
 
-    fn diagnosis(&self, phase: Phase, profile: &Profile, spec: &RunSpec) -> Option<String> {
+    fn diagnosis(&self, phase: Phase, profile: &Profile, run: &RunContext) -> Option<String> {
         let c = &profile.counters;
         Some(match phase {
             HOST_FORWARD | HOST_BACKWARD | HOST_OPTIMIZER => {
@@ -534,7 +561,7 @@ impl Settings for MorphoSpec {
                         c.own.get(GRAPH_REPLAYS)
                     ),
                     SlotPool::Sleeper => "; every sleeper seed runs, masked".into(),
-                    SlotPool::Dynamic if hosts_on_cuda(spec, c) => format!(
+                    SlotPool::Dynamic if hosts_on_cuda(run, c) => format!(
                         "; not captured as CUDA graphs: the seeds' parameter sets changed {} times, which no graph \
                          survives (--slots sleeper can be captured)",
                         c.own.get(TOPOLOGY_CHANGES)
@@ -548,7 +575,7 @@ impl Settings for MorphoSpec {
                     ),
                     _ => String::new(),
                 };
-                format!("the envs' host networks training ({} envs; the env's own compute{pool}{scaler})", spec.envs)
+                format!("the envs' host networks training ({} envs; the env's own compute{pool}{scaler})", run.envs)
             }
             COUNTERFACTUAL => match self.shapley_perms {
                 0 => "validations with live seeds switched off: exact Shapley values (2^live subsets)".into(),
@@ -570,13 +597,13 @@ impl Settings for MorphoSpec {
                     }
                 };
                 let norms = format!("; {} reads of the seeds' gradient norms", c.own.get(SEED_NORM_READS));
-                format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool}{norms})", spec.envs)
+                format!("decisions, slot ticks and each host's surgery over {} envs ({how}{pool}{norms})", run.envs)
             }
             _ => return None,
         })
     }
 
-    fn recommend(&self, profile: &Profile, spec: &RunSpec, out: &mut Vec<Recommendation>) {
+    fn recommend(&self, profile: &Profile, run: &RunContext, out: &mut Vec<Recommendation>) {
         let c = &profile.counters;
         // The trench: env-by-env lifecycles whose time is a real share of the wall.
         let trench = profile.share(LIFECYCLE) + profile.share(REWARD);
@@ -593,7 +620,7 @@ impl Settings for MorphoSpec {
         // every op of every step, which a captured sleeper step replaces with one launch.
         let hosts = profile.share(HOST_FORWARD) + profile.share(HOST_BACKWARD);
         match self.slots {
-            SlotPool::Sleeper if !hosts_on_cuda(spec, c) && hosts >= 0.10 => {
+            SlotPool::Sleeper if !hosts_on_cuda(run, c) && hosts >= 0.10 => {
                 let signature = format!(
                     "{:.0}% of wall in host forward and backward, every sleeper seed computed masked; hosts on the \
                      CPU are never captured as a graph",
@@ -601,7 +628,7 @@ impl Settings for MorphoSpec {
                 );
                 out.push(Recommendation::new("--slots dynamic", HOST_BACKWARD, hosts, signature));
             }
-            SlotPool::Dynamic if hosts_on_cuda(spec, c) && hosts >= 0.10 => {
+            SlotPool::Dynamic if hosts_on_cuda(run, c) && hosts >= 0.10 => {
                 let signature = format!(
                     "{:.0}% of wall in host steps launched op by op on CUDA, {} parameter-set changes that no \
                      captured graph survives",
@@ -617,8 +644,8 @@ impl Settings for MorphoSpec {
 
 /// Whether a morpho run's hosts trained on CUDA: its device says so, or (`--device auto`)
 /// its hosts' streams waited or their graphs replayed.
-fn hosts_on_cuda(spec: &RunSpec, c: &Counters) -> bool {
-    spec.device.starts_with("cuda") || c.own.get(STREAM_WAITS) > 0 || c.own.get(GRAPH_REPLAYS) > 0
+fn hosts_on_cuda(run: &RunContext, c: &Counters) -> bool {
+    run.device.starts_with("cuda") || c.own.get(STREAM_WAITS) > 0 || c.own.get(GRAPH_REPLAYS) > 0
 }
 
 /// What the viewer draws: the first few envs, each its host's epoch and validation
@@ -660,36 +687,6 @@ pub struct HeadChoice {
     pub head: String,
     pub choice: String,
     pub read: bool,
-}
-
-/// Growth on 12-epoch episodes of 512-image tasks (where it pays +16 points): the agent
-/// fitted to the grower's play, then PPO; the op and slot heads alone learned, seeds
-/// entering training at their gate, the progress shaped.
-fn grow() -> RunSpec {
-    let settings = MorphoSpec {
-        images: 512,
-        epochs: 12,
-        pin_heads: HeadPin::Grower,
-        training_entry: TrainingEntry::Gate,
-        shaping: 0.05,
-        clone_grower: 384,
-        ..MorphoSpec::default()
-    };
-    RunSpec { workload: WorkloadSpec::Morpho(settings), steps: 12, total_steps: 4608, ..preset() }
-}
-
-/// A run that learns within about a minute on 2 cores: small tasks (256 images, 6 host
-/// epochs), the envs on 2 threads.
-fn preset() -> RunSpec {
-    RunSpec {
-        workload: WorkloadSpec::Morpho(MorphoSpec { images: 256, epochs: 6, ..MorphoSpec::default() }),
-        envs: 8,
-        steps: 6,
-        total_steps: 1344,
-        ppo: PpoSpec { minibatches: 2, ..PpoSpec::default() },
-        exec: ExecSpec { backend: Backend::Threads, workers: 2, ..ExecSpec::default() },
-        ..RunSpec::default()
-    }
 }
 
 #[cfg(test)]

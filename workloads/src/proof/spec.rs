@@ -8,8 +8,7 @@
 
 use hotlab_shared::knobs::{Knob, KnobKind::*};
 use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use hotlab_shared::spec::{Backend, Inference, PpoSpec, Preset, RunSpec};
-use hotlab_shared::workloads::WorkloadSpec;
+use hotlab_shared::spec::{Backend, Inference, Preset, RunContext};
 use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 
@@ -40,10 +39,12 @@ impl Default for ProofSpec {
 pub const EMBEDDING_LOOKUP: Phase = Phase::new("embedding_lookup");
 
 impl Settings for ProofSpec {
+    // The proof env on a family world (the embedding policy learns ~10× faster at lr 0.003
+    // than at 2.5e-4).
     const PRESETS: &'static [Preset] = &[Preset::new(
         "proof",
         "Seed 000's proof search on a 200-person family world: 64 envs, lr 0.003, 1M steps, about 10 s; the training proof rate rises (held-out queries need a smaller world: --kb family:people=30,seed=3)",
-        proof,
+        &[("env", "proof"), ("envs", "64"), ("total_steps", "1000000"), ("lr", "0.003")],
     )];
     const KNOBS: &'static [Knob] = &[
     setting(
@@ -85,9 +86,9 @@ impl Settings for ProofSpec {
         kb.into_iter().chain(self.queries.as_mut().map(|q| ("queries", q))).collect()
     }
 
-    fn diagnosis(&self, phase: Phase, _profile: &Profile, spec: &RunSpec) -> Option<String> {
+    fn diagnosis(&self, phase: Phase, _profile: &Profile, run: &RunContext) -> Option<String> {
         let d = self.embed_dim;
-        match (phase, spec.exec.inference) {
+        match (phase, run.exec.inference) {
             (EMBEDDING_LOOKUP, Inference::Fused) => {
                 Some(format!("goal lists as sums of projected embedding rows (host), embed dim {d}"))
             }
@@ -105,16 +106,4 @@ pub struct ProofFrame {
     pub successors: Vec<String>,
     pub allowed: Vec<bool>,
     pub choice: i64,
-}
-
-/// The proof env on a family world (the embedding policy learns ~10× faster at lr 0.003
-/// than at 2.5e-4).
-fn proof() -> RunSpec {
-    RunSpec {
-        workload: WorkloadSpec::default_for(EnvName::Proof),
-        envs: 64,
-        total_steps: 1_000_000,
-        ppo: PpoSpec { lr: 0.003, ..PpoSpec::default() },
-        ..RunSpec::default()
-    }
 }
