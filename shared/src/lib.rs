@@ -7,7 +7,7 @@
 //! - [`spec`]: the one [`RunSpec`](spec::RunSpec) that the CLI, the REST API and the
 //!   UI all use, nested by concern (the workload with its own settings, `ppo`, `exec`,
 //!   `telemetry`), with its presets, validation and the flat form's migration.
-//! - [`env`]: the environment traits (several observation fields, several action heads,
+//! - [`env`](mod@env): the environment traits (several observation fields, several action heads,
 //!   an optional action mask) and their batch buffers.
 //! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
 //!   struct-of-arrays batch with same-step autoreset.
@@ -22,7 +22,7 @@
 //! - [`audit`]: a change to a run (`KEY=VALUE`), the interleaved plan of an audit, and
 //!   its verdicts against this machine's noise and the report's bound.
 //! - [`lessons`]: the catalogue's lessons, each a baseline, its fixes, a signature and a budget.
-//! - [`workloads`]: each workload's settings and their knobs, its rollout frame and its
+//! - [`workloads`](mod@workloads): each workload's settings and their knobs, its rollout frame and its
 //!   report rules, one module each, and the registry (one line per workload).
 //! - [`fuzz`]: the fuzz targets' budget and seed, from the environment (`cargo xtask fuzz`).
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
@@ -43,6 +43,7 @@ pub mod names;
 pub mod pixels;
 pub mod profile;
 pub mod protocol;
+mod registry;
 pub mod report;
 pub mod rng;
 pub mod spec;

@@ -1,6 +1,6 @@
 //! Each workload's view of its rollout frames: the `web.rs` of its folder
 //! (`workloads/src/<name>/web.rs`, compiled into this crate), read from the registry
-//! (`workloads/src/registry.rs`). A view shows the frames of its own workload only (each
+//! (`hotlab_shared::workload_list!`). A view shows the frames of its own workload only (each
 //! reads its frame type from `hotlab_shared::workloads`).
 
 use hotlab_shared::protocol::Frame;
@@ -10,8 +10,8 @@ use leptos::prelude::*;
 macro_rules! registry {
     ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
         // Each workload's view lives in its folder, beside its declarations and native code.
-        // Expanded inside `workloads/src/registry.rs`: "." is that folder.
-        #[path = "."]
+        // The path is from this file's folder (`web/src/`).
+        #[path = "../../workloads/src"]
         mod folders {
             $(pub mod $module { pub mod web; })+
         }
@@ -25,4 +25,4 @@ macro_rules! registry {
     };
 }
 
-include!("../../workloads/src/registry.rs");
+hotlab_shared::workload_list!(registry);

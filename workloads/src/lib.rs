@@ -13,7 +13,8 @@
 //! | `gym` | [`gym`] | any Gymnasium env, in Python worker processes over shared memory, the MLP or CNN actor-critic |
 //! | `envpool` | [`envpool`] | EnvPool's C++ envs, a batch on EnvPool's threads in a worker process, through gym's region |
 //!
-//! Adding a workload: a folder here and a line in `registry.rs` (see
+//! Adding a workload: a folder here and a line in the registry (`shared/src/registry.rs`,
+//! `hotlab_shared::workload_list!`; see
 //! `docs/architecture.md`). The folder's `mod.rs` and its modules are its native code,
 //! implementing [`Workload`], and its settings implement [`Native`] (the `load` the registry
 //! calls, and its hooks); two files of the folder are
@@ -53,7 +54,7 @@ macro_rules! registry {
     };
 }
 
-include!("registry.rs");
+hotlab_shared::workload_list!(registry);
 
 /// A workload's native side as the registry calls it: `load`, and hooks each with a
 /// default for the workloads that have nothing to add.

@@ -1,4 +1,4 @@
-//! The table of knobs: every [`RunSpec`](crate::spec::RunSpec) field as a knob (what a
+//! The table of knobs: every [`RunSpec`] field as a knob (what a
 //! knob is: [`Knob`]): its name (the CLI flag in
 //! snake_case, the name of the flat form and of the launch form's field), its path in the
 //! nested JSON, its group, its kind, a one-line help and its whole story, in the order the

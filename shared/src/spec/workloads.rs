@@ -6,7 +6,7 @@
 //! same folder holds its native code (`hotlab-workloads`) and its view (`web.rs`,
 //! `hotlab-web`).
 //!
-//! The registry (`workloads/src/registry.rs`) is one line per workload: its name (`--env`),
+//! The registry ([`workload_list!`](crate::workload_list), `shared/src/registry.rs`) is one line per workload: its name (`--env`),
 //! its folder and its settings type. From it come [`EnvName`], [`WorkloadSpec`] (in JSON an
 //! object with one key, the workload's name: `{"proof": {"kb": …}}`), the workloads' knobs
 //! in the spec's knob table, and every phase and count ([`PHASES`], [`COUNTS`]).
@@ -98,13 +98,14 @@ pub const ALL_BACKENDS: &[Backend] =
 pub const HOST_BACKENDS: &[Backend] =
     &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized];
 
-/// The registry (`workloads/src/registry.rs`, one line per workload) as this crate reads
-/// it: each workload's `spec.rs`, its settings, and what the spec and report need of them.
+/// The registry ([`workload_list!`](crate::workload_list), one line per workload) as this crate
+/// reads it: each workload's `spec.rs`, its settings, and what the spec and report need of
+/// them.
 macro_rules! registry {
     ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
-        // Each workload's declarations live in its folder, beside its native code.
-        // Expanded inside `workloads/src/registry.rs`: "." is that folder.
-        #[path = "."]
+        // Each workload's declarations live in its folder, beside its native code: the
+        // path is from this file's folder (`shared/src/spec/`).
+        #[path = "../../../workloads/src"]
         mod folders {
             $(pub mod $module { pub mod spec; })+
         }
@@ -293,7 +294,7 @@ macro_rules! registry {
     };
 }
 
-include!("../../../workloads/src/registry.rs");
+crate::workload_list!(registry);
 
 #[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
 impl Default for EnvName {
