@@ -14,10 +14,6 @@
 //! are plain functions with native unit tests; the rest is views. `docs/architecture.md`
 //! (in the repository) follows a run from the launch form to the charts.
 
-// A workload's view (`workloads/src/<name>/web.rs`) is compiled into this crate and names
-// it as `hotlab_web::…`, so that `crate::` in a workload folder is always the native crate.
-extern crate self as hotlab_web;
-
 mod api;
 mod audits;
 mod charts;
@@ -32,7 +28,6 @@ mod lessons;
 mod machines;
 mod pg_engine;
 mod phases;
-mod pixels;
 mod playground;
 mod rollout;
 mod route;
@@ -41,7 +36,6 @@ mod run_view;
 mod store_banner;
 mod stream;
 mod sweeps;
-mod workloads;
 
 use hotlab_shared::system::SystemInfo;
 use leptos::prelude::*;

@@ -13,9 +13,9 @@ use crate::pg_engine::{
     self, now_s, Engine, FrameOut, GpuKnobs, LessonRow, Measurement, Path, PgLesson, ReadBack, SpsMeter,
     STEPS_PER_DISPATCH, SWEEP,
 };
-use crate::workloads::cartpole::{draw_one, Cell};
 use hotlab_shared::protocol::{RunInfo, RunStatus};
 use hotlab_shared::spec::EnvName;
+use hotlab_views::cartpole::web::{draw_one, Cell};
 use hotlab_wgpu::gpu::Gpu;
 use hotlab_wgpu::{Actor, Policy, Setup, Tally};
 use leptos::prelude::*;

@@ -1,8 +1,8 @@
 //! The rollout viewer: the newest frame's step, and the view of the workload that drew it
 //! (each workload's view is a file of [`crate::workloads`]).
 
-use crate::workloads::FrameViews;
 use hotlab_shared::protocol::Frame;
+use hotlab_views::FrameViews;
 use leptos::prelude::*;
 
 #[component]

@@ -16,13 +16,17 @@ pub struct Crate {
     pub layers: &'static [(u8, &'static [&'static str])],
     pub rest: u8,
     /// A file of each workload folder (`workloads/src/<name>/FILE`) compiled into this
-    /// crate as the module `PARENT::<name>` (the registry's `spec.rs` and `web.rs`).
+    /// crate as the module `PARENT::<name>` (the registry's `spec.rs`).
     pub borrows: Option<(&'static str, &'static [&'static str])>,
+    /// A crate whose root sits in `src` beside the workload folders, and its modules: the
+    /// root `ROOT` and each folder's `FILE`, as `<name>::FILE` (`hotlab-views`: `views.rs`,
+    /// each `web.rs`). None: every file under `src` is the crate's.
+    pub beside: Option<(&'static str, &'static str)>,
 }
 
 /// The rules of docs/architecture.md ("Inside each crate").
 pub const CRATES: &[Crate] = &[
-    Crate { src: "shared/src", layers: &[], rest: 0, borrows: Some(("spec.rs", &["spec", "workloads"])) },
+    Crate { src: "shared/src", layers: &[], rest: 0, borrows: Some(("spec.rs", &["spec", "workloads"])), beside: None },
     Crate {
         src: "train/src",
         layers: &[
@@ -34,8 +38,10 @@ pub const CRATES: &[Crate] = &[
         ],
         rest: 3,
         borrows: None,
+        beside: None,
     },
-    Crate { src: "workloads/src", layers: &[], rest: 0, borrows: None },
+    Crate { src: "workloads/src", layers: &[], rest: 0, borrows: None, beside: None },
+    Crate { src: "workloads/src", layers: &[], rest: 0, borrows: None, beside: Some(("views.rs", "web.rs")) },
     Crate {
         src: "lab/src",
         layers: &[
@@ -45,10 +51,11 @@ pub const CRATES: &[Crate] = &[
         ],
         rest: 2,
         borrows: None,
+        beside: None,
     },
-    Crate { src: "cli/src", layers: &[(2, &["main.rs"]), (1, &["commands/"])], rest: 0, borrows: None },
-    Crate { src: "web/src", layers: &[], rest: 0, borrows: Some(("web.rs", &["workloads"])) },
-    Crate { src: "wgpu-env/src", layers: &[], rest: 0, borrows: None },
+    Crate { src: "cli/src", layers: &[(2, &["main.rs"]), (1, &["commands/"])], rest: 0, borrows: None, beside: None },
+    Crate { src: "web/src", layers: &[], rest: 0, borrows: None, beside: None },
+    Crate { src: "wgpu-env/src", layers: &[], rest: 0, borrows: None, beside: None },
 ];
 
 /// A file of a crate: where it is, its module path, its layer.
@@ -81,9 +88,10 @@ pub fn check(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
     for c in CRATES {
         let f = check_crate(root, c)?;
+        let name = c.beside.map_or(c.src.to_string(), |(root_file, _)| format!("{}/{root_file}", c.src));
         eprintln!(
-            "    {:<14} {:>4} files {:>5} imports {:>3} upward {:>3} circles",
-            c.src,
+            "    {:<22} {:>4} files {:>5} imports {:>3} upward {:>3} circles",
+            name,
             f.files,
             f.imports,
             f.upward.len(),
@@ -168,15 +176,29 @@ pub fn check_crate(root: &Path, c: &Crate) -> Result<Findings> {
 /// The crate's files with their module paths and layers.
 fn crate_files(root: &Path, c: &Crate) -> Result<Vec<File>> {
     let src = root.join(c.src);
+    if let Some((root_file, file)) = c.beside {
+        let mut files = vec![File { path: format!("{}/{root_file}", c.src), module: Vec::new(), layer: c.rest }];
+        for dir in std::fs::read_dir(&src)? {
+            let dir = dir?.path();
+            if dir.join(file).is_file() {
+                let workload = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
+                let module = vec![workload.clone(), file.trim_end_matches(".rs").to_string()];
+                files.push(File { path: format!("{}/{workload}/{file}", c.src), module, layer: c.rest });
+            }
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok(files);
+    }
     let mut found = Vec::new();
     walk(&src, &mut found)?;
     let mut files = Vec::new();
     for p in found {
         let rel = p.strip_prefix(&src).unwrap_or(&p).to_string_lossy().replace('\\', "/");
-        // The workload folders' files compiled into other crates are theirs, not this one's.
+        // The workload folders' files compiled into other crates are theirs, not this one's,
+        // as are the roots of the crates beside the folders.
         let borrowed = c.src == "workloads/src"
-            && rel.matches('/').count() == 1
-            && (rel.ends_with("/spec.rs") || rel.ends_with("/web.rs"));
+            && ((rel.matches('/').count() == 1 && (rel.ends_with("/spec.rs") || rel.ends_with("/web.rs")))
+                || CRATES.iter().any(|o| o.src == c.src && o.beside.is_some_and(|(r, _)| r == rel)));
         if borrowed || !rel.ends_with(".rs") {
             continue;
         }
@@ -585,7 +607,8 @@ mod tests {
         }
     }
 
-    const RULES: Crate = Crate { src: "k/src", layers: &[(2, &["top/"]), (0, &["low.rs"])], rest: 1, borrows: None };
+    const RULES: Crate =
+        Crate { src: "k/src", layers: &[(2, &["top/"]), (0, &["low.rs"])], rest: 1, borrows: None, beside: None };
 
     /// A lower layer taking a name from a higher one is refused, naming both files, the
     /// name and the layers; the same import downward passes.

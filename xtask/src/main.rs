@@ -663,6 +663,8 @@ fn test(args: &[String]) -> Result<()> {
             WASM_TARGET,
             "-p",
             "hotlab-web",
+            "-p",
+            "hotlab-views",
             "--",
             "-D",
             "warnings",

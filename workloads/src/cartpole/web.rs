@@ -1,7 +1,8 @@
 //! CartPole's view: a lane per env on a canvas, the cart, the pole and the action. The
 //! playground draws its envs with the same [`draw_one`].
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
+//! A module of `hotlab-views` (its root, `workloads/src/views.rs`, is beside this folder),
+//! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::cartpole::CartpoleFrame;

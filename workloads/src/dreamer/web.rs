@@ -1,7 +1,8 @@
 //! The dreamer's rollout: the frame env 0 sees, the world model's reconstruction of it,
 //! and the frames it imagines ahead under the actor (grey pixels painted on canvases).
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
+//! A module of `hotlab-views` (its root, `workloads/src/views.rs`, is beside this folder),
+//! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;
@@ -16,7 +17,7 @@ fn Pixels(caption: String, data: Option<String>, side: u32) -> impl IntoView {
     let grey = data.and_then(|d| pixels::decode(&d, side as usize));
     Effect::new(move |_| {
         if let (Some(canvas), Some(grey)) = (node.get(), grey.as_ref()) {
-            hotlab_web::pixels::paint(&canvas, grey, side, side);
+            hotlab_views::paint(&canvas, grey, side, side);
         }
     });
     view! {

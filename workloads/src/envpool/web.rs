@@ -2,7 +2,8 @@
 //! 0's observation as the policy sees it, the actions just chosen), so the gym view draws
 //! them.
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
+//! A module of `hotlab-views` (its root, `workloads/src/views.rs`, is beside this folder),
+//! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::protocol::Frame;
 use leptos::prelude::*;

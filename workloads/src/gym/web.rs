@@ -3,7 +3,8 @@
 //! and the actions just chosen, a row per env
 //! (the returns are the run's episode chart).
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
+//! A module of `hotlab-views` (its root, `workloads/src/views.rs`, is beside this folder),
+//! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;
@@ -50,7 +51,7 @@ fn planes(seen: GymSeen) -> impl IntoView {
         let grey = pixels::decode_len(&data, (width * height) as usize);
         Effect::new(move |_| {
             if let (Some(canvas), Some(grey)) = (node.get(), grey.as_ref()) {
-                hotlab_web::pixels::paint(&canvas, grey, width, height);
+                hotlab_views::paint(&canvas, grey, width, height);
             }
         });
         view! { <canvas node_ref=node width=width height=height class="pixelated" data-testid="gym-seen"></canvas> }

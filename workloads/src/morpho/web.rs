@@ -3,7 +3,8 @@
 //! per epoch, its α curve and its credit: a seed germinating, blending and fossilizing, or
 //! the agent declining to grow), and env 0's decision, its eight heads.
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
+//! A module of `hotlab-views` (its root, `workloads/src/views.rs`, is beside this folder),
+//! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::morpho::{MorphoFrame, MorphoView, SlotView};

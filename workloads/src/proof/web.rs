@@ -1,7 +1,8 @@
 //! The proof env's view: env 0's goal list, the successors offered (masked ones dimmed)
 //! and the one chosen.
 //!
-//! Compiled into `hotlab-web` (wasm32) from the registry, which it names `hotlab_web`.
+//! A module of `hotlab-views` (its root, `workloads/src/views.rs`, is beside this folder),
+//! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::workloads::proof::ProofFrame;
