@@ -87,6 +87,9 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 c.d2h_copies
             )
         }
+        Phase::POLICY_FORWARD if cnn_ran(profile) => {
+            format!("eager inference (the CNN's forward, which has no fused form), batch {}", spec.envs)
+        }
         Phase::POLICY_FORWARD => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
         Phase::UPDATE_GRAPH => match c.update_replays {
             0 => "the captured update's ops launched eagerly (its warm-up: no replay yet)".into(),
@@ -273,6 +276,14 @@ fn transfer_rules(found: &mut Found<'_>, spec: &RunSpec) {
     }
 }
 
+/// Whether the run's policy was the CNN, as measured: only its agent times `obs_convert`
+/// (its images go to float on the device). It is chosen from the env's observation when
+/// the run starts, so the spec cannot say; its forward runs eager whatever `--inference`
+/// asks, having no fused form.
+fn cnn_ran(profile: &Profile) -> bool {
+    profile.phase(Phase::OBS_CONVERT) > 0.0
+}
+
 /// The rollout's forward: eager where a fused forward exists, per-step launches on a GPU
 /// where a graph removes them.
 fn forward_rules(found: &mut Found<'_>, spec: &RunSpec) {
@@ -280,6 +291,7 @@ fn forward_rules(found: &mut Found<'_>, spec: &RunSpec) {
     let forward = profile.share(Phase::POLICY_FORWARD);
     if spec.exec.inference == Inference::Eager
         && spec.env().fixed_inference().is_none()
+        && !cnn_ran(profile)
         && spec.exec.backend != Backend::Device
         && forward >= 0.10
     {
@@ -691,6 +703,15 @@ mod tests {
         assert!(analyze(&profile(&[(Phase::POLICY_FORWARD, 0.3)], steps.clone()), &spec(|_| {}))
             .recommendations
             .is_empty());
+        // The CNN's forward (its images converted on the device, as only it does) has no
+        // fused form: no advice to fuse it, and its row says it ran eager whatever was asked.
+        let cnn = profile(&[(Phase::POLICY_FORWARD, 0.3), (Phase::OBS_CONVERT, 0.05)], steps.clone());
+        assert!(analyze(&cnn, &eager).recommendations.is_empty());
+        for asked in [eager.clone(), spec(|_| {})] {
+            let r = analyze(&cnn, &asked);
+            let row = r.rows.iter().find(|row| row.phase == Phase::POLICY_FORWARD).expect("its row");
+            assert!(row.diagnosis.starts_with("eager inference (the CNN's forward"), "{}", row.diagnosis);
+        }
         // The device rollout on a GPU: a graph removes the per-step launches.
         let on_gpu = spec(|s| {
             s.exec.backend = Backend::Device;
