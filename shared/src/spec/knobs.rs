@@ -6,7 +6,7 @@
 //! settings are its module's knobs ([`crate::workloads`]) and name their workload: the
 //! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
-pub use super::workloads::knob::{get_path, set_path, workload_name, Knob, KnobKind, Range};
+pub use super::workloads::knob::{flag_of, get_path, set_path, workload_name, Knob, KnobKind, Range};
 use crate::spec::{
     ActionSync, Backend, ConvLayout, EnvName, Frames, Inference, Norm, Precision, RolloutCopy, RunSpec, SpecError,
     Transfer, UpdateMode, WaitMode, MAX_ENVS, MAX_STEPS,

@@ -272,7 +272,7 @@ impl SpecError {
 
     /// The CLI flag of the field (`total_steps` → `--total-steps`).
     pub fn flag(&self) -> String {
-        format!("--{}", self.field.replace('_', "-"))
+        knobs::flag_of(&self.field)
     }
 }
 

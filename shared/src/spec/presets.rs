@@ -35,11 +35,11 @@ impl Preset {
     pub fn flags(&self) -> Vec<String> {
         let mut args = Vec::new();
         for (name, value) in self.knobs {
-            let flag = name.replace('_', "-");
+            let flag = knobs::flag_of(name);
             match knobs::find(name).map(|k| k.kind) {
-                Some(KnobKind::Bool) if *value == "false" => args.push(format!("--no-{flag}")),
-                Some(KnobKind::Bool) => args.push(format!("--{flag}")),
-                _ => args.extend([format!("--{flag}"), value.to_string()]),
+                Some(KnobKind::Bool) if *value == "false" => args.push(flag.replacen("--", "--no-", 1)),
+                Some(KnobKind::Bool) => args.push(flag),
+                _ => args.extend([flag, value.to_string()]),
             }
         }
         args

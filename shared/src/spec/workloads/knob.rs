@@ -211,6 +211,11 @@ impl Knob {
     }
 }
 
+/// The CLI flag of a knob or spec field named `name` (`total_steps` → `--total-steps`).
+pub fn flag_of(name: &str) -> String {
+    format!("--{}", name.replace('_', "-"))
+}
+
 /// The workload's name in a nested spec as JSON.
 pub fn workload_name(spec: &Map<String, Value>) -> Option<String> {
     match spec.get("workload")? {
