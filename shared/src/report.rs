@@ -185,6 +185,16 @@ impl Found<'_> {
         let max_speedup = amdahl(self.profile.share(phase));
         self.out.push(Recommendation { knob: knob.into(), phase, signature, max_speedup });
     }
+
+    /// A transfer made item by item (`per_item`: the knob is at that value): `knob` where
+    /// its phase takes at least 3 % of wall and it happens `count` times, over 1.5 per step.
+    fn per_item(&mut self, per_item: bool, knob: &str, phase: Phase, count: u64, what: &str) {
+        let share = self.profile.share(phase);
+        let per_step = count as f64 / self.steps;
+        if per_item && share >= 0.03 && per_step > 1.5 {
+            self.add(knob, phase, format!("{per_step:.1} {what} per step, {:.0}% of wall", 100.0 * share));
+        }
+    }
 }
 
 /// Every rule's recommendation for this profile, the workload's own among them, the largest
@@ -242,25 +252,13 @@ fn env_rules(found: &mut Found<'_>, spec: &RunSpec) {
 /// What crosses between host and device: actions read back one by one, observations copied
 /// per tensor or per step.
 fn transfer_rules(found: &mut Found<'_>, spec: &RunSpec) {
-    let (profile, c, steps) = (found.profile, &found.profile.counters, found.steps);
-    let readback = profile.share(Phase::ACTION_READBACK);
-    let syncs_per_step = c.host_syncs as f64 / steps;
-    if spec.exec.action_sync == ActionSync::PerItem && readback >= 0.03 && syncs_per_step > 1.5 {
-        found.add(
-            "--action-sync stacked",
-            Phase::ACTION_READBACK,
-            format!("{syncs_per_step:.1} host syncs per step, {:.0}% of wall", 100.0 * readback),
-        );
-    }
+    let (profile, c) = (found.profile, &found.profile.counters);
+    let exec = &spec.exec;
+    let stacked = exec.action_sync == ActionSync::PerItem;
+    found.per_item(stacked, "--action-sync stacked", Phase::ACTION_READBACK, c.host_syncs, "host syncs");
+    let packed = exec.transfer == Transfer::PerTensor;
+    found.per_item(packed, "--transfer packed", Phase::OBS_TRANSFER, c.h2d_copies, "host→device copies");
     let transfer = profile.share(Phase::OBS_TRANSFER);
-    let copies_per_step = c.h2d_copies as f64 / steps;
-    if spec.exec.transfer == Transfer::PerTensor && transfer >= 0.03 && copies_per_step > 1.5 {
-        found.add(
-            "--transfer packed",
-            Phase::OBS_TRANSFER,
-            format!("{copies_per_step:.1} host→device copies per step, {:.0}% of wall", 100.0 * transfer),
-        );
-    }
     let updates = (c.env_steps / spec.batch_size().max(1) as u64).max(1) as f64;
     let copies_per_update = c.h2d_copies as f64 / updates;
     if spec.exec.rollout_copy == RolloutCopy::PerStep && transfer >= 0.03 && copies_per_update > 2.0 * spec.steps as f64

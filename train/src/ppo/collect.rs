@@ -1,7 +1,7 @@
 //! A rollout from host envs, on any host backend: store the observations, act, step the
 //! envs, record; at the end bootstrap, compute GAE and move the batch to the device.
 
-use super::{ActStep, Actor, Collect, CollectCtx};
+use super::{ActStep, Actor, Collect, CollectCtx, ValueRows};
 use crate::exec::{self, parts};
 use crate::gae::{gae, GaeInput};
 use crate::normalize::{Normalizers, ObsNorm};
@@ -127,13 +127,14 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             }
             for e in (0..envs).filter(|&e| out.truncated[e] && !out.terminated[e]) {
                 // Truncated: GAE bootstraps from the value of the final observation.
-                rollout.final_values[t * envs + e] = actor.values(net, &out.final_obs, envs, Some(e), c)[0];
+                rollout.final_values[t * envs + e] =
+                    actor.values(net, ValueRows { obs: &out.final_obs, envs, row: Some(e) }, c)[0];
             }
             std::mem::swap(obs, &mut out.obs);
             prof.stop(Phase::GAE, s);
         }
         let s = prof.start();
-        let next_values = actor.values(net, obs, envs, None, c);
+        let next_values = actor.values(net, ValueRows { obs, envs, row: None }, c);
         let on_device = actor.finish(rollout, c);
         let (advantages, returns) = gae(
             &GaeInput {

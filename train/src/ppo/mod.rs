@@ -84,18 +84,10 @@ pub trait Pass {
     /// A new epoch over the rows in `order` (freshly shuffled; a pass may reorder rows
     /// inside each minibatch, which the next shuffle then starts from).
     fn epoch(&mut self, order: &mut [i64]);
-    /// Minibatch `m`'s gradient into the flat gradient, and its loss statistics
-    /// `[pg, v, entropy, approx_kl, clipfrac]` when `last`. Profiles from `start` and
-    /// returns the end of its last span.
-    fn gradient(
-        &mut self,
-        order: &[i64],
-        m: usize,
-        last: bool,
-        ctx: &UpdateCtx<'_>,
-        prof: &mut Profiler,
-        start: Instant,
-    ) -> (Option<Vec<f64>>, Instant);
+    /// Minibatch `step.m`'s gradient into the flat gradient, and its loss statistics
+    /// `[pg, v, entropy, approx_kl, clipfrac]` when `step.last`. Profiles from
+    /// `step.start` and returns the end of its last span.
+    fn gradient(&mut self, step: MinibatchStep<'_, '_>) -> (Option<Vec<f64>>, Instant);
     /// The flat parameters and their gradient, for the scaler, the clip and Adam.
     fn params(&mut self) -> (&mut Tensor, &mut Tensor);
     /// [`Pass::epoch`] from rows `order` already on the device, with libtorch ops only
@@ -117,6 +109,18 @@ pub trait Pass {
     }
 }
 
+/// One minibatch as a [`Pass`] takes it: the epoch's row order, which minibatch, whether
+/// it is the update's last (its statistics are read), the update's context, and the
+/// profiler with where its first span starts.
+pub struct MinibatchStep<'a, 'c> {
+    pub order: &'a [i64],
+    pub m: usize,
+    pub last: bool,
+    pub ctx: &'a UpdateCtx<'c>,
+    pub prof: &'a mut Profiler,
+    pub start: Instant,
+}
+
 /// One step of a rollout as an [`Actor`] takes it: which step, the action heads, the
 /// sampling stream, the counters and the profiler, and where its first span starts.
 pub struct ActStep<'a> {
@@ -133,12 +137,39 @@ pub trait Actor<P> {
     /// Fills step `step.t` of `rollout` (its observations are already there): actions,
     /// log-probs, values. Profiles from `step.start` and returns the end of its last span.
     fn act(&mut self, net: &P, rollout: &mut Rollout, step: ActStep<'_>) -> Instant;
-    /// Critic values of the `envs` observations in `obs`, or only of env `row`'s.
-    fn values(&mut self, net: &P, obs: &Observations, envs: usize, row: Option<usize>, c: &mut Counters) -> Vec<f32>;
+    /// Critic values of the observations `rows` asks for.
+    fn values(&mut self, net: &P, rows: ValueRows<'_>, c: &mut Counters) -> Vec<f32>;
     /// Re-reads the weights after an update (a native forward keeps its own copy).
     fn sync_weights(&mut self, net: &P);
     /// The rollout's log-probs and values on the device, and the values on the host.
     fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)>;
+}
+
+/// The observations whose critic values a rollout asks for ([`Actor::values`]): every
+/// env's in `obs`, or env `row`'s only (a truncated episode's final observation).
+#[derive(Clone, Copy)]
+pub struct ValueRows<'a> {
+    pub obs: &'a Observations,
+    pub envs: usize,
+    pub row: Option<usize>,
+}
+
+impl ValueRows<'_> {
+    /// How many rows are asked for.
+    pub fn count(&self) -> usize {
+        if self.row.is_some() {
+            1
+        } else {
+            self.envs
+        }
+    }
+
+    /// The asked rows of one field's values `v` (`envs` rows of equal width), and that width.
+    pub fn of<'v, T>(&self, v: &'v [T]) -> (&'v [T], usize) {
+        let w = v.len() / self.envs.max(1);
+        let first = self.row.unwrap_or(0);
+        (&v[first * w..(first + self.count()) * w], w)
+    }
 }
 
 /// An update's epochs for an autograd [`Pass`]: each epoch's rows gathered in their

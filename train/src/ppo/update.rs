@@ -3,7 +3,7 @@
 //! network computes it: [`PpoPolicy`]), the fp16 scaler's check, the global
 //! gradient-norm clip, and an Adam step.
 
-use super::{Pass, PpoPolicy};
+use super::{MinibatchStep, Pass, PpoPolicy};
 use crate::adam::FlatAdam;
 use crate::kernels;
 use crate::precision::Precision;
@@ -75,7 +75,7 @@ pub fn update_with<P: PpoPolicy>(
             }
             let last = epoch + 1 == spec.ppo.epochs && m + 1 == spec.ppo.minibatches;
             let s = prof.start();
-            let (stats, s) = pass.gradient(&order, m, last, &ctx, prof, s);
+            let (stats, s) = pass.gradient(MinibatchStep { order: &order, m, last, ctx: &ctx, prof, start: s });
             if stats.is_some() {
                 last_stats = stats;
             }

@@ -5,7 +5,6 @@
 
 use super::{Morpho, TrainedMorpho};
 use hotlab_shared::counters::Counters;
-use hotlab_shared::env::Observations;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::{ActionSync, RunSpec};
 use hotlab_train::distribution;
@@ -14,10 +13,8 @@ use hotlab_train::models::mlp::actor::{eager_values, value_rows};
 use hotlab_train::models::mlp::policy::ActorCritic;
 
 use hotlab_train::ppo::loss::{loss_from, Forward};
-use hotlab_train::ppo::update::UpdateCtx;
-use hotlab_train::ppo::{device_outputs, ActStep, Actor, Epochs, Pass, PpoPolicy};
+use hotlab_train::ppo::{device_outputs, ActStep, Actor, Epochs, MinibatchStep, Pass, PpoPolicy, ValueRows};
 use hotlab_train::precision::Precision;
-use hotlab_train::profiler::Profiler;
 use hotlab_train::rollout::{Batch, Rollout};
 use hotlab_train::workload::TrainedPolicy;
 use std::sync::Arc;
@@ -63,15 +60,8 @@ impl Pass for MorphoPass<'_> {
         self.epochs.shuffle(order, self.agent.net.device());
     }
 
-    fn gradient(
-        &mut self,
-        _order: &[i64],
-        m: usize,
-        last: bool,
-        ctx: &UpdateCtx<'_>,
-        prof: &mut Profiler,
-        s: Instant,
-    ) -> (Option<Vec<f64>>, Instant) {
+    fn gradient(&mut self, step: MinibatchStep<'_, '_>) -> (Option<Vec<f64>>, Instant) {
+        let MinibatchStep { m, last, ctx, prof, start: s, .. } = step;
         let mb = self.epochs.minibatch(m);
         let net = &mut self.agent.net;
         net.zero_grad();
@@ -124,15 +114,8 @@ impl Actor<MorphoAgent> for MorphoActor {
         })
     }
 
-    fn values(
-        &mut self,
-        agent: &MorphoAgent,
-        obs: &Observations,
-        envs: usize,
-        row: Option<usize>,
-        c: &mut Counters,
-    ) -> Vec<f32> {
-        let (x, w) = value_rows(obs, envs, row);
+    fn values(&mut self, agent: &MorphoAgent, rows: ValueRows<'_>, c: &mut Counters) -> Vec<f32> {
+        let (x, w) = value_rows(rows);
         eager_values(&agent.net, &self.mover, &x, w, c)
     }
 

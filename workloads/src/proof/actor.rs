@@ -4,14 +4,14 @@
 use super::host::ProofHost;
 use super::ProofAgent;
 use hotlab_shared::counters::Counters;
-use hotlab_shared::env::{FieldData, Observations};
+use hotlab_shared::env::FieldData;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::ActionSync;
 use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::{read_into, Mover};
 use hotlab_train::models::mlp::host::{draw_uniforms, ActOut};
-use hotlab_train::ppo::{device_outputs, ActStep, Actor};
+use hotlab_train::ppo::{device_outputs, ActStep, Actor, ValueRows};
 use hotlab_train::rollout::Rollout;
 use std::time::Instant;
 use tch::Tensor;
@@ -55,31 +55,23 @@ impl Actor<ProofAgent> for ProofActor {
         }
     }
 
-    fn values(
-        &mut self,
-        agent: &ProofAgent,
-        obs: &Observations,
-        envs: usize,
-        row: Option<usize>,
-        c: &mut Counters,
-    ) -> Vec<f32> {
-        let (first, rows) = row.map_or((0, envs), |e| (e, 1));
-        fn index(f: &FieldData, envs: usize, first: usize, rows: usize) -> (&[i64], usize) {
+    fn values(&mut self, agent: &ProofAgent, rows: ValueRows<'_>, c: &mut Counters) -> Vec<f32> {
+        fn index<'v>(rows: &ValueRows<'_>, f: &'v FieldData) -> (&'v [i64], usize) {
             let FieldData::I64(v) = f else { unreachable!("the proof env's fields are indices") };
-            let w = v.len() / envs;
-            (&v[first * w..(first + rows) * w], w)
+            rows.of(v)
         }
         match self {
-            ProofActor::Fused { policy } => policy.values(index(&obs.fields[0], envs, first, rows).0),
+            ProofActor::Fused { policy } => policy.values(index(&rows, &rows.obs.fields[0]).0),
             ProofActor::Eager { mover, .. } => tch::no_grad(|| {
-                let fields: Vec<Tensor> = obs.fields[..2]
+                let n = rows.count();
+                let fields: Vec<Tensor> = rows.obs.fields[..2]
                     .iter()
                     .map(|f| {
-                        let (v, w) = index(f, envs, first, rows);
-                        mover.upload_i64(v, &[rows as i64, w as i64], c)
+                        let (v, w) = index(&rows, f);
+                        mover.upload_i64(v, &[n as i64, w as i64], c)
                     })
                     .collect();
-                let mut out = vec![0f32; rows];
+                let mut out = vec![0f32; n];
                 read_into(&agent.net.forward(&fields[0], &fields[1]).value, &mut out, c);
                 out
             }),

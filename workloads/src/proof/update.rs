@@ -10,10 +10,8 @@ use hotlab_shared::spec::RunSpec;
 use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
 use hotlab_train::kernels;
 use hotlab_train::ppo::loss::{loss_from, Forward};
-use hotlab_train::ppo::update::UpdateCtx;
-use hotlab_train::ppo::{Pass, PpoPolicy};
+use hotlab_train::ppo::{MinibatchStep, Pass, PpoPolicy};
 use hotlab_train::precision::Precision;
-use hotlab_train::profiler::Profiler;
 use hotlab_train::rollout::Batch;
 use hotlab_train::workload::TrainedPolicy;
 use std::time::Instant;
@@ -75,15 +73,8 @@ impl Pass for ProofPass<'_> {
         }
     }
 
-    fn gradient(
-        &mut self,
-        order: &[i64],
-        m: usize,
-        last: bool,
-        ctx: &UpdateCtx<'_>,
-        prof: &mut Profiler,
-        s: Instant,
-    ) -> (Option<Vec<f64>>, Instant) {
+    fn gradient(&mut self, step: MinibatchStep<'_, '_>) -> (Option<Vec<f64>>, Instant) {
+        let MinibatchStep { order, m, last, ctx, prof, start: s } = step;
         let spec = ctx.spec;
         let net = &mut self.agent.net;
         if let Some(pg) = &mut self.grad {

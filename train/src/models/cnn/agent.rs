@@ -9,14 +9,11 @@ use crate::exec::transfer::{read_into, Mover};
 use crate::exec::EnvMaker;
 use crate::normalize::ObsNorm;
 use crate::ppo::loss::loss_of_heads;
-use crate::ppo::update::UpdateCtx;
-use crate::ppo::{self, device_outputs, ActStep, Actor, Epochs, Pass, PpoPolicy};
+use crate::ppo::{self, device_outputs, ActStep, Actor, Epochs, MinibatchStep, Pass, PpoPolicy, ValueRows};
 use crate::precision::Precision;
-use crate::profiler::Profiler;
 use crate::rollout::{Batch, Rollout};
 use crate::workload::TrainedPolicy;
 use hotlab_shared::counters::Counters;
-use hotlab_shared::env::Observations;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::spec::{ActionSync, RunSpec};
@@ -62,15 +59,8 @@ impl Pass for CnnPass<'_> {
         self.epochs.shuffle(order, self.agent.net.device());
     }
 
-    fn gradient(
-        &mut self,
-        _order: &[i64],
-        m: usize,
-        last: bool,
-        ctx: &UpdateCtx<'_>,
-        prof: &mut Profiler,
-        s: Instant,
-    ) -> (Option<Vec<f64>>, Instant) {
+    fn gradient(&mut self, step: MinibatchStep<'_, '_>) -> (Option<Vec<f64>>, Instant) {
+        let MinibatchStep { m, last, ctx, prof, start: s, .. } = step;
         let mb = self.epochs.minibatch(m);
         let net = &mut self.agent.net;
         net.zero_grad();
@@ -116,21 +106,13 @@ impl Actor<CnnAgent> for CnnActor {
         })
     }
 
-    fn values(
-        &mut self,
-        agent: &CnnAgent,
-        obs: &Observations,
-        envs: usize,
-        row: Option<usize>,
-        c: &mut Counters,
-    ) -> Vec<f32> {
-        let bytes = obs.fields[0].as_bytes();
-        let w = bytes.len() / envs.max(1);
-        let (first, rows) = row.map_or((0, envs), |e| (e, 1));
+    fn values(&mut self, agent: &CnnAgent, rows: ValueRows<'_>, c: &mut Counters) -> Vec<f32> {
+        let (bytes, w) = rows.of(rows.obs.fields[0].as_bytes());
+        let n = rows.count();
         tch::no_grad(|| {
             let net = &agent.net;
-            let images = self.mover.upload_frames(&bytes[first * w..(first + rows) * w], &[rows as i64, w as i64], c);
-            let mut out = vec![0f32; rows];
+            let images = self.mover.upload_frames(bytes, &[n as i64, w as i64], c);
+            let mut out = vec![0f32; n];
             read_into(&net.value(&net.features(&net.convert(&images))), &mut out, c);
             out
         })

@@ -7,10 +7,9 @@ use super::MlpAgent;
 use crate::distribution;
 use crate::exec::helper::Helper;
 use crate::exec::transfer::{read_into, Mover};
-use crate::ppo::{device_outputs, ActStep, Actor};
+use crate::ppo::{device_outputs, ActStep, Actor, ValueRows};
 use crate::rollout::Rollout;
 use hotlab_shared::counters::Counters;
-use hotlab_shared::env::Observations;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::spec::ActionSync;
 use std::borrow::Cow;
@@ -100,15 +99,8 @@ impl Actor<MlpAgent> for MlpActor {
         }
     }
 
-    fn values(
-        &mut self,
-        agent: &MlpAgent,
-        obs: &Observations,
-        envs: usize,
-        row: Option<usize>,
-        c: &mut Counters,
-    ) -> Vec<f32> {
-        let (x, w) = value_rows(obs, envs, row);
+    fn values(&mut self, agent: &MlpAgent, rows: ValueRows<'_>, c: &mut Counters) -> Vec<f32> {
+        let (x, w) = value_rows(rows);
         match self {
             MlpActor::Fused { policy, .. } => x.chunks_exact(w).map(|r| policy.value(r)).collect(),
             MlpActor::Eager { mover, .. } => eager_values(&agent.net, mover, &x, w, c),
@@ -133,18 +125,18 @@ impl Actor<MlpAgent> for MlpActor {
     }
 }
 
-/// The rows of the first field (as features) whose values are asked for: env `row`'s, or every
-/// env's; and the width of one.
-pub fn value_rows(obs: &Observations, envs: usize, row: Option<usize>) -> (Cow<'_, [f32]>, usize) {
-    let (first, rows) = row.map_or((0, envs), |e| (e, 1));
-    let x = obs.fields[0].features().expect("a features field");
-    let w = x.len() / envs;
-    let rows = first * w..(first + rows) * w;
-    let x = match x {
-        Cow::Borrowed(x) => Cow::Borrowed(&x[rows]),
-        Cow::Owned(x) => Cow::Owned(x[rows].to_vec()),
-    };
-    (x, w)
+/// The asked rows of the first field, as features, and the width of one.
+pub fn value_rows(rows: ValueRows<'_>) -> (Cow<'_, [f32]>, usize) {
+    match rows.obs.fields[0].features().expect("a features field") {
+        Cow::Borrowed(x) => {
+            let (x, w) = rows.of(x);
+            (Cow::Borrowed(x), w)
+        }
+        Cow::Owned(x) => {
+            let (x, w) = rows.of(&x);
+            (Cow::Owned(x.to_vec()), w)
+        }
+    }
 }
 
 /// The critic's values of the observations `x` (rows of `w`) by libtorch ops, uploaded

@@ -13,9 +13,8 @@ use crate::exec::helper::Helper;
 use crate::normalize::ObsNorm;
 use crate::ppo::advantages;
 use crate::ppo::update::UpdateCtx;
-use crate::ppo::{Pass, PpoPolicy};
+use crate::ppo::{MinibatchStep, Pass, PpoPolicy};
 use crate::precision::Precision;
-use crate::profiler::Profiler;
 use crate::rollout::Batch;
 use crate::workload::TrainedPolicy;
 use hotlab_shared::counters::Counters;
@@ -95,15 +94,8 @@ impl Pass for MlpPass<'_> {
         self.shuffled = Some(shuffled);
     }
 
-    fn gradient(
-        &mut self,
-        _order: &[i64],
-        m: usize,
-        last: bool,
-        ctx: &UpdateCtx<'_>,
-        prof: &mut Profiler,
-        s: Instant,
-    ) -> (Option<Vec<f64>>, Instant) {
+    fn gradient(&mut self, step: MinibatchStep<'_, '_>) -> (Option<Vec<f64>>, Instant) {
+        let MinibatchStep { m, last, ctx, prof, start: s, .. } = step;
         let spec = ctx.spec;
         let shuffled = self.shuffled.as_ref().expect("an epoch has begun");
         let mb_size = spec.minibatch_size() as i64;
