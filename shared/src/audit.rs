@@ -78,7 +78,7 @@ impl Change {
             return Err(SpecError::new("change", "the baseline's spec does not serialize"));
         };
         for (knob, value) in &self.settings {
-            if !knob.applies_to(env) {
+            if !knob.applies_to(env.as_str()) {
                 return Err(SpecError::new(knob.name, format!("{} is not a setting of the {env} workload", knob.name)));
             }
             knob.set(&mut fields, value.clone());

@@ -22,28 +22,28 @@
 //! - [`audit`]: a change to a run (`KEY=VALUE`), the interleaved plan of an audit, and
 //!   its verdicts against this machine's noise and the report's bound.
 //! - [`lessons`]: the catalogue's lessons, each a baseline, its fixes, a signature and a budget.
-//! - [`workloads`](mod@workloads): each workload's settings and their knobs, its rollout frame and its
-//!   report rules, one module each, and the registry (one line per workload).
+//! - [`workloads`](mod@workloads): the registry, `hotlab-specs` (one line per workload), and
+//!   each workload's declarations: its settings and their knobs, its rollout frame and its
+//!   report rules, one module each.
 //! - [`fuzz`]: the fuzz targets' budget and seed, from the environment (`cargo xtask fuzz`).
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
+//!
+//! Below it sit the registry (`hotlab-specs`) and the words every layer and every
+//! workload's declarations share (`hotlab-core`: knobs, the run's settings and choices,
+//! phases and profiles, counters, advice), re-exported here under the same names, so the
+//! crates above name one crate.
 
-// A workload's declarations (`workloads/src/<name>/spec.rs`) are compiled into this crate
-// and name it as the other files of their folder do: `hotlab_shared::…`.
-extern crate self as hotlab_shared;
+pub use hotlab_core::{advice, counters, names, profile};
+pub use hotlab_specs::workload_list;
 
-pub mod advice;
 pub mod audit;
 pub mod cartpole;
-pub mod counters;
 pub mod env;
 pub mod fuzz;
 pub mod lessons;
-pub mod names;
 pub mod pixels;
-pub mod profile;
 pub mod protocol;
-mod registry;
 pub mod report;
 pub mod rng;
 pub mod spec;

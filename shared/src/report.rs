@@ -390,6 +390,7 @@ impl Report {
 mod tests {
     use super::*;
     use crate::counters::{Count, Counters};
+    use crate::spec::PresetSpec;
     use crate::workloads::dreamer::{DECODER, ENCODER, REPLAY, RSSM, WORLD_BACKWARD};
     use crate::workloads::morpho::{GRAPH_REPLAYS, HOST_BACKWARD, HOST_FORWARD, HOST_STEPS_SKIPPED, LIFECYCLE};
     use crate::workloads::morpho::{LIFECYCLE_READS, REWARD};

@@ -85,7 +85,7 @@ impl Grid {
             .map(|cell| {
                 let mut fields = fields.clone();
                 for (knob, value) in &cell {
-                    if !knob.applies_to(env) {
+                    if !knob.applies_to(env.as_str()) {
                         return Err(SpecError::new(
                             knob.name,
                             format!("{} is not a setting of the {env} workload", knob.name),

@@ -7,7 +7,7 @@
 
 use hotlab_shared::fuzz;
 use hotlab_shared::knobs::KNOBS;
-use hotlab_shared::spec::{json, presets, RunSpec};
+use hotlab_shared::spec::{json, presets, PresetSpec, RunSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, RngSeed};
 use serde_json::{Map, Value};

@@ -5,7 +5,7 @@
 
 use crate::launch;
 use crate::route::Route;
-use hotlab_shared::spec::{presets, Preset};
+use hotlab_shared::spec::{presets, Preset, PresetSpec};
 use leptos::prelude::*;
 
 /// The `localStorage` key that says this browser has seen the home.

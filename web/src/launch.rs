@@ -5,7 +5,7 @@
 use crate::api::{self, ApiError};
 use hotlab_shared::knobs::{workload_name, Knob, KnobKind, GROUPS, KNOBS};
 use hotlab_shared::spec::EnvName;
-use hotlab_shared::spec::{presets, Preset};
+use hotlab_shared::spec::{presets, Preset, PresetSpec};
 use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::workloads::suggested_knobs;
 use leptos::prelude::*;
@@ -136,7 +136,7 @@ fn Field(
     let error = move || errors.with(|e| e.get(name).cloned());
     view! {
         <label class="knob" class:invalid=move || error().is_some() title=knob.help
-            style:display=move || if env.get().is_none_or(|e| knob.applies_to(e)) { "" } else { "none" }>
+            style:display=move || if env.get().is_none_or(|e| knob.applies_to(e.as_str())) { "" } else { "none" }>
             <span class="name">{name}</span>
             {input}
             <span class="help">{knob.help}{knob.allowed().map(|a| format!(" ({a})"))}</span>
@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(get(&proof, "queries"), "");
         assert_eq!(get(&proof, "proof_depth"), "10");
         for (spec, env) in [(&spec, EnvName::Cartpole), (&proof, EnvName::Proof)] {
-            for k in KNOBS.iter().filter(|k| k.applies_to(env)) {
+            for k in KNOBS.iter().filter(|k| k.applies_to(env.as_str())) {
                 assert!(k.get(spec).is_some(), "{} is a field of a {env} spec", k.name);
             }
         }

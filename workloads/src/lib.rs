@@ -13,14 +13,13 @@
 //! | `gym` | [`gym`] | any Gymnasium env, in Python worker processes over shared memory, the MLP or CNN actor-critic |
 //! | `envpool` | [`envpool`] | EnvPool's C++ envs, a batch on EnvPool's threads in a worker process, through gym's region |
 //!
-//! Adding a workload: a folder here and a line in the registry (`shared/src/registry.rs`,
-//! `hotlab_shared::workload_list!`; see
-//! `docs/architecture.md`). The folder's `mod.rs` and its modules are its native code,
-//! implementing [`Workload`], and its settings implement [`Native`] (the `load` the registry
-//! calls, and its hooks); two files of the folder are
-//! compiled elsewhere: `spec.rs`, its declarations (settings, knobs, phases, counts, frame,
-//! report rules), into `hotlab-shared` (so the lab and the browser know them), and `web.rs`,
-//! its view, into `hotlab-web`.
+//! Adding a workload: a folder here and a line in the registry (`specs.rs`,
+//! `hotlab_specs::workload_list!`; see `docs/architecture.md`). The folder's `mod.rs` and its
+//! modules are its native code, implementing [`Workload`], and its settings implement
+//! [`Native`] (the `load` the registry calls, and its hooks); two files of the folder are
+//! modules of the crates rooted beside this one: `spec.rs`, its declarations (settings,
+//! knobs, phases, counts, frame, report rules), of `hotlab-specs` (`specs.rs`: the lab and
+//! the browser know them), and `web.rs`, its view, of `hotlab-views` (`views.rs`).
 
 /// The registry as this crate reads it: each workload's folder (its native code) and its
 /// [`Native`] hooks.

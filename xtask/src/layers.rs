@@ -15,18 +15,18 @@ pub struct Crate {
     pub src: &'static str,
     pub layers: &'static [(u8, &'static [&'static str])],
     pub rest: u8,
-    /// A file of each workload folder (`workloads/src/<name>/FILE`) compiled into this
-    /// crate as the module `PARENT::<name>` (the registry's `spec.rs`).
-    pub borrows: Option<(&'static str, &'static [&'static str])>,
     /// A crate whose root sits in `src` beside the workload folders, and its modules: the
-    /// root `ROOT` and each folder's `FILE`, as `<name>::FILE` (`hotlab-views`: `views.rs`,
-    /// each `web.rs`). None: every file under `src` is the crate's.
+    /// root `ROOT` and each folder's `FILE`, as `<name>::FILE` (`hotlab-specs`: `specs.rs`,
+    /// each `spec.rs`; `hotlab-views`: `views.rs`, each `web.rs`). None: every file under
+    /// `src` is the crate's (less those of the crates beside it).
     pub beside: Option<(&'static str, &'static str)>,
 }
 
 /// The rules of docs/architecture.md ("Inside each crate").
 pub const CRATES: &[Crate] = &[
-    Crate { src: "shared/src", layers: &[], rest: 0, borrows: Some(("spec.rs", &["spec", "workloads"])), beside: None },
+    Crate { src: "core/src", layers: &[], rest: 0, beside: None },
+    Crate { src: "workloads/src", layers: &[], rest: 0, beside: Some(("specs.rs", "spec.rs")) },
+    Crate { src: "shared/src", layers: &[], rest: 0, beside: None },
     Crate {
         src: "train/src",
         layers: &[
@@ -37,11 +37,11 @@ pub const CRATES: &[Crate] = &[
             (0, &["kernels.rs", "profiler.rs", "system.rs"]),
         ],
         rest: 3,
-        borrows: None,
+
         beside: None,
     },
-    Crate { src: "workloads/src", layers: &[], rest: 0, borrows: None, beside: None },
-    Crate { src: "workloads/src", layers: &[], rest: 0, borrows: None, beside: Some(("views.rs", "web.rs")) },
+    Crate { src: "workloads/src", layers: &[], rest: 0, beside: None },
+    Crate { src: "workloads/src", layers: &[], rest: 0, beside: Some(("views.rs", "web.rs")) },
     Crate {
         src: "lab/src",
         layers: &[
@@ -50,12 +50,12 @@ pub const CRATES: &[Crate] = &[
             (1, &["wire/"]),
         ],
         rest: 2,
-        borrows: None,
+
         beside: None,
     },
-    Crate { src: "cli/src", layers: &[(2, &["main.rs"]), (1, &["commands/"])], rest: 0, borrows: None, beside: None },
-    Crate { src: "web/src", layers: &[], rest: 0, borrows: None, beside: None },
-    Crate { src: "wgpu-env/src", layers: &[], rest: 0, borrows: None, beside: None },
+    Crate { src: "cli/src", layers: &[(2, &["main.rs"]), (1, &["commands/"])], rest: 0, beside: None },
+    Crate { src: "web/src", layers: &[], rest: 0, beside: None },
+    Crate { src: "wgpu-env/src", layers: &[], rest: 0, beside: None },
 ];
 
 /// A file of a crate: where it is, its module path, its layer.
@@ -194,12 +194,11 @@ fn crate_files(root: &Path, c: &Crate) -> Result<Vec<File>> {
     let mut files = Vec::new();
     for p in found {
         let rel = p.strip_prefix(&src).unwrap_or(&p).to_string_lossy().replace('\\', "/");
-        // The workload folders' files compiled into other crates are theirs, not this one's,
-        // as are the roots of the crates beside the folders.
-        let borrowed = c.src == "workloads/src"
-            && ((rel.matches('/').count() == 1 && (rel.ends_with("/spec.rs") || rel.ends_with("/web.rs")))
-                || CRATES.iter().any(|o| o.src == c.src && o.beside.is_some_and(|(r, _)| r == rel)));
-        if borrowed || !rel.ends_with(".rs") {
+        // The files of the crates beside the workload folders are theirs, not this one's.
+        let in_folder = rel.matches('/').count() == 1;
+        let beside = CRATES.iter().filter(|o| o.src == c.src).filter_map(|o| o.beside);
+        let theirs = beside.into_iter().any(|(r, f)| r == rel || (in_folder && rel.rsplit('/').next() == Some(f)));
+        if theirs || !rel.ends_with(".rs") {
             continue;
         }
         let layer = c
@@ -208,20 +207,6 @@ fn crate_files(root: &Path, c: &Crate) -> Result<Vec<File>> {
             .find(|(_, paths)| paths.iter().any(|l| if l.ends_with('/') { rel.starts_with(l) } else { rel == *l }))
             .map_or(c.rest, |(n, _)| *n);
         files.push(File { path: format!("{}/{rel}", c.src), module: module_of(&rel), layer });
-    }
-    if let Some((name, parent)) = c.borrows {
-        for dir in std::fs::read_dir(root.join("workloads/src"))? {
-            let dir = dir?.path();
-            let file = dir.join(name);
-            if file.is_file() {
-                let workload = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
-                files.push(File {
-                    path: format!("workloads/src/{workload}/{name}"),
-                    module: parent.iter().map(|p| p.to_string()).chain([workload]).collect(),
-                    layer: c.rest,
-                });
-            }
-        }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
@@ -607,8 +592,7 @@ mod tests {
         }
     }
 
-    const RULES: Crate =
-        Crate { src: "k/src", layers: &[(2, &["top/"]), (0, &["low.rs"])], rest: 1, borrows: None, beside: None };
+    const RULES: Crate = Crate { src: "k/src", layers: &[(2, &["top/"]), (0, &["low.rs"])], rest: 1, beside: None };
 
     /// A lower layer taking a name from a higher one is refused, naming both files, the
     /// name and the layers; the same import downward passes.

@@ -4,7 +4,7 @@
 use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::spec::{Precision, UpdateMode, WorkloadSpec};
+use hotlab_shared::spec::{Precision, SpecError, UpdateMode, WorkloadSpec};
 use hotlab_shared::workloads::dreamer::{EncoderMode, LossRead, ReplayAt};
 use hotlab_shared::workloads::DreamerSpec;
 use hotlab_workloads::dreamer::bench::{run, BatchBench, BatchReport};
@@ -99,11 +99,9 @@ fn checked(a: BenchBatchArgs) -> Result<BatchBench> {
         ..DreamerSpec::default()
     };
     for &batch in &a.sizes {
-        WorkloadSpec::Dreamer(DreamerSpec { batch, ..settings.clone() }).validate().map_err(|e| {
-            match e.field.as_str() {
-                "batch_size" => usage("--sizes", e.message),
-                _ => anyhow::Error::from(e),
-            }
+        WorkloadSpec::Dreamer(DreamerSpec { batch, ..settings.clone() }).validate().map_err(|e| match e.knob {
+            "batch_size" => usage("--sizes", e.message),
+            _ => anyhow::Error::from(SpecError::from(e)),
         })?;
     }
     let device = hotlab_train::exec::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;

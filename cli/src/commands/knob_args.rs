@@ -8,7 +8,7 @@ use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use hotlab_shared::knobs::{Knob, KnobKind, KNOBS};
-use hotlab_shared::spec::{presets, EnvName, RunSpec, WorkloadSpec};
+use hotlab_shared::spec::{presets, EnvName, PresetSpec, RunSpec, WorkloadSpec};
 use serde_json::Value;
 
 /// Which knobs a command takes.
@@ -69,7 +69,7 @@ fn negated(knob: &Knob) -> String {
 /// Where `--help` lists it: the workload's own settings under the workload.
 fn heading(knob: &Knob) -> String {
     match knob.workload {
-        Some(w) => format!("{} settings (--env {w})", capitalized(w.as_str())),
+        Some(w) => format!("{} settings (--env {w})", capitalized(w)),
         None => knob.group.to_string(),
     }
 }
@@ -97,7 +97,7 @@ fn shown(v: &Value) -> String {
 /// proof: 64, …]`. A workload's own setting has its workload's default.
 fn defaults(knob: &Knob) -> String {
     let json = |spec: RunSpec| serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned());
-    if let Some(w) = knob.workload {
+    if let Some(w) = EnvName::of(knob) {
         let spec = RunSpec { workload: WorkloadSpec::default_for(w), ..RunSpec::default() };
         return json(spec).and_then(|j| knob.get(&j)).map_or_else(String::new, |v| format!("[default: {}]", shown(&v)));
     }

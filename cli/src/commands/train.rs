@@ -4,7 +4,7 @@
 use super::knob_args::KnobArgs;
 use anyhow::{Context, Result};
 use clap::Args;
-use hotlab_shared::spec::{presets, Preset, RunSpec, SpecError};
+use hotlab_shared::spec::{presets, Preset, PresetSpec, RunSpec, SpecError};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::PathBuf;

@@ -46,7 +46,7 @@ pub fn nested(value: Value) -> Result<Value, SpecError> {
     for (key, v) in obj {
         match knobs::find(&key) {
             // Earlier versions wrote every workload's settings: only this one's are kept.
-            Some(k) if k.workload.is_some_and(|w| w.as_str() != env) => {}
+            Some(k) if k.workload.is_some_and(|w| w != env) => {}
             Some(k) => set_path(&mut out, k.path, v),
             None => {
                 out.insert(key, v);

@@ -5,34 +5,31 @@
 
 use super::knobs::{self, KnobKind};
 use super::RunSpec;
+pub use hotlab_core::preset::Preset;
 
-/// A named spec with a line on what it shows.
-#[derive(Clone, Copy, Debug)]
-pub struct Preset {
-    /// Its name (`--preset NAME`).
-    pub name: &'static str,
-    /// One line: what it runs and what a user sees, with its time on 2 CPU cores.
-    pub about: &'static str,
-    /// What it sets over the default spec: each a knob's name and its value as a flag
-    /// takes it (`("envs", "1024")`); `env` first where it names another workload.
-    pub knobs: &'static [(&'static str, &'static str)],
-}
-
-impl Preset {
-    pub const fn new(name: &'static str, about: &'static str, knobs: &'static [(&'static str, &'static str)]) -> Self {
-        Self { name, about, knobs }
-    }
-
+/// What the spec makes of a [`Preset`] (a workload's declaration, in `hotlab-core`): its
+/// whole spec, its flags, and the preset of a name.
+pub trait PresetSpec {
     /// The whole spec: its knobs over the default one. The presets are the workloads' own
     /// declarations, each checked by this module's test, so a bad one is a bug, not input.
-    pub fn spec(&self) -> RunSpec {
+    fn spec(&self) -> RunSpec;
+    /// Its knobs as `hotlab train` arguments (`["--envs", "1024", "--minibatches", "32"]`):
+    /// a yes/no knob is `--X` or `--no-X`. With no `--preset`, they make the same spec.
+    fn flags(&self) -> Vec<String>;
+    /// Its flags as a shell line shows them (a value with a space or a quote quoted): what
+    /// the home's card says the preset sets.
+    fn flags_line(&self) -> String;
+    /// The preset named `name`; an unknown name is refused with the list.
+    fn find(name: &str) -> Result<&'static Preset, String>;
+}
+
+impl PresetSpec for Preset {
+    fn spec(&self) -> RunSpec {
         knobs::apply_text(RunSpec::default(), self.knobs)
             .unwrap_or_else(|e| panic!("preset {}: {}: {}", self.name, e.field, e.message))
     }
 
-    /// Its knobs as `hotlab train` arguments (`["--envs", "1024", "--minibatches", "32"]`):
-    /// a yes/no knob is `--X` or `--no-X`. With no `--preset`, they make the same spec.
-    pub fn flags(&self) -> Vec<String> {
+    fn flags(&self) -> Vec<String> {
         let mut args = Vec::new();
         for (name, value) in self.knobs {
             let flag = knobs::flag_of(name);
@@ -45,9 +42,7 @@ impl Preset {
         args
     }
 
-    /// Its flags as a shell line shows them (a value with a space or a quote quoted): what
-    /// the home's card says the preset sets.
-    pub fn flags_line(&self) -> String {
+    fn flags_line(&self) -> String {
         let quoted = |a: String| {
             if a.is_empty() || a.contains([' ', '\'', '"']) {
                 format!("'{}'", a.replace('\'', r"'\''"))
@@ -58,8 +53,7 @@ impl Preset {
         self.flags().into_iter().map(quoted).collect::<Vec<_>>().join(" ")
     }
 
-    /// The preset named `name`; an unknown name is refused with the list.
-    pub fn find(name: &str) -> Result<&'static Preset, String> {
+    fn find(name: &str) -> Result<&'static Preset, String> {
         all().find(|p| p.name == name).ok_or_else(|| {
             let names: Vec<&str> = all().map(|p| p.name).collect();
             format!("unknown preset '{name}'; allowed: {}", names.join(", "))

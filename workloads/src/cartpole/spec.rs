@@ -1,16 +1,17 @@
 //! `cartpole`: Gymnasium's CartPole-v1, to the letter (the scalar reference and the
-//! struct-of-arrays batch are [`hotlab_shared::cartpole`]). No settings of its own: its network is
+//! struct-of-arrays batch are `hotlab_shared::cartpole`). No settings of its own: its network is
 //! `ppo.hidden`.
 //!
-//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
-//! links libtorch.
+//! A module of `hotlab-specs`, the registry (the lab and the browser read it too): it is
+//! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
-use hotlab_shared::advice::Recommendation;
-use hotlab_shared::knobs::Knob;
-use hotlab_shared::profile::{Phase, Profile};
-use hotlab_shared::spec::{Precision, Preset, RunContext, UpdateMode};
-use hotlab_shared::workloads::Settings;
+use hotlab_core::advice::Recommendation;
+use hotlab_core::choices::{Precision, UpdateMode};
+use hotlab_core::knob::Knob;
+use hotlab_core::preset::Preset;
+use hotlab_core::profile::{Phase, Profile};
+use hotlab_core::run::RunContext;
+use hotlab_specs::Settings;
 use serde::{Deserialize, Serialize};
 
 /// CartPole has no settings of its own.

@@ -3,16 +3,17 @@
 //! and its report rules: what its phases hold (the replay, the encoder, the RSSM,
 //! imagination) and seed 004's common optimizations, each where its signature shows.
 //!
-//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
-//! links libtorch.
+//! A module of `hotlab-specs`, the registry (the lab and the browser read it too): it is
+//! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
-use hotlab_shared::advice::Recommendation;
-use hotlab_shared::knobs::{Knob, KnobKind::*};
-use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use hotlab_shared::spec::choices::choice;
-use hotlab_shared::spec::{Backend, ExecSpec, Inference, Preset, RunContext, SpecError, UpdateMode};
-use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
+use hotlab_core::advice::Recommendation;
+use hotlab_core::choice;
+use hotlab_core::choices::{Backend, Inference, UpdateMode};
+use hotlab_core::knob::{Knob, KnobError, KnobKind::*};
+use hotlab_core::preset::Preset;
+use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_core::run::{ExecSpec, RunContext};
+use hotlab_specs::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -229,15 +230,15 @@ impl Settings for DreamerSpec {
 
     /// `--update graph` replays the whole train step, its batch gathered on the device;
     /// `graph_fused`'s kernels are PPO's loss and Adam, which the dreamer does not run.
-    fn validate_exec(&self, exec: &ExecSpec) -> Result<(), SpecError> {
+    fn validate_exec(&self, exec: &ExecSpec) -> Result<(), KnobError> {
         if exec.update == UpdateMode::GraphFused {
-            return Err(SpecError::new(
+            return Err(KnobError::new(
                 "update",
                 "graph_fused puts PPO's loss gradient and Adam step in hotlab's kernels, and the dreamer's train step has neither; allowed: eager, graph",
             ));
         }
         if exec.update == UpdateMode::Graph && self.replay != ReplayAt::Device {
-            return Err(SpecError::new(
+            return Err(KnobError::new(
                 "update",
                 format!(
                     "graph gathers each train step's batch from the replay on the device; allowed with --replay {}: eager (or --replay device with graph)",
@@ -320,7 +321,7 @@ impl Settings for DreamerSpec {
 /// What the viewer draws of env 0: the frame it sees, the world model's reconstruction of
 /// it (once the actor acts on the model's state), and frames the model imagines ahead
 /// under the actor, `every` steps apart; each `side × side` grey bytes in base64
-/// ([`hotlab_shared::pixels`]).
+/// (`hotlab_shared::pixels`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DreamerFrame {
     pub side: u32,

@@ -3,15 +3,16 @@
 //! into the same shared region as the `gym` workload's workers: the trainer does not know
 //! which simulator it drives. Its settings, their knobs, its phase and presets.
 //!
-//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
-//! links libtorch.
+//! A module of `hotlab-specs`, the registry (the lab and the browser read it too): it is
+//! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
-use hotlab_shared::advice::Recommendation;
-use hotlab_shared::knobs::{Knob, KnobKind::*};
-use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use hotlab_shared::spec::{Backend, Preset, RunContext, SpecError};
-use hotlab_shared::workloads::{setting, EnvName, Settings};
+use hotlab_core::advice::Recommendation;
+use hotlab_core::choices::Backend;
+use hotlab_core::knob::{Knob, KnobError, KnobKind::*};
+use hotlab_core::preset::Preset;
+use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_core::run::RunContext;
+use hotlab_specs::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 
 /// An EnvPool env's settings: in JSON `{"envpool": {"id": …, "threads": …, "kwargs": {…}}}`.
@@ -118,22 +119,22 @@ impl Settings for EnvpoolSpec {
     /// Atari's `[4, 84, 84]` stack of bytes, for the memory estimate.
     const OBS_BYTES: u64 = 4 * 84 * 84;
 
-    fn validate(&self) -> Result<(), SpecError> {
+    fn validate(&self) -> Result<(), KnobError> {
         let id = self.id.trim();
         if id.is_empty() {
-            return Err(SpecError::new(
+            return Err(KnobError::new(
                 "envpool_id",
                 "is empty: give one of EnvPool's ids (Breakout-v5, HalfCheetah-v5)",
             ));
         }
         if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(SpecError::new(
+            return Err(KnobError::new(
                 "envpool_id",
                 format!("'{id}' has spaces or control characters: an id has none"),
             ));
         }
         if self.python.as_deref().is_some_and(|p| p.trim().is_empty()) {
-            return Err(SpecError::new("envpool_python", "is empty: give an interpreter's path, or leave it out"));
+            return Err(KnobError::new("envpool_python", "is empty: give an interpreter's path, or leave it out"));
         }
         Ok(())
     }

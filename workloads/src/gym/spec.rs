@@ -2,16 +2,17 @@
 //! user's own on the `PYTHONPATH`), stepped by Python worker processes through shared
 //! memory. Its settings, their knobs and its frame.
 //!
-//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
-//! links libtorch.
+//! A module of `hotlab-specs`, the registry (the lab and the browser read it too): it is
+//! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
-use hotlab_shared::advice::Recommendation;
-use hotlab_shared::knobs::{Knob, KnobKind::*};
-use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use hotlab_shared::spec::choices::choice;
-use hotlab_shared::spec::{Backend, Preset, RunContext, SpecError};
-use hotlab_shared::workloads::{setting, EnvName, Settings};
+use hotlab_core::advice::Recommendation;
+use hotlab_core::choice;
+use hotlab_core::choices::Backend;
+use hotlab_core::knob::{Knob, KnobError, KnobKind::*};
+use hotlab_core::preset::Preset;
+use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_core::run::RunContext;
+use hotlab_specs::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -197,16 +198,16 @@ impl Settings for GymSpec {
         Some(self.id.clone())
     }
 
-    fn validate(&self) -> Result<(), SpecError> {
+    fn validate(&self) -> Result<(), KnobError> {
         let id = self.id.trim();
         if id.is_empty() {
-            return Err(SpecError::new("gym_id", "is empty: give a Gymnasium id (CartPole-v1) or module:callable"));
+            return Err(KnobError::new("gym_id", "is empty: give a Gymnasium id (CartPole-v1) or module:callable"));
         }
         if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(SpecError::new("gym_id", format!("'{id}' has spaces or control characters: an id has none")));
+            return Err(KnobError::new("gym_id", format!("'{id}' has spaces or control characters: an id has none")));
         }
         if self.python.as_deref().is_some_and(|p| p.trim().is_empty()) {
-            return Err(SpecError::new("python", "is empty: give an interpreter's path, or leave it out"));
+            return Err(KnobError::new("python", "is empty: give an interpreter's path, or leave it out"));
         }
         Ok(())
     }
@@ -275,7 +276,7 @@ pub struct GymFrame {
 }
 
 /// An image observation's channels, each `width × height` grey bytes in base64
-/// ([`hotlab_shared::pixels`]); flags drawn as 0 and 255.
+/// (`hotlab_shared::pixels`); flags drawn as 0 and 255.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GymSeen {
     pub width: u32,

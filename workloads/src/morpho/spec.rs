@@ -4,17 +4,18 @@
 //! credit, the lifecycle) and its knobs' advice (`--lifecycle batched` where the trench
 //! costs, `--slots` by device).
 //!
-//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
-//! links libtorch.
+//! A module of `hotlab-specs`, the registry (the lab and the browser read it too): it is
+//! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
-use hotlab_shared::advice::Recommendation;
-use hotlab_shared::counters::{Count, CountInfo, Counters};
-use hotlab_shared::knobs::{Knob, KnobKind::*};
-use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use hotlab_shared::spec::choices::choice;
-use hotlab_shared::spec::{Backend, Inference, Precision, Preset, RunContext, SpecError};
-use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
+use hotlab_core::advice::Recommendation;
+use hotlab_core::choice;
+use hotlab_core::choices::{Backend, Inference, Precision};
+use hotlab_core::counters::{Count, CountInfo, Counters};
+use hotlab_core::knob::{Knob, KnobError, KnobKind::*};
+use hotlab_core::preset::Preset;
+use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_core::run::RunContext;
+use hotlab_specs::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -219,12 +220,12 @@ impl MorphoSpec {
 
     /// Each head's entropy coefficient under `--head-ent-coef`, `ent_coef` where it names
     /// none; None when it is empty (the heads' summed entropy weighs `ent_coef`).
-    pub fn head_entropy(&self, ent_coef: f64) -> Result<Option<[f64; 8]>, SpecError> {
+    pub fn head_entropy(&self, ent_coef: f64) -> Result<Option<[f64; 8]>, KnobError> {
         let text = self.head_ent_coef.trim();
         if text.is_empty() {
             return Ok(None);
         }
-        let bad = |m: String| SpecError::new("head_ent_coef", m);
+        let bad = |m: String| KnobError::new("head_ent_coef", m);
         let mut coefs = [ent_coef; 8];
         let mut named = [false; 8];
         for item in text.split(',') {
@@ -501,7 +502,7 @@ impl Settings for MorphoSpec {
     .range(1.0, 1_000_000.0),
     ];
 
-    fn validate(&self) -> Result<(), SpecError> {
+    fn validate(&self) -> Result<(), KnobError> {
         self.head_entropy(0.0).map(|_| ())
     }
 
@@ -742,7 +743,7 @@ mod tests {
             ("op=0.1,", "write HEAD=COEF"),
         ] {
             let e = with(text).validate().unwrap_err();
-            assert_eq!(e.field, "head_ent_coef", "{text}");
+            assert_eq!(e.knob, "head_ent_coef", "{text}");
             assert!(e.to_string().contains(says), "{text}: {e}");
         }
     }

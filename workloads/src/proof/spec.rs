@@ -2,14 +2,15 @@
 //! knobs, its frame and what its phases mean to the report (the env and its Prolog are the
 //! proof workload's native code).
 //!
-//! Compiled into `hotlab-shared` from the registry (the lab and the browser read it too):
-//! it names that crate `hotlab_shared`, as the folder's native code does, and nothing here
-//! links libtorch.
+//! A module of `hotlab-specs`, the registry (the lab and the browser read it too): it is
+//! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
-use hotlab_shared::knobs::{Knob, KnobKind::*};
-use hotlab_shared::profile::{Phase, PhaseInfo, PhaseKind, Profile};
-use hotlab_shared::spec::{Backend, Inference, Preset, RunContext};
-use hotlab_shared::workloads::{setting, EnvName, Settings, HOST_BACKENDS};
+use hotlab_core::choices::{Backend, Inference};
+use hotlab_core::knob::{Knob, KnobKind::*};
+use hotlab_core::preset::Preset;
+use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
+use hotlab_core::run::RunContext;
+use hotlab_specs::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 
 /// The proof env's settings.

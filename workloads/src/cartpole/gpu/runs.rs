@@ -4,7 +4,7 @@
 
 use super::env::{multistep_buffers, multistep_launch};
 use crate::cartpole::device::env::DeviceCartPole;
-use hotlab_shared::spec::{self, ActionSync, Backend, ExecSpec, Inference, RunSpec};
+use hotlab_shared::spec::{self, ActionSync, Backend, ExecSpec, Inference, PresetSpec, RunSpec};
 use hotlab_train::cuda::gpu::Gpu;
 use hotlab_train::gpu_check::{check, progress, timed};
 use serde_json::{json, Value};

@@ -1,87 +1,55 @@
-//! The workloads as the spec, the lab and the browser know them: each one's declarations
-//! are the `spec.rs` of its folder (`workloads/src/<name>/spec.rs`, compiled into this
-//! crate, so the browser has them too): its settings (the spec's `workload` field) and their
-//! knobs (flag, JSON path, help, range), its choices, its phases and its envs' counts, its
-//! rollout frame, and its report rules (what its phases mean, its knobs' advice). The
-//! same folder holds its native code (`hotlab-workloads`) and its view (`web.rs`,
-//! `hotlab-web`).
+//! `hotlab-specs`: the registry. Each workload is a folder (`workloads/src/<name>/`) and a
+//! line of [`workload_list!`] (below): its variant, its name as `--env` and as its key in a
+//! spec's JSON, its folder, its settings type. Every crate that knows the workloads invokes
+//! that list with a macro of its own: this crate takes each folder's `spec.rs` (its
+//! declarations: settings, knobs, choices, phases, counts, presets, rollout frame, report
+//! rules), `hotlab-workloads` its native code (`mod.rs`), `hotlab-views` its view (`web.rs`).
 //!
-//! The registry ([`workload_list!`](crate::workload_list), `shared/src/registry.rs`) is one line per workload: its name (`--env`),
-//! its folder and its settings type. From it come [`EnvName`], [`WorkloadSpec`] (in JSON an
-//! object with one key, the workload's name: `{"proof": {"kb": …}}`), the workloads' knobs
-//! in the spec's knob table, and every phase and count ([`PHASES`], [`COUNTS`]).
+//! From the list come [`EnvName`], [`WorkloadSpec`] (in JSON an object with one key, the
+//! workload's name: `{"proof": {"kb": …}}`), every workload's knobs ([`knobs`]), presets,
+//! phases ([`PHASES`]) and counts ([`COUNTS`]). A `spec.rs` is written in `hotlab-core`'s
+//! words and names this crate as the other crates do: `hotlab_specs::…`.
+//!
+//! This file is the crate's root, beside the workload folders (its `Cargo.toml` is
+//! `workloads/specs/`): the folders' `spec.rs` are its modules as Rust finds them.
+//! `hotlab-shared` re-exports it as `hotlab_shared::workloads`.
 
-pub mod knob;
+// A folder's declarations name this crate as the other crates are named: `hotlab_specs::…`.
+extern crate self as hotlab_specs;
 
-use crate::advice::Recommendation;
-use crate::counters::{Count, CountInfo};
-use crate::profile::{Phase, PhaseInfo, Profile};
-use crate::spec::{Backend, ExecSpec, Inference, Preset, RunContext, SpecError};
-use knob::Knob;
+pub use hotlab_core::settings::{Settings, ALL_BACKENDS, HOST_BACKENDS};
+
+use hotlab_core::advice::Recommendation;
+use hotlab_core::choices::{Backend, Inference};
+use hotlab_core::counters::{Count, CountInfo};
+use hotlab_core::knob::{Knob, KnobError, KnobKind};
+use hotlab_core::preset::Preset;
+use hotlab_core::profile::{Phase, PhaseInfo, Profile};
+use hotlab_core::run::{ExecSpec, RunContext};
 use serde::{Deserialize, Serialize};
 
-/// What a workload's settings say about themselves, and the report rules it brings.
-pub trait Settings: Default {
-    /// Its settings as knobs, in the order the launch form shows them.
-    const KNOBS: &'static [Knob];
-    /// The env backends its envs run on.
-    const BACKENDS: &'static [Backend] = ALL_BACKENDS;
-    /// Bytes of one env's observation (every field), for the memory a rollout needs.
-    const OBS_BYTES: u64;
-    /// The rollout inference its policy always uses, whatever `--inference` says (None:
-    /// it follows `--inference`).
-    const INFERENCE: Option<Inference> = None;
-    /// Whether PPO trains it (the `ppo` settings apply and are checked).
-    const PPO: bool = true;
-    /// Whether its observation is one vector of floats, which `--obs-norm on` normalizes.
-    const FLOAT_OBS: bool = true;
-    /// Its own phases (the loop's and PPO's are `profile::CORE_PHASES`).
-    const PHASES: &'static [PhaseInfo] = &[];
-    /// The phases its envs time themselves inside an env step, in the order its envs'
-    /// part clock keeps them (at most `counters::ENV_PARTS`; each one of `PHASES`).
-    const ENV_PARTS: &'static [Phase] = &[];
-    /// What its envs count of their own work (at most `counters::ENV_COUNTS`).
-    const COUNTS: &'static [CountInfo] = &[];
-    /// Its presets: named whole specs that run it, each with a line on what it shows.
-    const PRESETS: &'static [Preset] = &[];
-    /// The knob that `--env NAME:VALUE` sets to VALUE (gym's `gym_id`, for `--env
-    /// gym:Acrobot-v1`); None: it is named by its name alone.
-    const ARGUMENT: Option<&'static str> = None;
-    /// The knob whose values the machine lists for the launch form (gym's `gym_id`: the
-    /// ids its Python can make), through its native hooks; None: no list.
-    const SUGGESTED: Option<&'static str> = None;
-    /// The Gymnasium id of the env it steps, where its env is one (a peer then steps the
-    /// same env: `bench envs --peer`).
-    fn gymnasium_id(&self) -> Option<String> {
-        None
-    }
-    /// A buffer of its own the memory check counts: its knob, what it is, its bytes, and
-    /// the fix when it does not fit.
-    fn buffer(&self) -> Option<(&'static str, String, u64, &'static str)> {
-        None
-    }
-    /// Checks every setting; the first bad one is named with what is allowed.
-    fn validate(&self) -> Result<(), SpecError> {
-        Ok(())
-    }
-    /// Checks what the run's execution settings ask of its own (an `exec` knob it honours
-    /// only with one of its settings); the knob is named with what is allowed.
-    fn validate_exec(&self, _exec: &ExecSpec) -> Result<(), SpecError> {
-        Ok(())
-    }
-    /// The settings that name files on the machine, by knob (a lab server keeps them
-    /// inside its data dir).
-    fn files(&mut self) -> Vec<(&'static str, &mut String)> {
-        Vec::new()
-    }
-    /// The report's diagnosis of a phase where this workload knows more than the report's
-    /// own line (what its envs' parts are, what its settings make of them), read with the
-    /// run's other settings.
-    fn diagnosis(&self, _phase: Phase, _profile: &Profile, _run: &RunContext) -> Option<String> {
-        None
-    }
-    /// Its knobs' recommendations, each where its signature shows in the profile.
-    fn recommend(&self, _profile: &Profile, _run: &RunContext, _out: &mut Vec<Recommendation>) {}
+/// Calls `CALLBACK! { … }` with the workloads, one per line: `/// doc`, then `Variant =
+/// "name" in folder (SettingsType)`. Each crate that knows the workloads invokes it with
+/// its own macro: `hotlab_specs::workload_list!(registry);`. A new workload is its folder
+/// and a line here.
+#[macro_export]
+macro_rules! workload_list {
+    ($callback:ident) => {
+        $callback! {
+            /// Gymnasium's CartPole-v1.
+            Cartpole = "cartpole" in cartpole (CartpoleSpec),
+            /// Seed 000's proof search over a Prolog knowledge base.
+            Proof = "proof" in proof (ProofSpec),
+            /// Seeds 001–003's morphogenetic trainer: hosts that grow seeds while they learn.
+            Morpho = "morpho" in morpho (MorphoSpec),
+            /// Seed 004's DreamerV3-style learner on CartPole rendered to pixels.
+            Dreamer = "dreamer" in dreamer (DreamerSpec),
+            /// Any Gymnasium env, stepped by Python worker processes through shared memory.
+            Gym = "gym" in gym (GymSpec),
+            /// One of EnvPool's C++ envs, a batch stepped by EnvPool's threads in one worker process.
+            Envpool = "envpool" in envpool (EnvpoolSpec),
+        }
+    };
 }
 
 /// A workload's settings type as the registry knows it: found in a run's workload by its
@@ -91,25 +59,16 @@ pub trait Registered: Settings + Sized {
     fn of(workload: &WorkloadSpec) -> Option<&Self>;
 }
 
-/// Every backend: an env that can live in device tensors too.
-pub const ALL_BACKENDS: &[Backend] =
-    &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized, Backend::Device];
-/// The host backends: an env that steps on the CPU only.
-pub const HOST_BACKENDS: &[Backend] =
-    &[Backend::Sequential, Backend::Threads, Backend::Subprocess, Backend::Vectorized];
-
-/// The registry ([`workload_list!`](crate::workload_list), one line per workload) as this crate
-/// reads it: each workload's `spec.rs`, its settings, and what the spec and report need of
-/// them.
+/// The registry ([`workload_list!`], one line per workload) as this crate reads it: each
+/// workload's `spec.rs`, its settings, and what the spec and report need of them.
 macro_rules! registry {
     ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
-        // Each workload's declarations live in its folder, beside its native code: the
-        // path is from this file's folder (`shared/src/spec/`).
-        #[path = "../../../workloads/src"]
-        mod folders {
-            $(pub mod $module { pub mod spec; })+
-        }
-        $(pub use folders::$module::spec as $module;)+
+        // Each workload's declarations live in its folder, beside its native code; its
+        // module here is what its `spec.rs` declares.
+        $(pub mod $module {
+            pub mod spec;
+            pub use spec::*;
+        })+
         $(pub use $module::$settings;)+
 
         /// A workload's name (`--env`).
@@ -120,7 +79,7 @@ macro_rules! registry {
         impl EnvName {
             pub const ALL: &'static [&'static str] = &[$($name),+];
 
-            pub fn as_str(self) -> &'static str {
+            pub const fn as_str(self) -> &'static str {
                 match self { $(EnvName::$variant => $name),+ }
             }
 
@@ -219,7 +178,7 @@ macro_rules! registry {
             }
 
             /// Checks its settings: each knob's range, then the settings' own checks.
-            pub fn validate(&self) -> Result<(), SpecError> {
+            pub fn validate(&self) -> Result<(), KnobError> {
                 let json = serde_json::json!({ "workload": self });
                 if let Some(json) = json.as_object() {
                     for knob in self.name().knobs() {
@@ -232,7 +191,7 @@ macro_rules! registry {
             }
 
             /// Checks the run's execution settings against its settings.
-            pub fn validate_exec(&self, exec: &ExecSpec) -> Result<(), SpecError> {
+            pub fn validate_exec(&self, exec: &ExecSpec) -> Result<(), KnobError> {
                 match self { $(WorkloadSpec::$variant(s) => s.validate_exec(exec)),+ }
             }
 
@@ -270,7 +229,7 @@ macro_rules! registry {
         /// Every phase: the loop's and PPO's, then each workload's, ordered by kind (the
         /// order of a profile's phases and of the phase chart's stack).
         pub static PHASES: std::sync::LazyLock<Vec<PhaseInfo>> = std::sync::LazyLock::new(|| {
-            let mut all: Vec<PhaseInfo> = crate::profile::CORE_PHASES.to_vec();
+            let mut all: Vec<PhaseInfo> = hotlab_core::profile::CORE_PHASES.to_vec();
             $(all.extend_from_slice(<$settings as Settings>::PHASES);)+
             all.sort_by_key(|i| i.kind);
             all
@@ -294,7 +253,7 @@ macro_rules! registry {
     };
 }
 
-crate::workload_list!(registry);
+workload_list!(registry);
 
 #[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
 impl Default for EnvName {
@@ -316,6 +275,11 @@ impl EnvName {
         let (name, argument) = value.split_once(':')?;
         let env = name.parse::<EnvName>().ok()?;
         Some((env, env.argument()?, argument))
+    }
+
+    /// The workload whose own setting `knob` is (None: every workload's).
+    pub fn of(knob: &Knob) -> Option<EnvName> {
+        knob.workload.and_then(|w| w.parse().ok())
     }
 
     /// The workloads that run on `backend`, for messages.
@@ -344,16 +308,16 @@ pub const fn setting(
     workload: EnvName,
     name: &'static str,
     path: &'static str,
-    kind: knob::KnobKind,
+    kind: KnobKind,
     help: &'static str,
 ) -> Knob {
-    Knob { name, path, workload: Some(workload), group: "Scenario", kind, help, about: "", range: None }
+    Knob { workload: Some(workload.as_str()), ..Knob::new(name, path, "Scenario", kind, help) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::{ENV_COUNTS, ENV_PARTS};
+    use hotlab_core::counters::{ENV_COUNTS, ENV_PARTS};
 
     /// A suggested knob names one of its workload's own knobs (a misspelt one would drop
     /// the launch form's list without a word).
@@ -361,7 +325,7 @@ mod tests {
     fn the_suggested_knobs_are_the_workloads_own() {
         let found: Vec<(EnvName, &str)> = suggested_knobs().map(|(env, k)| (env, k.name)).collect();
         assert_eq!(found, [(EnvName::Gym, "gym_id"), (EnvName::Envpool, "envpool_id")]);
-        assert!(suggested_knobs().all(|(env, k)| k.workload == Some(env)));
+        assert!(suggested_knobs().all(|(env, k)| k.workload == Some(env.as_str())));
     }
 
     #[test]
@@ -371,7 +335,7 @@ mod tests {
             assert!(parts.len() <= ENV_PARTS, "{name}: {} env parts, {ENV_PARTS} slots", parts.len());
             for p in parts {
                 let info = phase_info(*p).unwrap_or_else(|| panic!("{name}'s env part {p} is not a phase"));
-                assert_eq!(info.kind, crate::profile::PhaseKind::EnvPart, "{name}: {p}");
+                assert_eq!(info.kind, hotlab_core::profile::PhaseKind::EnvPart, "{name}: {p}");
             }
             assert!(name.counts().len() <= ENV_COUNTS, "{name}: {} counts, {ENV_COUNTS} slots", name.counts().len());
         }
@@ -391,9 +355,10 @@ mod tests {
     #[test]
     fn no_workload_count_is_named_as_a_run_counter() {
         let own = COUNTS.iter().map(|i| (i.count, 1)).collect();
-        let c = crate::counters::Counters { own, ..Default::default() };
+        let c = hotlab_core::counters::Counters { own, ..Default::default() };
         let json = serde_json::to_string(&c).unwrap();
-        let back: crate::counters::Counters = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+        let back: hotlab_core::counters::Counters =
+            serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
         assert_eq!(back, c);
     }
 }

@@ -1,12 +1,31 @@
 //! What a knob is: a spec field's name (the CLI flag in snake_case), its path in the
 //! nested JSON, the workload whose setting it is, its kind, help and range, and how it
 //! reads, checks and sets its value in a spec's JSON. The table of every knob is
-//! [`crate::spec::knobs`]; each workload declares its own settings as knobs
-//! ([`super::setting`]).
+//! `hotlab_shared::knobs` (the run's own are [`crate::run_knobs`]); each workload declares
+//! its own settings as knobs (`hotlab_specs::setting`).
 
-use super::{EnvName, WorkloadSpec};
-use crate::spec::SpecError;
 use serde_json::{Map, Value};
+
+/// A knob's value refused: the knob (its name) and what it allows. `hotlab_shared`'s
+/// `SpecError` adds where the knob sits in a spec's JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnobError {
+    pub knob: &'static str,
+    pub message: String,
+}
+
+impl KnobError {
+    pub fn new(knob: &'static str, message: impl Into<String>) -> Self {
+        Self { knob, message: message.into() }
+    }
+}
+
+/// As the spec's errors read: `--head-ent-coef: …`.
+impl std::fmt::Display for KnobError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", flag_of(self.knob), self.message)
+    }
+}
 
 /// What a knob's value is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +83,9 @@ impl KnobKind {
     }
 }
 
+/// How a knob sets its value in a nested spec as JSON, where it is more than its path.
+pub type Setter = fn(&mut Map<String, Value>, Value);
+
 /// One field of the launch form.
 #[derive(Clone, Copy, Debug)]
 pub struct Knob {
@@ -72,8 +94,8 @@ pub struct Knob {
     /// Where it sits in the nested spec (`ppo.lr`, `workload.proof.depth`); `workload` for
     /// the workload's name itself.
     pub path: &'static str,
-    /// The workload whose own setting this is (None: every workload's).
-    pub workload: Option<EnvName>,
+    /// The workload whose own setting this is, by name (None: every workload's).
+    pub workload: Option<&'static str>,
     pub group: &'static str,
     pub kind: KnobKind,
     /// One line: the launch form's help, and the CLI's `-h`.
@@ -85,6 +107,9 @@ pub struct Knob {
     /// that depends on other knobs (`minibatches` divides envs × steps) is checked by the
     /// spec's validation.
     pub range: Option<Range>,
+    /// How it sets its value where setting a path is not all it does (`env`, which
+    /// replaces the workload's settings with the new workload's defaults).
+    pub setter: Option<Setter>,
 }
 
 /// The values a number knob allows: `lo` to `hi`, `lo` itself excluded where `lo_open`.
@@ -110,6 +135,17 @@ impl Range {
 }
 
 impl Knob {
+    /// A knob of every workload, with no range and no longer story.
+    pub const fn new(
+        name: &'static str,
+        path: &'static str,
+        group: &'static str,
+        kind: KnobKind,
+        help: &'static str,
+    ) -> Self {
+        Knob { name, path, workload: None, group, kind, help, about: "", range: None, setter: None }
+    }
+
     /// With a longer explanation for `--help`.
     pub const fn about(self, about: &'static str) -> Self {
         Knob { about, ..self }
@@ -132,7 +168,7 @@ impl Knob {
 
     /// Checks its value in a spec's JSON against its range (each number of a list), naming
     /// the knob: `must be between 1 and 4096 (got 0)`, `must be in (0, 1] (got 2)`.
-    pub fn check(&self, value: &Value) -> Result<(), SpecError> {
+    pub fn check(&self, value: &Value) -> Result<(), KnobError> {
         let Some(range) = self.range else { return Ok(()) };
         let one = |v: &Value| {
             // serde_json writes NaN and the infinities as null.
@@ -149,7 +185,7 @@ impl Knob {
                     }
                     _ => format!("must be in {} ({got})", range.describe(self.kind)),
                 };
-                SpecError::new(self.name, message)
+                KnobError::new(self.name, message)
             })
         };
         match value {
@@ -167,8 +203,8 @@ impl Knob {
         }
     }
 
-    /// Whether a spec of workload `env` has this knob.
-    pub fn applies_to(&self, env: EnvName) -> bool {
+    /// Whether a spec of the workload named `env` has this knob.
+    pub fn applies_to(&self, env: &str) -> bool {
         self.workload.is_none_or(|w| w == env)
     }
 
@@ -180,30 +216,14 @@ impl Knob {
         get_path(spec, self.path).cloned()
     }
 
-    /// Sets this knob in a nested spec as JSON. Setting `env` to another workload replaces
-    /// the workload's settings with that workload's defaults; a workload's own setting is
-    /// ignored for another workload.
+    /// Sets this knob in a nested spec as JSON (through its [`Knob::setter`] where it has
+    /// one); a workload's own setting is ignored for another workload.
     pub fn set(&self, spec: &mut Map<String, Value>, value: Value) {
-        if self.path == "workload" {
-            let value = value.as_str().unwrap_or_default().to_string();
-            // `NAME:VALUE` (`gym:Acrobot-v1`): the workload NAME with its argument's knob set.
-            let argument = EnvName::with_argument(&value);
-            let wanted = argument.map_or(value.as_str(), |(env, ..)| env.as_str()).to_string();
-            if workload_name(spec).as_deref() != Some(wanted.as_str()) {
-                let settings = wanted
-                    .parse::<EnvName>()
-                    .ok()
-                    .and_then(|e| serde_json::to_value(WorkloadSpec::default_for(e)).ok())
-                    .unwrap_or_else(|| serde_json::json!({ wanted: {} }));
-                spec.insert("workload".into(), settings);
-            }
-            if let Some((_, knob, argument)) = argument {
-                set_path(spec, knob.path, Value::from(argument));
-            }
-            return;
+        if let Some(setter) = self.setter {
+            return setter(spec, value);
         }
         if let Some(w) = self.workload {
-            if workload_name(spec).as_deref() != Some(w.as_str()) {
+            if workload_name(spec).as_deref() != Some(w) {
                 return;
             }
         }

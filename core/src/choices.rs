@@ -44,7 +44,9 @@ impl std::str::FromStr for Inference {
 }
 
 /// A snake_case enum usable as a CLI value and a JSON string, listing its values in errors,
-/// its default marked `#[default]` (workloads declare theirs with it too).
+/// its default marked `#[default]` (workloads declare theirs with it too: `hotlab_core::choice!`,
+/// with `serde::{Deserialize, Serialize}` and `std::fmt` in scope).
+#[macro_export]
 macro_rules! choice {
     ($(#[$doc:meta])* $name:ident, $what:literal { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
@@ -76,7 +78,6 @@ macro_rules! choice {
         }
     };
 }
-pub(crate) use choice;
 
 choice!(
     /// Env backends (catalogue rows 1, 3 and 8).

@@ -1,0 +1,21 @@
+//! `hotlab-core`: the words every layer of hotlab shares, and that a workload's declarations
+//! (its folder's `spec.rs`, compiled into `hotlab-specs`) are written in: what a knob is
+//! ([`knob`]) and the run's own knobs ([`run_knobs`]), the run's settings besides the
+//! workload's ([`run`]) and their choices ([`choices`]), what a workload's settings say of
+//! themselves ([`settings`]), presets ([`preset`]), phases and profiles ([`profile`]),
+//! counters ([`counters`]) and the report's advice ([`advice`]).
+//!
+//! It names no workload: the registry above it (`hotlab-specs`) does, and `hotlab-shared`
+//! above that holds `RunSpec`, which carries a workload's settings. Each module here is
+//! re-exported by `hotlab-shared` under the same name.
+
+pub mod advice;
+pub mod choices;
+pub mod counters;
+pub mod knob;
+pub mod names;
+pub mod preset;
+pub mod profile;
+pub mod run;
+pub mod run_knobs;
+pub mod settings;
