@@ -1,6 +1,7 @@
 //! `cargo xtask test layers`: the import rules of docs/architecture.md, checked. Inside
 //! each crate a file takes names (`use crate::…`, `use super::…`, a `crate::…` path in the
-//! code) only from files of its own layer or below, and no files take names from each other
+//! code, or the crate's own name where its root declares one: `extern crate self as name;`)
+//! only from files of its own layer or below, and no files take names from each other
 //! in a circle, a module's parts taking names from the module itself aside (a child's
 //! `super::Type`). Declaring a module (`mod x;`) is not an import; test modules
 //! (`#[cfg(test)] mod …`) are left out, as are comments and strings.
@@ -129,9 +130,12 @@ pub fn check_crate(root: &Path, c: &Crate) -> Result<Findings> {
         .filter(|p| index.contains_key(p.as_slice()))
         .filter_map(|p| Some((p.last()?.clone(), p)))
         .collect();
+    // The crate's own name, where its root gives it one (a folder's file beside the crate's
+    // root names the crate so): `name::…` is `crate::…`.
+    let own = files.iter().zip(&codes).find(|(f, _)| f.module.is_empty()).and_then(|(_, code)| self_name(code));
     let mut edges: BTreeMap<(usize, usize), Edge> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
-        for path in imports(&codes[i]) {
+        for path in imports(&codes[i], own.as_deref()) {
             let Some(mut abs) = absolute(&f.module, &path, |m| index.contains_key(m)) else { continue };
             if let Some(target) = abs.first().and_then(|a| aliases.get(a)).filter(|_| !index.contains_key(&abs[..1])) {
                 abs.splice(..1, target.iter().cloned());
@@ -395,7 +399,7 @@ fn is_ident(c: char) -> bool {
 
 /// Every path the code imports: each `use` tree's leaves, and each `crate::…`, `super::…`
 /// and `self::…` path written in the code.
-fn imports(code: &str) -> Vec<Vec<String>> {
+fn imports(code: &str, own: Option<&str>) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     let mut rest = code.to_string();
     // The `use` items, then blanked so that their paths are not read twice.
@@ -408,7 +412,8 @@ fn imports(code: &str) -> Vec<Vec<String>> {
         rest.replace_range(at..end, &blanked);
         from = end;
     }
-    for start in ["crate::", "super::", "self::"] {
+    let own_start = own.map(|name| format!("{name}::"));
+    for start in ["crate::", "super::", "self::"].into_iter().chain(own_start.as_deref()) {
         let mut from = 0;
         while let Some(at) = find_word(&rest[from..], start.trim_end_matches("::")).map(|p| p + from) {
             from = at + 1;
@@ -421,7 +426,19 @@ fn imports(code: &str) -> Vec<Vec<String>> {
             paths.push(path);
         }
     }
+    for path in &mut paths {
+        if own.is_some_and(|name| path.first().is_some_and(|first| first == name)) {
+            path[0] = "crate".to_string();
+        }
+    }
     paths
+}
+
+/// The name a crate's root gives the crate itself (`extern crate self as name;`).
+fn self_name(code: &str) -> Option<String> {
+    let at = code.find("extern crate self as ")? + "extern crate self as ".len();
+    let name: String = code[at..].chars().take_while(|&c| is_ident(c)).collect();
+    (!name.is_empty()).then_some(name)
 }
 
 /// The leaves of the `pub use` items of a crate's root, from the root.
@@ -615,6 +632,32 @@ mod tests {
         ]);
         let f = check_crate(&up.0, &RULES).unwrap();
         assert_eq!(f.upward, ["k/src/low.rs -> k/src/top/mod.rs: Top (layer 0 below layer 2)"], "{f:?}");
+
+        // The crate's own name, where its root gives it one, is the crate: the same import
+        // written so is upward too, in a `use` and in the code.
+        let named = tree(&[
+            (
+                "k/src/lib.rs",
+                "extern crate self as k;
+mod top;
+mod low;
+",
+            ),
+            (
+                "k/src/top/mod.rs",
+                "pub struct Top;
+pub struct Up;
+",
+            ),
+            (
+                "k/src/low.rs",
+                "use k::top::Top;
+pub fn f() -> k::top::Up { k::top::Up }
+",
+            ),
+        ]);
+        let f = check_crate(&named.0, &RULES).unwrap();
+        assert_eq!(f.upward, ["k/src/low.rs -> k/src/top/mod.rs: Top, Up (layer 0 below layer 2)"], "{f:?}");
     }
 
     /// Two files that take names from each other are a circle, named with each import in it;
