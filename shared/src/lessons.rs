@@ -31,7 +31,7 @@ pub struct Lesson {
     /// What to look at on the screen while it runs.
     pub look_at: &'static str,
     /// The slow setting: knobs (by name) over the default spec.
-    pub baseline: &'static [(&'static str, &'static str)],
+    pub baseline: Baseline,
     /// The fixes, one knob each (`KEY=VALUE`).
     pub variants: &'static [&'static str],
     pub signature: Signature,
@@ -39,6 +39,62 @@ pub struct Lesson {
     /// What a GPU measured, for a lesson that needs one (shown where CUDA is missing).
     pub on_gpu: Option<&'static str>,
 }
+
+/// A lesson's slow setting: its own knobs (by name, as text), then those of the small world
+/// it shares with its workload's other lessons that it does not set itself. It serializes
+/// as the one list of pairs it stands for.
+#[derive(Clone, Copy, Debug)]
+pub struct Baseline {
+    own: &'static [(&'static str, &'static str)],
+    world: &'static [(&'static str, &'static str)],
+}
+
+impl Baseline {
+    pub const fn new(own: &'static [(&'static str, &'static str)]) -> Self {
+        Baseline { own, world: &[] }
+    }
+
+    /// The same knobs over a shared small world.
+    pub const fn over(self, world: &'static [(&'static str, &'static str)]) -> Self {
+        Baseline { world, ..self }
+    }
+
+    /// Every knob and its value, the lesson's own first.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+        let shared = self.world.iter().filter(|(k, _)| !self.own.iter().any(|(o, _)| o == k));
+        self.own.iter().chain(shared).copied()
+    }
+
+    /// The value it gives knob `name`.
+    pub fn get(&self, name: &str) -> Option<&'static str> {
+        self.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
+    }
+}
+
+impl Serialize for Baseline {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+/// The morpho lessons' small world: two tasks of 64 images, hosts 4 wide trained 3 epochs.
+const MORPHO_SMALL: &[(&str, &str)] =
+    &[("minibatches", "2"), ("tasks", "2"), ("task_images", "64"), ("host_width", "4"), ("host_epochs", "3")];
+
+/// The dreamer lessons' small world: 4 envs, a short prefill, 8 sequences of 8 per train step.
+const DREAMER_SMALL: &[(&str, &str)] =
+    &[("envs", "4"), ("steps", "16"), ("prefill", "64"), ("batch_size", "8"), ("seq_len", "8"), ("train_ratio", "16")];
+
+/// The Breakout lessons' small world: 8 envs in 2 worker processes, one epoch of 2 minibatches.
+const BREAKOUT_SMALL: &[(&str, &str)] = &[
+    ("gym_id", "ALE/Breakout-v5"),
+    ("backend", "subprocess"),
+    ("workers", "2"),
+    ("envs", "8"),
+    ("steps", "32"),
+    ("minibatches", "2"),
+    ("epochs", "1"),
+];
 
 /// How long a lesson runs: `repeats` × (2 + 2 × variants) runs of `seconds` each.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -304,7 +360,7 @@ pub const LESSONS: &[Lesson] = &[
             step waits longer still. Threads share the trainer's memory and skip the pipe; a vectorized env steps \
             every env in one loop over arrays and has nothing to wait for.",
         look_at: "The env_wait phase's share in the phase split, and the round trips and spin polls per step.",
-        baseline: &[("backend", "subprocess"), ("wait", "spin"), ("envs", "8"), ("workers", "2")],
+        baseline: Baseline::new(&[("backend", "subprocess"), ("wait", "spin"), ("envs", "8"), ("workers", "2")]),
         variants: &["backend=threads", "backend=vectorized"],
         signature: Signature {
             measure: Measure::PerStep(Counter::IpcRoundTrips),
@@ -323,7 +379,7 @@ pub const LESSONS: &[Lesson] = &[
             more than its few bytes. Packing the step's observations into one contiguous buffer makes it one copy \
             per step; pinned (page-locked) staging lets that copy run without blocking on a GPU.",
         look_at: "Host→device copies per step and the obs_transfer phase.",
-        baseline: &[("inference", "eager"), ("transfer", "per_tensor"), ("envs", "16")],
+        baseline: Baseline::new(&[("inference", "eager"), ("transfer", "per_tensor"), ("envs", "16")]),
         variants: &["transfer=packed"],
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
@@ -343,7 +399,7 @@ pub const LESSONS: &[Lesson] = &[
             were cheap, and the env as tensor ops costs more than the loop it replaced, so the lesson measures \
             which effect wins on this machine.",
         look_at: "Copies per step dropping to zero, and where env time goes (env_step).",
-        baseline: &[("backend", "vectorized"), ("inference", "eager"), ("envs", "64")],
+        baseline: Baseline::new(&[("backend", "vectorized"), ("inference", "eager"), ("envs", "64")]),
         variants: &["backend=device"],
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
@@ -367,7 +423,7 @@ pub const LESSONS: &[Lesson] = &[
             Stacking every head into one tensor and copying it once makes it one sync per step. On a GPU each sync \
             also drains the launch queue, which is why this bottleneck grows with the device's speed.",
         look_at: "Host syncs per step and the action_readback phase.",
-        baseline: &[("inference", "eager"), ("action_sync", "per_item"), ("envs", "16")],
+        baseline: Baseline::new(&[("inference", "eager"), ("action_sync", "per_item"), ("envs", "16")]),
         variants: &["action_sync=stacked"],
         signature: Signature {
             measure: Measure::PerStep(Counter::HostSyncs),
@@ -386,7 +442,7 @@ pub const LESSONS: &[Lesson] = &[
             small. A fused forward computes the whole policy step in one native pass, so the cost per step is the \
             arithmetic alone. A captured CUDA graph replays the launches as one on a GPU.",
         look_at: "The policy_forward phase's time per call.",
-        baseline: &[("inference", "eager")],
+        baseline: Baseline::new(&[("inference", "eager")]),
         variants: &["inference=fused"],
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::POLICY_FORWARD),
@@ -407,7 +463,7 @@ pub const LESSONS: &[Lesson] = &[
             shuffles copied into static buffers and Adam's step count and learning rate on the device, the \
             whole update is one launch per iteration.",
         look_at: "The update's phases (update_forward, backward, optimizer) against update_graph, and steps/s.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("device", "cuda"),
             ("backend", "device"),
             ("inference", "graph"),
@@ -416,7 +472,7 @@ pub const LESSONS: &[Lesson] = &[
             ("steps", "16"),
             ("minibatches", "2"),
             ("lr", "0.0025"),
-        ],
+        ]),
         variants: &["update=graph"],
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::OPTIMIZER),
@@ -441,7 +497,7 @@ pub const LESSONS: &[Lesson] = &[
         // Products large enough that the precision decides their time: at 256 wide the
         // conversions cost as much as bf16 saves (an AMD EPYC with AVX512-BF16, 2026-11-26:
         // 1.04× slower at 256, 1.7× faster at 1024).
-        baseline: &[("precision", "fp32"), ("hidden", "1024,1024")],
+        baseline: Baseline::new(&[("precision", "fp32"), ("hidden", "1024,1024")]),
         variants: &["precision=bf16"],
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::BACKWARD),
@@ -466,7 +522,7 @@ pub const LESSONS: &[Lesson] = &[
             the hot path; a full queue drops and counts, it never blocks. On a CPU the norms are cheap, so the \
             counts move more than the clock.",
         look_at: "The telemetry phase's calls and time.",
-        baseline: &[("telemetry_every", "1")],
+        baseline: Baseline::new(&[("telemetry_every", "1")]),
         variants: &["telemetry_every=10"],
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::TELEMETRY),
@@ -490,18 +546,14 @@ pub const LESSONS: &[Lesson] = &[
             host training, so the reads fall by an order of magnitude while the wall clock barely moves: the \
             lesson shows both.",
         look_at: "Lifecycle reads per env step, and the lifecycle and reward phases' share of the wall.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "morpho"),
             ("lifecycle", "loop"),
             ("backend", "vectorized"),
             ("envs", "4"),
             ("steps", "4"),
-            ("minibatches", "2"),
-            ("tasks", "2"),
-            ("task_images", "64"),
-            ("host_width", "4"),
-            ("host_epochs", "3"),
-        ],
+        ])
+        .over(MORPHO_SMALL),
         variants: &["lifecycle=batched"],
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(LIFECYCLE_READS)),
@@ -526,18 +578,14 @@ pub const LESSONS: &[Lesson] = &[
             each host's convolutions about as well as the grouped one, the batch's gathers cost more, and \
             `hotlab bench host` measures batching slower: the lever depends on where the time goes.",
         look_at: "Host passes per env step, and the host_forward and host_backward phases.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "morpho"),
             ("host_exec", "per_env"),
             ("backend", "vectorized"),
             ("envs", "8"),
             ("steps", "2"),
-            ("minibatches", "2"),
-            ("tasks", "2"),
-            ("task_images", "64"),
-            ("host_width", "4"),
-            ("host_epochs", "3"),
-        ],
+        ])
+        .over(MORPHO_SMALL),
         variants: &["host_exec=batched"],
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(HOST_PASSES)),
@@ -560,17 +608,13 @@ pub const LESSONS: &[Lesson] = &[
             capture; on a CPU nothing is captured, so the sleepers' masked compute is all the audit sees: a \
             regression here, which the lesson shows as honestly as the fix.",
         look_at: "Topology changes per env step, and the host_forward and host_backward phases.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "morpho"),
             ("slots", "dynamic"),
             ("envs", "4"),
             ("steps", "4"),
-            ("minibatches", "2"),
-            ("tasks", "2"),
-            ("task_images", "64"),
-            ("host_width", "4"),
-            ("host_epochs", "3"),
-        ],
+        ])
+        .over(MORPHO_SMALL),
         variants: &["slots=sleeper"],
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(TOPOLOGY_CHANGES)),
@@ -595,7 +639,7 @@ pub const LESSONS: &[Lesson] = &[
             dominated by overhead rather than arithmetic. More envs share the same calls, so the cost per env step \
             falls until the device's arithmetic becomes the limit.",
         look_at: "The data / forward / backward split and the forward calls per env step.",
-        baseline: &[("envs", "1")],
+        baseline: Baseline::new(&[("envs", "1")]),
         variants: &["envs=64"],
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::POLICY_FORWARD),
@@ -617,15 +661,11 @@ pub const LESSONS: &[Lesson] = &[
             for the same replayed steps, each one fuller, until the device's arithmetic (or its memory) is the \
             limit: `hotlab bench batch` finds where.",
         look_at: "The [PROFILE] split, and train steps (replay samples) per env step.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "dreamer"),
-            ("envs", "4"),
-            ("steps", "16"),
-            ("prefill", "64"),
             ("batch_size", "2"),
-            ("seq_len", "8"),
-            ("train_ratio", "16"),
-        ],
+        ])
+        .over(DREAMER_SMALL),
         variants: &["batch_size=16"],
         signature: Signature {
             measure: Measure::CallsPerStep(REPLAY),
@@ -644,16 +684,12 @@ pub const LESSONS: &[Lesson] = &[
             every frame of every sequence can go through it in one call on [B·T, C, H, W], and only the RSSM \
             needs the loop. The same embeddings to rounding; T calls become one, each T times fuller.",
         look_at: "Encoder calls per env step, and the encoder's share of the forward.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "dreamer"),
             ("encoder", "per_step"),
-            ("envs", "4"),
-            ("steps", "16"),
-            ("prefill", "64"),
-            ("batch_size", "8"),
             ("seq_len", "16"),
-            ("train_ratio", "16"),
-        ],
+        ])
+        .over(DREAMER_SMALL),
         variants: &["encoder=batched"],
         signature: Signature {
             measure: Measure::CallsPerStep(ENCODER),
@@ -674,16 +710,11 @@ pub const LESSONS: &[Lesson] = &[
             drain and a read is nearly free: the syncs fall sevenfold while the wall clock barely moves, which is \
             what the lesson shows here.",
         look_at: "Host syncs per env step.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "dreamer"),
             ("loss_read", "per_item"),
-            ("envs", "4"),
-            ("steps", "16"),
-            ("prefill", "64"),
-            ("batch_size", "8"),
-            ("seq_len", "8"),
-            ("train_ratio", "16"),
-        ],
+        ])
+        .over(DREAMER_SMALL),
         variants: &["loss_read=deferred"],
         signature: Signature {
             measure: Measure::PerStep(Counter::HostSyncs),
@@ -703,7 +734,7 @@ pub const LESSONS: &[Lesson] = &[
             each field's whole rollout at once makes it a handful of copies per update, whatever the rollout's \
             length.",
         look_at: "Host→device copies per update and the obs_transfer phase.",
-        baseline: &[("rollout_copy", "per_step")],
+        baseline: Baseline::new(&[("rollout_copy", "per_step")]),
         variants: &["rollout_copy=whole"],
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
@@ -725,18 +756,16 @@ pub const LESSONS: &[Lesson] = &[
             surgery and the indices' copy) gives the same results. Streams are a GPU's, so this lesson runs on a \
             CUDA GPU only.",
         look_at: "Stream waits per env step, and the host phases.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "morpho"),
             ("device", "cuda"),
             ("stream_wait", "every"),
             ("envs", "8"),
             ("steps", "3"),
-            ("minibatches", "2"),
-            ("tasks", "2"),
             ("task_images", "256"),
             ("host_width", "8"),
-            ("host_epochs", "3"),
-        ],
+        ])
+        .over(MORPHO_SMALL),
         variants: &["stream_wait=moved"],
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(STREAM_WAITS)),
@@ -757,17 +786,15 @@ pub const LESSONS: &[Lesson] = &[
             env step, when the step is stored, and a batch is then one gather there plus the indices to gather. \
             A CPU has no bus to cross, so this lesson runs on a CUDA GPU only.",
         look_at: "Host→device bytes per env step and the replay phase.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "dreamer"),
             ("device", "cuda"),
             ("replay", "host"),
-            ("envs", "4"),
-            ("steps", "16"),
-            ("prefill", "64"),
             ("batch_size", "16"),
             ("seq_len", "16"),
             ("train_ratio", "64"),
-        ],
+        ])
+        .over(DREAMER_SMALL),
         variants: &["replay=device"],
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dBytes),
@@ -793,13 +820,13 @@ pub const LESSONS: &[Lesson] = &[
             more the split pays, up to as many processes as there are cores.",
         look_at: "The python_step phase: its time per env step and its share of the wall; and the round trips, \
             one per process each step: the processes that step their envs at the same time.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "gym"),
             ("gym_id", "Acrobot-v1"),
             ("backend", "vectorized"),
             ("envs", "64"),
             ("steps", "16"),
-        ],
+        ]),
         variants: &["backend=subprocess"],
         // A count, not a time, so that the check holds on a loaded machine: each process
         // answers each step, so the round trips count the processes that step at once (one
@@ -823,17 +850,11 @@ pub const LESSONS: &[Lesson] = &[
             batch. On a CPU device both copies are memory copies, so the bytes moved show it and the wall barely \
             does; on a GPU they are PCIe transfers, where the four times is paid in time.",
         look_at: "Host-to-device bytes per env step, and obs_transfer's share of the wall.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "gym"),
-            ("gym_id", "ALE/Breakout-v5"),
-            ("backend", "subprocess"),
-            ("workers", "2"),
-            ("envs", "8"),
-            ("steps", "32"),
-            ("minibatches", "2"),
-            ("epochs", "1"),
             ("frames", "float"),
-        ],
+        ])
+        .over(BREAKOUT_SMALL),
         variants: &["frames=bytes"],
         // A count: floats are 4 bytes a pixel; the actions, advantages and returns that
         // move beside them are a few hundred bytes a step.
@@ -855,16 +876,10 @@ pub const LESSONS: &[Lesson] = &[
             pool, the batch in one call, and its worker writes the same shared region, so nothing else in the run \
             changes. The emulator's own work is the same in both: what goes is the Python around it.",
         look_at: "Env time per env step (the workers' python_step against envpool_step, with the waits), and steps/s.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "gym"),
-            ("gym_id", "ALE/Breakout-v5"),
-            ("backend", "subprocess"),
-            ("workers", "2"),
-            ("envs", "8"),
-            ("steps", "32"),
-            ("minibatches", "2"),
-            ("epochs", "1"),
-        ],
+        ])
+        .over(BREAKOUT_SMALL),
         variants: &["env=envpool"],
         // Timed: the Python around the emulator against EnvPool's C++, both on this box's cores.
         signature: Signature {
@@ -887,7 +902,7 @@ pub const LESSONS: &[Lesson] = &[
             the network. The arithmetic is the same; what goes is the reordering. On a GPU cuDNN's preference depends \
             on the card and the precision, so there `auto` keeps channels first until it is measured.",
         look_at: "The backward's µs per call, then update_forward and policy_forward.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "envpool"),
             ("envpool_id", "Breakout-v5"),
             ("envs", "8"),
@@ -895,7 +910,7 @@ pub const LESSONS: &[Lesson] = &[
             ("minibatches", "2"),
             ("epochs", "1"),
             ("conv_layout", "nchw"),
-        ],
+        ]),
         variants: &["conv_layout=nhwc"],
         // Timed: the kernels' reorders against none, on this box's oneDNN.
         signature: Signature {
@@ -919,7 +934,7 @@ pub const LESSONS: &[Lesson] = &[
             (docs/benchmarks.md), not here. It runs on InvertedPendulum-v5, MuJoCo's cheapest; any id runs it \
             (--set gym_id=HalfCheetah-v5), and the heavier the step the more the split pays.",
         look_at: "Round trips per env step, and python_step's and env_wait's shares of the wall.",
-        baseline: &[
+        baseline: Baseline::new(&[
             ("env", "gym"),
             ("gym_id", "InvertedPendulum-v5"),
             ("backend", "subprocess"),
@@ -927,7 +942,7 @@ pub const LESSONS: &[Lesson] = &[
             ("steps", "256"),
             ("minibatches", "4"),
             ("epochs", "4"),
-        ],
+        ]),
         variants: &["envs=8"],
         // A count: with one env each env step is a round trip; with 8 over (up to) 2
         // processes, at most one per 4 env steps.
@@ -970,7 +985,7 @@ impl Lesson {
     /// Whether the lesson needs a CUDA GPU: its bottleneck does not exist on a CPU (its
     /// baseline names a CUDA device).
     pub fn needs_gpu(&self) -> bool {
-        self.baseline.iter().any(|(k, v)| *k == "device" && v.starts_with("cuda"))
+        self.baseline.get("device").is_some_and(|v| v.starts_with("cuda"))
     }
 
     /// The baseline spec with `params` over it.
@@ -1026,8 +1041,8 @@ impl Lesson {
     /// Runs in the whole lesson.
     /// The device its runs ask for: `device` in the settings, else its baseline's, else auto.
     pub fn device(&self, params: &Params) -> String {
-        let baseline = self.baseline.iter().find(|(k, _)| *k == "device").map(|(_, v)| *v);
-        params.settings.get("device").map_or(baseline.unwrap_or("auto"), String::as_str).to_string()
+        let baseline = self.baseline.get("device").unwrap_or("auto");
+        params.settings.get("device").map_or(baseline, String::as_str).to_string()
     }
 
     /// `params` with the budget the lesson gets where its runs go to a CUDA device (`cuda`),
@@ -1076,6 +1091,36 @@ mod tests {
             ["update-dispatch", "stream-waits", "replay-copies"],
             "the lessons whose bottleneck needs a GPU"
         );
+    }
+
+    #[test]
+    fn a_baseline_is_its_own_knobs_then_its_worlds_and_serializes_as_one_list() {
+        let l = find("world-model-batch").unwrap();
+        let pairs: Vec<_> = l.baseline.iter().collect();
+        assert_eq!(
+            pairs,
+            [
+                ("env", "dreamer"),
+                ("batch_size", "2"),
+                ("envs", "4"),
+                ("steps", "16"),
+                ("prefill", "64"),
+                ("seq_len", "8"),
+                ("train_ratio", "16")
+            ],
+            "the lesson's batch over the world's"
+        );
+        assert_eq!((l.baseline.get("batch_size"), l.baseline.get("lr")), (Some("2"), None));
+        let json = serde_json::to_value(l).unwrap();
+        assert_eq!(json["baseline"][1], serde_json::json!(["batch_size", "2"]));
+        assert_eq!(json["baseline"].as_array().unwrap().len(), 7);
+        for l in LESSONS {
+            let mut keys: Vec<&str> = l.baseline.iter().map(|(k, _)| k).collect();
+            let n = keys.len();
+            keys.sort();
+            keys.dedup();
+            assert_eq!(keys.len(), n, "{}: a knob set twice", l.id);
+        }
     }
 
     #[test]

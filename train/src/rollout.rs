@@ -5,9 +5,9 @@
 //! copy per field, flattened to `[T·N, …]`, so the update only touches device tensors.
 //! An eager forward keeps its log-probs and values on the device instead (`device`).
 
-use crate::exec::transfer::Mover;
+use crate::exec::transfer::{Eager, Mover};
 use hotlab_shared::counters::Counters;
-use hotlab_shared::spec::{ActionSync, RolloutCopy};
+use hotlab_shared::spec::RolloutCopy;
 use tch::{Device, Kind, Tensor};
 
 pub struct Rollout {
@@ -344,18 +344,12 @@ pub struct StepSlot<'a> {
 impl StepSlot<'_> {
     /// A policy's sampled actions read back from its device into this step: the discrete
     /// heads' `[N, H]` where it has heads, the Box action's `[N, continuous]` where it has one.
-    pub fn read_sampled(
-        &mut self,
-        mover: &Mover,
-        (actions, real): (&Tensor, Option<&Tensor>),
-        sync: ActionSync,
-        c: &mut Counters,
-    ) {
+    pub fn read_sampled(&mut self, io: &Eager, (actions, real): (&Tensor, Option<&Tensor>), c: &mut Counters) {
         if !self.actions.is_empty() {
-            mover.read_actions(actions, self.actions, sync, c);
+            io.read_actions(actions, self.actions, c);
         }
         if let Some(real) = real {
-            mover.read_actions(real, self.real, sync, c);
+            io.read_actions(real, self.real, c);
         }
     }
 }

@@ -225,11 +225,7 @@ pub fn params(link: &LessonLink) -> Params {
 
 /// A knob's value in the lesson as linked: the link's, else the lesson's baseline's.
 fn value_of(lesson: &Lesson, link: &LessonLink, name: &str) -> String {
-    link.settings
-        .get(name)
-        .cloned()
-        .or_else(|| lesson.baseline.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string()))
-        .unwrap_or_default()
+    link.settings.get(name).cloned().or_else(|| lesson.baseline.get(name).map(str::to_string)).unwrap_or_default()
 }
 
 #[component]
@@ -276,7 +272,7 @@ pub fn LessonView(link: LessonLink, operator: Signal<bool>, go: Callback<Route>)
             .baseline
             .iter()
             .filter(|(k, _)| !l.hide.iter().any(|h| h == k))
-            .map(|(k, _)| (*k, value_of(lesson, l, k)))
+            .map(|(k, _)| (k, value_of(lesson, l, k)))
             .collect()
     });
     let budget = link.with_value(|l| {
@@ -409,7 +405,8 @@ mod tests {
         assert_eq!(on_a_gpu(&noted), "a note");
         let bare = Lesson { id: "not-recorded", on_gpu: None, ..recorded.clone() };
         assert_eq!(on_a_gpu(&bare), "no figure recorded on a GPU for this lesson yet");
-        let (seen_as, line) = seen(&Lesson { baseline: &[("device", "cuda")], ..bare }, None, false);
+        let (seen_as, line) =
+            seen(&Lesson { baseline: lessons::Baseline::new(&[("device", "cuda")]), ..bare }, None, false);
         assert_eq!(
             (seen_as, line.as_str()),
             (Seen::NeedsGpu, "needs a GPU; no figure recorded on a GPU for this lesson yet")

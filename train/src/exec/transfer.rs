@@ -11,8 +11,27 @@
 //!   made on the host first (catalogue row 2 on pixels: four times the bytes).
 
 use hotlab_shared::counters::Counters;
-use hotlab_shared::spec::{ActionSync, Frames, RolloutCopy, Transfer};
+use hotlab_shared::spec::{ActionSync, ExecSpec, Frames, RolloutCopy, Transfer};
 use tch::{Device, Tensor};
+
+/// What an eager (libtorch) actor moves each rollout step: observations to the device
+/// (`--transfer`) and sampled actions back (`--action-sync`). Each model's eager actor is
+/// this, acting for its network (`impl Actor<Net> for Eager`).
+pub struct Eager {
+    pub mover: Mover,
+    pub sync: ActionSync,
+}
+
+impl Eager {
+    pub fn new(exec: &ExecSpec, device: Device) -> Self {
+        Eager { mover: Mover::new(exec.transfer, device), sync: exec.action_sync }
+    }
+
+    /// Sampled `actions` read back into `out`, as `--action-sync` says.
+    pub fn read_actions<T: tch::kind::Element + Copy>(&self, actions: &Tensor, out: &mut [T], c: &mut Counters) {
+        self.mover.read_actions(actions, out, self.sync, c);
+    }
+}
 
 pub struct Mover {
     pub mode: Transfer,

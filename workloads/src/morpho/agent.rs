@@ -6,9 +6,9 @@
 use super::{Morpho, TrainedMorpho};
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
-use hotlab_shared::spec::{ActionSync, RunSpec};
+use hotlab_shared::spec::RunSpec;
 use hotlab_train::distribution;
-use hotlab_train::exec::transfer::Mover;
+use hotlab_train::exec::transfer::Eager;
 use hotlab_train::models::mlp::actor::{eager_values, value_rows};
 use hotlab_train::models::mlp::policy::ActorCritic;
 
@@ -88,12 +88,7 @@ impl Pass for MorphoPass<'_> {
 
 /// The rollout's forward in libtorch ops: features and mask table to the device
 /// (`--transfer`), actions back (`--action-sync`: 8 heads × envs reads, or one).
-pub struct MorphoActor {
-    pub mover: Mover,
-    pub sync: ActionSync,
-}
-
-impl Actor<MorphoAgent> for MorphoActor {
+impl Actor<MorphoAgent> for Eager {
     fn act(&mut self, agent: &MorphoAgent, rollout: &mut Rollout, step: ActStep<'_>) -> Instant {
         let ActStep { t, heads, rng: _, counters: c, prof, start } = step;
         let (envs, obs_dim) = (rollout.envs, rollout.obs_dim);
@@ -109,7 +104,7 @@ impl Actor<MorphoAgent> for MorphoActor {
             let (lp, _) = distribution::log_prob_and_entropy(&logits, Some(&mask), heads, &actions);
             rollout.record_on_device(t, &lp, &net.value(&obs));
             let s = prof.stop(Phase::POLICY_FORWARD, s);
-            self.mover.read_actions(&actions, rollout.step_mut(t).actions, self.sync, c);
+            self.read_actions(&actions, rollout.step_mut(t).actions, c);
             prof.stop(Phase::ACTION_READBACK, s)
         })
     }

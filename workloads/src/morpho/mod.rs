@@ -38,7 +38,7 @@ pub mod streams;
 pub mod view;
 
 use crate::morpho::glyphs::{generate, TaskSpec};
-use agent::{MorphoActor, MorphoAgent};
+use agent::MorphoAgent;
 use anyhow::{bail, Result};
 use env::{MorphoConfig, OBS};
 use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
@@ -50,7 +50,7 @@ use hotlab_shared::workloads::morpho::{HostExec, SlotPool, StreamWait, TrainingE
 use hotlab_shared::workloads::MorphoSpec;
 use hotlab_train::checkpoint;
 use hotlab_train::exec::parts::PartClock;
-use hotlab_train::exec::transfer::Mover;
+use hotlab_train::exec::transfer::Eager;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::gpu_check::Target;
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
@@ -266,8 +266,8 @@ impl Workload for Morpho {
             ));
         }
         let (opt, mover) = ppo::after_init(setup, &net.flat);
-        let (device, transfer, sync) = (setup.device, spec.exec.transfer, spec.exec.action_sync);
-        let actor = || MorphoActor { mover: Mover::new(transfer, device), sync };
+        let device = setup.device;
+        let actor = || Eager::new(&spec.exec, device);
         let collector = HostCollector::new(spec, self.clone(), OBS, actor)?;
         let agent = MorphoAgent { net, workload: self };
         Ok(Box::new(PpoLearner::new(setup, agent, opt, mover, Box::new(collector), heads)))

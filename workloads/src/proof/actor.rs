@@ -6,10 +6,9 @@ use super::ProofAgent;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::FieldData;
 use hotlab_shared::profile::Phase;
-use hotlab_shared::spec::ActionSync;
 use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
 use hotlab_train::distribution;
-use hotlab_train::exec::transfer::{read_into, Mover};
+use hotlab_train::exec::transfer::{read_into, Eager};
 use hotlab_train::models::mlp::host::{draw_uniforms, ActOut};
 use hotlab_train::ppo::{device_outputs, ActStep, Actor, ValueRows};
 use hotlab_train::rollout::Rollout;
@@ -19,7 +18,7 @@ use tch::Tensor;
 pub enum ProofActor {
     /// libtorch ops: the index fields go to the device (`--transfer`, one copy per field
     /// or per env and field), actions come back (`--action-sync`).
-    Eager { mover: Mover, sync: ActionSync },
+    Eager(Eager),
     /// The native forward on the host.
     Fused { policy: Box<ProofHost> },
 }
@@ -37,10 +36,10 @@ impl Actor<ProofAgent> for ProofActor {
                 let lookup_s = policy.act(fields[0], fields[1], fields[2], &uniforms, out);
                 prof.stop_split(Phase::POLICY_FORWARD, EMBEDDING_LOOKUP, lookup_s, start)
             }
-            ProofActor::Eager { mover, sync } => tch::no_grad(|| {
+            ProofActor::Eager(io) => tch::no_grad(|| {
                 let net = &agent.net;
                 let fields: Vec<Tensor> = (rollout.index_step(t).into_iter().enumerate())
-                    .map(|(f, (rows, width))| mover.field_to_device(f, rows, envs, width, c))
+                    .map(|(f, (rows, width))| io.mover.field_to_device(f, rows, envs, width, c))
                     .collect();
                 let s = prof.stop(Phase::OBS_TRANSFER, start);
                 let out = net.forward(&fields[0], &fields[1]);
@@ -49,7 +48,7 @@ impl Actor<ProofAgent> for ProofActor {
                 let (lp, _) = distribution::log_prob_and_entropy(&out.logits, Some(&mask), heads, &actions);
                 rollout.record_on_device(t, &lp, &out.value);
                 let s = prof.stop_split(Phase::POLICY_FORWARD, EMBEDDING_LOOKUP, out.lookup_s, s);
-                mover.read_actions(&actions, rollout.step_mut(t).actions, *sync, c);
+                io.read_actions(&actions, rollout.step_mut(t).actions, c);
                 prof.stop(Phase::ACTION_READBACK, s)
             }),
         }
@@ -62,13 +61,13 @@ impl Actor<ProofAgent> for ProofActor {
         }
         match self {
             ProofActor::Fused { policy } => policy.values(index(&rows, &rows.obs.fields[0]).0),
-            ProofActor::Eager { mover, .. } => tch::no_grad(|| {
+            ProofActor::Eager(io) => tch::no_grad(|| {
                 let n = rows.count();
                 let fields: Vec<Tensor> = rows.obs.fields[..2]
                     .iter()
                     .map(|f| {
                         let (v, w) = index(&rows, f);
-                        mover.upload_i64(v, &[n as i64, w as i64], c)
+                        io.mover.upload_i64(v, &[n as i64, w as i64], c)
                     })
                     .collect();
                 let mut out = vec![0f32; n];
@@ -87,7 +86,7 @@ impl Actor<ProofAgent> for ProofActor {
     fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         match self {
             ProofActor::Fused { .. } => None,
-            ProofActor::Eager { .. } => device_outputs(rollout, c),
+            ProofActor::Eager(_) => device_outputs(rollout, c),
         }
     }
 }

@@ -32,7 +32,7 @@ use hotlab_shared::spec::{Backend, EnvName, Inference, RunSpec, SpecError, Workl
 use hotlab_shared::workloads::proof::ProofFrame;
 use hotlab_shared::workloads::ProofSpec;
 use hotlab_train::checkpoint;
-use hotlab_train::exec::transfer::Mover;
+use hotlab_train::exec::transfer::Eager;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::params::{Network, ParamSlot};
 use hotlab_train::ppo::{self, collect::HostCollector, PpoLearner, FUSED_NOTE};
@@ -133,9 +133,7 @@ impl Workload for Proof {
         let device = setup.device;
         let actor = || match spec.exec.inference {
             // Graph is validated away off the device backend.
-            Inference::Eager | Inference::Graph => {
-                ProofActor::Eager { mover: Mover::new(spec.exec.transfer, device), sync: spec.exec.action_sync }
-            }
+            Inference::Eager | Inference::Graph => ProofActor::Eager(Eager::new(&spec.exec, device)),
             Inference::Fused => {
                 ProofActor::Fused { policy: Box::new(ProofHost::new(net.arch.clone(), &net.host_params())) }
             }

@@ -5,7 +5,7 @@
 
 use super::{CnnNet, TrainedCnn};
 use crate::distribution;
-use crate::exec::transfer::{read_into, Mover};
+use crate::exec::transfer::{read_into, Eager};
 use crate::exec::EnvMaker;
 use crate::normalize::ObsNorm;
 use crate::ppo::loss::loss_of_heads;
@@ -16,7 +16,7 @@ use crate::workload::TrainedPolicy;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::spec::{ActionSync, RunSpec};
+use hotlab_shared::spec::RunSpec;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::Tensor;
@@ -79,12 +79,7 @@ impl Pass for CnnPass<'_> {
 }
 
 /// The rollout's forward in libtorch ops on the trainer's device.
-pub struct CnnActor {
-    pub mover: Mover,
-    pub sync: ActionSync,
-}
-
-impl Actor<CnnAgent> for CnnActor {
+impl Actor<CnnAgent> for Eager {
     fn act(&mut self, agent: &CnnAgent, rollout: &mut Rollout, step: ActStep<'_>) -> Instant {
         let ActStep { t, heads, rng: _, counters: c, prof, start } = step;
         let (envs, w) = (rollout.envs, rollout.bytes_width);
@@ -101,7 +96,7 @@ impl Actor<CnnAgent> for CnnActor {
             let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
             rollout.record_on_device(t, &lp, &net.value(&features));
             let s = prof.stop(Phase::POLICY_FORWARD, s);
-            rollout.step_mut(t).read_sampled(&self.mover, (&actions, real.as_ref()), self.sync, c);
+            rollout.step_mut(t).read_sampled(self, (&actions, real.as_ref()), c);
             prof.stop(Phase::ACTION_READBACK, s)
         })
     }

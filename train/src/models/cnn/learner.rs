@@ -1,9 +1,9 @@
 //! PPO with the CNN actor-critic, for any workload whose observation is an image: the
 //! network, the optimizer and the host rollout, its forward in libtorch ops.
 
-use super::agent::{CnnActor, CnnAgent};
+use super::agent::CnnAgent;
 use super::{CnnNet, CnnShape, Compute, Layout};
-use crate::exec::transfer::Mover;
+use crate::exec::transfer::{Eager, Mover};
 use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::{bail, Result};
@@ -56,7 +56,7 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
     }
     let mover = mover.with_frames(frames, scale);
     let (transfer, sync, device) = (spec.exec.transfer, spec.exec.action_sync, setup.device);
-    let actor = move || CnnActor { mover: Mover::new(transfer, device).with_frames(frames, scale), sync };
+    let actor = move || Eager { mover: Mover::new(transfer, device).with_frames(frames, scale), sync };
     // No features (`obs_dim` 0): the rollout keeps the image's bytes.
     let collector = Box::new(HostCollector::new(spec, Arc::clone(&workload), 0, actor)?);
     let agent = CnnAgent { net, env: workload };

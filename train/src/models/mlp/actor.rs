@@ -6,12 +6,11 @@ use super::policy::ActorCritic;
 use super::MlpAgent;
 use crate::distribution;
 use crate::exec::helper::Helper;
-use crate::exec::transfer::{read_into, Mover};
+use crate::exec::transfer::{read_into, Eager, Mover};
 use crate::ppo::{device_outputs, ActStep, Actor, ValueRows};
 use crate::rollout::Rollout;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
-use hotlab_shared::spec::ActionSync;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,7 +19,7 @@ use tch::Tensor;
 pub enum MlpActor {
     /// A libtorch forward on the device: observations go there (`--transfer`), actions come
     /// back (`--action-sync`); log-probs and values stay on the device in `Rollout::device`.
-    Eager { mover: Mover, sync: ActionSync },
+    Eager(Eager),
     /// The native forward on the host; nothing crosses to the device until the update.
     /// With a helper thread, a large batch's second half runs there on `twin`.
     Fused { policy: Box<FusedPolicy>, twin: Option<(Box<FusedPolicy>, Arc<Helper>)> },
@@ -85,15 +84,15 @@ impl Actor<MlpAgent> for MlpActor {
                 }
                 prof.stop(Phase::POLICY_FORWARD, start)
             }
-            MlpActor::Eager { mover, sync } => tch::no_grad(|| {
+            MlpActor::Eager(io) => tch::no_grad(|| {
                 let net = &agent.net;
-                let obs = mover.obs_to_device(rollout.step_mut(t).obs, envs, obs_dim, c);
+                let obs = io.mover.obs_to_device(rollout.step_mut(t).obs, envs, obs_dim, c);
                 let s = prof.stop(Phase::OBS_TRANSFER, start);
                 let outputs = net.logits(&obs);
                 let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
                 rollout.record_on_device(t, &lp, &net.value(&obs));
                 let s = prof.stop(Phase::POLICY_FORWARD, s);
-                rollout.step_mut(t).read_sampled(mover, (&actions, real.as_ref()), *sync, c);
+                rollout.step_mut(t).read_sampled(io, (&actions, real.as_ref()), c);
                 prof.stop(Phase::ACTION_READBACK, s)
             }),
         }
@@ -103,7 +102,7 @@ impl Actor<MlpAgent> for MlpActor {
         let (x, w) = value_rows(rows);
         match self {
             MlpActor::Fused { policy, .. } => x.chunks_exact(w).map(|r| policy.value(r)).collect(),
-            MlpActor::Eager { mover, .. } => eager_values(&agent.net, mover, &x, w, c),
+            MlpActor::Eager(io) => eager_values(&agent.net, &io.mover, &x, w, c),
         }
     }
 
@@ -120,7 +119,7 @@ impl Actor<MlpAgent> for MlpActor {
     fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         match self {
             MlpActor::Fused { .. } => None,
-            MlpActor::Eager { .. } => device_outputs(rollout, c),
+            MlpActor::Eager(_) => device_outputs(rollout, c),
         }
     }
 }

@@ -7,7 +7,7 @@ use super::host::FusedPolicy;
 use super::policy::{ActorCritic, Architecture};
 use super::{architecture, MlpAgent};
 use crate::cuda::gpu::Gpu;
-use crate::exec::transfer::Mover;
+use crate::exec::transfer::Eager;
 use crate::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
@@ -50,9 +50,7 @@ pub fn ppo_learner(
             }
             let actor = || match spec.exec.inference {
                 // Graph is validated away off the device backend.
-                Inference::Eager | Inference::Graph => {
-                    MlpActor::Eager { mover: Mover::new(spec.exec.transfer, device), sync: spec.exec.action_sync }
-                }
+                Inference::Eager | Inference::Graph => MlpActor::Eager(Eager::new(&spec.exec, device)),
                 Inference::Fused => {
                     let policy = Box::new(FusedPolicy::new(&arch, &net.host_params()));
                     let twin = helper.as_ref().map(|h| (policy.clone(), Arc::clone(h)));
