@@ -44,6 +44,42 @@ fn audit_verdicts_hold_where_the_truth_is_known() {
     assert!(c["phase_share_before"].as_f64().unwrap() > 0.5 && c["phase_share_after"].as_f64().unwrap() < 0.1, "{r}");
 }
 
+/// A user's script audited through its command (`hotlab profile --verify`): its advice for
+/// Python envs stepped one after another in one process (4 `SyncVectorEnv` envs of 1 ms a
+/// step), worker processes through the command's `{async?--async}`, is confirmed; the
+/// same command written otherwise (`--seed 1`, its default, as `--variant`) has no effect.
+#[test]
+fn a_script_s_advice_is_confirmed_through_its_flag_and_the_same_command_has_no_effect() {
+    let _alone = alone();
+    let planted = repo().join("tests/fixtures/external/planted.py");
+    let args = ["--plant", "slow_env", "--num-envs", "4", "--num-steps", "16", "--updates", "8"];
+    let words = |more: &[&str]| {
+        let mut w = vec![python().display().to_string(), planted.display().to_string()];
+        w.extend(args.iter().chain(more).map(|s| s.to_string()));
+        w
+    };
+    let variant = shlex::try_join(words(&["--seed", "1", "{async?--async}"]).iter().map(String::as_str)).unwrap();
+    let mut cmd = hotlab();
+    cmd.args(["profile", "--verify", "--repeats", "3", "--json", "--variant", &variant, "--"]);
+    cmd.args(words(&["{async?--async}"]));
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    let advice = &r["report"]["recommendations"][0];
+    assert_eq!((advice["knob"].as_str(), advice["row"].as_u64()), (Some("--vars async=on"), Some(1)), "{r}");
+    let audit = &r["audit"];
+    assert_verdicts_follow(audit);
+    let verdicts: Vec<(&str, &str)> = audit["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["change"].as_str().unwrap(), c["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(verdicts.len(), 2, "{audit}");
+    assert_eq!(verdicts[0], ("--vars async=on", "confirmed"), "{audit}");
+    assert!(verdicts[1].0.starts_with("command=") && verdicts[1].1 == "no_effect", "{audit}");
+}
+
 /// `hotlab tune` from worker processes that spin on two cores: an obvious gain (stepping
 /// the envs in process, or workers that block; which of the two is faster is this
 /// machine's coin to toss) is found, kept, and the configuration printed.

@@ -45,6 +45,9 @@ pub enum KnobKind {
     IntList,
     /// A JSON object (`{"continuous": true}`).
     Object,
+    /// Names and their values, `NAME=VALUE,NAME=VALUE` (or a JSON object of strings): a
+    /// map that a change adds to rather than replaces (its knob's setter merges).
+    Pairs,
 }
 
 impl KnobKind {
@@ -74,13 +77,26 @@ impl KnobKind {
                     t.split(',').map(|i| i.trim().parse::<u64>().ok().map(Value::from)).collect();
                 items.map_or_else(raw, Value::Array)
             }
-            KnobKind::Object if t.is_empty() => Value::Object(Map::new()),
-            KnobKind::Object => match serde_json::from_str::<Value>(t) {
+            KnobKind::Object | KnobKind::Pairs if t.is_empty() => Value::Object(Map::new()),
+            KnobKind::Pairs if !t.starts_with('{') => pairs(t).map_or_else(raw, Value::Object),
+            KnobKind::Object | KnobKind::Pairs => match serde_json::from_str::<Value>(t) {
                 Ok(object @ Value::Object(_)) => object,
                 _ => raw(),
             },
         }
     }
+}
+
+/// `NAME=VALUE,NAME=VALUE` as an object of strings (None when a pair has no `=` or no name).
+pub fn pairs(text: &str) -> Option<Map<String, Value>> {
+    text.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            let k = k.trim();
+            (!k.is_empty()).then(|| (k.to_string(), Value::from(v.trim())))
+        })
+        .collect()
 }
 
 /// How a knob sets its value in a nested spec as JSON, where it is more than its path.

@@ -3,7 +3,8 @@
 //! ([`knob`]) and the run's own knobs ([`run_knobs`]), the run's settings besides the
 //! workload's ([`run`]) and their choices ([`choices`]), what a workload's settings say of
 //! themselves ([`settings`]), presets ([`preset`]), phases and profiles ([`profile`]),
-//! counters ([`counters`]) and the report's advice ([`advice`]).
+//! counters ([`counters`]), what a probe measured of a user's script ([`script`]) and the
+//! report's advice ([`advice`]).
 //!
 //! It names no workload: the registry above it (`hotlab-specs`) does, and `hotlab-shared`
 //! above that holds `RunSpec`, which carries a workload's settings. Each module here is
@@ -18,4 +19,5 @@ pub mod preset;
 pub mod profile;
 pub mod run;
 pub mod run_knobs;
+pub mod script;
 pub mod settings;

@@ -2,6 +2,7 @@
 //! on a GPU), per window (one update) and in total.
 
 use crate::counters::Counters;
+use crate::script::ScriptProfile;
 use serde::{Deserialize, Serialize};
 
 crate::names::name_type!(
@@ -157,6 +158,10 @@ pub struct Profile {
     /// The GPU's memory, where the run is on one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_memory: Option<GpuMemory>,
+    /// What a probe measured of a user's own script (its env steps' kind, reads and
+    /// copies per step, call sites), for a run of one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<Box<ScriptProfile>>,
 }
 
 /// GPU memory as the driver reports it (the whole device: libtorch's cache, the CUDA
@@ -176,6 +181,9 @@ impl Profile {
         self.wall_s += window.wall_s;
         self.overhead_s += window.overhead_s;
         self.counters.add(&window.counters);
+        if let Some(w) = &window.script {
+            self.script.get_or_insert_with(Box::default).accumulate(w);
+        }
         if let Some(w) = window.gpu_memory {
             let peak = self.gpu_memory.map_or(0, |m| m.peak_bytes).max(w.peak_bytes);
             self.gpu_memory = Some(GpuMemory { peak_bytes: peak, ..w });

@@ -23,6 +23,12 @@ pub trait Settings: Default {
     const INFERENCE: Option<Inference> = None;
     /// Whether PPO trains it (the `ppo` settings apply and are checked).
     const PPO: bool = true;
+    /// Whether a run of it starts a command its settings name (a user's script): a lab
+    /// runs such commands only when it was started allowing them.
+    const RUNS_COMMANDS: bool = false;
+    /// Whether the run's length is its trainer's own (a user's script that runs until it
+    /// ends): `total_steps` does not bound it.
+    const OPEN_ENDED: bool = false;
     /// Whether its observation is one vector of floats, which `--obs-norm on` normalizes.
     const FLOAT_OBS: bool = true;
     /// Its own phases (the loop's and PPO's are `profile::CORE_PHASES`).
@@ -43,6 +49,11 @@ pub trait Settings: Default {
     /// The Gymnasium id of the env it steps, where its env is one (a peer then steps the
     /// same env: `bench envs --peer`).
     fn gymnasium_id(&self) -> Option<String> {
+        None
+    }
+    /// The run in a line, where its settings say more than the run's own (a script: its
+    /// command); None: the run's envs, steps and backend say it.
+    fn summary(&self) -> Option<String> {
         None
     }
     /// A buffer of its own the memory check counts: its knob, what it is, its bytes, and

@@ -29,7 +29,8 @@ use std::time::Duration;
 pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
     let store = lab.manager.store();
     let (store_bytes, health) = (Some(store.size_bytes()), Some(store.health()));
-    Json(SystemInfo { store_bytes, store: health, ..(*lab.system).clone() })
+    let scripts = Some(lab.allow_scripts);
+    Json(SystemInfo { store_bytes, store: health, scripts, ..(*lab.system).clone() })
 }
 
 /// `GET /api/knobs/{knob}/suggestions`: what this lab's machine offers for a workload's
@@ -196,8 +197,10 @@ pub async fn create_run(
     let (data_dir, trainer) = (lab.data_dir.clone(), Arc::clone(&lab.trainer));
     let machines = Arc::clone(&lab.machines);
     let queued = lab.manager.queued_per_machine();
+    let lab_gate = lab.clone();
     let (spec, machine, pinned) = tokio::task::spawn_blocking(move || {
         let (spec, wanted) = parse_spec(&body, &data_dir, &*trainer)?;
+        lab_gate.may_run(&spec)?;
         let machine = machines
             .choose(wanted.as_deref(), &spec.device, &queued)
             .map_err(|(field, message)| ApiError::bad("invalid_value", field, message))?;

@@ -81,6 +81,7 @@ async fn budgeted(
         }
     }
     baseline.validate()?;
+    lab.may_run(&baseline)?;
     Ok((summary, baseline))
 }
 
@@ -118,6 +119,9 @@ pub async fn audit_run(State(lab): State<Lab>, Path(id): Path<u64>, _: Operator,
             let message = format!("run {id}'s report recommends nothing that changes it; give changes");
             return Err(ApiError::bad("invalid_value", "recommendations", message));
         }
+    }
+    for change in &changes {
+        lab.may_run(&change.apply(&baseline)?)?;
     }
     let plan = Plan::new(baseline, changes, ask.repeats.unwrap_or(DEFAULT_REPEATS))?;
     start(&lab, Request { plan, run: Some(id), lesson: None, tune: None }).await

@@ -492,6 +492,7 @@ mod tests {
             torch_threads: 2,
             store_bytes: None,
             store: None,
+            scripts: None,
         }
     }
 

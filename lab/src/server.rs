@@ -44,6 +44,9 @@ pub struct ServeConfig {
     pub run_memory: Option<u64>,
     /// What the lab asks of the trainer (the binary's).
     pub trainer: Arc<dyn crate::trainer::Trainer>,
+    /// Whether runs may start the commands their specs name (a user's script,
+    /// `--env external`): `hotlab serve --allow-scripts`. Off, such runs are refused.
+    pub allow_scripts: bool,
 }
 
 /// The router: the API, then the single-page app (unknown paths get index.html).
@@ -144,6 +147,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         limiter: Arc::new(crate::limit::Limiter::new(cfg.auth_checks_per_second)),
         store_readers: Arc::new(tokio::sync::Semaphore::new(crate::api::STORE_READERS)),
         trainer: cfg.trainer,
+        allow_scripts: cfg.allow_scripts,
     };
     // One write, whose failure (stdout closed by whoever started us) is not fatal.
     let local = match &cfg.local_worker {

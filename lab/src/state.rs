@@ -32,9 +32,26 @@ pub struct Lab {
     pub store_readers: Arc<tokio::sync::Semaphore>,
     /// What the lab asks of the trainer: a spec's checks before it queues.
     pub trainer: Arc<dyn super::trainer::Trainer>,
+    /// Whether runs may start the commands their specs name (`--allow-scripts`).
+    pub allow_scripts: bool,
 }
 
 impl Lab {
+    /// Refuses a spec that would start a command its settings name (a user's script)
+    /// where the lab was not started allowing it: such a run is anyone-with-the-token's
+    /// code on this machine and its workers.
+    pub fn may_run(&self, spec: &hotlab_shared::spec::RunSpec) -> ApiResult<()> {
+        if spec.env().runs_commands() && !self.allow_scripts {
+            let message = format!(
+                "this lab runs no commands of its users, and --env {} runs one: start the lab with `hotlab serve \
+                 --allow-scripts` to profile your own scripts",
+                spec.env()
+            );
+            return Err(ApiError::new(axum::http::StatusCode::FORBIDDEN, "scripts_off", message).field("env"));
+        }
+        Ok(())
+    }
+
     /// Waits until everything queued for the store is written: what a client was told
     /// exists survives a crash right after. A slow store is waited on for
     /// [`DURABLE_WAIT`] at most: the answer then goes (what it names is live in memory,

@@ -38,6 +38,7 @@ pub async fn start_sweep(State(lab): State<Lab>, _: Operator, body: Bytes) -> Ap
     let (spec, _) = tokio::task::spawn_blocking(move || parse_spec(&spec_body, &data_dir, &*trainer))
         .await
         .map_err(ApiError::internal)??;
+    lab.may_run(&spec)?;
     let on = ask.on.unwrap_or_else(|| "any".into());
     let sweeps = Arc::clone(&lab.sweeps);
     let info =

@@ -117,17 +117,13 @@ mod tests {
         let mut spec = RunSpec::default();
         spec.exec.backend = hotlab_shared::spec::Backend::Subprocess;
         spec.exec.wait = hotlab_shared::spec::WaitMode::Spin;
-        let rec = |knob: &str| Recommendation {
-            knob: knob.into(),
-            phase: Phase::ENV_WAIT,
-            signature: String::new(),
-            max_speedup: 2.0,
-        };
+        let rec = |knob: &str| Recommendation::bounded(knob, Phase::ENV_WAIT, 2.0, String::new());
         let report = Report {
             wall_s: 1.0,
             env_steps: 1,
             steps_per_s: 1.0,
             steady_sps: None,
+            notes: Vec::new(),
             rows: vec![],
             split: hotlab_shared::report::Split {
                 data_pct: 0.0,

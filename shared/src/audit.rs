@@ -464,12 +464,12 @@ mod tests {
 
     #[test]
     fn a_recommendation_is_a_change_with_its_bound() {
-        let r = Recommendation {
-            knob: "--backend subprocess --wait spin".into(),
-            phase: crate::profile::Phase::ENV_WAIT,
-            signature: String::new(),
-            max_speedup: 1.8,
-        };
+        let r = Recommendation::bounded(
+            "--backend subprocess --wait spin",
+            crate::profile::Phase::ENV_WAIT,
+            1.8,
+            String::new(),
+        );
         let c = Change::recommended(&r).unwrap();
         assert_eq!((c.bound, c.target), (Some(1.8), Some(crate::profile::Phase::ENV_WAIT)));
         let base = RunSpec::default();

@@ -34,7 +34,7 @@
 //! phases and profiles, counters, advice), re-exported here under the same names, so the
 //! crates above name one crate.
 
-pub use hotlab_core::{advice, counters, names, profile};
+pub use hotlab_core::{advice, counters, names, profile, script};
 pub use hotlab_specs::workload_list;
 
 pub mod audit;

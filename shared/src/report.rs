@@ -52,6 +52,9 @@ pub struct Report {
     /// compilation, capture, prefill), where the run went past it: what audits compare.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_sps: Option<f64>,
+    /// What the report could not see, and what measuring cost (a script's probe), in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A phase's line in the table: the workload's, where it knows more (its own phases, what
@@ -183,7 +186,7 @@ struct Found<'a> {
 impl Found<'_> {
     fn add(&mut self, knob: &str, phase: Phase, signature: String) {
         let max_speedup = amdahl(self.profile.share(phase));
-        self.out.push(Recommendation { knob: knob.into(), phase, signature, max_speedup });
+        self.out.push(Recommendation::bounded(knob, phase, max_speedup, signature));
     }
 
     /// A transfer made item by item (`per_item`: the knob is at that value): `knob` where
@@ -340,7 +343,26 @@ pub fn analyze(profile: &Profile, spec: &RunSpec) -> Report {
         recommendations: recommend(profile, spec),
         profiler_overhead_pct: 100.0 * profile.overhead_s / wall,
         steady_sps: None,
+        notes: notes(profile),
     }
+}
+
+/// What a script's probe could not measure, and what it cost.
+fn notes(profile: &Profile) -> Vec<String> {
+    let Some(s) = &profile.script else { return Vec::new() };
+    let mut out: Vec<String> =
+        s.not_measured.iter().map(|(what, why)| format!("not measured: {what}: {why}")).collect();
+    let wall = profile.wall_s.max(1e-12);
+    let steps = profile.counters.env_steps as f64;
+    let without = (wall - profile.overhead_s).max(1e-12);
+    out.push(format!(
+        "hotlab's probe cost about {:.1}% of the wall ({} hook calls and its bookkeeping): {:.0} steps/s measured, about {:.0} without it",
+        100.0 * profile.overhead_s / wall,
+        s.hook_calls,
+        steps / wall,
+        steps / without
+    ));
+    out
 }
 
 impl Report {
@@ -376,10 +398,26 @@ impl Report {
         if self.recommendations.is_empty() {
             let _ = writeln!(s, "No knob of the catalogue has its signature in this run.");
         } else {
-            let _ = writeln!(s, "| recommendation | because | at most |");
-            let _ = writeln!(s, "|---|---|---:|");
+            let _ = writeln!(s, "| recommendation | because | at most | lesson |");
+            let _ = writeln!(s, "|---|---|---:|---|");
             for r in &self.recommendations {
-                let _ = writeln!(s, "| `{}` | {} | {:.2}× |", r.knob, r.signature, r.max_speedup);
+                let change = match (r.auditable(), &r.fix) {
+                    (true, _) => format!("`{}`", r.knob),
+                    (false, Some(fix)) => format!("change the code: {fix}"),
+                    (false, None) => "a change to the code".to_string(),
+                };
+                let at = r.site.as_ref().map_or(String::new(), |site| format!(" (at {site})"));
+                let lesson = match (r.row, &r.lesson) {
+                    (Some(row), Some(id)) => format!("row {row}: `hotlab lesson run {id}`"),
+                    _ => String::new(),
+                };
+                let _ = writeln!(s, "| {change} | {}{at} | {:.2}× | {lesson} |", r.signature, r.max_speedup);
+            }
+        }
+        if !self.notes.is_empty() {
+            let _ = writeln!(s);
+            for note in &self.notes {
+                let _ = writeln!(s, "- {note}");
             }
         }
         s
@@ -416,6 +454,7 @@ mod tests {
             counters,
             overhead_s: 0.01,
             gpu_memory: None,
+            script: None,
         }
     }
 

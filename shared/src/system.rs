@@ -25,6 +25,10 @@ pub struct SystemInfo {
     /// Whether the lab's run store is keeping up (when a lab serves this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreHealth>,
+    /// Whether the lab runs its users' own commands (`hotlab serve --allow-scripts`), when
+    /// a lab serves this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scripts: Option<bool>,
 }
 
 /// How the lab's run store is doing: writing, slow (a commit has taken long, or its queue

@@ -202,7 +202,7 @@ pub fn run(
     observe: &mut dyn FnMut(&UpdateMetrics),
 ) -> Result<Trained> {
     let env = workload.name();
-    let Ready { mut learner, device, precision, threads, mut notes } = ready(spec, workload)?;
+    let Ready { mut learner, device, precision, threads, mut notes } = ready(spec, workload, opts.stop.as_deref())?;
     let sink = opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {}));
     let mut telemetry = Telemetry::new(spec.telemetry.every, learner.layout(), device, sink);
 
@@ -252,7 +252,9 @@ pub fn run(
             bail!("training diverged: {name} is {v} at update {} of {iterations}", index + 1);
         }
         let (update, wall_s) = (index + 1, start.elapsed().as_secs_f64());
-        let at = At { update, updates: iterations, global_step: tally.global_step, wall_s };
+        // An open-ended run's length is unknown: 0 says so to viewers.
+        let updates = if iterations == workload::OPEN_ENDED { 0 } else { iterations };
+        let at = At { update, updates, global_step: tally.global_step, wall_s };
         if device_timing {
             c.host_syncs += 1; // the device timer waits for the window's last event
         }
@@ -260,6 +262,9 @@ pub fn run(
         let s = prof.start();
         observe(&UpdateMetrics::of(out, at, &episodes, c.since(&before), window));
         prof.stop(Phase::PUBLISH, s);
+        if learner.ended() {
+            break;
+        }
     }
 
     if tally.has_steady() {
@@ -267,6 +272,7 @@ pub fn run(
     }
     let steady = tally.steady(warmup);
     let wall_s = start.elapsed().as_secs_f64();
+    learner.end()?;
     let policy = learner.finish();
     let evaluation = if opts.skip_evaluation { None } else { policy.report_evaluation(spec.seed) };
     let global_step = tally.global_step;
@@ -279,7 +285,7 @@ pub fn run(
         sps: global_step as f64 / wall_s,
         episodes: episodes.count,
         mean_return_last_100: episodes.mean(),
-        updates: iterations,
+        updates: if iterations == workload::OPEN_ENDED { tally.updates } else { iterations },
         threads,
         profile: prof.total(&c),
         precision: precision.label().into(),
@@ -306,7 +312,7 @@ struct Ready {
     notes: Vec<String>,
 }
 
-fn ready(spec: &RunSpec, workload: Arc<dyn Workload>) -> Result<Ready> {
+fn ready(spec: &RunSpec, workload: Arc<dyn Workload>, stop: Option<&std::sync::atomic::AtomicBool>) -> Result<Ready> {
     crate::exec::alloc::tune();
     let device = device::resolve(&spec.device)?;
     let precision = precision::resolve(spec.exec.precision, device)?;
@@ -314,7 +320,7 @@ fn ready(spec: &RunSpec, workload: Arc<dyn Workload>) -> Result<Ready> {
     // count, and the same seed must give the same run whatever `--threads` says.
     tch::set_num_threads(1);
     tch::manual_seed(spec.seed as i64);
-    let mut setup = Setup { spec, device, precision, threads: torch_threads(spec), notes: Vec::new() };
+    let mut setup = Setup { spec, device, precision, threads: torch_threads(spec), notes: Vec::new(), stop };
     let learner = workload.learner(&mut setup)?;
     let Setup { precision, threads, notes, .. } = setup;
     Ok(Ready { learner, device, precision, threads, notes })
@@ -373,6 +379,8 @@ fn ended_early(
 #[derive(Default)]
 struct Tally {
     global_step: u64,
+    /// Iterations done.
+    updates: u64,
     /// (when, env steps then): the end of the warm-up.
     steady_from: Option<(Instant, u64)>,
     steady_updates: u64,
@@ -382,6 +390,7 @@ impl Tally {
     /// An iteration's env steps, counted in the steady window once it has begun.
     fn add(&mut self, env_steps: u64) {
         self.global_step += env_steps;
+        self.updates += 1;
         if self.steady_from.is_some() {
             self.steady_updates += 1;
         }

@@ -6,6 +6,7 @@
 
 use hotlab_shared::counters::{Counters, ENV_PARTS};
 use hotlab_shared::profile::{GpuMemory, Phase, PhaseTime, Profile};
+use hotlab_shared::script::ScriptProfile;
 use hotlab_shared::workloads::PHASES;
 use serde_json::json;
 use std::time::Instant;
@@ -81,6 +82,12 @@ pub struct Profiler {
     /// Whether this window recorded trace spans (then its counters go in the trace too).
     traced_window: bool,
     device: Option<Box<dyn DeviceTimer>>,
+    /// What a probe measured of a user's script, this window and in total.
+    script: Option<Box<ScriptProfile>>,
+    script_total: Option<Box<ScriptProfile>>,
+    /// Seconds that measuring cost elsewhere (a script's probe), this window and in total.
+    measured_cost_s: f64,
+    measured_cost_total_s: f64,
 }
 
 /// The cost of one `Instant::now()`, measured.
@@ -114,6 +121,10 @@ impl Profiler {
             events: Vec::new(),
             traced_window: false,
             device: None,
+            script: None,
+            script_total: None,
+            measured_cost_s: 0.0,
+            measured_cost_total_s: 0.0,
         }
     }
 
@@ -243,6 +254,21 @@ impl Profiler {
         }
     }
 
+    /// Adds `secs` in `calls` calls to `phase` at once (a phase measured elsewhere: a user's
+    /// script, timed by its probe).
+    pub fn add(&mut self, phase: Phase, secs: f64, calls: u64) {
+        let i = self.slot(phase);
+        self.window[i].wall_s += secs;
+        self.window[i].calls += calls;
+    }
+
+    /// What a probe measured of a user's script in this window, and what measuring it
+    /// cost (the profile's overhead).
+    pub fn add_script(&mut self, facts: &ScriptProfile, cost_s: f64) {
+        self.script.get_or_insert_with(Box::default).accumulate(facts);
+        self.measured_cost_s += cost_s;
+    }
+
     /// Closes the current window (one update): its profile, with `other` = wall − phases.
     pub fn take_window(&mut self, counters: &Counters) -> Profile {
         let now = Instant::now();
@@ -273,17 +299,23 @@ impl Profiler {
         self.clock_reads_window = 0;
         self.window_start = now;
         self.total_wall_s += wall;
-        let mut p =
-            profile(&self.phases, &window, wall, counters, reads as f64 * self.clock_cost_s, self.device.is_some());
+        let cost = reads as f64 * self.clock_cost_s + std::mem::take(&mut self.measured_cost_s);
+        self.measured_cost_total_s += cost - reads as f64 * self.clock_cost_s;
+        let mut p = profile(&self.phases, &window, wall, counters, cost, self.device.is_some());
         p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
+        p.script = self.script.take();
+        if let Some(w) = &p.script {
+            self.script_total.get_or_insert_with(Box::default).accumulate(w);
+        }
         p
     }
 
     /// Every window so far.
     pub fn total(&self, counters: &Counters) -> Profile {
-        let overhead = self.clock_reads as f64 * self.clock_cost_s;
+        let overhead = self.clock_reads as f64 * self.clock_cost_s + self.measured_cost_total_s;
         let mut p = profile(&self.phases, &self.total, self.total_wall_s, counters, overhead, self.device.is_some());
         p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
+        p.script.clone_from(&self.script_total);
         p
     }
 
@@ -321,6 +353,7 @@ fn profile(
         counters: counters.clone(),
         overhead_s,
         gpu_memory: None,
+        script: None,
     }
 }
 

@@ -25,6 +25,7 @@ pub fn info() -> SystemInfo {
         torch_threads: tch::get_num_threads().max(1) as usize,
         store_bytes: None,
         store: None,
+        scripts: None,
     }
 }
 

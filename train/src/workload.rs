@@ -52,6 +52,9 @@ pub struct Setup<'a> {
     pub threads: usize,
     /// Where a knob could not do what it says, and what happened instead.
     pub notes: Vec<String>,
+    /// Set from another thread to end the run: a learner whose set-up waits (a user's
+    /// script starting) looks at it meanwhile.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 impl Setup<'_> {
@@ -125,10 +128,19 @@ pub struct Outcome {
     pub lines: Vec<String>,
 }
 
+/// The iterations of a learner that runs until its trainer ends (a user's script, whose
+/// length hotlab cannot know): the loop ends when [`Learner::ended`] says so.
+pub const OPEN_ENDED: u64 = u64::MAX;
+
 /// A workload's trainer: the part of the loop that differs between workloads.
 pub trait Learner {
-    /// Iterations in the run.
+    /// Iterations in the run ([`OPEN_ENDED`] where only the trainer knows).
     fn iterations(&self) -> u64;
+    /// Whether the trainer has ended on its own (a user's script that finished): the loop
+    /// stops after the iteration that said so.
+    fn ended(&self) -> bool {
+        false
+    }
     /// The parameters' layout (gradient telemetry names them).
     fn layout(&self) -> &[ParamSlot];
     /// Iterations whose time is start-up rather than training (first-use allocations,
@@ -140,6 +152,11 @@ pub trait Learner {
     /// One iteration: collect experience and learn from it; None when a stop request
     /// ended it part-way (nothing of it is learned).
     fn iterate(&mut self, it: &mut Iteration<'_>) -> Result<Option<Outcome>>;
+    /// After the last iteration, outside the run's timed wall: a trainer that runs apart
+    /// (a user's script exiting) is waited for here, and its failure fails the run.
+    fn end(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// The trained policy.
     fn finish(self: Box<Self>) -> Box<dyn TrainedPolicy>;
 }

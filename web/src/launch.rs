@@ -145,6 +145,45 @@ fn Field(
     }
 }
 
+/// A workload that runs its user's own command (`--env external`): whether this lab runs
+/// them (`hotlab serve --allow-scripts`), asked of `/api/system` when it is first picked.
+/// Returns whether launching is allowed as far as the form knows (refused: the lab says no).
+#[component]
+fn ScriptNote(env: Memo<Option<EnvName>>, allowed: RwSignal<Option<bool>>) -> impl IntoView {
+    let shown = move || env.get().is_some_and(|e| e.runs_commands());
+    Effect::new(move |asked: Option<bool>| {
+        if shown() && asked != Some(true) {
+            leptos::task::spawn_local(async move {
+                if let Ok(info) = api::get::<hotlab_shared::system::SystemInfo>("/api/system").await {
+                    let _ = allowed.try_set(Some(info.scripts.unwrap_or(false)));
+                }
+            });
+            return true;
+        }
+        asked == Some(true)
+    });
+    move || {
+        shown().then(|| match allowed.get() {
+            Some(true) => view! {
+                <p class="note" data-testid="script-note">
+                    "Your script runs on the machine as you give it, unmodified, under hotlab's probe: its output \
+                     goes to the run's log, its time to the table below. This lab was started with "
+                    <code>"--allow-scripts"</code>"."
+                </p>
+            }
+            .into_any(),
+            _ => view! {
+                <p class="note error" data-testid="script-note">
+                    "This lab runs no commands of its users. To profile your own script, start it with "
+                    <code>"hotlab serve --allow-scripts"</code>
+                    " (anyone with the operator token then runs any command on its machines)."
+                </p>
+            }
+            .into_any(),
+        })
+    }
+}
+
 #[component]
 pub fn LaunchPanel(
     operator: Signal<bool>,
@@ -162,6 +201,8 @@ pub fn LaunchPanel(
     let busy = RwSignal::new(false);
     let machine = RwSignal::new(String::new());
     let machine_error = Signal::derive(move || errors.with(|e| e.get("machine").cloned()));
+    let scripts = RwSignal::new(None::<bool>);
+    let refused = move || env.get().is_some_and(|e| e.runs_commands()) && scripts.get() != Some(true);
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         busy.set(true);
@@ -202,12 +243,13 @@ pub fn LaunchPanel(
                 }).collect_view()}
             </fieldset>
             {suggested_knobs().map(|(workload, knob)| view! { <Suggested workload knob env/> }).collect_view()}
+            <ScriptNote env allowed=scripts/>
             <fieldset class="group" prop:disabled=move || !operator.get()>
                 <legend>"placement"</legend>
                 <crate::machines::MachineSelect machine error=machine_error/>
             </fieldset>
             <div class="actions">
-                <button type="submit" data-testid="launch-button" prop:disabled=move || !operator.get() || busy.get()>
+                <button type="submit" data-testid="launch-button" prop:disabled=move || !operator.get() || busy.get() || refused()>
                     "Launch run"
                 </button>
                 {move || (!operator.get()).then(|| view! {

@@ -174,6 +174,7 @@ mod tests {
             torch_threads: 16,
             store_bytes: None,
             store: None,
+            scripts: None,
         };
         let mut m =
             MachineInfo { name: "box".into(), system: Some(system), max_runs: 2, runs: 1, ..Default::default() };

@@ -67,7 +67,7 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
             <p class="error" data-testid="run-message">{move || message().unwrap_or_default()}{move || load_error.get().unwrap_or_default()}</p>
             <Tiles data/>
             <p class="links">
-                {move || info.with(|i| i.as_ref().map(|i| summary(&i.spec)))}
+                <span data-testid="run-summary">{move || info.with(|i| i.as_ref().map(|i| summary(&i.spec)))}</span>
                 " · "<a href=format!("/api/runs/{id}/report?format=md") target="_blank">"report"</a>
                 " · "<a href=format!("/api/runs/{id}/trace") target="_blank">"trace"</a>
                 " · "<a href=format!("/api/runs/{id}/export.csv")>"CSV"</a>
@@ -256,7 +256,7 @@ fn Tiles(data: RwSignal<RunData>) -> impl IntoView {
     view! {
         <div class="tiles">
             <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="sps">{move || data.with(|d| d.sps().map_or("–".into(), si))}</span></div>
-            <div class="tile"><span class="label">"updates"</span><span class="value" data-testid="progress">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| format!("{} / {}", m.update, m.updates)))}</span></div>
+            <div class="tile"><span class="label">"updates"</span><span class="value" data-testid="progress">{move || data.with(|d| d.metrics.last().map_or("–".into(), progress))}</span></div>
             <div class="tile"><span class="label">"env steps"</span><span class="value" data-testid="env-steps" title=move || data.with(|d| d.metrics.last().map(|m| m.global_step.to_string()))>{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
             <div class="tile"><span class="label">"return (last 100)"</span><span class="value">{move || data.with(|d| d.metrics.last().and_then(|m| m.mean_return_last_100).map_or("–".into(), |r| format!("{r:.1}")))}</span></div>
             <div class="tile"><span class="label">"episodes"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| m.episodes.to_string()))}</span></div>
@@ -264,8 +264,19 @@ fn Tiles(data: RwSignal<RunData>) -> impl IntoView {
     }
 }
 
+/// Updates done of how many (a script's run: done, its length its own).
+fn progress(m: &hotlab_shared::protocol::MetricsPoint) -> String {
+    match m.updates {
+        0 => m.update.to_string(),
+        all => format!("{} / {all}", m.update),
+    }
+}
+
 /// The spec in a line: the knobs that matter most for speed.
 pub fn summary(spec: &hotlab_shared::spec::RunSpec) -> String {
+    if let Some(line) = spec.workload.summary() {
+        return format!("{} · {line} · {}", spec.env().as_str(), spec.device);
+    }
     format!(
         "{} · {} envs × {} steps · {} · {} · {} · {}",
         spec.env().as_str(),
@@ -326,15 +337,28 @@ fn ReportView(
                             let knob = knob.clone();
                             move || audits.with(|a| crate::audits::latest_verdict(a, &knob))
                         };
+                        // A change to the script's code: no flag to launch or audit; the
+                        // lesson teaches the fix, a variant command verifies it.
+                        let change = match (rec.auditable(), &rec.fix) {
+                            (true, _) => view! { <code>{rec.knob.clone()}</code> }.into_any(),
+                            (false, fix) => view! {
+                                <span class="fix" data-testid="recommendation-fix">"change the code: "{fix.clone().unwrap_or_default()}</span>
+                            }.into_any(),
+                        };
+                        let buttons = rec.auditable().then(|| view! {
+                            <button data-testid="recommendation-launch" prop:disabled=move || !operator.get()
+                                on:click=move |_| launch(overrides.clone())>"Launch this variant"</button>
+                            <button data-testid="recommendation-audit" prop:disabled=move || !operator.get()
+                                on:click=move |_| audit(serde_json::json!({ "changes": [knob.clone()] }))>"Audit"</button>
+                            <span class="verdict" data-testid="recommendation-verdict">{verdict}</span>
+                        });
                         view! {
                             <li data-testid="recommendation">
-                                <code>{rec.knob.clone()}</code>" — "{rec.signature.clone()}
+                                {change}" — "{rec.signature.clone()}
+                                {rec.site.clone().map(|site| view! { " at "<code data-testid="recommendation-site">{site}</code> })}
                                 " (up to "{format!("{:.2}×", rec.max_speedup)}")"
-                                <button data-testid="recommendation-launch" prop:disabled=move || !operator.get()
-                                    on:click=move |_| launch(overrides.clone())>"Launch this variant"</button>
-                                <button data-testid="recommendation-audit" prop:disabled=move || !operator.get()
-                                    on:click=move |_| audit(serde_json::json!({ "changes": [knob.clone()] }))>"Audit"</button>
-                                <span class="verdict" data-testid="recommendation-verdict">{verdict}</span>
+                                {lesson_link(rec)}
+                                {buttons}
                             </li>
                         }
                     }).collect_view()}
@@ -344,10 +368,26 @@ fn ReportView(
             }.into_any()
         }}
         <p class="muted small">{format!("{} env steps, {:.0} steps/s while profiled; profiler overhead {:.2} % of wall", report.env_steps, report.steps_per_s, report.profiler_overhead_pct)}</p>
+        {(!report.notes.is_empty()).then(|| view! {
+            <ul class="muted small report-notes" data-testid="report-notes">
+                {report.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}
+            </ul>
+        })}
         {report.steady_sps.map(|s| view! {
             <p class="muted small" data-testid="steady-sps">{format!("{s:.0} steps/s in the steady window (after the warm-up: start-up, compilation, capture, prefill), what an audit compares")}</p>
         })}
     }
+}
+
+/// The lesson that teaches a recommendation's fix, as a link, where the rule names one.
+fn lesson_link(rec: &hotlab_shared::report::Recommendation) -> Option<impl IntoView> {
+    let (row, id) = (rec.row?, rec.lesson.clone()?);
+    let title = hotlab_shared::lessons::LESSONS.iter().find(|l| l.id == id).map_or(id.clone(), |l| l.title.to_string());
+    Some(view! {
+        " · "<a class="lesson-link" data-testid="recommendation-lesson" data-lesson=id.clone() href=format!("#/lesson/{id}")>
+            {format!("row {row}: {title}")}
+        </a>
+    })
 }
 
 /// A count per env step.

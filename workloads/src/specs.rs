@@ -48,6 +48,8 @@ macro_rules! workload_list {
             Gym = "gym" in gym (GymSpec),
             /// One of EnvPool's C++ envs, a batch stepped by EnvPool's threads in one worker process.
             Envpool = "envpool" in envpool (EnvpoolSpec),
+            /// A user's own training script, run unmodified under hotlab's probe.
+            External = "external" in external (ExternalSpec),
         }
     };
 }
@@ -91,6 +93,17 @@ macro_rules! registry {
             /// Bytes of one env's observation.
             pub fn obs_bytes(self) -> u64 {
                 match self { $(EnvName::$variant => <$settings as Settings>::OBS_BYTES),+ }
+            }
+
+            /// Whether a run of it starts a command its settings name (a user's script).
+            pub fn runs_commands(self) -> bool {
+                match self { $(EnvName::$variant => <$settings as Settings>::RUNS_COMMANDS),+ }
+            }
+
+            /// Whether the run's length is its trainer's own (a user's script): `total_steps`
+            /// does not bound it, and its updates are not known ahead.
+            pub fn open_ended(self) -> bool {
+                match self { $(EnvName::$variant => <$settings as Settings>::OPEN_ENDED),+ }
             }
 
             /// Whether PPO trains this workload (the `ppo` settings apply).
@@ -198,6 +211,11 @@ macro_rules! registry {
             /// The Gymnasium id of its env, where its env is one.
             pub fn gymnasium_id(&self) -> Option<String> {
                 match self { $(WorkloadSpec::$variant(s) => s.gymnasium_id()),+ }
+            }
+
+            /// The run in a line, where the workload's settings say it better than the run's.
+            pub fn summary(&self) -> Option<String> {
+                match self { $(WorkloadSpec::$variant(s) => s.summary()),+ }
             }
 
             /// The workload's own buffer for the memory check, if it has one.

@@ -131,7 +131,10 @@ fn parse(kind: KnobKind, text: &str) -> Result<Value, String> {
             t.split(',').map(|i| i.trim().parse::<u64>().map(Value::from).map_err(|e| e.to_string())).collect()
         }
         KnobKind::Text | KnobKind::OptionalText => Ok(Value::from(t)),
-        KnobKind::Object => match serde_json::from_str::<Value>(t) {
+        KnobKind::Pairs if !t.starts_with('{') => hotlab_shared::knobs::pairs(t)
+            .map(Value::Object)
+            .ok_or_else(|| format!("write NAME=VALUE pairs separated by commas, e.g. envs=16,async=on (got '{t}')")),
+        KnobKind::Object | KnobKind::Pairs => match serde_json::from_str::<Value>(t) {
             Ok(object @ Value::Object(_)) => Ok(object),
             Ok(other) => Err(format!("must be a JSON object, e.g. '{{\"continuous\": true}}' (got {other})")),
             Err(e) => Err(format!("must be a JSON object, e.g. '{{\"continuous\": true}}' ({e})")),
@@ -165,6 +168,7 @@ fn args(knob: &'static Knob) -> Vec<Arg> {
                 KnobKind::Choice(allowed) => allowed.join("|"),
                 KnobKind::IntList => "N,N,…".into(),
                 KnobKind::Object => "JSON".into(),
+                KnobKind::Pairs => "NAME=VALUE,…".into(),
                 _ => knob.name.to_uppercase(),
             };
             vec![base.value_name(value).value_parser(ValueParser::new(move |s: &str| parse(kind, s)))]

@@ -15,6 +15,7 @@ mod lesson;
 mod prove;
 mod prune;
 mod run_worker;
+mod script;
 mod serve;
 mod soak;
 mod sweep;
@@ -55,7 +56,8 @@ pub enum Command {
     /// Join a lab as one of its machines: connect out to it, train the runs it sends.
     Worker(worker::WorkerArgs),
     /// Train with the profiler's report: ranked bottlenecks, the data/forward/backward
-    /// split, and the knobs to turn (same flags as `train`).
+    /// split, and the knobs to turn (same flags as `train`); or profile your own training
+    /// script, unmodified: `hotlab profile -- python ppo.py --num-envs 8`.
     #[command(args_override_self = true, allow_negative_numbers = true)]
     Profile(Box<train::ProfileArgs>),
     /// Re-run a run with each change (KEY=VALUE) applied alone, interleaved with the
@@ -125,6 +127,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::System(a) => system::system(a),
         Command::Serve(a) => serve::serve(a),
         Command::Worker(a) => worker::worker(a),
+        Command::Profile(a) if a.is_script() => script::profile(*a),
         Command::Profile(a) => train::profile(*a),
         Command::Bench(c) => bench::bench(c),
         Command::Prove(a) => prove::prove_cmd(a),

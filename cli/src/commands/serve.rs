@@ -72,6 +72,12 @@ pub struct ServeArgs {
     /// Unset: no limit but the machine's.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
     pub run_memory: Option<u64>,
+    /// Let runs start the commands their specs name: a user's own training script,
+    /// profiled under hotlab's probe (`--env external`, the launch form's "Your script").
+    /// Off by default: with it, anyone with the operator token runs any command on this
+    /// machine and its workers.
+    #[arg(long)]
+    pub allow_scripts: bool,
 }
 
 /// Shortest operator token accepted: anyone who guesses it can launch and stop runs.
@@ -144,6 +150,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         auth_checks_per_second: checks,
         run_memory: a.run_memory,
         trainer: std::sync::Arc::new(crate::trainer::Trainer),
+        allow_scripts: a.allow_scripts,
     };
     runtime.block_on(server::serve(cfg))
 }

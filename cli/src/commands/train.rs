@@ -2,9 +2,10 @@
 //! top of it), the progress bar, `--out` and the printed summary or report.
 
 use super::knob_args::KnobArgs;
+use crate::usage::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
-use hotlab_shared::spec::{presets, Preset, PresetSpec, RunSpec, SpecError};
+use hotlab_shared::spec::{presets, EnvName, Preset, PresetSpec, RunSpec, SpecError};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::PathBuf;
@@ -59,9 +60,45 @@ pub struct ProfileArgs {
     /// Rollout steps to trace, `A..B` (a step = every env once).
     #[arg(long, default_value = "0..64")]
     pub trace_steps: hotlab_train::profiler::TraceWindow,
+    /// Your own training script instead of one of hotlab's workloads: the command after
+    /// `--`, run unmodified under hotlab's probe (`hotlab profile -- python ppo.py
+    /// --num-envs 8`). Its output passes through on stderr. Placeholders make it a template
+    /// that `--verify` can change: `{NAME=DEFAULT}` a value (`--num-envs {envs=8}`), `{NAME?TEXT}`
+    /// TEXT when the switch NAME is on (`{async?--async}`); `--vars` sets them.
+    #[arg(last = true, id = "script", value_name = "COMMAND")]
+    pub script: Vec<String>,
+    /// After the report, verify its advice by re-running the script: each change a
+    /// placeholder of the command can make (`--vars async=on`) is audited, baseline and
+    /// variant interleaved `--repeats` times with the baseline against itself for the noise
+    /// (bound each run with `--seconds`).
+    #[arg(long)]
+    pub verify: bool,
+    /// A variant of the command that makes the advice's code change (`python
+    /// ppo_fixed.py …`), audited against the command as `--verify` audits a flag.
+    #[arg(long, value_name = "COMMAND")]
+    pub variant: Option<String>,
+    /// Pairs per audit of `--verify` and `--variant` (at least 2).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+}
+
+impl ProfileArgs {
+    /// Whether it profiles a user's own script (the command after `--`, or `--env` a
+    /// workload that runs one).
+    pub fn is_script(&self) -> bool {
+        let runs_commands = |v: &serde_json::Value| {
+            v.as_str().and_then(|e| e.parse::<EnvName>().ok()).is_some_and(|e| e.runs_commands())
+        };
+        !self.script.is_empty() || self.train.knobs.given.iter().any(|(k, v)| k.name == "env" && runs_commands(v))
+    }
 }
 
 pub fn profile(a: ProfileArgs) -> Result<()> {
+    if a.verify || a.variant.is_some() {
+        let message =
+            "verifies a script's advice: give the script after `--` (hotlab audit verifies a workload's)".into();
+        return Err(UsageError { flag: if a.verify { "--verify" } else { "--variant" }, message }.into());
+    }
     let trace = a.trace.as_ref().map(|_| a.trace_steps);
     let json = a.report == "json" || a.train.json;
     let trained = run_training(&a.train, trace, json)?;
@@ -122,7 +159,16 @@ fn run_training(
     trace: Option<hotlab_train::profiler::TraceWindow>,
     quiet: bool,
 ) -> Result<hotlab_train::Trained> {
-    let spec = a.spec()?;
+    run_spec(a, a.spec()?, trace, quiet)
+}
+
+/// [`run_training`] of `spec` (made from `a` and more).
+pub(super) fn run_spec(
+    a: &TrainArgs,
+    spec: RunSpec,
+    trace: Option<hotlab_train::profiler::TraceWindow>,
+    quiet: bool,
+) -> Result<hotlab_train::Trained> {
     spec.validate()?;
     let mut metrics = match &a.out {
         Some(dir) => {
@@ -134,11 +180,20 @@ fn run_training(
         }
         None => None,
     };
-    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(spec.updates() * spec.batch_size() as u64) };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}")
-            .expect("valid template"),
-    );
+    let bar = match (quiet, spec.env().open_ended()) {
+        (true, _) => ProgressBar::hidden(),
+        // A script's length is its own: steps so far, no bar to fill.
+        (false, true) => ProgressBar::new_spinner(),
+        (false, false) => ProgressBar::new(spec.updates() * spec.batch_size() as u64),
+    };
+    let template = match spec.env().open_ended() {
+        true => "{spinner} [{elapsed_precise}] {human_pos} steps  {msg}",
+        false => "{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}",
+    };
+    bar.set_style(ProgressStyle::with_template(template).expect("valid template"));
+    if spec.env().open_ended() {
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    }
     let sink: Option<hotlab_train::telemetry::Sink> = match (&a.out, spec.telemetry.every) {
         (Some(dir), k) if k > 0 => {
             let path = dir.join("telemetry.jsonl");

@@ -7,7 +7,7 @@
 //! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
 use crate::spec::{EnvName, RunSpec, SpecError, WorkloadSpec};
-pub use hotlab_core::knob::{flag_of, get_path, set_path, workload_name, Knob, KnobKind, Range};
+pub use hotlab_core::knob::{flag_of, get_path, pairs, set_path, workload_name, Knob, KnobKind, Range};
 pub use hotlab_core::run_knobs::{GROUPS, RUN};
 use serde_json::{Map, Value};
 use std::sync::LazyLock;
@@ -131,7 +131,8 @@ mod tests {
             if path == "workload" {
                 out.push(path.clone());
             }
-            let object_knob = KNOBS.iter().any(|k| k.path == path && k.kind == KnobKind::Object);
+            let object_knob =
+                KNOBS.iter().any(|k| k.path == path && matches!(k.kind, KnobKind::Object | KnobKind::Pairs));
             match v {
                 Value::Object(o) if !object_knob => leaves(o, &path, out),
                 _ => out.push(path),

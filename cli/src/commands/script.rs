@@ -1,0 +1,127 @@
+//! `hotlab profile -- CMD…`: a user's own training script, run unmodified under hotlab's
+//! probe. The report maps its time to the catalogue (the advice names its row, its lesson
+//! and the call site); `--verify` and `--variant` then audit the advice by re-running the
+//! script, baseline and variant interleaved.
+
+use super::train::ProfileArgs;
+use crate::usage::UsageError;
+use anyhow::Result;
+use hotlab_shared::audit::{AuditReport, Change, Plan};
+use hotlab_shared::knobs;
+use hotlab_shared::report::{analyze, Report};
+use hotlab_shared::spec::{PresetSpec, RunSpec, SpecError};
+use serde_json::{json, Value};
+
+pub fn profile(a: ProfileArgs) -> Result<()> {
+    if a.repeats < 2 {
+        let message = format!("{}: at least 2 (one pair says nothing of the spread)", a.repeats);
+        return Err(UsageError { flag: "--repeats", message }.into());
+    }
+    if a.trace.is_some() {
+        let message = "traces hotlab's own workloads; a script's trace is PyTorch Profiler's".into();
+        return Err(UsageError { flag: "--trace", message }.into());
+    }
+    let spec = script_spec(&a)?;
+    let json = a.report == "json" || a.train.json;
+    let trained = super::train::run_spec(&a.train, spec.clone(), None, json)?;
+    let mut report = analyze(&trained.report.profile, &trained.report.config);
+    report.steady_sps = trained.report.steady.as_ref().map(|s| s.sps);
+    if !json {
+        print!("{}", report.markdown());
+    }
+    let audit = verify(&a, &spec, &report, json)?;
+    if json {
+        let mut out = serde_json::to_value(&trained.report)?;
+        if let Value::Object(fields) = &mut out {
+            fields.insert("per_env_step".into(), per_env_step(&trained.report.counters));
+            fields.insert("per_vector_step".into(), per_vector_step(&trained.report.profile));
+            fields.insert("report".into(), serde_json::to_value(&report)?);
+            fields.insert("audit".into(), serde_json::to_value(&audit)?);
+        }
+        println!("{out}");
+    } else if let Some(audit) = &audit {
+        println!("\n## Verified by re-running\n\n{}", super::audit::table(audit));
+    }
+    Ok(())
+}
+
+/// The run's spec: the flags given, the workload the script (`external`), its command the
+/// words after `--` (as a shell would quote them again).
+fn script_spec(a: &ProfileArgs) -> Result<RunSpec> {
+    if a.script.is_empty() {
+        return Ok(a.train.spec()?);
+    }
+    let joined = shlex::try_join(a.script.iter().map(String::as_str))
+        .map_err(|e| SpecError::new("command", format!("cannot be written as one command line: {e}")))?;
+    let set = |name: &str, value: &str| knobs::find(name).map(|k| (k, Value::from(value)));
+    // The script's knobs (`--vars`, `--cwd`) are taken with it: `env` is set first.
+    let mut given = a.train.knobs.given.clone();
+    given.extend([set("env", "external"), set("command", &joined)].into_iter().flatten());
+    Ok(knobs::apply(a.train.preset.spec(), &given)?)
+}
+
+/// The audits `--verify` and `--variant` ask for, run and concluded (None: none asked).
+fn verify(a: &ProfileArgs, spec: &RunSpec, report: &Report, json: bool) -> Result<Option<AuditReport>> {
+    let mut changes = Vec::new();
+    if a.verify {
+        for r in report.recommendations.iter().filter(|r| r.auditable()) {
+            match Change::recommended(r).and_then(|c| c.apply(spec).map(|_| c)) {
+                Ok(c) => changes.push(c),
+                Err(e) => eprintln!("not verifying '{}': {e}", r.knob),
+            }
+        }
+        let code: Vec<&str> =
+            report.recommendations.iter().filter(|r| !r.auditable()).filter_map(|r| r.lesson.as_deref()).collect();
+        if !code.is_empty() && a.variant.is_none() {
+            eprintln!(
+                "advice that needs a change to the code ({}) is verified with --variant 'COMMAND' (the script with the change made)",
+                code.join(", ")
+            );
+        }
+    }
+    if let Some(variant) = &a.variant {
+        let change = Change::parse(&format!("command={variant}"))?;
+        change.apply(spec)?;
+        changes.push(change);
+    }
+    if changes.is_empty() {
+        if a.verify {
+            eprintln!(
+                "nothing to verify by a flag: no advice that a placeholder of the command makes (give one, e.g. \
+                 {{async?--async}}, or --variant 'COMMAND')"
+            );
+        }
+        return Ok(None);
+    }
+    let plan = Plan::new(spec.clone(), changes, a.repeats)?;
+    let runs = super::audit::measure(&plan, json)?;
+    Ok(Some(plan.conclude(&runs).map_err(anyhow::Error::msg)?))
+}
+
+/// The run's counts per env step (each env's step: a transition).
+fn per_env_step(c: &hotlab_shared::counters::Counters) -> Value {
+    let per = |n: f64| n / c.env_steps.max(1) as f64;
+    json!({
+        "host_syncs": per(c.host_syncs as f64),
+        "h2d_copies": per(c.h2d_copies as f64),
+        "h2d_bytes": per(c.h2d_bytes as f64),
+    })
+}
+
+/// A typical step of the script's loop (every env once): its reads and copies (the most
+/// common counts), its torch ops (sampled), its forward batch; null where not measured.
+fn per_vector_step(profile: &hotlab_shared::profile::Profile) -> Value {
+    let Some(s) = &profile.script else { return Value::Null };
+    json!({
+        "envs": s.num_envs,
+        "vector_steps": s.vector_steps,
+        "reads": s.reads_per_step(),
+        "copies": s.copies_per_step(),
+        "ops": s.ops_per_step(),
+        "forward_batch": s.forward_batch(),
+        "kind": s.kind(),
+        "env_class": s.env_class,
+        "grad_reads_per_optimizer_step": (s.optimizer_steps > 0).then(|| s.grad_reads as f64 / s.optimizer_steps as f64),
+        "update_copies_per_optimizer_step": (s.optimizer_steps > 0).then(|| s.update_copies as f64 / s.optimizer_steps as f64),
+    })
+}
