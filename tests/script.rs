@@ -109,6 +109,74 @@ fn planted_bottlenecks_are_counted_exactly_and_advised_by_their_rows() {
     }
 }
 
+/// Stable-Baselines3's PPO (the library unmodified, its `DummyVecEnv` and `Monitor`) under
+/// the probe, over several shapes: the env steps are SB3's own count, the episodes and their
+/// returns those its `Monitor` reported, and SB3's three reads a step (the actions, the
+/// values and the log-probs, each read apart) are counted and advised as row 4.
+#[test]
+fn stable_baselines3_s_steps_and_episodes_are_what_it_reports() {
+    let script = repo().join("tests/fixtures/external/sb3_ppo.py");
+    for (envs, steps, total, seed) in [("4", "64", "1024", "0"), ("3", "32", "960", "5")] {
+        let mut cmd = hotlab();
+        cmd.args(["profile", "--json", "--"]).arg(python()).arg(&script);
+        cmd.args(["--num-envs", envs, "--num-steps", steps, "--total-timesteps", total, "--seed", seed]);
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let (r, err) = (last_json(&out), stderr(&out));
+        let counted: u64 = err.lines().find_map(|l| l.strip_prefix("env_steps=")?.parse().ok()).expect("SB3's count");
+        assert_eq!(r["total_steps"].as_u64(), Some(counted), "{envs} envs: {err}");
+        let returns = printed_returns(&err);
+        assert!(!returns.is_empty(), "CartPole ends episodes in {total} steps");
+        assert_eq!(r["episodes"].as_u64(), Some(returns.len() as u64), "{envs} envs");
+        let last: Vec<f64> = returns.iter().rev().take(100).copied().collect();
+        let mean = last.iter().sum::<f64>() / last.len() as f64;
+        assert!((r["mean_return_last_100"].as_f64().unwrap() - mean).abs() < 1e-6, "{envs} envs");
+        let step = &r["per_vector_step"];
+        assert_eq!(
+            (step["kind"].as_str(), step["env_class"].as_str()),
+            (Some("python_in_process"), Some("DummyVecEnv"))
+        );
+        assert_eq!(step["reads"].as_u64(), Some(3), "{step}");
+        assert!(advised(&r).contains(&(4, "per-item-sync".to_string())), "{}", r["report"]["recommendations"]);
+    }
+}
+
+/// A PyTorch Profiler trace of the planted trainer (`--torch-trace`): the `.item()` per env
+/// per step planted shows as exactly that many more reads of tensor values than the clean
+/// trainer's trace has, and is advised as row 4; a file that is no trace is refused.
+#[test]
+fn a_torch_trace_is_read_into_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let traced = repo().join("tests/fixtures/external/traced.py");
+    let trace = |name: &str, plants: &[&str]| {
+        let path = dir.path().join(name);
+        let mut cmd = std::process::Command::new(python());
+        cmd.arg(&traced).arg(&path).args(["--updates", "2", "--num-envs", "8", "--num-steps", "8"]);
+        for p in plants {
+            cmd.args(["--plant", p]);
+        }
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = run(hotlab().args(["profile", "--report", "json", "--torch-trace"]).arg(&path));
+        assert!(out.status.success(), "{}", stderr(&out));
+        last_json(&out)
+    };
+    let reads = |r: &Value| -> u64 {
+        let row = r["rows"].as_array().unwrap().iter().find(|row| row["phase"] == "host_read").expect("a reads row");
+        row["calls"].as_u64().unwrap()
+    };
+    let (clean, item) = (trace("clean.json", &[]), trace("item.json", &["item"]));
+    assert_eq!(reads(&item) - reads(&clean), 2 * 8 * 8, "the planted reads, and only they, added");
+    let wrapped = serde_json::json!({ "report": item });
+    assert!(advised(&wrapped).contains(&(4, "per-item-sync".to_string())), "{}", item["recommendations"]);
+    assert!(item["notes"][0].as_str().unwrap().contains("optimizer step"), "{}", item["notes"]);
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "[1, 2]").unwrap();
+    let out = run(hotlab().args(["profile", "--torch-trace"]).arg(&bad));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("is not a Chrome trace"), "{}", stderr(&out));
+}
+
 /// What the command could not do is named: a program that is not there (`--command`, exit
 /// 2), a Python module the script lacks, a placeholder the command does not have, a script
 /// that runs without the probe; a crash fails the run with the script's traceback.

@@ -370,11 +370,15 @@ impl Report {
     pub fn markdown(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "# Bottleneck report\n");
-        let _ = writeln!(
-            s,
-            "{} env steps in {:.2} s = {:.0} steps/s; profiler overhead {:.2}% of wall.\n",
-            self.env_steps, self.wall_s, self.steps_per_s, self.profiler_overhead_pct
-        );
+        if self.env_steps > 0 {
+            let _ = writeln!(
+                s,
+                "{} env steps in {:.2} s = {:.0} steps/s; profiler overhead {:.2}% of wall.\n",
+                self.env_steps, self.wall_s, self.steps_per_s, self.profiler_overhead_pct
+            );
+        } else {
+            let _ = writeln!(s, "{:.2} s, no env step seen.\n", self.wall_s);
+        }
         let _ = writeln!(s, "| bottleneck | time (s) | % of wall | calls | time per call (µs) | diagnosis |");
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
         for r in &self.rows {

@@ -64,7 +64,7 @@ Set-up (each step is skipped when already done; the Python side runs beside the 
 output in target/setup-python.log):
   .venv with torch==2.11.0 (unless a python3 on PATH already has it), the wasm32 target,
   wasm-bindgen-cli at Cargo.lock's version; for `test` also gymnasium[classic-control,mujoco,atari],
-  ray[default], EnvPool (in .venv-envpool), Debian's chromium and chromium-driver, swi-prolog-nox
+  stable-baselines3, ray[default], EnvPool (in .venv-envpool), Debian's chromium and chromium-driver, swi-prolog-nox
   (the reference Prolog), mesa-vulkan-drivers and libvulkan1 (software Vulkan for the WGSL tests),
   libosmesa6 (MuJoCo's pictures without a display), and playwright-core in e2e/
 ";
@@ -280,7 +280,11 @@ fn build() -> Result<PathBuf> {
 fn setup(for_tests: bool) -> Result<(PathBuf, PathBuf)> {
     let log = root().join("target/setup-python.log");
     std::fs::create_dir_all(root().join("target"))?;
-    let tools = if for_tests { ", gymnasium[classic-control,mujoco,atari], ray[default], EnvPool" } else { "" };
+    let tools = if for_tests {
+        ", gymnasium[classic-control,mujoco,atari], stable-baselines3, ray[default], EnvPool"
+    } else {
+        ""
+    };
     step(&format!("Python side (torch, CUDA headers{tools}), beside the wasm32 build"));
     eprintln!("    log: {}", log.display());
     let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -509,7 +513,8 @@ fn has_osmesa(python: &Path) -> bool {
 /// CartPole, and pygame, which draws the classic-control envs' pictures) and its mujoco
 /// extra (MuJoCo's envs: the Box actions' learning test), its atari extra (ale-py, whose
 /// wheel ships the ROMs: Atari's ids and their refusals) with OpenCV (which Atari's
-/// preprocessing resizes frames with), and a real Ray.
+/// preprocessing resizes frames with), Stable-Baselines3 (a user's script under the
+/// probe), and a real Ray.
 fn ensure_python_test_tools(python: &Path) -> Result<()> {
     step("gymnasium[classic-control,mujoco,atari] (reference CartPole; pygame draws env pictures; MuJoCo's and Atari's envs)");
     if succeeds(Command::new(python).args(["-c", "import gymnasium, pygame, mujoco, ale_py, cv2"])) {
@@ -524,6 +529,21 @@ fn ensure_python_test_tools(python: &Path) -> Result<()> {
             "opencv-python-headless",
         ];
         run(Command::new(python).args(pip))?;
+    }
+
+    step("stable-baselines3 2.9.2 (a user's SB3 script profiled under hotlab's probe)");
+    if succeeds(
+        Command::new(python).args(["-c", "import stable_baselines3; assert stable_baselines3.__version__ == '2.9.2'"]),
+    ) {
+        eprintln!("    already installed");
+    } else {
+        run(Command::new(python).args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "stable-baselines3==2.9.2",
+        ]))?;
     }
 
     step("ray[default] (a real Ray head for the lab's Ray tests)");

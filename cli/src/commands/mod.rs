@@ -127,6 +127,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::System(a) => system::system(a),
         Command::Serve(a) => serve::serve(a),
         Command::Worker(a) => worker::worker(a),
+        Command::Profile(a) if a.torch_trace.is_some() => script::torch_trace(*a),
         Command::Profile(a) if a.is_script() => script::profile(*a),
         Command::Profile(a) => train::profile(*a),
         Command::Bench(c) => bench::bench(c),

@@ -45,6 +45,18 @@ pub fn profile(a: ProfileArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--torch-trace FILE`: a PyTorch Profiler trace read into the report (nothing runs).
+pub fn torch_trace(a: ProfileArgs) -> Result<()> {
+    let path = a.torch_trace.as_deref().expect("dispatched on --torch-trace");
+    let facts = hotlab_workloads::external::trace::read(path)?;
+    let report = hotlab_workloads::external::trace::report(&facts);
+    match a.report == "json" || a.train.json {
+        true => println!("{}", serde_json::to_string(&report)?),
+        false => print!("{}", report.markdown()),
+    }
+    Ok(())
+}
+
 /// The run's spec: the flags given, the workload the script (`external`), its command the
 /// words after `--` (as a shell would quote them again).
 fn script_spec(a: &ProfileArgs) -> Result<RunSpec> {

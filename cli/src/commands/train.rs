@@ -80,6 +80,11 @@ pub struct ProfileArgs {
     /// Pairs per audit of `--verify` and `--variant` (at least 2).
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
+    /// A PyTorch Profiler trace you already have (`prof.export_chrome_trace(FILE)`): read
+    /// into the same table, its ops, reads of tensor values, copies, backward and optimizer
+    /// mapped to the catalogue, with the advice its counts argue for; nothing runs.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["script", "verify", "variant", "trace"])]
+    pub torch_trace: Option<PathBuf>,
 }
 
 impl ProfileArgs {

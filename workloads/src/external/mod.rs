@@ -5,10 +5,12 @@
 //!
 //! - [`process`]: the script as a process (started under the probe, ended whole);
 //! - [`window`]: what the probe says, accounted into the profile and counters;
-//! - [`learner`]: the script as the loop's learner, one probe window an iteration.
+//! - [`learner`]: the script as the loop's learner, one probe window an iteration;
+//! - [`trace`]: a PyTorch Profiler trace read into the same table (`--torch-trace`).
 
 pub mod learner;
 pub mod process;
+pub mod trace;
 pub mod window;
 
 use anyhow::Result;
