@@ -141,6 +141,31 @@ fn stable_baselines3_s_steps_and_episodes_are_what_it_reports() {
     }
 }
 
+/// The light probe (`--probe-mode light`) counts env steps and episodes as the full one
+/// does and says it measured no torch call; `--probe-cost` runs the script under both and
+/// reports both speeds.
+#[test]
+fn a_light_probe_counts_steps_and_episodes_and_the_probe_s_cost_is_measured() {
+    let args = ["--updates", "2", "--num-envs", "4", "--num-steps", "16", "--plant", "slow_env"];
+    let mut cmd = hotlab();
+    cmd.args(["profile", "--json", "--probe-mode", "light", "--"]).arg(python()).arg(planted()).args(args);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (r, err) = (last_json(&out), stderr(&out));
+    assert_eq!(r["total_steps"].as_u64(), Some(2 * 4 * 16));
+    assert_eq!(r["episodes"].as_u64(), Some(printed_returns(&err).len() as u64));
+    let notes = r["report"]["notes"].to_string();
+    assert!(notes.contains("not measured: torch: a light probe"), "{notes}");
+    assert_eq!(r["counters"]["host_syncs"], 0, "no read hooked");
+    let mut cmd = hotlab();
+    cmd.args(["profile", "--json", "--probe-cost", "--"]).arg(python()).arg(planted()).args(args);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cost = &last_json(&out)["probe_cost"];
+    assert!(cost["full_sps"].as_f64().unwrap() > 0.0 && cost["light_sps"].as_f64().unwrap() > 0.0, "{cost}");
+    assert!(cost["cost_pct"].as_f64().unwrap().is_finite(), "{cost}");
+}
+
 /// A PyTorch Profiler trace of the planted trainer (`--torch-trace`): the `.item()` per env
 /// per step planted shows as exactly that many more reads of tensor values than the clean
 /// trainer's trace has, and is advised as row 4; a file that is no trace is refused.

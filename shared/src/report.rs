@@ -356,7 +356,7 @@ fn notes(profile: &Profile) -> Vec<String> {
     let steps = profile.counters.env_steps as f64;
     let without = (wall - profile.overhead_s).max(1e-12);
     out.push(format!(
-        "hotlab's probe cost about {:.1}% of the wall ({} hook calls and its bookkeeping): {:.0} steps/s measured, about {:.0} without it",
+        "hotlab's probe cost at least {:.1}% of the wall ({} hook calls at their calibrated cost, and its bookkeeping): {:.0} steps/s measured, at most {:.0} without it (`hotlab profile --probe-cost` measures it: the script again under a light probe)",
         100.0 * profile.overhead_s / wall,
         s.hook_calls,
         steps / wall,

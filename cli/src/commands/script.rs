@@ -30,6 +30,10 @@ pub fn profile(a: ProfileArgs) -> Result<()> {
         print!("{}", report.markdown());
     }
     let audit = verify(&a, &spec, &report, json)?;
+    let cost = match a.probe_cost {
+        true => Some(probe_cost(&a, &spec, &trained.report, json)?),
+        false => None,
+    };
     if json {
         let mut out = serde_json::to_value(&trained.report)?;
         if let Value::Object(fields) = &mut out {
@@ -37,12 +41,40 @@ pub fn profile(a: ProfileArgs) -> Result<()> {
             fields.insert("per_vector_step".into(), per_vector_step(&trained.report.profile));
             fields.insert("report".into(), serde_json::to_value(&report)?);
             fields.insert("audit".into(), serde_json::to_value(&audit)?);
+            fields.insert("probe_cost".into(), cost.clone().unwrap_or(Value::Null));
         }
         println!("{out}");
-    } else if let Some(audit) = &audit {
-        println!("\n## Verified by re-running\n\n{}", super::audit::table(audit));
+    } else {
+        if let Some(audit) = &audit {
+            println!("\n## Verified by re-running\n\n{}", super::audit::table(audit));
+        }
+        if let Some(c) = &cost {
+            println!(
+                "\nprobe cost, measured: {:.0} steps/s under the full probe, {:.0} under the light one (env steps only, run after it): the full probe's hooks cost {:.1}%",
+                c["full_sps"].as_f64().unwrap_or(0.0),
+                c["light_sps"].as_f64().unwrap_or(0.0),
+                c["cost_pct"].as_f64().unwrap_or(0.0)
+            );
+        }
     }
     Ok(())
+}
+
+/// The script run again under the light probe: its steps/s against the full probe's (each
+/// run's steady window where it has one).
+fn probe_cost(a: &ProfileArgs, spec: &RunSpec, full: &hotlab_train::TrainReport, json: bool) -> Result<Value> {
+    let light = knobs::apply(
+        spec.clone(),
+        &[(knobs::find("probe_mode").expect("the probe mode's knob"), Value::from("light"))],
+    )?;
+    let run = super::train::run_spec(&a.train, light, None, json)?;
+    let sps = |r: &hotlab_train::TrainReport| r.steady.as_ref().map_or(r.sps, |s| s.sps);
+    let (full_sps, light_sps) = (sps(full), sps(&run.report));
+    Ok(json!({
+        "full_sps": full_sps,
+        "light_sps": light_sps,
+        "cost_pct": 100.0 * (1.0 - full_sps / light_sps.max(1e-12)),
+    }))
 }
 
 /// `--torch-trace FILE`: a PyTorch Profiler trace read into the report (nothing runs).

@@ -77,13 +77,18 @@ pub struct ProfileArgs {
     /// ppo_fixed.py …`), audited against the command as `--verify` audits a flag.
     #[arg(long, value_name = "COMMAND")]
     pub variant: Option<String>,
+    /// Then run the script once more under a light probe (env steps and episodes only, no
+    /// torch hook: its own speed within noise) and report both steps/s: what the full probe
+    /// cost this script.
+    #[arg(long)]
+    pub probe_cost: bool,
     /// Pairs per audit of `--verify` and `--variant` (at least 2).
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
     /// A PyTorch Profiler trace you already have (`prof.export_chrome_trace(FILE)`): read
     /// into the same table, its ops, reads of tensor values, copies, backward and optimizer
     /// mapped to the catalogue, with the advice its counts argue for; nothing runs.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["script", "verify", "variant", "trace"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["script", "verify", "variant", "trace", "probe_cost"])]
     pub torch_trace: Option<PathBuf>,
 }
 

@@ -2,7 +2,7 @@
 //! (about a rollout and its update), accounted as hotlab's own iterations are; the run ends
 //! when the script does. Its "policy" is the script's own: hotlab keeps none.
 
-use super::process::{Said, Script};
+use super::process::{Said, Script, ScriptCommand};
 use super::window::{Message, Window};
 use anyhow::{bail, Result};
 use hotlab_shared::protocol::Losses;
@@ -26,9 +26,9 @@ impl ScriptLearner {
     /// Starts the script and waits (looking at `stop`) for its set-up to end: the probe's
     /// first window, which closes at the first env step. Its imports and set-up so count
     /// as the run's set-up, as a script's own steps/s leaves them out.
-    pub fn start(argv: &[String], cwd: Option<&str>, shown: &str, stop: Option<&AtomicBool>) -> Result<Self> {
-        let script = Script::start(argv, cwd, shown)?;
-        let mut learner = ScriptLearner { script, shown: shown.into(), ended: false, pending: None };
+    pub fn start(command: &ScriptCommand, stop: Option<&AtomicBool>) -> Result<Self> {
+        let script = Script::start(command)?;
+        let mut learner = ScriptLearner { script, shown: command.shown.clone(), ended: false, pending: None };
         match learner.next(stop)? {
             Next::Window(w) if w.setup => {}
             // Not the set-up's: a script that stepped no env; accounted at the first iteration.

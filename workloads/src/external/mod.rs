@@ -18,11 +18,13 @@ use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, FieldData, Observations, ScalarEnv, StepBatch};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_shared::workloads::external::ProbeMode;
 use hotlab_shared::workloads::{EnvName, ExternalSpec};
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::EnvMaker;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
 use learner::ScriptLearner;
+use process::ScriptCommand;
 use std::sync::Arc;
 
 /// The registry's entry: the command checked (its template expands); the script starts
@@ -30,16 +32,13 @@ use std::sync::Arc;
 impl crate::Native for ExternalSpec {
     fn load(settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
         let argv = settings.argv().map_err(SpecError::from)?;
-        Ok(Arc::new(External { argv, cwd: settings.cwd.clone(), shown: settings.shown() }))
+        let light = settings.probe == ProbeMode::Light;
+        Ok(Arc::new(External(ScriptCommand { argv, cwd: settings.cwd.clone(), shown: settings.shown(), light })))
     }
 }
 
-/// A script to run: its words (placeholders filled) and where.
-pub struct External {
-    argv: Vec<String>,
-    cwd: Option<String>,
-    shown: String,
-}
+/// A script to run.
+pub struct External(ScriptCommand);
 
 impl Workload for External {
     fn frame(&self, _step: u64, _obs: &Observations, _actions: Actions<'_>) -> Option<Frame> {
@@ -47,7 +46,7 @@ impl Workload for External {
     }
 
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
-        Ok(Box::new(ScriptLearner::start(&self.argv, self.cwd.as_deref(), &self.shown, setup.stop)?))
+        Ok(Box::new(ScriptLearner::start(&self.0, setup.stop)?))
     }
 
     fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>> {

@@ -29,6 +29,16 @@ const EXIT_WAIT: Duration = Duration::from_secs(30);
 /// Lines of the script's output kept for an error message.
 const TAIL_LINES: usize = 60;
 
+/// A script to run: its words (placeholders filled), where, as shown, and whether the
+/// probe is light (env steps and episodes only).
+#[derive(Clone, Debug)]
+pub struct ScriptCommand {
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub shown: String,
+    pub light: bool,
+}
+
 /// What the script's side said, or that it is over.
 pub enum Said {
     /// One JSON line of the probe.
@@ -57,7 +67,8 @@ pub struct Script {
 impl Script {
     /// Starts `argv` in `cwd` under the probe. A program that is not there is refused
     /// naming `--command`; a directory that is not there, `--cwd`.
-    pub fn start(argv: &[String], cwd: Option<&str>, shown: &str) -> Result<Self> {
+    pub fn start(command: &ScriptCommand) -> Result<Self> {
+        let (argv, cwd, shown) = (&command.argv, command.cwd.as_deref(), command.shown.as_str());
         let (program, args) = argv.split_first().ok_or_else(|| SpecError::new("command", "is empty"))?;
         if let Some(cwd) = cwd.filter(|c| !Path::new(c).is_dir()) {
             return Err(SpecError::new("cwd", format!("'{cwd}' is not a directory")).into());
@@ -94,6 +105,9 @@ impl Script {
         }
         if let Some(cwd) = cwd {
             cmd.current_dir(cwd);
+        }
+        if command.light {
+            cmd.env("HOTLAB_PROBE_LIGHT", "1");
         }
         // SAFETY: prctl with valid constants, between fork and exec: the script is killed
         // when the thread that started it (the run's) dies with its process.

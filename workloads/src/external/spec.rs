@@ -7,6 +7,7 @@
 //! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
 use hotlab_core::advice::{amdahl, Recommendation};
+use hotlab_core::choice;
 use hotlab_core::choices::{Backend, Inference};
 use hotlab_core::knob::{pairs, set_path, workload_name, Knob, KnobError, KnobKind::*};
 use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
@@ -16,12 +17,25 @@ use hotlab_specs::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::fmt;
 
 pub mod template;
 
 pub use template::{Placeholder, Template};
 
-/// A user's script: in JSON `{"external": {"command": …, "cwd": …, "vars": {…}}}`.
+choice!(
+    /// What the probe measures in the script.
+    ProbeMode, "probe modes" {
+        /// Everything: env steps and episodes, the torch calls' phases, reads, copies, ops.
+        #[default]
+        Full = "full",
+        /// Env steps and episodes only, no torch hook: its steps/s are the script's own
+        /// within noise, what `--probe-cost` compares the full probe's with.
+        Light = "light",
+    }
+);
+
+/// A user's script: in JSON `{"external": {"command": …, "cwd": …, "vars": {…}, "probe": …}}`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExternalSpec {
@@ -33,6 +47,8 @@ pub struct ExternalSpec {
     pub cwd: Option<String>,
     /// Values of the command's placeholders, over their defaults. Flag `--vars NAME=VALUE,…`.
     pub vars: BTreeMap<String, String>,
+    /// What the probe measures. Flag `--probe-mode`.
+    pub probe: ProbeMode,
 }
 
 impl ExternalSpec {
@@ -93,6 +109,8 @@ impl Settings for ExternalSpec {
             ..setting(EnvName::External, "vars", "workload.external.vars", Pairs, "external: the command's placeholders' values, NAME=VALUE,… (over their defaults)")
                 .about("values of the command's placeholders over their defaults, as NAME=VALUE pairs separated by commas (`envs=16,async=on`) or a JSON object; a switch takes on or off. Each value set is kept: setting one leaves the others")
         },
+        setting(EnvName::External, "probe_mode", "workload.external.probe", Choice(ProbeMode::ALL), "external: what the probe measures: full, or light (env steps and episodes only)")
+            .about("what the probe measures: `full` (env steps and episodes, the phases of the torch calls, reads of tensor values and copies with their call sites, ops per step) or `light` (env steps and episodes only, no torch hook: the script's own speed within noise; `hotlab profile --probe-cost` runs both)"),
     ];
     /// The script steps its own envs: hotlab's backends do not apply.
     const BACKENDS: &'static [Backend] = &[Backend::Vectorized];
@@ -215,7 +233,8 @@ impl ExternalSpec {
                 rec.fixing("step the envs in worker processes: gymnasium.vector.AsyncVectorEnv (Stable-Baselines3: SubprocVecEnv) instead of SyncVectorEnv (DummyVecEnv)")
                     .teaching(1, "python-processes")
             }
-            Some(kind::SINGLE) => {
+            // One env, alone or in a vector env of one (CleanRL's MuJoCo setting).
+            Some(kind::SINGLE | kind::PYTHON_IN_PROCESS) => {
                 let signature = format!(
                     "{:.0}% of wall stepping one env ({class}): one core steps it, one step at a time",
                     100.0 * share

@@ -14,8 +14,10 @@ library is imported, the calls an RL loop's time goes through:
   `int()`, and `.cpu()` of a device tensor: each one a device sync on a GPU) and explicit
   moves of host tensors to a device (`.to(device)`, `.cuda()`, `torch.tensor(..., device=)`),
   each with the file and line that made it;
-- on one env step in HOTLAB_PROBE_SAMPLE (16), every torch op dispatched (a
-  TorchFunctionMode), for the ops per env step.
+- on one env step in HOTLAB_PROBE_SAMPLE (64), every torch op dispatched (a
+  TorchFunctionMode), for the ops per env step;
+- on CUDA, every sync the runtime sees besides those reads (`torch.cuda.set_sync_debug_mode`:
+  a boolean mask's indexing, `nonzero`, a copy to the host): counted as reads, with their sites.
 
 Time is exclusive: the innermost open span owns each instant; what no span holds is
 `other` (the script's own Python, its losses, its logging), and the probe's own
@@ -26,6 +28,7 @@ disarms itself.
 """
 
 import atexit
+import importlib
 import json
 import os
 import socket
@@ -47,7 +50,7 @@ _armed = False
 _main = None
 _sock = None
 _here = os.path.dirname(os.path.abspath(__file__))
-_sample_every = 16
+_sample_every = 64
 _not_hooked = {}  # measure -> why it could not be hooked in this library version
 _hooked = set()  # what was hooked (for the report's "measured with")
 _libs = {}  # library -> version
@@ -129,6 +132,7 @@ class _Window:
         self.ops = 0
         self.op_steps = 0
         self.hook_calls = 0
+        self.passes = 0
         self.sites = {}
         self.kinds = {}
         self.num_envs = 0
@@ -148,6 +152,13 @@ _kind_cache = {}
 _ops_mode = [None, False]  # the mode, whether it is on
 _ops = [0]
 _hook_cost = [0.0]
+_pass_cost = [0.0]
+_op_cost = [0.0]
+_cuda_watch = [False]
+_light = [False]
+# Whether the script uses a device besides the host (CUDA initialized): until then a
+# library's own reads and moves of tensors are host work, passed through at once.
+_devices = [False]
 _step_count = [0]
 
 
@@ -265,8 +276,50 @@ def _before_step():
     _probe_end(t0)
 
 
+def _watch_cuda_syncs():
+    """Once the script uses CUDA: every sync its runtime sees is a warning, counted here as a
+    read (its site the nearest frame of the script's), never printed."""
+    torch = sys.modules.get("torch")
+    if _light[0] or torch is None or not torch.cuda.is_initialized():
+        return
+    _cuda_watch[0] = True
+    _devices[0] = True
+    import warnings
+
+    _lib_roots.append(os.path.dirname(os.path.abspath(warnings.__file__)) + os.sep)
+    marker = "called a synchronizing CUDA operation"
+    warnings.filterwarnings("always", message=".*" + marker)
+    shown = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if marker not in str(message):
+            return shown(message, category, filename, lineno, file, line)
+        if _in_hook[0] or not _on():
+            return None  # a read the probe counts already, or not the script's thread
+        t0 = _probe_begin()
+        _w.reads += 1
+        _w.cuda_syncs += 1
+        _pending[0] += 1
+        _site(sys._getframe(1), "host_read")
+        _probe_end(t0)
+        return None
+
+    warnings.showwarning = showwarning
+    try:
+        torch.cuda.set_sync_debug_mode("warn")
+        _hooked.add("torch.cuda.syncs")
+    except Exception as e:
+        _not_hooked["cuda_syncs"] = f"torch.cuda.set_sync_debug_mode failed ({e}): only the hooked reads are counted"
+
+
 def _after_step(env, out):
     t0 = _probe_begin()
+    if not _cuda_watch[0] and _step_count[0] == 1:
+        _cuda_watch[0] = True  # looked at once, after the first step (the model is placed by then)
+        try:
+            _watch_cuda_syncs()
+        except Exception as e:
+            _not_hooked["cuda_syncs"] = f"watching CUDA's syncs failed ({type(e).__name__}: {e})"
     try:
         n = _num_envs(env)
         kind, cls = _vector_kind(env)
@@ -275,6 +328,8 @@ def _after_step(env, out):
         _w.num_envs = n
         _w.env_class = cls
         _w.kinds[kind] = _w.kinds.get(kind, 0) + 1
+        if kind != "single" and not _singles_off[0]:
+            _singles_unwrapped(env)
         _episodes(env, out, n)
         _step_count[0] += 1
         if _ops_mode[0] is not None and (_step_count[0] - 1) % _sample_every == 0:
@@ -287,18 +342,19 @@ def _after_step(env, out):
 
 
 def _episodes(env, out, n):
-    import numpy as np
-
-    if not isinstance(out, tuple) or len(out) < 4:
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(out, tuple) or len(out) < 4:
         return
     if len(out) >= 5:
         rewards, dones, infos = out[1], np.logical_or(out[2], out[3]), out[4]
     else:
         rewards, dones, infos = out[1], out[2], out[3]
-    found = _info_episodes(infos, n)
+    found = _info_episodes(infos, n, dones)
     if found:
         _info_seen[0] = True
         _w.episodes.extend(found)
+    if _info_seen[0]:
+        return  # the infos carry the episodes: no need to sum rewards
     # Without episode statistics in the infos, the returns are the env's rewards summed.
     rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
     dones = np.asarray(dones, dtype=bool).reshape(-1)
@@ -326,11 +382,21 @@ def _masked(stats, mask):
     return [(float(r[i]), int(length[i])) for i in np.nonzero(np.asarray(mask).reshape(-1))[0]]
 
 
-def _info_episodes(infos, n):
-    """Episodes that `RecordEpisodeStatistics` or SB3's `Monitor` reported in a step's infos."""
+def _info_episodes(infos, n, dones=None):
+    """Episodes that `RecordEpisodeStatistics`, SB3's `Monitor` or CleanRL's EnvPool wrapper
+    reported in a step's infos."""
     import numpy as np
 
     found = []
+    if isinstance(infos, dict) and "lives" in infos and "r" in infos and "l" in infos and dones is not None:
+        # CleanRL's EnvPool wrapper: a game ends where an env is done with no life left; its
+        # return is the game's score ("r"), not the clipped rewards of one life.
+        done = np.asarray(dones).reshape(-1)
+        lives = np.asarray(infos["lives"]).reshape(-1)
+        r, length = np.asarray(infos["r"]).reshape(-1), np.asarray(infos["l"]).reshape(-1)
+        if done.shape == lives.shape == r.shape:
+            _info_seen[0] = True  # a life lost is no episode's end: the rewards are not summed
+            return [(float(r[i]), int(length[i])) for i in np.nonzero(done & (lives == 0))[0]]
     if isinstance(infos, dict):
         ep = infos.get("episode")
         if isinstance(ep, dict):
@@ -362,6 +428,8 @@ def _info_episodes(infos, n):
 def _step_hook(fn):
     def step(self, *args, **kwargs):
         if _env_depth[0] or not _on():
+            if _env_depth[0]:
+                _w.passes += 1
             return fn(self, *args, **kwargs)
         _env_depth[0] = 1
         try:
@@ -406,15 +474,31 @@ def _wrap_method(cls, name, hook):
     return False
 
 
-def _hook_family(base, label):
+# Single envs' classes whose `step` the probe wrapped (class, its own step), and the vector
+# envs' bases: once a vector env steps, the single envs are its parts, and their wrappers
+# (a pass-through at each of their wrappers' layers, every env, every step) come off.
+_singles = []
+_vector_bases = []
+_singles_off = [False]
+
+
+def _hook_family(base, label, single=False):
     """Every class of `base`'s family, now and later: its own `step` measured."""
+
+    def wrap(cls):
+        if single and _singles_off[0]:
+            return
+        fn = cls.__dict__.get("step")
+        if _wrap_method(cls, "step", _step_hook) and single:
+            _singles.append((cls, fn))
+
     stack, seen = [base], set()
     while stack:
         cls = stack.pop()
         if cls in seen:
             continue
         seen.add(cls)
-        _wrap_method(cls, "step", _step_hook)
+        wrap(cls)
         stack.extend(cls.__subclasses__())
     own = base.__dict__.get("__init_subclass__")
 
@@ -423,17 +507,29 @@ def _hook_family(base, label):
             own.__func__(cls, **kwargs)
         else:
             super(base, cls).__init_subclass__(**kwargs)
-        _wrap_method(cls, "step", _step_hook)
+        wrap(cls)
 
     base.__init_subclass__ = classmethod(init_subclass)
     _hooked.add(label)
 
 
+def _singles_unwrapped(outer):
+    """A vector env stepped: its envs' own steps are its parts, no longer wrapped (the
+    class that stepped as the batch, a wrapper of one, stays)."""
+    _singles_off[0] = True
+    keep = set(type(outer).__mro__)
+    for cls, fn in _singles:
+        if cls not in keep and not any(issubclass(cls, b) for b in _vector_bases):
+            setattr(cls, "step", fn)
+    _singles.clear()
+
+
 def _patch_gym_core(module, label):
-    _hook_family(module.Env, label + ".Env")
+    _hook_family(module.Env, label + ".Env", single=True)
 
 
 def _patch_vector_env(module, label):
+    _vector_bases.append(module.VectorEnv)
     _hook_family(module.VectorEnv, label + ".VectorEnv")
 
 
@@ -443,6 +539,7 @@ def _patch_async(module, label):
 
 
 def _patch_sb3_base(module):
+    _vector_bases.append(module.VecEnv)
     _wrap_method(module.VecEnv, "step", _step_hook)
     _hooked.add("stable_baselines3.VecEnv")
 
@@ -453,6 +550,7 @@ def _patch_sb3_subproc(module):
 
 
 def _patch_envpool(module):
+    _vector_bases.append(module.EnvPoolMixin)
     _wrap_method(module.EnvPoolMixin, "step", _step_hook)
     _hooked.add("envpool.step")
     _not_hooked["envpool_async"] = "EnvPool's send/recv (async) API is not measured, only its step"
@@ -478,7 +576,8 @@ def _read_hook(fn, numpy_like):
         if numpy_like and getattr(self, "_hotlab_read", False):
             return fn(self, *args, **kwargs)  # its .cpu() was the read
         frame = sys._getframe(1)
-        if self.device.type == "cpu" and _library_frame(frame):
+        if _library_frame(frame) and not _devices[0] or self.device.type == "cpu" and _library_frame(frame):
+            _w.passes += 1
             return fn(self, *args, **kwargs)  # a library's own read of host data (Adam's step count)
         _in_hook[0] = 1
         _w.hook_calls += 1
@@ -562,12 +661,16 @@ def _to_hook(fn):
     def to(self, *args, **kwargs):
         if _in_hook[0] or not _on():
             return fn(self, *args, **kwargs)
+        frame = sys._getframe(1)
+        if not _devices[0] and _library_frame(frame):
+            _w.passes += 1
+            return fn(self, *args, **kwargs)  # a library's own move, on a machine of host tensors only
         target = _device_type(kwargs["device"]) if kwargs.get("device") is not None else None
         if target is None and args:
             target = _device_type(args[0])
         if target is None:
             return fn(self, *args, **kwargs)
-        return _crossing(self, target, fn, args, kwargs, sys._getframe(1))
+        return _crossing(self, target, fn, args, kwargs, frame)
 
     to._hotlab = True
     to.__wrapped__ = fn
@@ -697,6 +800,8 @@ def _patch_torch(torch):
 
     def call(self, *args, **kwargs):
         if _mod_depth[0] or not _on():
+            if _mod_depth[0]:
+                _w.passes += 1
             return orig_call(self, *args, **kwargs)
         grad = torch.is_grad_enabled()
         phase = "update_forward" if grad else "policy_forward"
@@ -736,8 +841,6 @@ def _patch_torch(torch):
         utils.get_total_norm = _norm_hook(utils.get_total_norm)
 
     try:
-        import importlib
-
         opt = importlib.import_module("torch.optim.optimizer")
     except Exception:
         opt = None
@@ -766,7 +869,10 @@ def _patch_torch(torch):
             "optimizer steps are in `other`"
         )
 
-    overrides = getattr(torch, "overrides", None)
+    try:
+        overrides = importlib.import_module("torch.overrides")
+    except Exception:
+        overrides = None
     mode_base = getattr(overrides, "TorchFunctionMode", None)
     if mode_base is not None:
 
@@ -779,6 +885,10 @@ def _patch_torch(torch):
         _hooked.add("torch.ops")
     else:
         _not_hooked["ops"] = f"torch {_libs['torch']} has no TorchFunctionMode: ops per step not counted"
+    try:
+        _calibrate_torch(torch)
+    except Exception as e:
+        _not_hooked["probe_cost"] = f"calibrating the hooks' cost failed ({type(e).__name__}: {e}): the cost is a floor"
 
 
 # ---- imports ----------------------------------------------------------------------------
@@ -791,8 +901,16 @@ def _version(top):
         return "?"
 
 
+def _torch(m):
+    if _light[0]:
+        _libs["torch"] = getattr(m, "__version__", "?")
+        _not_hooked["torch"] = "a light probe (--probe-mode light): env steps and episodes only, no torch call measured"
+        return
+    _patch_torch(m)
+
+
 _WATCH = {
-    "torch": lambda m: _patch_torch(m),
+    "torch": _torch,
     "gymnasium.core": lambda m: (_libs.setdefault("gymnasium", _version("gymnasium")), _patch_gym_core(m, "gymnasium")),
     "gymnasium.vector.vector_env": lambda m: _patch_vector_env(m, "gymnasium"),
     "gymnasium.vector.async_vector_env": lambda m: _patch_async(m, "gymnasium"),
@@ -857,7 +975,7 @@ class _Finder:
 
 def _not_measured():
     out = dict(_not_hooked)
-    if "torch" not in _libs:
+    if "torch" not in _libs and "torch" not in out:
         out["torch"] = "torch was not imported: no forwards, backward, optimizer steps, reads or copies to measure"
     if not _seen_step:
         out["env_steps"] = (
@@ -880,8 +998,8 @@ def _close_window(now, final=False, setup=False):
         "phases": {p: [s, _calls.get(p, 0)] for p, s in _time.items()},
         "probe_s": _probe_s,
         "hook_calls": w.hook_calls,
-        "hook_cost_s": w.hook_calls * _hook_cost[0],
-        "op_cost_s": w.ops * _hook_cost[0],
+        "hook_cost_s": w.hook_calls * _hook_cost[0] + w.passes * _pass_cost[0],
+        "op_cost_s": w.ops * _op_cost[0],
         "vector_steps": w.vector_steps,
         "env_steps": w.env_steps,
         "num_envs": w.num_envs,
@@ -892,6 +1010,7 @@ def _close_window(now, final=False, setup=False):
         "copies": w.copies,
         "copy_bytes": w.copy_bytes,
         "grad_reads": w.grad_reads,
+        "cuda_syncs": w.cuda_syncs,
         "optimizer_steps": w.optimizer_steps,
         "updates": w.updates,
         "update_reads": w.update_reads,
@@ -951,6 +1070,44 @@ def _calibrate():
     _w.hook_calls = 0
 
 
+def _calibrate_torch(torch):
+    """What the probe's hooks cost on this machine, measured on real tensor calls (before the
+    first env step, in the set-up's time): a read counted from the script's own frame, a
+    call passed through (a library's own, a nested module), an op under the op counter."""
+    n = 2000
+    ns = {}
+    # A frame of no library, as the script's calls are.
+    exec(compile("def loop(f, t, n):\n    for _ in range(n):\n        f(t)\n", "/hotlab-calibration.py", "exec"), ns)
+    loop, t = ns["loop"], torch.zeros(1)
+    hooked, plain = torch.Tensor.item, getattr(torch.Tensor.item, "__wrapped__", torch.Tensor.item)
+    saved = (list(_stack), dict(_time), dict(_calls), dict(_w.sites), _w.reads, _pending[0], _w.hook_calls)
+
+    def timed(f):
+        t0 = _perf()
+        loop(f, t, n)
+        return (_perf() - t0) / n
+
+    base = timed(plain)
+    _hook_cost[0] = max(_hook_cost[0], timed(hooked) - base)
+    _in_hook[0] = 1
+    _pass_cost[0] = max(0.0, timed(hooked) - base)
+    _in_hook[0] = 0
+    if _ops_mode[0] is not None:
+        _ops_mode[0].__enter__()
+        try:
+            with_mode = timed(plain)
+        finally:
+            _ops_mode[0].__exit__(None, None, None)
+        _op_cost[0] = max(0.0, with_mode - base)
+    _stack[:] = saved[0]
+    for d, old in ((_time, saved[1]), (_calls, saved[2]), (_w.sites, saved[3])):
+        d.clear()
+        d.update(old)
+    _w.reads, _pending[0], _w.hook_calls = saved[4], saved[5], saved[6]
+    _w.passes = 0
+    _ops[0] = 0
+
+
 def _at_exit():
     global _armed
     if not _armed or _ident() != _main:
@@ -979,9 +1136,10 @@ def arm():
     if not path:
         return
     try:
-        _sample_every = max(1, int(os.environ.get("HOTLAB_PROBE_SAMPLE", "16")))
+        _sample_every = max(1, int(os.environ.get("HOTLAB_PROBE_SAMPLE", "64")))
     except ValueError:
-        _sample_every = 16
+        _sample_every = 64
+    _light[0] = os.environ.get("HOTLAB_PROBE_LIGHT") == "1"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(path)
     _sock = sock
