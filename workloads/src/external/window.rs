@@ -4,7 +4,7 @@
 
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
-use hotlab_shared::script::{ScriptProfile, Site};
+use hotlab_shared::script::ScriptProfile;
 use hotlab_shared::workloads::external::{HOST_READ, PROBE};
 use hotlab_train::episodes::Episodes;
 use hotlab_train::profiler::Profiler;
@@ -42,35 +42,16 @@ pub struct Window {
     /// Exclusive seconds and calls per phase (`other`: outside every span).
     pub phases: BTreeMap<String, (f64, u64)>,
     pub probe_s: f64,
-    pub hook_calls: u64,
     pub hook_cost_s: f64,
     pub op_cost_s: f64,
-    pub vector_steps: u64,
     pub env_steps: u64,
-    pub num_envs: u64,
-    pub env_class: Option<String>,
-    pub kinds: BTreeMap<String, u64>,
+    /// Each episode's return and length.
     pub episodes: Vec<(f64, u64)>,
     pub reads: u64,
     pub copies: u64,
     pub copy_bytes: u64,
-    pub grad_reads: u64,
-    pub optimizer_steps: u64,
-    pub updates: u64,
-    pub update_reads: u64,
-    pub update_copies: u64,
-    pub update_copy_bytes: u64,
-    pub reads_per_step: BTreeMap<String, u64>,
-    pub copies_per_step: BTreeMap<String, u64>,
-    pub forward_rows: u64,
-    pub forwards: u64,
-    pub ops: u64,
-    pub op_steps: u64,
-    pub op_sample_every: u64,
-    /// `[kind, file, line, function, count, bytes]`.
-    pub sites: Vec<(String, String, u32, String, u64, u64)>,
-    pub libs: BTreeMap<String, String>,
-    pub not_measured: BTreeMap<String, String>,
+    /// What it measured of the loop, as the profile carries it.
+    pub facts: ScriptProfile,
 }
 
 /// The probe's phases that are the profile's (`other` is what no phase claims, which the
@@ -110,47 +91,7 @@ impl Window {
         for &(ret, _) in &self.episodes {
             episodes.push(ret);
         }
-        prof.add_script(&self.facts(), self.cost_s());
-    }
-
-    /// The window's facts as the profile carries them.
-    pub fn facts(&self) -> ScriptProfile {
-        let hist =
-            |h: &BTreeMap<String, u64>| h.iter().filter_map(|(k, n)| Some((k.parse::<u32>().ok()?, *n))).collect();
-        ScriptProfile {
-            vector_steps: self.vector_steps,
-            num_envs: self.num_envs,
-            env_class: self.env_class.clone(),
-            kinds: self.kinds.clone(),
-            reads_per_step: hist(&self.reads_per_step),
-            copies_per_step: hist(&self.copies_per_step),
-            updates: self.updates,
-            update_reads: self.update_reads,
-            update_copies: self.update_copies,
-            update_copy_bytes: self.update_copy_bytes,
-            grad_reads: self.grad_reads,
-            optimizer_steps: self.optimizer_steps,
-            forward_rows: self.forward_rows,
-            forwards: self.forwards,
-            ops: self.ops,
-            op_steps: self.op_steps,
-            op_sample_every: self.op_sample_every,
-            sites: self
-                .sites
-                .iter()
-                .map(|(kind, file, line, function, count, bytes)| Site {
-                    kind: kind.clone(),
-                    file: file.clone(),
-                    line: *line,
-                    function: function.clone(),
-                    count: *count,
-                    bytes: *bytes,
-                })
-                .collect(),
-            libs: self.libs.clone(),
-            not_measured: self.not_measured.clone(),
-            hook_calls: self.hook_calls,
-        }
+        prof.add_script(&self.facts, self.cost_s());
     }
 }
 
@@ -161,12 +102,13 @@ mod tests {
     #[test]
     fn a_window_line_reads_back_and_adds_up() {
         let line = r#"{"t": "window", "final": false, "setup": false, "wall_s": 1.0,
-            "phases": {"env_step": [0.5, 10], "host_read": [0.1, 40], "other": [0.3, 0], "probe": [0.1, 0]},
-            "probe_s": 0.01, "hook_calls": 100, "hook_cost_s": 0.02, "op_cost_s": 0.0,
-            "vector_steps": 10, "env_steps": 40, "num_envs": 4, "env_class": "SyncVectorEnv",
-            "kinds": {"python_in_process": 10}, "episodes": [[12.0, 12], [3.0, 3]],
-            "reads": 44, "copies": 10, "copy_bytes": 1600, "reads_per_step": {"4": 9, "8": 1},
-            "sites": [["host_read", "/x/t.py", 7, "main", 40, 0]], "a_key_of_a_later_probe": 1}"#;
+            "phases": {"env_step": [0.5, 10], "host_read": [0.1, 40], "other": [0.3, 0]},
+            "probe_s": 0.01, "hook_cost_s": 0.02, "op_cost_s": 0.0, "env_steps": 40,
+            "episodes": [[12.0, 12], [3.0, 3]], "reads": 44, "copies": 10, "copy_bytes": 1600,
+            "facts": {"vector_steps": 10, "num_envs": 4, "env_class": "SyncVectorEnv",
+                "kinds": {"python_in_process": 10}, "reads_per_step": [[4, 9], [8, 1]], "hook_calls": 100,
+                "sites": [{"kind": "host_read", "file": "/x/t.py", "line": 7, "function": "main", "count": 40}]},
+            "a_key_of_a_later_probe": 1}"#;
         let Message::Window(w) = serde_json::from_str(line).unwrap() else { panic!("a window") };
         let mut prof = Profiler::new(None);
         let (mut c, mut e) = (Counters::default(), Episodes::default());

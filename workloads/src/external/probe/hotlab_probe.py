@@ -108,36 +108,28 @@ def _probe_end(t0):
     _last = now
 
 
+# A window's counts that go to hotlab as its facts (`ScriptProfile`'s fields of the same names).
+FACT_COUNTS = (
+    "vector_steps", "num_envs", "updates", "update_reads", "update_copies", "update_copy_bytes",
+    "grad_reads", "optimizer_steps", "forward_rows", "forwards", "ops", "op_steps", "hook_calls",
+)
+# Its other counts: the run's counters, and the probe's own.
+COUNTS = ("env_steps", "reads", "copies", "copy_bytes", "passes", "cuda_syncs")
+
+
 class _Window:
     """What one window measured."""
 
     def __init__(self, now):
         self.start = now
-        self.vector_steps = 0
-        self.env_steps = 0
+        for name in FACT_COUNTS + COUNTS:
+            setattr(self, name, 0)
         self.episodes = []
-        self.reads = 0
-        self.copies = 0
-        self.copy_bytes = 0
-        self.grad_reads = 0
-        self.optimizer_steps = 0
-        self.updates = 0
-        self.update_reads = 0
-        self.update_copies = 0
-        self.update_copy_bytes = 0
         self.reads_per_step = {}
         self.copies_per_step = {}
-        self.forward_rows = 0
-        self.forwards = 0
-        self.ops = 0
-        self.op_steps = 0
-        self.hook_calls = 0
-        self.passes = 0
         self.sites = {}
         self.kinds = {}
-        self.num_envs = 0
         self.env_class = None
-        self.cuda_syncs = 0
 
 
 _w = None
@@ -990,6 +982,21 @@ def _close_window(now, final=False, setup=False):
     _charge(now)
     w = _w
     sites = sorted(w.sites.items(), key=lambda kv: -kv[1][0])[:MAX_SITES]
+    # What the window measured of the loop: `ScriptProfile`'s fields, as hotlab reads them.
+    facts = {name: getattr(w, name) for name in FACT_COUNTS}
+    facts.update(
+        env_class=w.env_class,
+        kinds=w.kinds,
+        reads_per_step=sorted(w.reads_per_step.items()),
+        copies_per_step=sorted(w.copies_per_step.items()),
+        op_sample_every=_sample_every,
+        sites=[
+            {"kind": k[0], "file": k[1], "line": k[2], "function": k[3], "count": v[0], "bytes": v[1]}
+            for k, v in sites
+        ],
+        libs=_libs,
+        not_measured=_not_measured(),
+    )
     msg = {
         "t": "window",
         "final": final,
@@ -997,36 +1004,16 @@ def _close_window(now, final=False, setup=False):
         "wall_s": now - w.start,
         "phases": {p: [s, _calls.get(p, 0)] for p, s in _time.items()},
         "probe_s": _probe_s,
-        "hook_calls": w.hook_calls,
         "hook_cost_s": w.hook_calls * _hook_cost[0] + w.passes * _pass_cost[0],
         "op_cost_s": w.ops * _op_cost[0],
-        "vector_steps": w.vector_steps,
         "env_steps": w.env_steps,
-        "num_envs": w.num_envs,
-        "env_class": w.env_class,
-        "kinds": w.kinds,
         "episodes": w.episodes,
         "reads": w.reads,
         "copies": w.copies,
         "copy_bytes": w.copy_bytes,
-        "grad_reads": w.grad_reads,
         "cuda_syncs": w.cuda_syncs,
-        "optimizer_steps": w.optimizer_steps,
-        "updates": w.updates,
-        "update_reads": w.update_reads,
-        "update_copies": w.update_copies,
-        "update_copy_bytes": w.update_copy_bytes,
-        "reads_per_step": {str(k): v for k, v in w.reads_per_step.items()},
-        "copies_per_step": {str(k): v for k, v in w.copies_per_step.items()},
-        "forward_rows": w.forward_rows,
-        "forwards": w.forwards,
-        "ops": w.ops,
-        "op_steps": w.op_steps,
-        "op_sample_every": _sample_every,
-        "sites": [[k[0], k[1], k[2], k[3], v[0], v[1]] for k, v in sites],
-        "libs": _libs,
         "hooked": sorted(_hooked),
-        "not_measured": _not_measured(),
+        "facts": facts,
     }
     _send(msg)
     _w = _Window(_perf())
