@@ -211,6 +211,19 @@ choice!(
 );
 
 choice!(
+    /// The policy's recurrent core between its encoder and its heads (`--rnn`).
+    Rnn, "recurrent core" {
+        /// None: the policy sees one observation at a time.
+        #[default]
+        None = "none",
+        /// An LSTM (PyTorch's `nn.LSTM` gate layout), state `(h, c)`.
+        Lstm = "lstm",
+        /// A GRU (PyTorch's `nn.GRU` gate layout), state `h`.
+        Gru = "gru",
+    }
+);
+
+choice!(
     /// Whether a normalizer runs (`--obs-norm`, `--reward-norm`).
     Norm, "normalizer setting" {
         /// On for an env with a Box action space (continuous control, as CleanRL's

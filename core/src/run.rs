@@ -3,7 +3,8 @@
 //! report rules read. `RunSpec` (`hotlab-shared`) holds them with the workload's settings.
 
 use crate::choices::{
-    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode,
+    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RolloutCopy, Transfer, UpdateMode,
+    WaitMode,
 };
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +56,11 @@ pub struct PpoSpec {
     /// Rewards divided by the running std of the discounted return, then clipped at ±10
     /// (Gymnasium's `NormalizeReward`, run by the trainer on each step's batch).
     pub reward_norm: Norm,
+    /// A recurrent core between the encoder and the heads (`none`, `lstm`, `gru`): its
+    /// state is reset where an episode starts, and the update's minibatches are whole envs.
+    pub rnn: Rnn,
+    /// The recurrent core's width (its state's size).
+    pub rnn_width: usize,
 }
 
 impl Default for PpoSpec {
@@ -73,6 +79,8 @@ impl Default for PpoSpec {
             hidden: vec![64, 64],
             obs_norm: Norm::Auto,
             reward_norm: Norm::Auto,
+            rnn: Rnn::None,
+            rnn_width: 128,
         }
     }
 }

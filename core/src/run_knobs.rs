@@ -4,7 +4,8 @@
 //! workload's settings, then these.
 
 use crate::choices::{
-    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode, WaitMode,
+    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RolloutCopy, Transfer, UpdateMode,
+    WaitMode,
 };
 use crate::knob::{Knob, KnobKind};
 use crate::run::{MAX_ENVS, MAX_STEPS};
@@ -182,6 +183,11 @@ pub const RUN: &[Knob] = &[
     knob("hidden", "ppo.hidden", "PPO hyperparameters", IntList, "hidden widths of actor and critic, e.g. 64,64")
     .range(1.0, 4096.0)
     .about("Hidden layer widths of actor and critic, comma-separated"),
+    knob("rnn", "ppo.rnn", "PPO hyperparameters", Choice(Rnn::ALL), "a recurrent core between encoder and heads: none, lstm or gru")
+    .about("A recurrent core between the encoder and the heads (CleanRL's ppo_atari_lstm.py): none, lstm or gru. Its state is reset where an episode starts; the rollout keeps each env's state at its start; the update re-runs each env's whole segment in one sequence call, its minibatches whole envs (--minibatches must divide --envs)"),
+    knob("rnn_width", "ppo.rnn_width", "PPO hyperparameters", Int, "the recurrent core's width (its state's size)")
+    .range(1.0, 4096.0)
+    .about("The recurrent core's width: the size of its state (h, and an LSTM's c); only with --rnn lstm or gru"),
     knob("obs_norm", "ppo.obs_norm", "PPO hyperparameters", Choice(Norm::ALL), "normalize observations (auto: on for Box actions)")
     .about("Observations normalized by their running mean and variance (Gymnasium's NormalizeObservation, its update rule, run by the trainer on each step's whole batch), then clipped at ±10; the statistics go into the checkpoint and eval uses them. auto: on for an env with a Box action space and a vector of floats to observe (as CleanRL's ppo_continuous_action.py), off for the others (pixels among them)"),
     knob("reward_norm", "ppo.reward_norm", "PPO hyperparameters", Choice(Norm::ALL), "normalize rewards (auto: on for Box actions)")

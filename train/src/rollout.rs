@@ -39,6 +39,8 @@ pub struct Rollout {
     pub final_values: Vec<f32>,
     /// `[T, N]` log-probs and values on the device (eager forward only).
     pub device: Option<(Tensor, Tensor)>,
+    /// A recurrent actor's memory of the rollout ([`Batch::memory`]), left by its `finish`.
+    pub memory: Option<Memory>,
 }
 
 /// A rollout on the device, flattened, with its advantages and returns.
@@ -55,6 +57,20 @@ pub struct Batch {
     pub values: Tensor,
     pub advantages: Tensor,
     pub returns: Tensor,
+    /// A recurrent policy's: where episodes began and each env's state at the rollout's
+    /// start (its update re-runs each env's segment from them).
+    pub memory: Option<Memory>,
+}
+
+/// What a recurrent policy's update needs of its rollout besides the rows: the rows are
+/// whole envs' segments, re-run from each env's state at the rollout's start, the state
+/// reset where an episode starts.
+pub struct Memory {
+    /// `[T·N]`, row `t·N + n`: step `t`'s observation of env `n` starts an episode.
+    pub starts: Vec<bool>,
+    /// Each env's state before the rollout's first step (before the reset a start asks
+    /// for), `[N, width]` each: `h`, and an LSTM's `c`.
+    pub state: Vec<Tensor>,
 }
 
 impl Batch {
@@ -70,6 +86,7 @@ impl Batch {
             values: pick(&self.values),
             advantages: pick(&self.advantages),
             returns: pick(&self.returns),
+            memory: None,
         }
     }
 
@@ -130,7 +147,11 @@ impl Batch {
     }
 
     pub fn shallow_clone(&self) -> Batch {
-        self.rows(0, self.obs.size()[0])
+        let memory = self
+            .memory
+            .as_ref()
+            .map(|m| Memory { starts: m.starts.clone(), state: m.state.iter().map(Tensor::shallow_clone).collect() });
+        Batch { memory, ..self.rows(0, self.obs.size()[0]) }
     }
 
     /// Fresh tensors of this batch's shapes and kinds.
@@ -144,6 +165,7 @@ impl Batch {
             values: self.values.empty_like(),
             advantages: self.advantages.empty_like(),
             returns: self.returns.empty_like(),
+            memory: None,
         }
     }
 
@@ -159,6 +181,7 @@ impl Batch {
             values: cut(&self.values),
             advantages: cut(&self.advantages),
             returns: cut(&self.returns),
+            memory: None,
         }
     }
 }
@@ -195,6 +218,7 @@ impl Rollout {
             truncated: vec![false; n],
             final_values: vec![0.0; n],
             device: None,
+            memory: None,
         }
     }
 
@@ -302,6 +326,7 @@ impl Rollout {
             values,
             advantages: mover.upload_rollout(advantages, &[b], t, copy, c),
             returns: mover.upload_rollout(returns, &[b], t, copy, c),
+            memory: None,
         }
     }
 }

@@ -255,6 +255,7 @@ mod tests {
         "vf_coef",
         "max_grad_norm",
         "hidden",
+        "rnn_width",
         "telemetry_every",
     ];
 

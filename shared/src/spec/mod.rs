@@ -17,7 +17,7 @@ pub mod knobs;
 pub mod presets;
 
 pub use hotlab_core::choices::{
-    self, ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, RolloutCopy, Transfer, UpdateMode,
+    self, ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RolloutCopy, Transfer, UpdateMode,
     WaitMode,
 };
 pub use hotlab_core::preset::Preset;
@@ -373,10 +373,54 @@ impl RunSpec {
                 ),
             ));
         }
+        if p.rnn != Rnn::None {
+            self.validate_rnn()?;
+        }
         if p.hidden.is_empty() || p.hidden.len() > 8 {
             return Err(SpecError::new(
                 "hidden",
                 format!("must list 1 to 8 layer widths, e.g. 64,64 (got {} layers)", p.hidden.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A recurrent core learns from whole envs' segments: its minibatches are envs, and
+    /// its update runs op by op on the host's or device's libtorch.
+    fn validate_rnn(&self) -> Result<(), SpecError> {
+        let p = &self.ppo;
+        let env = self.env();
+        if !matches!(env, EnvName::Cartpole | EnvName::Gym | EnvName::Envpool) {
+            return Err(SpecError::new(
+                "rnn",
+                format!("{}: the {env} env's policy is its own and has no recurrent core; allowed with --env {env}: none (--rnn works with cartpole, gym and envpool envs)", p.rnn),
+            ));
+        }
+        if !self.envs.is_multiple_of(p.minibatches) {
+            return Err(SpecError::new(
+                "minibatches",
+                format!(
+                    "with --rnn {} each minibatch is whole envs, so it must divide envs = {} (got {}); for example {}",
+                    p.rnn,
+                    self.envs,
+                    p.minibatches,
+                    divisors_near(self.envs, p.minibatches)
+                ),
+            ));
+        }
+        if self.exec.update != UpdateMode::Eager {
+            return Err(SpecError::new(
+                "update",
+                format!(
+                    "{}: a recurrent policy's update runs libtorch's ops and autograd; allowed with --rnn {}: eager",
+                    self.exec.update, p.rnn
+                ),
+            ));
+        }
+        if self.exec.backend == Backend::Device {
+            return Err(SpecError::new(
+                "backend",
+                format!("device: the device rollout has no recurrent policy; allowed with --rnn {}: the host backends (vectorized, threads, subprocess)", p.rnn),
             ));
         }
         Ok(())

@@ -53,6 +53,7 @@ impl Inputs {
             values: value.view([rows]) + Tensor::randn([rows], f) * 0.4,
             advantages: adv.view([rows]),
             returns: Tensor::randn([rows], f),
+            memory: None,
         };
         Self { logits: Tensor::randn([rows, width], f) * 2.0, value, mb, adv }
     }

@@ -1,5 +1,6 @@
 //! Networks that more than one workload can train: the MLP actor-critic for a vector of
-//! features ([`mlp`]), the CNN actor-critic for images ([`cnn`]), the layers they share
+//! features ([`mlp`]), the CNN actor-critic for images ([`cnn`]), either with a recurrent
+//! core ([`rnn`]), the layers they share
 //! ([`layers`]) and how a trained one is played ([`play`]). A network that belongs to one
 //! workload lives in its folder.
 
@@ -7,6 +8,7 @@ pub mod cnn;
 pub mod layers;
 pub mod mlp;
 pub mod play;
+pub mod rnn;
 
 use crate::checkpoint::Stored;
 use crate::exec::EnvMaker;
@@ -15,20 +17,26 @@ use hotlab_shared::env::EnvSpec;
 use std::sync::Arc;
 
 /// PPO with the network the observation calls for: the CNN for an image, the MLP for a
-/// vector of features.
+/// vector of features; either with a recurrent core where `--rnn` asks for one.
 pub fn ppo_learner(
     workload: Arc<dyn Workload>,
     setup: &mut Setup<'_>,
     env_spec: &EnvSpec,
 ) -> anyhow::Result<Box<dyn Learner>> {
+    if setup.spec.ppo.rnn != hotlab_shared::spec::Rnn::None {
+        return rnn::learner::ppo_learner(workload, setup, env_spec);
+    }
     match cnn::reads(env_spec) {
         true => cnn::learner::ppo_learner(workload, setup, env_spec),
         false => mlp::learner::ppo_learner(workload, setup, env_spec, None),
     }
 }
 
-/// A checkpoint's trained network, the CNN or the MLP, as its `spec.json` names it.
+/// A checkpoint's trained network, recurrent, the CNN or the MLP, as its `spec.json` names it.
 pub fn load_trained(stored: Stored, env: Arc<dyn EnvMaker>) -> anyhow::Result<Box<dyn TrainedPolicy>> {
+    if stored.meta.contains_key(rnn::CHECKPOINT_KEY) {
+        return Ok(Box::new(rnn::TrainedRnn::load(stored, env)?));
+    }
     match stored.meta.contains_key(cnn::CHECKPOINT_KEY) {
         true => Ok(Box::new(cnn::TrainedCnn::load(stored, env)?)),
         false => Ok(Box::new(mlp::TrainedMlp::load(stored, env)?)),

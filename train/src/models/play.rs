@@ -35,9 +35,11 @@ pub enum Play {
 pub const SAMPLING_STREAM: u64 = 0x5a3b_1e0f_77c2_9d41;
 
 /// What each step's policy fills: an index per env and head (of `heads` choices each),
-/// the real components per env.
+/// the real components per env; and which envs' observations start an episode (a
+/// recurrent policy resets its state there).
 pub struct Chosen<'a> {
     pub heads: &'a [usize],
+    pub starts: &'a [bool],
     pub actions: &'a mut [i64],
     pub real: &'a mut [f32],
 }
@@ -60,9 +62,13 @@ pub fn episodes(
     // Per env, its episodes' (return, length) in order; episode i is env i % E's (i / E)-th.
     let mut ended: Vec<Vec<(f64, f64)>> = vec![Vec::new(); envs];
     let wanted = |g: usize| episodes / envs + usize::from(g < episodes % envs);
+    let mut starts = vec![true; envs];
     while (0..envs).any(|g| ended[g].len() < wanted(g)) {
-        act(&obs, Chosen { heads: &heads, actions: &mut actions, real: &mut real });
+        act(&obs, Chosen { heads: &heads, starts: &starts, actions: &mut actions, real: &mut real });
         env.step_actions(Actions { index: &actions, real: &real }, &mut out)?;
+        for (e, start) in starts.iter_mut().enumerate() {
+            *start = out.terminated[e] || out.truncated[e];
+        }
         for end in &out.episodes {
             ended[end.env].push((end.episode_return, end.length as f64));
         }

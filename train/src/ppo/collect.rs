@@ -134,8 +134,8 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             prof.stop(Phase::GAE, s);
         }
         let s = prof.start();
-        let next_values = actor.values(net, ValueRows { obs, envs, row: None }, c);
         let on_device = actor.finish(rollout, c);
+        let next_values = actor.values(net, ValueRows { obs, envs, row: None }, c);
         let (advantages, returns) = gae(
             &GaeInput {
                 envs,
@@ -150,7 +150,8 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
             cx.spec.ppo.gae_lambda as f32,
         );
         let s = prof.stop(Phase::GAE, s);
-        let batch = rollout.to_batch(&advantages, &returns, on_device, (cx.mover, cx.spec.exec.rollout_copy), c);
+        let mut batch = rollout.to_batch(&advantages, &returns, on_device, (cx.mover, cx.spec.exec.rollout_copy), c);
+        batch.memory = rollout.memory.take();
         prof.stop(Phase::OBS_TRANSFER, s);
         c.set_env(&env_totals(&**env, &**workload), &cx.spec.env().counts());
         Ok(Some(batch))

@@ -138,6 +138,7 @@ mod tests {
             values: f(1.0),
             advantages: f(1.0),
             returns: f(1.0),
+            memory: None,
         };
         (logits, value, batch)
     }

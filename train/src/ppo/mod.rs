@@ -141,8 +141,10 @@ pub trait Actor<P> {
     fn values(&mut self, net: &P, rows: ValueRows<'_>, c: &mut Counters) -> Vec<f32>;
     /// Re-reads the weights after an update (a native forward keeps its own copy).
     fn sync_weights(&mut self, net: &P);
-    /// The rollout's log-probs and values on the device, and the values on the host.
-    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)>;
+    /// The rollout's log-probs and values on the device, and the values on the host
+    /// (after its last step, before the bootstrap's [`Actor::values`]; a recurrent actor
+    /// leaves its [`crate::rollout::Memory`] in `rollout`).
+    fn finish(&mut self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)>;
 }
 
 /// The observations whose critic values a rollout asks for ([`Actor::values`]): every

@@ -11,14 +11,14 @@ use anyhow::Result;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
 use hotlab_shared::env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{EnvName, RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{EnvName, Rnn, RunSpec, SpecError, WorkloadSpec};
 use hotlab_shared::workloads::cartpole::CartpoleFrame;
 use hotlab_shared::workloads::CartpoleSpec;
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::gpu_check::Target;
 use hotlab_train::models::mlp::learner::{ppo_learner, DeviceRollout};
-use hotlab_train::models::mlp::TrainedMlp;
+use hotlab_train::models;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
 use std::sync::Arc;
 
@@ -76,6 +76,10 @@ impl Workload for CartPole {
 
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
         let env_spec = self.vector_env(1, setup.spec.seed, 0).spec().clone();
+        if setup.spec.ppo.rnn != Rnn::None {
+            // A recurrent policy's own learner (host envs; the spec refuses the device backend).
+            return models::ppo_learner(self, setup, &env_spec);
+        }
         let device: DeviceRollout = Box::new(|setup, arch, gpu, heads| {
             let (spec, device) = (setup.spec, setup.device);
             Ok(Box::new(device::DeviceCollector::new(spec, device, gpu, arch, heads, &mut setup.notes)?))
@@ -84,6 +88,6 @@ impl Workload for CartPole {
     }
 
     fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>> {
-        Ok(Box::new(TrainedMlp::load(stored, self)?))
+        models::load_trained(stored, self)
     }
 }

@@ -39,6 +39,7 @@ fn batch(n: i64, device: Device, rng: &mut HostRng) -> Batch {
         values: on(values),
         advantages: on(advantages),
         returns: on(returns),
+        memory: None,
     }
 }
 

@@ -116,7 +116,7 @@ impl Actor<MorphoAgent> for Eager {
 
     fn sync_weights(&mut self, _agent: &MorphoAgent) {}
 
-    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+    fn finish(&mut self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         device_outputs(rollout, c)
     }
 }

@@ -83,7 +83,7 @@ impl Actor<ProofAgent> for ProofActor {
         }
     }
 
-    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+    fn finish(&mut self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         match self {
             ProofActor::Fused { .. } => None,
             ProofActor::Eager(_) => device_outputs(rollout, c),

@@ -293,6 +293,7 @@ mod tests {
             values: Tensor::randn([n as i64], (Kind::Float, tch::Device::Cpu)),
             advantages: Tensor::randn([n as i64], (Kind::Float, tch::Device::Cpu)) * 2.0 + 0.5,
             returns: Tensor::randn([n as i64], (Kind::Float, tch::Device::Cpu)),
+            memory: None,
         };
         let spec = RunSpec {
             ppo: hotlab_shared::spec::PpoSpec { ent_coef: 0.05, ..hotlab_shared::spec::PpoSpec::default() },

@@ -115,7 +115,7 @@ impl Actor<CnnAgent> for Eager {
 
     fn sync_weights(&mut self, _agent: &CnnAgent) {}
 
-    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+    fn finish(&mut self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         device_outputs(rollout, c)
     }
 }

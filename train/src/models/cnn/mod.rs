@@ -220,7 +220,7 @@ impl TrainedCnn {
 }
 
 /// A device tensor's elements into `out` (as many as it has).
-fn read_host<T: tch::kind::Element + Copy>(t: &Tensor, out: &mut [T]) {
+pub(crate) fn read_host<T: tch::kind::Element + Copy>(t: &Tensor, out: &mut [T]) {
     let host = t.to_device(Device::Cpu).contiguous().view([-1]);
     host.copy_data(out, out.len());
 }

@@ -116,7 +116,7 @@ impl Actor<MlpAgent> for MlpActor {
         }
     }
 
-    fn finish(&self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
+    fn finish(&mut self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         match self {
             MlpActor::Fused { .. } => None,
             MlpActor::Eager(_) => device_outputs(rollout, c),

@@ -296,6 +296,7 @@ pub(crate) mod tests {
             values: normal(&mut rng, &[n]),
             advantages: normal(&mut rng, &[n]),
             returns: normal(&mut rng, &[n]),
+            memory: None,
         };
         (net, batch)
     }

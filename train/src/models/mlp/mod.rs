@@ -66,7 +66,7 @@ pub struct TrainedMlp {
 }
 
 /// Where a checkpoint keeps the observation normalizer, beside the network's shape.
-const OBS_NORM_KEY: &str = "obs_norm";
+pub(crate) const OBS_NORM_KEY: &str = "obs_norm";
 
 impl TrainedMlp {
     /// A checkpoint's MLP: its shape from `spec.json`, its parameters.
@@ -89,7 +89,7 @@ impl TrainedMlp {
         if arch.hidden.is_empty() || arch.hidden.len() > 8 || arch.hidden.iter().any(|&h| !(1..=4096).contains(&h)) {
             bail!("the checkpoint's hidden widths {:?} are not 1 to 8 layers of 1 to 4096", arch.hidden);
         }
-        let obs_norm = read_obs_norm(&stored, arch.obs_dim)?;
+        let obs_norm = read_obs_norm(&stored, CHECKPOINT_KEY, arch.obs_dim)?;
         let flat = stored.params(arch.num_params())?;
         Ok(Self { net: ActorCritic::from_flat(arch, flat), obs_norm, env })
     }
@@ -99,12 +99,13 @@ impl TrainedMlp {
     }
 }
 
-/// The observation normalizer a checkpoint keeps (None where the run had none), checked:
-/// one finite mean and non-negative variance per observation, a positive count and clip.
-fn read_obs_norm(stored: &checkpoint::Stored, obs_dim: usize) -> Result<Option<ObsNorm>> {
-    let Some(v) = stored.meta.get(CHECKPOINT_KEY).and_then(|a| a.get(OBS_NORM_KEY)) else { return Ok(None) };
+/// The observation normalizer a checkpoint keeps beside the network's shape (under `key`;
+/// None where the run had none), checked: one finite mean and non-negative variance per
+/// observation, a positive count and clip.
+pub(crate) fn read_obs_norm(stored: &checkpoint::Stored, key: &str, obs_dim: usize) -> Result<Option<ObsNorm>> {
+    let Some(v) = stored.meta.get(key).and_then(|a| a.get(OBS_NORM_KEY)) else { return Ok(None) };
     let norm: ObsNorm = serde_json::from_value(v.clone())
-        .map_err(|e| anyhow::anyhow!("the checkpoint's {CHECKPOINT_KEY}.{OBS_NORM_KEY} is not valid: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("the checkpoint's {key}.{OBS_NORM_KEY} is not valid: {e}"))?;
     let rms = &norm.rms;
     let fine = rms.mean.len() == obs_dim
         && rms.var.len() == obs_dim
@@ -116,7 +117,7 @@ fn read_obs_norm(stored: &checkpoint::Stored, obs_dim: usize) -> Result<Option<O
         && norm.clip > 0.0;
     if !fine {
         bail!(
-            "the checkpoint's {CHECKPOINT_KEY}.{OBS_NORM_KEY} must hold {obs_dim} finite means and variances ≥ 0, a count > 0 and a clip > 0"
+            "the checkpoint's {key}.{OBS_NORM_KEY} must hold {obs_dim} finite means and variances ≥ 0, a count > 0 and a clip > 0"
         );
     }
     Ok(Some(norm))

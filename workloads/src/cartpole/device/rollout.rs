@@ -208,6 +208,7 @@ impl DeviceRollout {
                 values: self.values.view([b]),
                 advantages: advantages.view([b]),
                 returns: returns.view([b]),
+                memory: None,
             };
             // The returns of the episodes that ended, in one read (the rollout's one sync).
             let ended = self.episode_return.masked_select(&self.done);

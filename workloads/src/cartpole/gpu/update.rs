@@ -36,6 +36,7 @@ pub(super) fn ppo_check() -> Value {
         values: Tensor::from_slice(&(0..n).map(|_| rng.next_f32()).collect::<Vec<f32>>()),
         advantages: Tensor::from_slice(&(0..n).map(|_| rng.next_f32() * 2.0 - 1.0).collect::<Vec<f32>>()),
         returns: Tensor::from_slice(&(0..n).map(|_| rng.next_f32() * 10.0).collect::<Vec<f32>>()),
+        memory: None,
     };
     let on = |b: &Batch, d: Device| Batch {
         obs: b.obs.to_device(d),
@@ -46,6 +47,7 @@ pub(super) fn ppo_check() -> Value {
         values: b.values.to_device(d),
         advantages: b.advantages.to_device(d),
         returns: b.returns.to_device(d),
+        memory: None,
     };
     let update = |net: ActorCritic, d: Device| -> Vec<f32> {
         let mut opt = FlatAdam::new(&net.flat, 1e-5);
