@@ -17,8 +17,8 @@ use hotlab_shared::workloads::CartpoleSpec;
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::gpu_check::Target;
-use hotlab_train::models::mlp::learner::{ppo_learner, DeviceRollout};
 use hotlab_train::models;
+use hotlab_train::models::mlp::learner::{ppo_learner, DeviceRollout};
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
 use std::sync::Arc;
 

@@ -247,6 +247,8 @@ mod tests {
     /// Atari's frame stack and an RGB frame, channels first and last, over seeds.
     #[test]
     fn layouts_agree_and_bf16_stays_near_fp32() {
+        // Its seeds hold only while no other test draws from libtorch's generator.
+        let _seeded = crate::testing::torch_seed(0);
         for (seed, shape) in [(1i64, vec![4, 84, 84]), (2, vec![48, 40, 3]), (3, vec![10, 10, 4])] {
             let f = field(&shape, FieldKind::U8);
             let run = |kind: Kind, layout: Layout, flat: Option<&Tensor>| {

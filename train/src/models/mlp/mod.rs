@@ -66,7 +66,7 @@ pub struct TrainedMlp {
 }
 
 /// Where a checkpoint keeps the observation normalizer, beside the network's shape.
-pub(crate) const OBS_NORM_KEY: &str = "obs_norm";
+const OBS_NORM_KEY: &str = "obs_norm";
 
 impl TrainedMlp {
     /// A checkpoint's MLP: its shape from `spec.json`, its parameters.
@@ -97,6 +97,15 @@ impl TrainedMlp {
     fn play(&self, episodes: usize, seed: u64, play: eval::Play) -> Result<Evaluation> {
         eval::evaluate(self.env.as_ref(), &self.net, self.obs_norm.as_ref(), (episodes, seed), play)?.evaluation(play)
     }
+}
+
+/// A network's `shape` with the normalizer its inputs go through beside it (where the run
+/// had one), as a checkpoint keeps them.
+pub(crate) fn with_obs_norm(mut shape: serde_json::Value, norm: Option<&ObsNorm>) -> serde_json::Value {
+    if let (Some(norm), Some(map)) = (norm, shape.as_object_mut()) {
+        map.insert(OBS_NORM_KEY.into(), serde_json::to_value(norm).unwrap_or_default());
+    }
+    shape
 }
 
 /// The observation normalizer a checkpoint keeps beside the network's shape (under `key`;
@@ -134,11 +143,7 @@ impl TrainedPolicy for TrainedMlp {
 
     /// The network's shape, with the normalizer its inputs go through.
     fn shape(&self) -> serde_json::Value {
-        let mut shape = self.net.shape();
-        if let (Some(norm), Some(map)) = (&self.obs_norm, shape.as_object_mut()) {
-            map.insert(OBS_NORM_KEY.into(), serde_json::to_value(norm).unwrap_or_default());
-        }
-        shape
+        with_obs_norm(self.net.shape(), self.obs_norm.as_ref())
     }
 
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {

@@ -17,7 +17,6 @@ use crate::checkpoint::Stored;
 use crate::exec::EnvMaker;
 use crate::models::cnn::{self, Compute, Encoder};
 use crate::models::layers::{Builder, Init, Linear};
-use crate::models::mlp::OBS_NORM_KEY;
 use crate::models::play::{self, Play, SAMPLING_STREAM};
 use crate::normalize::ObsNorm;
 use crate::params::{FlatParams, Network, ParamSlot};
@@ -325,11 +324,7 @@ impl TrainedPolicy for TrainedRnn {
 
     /// The network's shape, with the normalizer its inputs go through.
     fn shape(&self) -> serde_json::Value {
-        let mut shape = self.net.shape();
-        if let (Some(norm), Some(map)) = (&self.obs_norm, shape.as_object_mut()) {
-            map.insert(OBS_NORM_KEY.into(), serde_json::to_value(norm).unwrap_or_default());
-        }
-        shape
+        crate::models::mlp::with_obs_norm(self.net.shape(), self.obs_norm.as_ref())
     }
 
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
