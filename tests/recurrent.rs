@@ -32,11 +32,12 @@ fn gap(a: &[f32], b: &[f32]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs() as f64).fold(0.0, f64::max)
 }
 
-/// The core's cell stepped `T` times (as the rollout steps it) and its one sequence call
-/// (as the update runs it) both equal one layer of PyTorch's `nn.LSTM` and `nn.GRU`, its
-/// weights copied, stepped env by env with the state zeroed where an episode starts: the
-/// outputs to 1e-6, over seeds and shapes with resets in the middle of segments, at the
-/// first step and none at all; the sequence call's gradients to 1e-5 (relative).
+/// The core's cell stepped `T` times (as the rollout steps it) and both of the update's
+/// forms (`--rnn-update sequence`: a call per stretch between episode starts; `stepped`: a
+/// cell call per step) equal one layer of PyTorch's `nn.LSTM` and `nn.GRU`, its weights
+/// copied, stepped env by env with the state zeroed where an episode starts: the outputs to
+/// 1e-6, over seeds and shapes with resets in the middle of segments, at the first step and
+/// none at all; the update's gradients to 1e-5 (relative); the calls each form makes.
 #[test]
 fn the_core_equals_pytorchs_lstm_and_gru_through_resets() {
     let _seeded = hotlab_train::testing::torch_seed(78);
@@ -76,11 +77,20 @@ fn the_core_equals_pytorchs_lstm_and_gru_through_resets() {
             now = next;
         }
         let stepped = host(&Tensor::stack(&stepped, 0));
-        // As the update runs it, with its gradient.
-        let sequence = core.sequence(&params, &x, &state, &starts);
-        (&sequence * &r).sum(Kind::Float).backward();
-        let grads = host(&params.grad);
-        params.zero_grad();
+        // As the update runs it, both ways, with their gradients.
+        let cut = (1..steps as usize).filter(|&t| starts[t * envs as usize..(t + 1) * envs as usize].contains(&true));
+        let mut update = Vec::new();
+        for stepped in [false, true] {
+            let (out, calls) = match stepped {
+                false => core.sequence(&params, &x, &state, &starts),
+                true => core.stepped(&params, &x, &state, &starts),
+            };
+            let want_calls = if stepped { steps as usize } else { 1 + cut.clone().count() };
+            assert_eq!(calls, want_calls, "{cell} case {i}: one call per stretch, or per step");
+            (&out * &r).sum(Kind::Float).backward();
+            update.push((if stepped { "stepped" } else { "sequence" }, host(&out), host(&params.grad)));
+            params.zero_grad();
+        }
 
         write(&dir.join("params.f32"), &params.flat);
         write(&dir.join("x.f32"), &x);
@@ -97,27 +107,23 @@ fn the_core_equals_pytorchs_lstm_and_gru_through_resets() {
             "{cell} {steps} steps × {envs} envs, {inputs} → {width}, {} starts",
             starts.iter().filter(|s| **s).count()
         );
-        ours.push((dir, stepped, host(&sequence), grads, case));
+        ours.push((dir, stepped, update, case));
     }
     let list = root.path().join("cases.json");
     std::fs::write(&list, serde_json::to_string(&cases).unwrap()).unwrap();
     let out = run(std::process::Command::new(python()).arg(repo().join("tests/rnn_torch.py")).arg(&list));
     assert!(out.status.success(), "{}", stderr(&out));
-    for (dir, stepped, sequence, grads, case) in ours {
+    for (dir, acting, update, case) in ours {
         let (want, want_grads) = (f32s(&dir.join("out.f32")), f32s(&dir.join("grads.f32")));
-        assert!(
-            gap(&stepped, &want) <= 1e-6,
-            "{case}: the stepped cell differs from PyTorch's by {:e}",
-            gap(&stepped, &want)
-        );
-        assert!(
-            gap(&sequence, &want) <= 1e-6,
-            "{case}: the sequence call differs from PyTorch's by {:e}",
-            gap(&sequence, &want)
-        );
+        let g = gap(&acting, &want);
+        assert!(g <= 1e-6, "{case}: the rollout's cell differs from PyTorch's by {g:e}");
         let scale = want_grads.iter().map(|g| g.abs() as f64).fold(1.0, f64::max);
-        let g = gap(&grads, &want_grads) / scale;
-        assert!(g <= 1e-5, "{case}: the sequence call's gradients differ from PyTorch's by {g:e} (relative)");
+        for (how, out, grads) in update {
+            let g = gap(&out, &want);
+            assert!(g <= 1e-6, "{case}: the update's {how} form differs from PyTorch's by {g:e}");
+            let g = gap(&grads, &want_grads) / scale;
+            assert!(g <= 1e-5, "{case}: the update's {how} gradients differ from PyTorch's by {g:e} (relative)");
+        }
     }
 }
 
@@ -211,4 +217,39 @@ fn bad_recurrent_settings_are_refused_naming_the_flag() {
             assert!(err.contains(w), "{args:?}: '{w}' not in: {err}");
         }
     }
+}
+
+/// The report of a recurrent run (catalogue row 12): stepped, the update calls its core once
+/// per step of every minibatch (`update_core`: epochs × minibatches × steps a update) and the
+/// report advises `--rnn-update sequence`, naming the row and the lesson; in sequence it makes
+/// a call per stretch between episode starts and advises nothing of the kind; and an eager
+/// recurrent forward is not advised a fused one (it has none).
+#[test]
+fn the_report_counts_the_cores_calls_and_advises_the_sequence_form() {
+    let profile = |update: &str| {
+        let out = run(hotlab()
+            .args(["profile", "--rnn", "lstm", "--rnn-width", "32", "--inference", "eager", "--rnn-update", update])
+            .args(["--total-steps", "1024", "--json"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        last_json(&out)
+    };
+    let core_calls = |report: &Value| {
+        let rows = report["rows"].as_array().unwrap();
+        rows.iter().find(|r| r["phase"] == "update_core").map(|r| r["calls"].as_u64().unwrap()).unwrap()
+    };
+    let knobs = |report: &Value| -> Vec<String> {
+        let recs = report["recommendations"].as_array().unwrap();
+        recs.iter().map(|r| r["knob"].as_str().unwrap().to_string()).collect()
+    };
+    let stepped = profile("stepped");
+    // CartPole's defaults: 4 envs × 128 steps, 4 epochs of 4 minibatches (one env each), 2 updates.
+    assert_eq!(core_calls(&stepped), 2 * 4 * 4 * 128, "{stepped}");
+    let advice = stepped["recommendations"].as_array().unwrap();
+    let rnn = advice.iter().find(|r| r["knob"] == "--rnn-update sequence").unwrap_or_else(|| panic!("{stepped}"));
+    assert_eq!((rnn["row"].as_u64(), rnn["lesson"].as_str()), (Some(12), Some("rnn-sequence")), "{rnn}");
+    assert!(!knobs(&stepped).contains(&"--inference fused".to_string()), "{stepped}");
+    let sequence = profile("sequence");
+    let calls = core_calls(&sequence);
+    assert!(calls >= 2 * 4 * 4 && calls < 2 * 4 * 4 * 128, "one call per stretch: {calls}");
+    assert!(!knobs(&sequence).iter().any(|k| k.starts_with("--rnn-update")), "{sequence}");
 }

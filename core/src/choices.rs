@@ -224,6 +224,19 @@ choice!(
 );
 
 choice!(
+    /// How a recurrent policy's update runs its core over each env's segment (catalogue
+    /// row 12).
+    RnnUpdate, "recurrent update" {
+        /// One sequence call per stretch of the segment between episode starts.
+        #[default]
+        Sequence = "sequence",
+        /// The cell stepped once per step, as a loop over the segment (CleanRL's
+        /// `ppo_atari_lstm.py` `get_states`).
+        Stepped = "stepped",
+    }
+);
+
+choice!(
     /// Whether a normalizer runs (`--obs-norm`, `--reward-norm`).
     Norm, "normalizer setting" {
         /// On for an env with a Box action space (continuous control, as CleanRL's

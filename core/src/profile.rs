@@ -35,6 +35,9 @@ impl Phase {
     pub const GAE: Phase = Phase("gae");
     /// The update's forward pass and losses.
     pub const UPDATE_FORWARD: Phase = Phase("update_forward");
+    /// A recurrent policy's core in the update's forward: one call per stretch of a
+    /// segment between episode starts (`--rnn-update sequence`), or one per step (`stepped`).
+    pub const UPDATE_CORE: Phase = Phase("update_core");
     /// The update's backward pass.
     pub const BACKWARD: Phase = Phase("backward");
     /// Gradient clip and Adam.
@@ -117,6 +120,13 @@ pub const CORE_PHASES: &[PhaseInfo] = &[
     PhaseInfo::new(Phase::GAE, PhaseKind::Data, "#b0885a", "bootstrap values and advantages").per("update"),
     PhaseInfo::new(Phase::POLICY_FORWARD, PhaseKind::Forward, "#4cc38a", "the rollout's policy forward"),
     PhaseInfo::new(Phase::UPDATE_FORWARD, PhaseKind::Forward, "#2e9e6e", "the update's forward pass").per("minibatch"),
+    PhaseInfo::new(
+        Phase::UPDATE_CORE,
+        PhaseKind::Forward,
+        "#56b38f",
+        "the recurrent core in the update's forward (--rnn): a call per stretch between episode starts, or per step with --rnn-update stepped",
+    )
+    .per("core call"),
     PhaseInfo::new(Phase::BACKWARD, PhaseKind::Backward, "#4a90e2", "the update's backward pass").per("minibatch"),
     PhaseInfo::new(Phase::OPTIMIZER, PhaseKind::Backward, "#7aa7e8", "gradient clip and Adam").per("minibatch"),
     PhaseInfo::new(

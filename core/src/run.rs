@@ -3,8 +3,8 @@
 //! report rules read. `RunSpec` (`hotlab-shared`) holds them with the workload's settings.
 
 use crate::choices::{
-    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RolloutCopy, Transfer, UpdateMode,
-    WaitMode,
+    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RnnUpdate, RolloutCopy, Transfer,
+    UpdateMode, WaitMode,
 };
 use serde::{Deserialize, Serialize};
 
@@ -114,6 +114,9 @@ pub struct ExecSpec {
     /// How the rollout's policy forward runs: `eager` (libtorch ops), `fused` (a native
     /// forward; on CUDA with `--backend device`, a fused env kernel) or `graph` (CUDA graph replay).
     pub inference: Inference,
+    /// How a recurrent policy's update runs its core over each env's segment: `sequence`
+    /// (one call per stretch between episode starts) or `stepped` (a cell call per step).
+    pub rnn_update: RnnUpdate,
     /// How the PPO update runs: `eager` (op by op from the host) or `graph` (CUDA: the
     /// whole update captured once as a CUDA graph and replayed per iteration).
     pub update: UpdateMode,
@@ -138,6 +141,7 @@ impl Default for ExecSpec {
             frames: Frames::Bytes,
             conv_layout: ConvLayout::Auto,
             inference: Inference::Fused,
+            rnn_update: RnnUpdate::Sequence,
             update: UpdateMode::Eager,
             threads: 0,
             precision: Precision::Fp32,

@@ -4,8 +4,8 @@
 //! workload's settings, then these.
 
 use crate::choices::{
-    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RolloutCopy, Transfer, UpdateMode,
-    WaitMode,
+    ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RnnUpdate, RolloutCopy, Transfer,
+    UpdateMode, WaitMode,
 };
 use crate::knob::{Knob, KnobKind};
 use crate::run::{MAX_ENVS, MAX_STEPS};
@@ -141,6 +141,14 @@ pub const RUN: &[Knob] = &[
         "the PPO update: op by op from the host, or one CUDA graph replayed per iteration (with hotlab's own loss and Adam kernels: graph_fused)",
     )
     .about("The PPO update: `eager` (each minibatch's ops dispatched from the host), `graph` (CUDA: the whole update captured once and replayed, its Adam step count and learning rate on the device) or `graph_fused` (graph, with the loss's gradient and the clipped Adam step in hotlab's own kernels; PPO's MLP only)"),
+    knob(
+        "rnn_update",
+        "exec.rnn_update",
+        "Inference",
+        Choice(RnnUpdate::ALL),
+        "a recurrent policy's update: one core call per stretch between episode starts, or a cell call per step",
+    )
+    .about("How a recurrent policy's update (--rnn lstm|gru) runs its core over each env's segment: `sequence` (one call over each stretch between episode starts, libtorch's whole-sequence RNN) or `stepped` (the cell called once per step, as CleanRL's ppo_atari_lstm.py loops); the same outputs, other kernels"),
     knob("precision", "exec.precision", "Precision", Choice(Precision::ALL), "the update's matmul precision")
     .about("The update's matmul precision: fp32, fp16 (CUDA; dynamic loss scaling), bf16, or auto (bf16 where the device supports it, else fp32); master weights stay fp32"),
     knob(
@@ -184,7 +192,7 @@ pub const RUN: &[Knob] = &[
     .range(1.0, 4096.0)
     .about("Hidden layer widths of actor and critic, comma-separated"),
     knob("rnn", "ppo.rnn", "PPO hyperparameters", Choice(Rnn::ALL), "a recurrent core between encoder and heads: none, lstm or gru")
-    .about("A recurrent core between the encoder and the heads (CleanRL's ppo_atari_lstm.py): none, lstm or gru. Its state is reset where an episode starts; the rollout keeps each env's state at its start; the update re-runs each env's whole segment in one sequence call, its minibatches whole envs (--minibatches must divide --envs)"),
+    .about("A recurrent core between the encoder and the heads (CleanRL's ppo_atari_lstm.py): none, lstm or gru. Its state is reset where an episode starts; the rollout keeps each env's state at its start; the update re-runs each env's whole segment (as --rnn-update says), its minibatches whole envs (--minibatches must divide --envs)"),
     knob("rnn_width", "ppo.rnn_width", "PPO hyperparameters", Int, "the recurrent core's width (its state's size)")
     .range(1.0, 4096.0)
     .about("The recurrent core's width: the size of its state (h, and an LSTM's c); only with --rnn lstm or gru"),

@@ -954,6 +954,31 @@ pub const LESSONS: &[Lesson] = &[
         budget: Budget { seconds: 3.0, repeats: 3 },
         on_gpu: None,
     },
+    Lesson {
+        id: "rnn-sequence",
+        row: 12,
+        title: "A recurrent policy's update: a cell per step, or a sequence per stretch",
+        phenomenon: "A recurrent policy learns from whole segments: the update re-runs each env's rollout from the \
+            state it started with, the state reset where an episode starts. Written as CleanRL's ppo_atari_lstm.py \
+            writes it, a loop calls the cell once per step, T calls per minibatch, each a handful of small ops and \
+            as many backward nodes. The same function as one call of the framework's whole-sequence RNN per \
+            stretch between episode starts projects a stretch's inputs in one product and runs the recurrence in \
+            its own fused loop (oneDNN's on a CPU, cuDNN's on a GPU), its backward too: fewer, larger calls, the \
+            same outputs (the rollout's log-probs, to float rounding). Acting stays one cell call per step: there \
+            the next input is not known before the env steps.",
+        look_at: "update_core's calls per env step and its time per call, then update_forward and backward.",
+        baseline: Baseline::new(&[("rnn", "lstm"), ("rnn_width", "64"), ("rnn_update", "stepped")]),
+        variants: &["rnn_update=sequence"],
+        // A count: CartPole's default 4 envs × 128 steps, 4 minibatches of one env, 4 epochs:
+        // 4 core calls per env step stepped; sequence, one per stretch between episode starts.
+        signature: Signature {
+            measure: Measure::CallsPerStep(Phase::UPDATE_CORE),
+            expect: Expect::Higher(4.0),
+            text: "core calls in the update per env step",
+        },
+        budget: Budget { seconds: 3.0, repeats: 3 },
+        on_gpu: None,
+    },
 ];
 
 /// A lesson by id.

@@ -9,7 +9,7 @@
 use crate::advice::amdahl;
 pub use crate::advice::{flag_overrides, Recommendation};
 use crate::profile::{Phase, PhaseKind, Profile};
-use crate::spec::{ActionSync, Backend, Inference, RolloutCopy, RunSpec, Transfer, WaitMode};
+use crate::spec::{ActionSync, Backend, Inference, Rnn, RnnUpdate, RolloutCopy, RunSpec, Transfer, WaitMode};
 use crate::workloads::phase_info;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -208,6 +208,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     env_rules(&mut found, spec);
     transfer_rules(&mut found, spec);
     forward_rules(&mut found, spec);
+    recurrent_rules(&mut found, spec);
     let mut out = found.out;
     spec.workload.recommend(profile, &spec.context(), &mut out);
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
@@ -290,9 +291,11 @@ fn cnn_ran(profile: &Profile) -> bool {
 fn forward_rules(found: &mut Found<'_>, spec: &RunSpec) {
     let profile = found.profile;
     let forward = profile.share(Phase::POLICY_FORWARD);
+    // Neither the CNN nor a recurrent policy has a fused forward.
     if spec.exec.inference == Inference::Eager
         && spec.env().fixed_inference().is_none()
         && !cnn_ran(profile)
+        && spec.ppo.rnn == Rnn::None
         && spec.exec.backend != Backend::Device
         && forward >= 0.10
     {
@@ -313,6 +316,34 @@ fn forward_rules(found: &mut Found<'_>, spec: &RunSpec) {
             "--inference graph",
             Phase::POLICY_FORWARD,
             format!("{:.0}% of wall in the rollout's per-step launches (forward, env step, storage)", 100.0 * step),
+        );
+    }
+}
+
+/// A recurrent policy's update that calls its cell once per step (catalogue row 12): where
+/// the core and the update's forward and backward around it take a tenth of the wall, one
+/// call per stretch between episode starts cuts them (the bound: their whole share).
+fn recurrent_rules(found: &mut Found<'_>, spec: &RunSpec) {
+    let profile = found.profile;
+    if spec.ppo.rnn == Rnn::None || spec.exec.rnn_update != RnnUpdate::Stepped {
+        return;
+    }
+    let share: f64 =
+        [Phase::UPDATE_CORE, Phase::UPDATE_FORWARD, Phase::BACKWARD].iter().map(|&p| profile.share(p)).sum();
+    let calls = profile.calls(Phase::UPDATE_CORE) as f64 / found.steps.max(1.0);
+    if share >= 0.10 && profile.calls(Phase::UPDATE_CORE) > 0 {
+        found.out.push(
+            Recommendation::bounded(
+                "--rnn-update sequence",
+                Phase::UPDATE_CORE,
+                amdahl(share),
+                format!(
+                    "{:.0}% of wall in the update's forward and backward, its {} cell called once per step ({calls:.1} calls per env's step)",
+                    100.0 * share,
+                    spec.ppo.rnn
+                ),
+            )
+            .teaching(12, "rnn-sequence"),
         );
     }
 }

@@ -17,8 +17,8 @@ pub mod knobs;
 pub mod presets;
 
 pub use hotlab_core::choices::{
-    self, ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RolloutCopy, Transfer, UpdateMode,
-    WaitMode,
+    self, ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RnnUpdate, RolloutCopy, Transfer,
+    UpdateMode, WaitMode,
 };
 pub use hotlab_core::preset::Preset;
 pub use hotlab_core::run::{ExecSpec, PpoSpec, RunContext, TelemetrySpec, MAX_ENVS, MAX_STEPS};

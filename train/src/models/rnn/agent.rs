@@ -1,7 +1,8 @@
 //! The recurrent policy as PPO trains it. While acting, each env's state is carried from
 //! step to step, zeroed where its observation starts an episode, and kept as it was at the
 //! rollout's start ([`Memory`]). While learning, a minibatch is whole envs: each env's
-//! segment re-run from that state in one sequence call ([`super::core::Core::sequence`]),
+//! segment re-run from that state as `--rnn-update` says ([`super::core::Core::sequence`]
+//! or [`super::core::Core::stepped`]),
 //! so the first epoch's log-probs are the rollout's.
 
 use super::core::State;
@@ -18,7 +19,7 @@ use crate::workload::TrainedPolicy;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::spec::RunSpec;
+use hotlab_shared::spec::{RnnUpdate, RunSpec};
 use std::sync::Arc;
 use std::time::Instant;
 use tch::Tensor;
@@ -40,7 +41,9 @@ impl PpoPolicy for RnnAgent {
     fn begin<'a>(&'a mut self, batch: &'a Batch, spec: &RunSpec, _precision: &Precision) -> RnnPass<'a> {
         let memory = batch.memory.as_ref().expect("a recurrent actor's rollout keeps its memory");
         let envs = memory.state[0].size()[0] as usize;
-        RnnPass { agent: self, batch, memory, envs, per_minibatch: envs / spec.ppo.minibatches, order: Vec::new() }
+        let per_minibatch = envs / spec.ppo.minibatches;
+        let stepped = spec.exec.rnn_update == RnnUpdate::Stepped;
+        RnnPass { agent: self, batch, memory, envs, per_minibatch, stepped, order: Vec::new() }
     }
 
     fn into_trained(self, obs_norm: Option<ObsNorm>) -> Box<dyn TrainedPolicy> {
@@ -59,13 +62,25 @@ pub struct RnnPass<'a> {
     memory: &'a Memory,
     envs: usize,
     per_minibatch: usize,
+    /// `--rnn-update stepped`: the cell called once per step.
+    stepped: bool,
     order: Vec<usize>,
 }
 
+/// A minibatch's forward: the actor's outputs and the values, `[T·M, …]` time first, the
+/// minibatch's rows in the same order, and the core's calls and seconds.
+pub struct Forward {
+    pub outputs: Tensor,
+    pub value: Tensor,
+    pub mb: Batch,
+    pub core_calls: usize,
+    pub core_s: f64,
+}
+
 impl RnnPass<'_> {
-    /// The network's forward over envs `envs`' whole segments: the actor's outputs and the
-    /// values, `[T·M, …]` time first, and the minibatch's rows in the same order.
-    pub fn forward(&self, envs: &[usize]) -> (Tensor, Tensor, Batch) {
+    /// The network's forward over envs `envs`' whole segments, the core run as
+    /// `--rnn-update` says.
+    pub fn forward(&self, envs: &[usize]) -> Forward {
         let (n, m) = (self.envs, envs.len());
         let steps = self.memory.starts.len() / n;
         let net = &self.agent.net;
@@ -75,10 +90,15 @@ impl RnnPass<'_> {
         let picked = Tensor::from_slice(&envs.iter().map(|&e| e as i64).collect::<Vec<_>>()).to_device(net.device());
         let state: State = self.memory.state.iter().map(|s| s.index_select(0, &picked)).collect();
         let features = net.encode(&mb.obs);
-        let width = features.size()[1];
-        let h = net.core.sequence(&net.params, &features.view([steps as i64, m as i64, width]), &state, &starts);
+        let x = features.view([steps as i64, m as i64, features.size()[1]]);
+        let core = Instant::now();
+        let (h, core_calls) = match self.stepped {
+            true => net.core.stepped(&net.params, &x, &state, &starts),
+            false => net.core.sequence(&net.params, &x, &state, &starts),
+        };
+        let core_s = core.elapsed().as_secs_f64();
         let h = h.view([(steps * m) as i64, -1]);
-        (net.outputs(&h), net.value(&h), mb)
+        Forward { outputs: net.outputs(&h), value: net.value(&h), mb, core_calls, core_s }
     }
 }
 
@@ -100,10 +120,14 @@ impl Pass for RnnPass<'_> {
         let MinibatchStep { m, last, ctx, prof, start: s, .. } = step;
         let envs = self.order[m * self.per_minibatch..(m + 1) * self.per_minibatch].to_vec();
         self.agent.net.params.zero_grad();
-        let (outputs, value, mb) = self.forward(&envs);
+        let f = self.forward(&envs);
         let net = &self.agent.net;
-        let (loss, stats) = loss_of_heads(&outputs, net.log_std(), &value, &mb, ctx.heads, ctx.spec, last);
-        ppo::backward(&loss, stats, prof, s)
+        let (loss, stats) = loss_of_heads(&f.outputs, net.log_std(), &f.value, &f.mb, ctx.heads, ctx.spec, last);
+        // The forward's span less its core's, which is a phase of its own.
+        let now = Instant::now();
+        prof.record(Phase::UPDATE_FORWARD, s, ((now - s).as_secs_f64() - f.core_s).max(0.0));
+        prof.add(Phase::UPDATE_CORE, f.core_s, f.core_calls as u64);
+        ppo::backward_after(&loss, stats, prof, now)
     }
 
     fn params(&mut self) -> (&mut Tensor, &mut Tensor) {
@@ -259,9 +283,9 @@ mod tests {
     }
 
     /// The log-probs the update computes of a rollout's actions: each minibatch of whole
-    /// envs re-run in one sequence call.
+    /// envs re-run in the update's form.
     fn update_log_probs(pass: &RnnPass<'_>, envs: &[usize], heads: &[usize], gaussian_n: usize) -> (Tensor, Batch) {
-        let (outputs, _, mb) = pass.forward(envs);
+        let Forward { outputs, mb, .. } = pass.forward(envs);
         let width: i64 = heads.iter().map(|&n| n as i64).sum();
         let mut lp = Tensor::zeros([outputs.size()[0]], (Kind::Float, Device::Cpu));
         if !heads.is_empty() {
@@ -276,8 +300,9 @@ mod tests {
 
     /// Over many seeds and shapes (LSTM and GRU, categorical heads and a Gaussian one,
     /// episodes ending inside segments, two rollouts in a row so that the second starts from
-    /// a carried state): at the first epoch the update's log-probs of every minibatch of
-    /// whole envs are the rollout's (ratio 1, to float rounding).
+    /// a carried state), in both of the update's forms (`--rnn-update sequence` and
+    /// `stepped`): at the first epoch the update's log-probs of every minibatch of whole envs
+    /// are the rollout's (ratio 1, to float rounding).
     #[test]
     fn the_update_re_runs_each_envs_segment_to_the_rollouts_log_probs() {
         let cases = [
@@ -339,15 +364,25 @@ mod tests {
                     assert!(round == 0 || memory.state[0].abs().sum(Kind::Float).double_value(&[]) > 0.0);
                     let mut order: Vec<usize> = (0..envs).collect();
                     order.rotate_left(round + seed as usize % envs);
-                    let pass =
-                        RnnPass { agent: &mut agent, batch: &batch, memory, envs, per_minibatch: 1, order: Vec::new() };
-                    for chunk in order.chunks(envs.div_ceil(2)) {
-                        let (lp, mb) = update_log_probs(&pass, chunk, &heads, gaussian_n);
-                        let diff = (lp - &mb.log_probs).abs().max().double_value(&[]);
-                        assert!(
-                            diff < 1e-5,
-                            "{cell} seed {seed} {steps}×{envs} round {round}: log-probs differ by {diff}"
-                        );
+                    for stepped in [false, true] {
+                        let pass = RnnPass {
+                            agent: &mut agent,
+                            batch: &batch,
+                            memory,
+                            envs,
+                            per_minibatch: 1,
+                            stepped,
+                            order: Vec::new(),
+                        };
+                        for chunk in order.chunks(envs.div_ceil(2)) {
+                            let (lp, mb) = update_log_probs(&pass, chunk, &heads, gaussian_n);
+                            let diff = (lp - &mb.log_probs).abs().max().double_value(&[]);
+                            let how = if stepped { "stepped" } else { "sequence" };
+                            assert!(
+                                diff < 1e-5,
+                                "{cell} {how} seed {seed} {steps}×{envs} round {round}: log-probs differ by {diff}"
+                            );
+                        }
                     }
                 }
             }

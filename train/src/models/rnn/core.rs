@@ -2,14 +2,14 @@
 //! gate layout (`nn.LSTM`: i, f, g, o; `nn.GRU`: r, z, n), so its weights are
 //! `nn.LSTM`'s/`nn.GRU`'s one layer's, copied as they are.
 //!
-//! Two forms of the same function. While acting, [`Core::step`]: one fused cell call per
-//! env step for every env. While learning, [`Core::sequence`]: one call over a whole
-//! segment of `T` steps for every env, its episodes cut where they start: each env's
-//! segment splits into runs between episode starts, and the runs go to libtorch's
-//! packed-sequence RNN together (longest first), each from its own initial state (the
-//! env's state at the rollout's start for its first run, zeros for a run that starts an
-//! episode). So the update's outputs are the rollout's, with one call where a cell stepped
-//! `T` times would make `T`.
+//! While acting, [`Core::step`]: one fused cell call per env step for every env. While
+//! learning, one of two forms of the same function over a segment of `T` steps
+//! (`--rnn-update`, catalogue row 12): [`Core::sequence`] cuts the segment where any env's
+//! episode starts and runs each stretch in one call of libtorch's whole-sequence RNN (on
+//! the CPU it projects a stretch's inputs in one product and runs oneDNN's or its own
+//! fused loop), the state zeroed for the envs that start there; [`Core::stepped`] calls
+//! the cell once per step, as CleanRL's `ppo_atari_lstm.py` does. Both give what
+//! [`Core::step`] gave the rollout.
 
 use crate::models::layers::{Builder, Init};
 use crate::params::FlatParams;
@@ -83,95 +83,68 @@ impl Core {
 
     /// Every row's outputs over a segment: `x` `[T, M, inputs]` (time first), each of the
     /// `M` envs from its row of `state` (`[M, width]` each), its state reset (zeroed) before
-    /// step `t` where `starts[t·M + m]`. Gives `[T, M, width]`, as [`Core::step`] called `T`
-    /// times would, in one call.
-    pub fn sequence(&self, p: &FlatParams, x: &Tensor, state: &State, starts: &[bool]) -> Tensor {
-        let size = x.size();
-        let (steps, envs) = (size[0] as usize, size[1] as usize);
-        assert_eq!(starts.len(), steps * envs, "one start flag per step and env");
-        let runs = Runs::of(steps, envs, starts);
-        let device = x.device();
-        let index = Tensor::from_slice(&runs.index).to_device(device);
-        let data = x.reshape([(steps * envs) as i64, -1]).index_select(0, &index);
-        let batch_sizes = Tensor::from_slice(&runs.batch_sizes);
-        let first = Tensor::from_slice(&runs.first).to_device(device);
-        // Each run's initial state: its env's row, or the zero row appended at `envs`.
-        let hx: State = state
-            .iter()
-            .map(|s| Tensor::cat(&[s, &s.zeros_like().narrow(0, 0, 1)], 0).index_select(0, &first).unsqueeze(0))
-            .collect();
+    /// step `t` where `starts[t·M + m]`. Gives `[T, M, width]` (as [`Core::step`] called
+    /// `T` times would) and the calls it made: one per stretch between starts.
+    pub fn sequence(&self, p: &FlatParams, x: &Tensor, state: &State, starts: &[bool]) -> (Tensor, usize) {
+        let (steps, envs) = segment(x, starts);
+        let cuts: Vec<usize> =
+            (1..steps).filter(|&t| starts[t * envs..(t + 1) * envs].contains(&true)).chain([steps]).collect();
         let [w_ih, w_hh, b_ih, b_hh] = self.weights(p);
         let params = [w_ih, w_hh, b_ih, b_hh];
-        let packed = match self.cell {
-            Rnn::Lstm => {
-                Tensor::lstm_data(&data, &batch_sizes, &[&hx[0], &hx[1]], &params, true, 1, 0.0, true, false).0
+        let mut now: State = state.iter().map(Tensor::shallow_clone).collect();
+        let (mut outs, mut from) = (Vec::with_capacity(cuts.len()), 0);
+        for to in cuts {
+            if let Some(keep) = keep_of(&starts[from * envs..(from + 1) * envs], x.device()) {
+                now = now.iter().map(|s| s * &keep).collect();
             }
-            _ => Tensor::gru_data(&data, &batch_sizes, &hx[0], &params, true, 1, 0.0, true, false).0,
-        };
-        // Each packed row back to its step and env (every one is written once).
-        let rows = Tensor::zeros([(steps * envs) as i64, self.width], (Kind::Float, device));
-        rows.index_copy(0, &index, &packed).view([steps as i64, envs as i64, self.width])
-    }
-}
-
-/// A segment's runs between episode starts, packed as libtorch's packed sequences are:
-/// longest run first, time-major.
-struct Runs {
-    /// Per packed row, its row `t·M + m` in the segment.
-    index: Vec<i64>,
-    /// Runs still going at each time of the packing.
-    batch_sizes: Vec<i64>,
-    /// Per run, the env whose state it starts from, or `M` (the zero row) for a run that
-    /// starts an episode.
-    first: Vec<i64>,
-}
-
-impl Runs {
-    fn of(steps: usize, envs: usize, starts: &[bool]) -> Self {
-        // (env, first step, length), in env order, then longest first (a stable sort).
-        let mut runs = Vec::new();
-        for m in 0..envs {
-            let mut t0 = 0;
-            for t in 1..steps {
-                if starts[t * envs + m] {
-                    runs.push((m, t0, t - t0));
-                    t0 = t;
+            let stretch = x.narrow(0, from as i64, (to - from) as i64);
+            let hx: Vec<Tensor> = now.iter().map(|s| s.unsqueeze(0)).collect();
+            let out = match self.cell {
+                Rnn::Lstm => {
+                    let (out, h, c) = stretch.lstm(&[&hx[0], &hx[1]], &params, true, 1, 0.0, true, false, false);
+                    now = vec![h.squeeze_dim(0), c.squeeze_dim(0)];
+                    out
                 }
-            }
-            runs.push((m, t0, steps - t0));
+                _ => {
+                    let (out, h) = stretch.gru(&hx[0], &params, true, 1, 0.0, true, false, false);
+                    now = vec![h.squeeze_dim(0)];
+                    out
+                }
+            };
+            outs.push(out);
+            from = to;
         }
-        runs.sort_by_key(|r| std::cmp::Reverse(r.2));
-        let longest = runs.first().map_or(0, |r| r.2);
-        let (mut index, mut batch_sizes) = (Vec::with_capacity(steps * envs), Vec::with_capacity(longest));
-        for t in 0..longest {
-            let going = runs.iter().take_while(|r| r.2 > t).count();
-            batch_sizes.push(going as i64);
-            index.extend(runs[..going].iter().map(|&(m, t0, _)| ((t0 + t) * envs + m) as i64));
+        let calls = outs.len();
+        (Tensor::cat(&outs, 0), calls)
+    }
+
+    /// [`Core::sequence`]'s outputs by the cell called once per step (`T` calls).
+    pub fn stepped(&self, p: &FlatParams, x: &Tensor, state: &State, starts: &[bool]) -> (Tensor, usize) {
+        let (steps, envs) = segment(x, starts);
+        let mut now: State = state.iter().map(Tensor::shallow_clone).collect();
+        let mut outs = Vec::with_capacity(steps);
+        for t in 0..steps {
+            let keep = keep_of(&starts[t * envs..(t + 1) * envs], x.device());
+            let (h, next) = self.step(p, &x.get(t as i64), &now, keep.as_ref());
+            outs.push(h);
+            now = next;
         }
-        let first = runs.iter().map(|&(m, t0, _)| if t0 == 0 && !starts[m] { m } else { envs } as i64).collect();
-        Self { index, batch_sizes, first }
+        (Tensor::stack(&outs, 0), steps)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A segment's steps and envs, checked against its start flags.
+fn segment(x: &Tensor, starts: &[bool]) -> (usize, usize) {
+    let size = x.size();
+    let (steps, envs) = (size[0] as usize, size[1] as usize);
+    assert_eq!(starts.len(), steps * envs, "one start flag per step and env");
+    (steps, envs)
+}
 
-    /// The packing covers every step of every env once, and each run starts where an
-    /// episode does (or at the segment's start).
-    #[test]
-    fn runs_cover_the_segment_once_and_start_where_episodes_do() {
-        let mut rng = hotlab_shared::rng::HostRng::new(3);
-        for (steps, envs) in [(1, 1), (5, 3), (16, 7), (33, 2)] {
-            let starts: Vec<bool> = (0..steps * envs).map(|_| rng.next_f64() < 0.2).collect();
-            let runs = Runs::of(steps, envs, &starts);
-            let mut seen = runs.index.clone();
-            seen.sort();
-            assert_eq!(seen, (0..(steps * envs) as i64).collect::<Vec<_>>());
-            assert_eq!(runs.batch_sizes.iter().sum::<i64>(), (steps * envs) as i64);
-            assert!(runs.batch_sizes.windows(2).all(|w| w[0] >= w[1]), "longest first");
-            let cuts = (0..steps * envs).filter(|&r| r >= envs && starts[r]).count();
-            assert_eq!(runs.first.len(), envs + cuts, "one run per env and per start inside the segment");
-        }
-    }
+/// `[rows, 1]` on `device`: 0 where a row starts an episode, 1 elsewhere; None when none does.
+pub fn keep_of(starts: &[bool], device: Device) -> Option<Tensor> {
+    starts.contains(&true).then(|| {
+        let keep: Vec<f32> = starts.iter().map(|&s| if s { 0.0 } else { 1.0 }).collect();
+        Tensor::from_slice(&keep).view([keep.len() as i64, 1]).to_device(device)
+    })
 }

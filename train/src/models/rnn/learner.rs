@@ -10,7 +10,7 @@ use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::{bail, Result};
 use hotlab_shared::env::EnvSpec;
-use hotlab_shared::spec::{Frames, Inference};
+use hotlab_shared::spec::{Frames, Inference, RnnUpdate};
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec`; settings the recurrent policy has
@@ -32,10 +32,14 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
     let net = RnnNet::new(shape.clone(), setup.device, compute)?;
     let (m, envs) = (spec.ppo.minibatches, spec.envs);
     setup.notes.push(format!(
-        "policy: {} (the core in fp32); each env's state reset where its episode starts; the update's {m} minibatches are {} whole envs of {} steps each, re-run from their state at the rollout's start in one sequence call",
+        "policy: {} (the core in fp32); each env's state reset where its episode starts; the update's {m} minibatches are {} whole envs of {} steps each, re-run from their state at the rollout's start {}",
         net.describe(),
         envs / m,
-        spec.steps
+        spec.steps,
+        match spec.exec.rnn_update {
+            RnnUpdate::Sequence => "in one whole-sequence call per stretch between episode starts",
+            RnnUpdate::Stepped => "by a cell call per step (--rnn-update stepped)",
+        }
     ));
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
     let image = matches!(shape.input, Input::Image(_));

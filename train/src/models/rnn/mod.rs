@@ -4,7 +4,8 @@
 //! logits, a Gaussian's means, with a learned state-independent log-std) and the critic's.
 //! libtorch's ops and autograd throughout.
 //!
-//! - [`core`]: the LSTM or GRU cell, stepped while acting, one sequence call while learning;
+//! - [`core`]: the LSTM or GRU cell, stepped while acting, a whole-sequence call per
+//!   stretch between episode starts while learning (or a cell call per step);
 //! - [`agent`]: PPO's gradient of it over minibatches of whole envs, and its rollout
 //!   forward, which carries each env's state and resets it where an episode starts;
 //! - [`learner`]: PPO with it, for the workloads whose policy is the shared one.
