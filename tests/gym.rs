@@ -218,7 +218,7 @@ fn random_actions(envs: usize, steps: usize, seed: u64) -> Vec<Vec<i64>> {
 #[test]
 fn atari_preprocessing_and_its_frame_stack_equal_gymnasium_s_through_episode_ends() {
     let (id, steps) = ("ALE/Qbert-v5", 400);
-    let env = GymEnv::open_with(id, Some(python()), json!({}), Engine::Gymnasium { atari: true }).unwrap();
+    let env = GymEnv::open_with(id, Some(python()), json!({}), Engine::Gymnasium { atari: Some(4) }).unwrap();
     let field = &env.spec().fields[0];
     assert_eq!((field.shape.as_slice(), field.kind), (&[4, 84, 84][..], FieldKind::U8));
     let mut ends = Ends::default();
@@ -696,7 +696,10 @@ fn the_cli_refuses_bad_gym_runs_naming_the_flag() {
         last_json(&out)["config"]["workload"].clone()
     };
     let by_env = workload(&["--env", "gym:Acrobot-v1", "--python", &python]);
-    assert_eq!(by_env, json!({"gym": {"id": "Acrobot-v1", "python": python, "kwargs": {}, "wrappers": "auto"}}));
+    assert_eq!(
+        by_env,
+        json!({"gym": {"id": "Acrobot-v1", "python": python, "kwargs": {}, "wrappers": "auto", "frame_stack": 4}})
+    );
     assert_eq!(workload(&["--python", &python, "--gym-id", "Acrobot-v1", "--env", "gym"]), by_env);
 }
 

@@ -125,11 +125,12 @@ fn atari_ids_open_as_bytes_and_bad_ones_are_refused_naming_the_fix() {
     assert!(typo.message.contains("no env 'ALE/Breakot-v5'") && typo.message.contains("ALE/Breakout-v5"), "{typo}");
 
     let wrapped =
-        GymEnv::open_with("ALE/Breakout-v5", Some(python()), json!({}), Engine::Gymnasium { atari: true }).unwrap();
+        GymEnv::open_with("ALE/Breakout-v5", Some(python()), json!({}), Engine::Gymnasium { atari: Some(4) }).unwrap();
     let field = &wrapped.spec().fields[0];
     assert_eq!((field.shape.as_slice(), field.kind), (&[4, 84, 84][..], FieldKind::U8), "preprocessed and stacked");
-    let not_atari =
-        GymEnv::open_with("CartPole-v1", Some(python()), json!({}), Engine::Gymnasium { atari: true }).err().unwrap();
+    let not_atari = GymEnv::open_with("CartPole-v1", Some(python()), json!({}), Engine::Gymnasium { atari: Some(4) })
+        .err()
+        .unwrap();
     assert_eq!(not_atari.field, "gym_wrappers", "{not_atari}");
     assert!(not_atari.message.contains("'CartPole-v1' is not an Atari env"), "{not_atari}");
 

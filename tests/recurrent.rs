@@ -176,24 +176,38 @@ fn a_recurrent_policy_remembers_a_cue_that_a_memoryless_one_cannot() {
     }
 }
 
-/// An image reaches the recurrent core through the CNN (Atari's preprocessing: a stack of
-/// four 84×84 frames): the run trains, says what it built, and its checkpoint plays.
+/// An image reaches the recurrent core through the CNN: the `atari-lstm` preset (CleanRL's
+/// `ppo_atari_lstm.py`: Atari's preprocessing with one frame a step, the Nature CNN, an LSTM
+/// of 128), cut short, trains, says what it built, and its checkpoint plays; a GRU on the
+/// usual stack of four frames too.
 #[test]
 fn an_image_reaches_the_core_through_the_cnn() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = run(hotlab()
-        .args(["train", "--env", "gym:ALE/Breakout-v5", "--rnn", "gru", "--rnn-width", "16", "--envs", "2"])
-        .args(["--steps", "8", "--total-steps", "32", "--minibatches", "2", "--json", "--out"])
-        .arg(dir.path()));
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report = last_json(&out);
-    let notes: Vec<&str> = report["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
-    assert!(notes.iter().any(|n| n.contains("CNN, then GRU of width 16")), "{notes:?}");
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("spec.json")).unwrap()).unwrap();
-    assert_eq!(spec["recurrent"]["input"]["image"]["shape"], json!([4, 84, 84]), "{spec}");
-    let out = run(hotlab().args(["eval", "--json", "--episodes", "2", "--checkpoint"]).arg(dir.path()));
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(last_json(&out)["episodes"], 2);
+    for (args, note, shape) in [
+        (&["--preset", "atari-lstm"][..], "CNN, then LSTM of width 128", [1, 84, 84]),
+        (
+            &["--env", "gym:ALE/Breakout-v5", "--rnn", "gru", "--rnn-width", "16"][..],
+            "CNN, then GRU of width 16",
+            [4, 84, 84],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(hotlab()
+            .arg("train")
+            .args(args)
+            .args(["--envs", "2", "--workers", "1", "--steps", "8", "--total-steps", "32", "--minibatches", "2"])
+            .args(["--json", "--out"])
+            .arg(dir.path()));
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let report = last_json(&out);
+        let notes: Vec<&str> = report["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert!(notes.iter().any(|n| n.contains(note)), "{args:?}: {notes:?}");
+        let spec: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("spec.json")).unwrap()).unwrap();
+        assert_eq!(spec["recurrent"]["input"]["image"]["shape"], json!(shape), "{args:?}: {spec}");
+        let out = run(hotlab().args(["eval", "--json", "--episodes", "2", "--checkpoint"]).arg(dir.path()));
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert_eq!(last_json(&out)["episodes"], 2);
+    }
 }
 
 /// Bad settings are refused before anything runs (exit 2), naming the flag and what is
@@ -250,6 +264,6 @@ fn the_report_counts_the_cores_calls_and_advises_the_sequence_form() {
     assert!(!knobs(&stepped).contains(&"--inference fused".to_string()), "{stepped}");
     let sequence = profile("sequence");
     let calls = core_calls(&sequence);
-    assert!(calls >= 2 * 4 * 4 && calls < 2 * 4 * 4 * 128, "one call per stretch: {calls}");
+    assert!((2 * 4 * 4..2 * 4 * 4 * 128).contains(&calls), "one call per stretch: {calls}");
     assert!(!knobs(&sequence).iter().any(|k| k.starts_with("--rnn-update")), "{sequence}");
 }

@@ -151,7 +151,7 @@ mod tests {
         env.set(&mut spec, Value::from("gym:Acrobot-v1"));
         assert_eq!(
             spec["workload"],
-            serde_json::json!({"gym": {"id": "Acrobot-v1", "python": null, "kwargs": {}, "wrappers": "auto"}})
+            serde_json::json!({"gym": {"id": "Acrobot-v1", "python": null, "kwargs": {}, "wrappers": "auto", "frame_stack": 4}})
         );
         spec["workload"]["gym"]["python"] = Value::from("/opt/py");
         env.set(&mut spec, Value::from("gym:my_envs:make"));
@@ -239,6 +239,7 @@ mod tests {
         "prefill",
         "wm_lr",
         "ac_lr",
+        "gym_frame_stack",
         "envpool_threads",
         "envs",
         "steps",

@@ -48,7 +48,7 @@ impl crate::Native for GymSpec {
     fn load(settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
         let python = settings.python.as_ref().map(PathBuf::from);
         let kwargs = serde_json::Value::Object(settings.kwargs.clone());
-        let engine = Engine::Gymnasium { atari: settings.atari() };
+        let engine = Engine::Gymnasium { atari: settings.atari().then_some(settings.frame_stack) };
         Ok(Arc::new(GymEnv::open_with(&settings.id, python, kwargs, engine)?))
     }
 

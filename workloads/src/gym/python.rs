@@ -83,17 +83,17 @@ pub struct Probe {
 }
 
 /// What steps a worker's envs: Gymnasium's, one after another (wrapped in Atari's
-/// preprocessing where `atari`), or one EnvPool batch on EnvPool's own C++ threads
+/// preprocessing where `atari`, its last `atari` frames stacked), or one EnvPool batch on EnvPool's own C++ threads
 /// (`threads` 0: EnvPool's default), the `envpool` workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
-    Gymnasium { atari: bool },
+    Gymnasium { atari: Option<usize> },
     EnvPool { threads: usize },
 }
 
 impl Default for Engine {
     fn default() -> Self {
-        Engine::Gymnasium { atari: false }
+        Engine::Gymnasium { atari: None }
     }
 }
 
@@ -101,7 +101,9 @@ impl Engine {
     /// How the worker's arguments say it.
     fn args(self) -> serde_json::Value {
         match self {
-            Engine::Gymnasium { atari } => serde_json::json!({"engine": "gymnasium", "atari": atari}),
+            Engine::Gymnasium { atari } => {
+                serde_json::json!({"engine": "gymnasium", "atari": atari.is_some(), "stack": atari.unwrap_or(0)})
+            }
             Engine::EnvPool { threads } => serde_json::json!({"engine": "envpool", "threads": threads}),
         }
     }

@@ -47,11 +47,20 @@ pub struct GymSpec {
     /// The wrappers around each env (`auto`: Atari's preprocessing for `ALE/` ids). Flag
     /// `--gym-wrappers`.
     pub wrappers: GymWrappers,
+    /// Frames stacked by Atari's preprocessing (4, as CleanRL's `ppo_atari.py`; 1, as its
+    /// `ppo_atari_lstm.py`, whose memory is the LSTM). Flag `--gym-frame-stack`.
+    pub frame_stack: usize,
 }
 
 impl Default for GymSpec {
     fn default() -> Self {
-        Self { id: "CartPole-v1".into(), python: None, kwargs: serde_json::Map::new(), wrappers: GymWrappers::Auto }
+        Self {
+            id: "CartPole-v1".into(),
+            python: None,
+            kwargs: serde_json::Map::new(),
+            wrappers: GymWrappers::Auto,
+            frame_stack: 4,
+        }
     }
 }
 
@@ -120,6 +129,9 @@ impl Settings for GymSpec {
             "gym: the wrappers around each env (auto: Atari's preprocessing for ALE/ ids)",
         )
         .about("the wrappers around each env, in its worker: `atari`, the standard Atari preprocessing (CleanRL's ppo_atari.py: up to 30 no-op starts, 4 frames skipped and the last two max-pooled, 84×84 grayscale, FIRE after each reset, rewards clipped to their sign for learning while episode returns stay the game's score, the last 4 frames stacked); `none`, the env as it is; `auto`, atari for ALE/ ids"),
+        setting(EnvName::Gym, "gym_frame_stack", "workload.gym.frame_stack", Int, "gym: frames Atari's preprocessing stacks (4; 1 with a recurrent policy)")
+            .range(1.0, 16.0)
+            .about("the last frames Atari's preprocessing stacks into each observation: 4, as CleanRL's ppo_atari.py; 1, as its ppo_atari_lstm.py, whose LSTM remembers instead; only with --gym-wrappers atari (or an ALE/ id)"),
     ];
     /// The envs step in Python processes: one holding them all (`vectorized`) or several
     /// (`subprocess`); no scalar env lives in this process.
@@ -188,6 +200,28 @@ impl Settings for GymSpec {
                 ("minibatches", "32"),
                 ("lr", "0.0003"),
                 ("ent_coef", "0"),
+            ],
+        ),
+        // CleanRL's `ppo_atari_lstm.py`: ppo_atari.py's settings with one frame a step (its
+        // memory is the LSTM of 128 after the Nature CNN), 8 envs × 128 steps, 4 minibatches
+        // of 2 whole envs, 4 epochs, clip 0.1, 10M steps.
+        Preset::new(
+            "atari-lstm",
+            "Breakout with CleanRL's ppo_atari_lstm.py settings: Atari's preprocessing with one frame a step, the Nature CNN then an LSTM of 128, 8 envs × 128 steps, 4 minibatches of whole envs, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs gymnasium[atari]",
+            &[
+                ("env", "gym"),
+                ("gym_id", "ALE/Breakout-v5"),
+                ("gym_wrappers", "atari"),
+                ("gym_frame_stack", "1"),
+                ("rnn", "lstm"),
+                ("envs", "8"),
+                ("total_steps", "10000000"),
+                ("backend", "subprocess"),
+                ("workers", "2"),
+                ("inference", "eager"),
+                ("clip", "0.1"),
+                ("obs_norm", "off"),
+                ("reward_norm", "off"),
             ],
         ),
     ];

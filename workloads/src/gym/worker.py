@@ -80,14 +80,14 @@ def takes(f, name):
     return any(p.name == name or p.kind == p.VAR_KEYWORD for p in params)
 
 
-def make(gym, target, kwargs, drawn=False, atari=False):
+def make(gym, target, kwargs, drawn=False, atari=False, stack=4):
     """`ID` (a registered id), or `module:callable` (a factory or an env class); `drawn`:
     in `rgb_array` render mode, unless the keywords choose a mode or the callable takes none;
     `atari`: wrapped in Atari's preprocessing (`preprocess`)."""
     if atari:
         # The preprocessing skips the frames itself: the env must not (ALE's v5 skip 4).
         skip = {"frameskip": 1} if target.startswith("ALE/") else {}
-        return preprocess(gym, make(gym, target, dict(skip, **kwargs), drawn), target)
+        return preprocess(gym, make(gym, target, dict(skip, **kwargs), drawn), target, stack)
     if drawn and "render_mode" not in kwargs:
         kwargs = dict(kwargs, render_mode="rgb_array")
     if ":" in target:
@@ -133,12 +133,13 @@ def register_atari(target):
 RAW_REWARD = "hotlab_raw_reward"
 
 
-def preprocess(gym, env, target):
+def preprocess(gym, env, target, stack=4):
     """Atari's standard preprocessing (CleanRL's `ppo_atari.py`, with Gymnasium's own
     wrappers where it has them): no-op starts (up to 30), 4 frames skipped with the last two
     max-pooled, 84×84 grayscale, episodic life (a lost life ends the learner's episode, not
     the game), FIRE after each reset (for games that wait for it), rewards clipped to their
-    sign with the raw reward kept in the info, the last 4 frames stacked: `[4, 84, 84]` uint8."""
+    sign with the raw reward kept in the info, the last `stack` frames stacked (4, as
+    ppo_atari.py; 1, as ppo_atari_lstm.py): `[stack, 84, 84]` uint8."""
     import numpy as np
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
@@ -167,7 +168,7 @@ def preprocess(gym, env, target):
             info[RAW_REWARD] = float(reward)
             return obs, float(np.sign(reward)), term, trunc, info
 
-    return FrameStackObservation(ClipReward(FireReset(EpisodicLife(gym, env))), 4)
+    return FrameStackObservation(ClipReward(FireReset(EpisodicLife(gym, env))), stack)
 
 
 # Set in a step's info where the learner's episode ended on a lost life while the game goes on.
@@ -262,7 +263,7 @@ def probe(a):
         print(json.dumps(answer), flush=True)
         return
     try:
-        env = make(gym, a["id"], a.get("kwargs") or {}, atari=a.get("atari", False))
+        env = make(gym, a["id"], a.get("kwargs") or {}, atari=a.get("atari", False), stack=a.get("stack") or 4)
         answer = describe(gym, env)
         env.close()
     except Exception as e:
@@ -481,7 +482,8 @@ class GymEnvs:
         self.region, self.count, self.pictures = region, count, pictures
         self.atari = a.get("atari", False)
         kwargs = a.get("kwargs") or {}
-        self.local = [make(gym, a["id"], kwargs, drawn=pictures is not None and i == 0, atari=self.atari)
+        self.local = [make(gym, a["id"], kwargs, drawn=pictures is not None and i == 0, atari=self.atari,
+                           stack=a.get("stack") or 4)
                       for i in range(count)]
         self.acts = Actions(self.local[0].action_space, a["starts"], a["layout"]["continuous"]) if self.local else None
         self.at = None
