@@ -17,12 +17,12 @@ before(async () => {
 after(() => stopAll(browser, lab));
 
 const PRESETS = [
-  'cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'atari', 'mujoco-fast', 'atari-envpool',
-  'atari-gpu',
+  'cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'atari', 'mujoco-fast', 'atari-lstm',
+  'atari-envpool', 'atari-gpu',
 ];
 // What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow,
 // mujoco and atari presets train for minutes to days (mujoco and mujoco-fast: 1M steps of
-// HalfCheetah; atari, atari-envpool and atari-gpu: 10M steps of Breakout), so their cards
+// HalfCheetah; atari, atari-lstm, atari-envpool and atari-gpu: 10M steps of Breakout), so their cards
 // are only opened into the form; the dreamer preset
 // trains for two to four minutes on 2 cores, so its run is stopped from its page once its
 // world model has trained (the CLI's test trains it for 18 of its 32 iterations and checks
