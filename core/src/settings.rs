@@ -31,6 +31,9 @@ pub trait Settings: Default {
     const OPEN_ENDED: bool = false;
     /// Whether its observation is one vector of floats, which `--obs-norm on` normalizes.
     const FLOAT_OBS: bool = true;
+    /// Whether its policy is the shared one (the MLP or the CNN), which takes a recurrent
+    /// core (`--rnn`); a workload with a policy of its own says no.
+    const RECURRENT: bool = false;
     /// Its own phases (the loop's and PPO's are `profile::CORE_PHASES`).
     const PHASES: &'static [PhaseInfo] = &[];
     /// The phases its envs time themselves inside an env step, in the order its envs'

@@ -116,6 +116,11 @@ macro_rules! registry {
                 match self { $(EnvName::$variant => <$settings as Settings>::FLOAT_OBS),+ }
             }
 
+            /// Whether its policy takes a recurrent core (`--rnn`).
+            pub fn recurrent(self) -> bool {
+                match self { $(EnvName::$variant => <$settings as Settings>::RECURRENT),+ }
+            }
+
             /// The inference this workload's policy always uses, if it ignores `--inference`.
             pub fn fixed_inference(self) -> Option<Inference> {
                 match self { $(EnvName::$variant => <$settings as Settings>::INFERENCE),+ }

@@ -390,10 +390,16 @@ impl RunSpec {
     fn validate_rnn(&self) -> Result<(), SpecError> {
         let p = &self.ppo;
         let env = self.env();
-        if !matches!(env, EnvName::Cartpole | EnvName::Gym | EnvName::Envpool) {
+        if !env.recurrent() {
+            let takers: Vec<&str> =
+                EnvName::ALL.iter().copied().filter(|e| e.parse::<EnvName>().is_ok_and(EnvName::recurrent)).collect();
             return Err(SpecError::new(
                 "rnn",
-                format!("{}: the {env} env's policy is its own and has no recurrent core; allowed with --env {env}: none (--rnn works with cartpole, gym and envpool envs)", p.rnn),
+                format!(
+                    "{}: the {env} env's policy is its own and has no recurrent core; allowed with --env {env}: none (--rnn works with {} envs)",
+                    p.rnn,
+                    takers.join(", ")
+                ),
             ));
         }
         if !self.envs.is_multiple_of(p.minibatches) {

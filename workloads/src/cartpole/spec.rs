@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 pub struct CartpoleSpec {}
 
 impl Settings for CartpoleSpec {
+    /// The shared policy (the MLP, or the CNN for images): `--rnn` gives it a recurrent core.
+    const RECURRENT: bool = true;
     const KNOBS: &'static [Knob] = &[];
 
     fn gymnasium_id(&self) -> Option<String> {

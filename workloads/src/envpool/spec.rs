@@ -47,6 +47,8 @@ pub const ENVPOOL_STEP: Phase = Phase::new("envpool_step");
 pub const MAX_THREADS: usize = 1024;
 
 impl Settings for EnvpoolSpec {
+    /// The shared policy (the MLP, or the CNN for images): `--rnn` gives it a recurrent core.
+    const RECURRENT: bool = true;
     const PHASES: &'static [PhaseInfo] = &[PhaseInfo::new(
         ENVPOOL_STEP,
         PhaseKind::EnvPart,

@@ -89,6 +89,8 @@ const SPLIT_AT: f64 = 0.25;
 const SPREAD_ENVS: usize = 8;
 
 impl Settings for GymSpec {
+    /// The shared policy (the MLP, or the CNN for images): `--rnn` gives it a recurrent core.
+    const RECURRENT: bool = true;
     const PHASES: &'static [PhaseInfo] = &[
         PhaseInfo::new(
             PYTHON_STEP,
