@@ -607,8 +607,11 @@ fn unknown_ids_unsupported_spaces_and_a_missing_python_are_refused_clearly() {
     let (field, message) = refused("binary_envs:Switches", Some(python()));
     assert_eq!(field, "gym_id");
     assert!(message.contains("MultiBinary") && message.contains("action space"), "names the space: {message}");
-    let (field, message) = refused("FrozenLake-v1", Some(python()));
-    assert!(field == "gym_id" && message.contains("observation space Discrete"), "{message}");
+    // A lone Discrete observation is no longer refused: it is one leaf of indices, one-hot
+    // encoded by the combined policy (tests/structured.rs).
+    let lake = open("FrozenLake-v1");
+    let field = &lake.spec().fields[0];
+    assert_eq!((field.kind, &field.shape, &field.classes), (FieldKind::I64, &vec![1], &vec![16]));
     let (field, message) = refused("CartPole-v1", Some("/nonexistent/bin/python".into()));
     assert_eq!(field, "python");
     assert!(message.contains("/nonexistent/bin/python") && message.contains("--python"), "{message}");

@@ -48,7 +48,7 @@ fn the_cnn_encoder_equals_pytorch_s_in_features_and_gradients() {
     for (i, (layout, (shape, kind, rows, seed))) in laid.enumerate() {
         let dir = root.path().join(i.to_string());
         std::fs::create_dir(&dir).unwrap();
-        let field = FieldSpec { name: "obs".into(), shape: shape.to_vec(), kind };
+        let field = FieldSpec::new("obs", shape.to_vec(), kind);
         tch::manual_seed(seed as i64);
         let mut b = Builder::new(Kind::Float);
         let enc = Encoder::new(&mut b, "encoder", &field, layout).unwrap();

@@ -32,7 +32,7 @@ pub const RESET_BOUND: f64 = 0.05;
 pub fn spec() -> EnvSpec {
     EnvSpec {
         name: "cartpole".into(),
-        fields: vec![FieldSpec { name: "state".into(), shape: vec![4], kind: FieldKind::F32 }],
+        fields: vec![FieldSpec::new("state", vec![4], FieldKind::F32)],
         heads: vec![HeadSpec { name: "push".into(), n: 2 }],
         masked: false,
         continuous: 0,

@@ -46,9 +46,18 @@ pub struct FieldSpec {
     pub name: String,
     pub shape: Vec<usize>,
     pub kind: FieldKind,
+    /// An index field's choices per element (a `Discrete` leaf's `n`, a `MultiDiscrete`'s
+    /// `nvec`), where its values are categories a policy one-hot encodes; empty elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<usize>,
 }
 
 impl FieldSpec {
+    /// A field of `kind` elements in `shape` (no categories).
+    pub fn new(name: impl Into<String>, shape: Vec<usize>, kind: FieldKind) -> Self {
+        Self { name: name.into(), shape, kind, classes: Vec::new() }
+    }
+
     /// Elements per env.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
@@ -308,7 +317,7 @@ mod tests {
     use super::*;
 
     fn field(kind: FieldKind, shape: Vec<usize>) -> FieldSpec {
-        FieldSpec { name: "obs".into(), shape, kind }
+        FieldSpec::new("obs", shape, kind)
     }
 
     /// Pixels are one byte each and read as value/255; flags as 0.0 and 1.0; floats as

@@ -41,6 +41,8 @@ pub struct Rollout {
     pub device: Option<(Tensor, Tensor)>,
     /// A recurrent actor's memory of the rollout ([`Batch::memory`]), left by its `finish`.
     pub memory: Option<Memory>,
+    /// Every leaf of a structured observation kept in its own form ([`Rollout::with_leaves`]).
+    pub leaves: bool,
 }
 
 /// A rollout on the device, flattened, with its advantages and returns.
@@ -219,7 +221,17 @@ impl Rollout {
             final_values: vec![0.0; n],
             device: None,
             memory: None,
+            leaves: false,
         }
+    }
+
+    /// Keeps every leaf of a structured observation as [`crate::models::combined`] reads
+    /// it: the float leaves' features side by side in `obs` (`obs_dim` their total), the
+    /// image leaves' bytes side by side in `bytes` (`bytes_width` theirs), each index leaf
+    /// in its own buffer. Its batch is `obs` (the features, `[B, 0]` where there are none),
+    /// then `extra`: the index leaves in order, then the bytes where there are any.
+    pub fn with_leaves(self) -> Self {
+        Self { leaves: true, ..self }
     }
 
     /// Records step `t`'s log-probs and values on the device that computed them, in
@@ -237,6 +249,9 @@ impl Rollout {
     /// Records step `t`'s observations (the features field or the index fields).
     pub fn store_obs(&mut self, t: usize, obs: &hotlab_shared::env::Observations) {
         use hotlab_shared::env::FieldData;
+        if self.leaves {
+            return self.store_leaves(t, obs);
+        }
         let n = self.envs;
         let mut index = self.index.iter_mut();
         for field in &obs.fields {
@@ -255,6 +270,30 @@ impl Rollout {
                 // for the whole batch.
                 features => {
                     features.features_into(&mut self.obs[t * n * self.obs_dim..(t + 1) * n * self.obs_dim]);
+                }
+            }
+        }
+    }
+
+    /// Step `t`'s leaves ([`Rollout::with_leaves`]): each float leaf's and each image
+    /// leaf's rows at its place in the step's rows of features or bytes.
+    fn store_leaves(&mut self, t: usize, obs: &hotlab_shared::env::Observations) {
+        use hotlab_shared::env::FieldData;
+        let (n, d, w) = (self.envs, self.obs_dim, self.bytes_width);
+        let (mut features, mut bytes) = (0, 0);
+        let mut index = self.index.iter_mut();
+        for field in &obs.fields {
+            match field {
+                FieldData::I64(v) => {
+                    let buf = index.next().expect("one buffer per index leaf");
+                    let k = buf.width;
+                    buf.as_mut_slice()[t * n * k..(t + 1) * n * k].copy_from_slice(v);
+                }
+                FieldData::U8(v) | FieldData::Bool(v) => {
+                    bytes += place(&mut self.bytes[t * n * w..(t + 1) * n * w], w, bytes, v, n);
+                }
+                FieldData::F32(v) => {
+                    features += place(&mut self.obs[t * n * d..(t + 1) * n * d], d, features, v, n);
                 }
             }
         }
@@ -307,9 +346,17 @@ impl Rollout {
         };
         let mut fields: Vec<Tensor> =
             self.index.iter().map(|buf| mover.upload_i64_tensor(&buf.tensor.view([b, buf.width as i64]), c)).collect();
-        // Features first; else an image's bytes (to the device as bytes); else an env of
+        if self.leaves {
+            // Each leaf in its own form: the image leaves' bytes move as bytes.
+            if self.bytes_width > 0 {
+                fields.push(mover.upload_rollout(&self.bytes, &[b, self.bytes_width as i64], t, copy, c));
+            }
+        }
+        // Features first (a structured observation's always, `[B, 0]` where it has none); else an image's bytes (to the device as bytes); else an env of
         // indices only, its first field.
-        let obs = if self.obs_dim > 0 || (fields.is_empty() && self.bytes_width == 0) {
+        let obs = if self.leaves && self.obs_dim == 0 {
+            Tensor::zeros([b, 0], (Kind::Float, mover.device))
+        } else if self.leaves || self.obs_dim > 0 || (fields.is_empty() && self.bytes_width == 0) {
             mover.upload_rollout(&self.obs, &[b, self.obs_dim as i64], t, copy, c)
         } else if self.bytes_width > 0 {
             mover.upload_frames_rollout(&self.bytes, &[b, self.bytes_width as i64], t, copy, c)
@@ -329,6 +376,18 @@ impl Rollout {
             memory: None,
         }
     }
+}
+
+/// `src`'s `n` rows (of its own width) written at column `at` of `dst`'s rows of `width`;
+/// the columns they took.
+fn place<T: Copy>(dst: &mut [T], width: usize, at: usize, src: &[T], n: usize) -> usize {
+    let w = src.len() / n.max(1);
+    if w > 0 {
+        for (e, row) in src.chunks_exact(w).enumerate() {
+            dst[e * width + at..e * width + at + w].copy_from_slice(row);
+        }
+    }
+    w
 }
 
 /// An index field's rollout buffer, `[T·N·width]`: a libtorch CPU tensor, so that an

@@ -14,8 +14,8 @@ pub const CMD_STEP: u32 = 0;
 pub const CMD_RESET: u32 = 1;
 pub const CMD_EXIT: u32 = 2;
 
-/// Most observation fields an env may have (seed 000's proof env has three).
-pub const MAX_FIELDS: usize = 4;
+/// Most observation fields an env may have (a Dict observation's leaves, one field each).
+pub const MAX_FIELDS: usize = 16;
 
 /// Bytes per worker of what its envs counted themselves.
 pub const PARTS_BYTES: usize = (ENV_PARTS + ENV_COUNTS) * 8;

@@ -37,6 +37,22 @@ fn env_totals(env: &dyn BatchEnv, workload: &dyn Workload) -> EnvCounters {
 impl<A> HostCollector<A> {
     /// Starts the spec's backend and resets its envs; `actor` is made once they are up.
     pub fn new(spec: &RunSpec, workload: Arc<dyn Workload>, obs_dim: usize, actor: impl FnOnce() -> A) -> Result<Self> {
+        Self::open(spec, workload, Some(obs_dim), actor)
+    }
+
+    /// [`HostCollector::new`] for a policy that reads every leaf of a structured
+    /// observation, each in its own form ([`Rollout::with_leaves`]).
+    pub fn with_leaves(spec: &RunSpec, workload: Arc<dyn Workload>, actor: impl FnOnce() -> A) -> Result<Self> {
+        Self::open(spec, workload, None, actor)
+    }
+
+    /// `obs_dim`: the features a policy reads, None for every leaf.
+    fn open(
+        spec: &RunSpec,
+        workload: Arc<dyn Workload>,
+        obs_dim: Option<usize>,
+        actor: impl FnOnce() -> A,
+    ) -> Result<Self> {
         let mut env = exec::host_backend(spec, workload.as_ref())?;
         let mut norm = Normalizers::for_run(spec, env.spec())?;
         let mut obs = Observations::zeros(env.spec(), spec.envs);
@@ -47,13 +63,25 @@ impl<A> HostCollector<A> {
         let env_spec = env.spec();
         let index: Vec<usize> =
             env_spec.fields.iter().filter(|f| f.kind == FieldKind::I64).map(|f| f.numel()).collect();
-        // A policy that reads no features (`obs_dim` 0) reads an image's bytes, if there is one.
-        let bytes = match env_spec.fields.as_slice() {
-            [f] if obs_dim == 0 && f.kind.is_bytes() => f.numel(),
-            _ => 0,
-        };
         let (heads, continuous) = (env_spec.heads.len(), env_spec.continuous);
-        let rollout = Rollout::new(spec.steps, spec.envs, (obs_dim, bytes), &index, (heads, continuous));
+        let rollout = match obs_dim {
+            Some(obs_dim) => {
+                // A policy that reads no features (`obs_dim` 0) reads an image's bytes, if there is one.
+                let bytes = match env_spec.fields.as_slice() {
+                    [f] if obs_dim == 0 && f.kind.is_bytes() => f.numel(),
+                    _ => 0,
+                };
+                Rollout::new(spec.steps, spec.envs, (obs_dim, bytes), &index, (heads, continuous))
+            }
+            None => {
+                let width = |bytes: bool| -> usize {
+                    let leaves = env_spec.fields.iter().filter(|f| f.kind != FieldKind::I64);
+                    leaves.filter(|f| f.kind.is_bytes() == bytes).map(|f| f.numel()).sum()
+                };
+                Rollout::new(spec.steps, spec.envs, (width(false), width(true)), &index, (heads, continuous))
+                    .with_leaves()
+            }
+        };
         Ok(Self { workload, env, obs, out, rollout, actor, norm })
     }
 }
@@ -174,6 +202,19 @@ fn check_finite(spec: &EnvSpec, out: &StepBatch, step: u64) -> Result<()> {
     };
     for (f, field) in spec.fields.iter().enumerate() {
         let width = field.numel().max(1);
+        if let (false, FieldData::I64(values)) = (field.classes.is_empty(), &out.obs.fields[f]) {
+            let bad = values.iter().enumerate().find(|&(i, &v)| !(0..field.classes[i % width] as i64).contains(&v));
+            if let Some((i, &v)) = bad {
+                anyhow::bail!(
+                    "env {} of {} returned {v} in its leaf '{}' (element {}), outside its space's {} choices, at step {step}",
+                    i / width,
+                    spec.name,
+                    field.name,
+                    i % width,
+                    field.classes[i % width]
+                );
+            }
+        }
         if let FieldData::F32(values) = &out.obs.fields[f] {
             if let Some(i) = values.iter().position(|v| !v.is_finite()) {
                 return Err(fail("observation", field, i / width, i % width, values[i]));

@@ -117,7 +117,7 @@ impl GymEnv {
         };
         let spec = EnvSpec {
             name: format!("{prefix}:{id}"),
-            fields: vec![probe.obs_field()],
+            fields: probe.obs_fields(),
             heads: probe.heads.iter().enumerate().map(|(i, &n)| HeadSpec { name: format!("action{i}"), n }).collect(),
             masked: false,
             continuous: probe.continuous,

@@ -73,6 +73,10 @@ pub struct Probe {
     pub action_high: Vec<Option<f32>>,
     /// Each head's first action (a Discrete's `start`), added by the worker.
     pub starts: Vec<i64>,
+    /// A Dict's or Tuple's leaves (nested ones too), in the space's order; empty for a
+    /// plain Box (its one field is [`Probe::obs_field`]).
+    #[serde(default)]
+    pub leaves: Vec<Leaf>,
     pub render_modes: Vec<String>,
     pub max_episode_steps: Option<u64>,
     /// The env's registered id (or what it prints as).
@@ -113,12 +117,34 @@ fn f32_kind() -> FieldKind {
     FieldKind::F32
 }
 
+/// One leaf of a structured observation, as the worker writes it: its key (a Dict's keys
+/// joined by `.`, a Tuple's positions), its kind (an image's bytes, floats flattened, or a
+/// `Discrete`/`MultiDiscrete`'s indices from 0) and shape, and an index leaf's choices.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Leaf {
+    pub key: String,
+    pub kind: FieldKind,
+    pub shape: Vec<usize>,
+    #[serde(default)]
+    pub classes: Vec<usize>,
+}
+
 impl Probe {
     /// The observation as the trainer's field: floats flattened, bytes in the env's shape
     /// (channels first or last, as the env has them).
     pub fn obs_field(&self) -> FieldSpec {
         let shape = if self.obs_kind.is_bytes() { self.obs_shape.clone() } else { vec![self.obs_dim] };
-        FieldSpec { name: "obs".into(), shape, kind: self.obs_kind }
+        FieldSpec::new("obs", shape, self.obs_kind)
+    }
+
+    /// The observation's fields: a plain Box's one, or a leaf's each.
+    pub fn obs_fields(&self) -> Vec<FieldSpec> {
+        if self.leaves.is_empty() {
+            return vec![self.obs_field()];
+        }
+        let field =
+            |l: &Leaf| FieldSpec { classes: l.classes.clone(), ..FieldSpec::new(&l.key, l.shape.clone(), l.kind) };
+        self.leaves.iter().map(field).collect()
     }
 }
 
@@ -267,10 +293,23 @@ pub fn worker_command(
     pictures: Option<&Path>,
 ) -> Command {
     let Workers { python, id, kwargs, probe, layout: l, seed, wait } = *workers;
+    // Each field's arrays, width and element as the worker writes them (flags as bytes).
+    let fields: Vec<serde_json::Value> = probe
+        .obs_fields()
+        .iter()
+        .enumerate()
+        .map(|(f, field)| {
+            let kind = match field.kind {
+                FieldKind::U8 | FieldKind::Bool => "u8",
+                FieldKind::I64 => "i64",
+                FieldKind::F32 => "f32",
+            };
+            serde_json::json!({"obs": l.obs[f], "final_obs": l.final_obs[f], "width": field.numel(), "kind": kind})
+        })
+        .collect();
     let region = serde_json::json!({
-        "command": l.command_at(w), "done": l.done_at(w), "heads": l.heads, "obs_dim": probe.obs_dim,
-        "obs_bytes": probe.obs_kind.is_bytes(),
-        "actions": l.actions, "continuous": l.continuous, "real_actions": l.real_actions, "obs": l.obs[0], "final_obs": l.final_obs[0], "reward": l.reward,
+        "command": l.command_at(w), "done": l.done_at(w), "heads": l.heads, "fields": fields,
+        "actions": l.actions, "continuous": l.continuous, "real_actions": l.real_actions, "reward": l.reward,
         "terminated": l.terminated, "truncated": l.truncated, "episode_return": l.episode_return,
         "episode_length": l.episode_length, "ended": l.ended, "parts": l.parts, "parts_bytes": PARTS_BYTES, "size": l.size,
     });

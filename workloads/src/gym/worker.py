@@ -211,13 +211,91 @@ def EpisodicLife(gym, env):
     return Wrapped(env)
 
 
+# Most leaves an observation may have (a Dict's or Tuple's, nested ones counted): the
+# trainer's region has one array per leaf.
+MAX_LEAVES = 16
+LEAVES_ALLOWED = "Box, Discrete, MultiDiscrete and MultiBinary, in a Dict or Tuple (nested too)"
+
+
+class Leaves:
+    """An observation's leaves, in its space's order (a Dict's keys as the space lists them,
+    a Tuple's positions): each one array of the trainer's region. A Box of uint8 or bool
+    with 2 or 3 dimensions is an image (bytes, in its own shape); any other Box and a
+    MultiBinary are flattened to float32; a Discrete or MultiDiscrete is its indices (int64,
+    from 0: the space's `start` taken off), with its choices per index. A plain Box is the
+    one leaf `obs`; anything else is refused naming the leaf."""
+
+    def __init__(self, gym, space):
+        import numpy as np
+
+        self.structured = not isinstance(space, gym.spaces.Box)
+        # (key, path into the observation, kind, shape, classes, start)
+        self.leaves = []
+        self.walk(gym, space, (), "obs" if not self.structured else "")
+        if not self.leaves:
+            fail("space", f"observation space {space} has no leaves: a Dict or Tuple needs at least one of {LEAVES_ALLOWED}")
+        if len(self.leaves) > MAX_LEAVES:
+            keys = ", ".join(leaf[0] for leaf in self.leaves)
+            fail("space", f"observation space has {len(self.leaves)} leaves ({keys}); at most {MAX_LEAVES} are allowed")
+        self.dtypes = [{"u8": np.uint8, "bool": np.uint8, "f32": np.float32, "i64": np.int64}[leaf[2]] for leaf in self.leaves]
+        self.widths = [int(math.prod(leaf[3])) for leaf in self.leaves]
+
+    def walk(self, gym, space, path, key):
+        import numpy as np
+
+        spaces = gym.spaces
+        name = key or "obs"
+        if isinstance(space, spaces.Dict):
+            for k, sub in space.spaces.items():
+                self.walk(gym, sub, path + (k,), f"{key}.{k}" if key else str(k))
+        elif isinstance(space, spaces.Tuple):
+            for i, sub in enumerate(space.spaces):
+                self.walk(gym, sub, path + (i,), f"{key}.{i}" if key else str(i))
+        elif isinstance(space, spaces.Box):
+            shape = [int(n) for n in space.shape]
+            kind = {np.dtype(np.uint8): "u8", np.dtype(np.bool_): "bool"}.get(np.dtype(space.dtype), "f32")
+            if kind != "f32" and (len(shape) in (2, 3) or not self.structured):
+                self.leaves.append((name, path, kind, shape, [], None))
+            else:
+                self.leaves.append((name, path, "f32", [int(math.prod(shape)) if shape else 1], [], None))
+        elif isinstance(space, spaces.MultiBinary):
+            n = int(np.prod(space.shape)) if space.shape else 1
+            self.leaves.append((name, path, "f32", [n], [], None))
+        elif isinstance(space, spaces.Discrete):
+            self.leaves.append((name, path, "i64", [1], [int(space.n)], np.asarray([int(space.start)], dtype=np.int64)))
+        elif isinstance(space, spaces.MultiDiscrete):
+            nvec = np.asarray(space.nvec).reshape(-1)
+            start = np.asarray(getattr(space, "start", np.zeros_like(nvec)), dtype=np.int64).reshape(-1)
+            self.leaves.append((name, path, "i64", [len(nvec)], [int(n) for n in nvec], start))
+        else:
+            fail("space", f"observation leaf '{name}' is a {type(space).__name__} ({space}), which no encoder reads; "
+                          f"allowed leaves: {LEAVES_ALLOWED}")
+
+    def describe(self):
+        return [{"key": k, "kind": kind, "shape": shape, "classes": classes} for k, _, kind, shape, classes, _ in self.leaves]
+
+    def leaf(self, o, k):
+        """Leaf `k` of the observation `o` (or of a batch of them, leaf by leaf)."""
+        for step in self.leaves[k][1]:
+            o = o[step]
+        return o
+
+    def rows(self, k, values, n):
+        """Leaf `k` of `n` observations (`values`: a list of them, or their batch) as the
+        region's `[n, width]` rows."""
+        import numpy as np
+
+        start = self.leaves[k][5]
+        a = np.asarray(values, dtype=self.dtypes[k]).reshape(n, self.widths[k])
+        return a - start if start is not None else a
+
+
 def describe(gym, env, pooled=None):
     """The env's spaces as hotlab takes them, or a refusal naming the space; `pooled`: the
     id of an EnvPool batch (its spec and limits are EnvPool's config, it draws nothing)."""
     spaces = gym.spaces
     obs, act = env.observation_space, env.action_space
-    if not isinstance(obs, spaces.Box):
-        fail("space", f"observation space {obs} is not supported: only Box observations (uint8 and bool as bytes, others flattened to float32)")
+    leaves = Leaves(gym, obs)
     continuous, low, high = 0, [], []
     if isinstance(act, spaces.Discrete):
         heads, starts = [int(act.n)], [int(act.start)]
@@ -237,19 +315,20 @@ def describe(gym, env, pooled=None):
         high = [float(v) if np.isfinite(v) else None for v in np.asarray(act.high, dtype=np.float64).reshape(-1)]
     else:
         fail("space", f"action space {act} is not supported: only Discrete, MultiDiscrete (categorical heads) and Box (a Gaussian head)")
-    import numpy as np
-
-    dim = int(math.prod(obs.shape)) if obs.shape else 1
-    # Pixels and flags stay bytes (the trainer reads them as features once per batch);
-    # every other dtype crosses as float32.
-    kind = {np.dtype(np.uint8): "u8", np.dtype(np.bool_): "bool"}.get(np.dtype(obs.dtype), "f32")
+    # A plain Box: pixels and flags stay bytes (the trainer reads them as features once per
+    # batch), every other dtype crosses as float32. A Dict or Tuple: its leaves.
+    first = leaves.leaves[0]
+    dim = sum(leaves.widths)
+    kind = first[2] if not leaves.structured else "f32"
+    shape = list(obs.shape) if not leaves.structured else [dim]
     if pooled is not None:
         modes, limit, name = [], env.config.get("max_episode_steps"), pooled
     else:
         modes = list(env.metadata.get("render_modes", []))
         limit = env.spec.max_episode_steps if env.spec is not None else None
         name = str(env.spec.id if env.spec else env)
-    return {"ok": True, "obs_dim": dim, "obs_shape": list(obs.shape), "obs_kind": kind, "heads": heads, "starts": starts,
+    return {"ok": True, "obs_dim": dim, "obs_shape": shape, "obs_kind": kind, "heads": heads, "starts": starts,
+            "leaves": leaves.describe() if leaves.structured else [],
             "continuous": continuous, "action_low": low, "action_high": high,
             "render_modes": modes, "max_episode_steps": limit, "name": name}
 
@@ -423,14 +502,15 @@ class Slice:
             a = np.frombuffer(mm, dtype=dtype, count=n if width is None else n * width, offset=offset)
             return (a.reshape(n, width) if width is not None else a)[first:first + count]
 
-        heads, dims, dim = L["heads"], L["continuous"], L["obs_dim"]
+        heads, dims = L["heads"], L["continuous"]
         self.actions = array(np.int64, L["actions"], envs, heads)
         self.real = array(np.float32, L["real_actions"], envs, dims)
-        # An image (uint8) or a grid of flags (bool, as 0 and 1) crosses as bytes, in the
-        # env's own layout; anything else as float32.
-        self.odt = np.uint8 if L["obs_bytes"] else np.float32
-        self.obs = array(self.odt, L["obs"], envs, dim)
-        self.final_obs = array(self.odt, L["final_obs"], envs, dim)
+        # One array per leaf ([`Leaves`]): an image (uint8) or a grid of flags (bool, as 0
+        # and 1) crosses as bytes, in the env's own layout; indices as int64; anything
+        # else as float32.
+        kinds = {"u8": np.uint8, "f32": np.float32, "i64": np.int64}
+        self.obs = [array(kinds[f["kind"]], f["obs"], envs, f["width"]) for f in L["fields"]]
+        self.final_obs = [array(kinds[f["kind"]], f["final_obs"], envs, f["width"]) for f in L["fields"]]
         self.reward = array(np.float32, L["reward"], envs)
         self.terminated = array(np.uint8, L["terminated"], envs)
         self.truncated = array(np.uint8, L["truncated"], envs)
@@ -486,6 +566,7 @@ class GymEnvs:
                            stack=a.get("stack") or 4)
                       for i in range(count)]
         self.acts = Actions(self.local[0].action_space, a["starts"], a["layout"]["continuous"]) if self.local else None
+        self.leaves = Leaves(gym, self.local[0].observation_space) if self.local else None
         self.at = None
         self.seed = a["seed"] + a["first"]
         self.outs, self.rewards = [None] * count, [0.0] * count
@@ -499,7 +580,8 @@ class GymEnvs:
         for i, env in enumerate(self.local):
             self.at = i
             o, _ = env.reset(seed=self.seed + i)
-            r.obs[i] = np.asarray(o, dtype=r.odt).reshape(-1)
+            for k, dst in enumerate(r.obs):
+                dst[i] = self.leaves.rows(k, self.leaves.leaf(o, k), 1)[0]
             self.ep_return[i], self.ep_length[i] = 0.0, 0
 
     def step(self):
@@ -519,13 +601,15 @@ class GymEnvs:
             # A lost life ends the learner's episode, not the game's (episodic life).
             end = (term or trunc) and not info.get(LIFE_LOST, False)
             if term or trunc:
-                r.final_obs[i] = np.asarray(o, dtype=r.odt).reshape(-1)
+                for k, dst in enumerate(r.final_obs):
+                    dst[i] = self.leaves.rows(k, self.leaves.leaf(o, k), 1)[0]
                 if end:
                     r.episode_return[i], r.episode_length[i] = self.ep_return[i], self.ep_length[i]
                     self.ep_return[i], self.ep_length[i] = 0.0, 0
                 o, _ = env.reset()
             self.outs[i], self.rewards[i], self.terms[i], self.truncs[i], self.ends[i] = o, rew, term, trunc, end
-        r.obs[:] = np.asarray(self.outs, dtype=r.odt).reshape(r.obs.shape)
+        for k, dst in enumerate(r.obs):
+            dst[:] = self.leaves.rows(k, [self.leaves.leaf(o, k) for o in self.outs], self.count)
         r.reward[:] = self.rewards
         r.terminated[:] = self.terms
         r.truncated[:] = self.truncs
@@ -588,6 +672,7 @@ class PoolEnvs:
         self.region, self.count = region, count
         self.pool = make_pool(a, count, a["seed"] + a["first"])
         self.acts = Actions(self.pool.action_space, a["starts"], a["layout"]["continuous"])
+        self.leaves = Leaves(import_gymnasium(a["python"]), self.pool.observation_space)
         self.ep_return = np.zeros(count, dtype=np.float64)
         self.ep_length = np.zeros(count, dtype=np.uint32)
 
@@ -595,7 +680,7 @@ class PoolEnvs:
         import numpy as np
 
         o, _ = self.pool.reset()
-        self.region.obs[:] = np.asarray(o, dtype=self.region.odt).reshape(self.region.obs.shape)
+        self.write(self.region.obs, o)
         self.ep_return[:], self.ep_length[:] = 0.0, 0
 
     def step(self):
@@ -608,18 +693,25 @@ class PoolEnvs:
         done = np.logical_or(term, trunc)
         game_over = np.asarray(info["terminated"], dtype=bool) if "terminated" in info else np.asarray(term, dtype=bool)
         end = np.logical_and(done, np.logical_or(game_over, trunc))
-        r.final_obs[done] = np.asarray(o, dtype=r.odt).reshape(r.obs.shape)[done]
+        for k, dst in enumerate(r.final_obs):
+            dst[done] = self.leaves.rows(k, self.leaves.leaf(o, k), self.count)[done]
         r.episode_return[end], r.episode_length[end] = self.ep_return[end], self.ep_length[end]
         self.ep_return[end], self.ep_length[end] = 0.0, 0
+        self.write(r.obs, o)
         ended = np.flatnonzero(done)
         if len(ended):
-            o = np.array(o)
-            o[ended] = self.pool.step(self.acts.zeros(len(ended)), env_id=ended.astype(np.int32))[0]
-        r.obs[:] = np.asarray(o, dtype=r.odt).reshape(r.obs.shape)
+            reset = self.pool.step(self.acts.zeros(len(ended)), env_id=ended.astype(np.int32))[0]
+            for k, dst in enumerate(r.obs):
+                dst[ended] = self.leaves.rows(k, self.leaves.leaf(reset, k), len(ended))
         r.reward[:] = rew
         r.terminated[:] = term
         r.truncated[:] = trunc
         r.ended[:] = end
+
+    def write(self, dst, o):
+        """The batch's observations `o` into the region's leaf arrays `dst`."""
+        for k, rows in enumerate(dst):
+            rows[:] = self.leaves.rows(k, self.leaves.leaf(o, k), self.count)
 
     def draw(self, steps, now):
         return 0.0

@@ -31,8 +31,8 @@ pub fn env_spec() -> EnvSpec {
     EnvSpec {
         name: "morpho".into(),
         fields: vec![
-            FieldSpec { name: "features".into(), shape: vec![OBS], kind: FieldKind::F32 },
-            FieldSpec { name: "mask".into(), shape: vec![OPS.len(), choices], kind: FieldKind::I64 },
+            FieldSpec::new("features", vec![OBS], FieldKind::F32),
+            FieldSpec::new("mask", vec![OPS.len(), choices], FieldKind::I64),
         ],
         heads: heads.iter().map(|&(name, n)| HeadSpec { name: name.into(), n }).collect(),
         masked: true,

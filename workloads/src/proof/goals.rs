@@ -173,7 +173,7 @@ impl ProofTask {
     }
 
     pub fn env_spec(&self) -> EnvSpec {
-        let field = |name: &str, shape: Vec<usize>| FieldSpec { name: name.into(), shape, kind: FieldKind::I64 };
+        let field = |name: &str, shape: Vec<usize>| FieldSpec::new(name, shape, FieldKind::I64);
         EnvSpec {
             name: "proof".into(),
             fields: vec![

@@ -214,7 +214,7 @@ mod tests {
     use super::*;
 
     fn field(shape: &[usize], kind: FieldKind) -> FieldSpec {
-        FieldSpec { name: "obs".into(), shape: shape.to_vec(), kind }
+        FieldSpec::new("obs", shape.to_vec(), kind)
     }
 
     /// Layouts and trunks as Atari's, MinAtar's and a raw RGB frame have them; floats and

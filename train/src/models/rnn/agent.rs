@@ -319,7 +319,7 @@ mod tests {
                 let d = 5;
                 let spec = EnvSpec {
                     name: "test".into(),
-                    fields: vec![FieldSpec { name: "obs".into(), shape: vec![d], kind: FieldKind::F32 }],
+                    fields: vec![FieldSpec::new("obs", vec![d], FieldKind::F32)],
                     heads: heads.iter().map(|&n| HeadSpec { name: "a".into(), n }).collect(),
                     masked: false,
                     continuous: gaussian_n,

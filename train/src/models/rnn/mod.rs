@@ -64,8 +64,11 @@ impl RnnShape {
             [field] if cnn::reads(spec) => Input::Image(field.clone()),
             [field] if field.kind != FieldKind::I64 => Input::Features(field.numel()),
             _ => bail!(
-                "env '{}' has observation fields the recurrent policy cannot read (one vector or one image)",
-                spec.name
+                "--rnn {}: env '{}' observes {} fields ({}), and the recurrent policy reads one vector or one image (a Dict or Tuple observation trains with --rnn none, its combined encoder); allowed: none",
+                cell.as_str(),
+                spec.name,
+                spec.fields.len(),
+                spec.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
             ),
         };
         if cell == Rnn::None {
