@@ -261,7 +261,7 @@ fn cnn_runs_refuse_what_the_cnn_has_no_form_for() {
             "nwhc",
             "invalid value 'nwhc' for '--conv-layout <auto|nchw|nhwc>': allowed: auto, nchw, nhwc",
         ),
-        ("--obs-norm", "on", "observation is not one vector of floats (its fields: obs U8); allowed: off"),
+        ("--obs-norm", "on", "observes no floats to normalize (its fields: obs U8); allowed: off"),
     ] {
         let out = run(hotlab().env("PYTHONPATH", dir.path()).args([
             "train",

@@ -407,3 +407,28 @@ fn bad_leaves_and_settings_are_refused_naming_the_field() {
         }
     }
 }
+
+/// `--obs-norm on` normalizes a Dict's float leaves (the goal env's three noise floats,
+/// uniform on ±1: means near 0, variances near 1/3) and leaves its index and image alone;
+/// the checkpoint keeps the statistics beside the leaves and `hotlab eval` plays it.
+#[test]
+fn obs_norm_keeps_the_float_leaves_statistics_in_the_checkpoint() {
+    fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(hotlab()
+        .args(["train", "--env", "gym:dict_envs:GoalDict", "--obs-norm", "on", "--total-steps", "1024"])
+        .args(["--envs", "4", "--steps", "16", "--json", "--out"])
+        .arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("spec.json")).unwrap()).unwrap();
+    let rms = &spec["combined"]["obs_norm"]["rms"];
+    let (mean, var) = (rms["mean"].as_array().unwrap(), rms["var"].as_array().unwrap());
+    assert_eq!((mean.len(), var.len()), (3, 3), "one statistic per float component: {rms}");
+    for (m, v) in mean.iter().zip(var) {
+        let (m, v) = (m.as_f64().unwrap(), v.as_f64().unwrap());
+        assert!(m.abs() < 0.1 && (v - 1.0 / 3.0).abs() < 0.05, "uniform on ±1: mean {m}, var {v}");
+    }
+    let out = run(hotlab().args(["eval", "--episodes", "4", "--json", "--checkpoint"]).arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(last_json(&out)["episodes"], 4);
+}

@@ -138,28 +138,39 @@ impl RewardNorm {
 /// `--reward-norm`.
 #[derive(Clone, Debug, Default)]
 pub struct Normalizers {
+    /// Over the observation's float fields side by side (one column each component: a Dict's
+    /// float leaves each normalized as its own, per component).
     pub obs: Option<ObsNorm>,
     pub reward: Option<RewardNorm>,
+    /// The float fields `obs` normalizes, and their widths.
+    floats: Vec<(usize, usize)>,
 }
 
 impl Normalizers {
     /// For `spec`'s envs of `env`: `auto` is on where the env acts with a Box. Observation
-    /// normalization needs one vector of floats, and is refused, named, elsewhere.
+    /// normalization needs floats (a vector, or a Dict's float leaves, each normalized per
+    /// component while its images and indices stay as they are), and is refused, named,
+    /// where the observation has none.
     pub fn for_run(spec: &RunSpec, env: &EnvSpec) -> Result<Self> {
         let box_actions = env.continuous > 0;
-        // `auto` normalizes a Box-action env's vector of floats, never pixels (CarRacing's).
-        let floats = matches!(env.fields.as_slice(), [f] if f.kind == FieldKind::F32);
-        let obs = match (spec.ppo.obs_norm.on(box_actions && floats), env.fields.as_slice()) {
+        let floats: Vec<(usize, usize)> = (env.fields.iter().enumerate())
+            .filter(|(_, f)| f.kind == FieldKind::F32)
+            .map(|(i, f)| (i, f.numel()))
+            .collect();
+        // `auto` normalizes a Box-action env's floats when they are all it observes, never
+        // pixels (CarRacing's) nor a Dict's images beside them.
+        let only_floats = !floats.is_empty() && floats.len() == env.fields.len();
+        let obs = match (spec.ppo.obs_norm.on(box_actions && only_floats), floats.is_empty()) {
             (false, _) => None,
-            (true, [field]) if field.kind == FieldKind::F32 => Some(ObsNorm::new(field.numel())),
-            (true, _) => bail!(
-                "--obs-norm on: the {} env's observation is not one vector of floats (its fields: {}); allowed: off",
+            (true, false) => Some(ObsNorm::new(floats.iter().map(|&(_, w)| w).sum())),
+            (true, true) => bail!(
+                "--obs-norm on: the {} env observes no floats to normalize (its fields: {}); allowed: off",
                 env.name,
                 env.fields.iter().map(|f| format!("{} {:?}", f.name, f.kind)).collect::<Vec<_>>().join(", ")
             ),
         };
         let reward = spec.ppo.reward_norm.on(box_actions).then(|| RewardNorm::new(spec.envs, spec.ppo.gamma));
-        Ok(Self { obs, reward })
+        Ok(Self { obs, reward, floats })
     }
 
     pub fn any(&self) -> bool {
@@ -182,8 +193,8 @@ impl Normalizers {
 
     /// The first observations of a batch just reset.
     pub fn reset(&mut self, obs: &mut Observations) {
-        if let (Some(norm), Some(FieldData::F32(rows))) = (&mut self.obs, obs.fields.first_mut()) {
-            norm.observe(rows);
+        if let Some(norm) = &mut self.obs {
+            with_floats(&self.floats, obs, |rows| norm.observe(rows));
         }
     }
 
@@ -191,20 +202,52 @@ impl Normalizers {
     /// statistics as they are then) and rewards.
     pub fn step(&mut self, out: &mut StepBatch) {
         if let Some(norm) = &mut self.obs {
-            if let Some(FieldData::F32(rows)) = out.obs.fields.first_mut() {
-                norm.observe(rows);
-            }
+            with_floats(&self.floats, &mut out.obs, |rows| norm.observe(rows));
             let ends: Vec<usize> = out.ends().collect();
-            if let Some(FieldData::F32(rows)) = out.final_obs.fields.first_mut() {
-                let dim = norm.rms.mean.len();
+            let dim = norm.rms.mean.len();
+            with_floats(&self.floats, &mut out.final_obs, |rows| {
                 for e in ends {
                     norm.apply(&mut rows[e * dim..(e + 1) * dim]);
                 }
-            }
+            });
         }
         if let Some(norm) = &mut self.reward {
             norm.step(&mut out.reward, &out.terminated, &out.truncated);
         }
+    }
+}
+
+/// The float fields' rows side by side (each env's row their components in order), given
+/// to `change` in place: one field's own rows, or several gathered and put back.
+fn with_floats(fields: &[(usize, usize)], obs: &mut Observations, change: impl FnOnce(&mut [f32])) {
+    if let [(f, _)] = fields {
+        if let Some(FieldData::F32(rows)) = obs.fields.get_mut(*f) {
+            change(rows);
+        }
+        return;
+    }
+    let dim: usize = fields.iter().map(|&(_, w)| w).sum();
+    let Some(&(first, w)) = fields.first() else { return };
+    let n = obs.fields[first].len() / w.max(1);
+    let mut side = vec![0f32; n * dim];
+    let mut at = 0;
+    for &(f, w) in fields {
+        if let FieldData::F32(rows) = &obs.fields[f] {
+            for e in 0..n {
+                side[e * dim + at..e * dim + at + w].copy_from_slice(&rows[e * w..(e + 1) * w]);
+            }
+        }
+        at += w;
+    }
+    change(&mut side);
+    at = 0;
+    for &(f, w) in fields {
+        if let FieldData::F32(rows) = &mut obs.fields[f] {
+            for e in 0..n {
+                rows[e * w..(e + 1) * w].copy_from_slice(&side[e * dim + at..e * dim + at + w]);
+            }
+        }
+        at += w;
     }
 }
 
@@ -236,6 +279,69 @@ mod tests {
             assert!((rms.var[j] - want_var).abs() < 1e-9 * want_var, "column {j}");
         }
         assert!((rms.count - (97.0 + 1e-4)).abs() < 1e-9);
+    }
+
+    /// A Dict's float leaves are normalized each as its own, per component (as one
+    /// normalizer per leaf would: the same values, bit for bit), through resets, steps and
+    /// final observations, its indices and images untouched; with no float leaf, `on` is
+    /// refused naming the flag's value and what is allowed.
+    #[test]
+    fn a_dicts_float_leaves_are_normalized_each_as_its_own() {
+        use hotlab_shared::env::FieldSpec;
+        use hotlab_shared::spec::PpoSpec;
+        let leaf = |name: &str, shape: Vec<usize>, kind| FieldSpec::new(name, shape, kind);
+        let fields = vec![
+            FieldSpec { classes: vec![4], ..leaf("goal", vec![1], FieldKind::I64) },
+            leaf("a", vec![2], FieldKind::F32),
+            leaf("view", vec![2, 2], FieldKind::U8),
+            leaf("b", vec![3], FieldKind::F32),
+        ];
+        let env = EnvSpec { name: "dict".into(), fields, heads: vec![], masked: false, continuous: 1 };
+        let spec = RunSpec { envs: 4, ppo: PpoSpec { obs_norm: Norm::On, ..PpoSpec::default() }, ..RunSpec::default() };
+        let mut norms = Normalizers::for_run(&spec, &env).unwrap();
+        let (mut a, mut b) = (ObsNorm::new(2), ObsNorm::new(3));
+        let mut rng = HostRng::new(9);
+        let mut draw = |n: usize, scale: f64| -> Vec<f32> { (0..n).map(|_| (rng.next_f64() * scale) as f32).collect() };
+        let mut obs = Observations::zeros(&env, 4);
+        obs.fields[1] = FieldData::F32(draw(8, 50.0));
+        obs.fields[3] = FieldData::F32(draw(12, -3.0));
+        let (mut want_a, mut want_b) =
+            (obs.fields[1].as_f32().unwrap().to_vec(), obs.fields[3].as_f32().unwrap().to_vec());
+        norms.reset(&mut obs);
+        a.observe(&mut want_a);
+        b.observe(&mut want_b);
+        assert_eq!((obs.fields[1].as_f32().unwrap(), obs.fields[3].as_f32().unwrap()), (&want_a[..], &want_b[..]));
+        for step in 0..5 {
+            let mut out = StepBatch::new(&env, 4);
+            out.obs.fields[0] = FieldData::I64(vec![3, 1, 0, 2]);
+            out.obs.fields[2] = FieldData::U8((0..16).collect());
+            out.obs.fields[1] = FieldData::F32(draw(8, 10.0 + step as f64));
+            out.obs.fields[3] = FieldData::F32(draw(12, 1.0));
+            out.final_obs.fields[1] = FieldData::F32(draw(8, 10.0));
+            out.final_obs.fields[3] = FieldData::F32(draw(12, 1.0));
+            out.truncated[step % 4] = true;
+            let e = step % 4;
+            let mut want = [1, 3].map(|f| out.obs.fields[f].as_f32().unwrap().to_vec());
+            let mut finals = [1, 3].map(|f| out.final_obs.fields[f].as_f32().unwrap().to_vec());
+            norms.step(&mut out);
+            a.observe(&mut want[0]);
+            b.observe(&mut want[1]);
+            a.apply(&mut finals[0][e * 2..(e + 1) * 2]);
+            b.apply(&mut finals[1][e * 3..(e + 1) * 3]);
+            assert_eq!(out.obs.fields[1].as_f32().unwrap(), &want[0][..], "step {step}");
+            assert_eq!(out.obs.fields[3].as_f32().unwrap(), &want[1][..], "step {step}");
+            assert_eq!(out.final_obs.fields[1].as_f32().unwrap(), &finals[0][..], "step {step}");
+            assert_eq!(out.final_obs.fields[3].as_f32().unwrap(), &finals[1][..], "step {step}");
+            assert_eq!(out.obs.fields[0], FieldData::I64(vec![3, 1, 0, 2]));
+            assert_eq!(out.obs.fields[2], FieldData::U8((0..16).collect()));
+        }
+        let obs_norm = norms.obs.as_ref().unwrap();
+        assert_eq!(obs_norm.rms.mean[..2], a.rms.mean[..]);
+        assert_eq!(obs_norm.rms.mean[2..], b.rms.mean[..]);
+        let indices =
+            EnvSpec { fields: vec![FieldSpec { classes: vec![4], ..leaf("goal", vec![1], FieldKind::I64) }], ..env };
+        let e = Normalizers::for_run(&spec, &indices).unwrap_err().to_string();
+        assert!(e.contains("--obs-norm on") && e.contains("goal I64") && e.contains("allowed: off"), "{e}");
     }
 
     #[test]

@@ -39,8 +39,8 @@ impl PpoPolicy for CombinedAgent {
         CombinedPass { agent: self, epochs: Epochs::new(batch, spec) }
     }
 
-    fn into_trained(self, _obs_norm: Option<ObsNorm>) -> Box<dyn TrainedPolicy> {
-        Box::new(TrainedCombined { net: self.net, env: self.env })
+    fn into_trained(self, obs_norm: Option<ObsNorm>) -> Box<dyn TrainedPolicy> {
+        Box::new(TrainedCombined { net: self.net, obs_norm, env: self.env })
     }
 
     fn figures(&self, out: &mut Losses, c: &mut Counters) {

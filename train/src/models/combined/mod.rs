@@ -22,6 +22,7 @@ use crate::exec::EnvMaker;
 use crate::models::cnn::{self, Compute, Encoder};
 use crate::models::layers::{Builder, Init, Linear};
 use crate::models::play::{self, Play, SAMPLING_STREAM};
+use crate::normalize::ObsNorm;
 use crate::params::{FlatParams, Network, ParamSlot};
 use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
@@ -333,9 +334,11 @@ impl Network for CombinedNet {
     }
 }
 
-/// A trained (or loaded) combined policy and the envs it plays.
+/// A trained (or loaded) combined policy, the statistics its float leaves are normalized
+/// by (`--obs-norm`, over those leaves side by side), and the envs it plays.
 pub struct TrainedCombined {
     pub net: CombinedNet,
+    pub obs_norm: Option<ObsNorm>,
     pub env: Arc<dyn EnvMaker>,
 }
 
@@ -362,9 +365,11 @@ impl TrainedCombined {
         if shape.hidden.len() > 8 || shape.hidden.iter().any(|&h| !(1..=4096).contains(&h)) {
             bail!("the checkpoint's widths {:?} are not 0 to 8 layers of 1 to 4096", shape.hidden);
         }
+        let floats = shape.leaves.iter().filter(|f| f.kind == FieldKind::F32).map(FieldSpec::numel).sum();
+        let obs_norm = crate::models::mlp::read_obs_norm(&stored, CHECKPOINT_KEY, floats)?;
         let compute = Compute::fp32_on(Device::Cpu);
         let flat = stored.params(CombinedNet::layers(&shape, compute)?.0.numel())?;
-        Ok(Self { net: CombinedNet::from_flat(shape, flat, compute)?, env })
+        Ok(Self { net: CombinedNet::from_flat(shape, flat, compute)?, obs_norm, env })
     }
 
     fn play(&self, episodes: usize, seed: u64, play: Play) -> Result<Evaluation> {
@@ -374,7 +379,11 @@ impl TrainedCombined {
             tch::no_grad(|| {
                 let envs = chosen.starts.len();
                 let mover = Mover::new(Transfer::Packed, net.device());
-                let (features, index, bytes) = net.host_rows(obs, envs, None).upload(&mover, &mut Counters::default());
+                let mut host = net.host_rows(obs, envs, None);
+                if let Some(norm) = &self.obs_norm {
+                    norm.apply(&mut host.features);
+                }
+                let (features, index, bytes) = host.upload(&mover, &mut Counters::default());
                 let x = Inputs { features: &features, index: &index, bytes: bytes.as_ref() };
                 let outputs = net.outputs(&net.features(&x));
                 let (actions, real) = match play {
@@ -401,6 +410,11 @@ impl TrainedPolicy for TrainedCombined {
 
     fn checkpoint_key(&self) -> &'static str {
         CHECKPOINT_KEY
+    }
+
+    /// The network's shape, with the normalizer its float leaves go through.
+    fn shape(&self) -> serde_json::Value {
+        crate::models::mlp::with_obs_norm(self.net.shape(), self.obs_norm.as_ref())
     }
 
     fn evaluate(&self, episodes: usize, seed: u64) -> Result<Evaluation> {
