@@ -224,6 +224,53 @@ test('a Box-action env runs from the lab: the sampled actions, the action chart 
   await context.close();
 });
 
+test('a Dict env runs from the lab: env 0\'s observation leaf by leaf, the goal index listed, the noise floats, the image painted', async () => {
+  const id = await lab.launch({ env: 'gym', gym_id: 'dict_envs:GoalDict', envs: 4, steps: 32, total_steps: 50_000_000, device: 'cpu' });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const gym = page.getByTestId('rollout-gym');
+  await gym.getByTestId('gym-leaf').nth(2).waitFor({ timeout: 60_000 });
+  const leaves = gym.getByTestId('gym-leaf');
+  assert.equal(await leaves.count(), 3);
+  assert.match((await leaves.nth(0).textContent()).trim(), /^goal\s*[0-3] of 4$/);
+  const noise = (await leaves.nth(1).locator('code').nth(1).textContent()).trim().split(/\s+/);
+  assert.equal(noise.length, 3, noise.join(' '));
+  const view = leaves.nth(2).getByTestId('gym-seen');
+  await view.waitFor({ timeout: 10_000 });
+  const painted = await view.evaluate((c) => {
+    const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let sum = 0;
+    for (let i = 0; i < data.length; i += 4) sum += data[i];
+    return [c.width, c.height, sum];
+  });
+  assert.deepEqual(painted.slice(0, 2), [6, 6]);
+  assert.ok(painted[2] > 0, `painted: ${painted}`);
+  await shot(page, 'run-gym-dict');
+  await page.getByTestId('stop-button').click();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a recurrent run shows env 0\'s state norm over its episode; the launch form offers --rnn', async () => {
+  const id = await lab.launch({
+    env: 'gym', gym_id: 'cue_envs:CueRecall', rnn: 'lstm', rnn_width: 16, envs: 4, steps: 32, total_steps: 50_000_000, device: 'cpu',
+  });
+  const { page, errors, context } = await open(`#/run/${id}`);
+  const memory = page.getByTestId('memory');
+  await memory.getByTestId('chart-memory').waitFor({ timeout: 60_000 });
+  // The cue task's episodes are six steps: the norm is shown for the steps of env 0's so far.
+  assert.match(await memory.textContent(), /[1-6] steps into env 0's episode/);
+  await shot(page, 'run-recurrent');
+  const form = await stopThenFormFor(page, 'gym');
+  const rnn = form.locator('[name="rnn"]');
+  await rnn.waitFor({ timeout: 10_000 });
+  assert.equal(await rnn.inputValue(), 'none');
+  const offered = await rnn.locator('option').evaluateAll((os) => os.map((o) => o.value));
+  assert.deepEqual(offered, ['none', 'lstm', 'gru']);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('the morpho env shows each host with its slots, its accuracy, its episode as a timeline and the 8 heads; the form shows its fields', async () => {
   const id = await lab.launch({
     env: 'morpho', envs: 4, steps: 4, minibatches: 2, tasks: 2, task_images: 64, host_width: 4, host_epochs: 3,

@@ -224,6 +224,20 @@ pub struct Frame {
     pub data: serde_json::Map<String, serde_json::Value>,
 }
 
+/// What a recurrent policy shows of itself in a frame, beside its workload's fields (under
+/// [`PolicyMemory::KEY`]): env 0's state norm after each step of its current episode.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PolicyMemory {
+    /// `lstm` or `gru`.
+    pub cell: String,
+    /// ‖state‖ (an LSTM's `h` and `c` together) after each of env 0's steps this episode.
+    pub state_norm: Vec<f32>,
+}
+
+impl PolicyMemory {
+    pub const KEY: &'static str = "memory";
+}
+
 impl Frame {
     /// `env`'s frame at `step`, from its workload's frame type.
     pub fn new<T: Serialize>(env: crate::workloads::EnvName, step: u64, fields: &T) -> Self {

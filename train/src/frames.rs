@@ -33,6 +33,11 @@ impl Frames {
         self.last.is_none_or(|t| t.elapsed() >= (feed.gap)())
     }
 
+    /// Whether frames go anywhere (a lab streams this run).
+    pub fn watched(&self) -> bool {
+        self.feed.is_some()
+    }
+
     pub fn send(&mut self, frame: Frame) {
         if let Some(feed) = &mut self.feed {
             self.last = Some(Instant::now());

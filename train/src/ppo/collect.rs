@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use hotlab_shared::counters::EnvCounters;
 use hotlab_shared::env::{Actions, BatchEnv, EnvSpec, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
 use hotlab_shared::profile::Phase;
-use hotlab_shared::protocol::Losses;
+use hotlab_shared::protocol::{Losses, PolicyMemory};
 use hotlab_shared::spec::RunSpec;
 use std::sync::Arc;
 
@@ -101,6 +101,7 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
         let (envs, h, k) = (rollout.envs, cx.heads.len(), rollout.continuous);
         let it = &mut *cx.it;
         let (prof, c, stop) = (&mut *it.prof, &mut *it.counters, it.stop);
+        actor.watch(it.frames.watched());
         for t in 0..rollout.steps {
             if asked_to_stop(stop) {
                 // The env state moved on: what was stepped is counted, nothing is learned.
@@ -118,7 +119,10 @@ impl<P, A: Actor<P>> Collect<P> for HostCollector<A> {
                 real: &rollout.real[t * envs * k..(t + 1) * envs * k],
             };
             let s = if it.frames.due() {
-                if let Some(frame) = workload.frame(step, obs, actions) {
+                if let Some(mut frame) = workload.frame(step, obs, actions) {
+                    if let Some(memory) = actor.shown(c) {
+                        frame.data.insert(PolicyMemory::KEY.into(), serde_json::to_value(memory).unwrap_or_default());
+                    }
                     it.frames.send(frame);
                 }
                 prof.stop(Phase::PUBLISH, s)

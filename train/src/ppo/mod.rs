@@ -145,6 +145,14 @@ pub trait Actor<P> {
     /// (after its last step, before the bootstrap's [`Actor::values`]; a recurrent actor
     /// leaves its [`crate::rollout::Memory`] in `rollout`).
     fn finish(&mut self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)>;
+    /// Whether frames are taken (a lab watches the run): what an actor shows of itself
+    /// ([`Actor::shown`]) is recorded only then, so an unwatched run pays nothing for it.
+    fn watch(&mut self, _watched: bool) {}
+    /// What the actor shows of itself in a frame (a recurrent one: env 0's state norm over
+    /// its episode, [`hotlab_shared::protocol::PolicyMemory`]), read once per frame.
+    fn shown(&mut self, _c: &mut Counters) -> Option<hotlab_shared::protocol::PolicyMemory> {
+        None
+    }
 }
 
 /// The observations whose critic values a rollout asks for ([`Actor::values`]): every

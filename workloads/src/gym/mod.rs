@@ -24,7 +24,7 @@ use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{RunSpec, SpecError, WaitMode};
 use hotlab_shared::suggestions::Suggestions;
-use hotlab_shared::workloads::gym::{GymFrame, GymSeen};
+use hotlab_shared::workloads::gym::{GymFrame, GymLeaf, GymSeen};
 use hotlab_shared::workloads::EnvName;
 use hotlab_shared::workloads::GymSpec;
 use hotlab_train::checkpoint::Stored;
@@ -245,27 +245,45 @@ fn seen(spec: &FieldSpec, field: &FieldData) -> Option<GymSeen> {
     Some(GymSeen { width: w as u32, height: h as u32, planes })
 }
 
+/// Env 0's leaves: each one's values listed, or its image painted.
+fn leaves_of(specs: &[FieldSpec], obs: &Observations) -> Vec<GymLeaf> {
+    let leaf = |(spec, field): (&FieldSpec, &FieldData)| {
+        let n = spec.numel();
+        let values = match field {
+            FieldData::F32(v) => v.iter().take(n).copied().collect(),
+            FieldData::I64(v) => v.iter().take(n).map(|&i| i as f32).collect(),
+            FieldData::U8(_) | FieldData::Bool(_) => Vec::new(),
+        };
+        GymLeaf { key: spec.name.clone(), values, classes: spec.classes.clone(), seen: seen(spec, field) }
+    };
+    specs.iter().zip(&obs.fields).map(leaf).collect()
+}
+
 impl Workload for GymEnv {
     fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame> {
-        let [field] = obs.fields.as_slice() else { return None };
-        let (dim, heads, dims) = (self.probe.obs_dim.max(1), self.spec.heads.len(), self.spec.continuous);
+        let field = obs.fields.first()?;
+        let structured = !self.probe.leaves.is_empty();
+        let (heads, dims) = (self.spec.heads.len(), self.spec.continuous);
+        let dim = self.spec.fields[0].numel().max(1);
         // Envs whose actions are all there (a frame may come with none).
         let whole = |len: usize, k: usize| len.checked_div(k).unwrap_or(usize::MAX);
         let n = (field.len() / dim).min(whole(actions.index.len(), heads)).min(whole(actions.real.len(), dims));
         let n = n.min(FRAME_ENVS);
         let rows = |k: usize| (0..n).map(move |e| e * k..(e + 1) * k);
-        // A vector is shown as numbers; an image is env 0's picture, not its bytes.
-        let obs = match field {
-            FieldData::F32(values) => values.chunks_exact(dim).take(n).map(<[f32]>::to_vec).collect(),
+        // A vector is shown as numbers; an image is env 0's picture, not its bytes; a Dict's
+        // or Tuple's leaves are env 0's, one by one.
+        let obs_rows = match field {
+            FieldData::F32(values) if !structured => values.chunks_exact(dim).take(n).map(<[f32]>::to_vec).collect(),
             _ => vec![Vec::new(); n],
         };
         let frame = GymFrame {
             id: self.id.clone(),
-            obs,
+            obs: obs_rows,
             actions: rows(heads).map(|r| actions.index[r].to_vec()).collect(),
             real: if dims == 0 { Vec::new() } else { rows(dims).map(|r| actions.real[r].to_vec()).collect() },
             image: self.pictures.newest(),
-            seen: seen(&self.spec.fields[0], field),
+            seen: if structured { None } else { seen(&self.spec.fields[0], field) },
+            leaves: if structured { leaves_of(&self.spec.fields, obs) } else { Vec::new() },
         };
         Some(Frame::new(EnvName::Gym, step, &frame))
     }

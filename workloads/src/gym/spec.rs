@@ -309,6 +309,24 @@ pub struct GymFrame {
     /// stack's frames, oldest first) a grey plane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen: Option<GymSeen>,
+    /// Env 0's observation leaf by leaf, where it is a Dict's or Tuple's (its rows in `obs`
+    /// then empty): each leaf's key, and its values listed or its image painted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaves: Vec<GymLeaf>,
+}
+
+/// One leaf of env 0's structured observation: its key, its values (floats, or indices
+/// from 0) where it is a vector, its channels where it is an image.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GymLeaf {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<f32>,
+    /// Each index's choices (a Discrete's or MultiDiscrete's), where the leaf is indices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<GymSeen>,
 }
 
 /// An image observation's channels, each `width × height` grey bytes in base64

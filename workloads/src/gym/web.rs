@@ -1,6 +1,7 @@
 //! A Gymnasium env's view: env 0's picture where the env draws itself (`rgb_array`), env 0's
-//! image as the policy sees it (each channel), then the first few envs' observation vectors
-//! and the actions just chosen, a row per env
+//! image as the policy sees it (each channel), or its Dict's or Tuple's leaves one by one
+//! (values listed, images painted), then the first few envs' observation vectors and the
+//! actions just chosen, a row per env
 //! (the returns are the run's episode chart).
 //!
 //! A module of `hotlab-views` (its root, `workloads/src/views.rs`, is beside this folder),
@@ -8,7 +9,7 @@
 
 use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::gym::{GymFrame, GymImage, GymSeen};
+use hotlab_shared::workloads::gym::{GymFrame, GymImage, GymLeaf, GymSeen};
 use hotlab_shared::workloads::EnvName;
 use leptos::prelude::*;
 
@@ -16,7 +17,7 @@ use leptos::prelude::*;
 pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
     let mine = move || frame.with(|f| f.as_ref().and_then(|f| f.read::<GymFrame>(EnvName::Gym)));
     move || {
-        mine().map(|GymFrame { id, obs, actions, real, image, seen }| {
+        mine().map(|GymFrame { id, obs, actions, real, image, seen, leaves }| {
             let rows = obs.into_iter().zip(actions).enumerate().map(|(e, (o, a))| {
                 let values = o.iter().map(|v| format!("{v:+.3}")).collect::<Vec<_>>().join(" ");
                 let mut action: Vec<String> = a.iter().map(i64::to_string).collect();
@@ -34,7 +35,8 @@ pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
                 <div class="gym" data-testid="rollout-gym">
                     <p><span class="muted">"gym "</span><code>{id}</code></p>
                     {image.map(picture)}
-                    {seen.map(planes)}
+                    {seen.map(|s| planes(s, "env 0 as the policy sees it"))}
+                    {(!leaves.is_empty()).then(|| leaf_table(leaves))}
                     <table class="gym-obs">{rows.collect_view()}</table>
                 </div>
             }
@@ -42,8 +44,37 @@ pub fn View(frame: Signal<Option<Frame>>) -> impl IntoView {
     }
 }
 
-/// Env 0's observation as the policy sees it: each channel a grey canvas.
-fn planes(seen: GymSeen) -> impl IntoView {
+/// Env 0's Dict or Tuple observation, a row per leaf: its key, then its values (an index
+/// with its choices) or its image's channels.
+fn leaf_table(leaves: Vec<GymLeaf>) -> impl IntoView {
+    let rows = leaves.into_iter().map(|GymLeaf { key, values, classes, seen }| {
+        let shown = match seen {
+            Some(s) => planes(s, "").into_any(),
+            None if !classes.is_empty() => {
+                let each = values.iter().zip(&classes).map(|(v, c)| format!("{v:.0} of {c}")).collect::<Vec<_>>();
+                view! { <code>{each.join(", ")}</code> }.into_any()
+            }
+            None => view! { <code>{values.iter().map(|v| format!("{v:+.3}")).collect::<Vec<_>>().join(" ")}</code> }
+                .into_any(),
+        };
+        view! {
+            <tr data-testid="gym-leaf">
+                <td><code>{key}</code></td>
+                <td>{shown}</td>
+            </tr>
+        }
+    });
+    view! {
+        <table class="gym-leaves">
+            <caption class="muted">"env 0's observation, leaf by leaf"</caption>
+            {rows.collect_view()}
+        </table>
+    }
+}
+
+/// Env 0's observation (or one leaf of it) as the policy sees it: each channel a grey
+/// canvas, captioned `what` and the channels' size (no caption when `what` is empty).
+fn planes(seen: GymSeen, what: &'static str) -> impl IntoView {
     let GymSeen { width, height, planes } = seen;
     let n = planes.len();
     let canvases = planes.into_iter().map(move |data| {
@@ -59,7 +90,9 @@ fn planes(seen: GymSeen) -> impl IntoView {
     view! {
         <figure class="gym-seen">
             <div class="planes">{canvases.collect_view()}</div>
-            <figcaption class="muted">{format!("env 0 as the policy sees it: {n} channels of {width}×{height}")}</figcaption>
+            {(!what.is_empty()).then(|| view! {
+                <figcaption class="muted">{format!("{what}: {n} channels of {width}×{height}")}</figcaption>
+            })}
         </figure>
     }
 }

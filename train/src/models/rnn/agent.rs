@@ -18,7 +18,7 @@ use crate::rollout::{Batch, Memory, Rollout};
 use crate::workload::TrainedPolicy;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::profile::Phase;
-use hotlab_shared::protocol::Losses;
+use hotlab_shared::protocol::{Losses, PolicyMemory};
 use hotlab_shared::spec::{RnnUpdate, RunSpec};
 use std::sync::Arc;
 use std::time::Instant;
@@ -147,11 +147,26 @@ pub struct RnnActor {
     next_starts: Vec<bool>,
     /// This rollout's starts, `[T·N]`.
     starts: Vec<bool>,
+    /// Whether a lab watches ([`Actor::watch`]): then env 0's state norm after each step
+    /// of its episode is kept (on the device, read once a frame).
+    watched: bool,
+    env0: Vec<Tensor>,
 }
+
+/// Most steps of env 0's episode whose state norm a frame shows (the newest).
+const SHOWN_STEPS: usize = 1000;
 
 impl RnnActor {
     pub fn new(io: Eager) -> Self {
-        Self { io, state: None, start: None, next_starts: Vec::new(), starts: Vec::new() }
+        Self {
+            io,
+            state: None,
+            start: None,
+            next_starts: Vec::new(),
+            starts: Vec::new(),
+            watched: false,
+            env0: Vec::new(),
+        }
     }
 
     /// `[rows, 1]`: 0 where a row starts an episode (its state is zeroed), 1 elsewhere; None
@@ -195,6 +210,13 @@ impl Actor<RnnAgent> for RnnActor {
             let s = prof.stop(Phase::OBS_TRANSFER, start);
             let keep = self.keep(&starts, c);
             let (h, next) = net.step(&net.encode(&x), &state, keep.as_ref());
+            if self.watched {
+                if starts[0] || self.env0.len() >= SHOWN_STEPS {
+                    self.env0.clear();
+                }
+                let squares: Vec<Tensor> = next.iter().map(|s| s.get(0).square().sum(tch::Kind::Float)).collect();
+                self.env0.push(Tensor::stack(&squares, 0).sum(tch::Kind::Float).sqrt());
+            }
             self.state = Some(next);
             let outputs = net.outputs(&h);
             let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
@@ -241,6 +263,20 @@ impl Actor<RnnAgent> for RnnActor {
     }
 
     fn sync_weights(&mut self, _agent: &RnnAgent) {}
+
+    fn watch(&mut self, watched: bool) {
+        self.watched = watched;
+    }
+
+    fn shown(&mut self, c: &mut Counters) -> Option<PolicyMemory> {
+        if self.env0.is_empty() {
+            return None;
+        }
+        let mut state_norm = vec![0f32; self.env0.len()];
+        read_into(&Tensor::stack(&self.env0, 0), &mut state_norm, c);
+        let cell = if self.state.as_ref().is_some_and(|s| s.len() == 2) { "lstm" } else { "gru" };
+        Some(PolicyMemory { cell: cell.into(), state_norm })
+    }
 
     fn finish(&mut self, rollout: &mut Rollout, c: &mut Counters) -> Option<(Tensor, Tensor)> {
         self.next_starts = ended(rollout, rollout.steps - 1);
