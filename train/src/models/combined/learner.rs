@@ -46,6 +46,10 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
         net.shape.hidden
     ));
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
+    if spec.exec.threads == 0 && env_spec.fields.iter().any(|f| f.kind.is_bytes()) {
+        // As the CNN's: a convolution's minibatch splits well, and the envs wait meanwhile.
+        setup.threads = crate::cores();
+    }
     let (opt, mover) = ppo::after_init(setup, &net.params.flat);
     let (transfer, sync, device) = (spec.exec.transfer, spec.exec.action_sync, setup.device);
     let actor = move || Eager { mover: Mover::new(transfer, device), sync };
