@@ -18,7 +18,7 @@ after(() => stopAll(browser, lab));
 
 const PRESETS = [
   'cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'atari', 'mujoco-fast', 'atari-lstm',
-  'atari-envpool', 'atari-gpu',
+  'memory', 'atari-envpool', 'atari-gpu',
 ];
 // What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow,
 // mujoco and atari presets train for minutes to days (mujoco and mujoco-fast: 1M steps of
@@ -31,7 +31,7 @@ const PRESETS = [
 // evaluates).
 const RUNNABLE = PRESETS.filter((p) => !['gpu', 'grow'].includes(p) && !p.startsWith('mujoco') && !p.startsWith('atari'));
 const STOPPED = ['dreamer', 'morpho'];
-const WORKLOAD = { cleanrl: 'cartpole', wide: 'cartpole', proof: 'proof', morpho: 'morpho', dreamer: 'dreamer' };
+const WORKLOAD = { cleanrl: 'cartpole', wide: 'cartpole', proof: 'proof', morpho: 'morpho', dreamer: 'dreamer', memory: 'gym' };
 
 async function open(path, options) {
   const opened = await openPage(browser, lab, path, options);

@@ -27,10 +27,9 @@ export async function startLab({ port = 0, data: given, args: extra = [] } = {})
   const args = ['serve', '--host', '127.0.0.1', '--port', String(port), '--token', TOKEN,
     '--data-dir', join(data, 'hotlab-data'), '--static-dir', join(repo, 'static'),
     '--worker-token', WORKER_TOKEN, ...extra];
-  // The tests' own Gymnasium envs (a Dict observation's, a memory task's) importable by
-  // the runs this lab starts.
-  const fixtures = ['structured', 'memory'].map((d) => join(repo, 'tests', 'fixtures', d));
-  const PYTHONPATH = [...fixtures, process.env.PYTHONPATH].filter(Boolean).join(':');
+  // The tests' own Gymnasium envs (a Dict observation's) importable by the runs this lab
+  // starts.
+  const PYTHONPATH = [join(repo, 'tests', 'fixtures', 'structured'), process.env.PYTHONPATH].filter(Boolean).join(':');
   const child = spawn(bin, args, {
     cwd: data,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -253,7 +253,7 @@ test('a Dict env runs from the lab: env 0\'s observation leaf by leaf, the goal 
 
 test('a recurrent run shows env 0\'s state norm over its episode; the launch form offers --rnn', async () => {
   const id = await lab.launch({
-    env: 'gym', gym_id: 'cue_envs:CueRecall', rnn: 'lstm', rnn_width: 16, envs: 4, steps: 32, total_steps: 50_000_000, device: 'cpu',
+    env: 'gym', gym_id: 'hotlab/CueRecall-v0', rnn: 'lstm', rnn_width: 16, envs: 4, steps: 32, total_steps: 50_000_000, device: 'cpu',
   });
   const { page, errors, context } = await open(`#/run/${id}`);
   const memory = page.getByTestId('memory');

@@ -1,5 +1,6 @@
-"""sb3-contrib's RecurrentPPO on the cue-recall memory task (tests/fixtures/memory/cue_envs.py),
-the peer of `hotlab train --env gym:cue_envs:CueRecall --rnn lstm` (docs/benchmarks.md).
+"""sb3-contrib's RecurrentPPO on hotlab's cue-recall memory task (`hotlab/CueRecall-v0`, defined
+in the gym worker, workloads/src/gym/worker.py), the peer of `hotlab train --preset memory`
+(docs/benchmarks.md).
 
 usage: peer_recurrent_ppo.py [STEPS]   (in a venv of its own with sb3-contrib: .venv-peers)
 Trains with rl-baselines3-zoo's hyperparameters for RecurrentPPO on CartPoleNoVel-v1 (8 envs
@@ -13,16 +14,19 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "memory"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads", "src", "gym"))
 
+import gymnasium  # noqa: E402
 import torch  # noqa: E402
-from cue_envs import CueRecall  # noqa: E402
+import worker  # noqa: E402
 from sb3_contrib import RecurrentPPO  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from torch import nn  # noqa: E402
 
 torch.set_num_threads(2)
+worker.builtin_envs(gymnasium)
+CueRecall = "hotlab/CueRecall-v0"
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40960
 
 

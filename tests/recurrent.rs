@@ -1,6 +1,6 @@
 //! The recurrent policy (`--rnn lstm|gru`): its core equals PyTorch's `nn.LSTM`/`nn.GRU`
 //! through episode resets (`tests/rnn_torch.py`), it remembers what a memoryless policy
-//! cannot (`tests/fixtures/memory/cue_envs.py`), it reads images through the CNN, and bad
+//! cannot (the `memory` preset's `hotlab/CueRecall-v0`), it reads images through the CNN, and bad
 //! settings are refused naming the flag.
 
 mod common;
@@ -127,16 +127,9 @@ fn the_core_equals_pytorchs_lstm_and_gru_through_resets() {
     }
 }
 
-/// The memory env's module on the `PYTHONPATH` of every run this test starts.
-fn memory_env() -> std::process::Command {
-    let mut cmd = hotlab();
-    cmd.env("PYTHONPATH", repo().join("tests/fixtures/memory"));
-    cmd
-}
-
 /// A cue shown once, four blank steps, then a choice that pays +1 only if it matches the
-/// cue (-1 if not): the LSTM and the GRU policies learn it (40,960 steps, about 3 s each
-/// here) and beat chance (0) and the same run without memory (`--rnn none`), each by a
+/// cue (-1 if not; hotlab's own `hotlab/CueRecall-v0`): the `memory` preset (an LSTM of
+/// 32, 40,960 steps, about 3 s here) and the same with a GRU learn it and beat chance (0) and the same run without memory (`--rnn none`), each by a
 /// paired bootstrap 95 % interval on the same 200 held-out episodes; the run without
 /// memory does not beat chance: at the choice it sees the same observation whatever the
 /// cue, so it chooses one side always. The checkpoints play through `hotlab eval`, their
@@ -148,15 +141,14 @@ fn a_recurrent_policy_remembers_a_cue_that_a_memoryless_one_cannot() {
     let episodes = 200;
     let returns = |rnn: &str| -> Vec<f64> {
         let ckpt = dir.path().join(rnn);
-        let out = run(memory_env()
-            .args(["train", "--env", "gym:cue_envs:CueRecall", "--rnn", rnn, "--rnn-width", "32", "--hidden", "32"])
-            .args(["--envs", "16", "--steps", "32", "--total-steps", "40960", "--lr", "0.001", "--seed", "2", "--json"])
+        let out = run(hotlab()
+            .args(["train", "--preset", "memory", "--rnn", rnn, "--seed", "2", "--json"])
             .arg("--out")
             .arg(&ckpt));
         assert!(out.status.success(), "--rnn {rnn}: {}", stderr(&out));
         let report = last_json(&out);
         assert_eq!(report["config"]["ppo"]["rnn"], rnn, "{report}");
-        let out = run(memory_env()
+        let out = run(hotlab()
             .args(["eval", "--json", "--episodes", &episodes.to_string(), "--seed", "12345", "--checkpoint"])
             .arg(&ckpt));
         assert!(out.status.success(), "--rnn {rnn}: {}", stderr(&out));

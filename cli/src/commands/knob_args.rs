@@ -282,7 +282,7 @@ mod tests {
     fn help_shows_each_presets_default_and_the_workloads_under_their_own_headings() {
         let help = <Cli as clap::CommandFactory>::command().render_long_help().to_string();
         assert!(
-            help.contains("[cleanrl: 4, wide: 1024, gpu: 4096, proof: 64, morpho: 8, grow: 8, dreamer: 4, mujoco: 1, atari: 8, mujoco-fast: 8, atari-lstm: 8, atari-envpool: 8, atari-gpu: 64]"),
+            help.contains("[cleanrl: 4, wide: 1024, gpu: 4096, proof: 64, morpho: 8, grow: 8, dreamer: 4, mujoco: 1, atari: 8, mujoco-fast: 8, atari-lstm: 8, memory: 16, atari-envpool: 8, atari-gpu: 64]"),
             "{help}"
         );
         assert!(help.contains("[default: 0.99]"), "{help}");

@@ -68,7 +68,57 @@ def import_gymnasium(python):
         fail("python", f"{python} has no gymnasium ({e}): install it with `{python} -m pip install gymnasium`")
     import gymnasium
 
+    builtin_envs(gymnasium)
     return gymnasium
+
+
+# hotlab's own envs, registered under `hotlab/` wherever this worker runs.
+BUILTIN = "hotlab/"
+
+
+def builtin_envs(gym):
+    """Registers hotlab's own small envs (`hotlab/…`), which every Python with gymnasium has:
+
+    - `hotlab/CueRecall-v0`: a memory task. A cue is shown once (one of two flags), then
+      `delay` blank steps (4), then a choice (the third flag says when) that pays +1 if it
+      matches the cue and -1 if not; every other step pays 0 and its action is ignored. A
+      policy without memory sees the same blank observation at the choice whatever the cue
+      was, so none does better than chance (0) in expectation; a recurrent one learns it
+      (the `memory` preset).
+    """
+    import numpy as np
+
+    if BUILTIN + "CueRecall-v0" in gym.registry:
+        return
+
+    class CueRecall(gym.Env):
+        def __init__(self, delay=4):
+            self.delay = int(delay)
+            self.observation_space = gym.spaces.Box(0.0, 1.0, (3,), np.float32)
+            self.action_space = gym.spaces.Discrete(2)
+            self.cue, self.t = 0, 0
+
+        def _obs(self):
+            o = np.zeros(3, np.float32)
+            if self.t == 0:
+                o[self.cue] = 1.0
+            if self.t == self.delay + 1:
+                o[2] = 1.0
+            return o
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.cue, self.t = int(self.np_random.integers(2)), 0
+            return self._obs(), {}
+
+        def step(self, action):
+            if self.t == self.delay + 1:
+                reward = 1.0 if int(action) == self.cue else -1.0
+                return self._obs(), reward, True, False, {}
+            self.t += 1
+            return self._obs(), 0.0, False, False, {}
+
+    gym.register(BUILTIN + "CueRecall-v0", entry_point=lambda **kw: CueRecall(**kw))
 
 
 def takes(f, name):
@@ -383,6 +433,9 @@ def ids(a):
         atari_missing = f"ale_py ({type(e).__name__}: {e})"
     families = {}
     for env_id, spec in gym.registry.items():
+        if env_id.startswith(BUILTIN):
+            families.setdefault("hotlab", []).append(env_id)
+            continue
         # A callable entry point is a placeholder that raises (mujoco-py's v2/v3, shimmy's).
         if not isinstance(spec.entry_point, str):
             continue
