@@ -121,6 +121,15 @@ pub struct Actor {
 impl Actor {
     /// Parses and checks the worker's policy JSON.
     pub fn from_policy_json(text: &str) -> Result<Self, PolicyError> {
+        // A recurrent policy carries its state from step to step, which this kernel has no
+        // room for: named, with where it plays, before its shape is read as an MLP's.
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+            if let Some(cell) = v["shape"]["cell"].as_str() {
+                return Err(PolicyError(format!(
+                    "shape: the playground runs an MLP actor; this policy is recurrent ({cell}): play it with `hotlab eval`"
+                )));
+            }
+        }
         let p: PolicyJson = serde_json::from_str(text).map_err(|e| PolicyError(format!("not a policy file: {e}")))?;
         if p.env != "cartpole" {
             return Err(PolicyError(format!(
@@ -274,6 +283,8 @@ mod tests {
         assert!(err(&policy_json(&[8], "proof")).starts_with("env:"));
         assert!(err(&policy_json(&[512], "cartpole")).contains("widths 1 to 256"));
         assert!(err("{}").starts_with("not a policy file"));
+        let recurrent = r#"{"env": "cartpole", "shape": {"input": {"features": 4}, "cell": "lstm", "width": 64}}"#;
+        assert!(err(recurrent).contains("recurrent (lstm)"), "{}", err(recurrent));
         let mut v: serde_json::Value = serde_json::from_str(&policy_json(&[8], "cartpole")).unwrap();
         v["params"].as_array_mut().unwrap().truncate(10);
         assert!(err(&v.to_string()).starts_with("params:"));
