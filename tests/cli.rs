@@ -407,3 +407,41 @@ fn the_steady_window_leaves_a_slow_start_up_out() {
     assert!(steady_sps > sps, "without the start-up the rate is higher: {steady_sps} vs {sps}");
     assert!(train("256")["steady"].is_null(), "2 updates: all warm-up");
 }
+
+/// `--precision bf16` on a CPU with no bf16 instructions (issue 80, a newcomer's slow run):
+/// the run warns at its start and in its notes, and its report advises `--precision fp32`
+/// (catalogue row 6, the precision lesson), which the audit of its own recommendations
+/// confirms. On a CPU with them (AVX512-BF16) none of that: bf16 is the CPU's own there.
+/// Which of the two this machine proves is its CPU's (the shared machines have both); each
+/// is a real run.
+#[test]
+fn bf16_that_the_cpu_emulates_is_named_and_advised_against() {
+    let native = std::arch::is_x86_feature_detected!("avx512bf16");
+    let flags =
+        ["--precision", "bf16", "--hidden", "256,256", "--envs", "8", "--total-steps", "4096", "--device", "cpu"];
+    let out = run(hotlab().args(["train", "--json"]).args(flags));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let notes = last_json(&out)["notes"].to_string();
+    let warned = stderr(&out).contains("warning: --precision bf16 on a CPU without AVX512-BF16");
+    assert_eq!(warned, !native, "native bf16: {native}; stderr: {}", stderr(&out));
+    assert_eq!(notes.contains("its products are emulated"), !native, "native bf16: {native}; notes: {notes}");
+    let out = run(hotlab().args(["profile", "--report", "json"]).args(flags));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = last_json(&out);
+    let advice = report["recommendations"].as_array().unwrap().iter().find(|r| r["knob"] == "--precision fp32");
+    assert_eq!(advice.is_some(), !native, "native bf16: {native}; {report}");
+    if let Some(advice) = advice {
+        assert_eq!(
+            (&advice["row"], &advice["lesson"]),
+            (&serde_json::json!(6), &serde_json::json!("precision")),
+            "{advice}"
+        );
+        let out = run(hotlab()
+            .args(["audit", "--recommendations", "--repeats", "2", "--json"])
+            .args(flags.iter().map(|f| if *f == "4096" { "8192" } else { f })));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let audit = last_json(&out);
+        let change = audit["changes"].as_array().unwrap().iter().find(|c| c["change"] == "--precision fp32");
+        assert_eq!(change.map(|c| &c["verdict"]), Some(&serde_json::json!("confirmed")), "{audit}");
+    }
+}

@@ -4,10 +4,11 @@ in the space's order (an image: convolutions with ReLUs, `nn.Flatten`, `nn.Linea
 fed `x / 255.0` for pixels and flags as they are, channels first; a vector: `nn.Flatten`; a
 Discrete or MultiDiscrete: each index one-hot over its choices), their outputs concatenated,
 then CleanRL's actor and critic (`nn.Linear` and `nn.Tanh` layers, then a linear head each).
+An image's network is `tests/cnn_torch.py`'s, built from the image's shape (CleanRL's Atari
+network, or MinAtar's for small grids).
 
 argv[1]: a JSON list of cases {"dir", "rows", "leaves": [{"name", "kind", "shape",
-"classes", "image": {"channels", "height", "width", "channels_last", "convs": [[out,
-kernel, stride]], "width"}}], "hidden", "outputs", "layout": [{"name", "shape"}]}; each
+"classes"}], "hidden", "outputs", "layout": [{"name", "shape"}]}; each
 case's dir holds params.f32 (flat, in `layout`'s order), leaf<i>.bin (leaf i's rows as the
 env gave them: float32, int64, or bytes), r_out.f32 and r_val.f32 (the weights of the loss
 `sum(outputs * r_out) + sum(value * r_val)`). Writes outputs.f32, value.f32 and grads.f32
@@ -21,6 +22,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cnn_torch import channels_first, encoder  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -37,23 +41,11 @@ class OneHot(nn.Module):
 class Image(nn.Module):
     def __init__(self, leaf):
         super().__init__()
-        img = leaf["image"]
-        self.leaf, self.img = leaf, img
-        layers, ch = [], img["channels"]
-        for out, kernel, stride in img["convs"]:
-            layers += [nn.Conv2d(ch, out, kernel, stride=stride), nn.ReLU()]
-            ch = out
-        with torch.no_grad():
-            flat = nn.Sequential(*layers, nn.Flatten())(torch.zeros(1, img["channels"], img["height"], img["width"])).shape[1]
-        self.net = nn.Sequential(*layers, nn.Flatten(), nn.Linear(flat, img["width_out"]), nn.ReLU())
+        self.leaf = leaf
+        self.net = encoder(leaf["shape"])
 
     def forward(self, x):
-        x = x.float() / 255.0 if self.leaf["kind"] == "u8" else x.float()
-        if len(self.leaf["shape"]) == 2:
-            x = x.unsqueeze(1)
-        elif self.img["channels_last"]:
-            x = x.permute(0, 3, 1, 2)
-        return self.net(x)
+        return self.net(channels_first(x, self.leaf["shape"], self.leaf["kind"]))
 
 
 class Combined(nn.Module):

@@ -196,7 +196,8 @@ fn the_replay_buffer_and_the_env_backend_change_nothing_learned() {
 /// losses lie within 5 % of fp32's and its reward loss within 25 % (a tiny figure by then).
 /// Measured: seed 1, frame 979.3 → 186.2 in fp32 and → 185.4 in bf16, KL 0.784 and 0.794;
 /// seed 2, frame 970.9 → 233.6 and → 233.7, KL 0.861 and 0.868. A bf16 world model that
-/// learned nothing (its learning rate 1e-12) stays at a frame loss of 1,000 and fails. fp16
+/// learned nothing (its learning rate 1e-12) stays at a frame loss of 1,000 and fails; an
+/// fp32 run labelled bf16 gives fp32's losses bit for bit and fails. fp16
 /// (loss-scaled, CUDA only: `gpu-check` trains it) is refused on the CPU.
 #[test]
 fn a_bf16_world_model_learns_as_fp32_does_and_fp16_is_refused_on_the_cpu() {
@@ -216,6 +217,10 @@ fn a_bf16_world_model_learns_as_fp32_does_and_fp16_is_refused_on_the_cpu() {
         };
         let (bf16, fp32) = (losses("bf16"), losses("fp32"));
         assert_eq!((bf16.len(), fp32.len()), (iterations, iterations), "{shape:?}");
+        // bf16 ran: its rounding shows in every iteration after the first update (an fp32
+        // run labelled bf16 gives fp32's losses bit for bit: one thread, the same seed).
+        let differ = bf16.iter().zip(&fp32).filter(|(b, f)| b != f).count();
+        assert!(differ >= iterations - 1, "{shape:?}: bf16's losses are fp32's: {bf16:?}");
         assert!(fp32[0][0] > 3.0 * fp32[iterations - 1][0], "fp32 learns: {fp32:?}");
         for (i, (b, f)) in bf16.iter().zip(&fp32).enumerate() {
             let terms = [("frame", 0.05), ("reward", 0.25), ("continue", 0.05), ("KL", 0.05)];

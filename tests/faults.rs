@@ -128,7 +128,8 @@ fn read_committed(db: &std::path::Path, id: u64) -> rusqlite::Result<Committed> 
 /// The disk fills while a run writes: the run is stopped and ends `failed`, saying the
 /// disk under the data dir is full; what was stored stays readable; new runs are refused
 /// naming why; once space returns, the lab writes what it kept (the run's end with it),
-/// says the store is ok, and takes runs again.
+/// says the store is ok, and takes runs again; every event of the run is then stored or
+/// counted as shed, and a shed one is reported.
 #[test]
 fn a_full_disk_fails_the_live_run_saying_so_keeps_what_was_stored_and_the_lab_recovers() {
     let disk = SmallDisk::start(8);
@@ -156,6 +157,13 @@ fn a_full_disk_fails_the_live_run_saying_so_keeps_what_was_stored_and_the_lab_re
     let c = until("the run's end to be stored", || Some(disk.committed(id)).filter(|c| c.status != "running"));
     assert_eq!((c.status.as_str(), c.message.as_str()), ("failed", message), "{c:?}");
     assert!(c.metrics >= kept as u64, "{c:?}: {kept} metrics before");
+    // The accounting, as for a stalled store: every event the run published is stored or
+    // counted as shed, and what was shed is reported, by the run and by the store.
+    assert_eq!(c.stored + c.dropped, c.events, "every event stored or counted as shed: {c:?}");
+    // (A run that shed nothing leaves `dropped` out.)
+    let reported = get_json(&addr, &format!("/api/runs/{id}"))["dropped"].as_u64().unwrap_or(0);
+    assert_eq!(reported, c.dropped, "the run reports what it shed: {c:?}");
+    assert!(store_state(&addr)["shed"].as_u64().unwrap() >= c.dropped, "{c:?}: {}", store_state(&addr));
     let next = launch(&addr, small_run());
     assert_eq!(wait_for(&addr, next, &["finished", "failed"])["status"], "finished");
 }

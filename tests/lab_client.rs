@@ -15,6 +15,17 @@ pub const TOKEN: &str = "test-token-12345678";
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// What the lab wrote to stderr so far (kept for a failure's message).
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    /// The URL it printed.
+    pub url: String,
+}
+
+impl Server {
+    /// The lab's stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
 }
 
 impl Drop for Server {
@@ -37,7 +48,9 @@ pub fn start_on(data: &std::path::Path, port: u16, extra: &[&str]) -> Server {
 pub fn start_with_env(data: &std::path::Path, port: u16, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut cmd = hotlab();
     cmd.args(serve_args(data, port)).args(extra).envs(env.iter().copied());
-    serve_from(cmd)
+    let server = serve_from(cmd);
+    assert!(server.url.contains(&format!("token={TOKEN}")), "the URL carries the token: {}", server.url);
+    server
 }
 
 /// `hotlab serve`'s arguments for a test's lab on 127.0.0.1 with [`TOKEN`].
@@ -50,15 +63,32 @@ pub fn serve_args(data: &std::path::Path, port: u16) -> Vec<String> {
 /// A lab started by `cmd` (which ends in `hotlab serve`, the same process: its pid is the
 /// lab's), once it has printed its URL.
 pub fn serve_from(mut cmd: std::process::Command) -> Server {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
+    // Its stderr kept as it comes, so that a lab that refuses to start says why.
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (mut err, kept) = (BufReader::new(child.stderr.take().unwrap()), std::sync::Arc::clone(&stderr));
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        while err.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if let Ok(mut all) = kept.lock() {
+                all.push_str(&line);
+            }
+            line.clear();
+        }
+    });
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     // Keep reading, so that the server's later output never meets a closed pipe.
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let addr = line.split("http://").nth(1).and_then(|r| r.split('/').next()).expect("URL printed").to_string();
-    assert!(line.contains(&format!("token={TOKEN}")), "the URL carries the token: {line}");
-    Server { child, addr }
+    let Some(addr) = line.split("http://").nth(1).and_then(|r| r.split('/').next()).map(str::to_string) else {
+        // No URL: the lab ended (or printed something else); its stderr says why.
+        let status = child.wait().ok();
+        let _ = reader.join();
+        let err = stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        panic!("hotlab serve printed no URL (its first line: {line:?}, exit {status:?}); its stderr:\n{err}");
+    };
+    Server { child, addr, stderr, url: line.trim().to_string() }
 }
 
 /// One HTTP/1.1 request: (status, body).

@@ -1,39 +1,32 @@
 //! `hotlab serve` answers `/api/system` and serves the page.
 
 mod common;
+mod lab_client;
 use common::*;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
 
+/// The lab, and its data dir (removed after it).
 struct Server {
-    child: Child,
-    addr: String,
+    lab: lab_client::Server,
     _data: tempfile::TempDir,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Server {
+    type Target = lab_client::Server;
+    fn deref(&self) -> &lab_client::Server {
+        &self.lab
     }
 }
 
 fn start(static_dir: &std::path::Path) -> Server {
     let data = tempfile::tempdir().unwrap();
-    let mut child = hotlab()
-        .args(["serve", "--host", "127.0.0.1", "--port", "0", "--static-dir"])
+    let mut cmd = hotlab();
+    cmd.args(["serve", "--host", "127.0.0.1", "--port", "0", "--static-dir"])
         .arg(static_dir)
         .arg("--data-dir")
-        .arg(data.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.split("http://").nth(1).and_then(|r| r.split('/').next()).expect("URL printed").to_string();
-    Server { child, addr, _data: data }
+        .arg(data.path());
+    Server { lab: lab_client::serve_from(cmd), _data: data }
 }
 
 /// A plain HTTP/1.1 GET: (status, body).

@@ -13,7 +13,7 @@ use hotlab_shared::env::{BatchEnv, FieldData, FieldKind, FieldSpec, Observations
 use hotlab_shared::rng::HostRng;
 use hotlab_shared::spec::WaitMode;
 use hotlab_train::exec::EnvMaker;
-use hotlab_train::models::cnn::{Compute, Image, Layout};
+use hotlab_train::models::cnn::{Compute, Layout};
 use hotlab_train::models::combined::{CombinedNet, CombinedShape, Inputs};
 use hotlab_workloads::gym::GymEnv;
 use serde_json::{json, Value};
@@ -137,14 +137,8 @@ fn the_combined_policy_equals_a_pytorch_reference_of_sb3s_layout() {
                         let v: Vec<u8> = (0..rows * n).map(|_| (rng.next_u64() % top) as u8).collect();
                         rows_of = v.chunks(n).map(<[u8]>::to_vec).collect();
                         bytes.push((v, n));
-                        let image = Image::of(f).unwrap();
-                        let (convs, width) = image.trunk().layers();
+                        // The reference builds the image's network from its shape alone.
                         leaf_json["kind"] = json!(if f.kind == FieldKind::Bool { "bool" } else { "u8" });
-                        leaf_json["image"] = json!({
-                            "channels": image.channels, "height": image.height, "width": image.width,
-                            "channels_last": image.channels_last, "width_out": width,
-                            "convs": convs.iter().map(|(out, w)| json!([out, w.kernel, w.stride])).collect::<Vec<_>>(),
-                        });
                     }
                 }
                 std::fs::write(dir.join(format!("leaf{k}.bin")), rows_of.concat()).unwrap();

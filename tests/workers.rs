@@ -165,7 +165,8 @@ fn a_worker_killed_mid_run_leaves_the_run_interrupted_with_its_metrics() {
 
 /// A worker machine that dies without a goodbye: its process frozen (SIGSTOP), its socket
 /// left open, nothing more said on it. The lab takes it for gone after its silence: its run
-/// ends `interrupted` after the grace period, naming it, with what it sent kept; of the
+/// ends `interrupted` once the grace period has passed (not before), naming it, with what it
+/// sent kept whole and nothing more; of the
 /// runs queued behind it, the one the lab placed moves to another worker and finishes, and
 /// the one launched for that machine by name ends `interrupted`, saying it never started.
 #[test]
@@ -188,11 +189,41 @@ fn a_worker_that_dies_without_a_goodbye_is_taken_for_gone_and_its_queue_moves_on
     let before = metrics(&server.addr, id).len();
     unsafe { libc::kill(frozen.child.id() as i32, libc::SIGSTOP) };
 
+    // Taken for gone after its silence: from then on nothing more can come from it, and
+    // its run waits out the grace period (2 s) before it is interrupted.
+    let box_f = || {
+        let machines = get_json(&server.addr, "/api/machines");
+        machines.as_array().unwrap().iter().find(|m| m["name"] == "box-f").cloned().unwrap()
+    };
+    let start = Instant::now();
+    while box_f()["connected"] == true {
+        assert!(start.elapsed() < Duration::from_secs(60), "box-f is never taken for gone");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let gone = Instant::now();
+    let (status, kept) =
+        (get_json(&server.addr, &format!("/api/runs/{id}"))["status"].clone(), metrics(&server.addr, id).len());
+    assert_eq!(status, "running", "the run waits out the grace period");
     let run = wait_for(&server.addr, id, &["interrupted", "failed", "finished"]);
+    let waited = gone.elapsed();
     assert_eq!(run["status"], "interrupted", "{run}");
+    assert!(
+        waited >= Duration::from_millis(1800),
+        "interrupted {waited:?} after its machine was gone, within the 2 s grace"
+    );
     let message = run["message"].as_str().unwrap();
     assert!(message.contains("'box-f' has been away"), "{message}");
-    assert!(metrics(&server.addr, id).len() >= before, "what it sent is kept");
+    // What it sent is kept whole (each update once, none missing), and nothing comes after
+    // the end.
+    let after = metrics(&server.addr, id);
+    assert_whole(&after);
+    assert!(
+        after.len() >= kept && kept >= before,
+        "{before} metrics before the freeze, {kept} when gone, {}",
+        after.len()
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(metrics(&server.addr, id).len(), after.len(), "nothing after the run ended");
     let run = wait_for(&server.addr, placed, &["finished", "failed", "interrupted"]);
     assert_eq!((run["status"].as_str(), run["machine"].as_str()), (Some("finished"), Some("box-g")), "{run}");
     let run = wait_for(&server.addr, named, &["finished", "failed", "interrupted"]);

@@ -172,6 +172,11 @@ pub struct Profile {
     /// copies per step, call sites), for a run of one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<Box<ScriptProfile>>,
+    /// The update's products' kind where the device has no instructions for it and
+    /// emulates it (`bf16` on a CPU without AVX512-BF16: about 10× fp32's time); None where
+    /// they are native.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<String>,
 }
 
 /// GPU memory as the driver reports it (the whole device: libtorch's cache, the CUDA
@@ -193,6 +198,9 @@ impl Profile {
         self.counters.add(&window.counters);
         if let Some(w) = &window.script {
             self.script.get_or_insert_with(Box::default).accumulate(w);
+        }
+        if window.emulated.is_some() {
+            self.emulated.clone_from(&window.emulated);
         }
         if let Some(w) = window.gpu_memory {
             let peak = self.gpu_memory.map_or(0, |m| m.peak_bytes).max(w.peak_bytes);

@@ -38,6 +38,10 @@ pub struct Lesson {
     pub budget: Budget,
     /// What a GPU measured, for a lesson that needs one (shown where CUDA is missing).
     pub on_gpu: Option<&'static str>,
+    /// On which CPUs it shows, where that depends on the CPU's instructions (shown on its
+    /// card beside this machine's check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_cpu: Option<&'static str>,
 }
 
 /// A lesson's slow setting: its own knobs (by name, as text), then those of the small world
@@ -368,6 +372,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "round trips to worker processes per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -387,6 +392,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device copies per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -407,6 +413,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device copies per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: None,
         on_gpu: Some(
             "the bottleneck does not show at this lesson's 64 envs on a GPU: there the device env ran 0.32× as fast as \
             the host's (a regression). Each device step launches its kernels for only 64 tiny envs while the CPU \
@@ -431,6 +438,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host syncs per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -450,6 +458,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "µs per rollout forward",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -480,6 +489,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "minibatch steps dispatched from the host per env step",
         },
         budget: Budget { seconds: 4.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: Some(
             "at 1-second runs its A/A noise spanned 0.19–6.52 on the same card: a GPU run needs seconds past its \
             warm-up and capture before its rate means anything",
@@ -505,6 +515,11 @@ pub const LESSONS: &[Lesson] = &[
             text: "µs per backward pass",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: Some(
+            "bf16 is faster only on CPUs with AVX512-BF16 or AMX (1.7× at this width on an AMD EPYC with AVX512-BF16); \
+            elsewhere it is emulated, about 10× slower than fp32, and a run in bf16 there is warned at its start and \
+            advised fp32 by its report",
+        ),
         on_gpu: Some(
             "the signature did not show on an H100 at this lesson's shape: the 1024-wide backward took 512 µs in fp32 \
             and 759 µs in bf16, and at 4-second runs × 3 the rate did not move (×1.03, 1.01–1.06, against an A/A \
@@ -530,6 +545,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "telemetry calls per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -561,6 +577,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "reads of the envs' lifecycle state per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -593,6 +610,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host training passes (sequences of small ops) per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -622,6 +640,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "changes to a host's parameter set per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: Some(
             "on a GPU the sleeper pool is slower (0.42× here; `hotlab bench morpho --device cuda`: 0.38–0.84× over \
             4–64 envs, its replayed host step 45–67 % of the wall): a sleeper's static step runs every slot's seed, \
@@ -647,6 +666,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "rollout forwards per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -673,6 +693,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "train steps per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -697,6 +718,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "encoder calls per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -722,6 +744,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host syncs per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -742,6 +765,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device copies per env step",
         },
         budget: Budget { seconds: 1.5, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -773,6 +797,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host stream waits per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -802,6 +827,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "host→device bytes per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 2 },
+        on_cpu: None,
         on_gpu: Some(
             "the bytes fall 33×, and on an H100 the rate does not follow: at 4-second runs × 3, no effect (×1.01, \
             0.78–1.23, against an A/A noise of 0.84–1.23). The likely reason, not measured: 266 kB per env step \
@@ -837,6 +863,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "round trips to Python processes per env step (one per process that steps at the same time)",
         },
         budget: Budget { seconds: 3.0, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -864,6 +891,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "bytes moved host to device per env step",
         },
         budget: Budget { seconds: 4.0, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -888,6 +916,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "µs stepping envs per env step",
         },
         budget: Budget { seconds: 4.0, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -919,6 +948,11 @@ pub const LESSONS: &[Lesson] = &[
             text: "µs per backward pass",
         },
         budget: Budget { seconds: 4.0, repeats: 3 },
+        on_cpu: Some(
+            "it shows on CPUs with AVX-512, whose oneDNN kernels want channels last: the backward 1.39× faster on an \
+            AMD EPYC with AVX-512 (docs/benchmarks.md, 2026-12-03); on a 2-core CPU without AVX-512 it did not show \
+            (×1.00, 0.80–1.41)",
+        ),
         on_gpu: None,
     },
     Lesson {
@@ -952,6 +986,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "round trips to Python processes per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
     Lesson {
@@ -977,6 +1012,7 @@ pub const LESSONS: &[Lesson] = &[
             text: "core calls in the update per env step",
         },
         budget: Budget { seconds: 3.0, repeats: 3 },
+        on_cpu: None,
         on_gpu: None,
     },
 ];

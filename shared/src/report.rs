@@ -209,6 +209,7 @@ fn recommend(profile: &Profile, spec: &RunSpec) -> Vec<Recommendation> {
     transfer_rules(&mut found, spec);
     forward_rules(&mut found, spec);
     recurrent_rules(&mut found, spec);
+    precision_rules(&mut found);
     let mut out = found.out;
     spec.workload.recommend(profile, &spec.context(), &mut out);
     out.sort_by(|a, b| b.max_speedup.total_cmp(&a.max_speedup));
@@ -344,6 +345,29 @@ fn recurrent_rules(found: &mut Found<'_>, spec: &RunSpec) {
                 ),
             )
             .teaching(12, "rnn-sequence"),
+        );
+    }
+}
+
+/// An update whose products the device emulates (bf16 on a CPU without AVX512-BF16, catalogue
+/// row 6): where its forward and backward take a tenth of the wall, fp32 cuts them (the
+/// bound: their whole share; emulated bf16 runs about 10× fp32's time there).
+fn precision_rules(found: &mut Found<'_>) {
+    let profile = found.profile;
+    let Some(kind) = profile.emulated.as_deref() else { return };
+    let share: f64 = [Phase::UPDATE_FORWARD, Phase::BACKWARD, Phase::OPTIMIZER].iter().map(|&p| profile.share(p)).sum();
+    if share >= 0.10 {
+        found.out.push(
+            Recommendation::bounded(
+                "--precision fp32",
+                Phase::BACKWARD,
+                amdahl(share),
+                format!(
+                    "{:.0}% of wall in an update whose {kind} products this device emulates (it has no {kind} instructions)",
+                    100.0 * share
+                ),
+            )
+            .teaching(6, "precision"),
         );
     }
 }
@@ -490,11 +514,30 @@ mod tests {
             overhead_s: 0.01,
             gpu_memory: None,
             script: None,
+            emulated: None,
         }
     }
 
     fn knobs(r: &Report) -> Vec<&str> {
         r.recommendations.iter().map(|x| x.knob.as_str()).collect()
+    }
+
+    /// An update whose bf16 products the device emulates is advised fp32 (row 6, the
+    /// precision lesson) where its forward and backward take a tenth of the wall; the same
+    /// profile with native products, or with the update a twentieth of the wall, is not.
+    #[test]
+    fn an_emulated_bf16_update_is_advised_fp32() {
+        let spec = RunSpec::default();
+        let update = [(Phase::BACKWARD, 0.5), (Phase::UPDATE_FORWARD, 0.2), (Phase::ENV_STEP, 0.3)];
+        let emulated = Profile { emulated: Some("bf16".into()), ..profile(&update, Counters::default()) };
+        let r = analyze(&emulated, &spec);
+        let advice = r.recommendations.iter().find(|x| x.knob == "--precision fp32").expect("advised");
+        assert_eq!((advice.row, advice.lesson.as_deref()), (Some(6), Some("precision")));
+        assert!(advice.signature.contains("70% of wall") && advice.signature.contains("emulates"), "{advice:?}");
+        assert!(!knobs(&analyze(&profile(&update, Counters::default()), &spec)).contains(&"--precision fp32"));
+        let small = [(Phase::BACKWARD, 0.03), (Phase::UPDATE_FORWARD, 0.02), (Phase::ENV_STEP, 0.95)];
+        let small = Profile { emulated: Some("bf16".into()), ..profile(&small, Counters::default()) };
+        assert!(!knobs(&analyze(&small, &spec)).contains(&"--precision fp32"));
     }
 
     #[test]

@@ -207,6 +207,19 @@ pub fn run(
     let mut telemetry = Telemetry::new(spec.telemetry.every, learner.layout(), device, sink);
 
     let (mut prof, device_timing) = profiler(spec, device, opts.trace, &mut notes);
+    if let Some(kind) = precision.emulated_on(device) {
+        // Said at the start, where a newcomer looks, and in the run's notes.
+        let (device_is, auto) = match device.is_cuda() {
+            true => ("a GPU before Ampere (compute capability 8.0)", "fp16 with its loss scaler"),
+            false => ("a CPU without AVX512-BF16", "fp32"),
+        };
+        let note = format!(
+            "--precision {kind} on {device_is}: its products are emulated, several times slower than native ones (about 10× fp32's on a CPU); --precision auto picks {auto} here"
+        );
+        eprintln!("warning: {note}");
+        notes.push(note);
+        prof.set_emulated(Some(kind));
+    }
     // Like CleanRL's SPS, the clock starts at the first step; the set-up is its own figure.
     let setup_s = begin.elapsed().as_secs_f64();
     let start = Instant::now();

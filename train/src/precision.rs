@@ -130,6 +130,12 @@ impl Precision {
         Self { kind: Kind::Float, scaler: None }
     }
 
+    /// Its label where `device` has no instructions for it and emulates it (bf16 on a CPU
+    /// without AVX512-BF16, on a GPU before Ampere): None where it is native, or fp32.
+    pub fn emulated_on(&self, device: Device) -> Option<&'static str> {
+        (self.kind == Kind::BFloat16 && !has_bf16(device)).then_some("bf16")
+    }
+
     /// `fp32`, `fp16` or `bf16`.
     pub fn label(&self) -> &'static str {
         match self.kind {

@@ -85,6 +85,8 @@ pub struct Profiler {
     /// What a probe measured of a user's script, this window and in total.
     script: Option<Box<ScriptProfile>>,
     script_total: Option<Box<ScriptProfile>>,
+    /// The update's products' kind where the device emulates it ([`Profile::emulated`]).
+    emulated: Option<String>,
     /// Seconds that measuring cost elsewhere (a script's probe), this window and in total.
     measured_cost_s: f64,
     measured_cost_total_s: f64,
@@ -122,6 +124,7 @@ impl Profiler {
             traced_window: false,
             device: None,
             script: None,
+            emulated: None,
             script_total: None,
             measured_cost_s: 0.0,
             measured_cost_total_s: 0.0,
@@ -254,6 +257,12 @@ impl Profiler {
         }
     }
 
+    /// Marks the run's products as emulated by the device (`bf16` on a CPU without
+    /// AVX512-BF16): its profiles say so, for the report's precision rule.
+    pub fn set_emulated(&mut self, kind: Option<&str>) {
+        self.emulated = kind.map(str::to_string);
+    }
+
     /// Adds `secs` in `calls` calls to `phase` at once (a phase measured elsewhere: a user's
     /// script, timed by its probe).
     pub fn add(&mut self, phase: Phase, secs: f64, calls: u64) {
@@ -303,6 +312,7 @@ impl Profiler {
         self.measured_cost_total_s += cost - reads as f64 * self.clock_cost_s;
         let mut p = profile(&self.phases, &window, wall, counters, cost, self.device.is_some());
         p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
+        p.emulated.clone_from(&self.emulated);
         p.script = self.script.take();
         if let Some(w) = &p.script {
             self.script_total.get_or_insert_with(Box::default).accumulate(w);
@@ -315,6 +325,7 @@ impl Profiler {
         let overhead = self.clock_reads as f64 * self.clock_cost_s + self.measured_cost_total_s;
         let mut p = profile(&self.phases, &self.total, self.total_wall_s, counters, overhead, self.device.is_some());
         p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
+        p.emulated.clone_from(&self.emulated);
         p.script.clone_from(&self.script_total);
         p
     }
@@ -354,6 +365,7 @@ fn profile(
         overhead_s,
         gpu_memory: None,
         script: None,
+        emulated: None,
     }
 }
 

@@ -64,6 +64,15 @@ pub fn on_a_gpu(lesson: &Lesson) -> String {
 /// The check's line on a lesson's card: from this machine's check, else what a GPU measured
 /// for a lesson that needs one, else that it has not been checked.
 pub fn seen(lesson: &Lesson, check: Option<&Check>, cuda: bool) -> (Seen, String) {
+    let (seen, line) = seen_here(lesson, check, cuda);
+    // Where it shows depends on the CPU: said beside what this machine found.
+    match (seen, lesson.on_cpu) {
+        (Seen::NeedsGpu, _) | (_, None) => (seen, line),
+        (_, Some(note)) => (seen, format!("{line}; {note}")),
+    }
+}
+
+fn seen_here(lesson: &Lesson, check: Option<&Check>, cuda: bool) -> (Seen, String) {
     let figures = |c: &Check| c.figures.iter().map(|f| si(f.value)).collect::<Vec<_>>().join(" → ");
     let gpu = || format!("needs a GPU; {}", on_a_gpu(lesson));
     match check {
@@ -411,5 +420,20 @@ mod tests {
             (seen_as, line.as_str()),
             (Seen::NeedsGpu, "needs a GPU; no figure recorded on a GPU for this lesson yet")
         );
+    }
+
+    /// A lesson whose bottleneck depends on the CPU says on which CPUs it shows, beside
+    /// what this machine's check found (or that it has not checked); one that does not, only
+    /// the check.
+    #[test]
+    fn a_lesson_says_on_which_cpus_it_shows() {
+        let conv = lessons::find("conv-layout").unwrap();
+        let (seen_as, line) = seen(conv, None, false);
+        assert_eq!(seen_as, Seen::Unchecked);
+        assert!(line.starts_with("not checked on this machine yet; it shows on CPUs with AVX-512"), "{line}");
+        let precision = lessons::find("precision").unwrap();
+        assert!(seen(precision, None, false).1.contains("elsewhere it is emulated"));
+        let plain = lessons::find("rnn-sequence").unwrap();
+        assert_eq!(seen(plain, None, false).1, "not checked on this machine yet");
     }
 }
