@@ -319,16 +319,17 @@ fn the_normalizers_are_gymnasiums_step_for_step() {
 }
 
 /// PPO learns InvertedPendulum-v5 with the `mujoco` preset's settings (CleanRL's
-/// `ppo_continuous_action.py`: one env of 2048 steps, normalizers on) in 20,480 steps,
-/// about 3 s a seed here: on three training seeds, the greedy policy's returns on 16 held-out
-/// episodes beat, by a paired bootstrap 95 % interval, the best constant action (chosen
-/// on those same episodes, about 26) and uniform random actions (about 5) on the same
-/// episodes. The checkpoint keeps the run's observation statistics (every observation the
+/// `ppo_continuous_action.py`: one env of 2048 steps, normalizers on) in 40,960 steps,
+/// about 5 s a seed here: on three training seeds, the greedy policy balances the pole
+/// (a mean of at least 900 of the env's 1,000 on 16 held-out episodes; measured: 1,000 on
+/// every episode of all three, where 20,480 steps gave 390 to 1,000), and beats, by a paired
+/// bootstrap 95 % interval, the best constant action (chosen on those same episodes, about
+/// 26) and uniform random actions (about 5) on the same episodes. The checkpoint keeps the run's observation statistics (every observation the
 /// run saw counted), and eval reads them: moved, its returns change.
 #[test]
 fn ppo_learns_inverted_pendulum_beyond_every_policy_that_does_not_learn() {
     use hotlab_workloads::morpho::eval::paired;
-    let (episodes, eval_seed, steps) = (16, 12_345u64, 20_480u64);
+    let (episodes, eval_seed, steps) = (16, 12_345u64, 40_960u64);
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("case.json"), dir.path().join("baselines.json"));
     let case = json!({"id": "InvertedPendulum-v5", "seed": eval_seed, "episodes": episodes, "grid": 21});
@@ -364,6 +365,8 @@ fn ppo_learns_inverted_pendulum_beyond_every_policy_that_does_not_learn() {
             floats(&last_json(&out)["returns"])
         };
         let learned = eval(&ckpt);
+        let mean = learned.iter().sum::<f64>() / learned.len() as f64;
+        assert!(mean >= 900.0, "seed {seed}: the pole balanced through most episodes: {mean} ({learned:?})");
         for (name, theirs) in [("the best constant action", &constant), ("uniform random actions", &random)] {
             let p = paired(name, &learned, theirs, &mut rng);
             assert!(p.low > 0.0, "seed {seed}: against {name}: {p:?} (learned {learned:?}, theirs {theirs:?})");
