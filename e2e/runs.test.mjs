@@ -182,7 +182,7 @@ test('a Gymnasium env runs from the lab: env 0 as it draws itself, its observati
   await context.close();
 });
 
-test('an Atari env runs from the lab: env 0 as the CNN sees it, its 4 stacked 84×84 frames painted', async () => {
+test('an Atari env runs from the lab: env 0 as the CNN sees it, its 4 stacked 84×84 frames painted, pixel for pixel the bytes the lab sent', async () => {
   const id = await lab.launch({ env: 'gym', gym_id: 'ALE/Breakout-v5', envs: 2, steps: 32, total_steps: 50_000_000, device: 'cpu' });
   const { page, errors, context } = await open(`#/run/${id}`);
   const gym = page.getByTestId('rollout-gym');
@@ -201,6 +201,28 @@ test('an Atari env runs from the lab: env 0 as the CNN sees it, its 4 stacked 84
   await shot(page, 'run-gym-atari');
   await page.getByTestId('stop-button').click();
   await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
+  // The canvases hold the bytes the lab sent, pixel for pixel: the page reloaded, its
+  // history replayed over its socket, the newest frame's planes are what is painted.
+  const frames = [];
+  page.on('websocket', (ws) => ws.on('framereceived', ({ payload }) => {
+    let parsed;
+    try { parsed = JSON.parse(payload); } catch { return; }
+    for (const e of Array.isArray(parsed) ? parsed : [parsed]) if (e.kind === 'rollout') frames.push(e.frame);
+  }));
+  await page.reload();
+  await page.getByTestId('run-status').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
+  await gym.getByTestId('gym-seen').nth(3).waitFor({ timeout: 60_000 });
+  await page.waitForTimeout(500);
+  assert.ok(frames.length > 0, 'the replay sent frames');
+  const { planes, width, height } = frames[frames.length - 1].seen;
+  assert.deepEqual([width, height, planes.length], [84, 84, 4]);
+  for (let k = 0; k < 4; k += 1) {
+    const painted = await gym.getByTestId('gym-seen').nth(k).evaluate((c) => {
+      const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      return Array.from(data.filter((_, i) => i % 4 === 0));
+    });
+    assert.deepEqual(painted, Array.from(Buffer.from(planes[k], 'base64')), `plane ${k}`);
+  }
   assert.deepEqual(errors, []);
   await context.close();
 });
