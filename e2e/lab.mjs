@@ -21,8 +21,9 @@ const bin = process.env.HOTLAB_BIN ?? join(repo, 'target/release/hotlab');
 export const WORKER_TOKEN = 'e2e-worker-token-123';
 
 /** Starts `hotlab serve` (on `port`, 0 = a free one, with the data dir `data`, else a
- * fresh temporary one, and `args` besides) and resolves once it prints its URL. */
-export async function startLab({ port = 0, data: given, args: extra = [] } = {}) {
+ * fresh temporary one, and `args` besides; `wrap`: a command it runs under, the lab's own
+ * command line appended) and resolves once it prints its URL. */
+export async function startLab({ port = 0, data: given, args: extra = [], wrap = [] } = {}) {
   const data = given ?? mkdtempSync(join(tmpdir(), 'hotlab-e2e-'));
   const args = ['serve', '--host', '127.0.0.1', '--port', String(port), '--token', TOKEN,
     '--data-dir', join(data, 'hotlab-data'), '--static-dir', join(repo, 'static'),
@@ -30,7 +31,8 @@ export async function startLab({ port = 0, data: given, args: extra = [] } = {})
   // The tests' own Gymnasium envs (a Dict observation's) importable by the runs this lab
   // starts.
   const PYTHONPATH = [join(repo, 'tests', 'fixtures', 'structured'), process.env.PYTHONPATH].filter(Boolean).join(':');
-  const child = spawn(bin, args, {
+  const [command, ...before] = [...wrap, bin];
+  const child = spawn(command, [...before, ...args], {
     cwd: data,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, PYTHONPATH },
@@ -53,6 +55,7 @@ export async function startLab({ port = 0, data: given, args: extra = [] } = {})
   return {
     url,
     data,
+    pid: child.pid,
     port: Number(new URL(url).port),
     /** POSTs a run spec with the token; the new run's id. */
     async launch(spec) {
