@@ -54,19 +54,24 @@ def channels_first(x, shape, kind):
     return x.permute(0, 3, 1, 2) if layout(shape)[3] else x
 
 
+def load(params, case):
+    """The flat weights of case's dir (params.f32), in its `layout`'s order, into `params`."""
+    values = np.fromfile(os.path.join(case["dir"], "params.f32"), dtype=np.float32)
+    at = 0
+    with torch.no_grad():
+        for p, slot in zip(params, case["layout"], strict=True):
+            assert list(p.shape) == slot["shape"], (slot["name"], list(p.shape), slot["shape"])
+            p.copy_(torch.from_numpy(values[at:at + p.numel()]).view(p.shape))
+            at += p.numel()
+    assert at == values.size
+
+
 def main():
     for case in json.load(open(sys.argv[1])):
         d, rows, shape = case["dir"], case["rows"], case["shape"]
         net = encoder(shape)
         params = [p for m in net if isinstance(m, (nn.Conv2d, nn.Linear)) for p in (m.weight, m.bias)]
-        values = np.fromfile(os.path.join(d, "params.f32"), dtype=np.float32)
-        at = 0
-        with torch.no_grad():
-            for p, slot in zip(params, case["layout"], strict=True):
-                assert list(p.shape) == slot["shape"], (slot["name"], list(p.shape), slot["shape"])
-                p.copy_(torch.from_numpy(values[at:at + p.numel()]).view(p.shape))
-                at += p.numel()
-        assert at == values.size
+        load(params, case)
         x = torch.from_numpy(np.fromfile(os.path.join(d, "x.u8"), dtype=np.uint8).reshape([rows] + shape).copy())
         features = net(channels_first(x, shape, case["kind"]))
         r = torch.from_numpy(np.fromfile(os.path.join(d, "r.f32"), dtype=np.float32)).view(features.shape)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cnn_torch import channels_first, encoder  # noqa: E402
+from cnn_torch import channels_first, encoder, load  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -89,14 +89,7 @@ for case in json.load(open(sys.argv[1])):
     actor, critic = mlp(width, case["hidden"], case["outputs"]), mlp(width, case["hidden"], 1)
     params = [p for part in (combined, actor, critic) for m in part.modules()
               if isinstance(m, (nn.Conv2d, nn.Linear)) for p in (m.weight, m.bias)]
-    values = np.fromfile(os.path.join(d, "params.f32"), dtype=np.float32)
-    at = 0
-    with torch.no_grad():
-        for p, slot in zip(params, case["layout"], strict=True):
-            assert list(p.shape) == slot["shape"], (slot["name"], list(p.shape), slot["shape"])
-            p.copy_(torch.from_numpy(values[at:at + p.numel()]).view(p.shape))
-            at += p.numel()
-    assert at == values.size
+    load(params, case)
     features = combined(obs)
     outputs, value = actor(features), critic(features).squeeze(-1)
     r_out = torch.from_numpy(np.fromfile(os.path.join(d, "r_out.f32"), dtype=np.float32)).view(outputs.shape)

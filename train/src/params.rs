@@ -31,9 +31,25 @@ pub trait Network {
 }
 
 /// [`Network`] for a network type whose fields `flat` and `layout` are its parameters and
-/// whose serializable `arch` is its shape.
+/// whose serializable `arch` is its shape; or, `flat_network!(T, params, shape)`, whose
+/// [`FlatParams`] field is `params` and whose serializable shape is `shape`.
 #[macro_export]
 macro_rules! flat_network {
+    ($network:ty, $params:ident, $shape:ident) => {
+        impl $crate::params::Network for $network {
+            fn flat(&self) -> &tch::Tensor {
+                &self.$params.flat
+            }
+
+            fn layout(&self) -> &[$crate::params::ParamSlot] {
+                &self.$params.layout
+            }
+
+            fn shape(&self) -> serde_json::Value {
+                serde_json::to_value(&self.$shape).unwrap_or_default()
+            }
+        }
+    };
     ($network:ty) => {
         impl $crate::params::Network for $network {
             fn flat(&self) -> &tch::Tensor {

@@ -44,6 +44,24 @@ pub struct Chosen<'a> {
     pub real: &'a mut [f32],
 }
 
+impl Chosen<'_> {
+    /// The actions of a network's actor outputs `[envs, logits + gaussian]` (with its
+    /// Gaussian's log-std, where it has one), chosen as `play` says, read into this step.
+    pub fn fill(self, outputs: &tch::Tensor, log_std: Option<&tch::Tensor>, play: Play) {
+        let (actions, real) = match play {
+            Play::Greedy => crate::distribution::greedy_outputs(outputs, log_std, self.heads),
+            Play::Sampled => {
+                let (a, r, _) = crate::distribution::sample_outputs(outputs, log_std, self.heads);
+                (a, r)
+            }
+        };
+        crate::models::cnn::read_host(&actions, self.actions);
+        if let Some(real) = real {
+            crate::models::cnn::read_host(&real, self.real);
+        }
+    }
+}
+
 /// Plays `episodes` episodes on fresh envs seeded with `seed` (at most 64 at once), each
 /// step's actions chosen by `act` from the envs' observations.
 pub fn episodes(

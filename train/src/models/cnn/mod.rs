@@ -16,7 +16,7 @@ use crate::checkpoint::Stored;
 use crate::exec::EnvMaker;
 use crate::models::layers::{Builder, Init, Linear};
 use crate::models::play::{self, Play, SAMPLING_STREAM};
-use crate::params::{FlatParams, Network, ParamSlot};
+use crate::params::{FlatParams, Network};
 use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
 pub use encoder::{Encoder, Image, Images, Layout, Trunk};
@@ -149,19 +149,7 @@ impl CnnNet {
     }
 }
 
-impl Network for CnnNet {
-    fn flat(&self) -> &Tensor {
-        &self.params.flat
-    }
-
-    fn layout(&self) -> &[ParamSlot] {
-        &self.params.layout
-    }
-
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(&self.shape).unwrap_or_default()
-    }
-}
+crate::flat_network!(CnnNet, params, shape);
 
 /// A trained (or loaded) CNN and the envs it plays.
 pub struct TrainedCnn {
@@ -202,17 +190,7 @@ impl TrainedCnn {
                 let bytes = obs.fields[0].as_bytes();
                 let rows = bytes.len() / net.shape.obs.row_bytes();
                 let outputs = net.outputs(&net.features(&net.convert(&net.images(bytes, rows))));
-                let (actions, real) = match play {
-                    Play::Greedy => crate::distribution::greedy_outputs(&outputs, net.log_std(), chosen.heads),
-                    Play::Sampled => {
-                        let (a, r, _) = crate::distribution::sample_outputs(&outputs, net.log_std(), chosen.heads);
-                        (a, r)
-                    }
-                };
-                read_host(&actions, chosen.actions);
-                if let Some(real) = real {
-                    read_host(&real, chosen.real);
-                }
+                chosen.fill(&outputs, net.log_std(), play);
             })
         })?;
         report.evaluation(play)

@@ -19,11 +19,11 @@ pub mod learner;
 use crate::checkpoint::Stored;
 use crate::exec::transfer::Mover;
 use crate::exec::EnvMaker;
-use crate::models::cnn::{self, Compute, Encoder};
+use crate::models::cnn::{Compute, Encoder};
 use crate::models::layers::{Builder, Init, Linear};
 use crate::models::play::{self, Play, SAMPLING_STREAM};
 use crate::normalize::ObsNorm;
-use crate::params::{FlatParams, Network, ParamSlot};
+use crate::params::{FlatParams, Network};
 use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
 use hotlab_shared::counters::Counters;
@@ -320,19 +320,7 @@ impl HostRows {
     }
 }
 
-impl Network for CombinedNet {
-    fn flat(&self) -> &Tensor {
-        &self.params.flat
-    }
-
-    fn layout(&self) -> &[ParamSlot] {
-        &self.params.layout
-    }
-
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(&self.shape).unwrap_or_default()
-    }
-}
+crate::flat_network!(CombinedNet, params, shape);
 
 /// A trained (or loaded) combined policy, the statistics its float leaves are normalized
 /// by (`--obs-norm`, over those leaves side by side), and the envs it plays.
@@ -386,17 +374,7 @@ impl TrainedCombined {
                 let (features, index, bytes) = host.upload(&mover, &mut Counters::default());
                 let x = Inputs { features: &features, index: &index, bytes: bytes.as_ref() };
                 let outputs = net.outputs(&net.features(&x));
-                let (actions, real) = match play {
-                    Play::Greedy => crate::distribution::greedy_outputs(&outputs, net.log_std(), chosen.heads),
-                    Play::Sampled => {
-                        let (a, r, _) = crate::distribution::sample_outputs(&outputs, net.log_std(), chosen.heads);
-                        (a, r)
-                    }
-                };
-                cnn::read_host(&actions, chosen.actions);
-                if let Some(real) = real {
-                    cnn::read_host(&real, chosen.real);
-                }
+                chosen.fill(&outputs, net.log_std(), play);
             })
         })?;
         report.evaluation(play)

@@ -20,7 +20,7 @@ use crate::models::cnn::{self, Compute, Encoder};
 use crate::models::layers::{Builder, Init, Linear};
 use crate::models::play::{self, Play, SAMPLING_STREAM};
 use crate::normalize::ObsNorm;
-use crate::params::{FlatParams, Network, ParamSlot};
+use crate::params::{FlatParams, Network};
 use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
 use core::{Core, State};
@@ -232,19 +232,7 @@ impl RnnNet {
     }
 }
 
-impl Network for RnnNet {
-    fn flat(&self) -> &Tensor {
-        &self.params.flat
-    }
-
-    fn layout(&self) -> &[ParamSlot] {
-        &self.params.layout
-    }
-
-    fn shape(&self) -> serde_json::Value {
-        serde_json::to_value(&self.shape).unwrap_or_default()
-    }
-}
+crate::flat_network!(RnnNet, params, shape);
 
 /// A trained (or loaded) recurrent policy, the statistics its inputs are normalized by
 /// (`--obs-norm`), and the envs it plays.
@@ -300,17 +288,7 @@ impl TrainedRnn {
                 let (h, next) = net.step(&net.encode(&x), &now, Some(&keep));
                 state = Some(next);
                 let outputs = net.outputs(&h);
-                let (actions, real) = match play {
-                    Play::Greedy => crate::distribution::greedy_outputs(&outputs, net.log_std(), chosen.heads),
-                    Play::Sampled => {
-                        let (a, r, _) = crate::distribution::sample_outputs(&outputs, net.log_std(), chosen.heads);
-                        (a, r)
-                    }
-                };
-                cnn::read_host(&actions, chosen.actions);
-                if let Some(real) = real {
-                    cnn::read_host(&real, chosen.real);
-                }
+                chosen.fill(&outputs, net.log_std(), play);
             })
         })?;
         report.evaluation(play)
