@@ -55,11 +55,17 @@ impl Chosen<'_> {
                 (a, r)
             }
         };
-        crate::models::cnn::read_host(&actions, self.actions);
+        read_host(&actions, self.actions);
         if let Some(real) = real {
-            crate::models::cnn::read_host(&real, self.real);
+            read_host(&real, self.real);
         }
     }
+}
+
+/// A device tensor's elements into `out` (as many as it has).
+fn read_host<T: tch::kind::Element + Copy>(t: &tch::Tensor, out: &mut [T]) {
+    let host = t.to_device(tch::Device::Cpu).contiguous().view([-1]);
+    host.copy_data(out, out.len());
 }
 
 /// Plays `episodes` episodes on fresh envs seeded with `seed` (at most 64 at once), each

@@ -197,12 +197,6 @@ impl TrainedCnn {
     }
 }
 
-/// A device tensor's elements into `out` (as many as it has).
-pub(crate) fn read_host<T: tch::kind::Element + Copy>(t: &Tensor, out: &mut [T]) {
-    let host = t.to_device(Device::Cpu).contiguous().view([-1]);
-    host.copy_data(out, out.len());
-}
-
 impl TrainedPolicy for TrainedCnn {
     fn network(&self) -> &dyn Network {
         &self.net
