@@ -124,9 +124,11 @@ export async function launchBrowser(extraArgs = [], { webgpu = false } = {}) {
  * viewer, with the page's errors collected: uncaught exceptions and console errors (a Rust
  * panic is logged by console_error_panic_hook before the wasm trap). The browser also logs
  * each 4xx answer; those are expected where a test provokes one, so they are not errors. */
-export async function openPage(browser, lab, path, { operator = true } = {}) {
+export async function openPage(browser, lab, path, { operator = true, watch } = {}) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
   const page = await context.newPage();
+  // What the caller listens to from the first request on (the page's socket, say).
+  if (watch) watch(page);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('console', (m) => {
