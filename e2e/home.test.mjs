@@ -20,7 +20,9 @@ const PRESETS = [
   'cleanrl', 'wide', 'gpu', 'proof', 'morpho', 'grow', 'dreamer', 'mujoco', 'atari', 'mujoco-fast', 'atari-lstm',
   'memory', 'atari-envpool', 'atari-gpu',
 ];
-// What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow,
+// A fresh lab has timed no preset, so each card's Run gives it 2 minutes (a `--seconds`
+// budget) beside a Full run button; once a card's run has a speed here, the card gives the
+// whole run's time. What a lab without a GPU can run here: the gpu preset's card says it needs one; the grow,
 // mujoco and atari presets train for minutes to days (mujoco and mujoco-fast: 1M steps of
 // HalfCheetah; atari, atari-lstm, atari-envpool and atari-gpu: 10M steps of Breakout), so their cards
 // are only opened into the form; the dreamer preset
@@ -59,6 +61,16 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
     '--envs 1024 --total-steps 5000000 --minibatches 32',
   );
   assert.equal(await page.getByTestId('preset-cleanrl').getByTestId('preset-flags').textContent(), 'nothing: the defaults');
+  // A fresh lab has timed nothing: every card says so, and its Run gives it 2 minutes (which
+  // time it) with the whole run one click away.
+  for (const name of PRESETS) {
+    const card = page.getByTestId(`preset-${name}`);
+    const line = await card.getByTestId('preset-time').textContent();
+    assert.match(line, /^Not timed on this lab yet: Run gives it 2 min and times it; Full run runs all [\d,]+ steps\.$/, `${name}: ${line}`);
+    assert.equal(await card.getByTestId('preset-run').textContent(), 'Run 2 min', name);
+    assert.equal(await card.getByTestId('preset-full').textContent(), 'Full run', name);
+  }
+  assert.match(await page.getByTestId('preset-atari').getByTestId('preset-time').textContent(), /all 10,000,000 steps/);
   await shot(page, 'landing');
   // "Adjust…" sets the form to the preset and opens it.
   await page.getByTestId('preset-dreamer').getByTestId('preset-adjust').click();
@@ -103,11 +115,13 @@ test('a first visit shows the three ways in; the next visit opens short; a viewe
 
 test('each preset card launches its run, which ends with its panels explained and its odd rows labelled', async () => {
   const { page, errors, context } = await open('#/');
+  const ids = {};
   for (const name of RUNNABLE) {
     await page.evaluate(() => { location.hash = '#/'; });
     await page.getByTestId(`preset-${name}`).getByTestId('preset-run').click();
     await page.waitForURL(/#\/run\/\d+$/, { timeout: 20_000 });
     const id = Number(page.url().match(/#\/run\/(\d+)$/)[1]);
+    ids[name] = id;
     const end = STOPPED.includes(name) ? 'stopped' : 'finished';
     if (end === 'stopped') {
       // The dreamer: one iteration whose world model trained (its rows and charts are
@@ -144,6 +158,44 @@ test('each preset card launches its run, which ends with its panels explained an
     }
     await shot(page, `preset-${name}`);
   }
+  // Each card it ran now gives its whole run's time at the speed its run measured here:
+  // under the demo's 2 minutes, Run runs it whole; over, Run stays the demo beside Full run.
+  await page.evaluate(() => { location.hash = '#/'; });
+  for (const name of ['cleanrl', 'proof', 'memory']) {
+    const card = page.getByTestId(`preset-${name}`);
+    const time = card.getByTestId('preset-time');
+    await time.filter({ hasText: `run #${ids[name]}` }).waitFor({ timeout: 20_000 });
+    const line = await time.textContent();
+    const run = await (await fetch(new URL(`/api/runs/${ids[name]}`, lab.url))).json();
+    assert.equal(run.spec.seconds, 120, `${name}: the card ran a demo of 2 minutes at most`);
+    const whole = run.spec.total_steps / run.sps;
+    if (whole <= 120) {
+      assert.match(line, /^Here: about \d+ (s|min) for its [\d,]+ steps \(run #\d+ ran [\d.]+ k? ?steps\/s\)\.$/, `${name}: ${line}`);
+      assert.equal(await card.getByTestId('preset-run').textContent(), 'Run', name);
+      assert.equal(await card.getByTestId('preset-full').count(), 0, name);
+    } else {
+      assert.match(line, /^Here the whole run takes about .* \(.* steps at the .* steps\/s of run #\d+\): Run gives it 2 min, Full run all of it\.$/, `${name}: ${line}`);
+      assert.equal(await card.getByTestId('preset-run').textContent(), 'Run 2 min', name);
+    }
+  }
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await shot(page, 'home-timed');
+  // The atari card's demo: 2 minutes of the 10 M steps, whose page says when it will end
+  // (no later than its budget); stopped here.
+  await page.getByTestId('preset-atari').getByTestId('preset-run').click();
+  await page.waitForURL(/#\/run\/\d+$/, { timeout: 20_000 });
+  const atari = Number(page.url().match(/#\/run\/(\d+)$/)[1]);
+  const spec = (await (await fetch(new URL(`/api/runs/${atari}`, lab.url))).json()).spec;
+  assert.deepEqual([spec.seconds, spec.total_steps, spec.workload.gym.id], [120, 10_000_000, 'ALE/Breakout-v5']);
+  const end = page.getByTestId('expected-end');
+  await end.waitFor({ timeout: 180_000 });
+  assert.match(await end.textContent(), /^expected endin (\d+ s|[12] min)$/);
+  assert.match(await end.getAttribute('title'), /^at \d\d:\d\d:\d\d \(/);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await shot(page, 'atari-demo');
+  await page.getByTestId('stop-button').click();
+  const stopped = await lab.waitFor(atari, ['stopped', 'finished', 'failed'], 120_000);
+  assert.notEqual(stopped.status, 'failed', JSON.stringify(stopped.message));
   // A panel's link opens its section of the guide.
   await page.getByTestId('explain-counters').getByTestId('explain-link').click();
   await page.getByTestId('guide').waitFor({ timeout: 10_000 });

@@ -267,7 +267,7 @@ fn cnn_runs_refuse_what_the_cnn_has_no_form_for() {
             "nwhc",
             "invalid value 'nwhc' for '--conv-layout <auto|nchw|nhwc>': allowed: auto, nchw, nhwc",
         ),
-        ("--obs-norm", "on", "observes no floats to normalize (its fields: obs U8); allowed: off"),
+        ("--obs-norm", "on", "env observes no floats to normalize (its fields: obs U8); allowed: auto, off"),
     ] {
         let out = run(hotlab().env("PYTHONPATH", dir.path()).args([
             "train",

@@ -7,10 +7,10 @@
 //! wrappers' (one running mean over every env's rows), and a step costs a loop of Rust
 //! instead of a NumPy call per env.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use hotlab_shared::env::{EnvSpec, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::spec::{Norm, RunSpec};
+use hotlab_shared::spec::{Norm, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
 /// Gymnasium's `epsilon` under the square root of both wrappers.
@@ -163,11 +163,10 @@ impl Normalizers {
         let obs = match (spec.ppo.obs_norm.on(box_actions && only_floats), floats.is_empty()) {
             (false, _) => None,
             (true, false) => Some(ObsNorm::new(floats.iter().map(|&(_, w)| w).sum())),
-            (true, true) => bail!(
-                "--obs-norm on: the {} env observes no floats to normalize (its fields: {}); allowed: off",
-                env.name,
-                env.fields.iter().map(|f| format!("{} {:?}", f.name, f.kind)).collect::<Vec<_>>().join(", ")
-            ),
+            (true, true) => {
+                let fields = env.fields.iter().map(|f| format!("{} {:?}", f.name, f.kind)).collect::<Vec<_>>();
+                return Err(SpecError::obs_norm_without_floats(&env.name, Some(&fields.join(", "))).into());
+            }
         };
         let reward = spec.ppo.reward_norm.on(box_actions).then(|| RewardNorm::new(spec.envs, spec.ppo.gamma));
         Ok(Self { obs, reward, floats })
@@ -341,7 +340,7 @@ mod tests {
         let indices =
             EnvSpec { fields: vec![FieldSpec { classes: vec![4], ..leaf("goal", vec![1], FieldKind::I64) }], ..env };
         let e = Normalizers::for_run(&spec, &indices).unwrap_err().to_string();
-        assert!(e.contains("--obs-norm on") && e.contains("goal I64") && e.contains("allowed: off"), "{e}");
+        assert!(e.contains("--obs-norm: on:") && e.contains("goal I64") && e.contains("allowed: auto, off"), "{e}");
     }
 
     #[test]

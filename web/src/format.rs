@@ -51,6 +51,19 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
+/// A count in full with its thousands marked: `10,000,000`.
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub fn percent(p: f64) -> String {
     format!("{p:.1} %")
 }
@@ -82,6 +95,7 @@ mod tests {
         assert_eq!(si(0.25), "0.250");
         assert_eq!(si(0.0), "0");
         assert_eq!(si(f64::NAN), "–");
+        assert_eq!([0, 999, 1_000, 500_000, 10_000_000].map(grouped), ["0", "999", "1,000", "500,000", "10,000,000"]);
         assert_eq!(bytes(512.0), "512 B");
         assert_eq!(bytes(1536.0), "1.5 KiB");
         assert_eq!(bytes(3.5 * 1024.0 * 1024.0), "3.5 MiB");

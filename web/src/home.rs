@@ -3,8 +3,11 @@
 //! under the preset picked, the history, the system and the machines. The first visit
 //! says more; the browser remembers the visit (`localStorage`) and later ones open short.
 
+use crate::estimate::{self, DEMO_SECONDS};
+use crate::format::{grouped, si};
 use crate::launch;
 use crate::route::Route;
+use hotlab_shared::protocol::RunInfo;
 use hotlab_shared::spec::{presets, Preset, PresetSpec};
 use leptos::prelude::*;
 
@@ -37,9 +40,12 @@ pub fn Home(operator: Signal<bool>, go: Callback<Route>) -> impl IntoView {
         picked.set(p.name);
         form_open.set(true);
     });
-    let run_now = Callback::new(move |p: &'static Preset| {
+    let run_now = Callback::new(move |(p, budget): (&'static Preset, Option<f64>)| {
         error.set(None);
-        let body = launch::preset(p);
+        let mut body = launch::preset(p);
+        if let Some(secs) = budget {
+            body.insert("seconds".into(), serde_json::Value::from(secs));
+        }
         leptos::task::spawn_local(async move {
             match launch::launch(&body, None).await {
                 Ok(id) => launched.run(id),
@@ -102,38 +108,63 @@ pub fn Home(operator: Signal<bool>, go: Callback<Route>) -> impl IntoView {
     }
 }
 
-/// A card per preset: its workload, its line, one click to run it, and the form set to it.
+/// A card per preset: its workload, its line, what it takes here, one click to run it,
+/// and the form set to it. A preset this lab has not timed, or whose whole run takes longer
+/// than [`DEMO_SECONDS`], runs that long first (which times it); the whole run is the
+/// card's other button.
 #[component]
 fn PresetCards(
     operator: Signal<bool>,
-    run_now: Callback<&'static Preset>,
+    run_now: Callback<(&'static Preset, Option<f64>)>,
     adjust: Callback<&'static Preset>,
 ) -> impl IntoView {
     // A preset on CUDA runs only where one of the lab's machines has a GPU.
     let gpu_here = RwSignal::new(false);
+    // The runs this lab keeps, newest first: a preset's speed here is a run of its spec's.
+    let runs = RwSignal::new(Vec::<RunInfo>::new());
     leptos::task::spawn_local(async move {
         if let Ok(machines) = crate::api::get::<Vec<hotlab_shared::protocol::MachineInfo>>("/api/machines").await {
             gpu_here.try_set(machines.iter().any(|m| m.system.as_ref().is_some_and(|s| s.cuda_available)));
+        }
+        if let Ok(list) = crate::api::get::<Vec<RunInfo>>("/api/runs?limit=1000").await {
+            runs.try_set(list);
         }
     });
     view! {
         <div class="cards presets-cards">
             {presets::all().map(|p| {
-                let cuda = p.spec().device.starts_with("cuda");
+                let spec = p.spec();
+                let cuda = spec.device.starts_with("cuda");
                 let blocked = move || cuda && !gpu_here.get();
+                let timed = {
+                    let spec = spec.clone();
+                    Memo::new(move |_| runs.with(|r| estimate::measured(&spec, r)).map(|m| (m, estimate::whole_run(&spec, m.sps))))
+                };
+                // Whether the card's Run is a demo of DEMO_SECONDS, the whole run the other button.
+                let demo = move || timed.get().is_none_or(|(_, secs)| secs > DEMO_SECONDS);
+                let steps = grouped(spec.total_steps);
                 view! {
                 <div class="card preset-card" data-testid=format!("preset-{}", p.name)>
-                    <span class="row">{p.spec().env().as_str()}</span>
+                    <span class="row">{spec.env().as_str()}</span>
                     <h4>{p.name}</h4>
                     <p>{p.about}</p>
                     <p class="hint">"Sets "<code data-testid="preset-flags">{match p.flags_line() {
                         line if line.is_empty() => "nothing: the defaults".to_string(),
                         line => line,
                     }}</code></p>
+                    <p class="hint" data-testid="preset-time">{move || time_line(&steps, timed.get())}</p>
                     {move || blocked().then(|| view! {
                         <p class="hint" data-testid="preset-needs-gpu">"Needs a CUDA GPU: none of this lab's machines has one. Its figures on an H100 are in docs/gpu-results.md."</p>
                     })}
-                    <button data-testid="preset-run" prop:disabled=move || !operator.get() || blocked() on:click=move |_| run_now.run(p)>"Run"</button>
+                    <button data-testid="preset-run" prop:disabled=move || !operator.get() || blocked()
+                        on:click=move |_| run_now.run((p, demo().then_some(DEMO_SECONDS)))>
+                        {move || if demo() { format!("Run {}", estimate::duration(DEMO_SECONDS)) } else { "Run".into() }}
+                    </button>
+                    {move || demo().then(|| view! {
+                        " "
+                        <button class="secondary" data-testid="preset-full" title="the whole run, all of its steps"
+                            prop:disabled=move || !operator.get() || blocked() on:click=move |_| run_now.run((p, None))>"Full run"</button>
+                    })}
                     " "
                     <button class="secondary" data-testid="preset-adjust" on:click=move |_| adjust.run(p)>"Adjust…"</button>
                 </div>
@@ -144,5 +175,26 @@ fn PresetCards(
                 "Watching only: running needs the operator token. Open the URL that "<code>"hotlab serve"</code>" printed (it ends in ?token=…)."
             </p>
         })}
+    }
+}
+
+/// What a card says its run takes here: the whole run at the speed a run of its spec
+/// measured on this lab, or that none has yet and its Run times it.
+fn time_line(steps: &str, timed: Option<(estimate::Measured, f64)>) -> String {
+    let demo = estimate::duration(DEMO_SECONDS);
+    match timed {
+        Some((m, secs)) if secs <= DEMO_SECONDS => format!(
+            "Here: about {} for its {steps} steps (run #{} ran {} steps/s).",
+            estimate::duration(secs),
+            m.run,
+            si(m.sps)
+        ),
+        Some((m, secs)) => format!(
+            "Here the whole run takes about {} ({steps} steps at the {} steps/s of run #{}): Run gives it {demo}, Full run all of it.",
+            estimate::duration(secs),
+            si(m.sps),
+            m.run
+        ),
+        None => format!("Not timed on this lab yet: Run gives it {demo} and times it; Full run runs all {steps} steps."),
     }
 }

@@ -19,6 +19,7 @@ mod audits;
 mod charts;
 mod compare;
 mod compare_view;
+mod estimate;
 mod format;
 mod guide;
 mod history;

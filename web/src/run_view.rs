@@ -65,7 +65,7 @@ pub fn RunView(id: u64, operator: Signal<bool>, on_launched: Callback<u64>) -> i
                 <div class="banner" data-testid="connection-banner">"Disconnected from the lab — reconnecting…"</div>
             })}
             <p class="error" data-testid="run-message">{move || message().unwrap_or_default()}{move || load_error.get().unwrap_or_default()}</p>
-            <Tiles data/>
+            <Tiles data info live=Signal::derive(live)/>
             <p class="links">
                 <span data-testid="run-summary">{move || info.with(|i| i.as_ref().map(|i| summary(&i.spec)))}</span>
                 " · "<a href=format!("/api/runs/{id}/report?format=md") target="_blank">"report"</a>
@@ -250,9 +250,14 @@ fn RunCharts(data: RwSignal<RunData>) -> impl IntoView {
     }
 }
 
-/// The run's figures at a glance: steps/s, updates, env steps, the return and episodes.
+/// The run's figures at a glance: steps/s, updates, env steps, the return and episodes;
+/// while it runs, when it is expected to end at its speed so far.
 #[component]
-fn Tiles(data: RwSignal<RunData>) -> impl IntoView {
+fn Tiles(data: RwSignal<RunData>, info: RwSignal<Option<RunInfo>>, live: Signal<bool>) -> impl IntoView {
+    let left = move || {
+        let last = data.with(|d| d.metrics.last().cloned())?;
+        info.with(|i| i.as_ref().and_then(|i| crate::estimate::remaining(&i.spec, &last)))
+    };
     view! {
         <div class="tiles">
             <div class="tile"><span class="label">"steps/s"</span><span class="value" data-testid="sps">{move || data.with(|d| d.sps().map_or("–".into(), si))}</span></div>
@@ -260,8 +265,23 @@ fn Tiles(data: RwSignal<RunData>) -> impl IntoView {
             <div class="tile"><span class="label">"env steps"</span><span class="value" data-testid="env-steps" title=move || data.with(|d| d.metrics.last().map(|m| m.global_step.to_string()))>{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| si(m.global_step as f64)))}</span></div>
             <div class="tile"><span class="label">"return (last 100)"</span><span class="value">{move || data.with(|d| d.metrics.last().and_then(|m| m.mean_return_last_100).map_or("–".into(), |r| format!("{r:.1}")))}</span></div>
             <div class="tile"><span class="label">"episodes"</span><span class="value">{move || data.with(|d| d.metrics.last().map_or("–".into(), |m| m.episodes.to_string()))}</span></div>
+            {move || live.get().then(left).flatten().map(|secs| view! {
+                <div class="tile" data-testid="expected-end" title=end_clock(secs)>
+                    <span class="label">"expected end"</span>
+                    <span class="value">"in "{crate::estimate::duration(secs)}</span>
+                </div>
+            })}
         </div>
     }
+}
+
+/// The wall-clock time `secs` from now, as this browser's clock reads it.
+fn end_clock(secs: f64) -> String {
+    let at = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(js_sys::Date::now() + secs * 1e3));
+    format!(
+        "at {} (its steps still to go at its steps/s so far, or its time budget if that ends it sooner)",
+        String::from(at.to_locale_time_string("en-GB"))
+    )
 }
 
 /// Updates done of how many (a script's run: done, its length its own).

@@ -198,7 +198,7 @@ pub(super) fn run_spec(
     };
     let template = match spec.env().open_ended() {
         true => "{spinner} [{elapsed_precise}] {human_pos} steps  {msg}",
-        false => "{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps  {msg}",
+        false => "{spinner} [{elapsed_precise}] {bar:30} {human_pos}/{human_len} steps, {eta} left  {msg}",
     };
     bar.set_style(ProgressStyle::with_template(template).expect("valid template"));
     if spec.env().open_ended() {

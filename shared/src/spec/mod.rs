@@ -148,6 +148,16 @@ impl From<hotlab_core::knob::KnobError> for SpecError {
     }
 }
 
+impl SpecError {
+    /// `--obs-norm on` where the env observes no floats: one refusal for what the spec knows
+    /// of a workload's observation and what the trainer finds in a Gymnasium env's spaces
+    /// (`fields`, its observation's fields, where known).
+    pub fn obs_norm_without_floats(env: impl fmt::Display, fields: Option<&str>) -> Self {
+        let fields = fields.map_or(String::new(), |f| format!(" (its fields: {f})"));
+        Self::new("obs_norm", format!("on: the {env} env observes no floats to normalize{fields}; allowed: auto, off"))
+    }
+}
+
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.flag(), self.message)
@@ -356,10 +366,7 @@ impl RunSpec {
     fn validate_ppo(&self) -> Result<(), SpecError> {
         let p = &self.ppo;
         if p.obs_norm == Norm::On && !self.env().float_obs() {
-            return Err(SpecError::new(
-                "obs_norm",
-                format!("on: the {} env's observation is not one vector of floats; allowed: auto, off", self.env()),
-            ));
+            return Err(SpecError::obs_norm_without_floats(self.env(), None));
         }
         in_range("minibatches", p.minibatches, 1, self.batch_size())?;
         if !self.batch_size().is_multiple_of(p.minibatches) {

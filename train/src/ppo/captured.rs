@@ -167,6 +167,9 @@ impl Buffers {
             orders.shallow_clone().copy_(&keys.argsort(1, false));
         }
         let mut pass = net.begin(batch, spec, &*ctx.precision);
+        let Some(pass) = pass.on_device() else {
+            bail!("--update: graph records the update's ops, and this workload's passes have no capturable form; allowed: eager");
+        };
         for epoch in 0..spec.ppo.epochs {
             pass.epoch_on_device(&orders.get(epoch as i64));
             for m in 0..spec.ppo.minibatches {

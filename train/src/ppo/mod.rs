@@ -38,7 +38,7 @@ use super::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};
 use crate::cuda::loss::PpoLossGrad;
 use crate::exec::transfer::{read_into, Mover};
 use crate::profiler::{Meters, Profiler};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use hotlab_shared::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::protocol::Losses;
@@ -72,8 +72,8 @@ pub trait PpoPolicy: Sized {
     /// Figures of its own for the run's metrics (a Gaussian head's log-std), read with
     /// what it costs counted.
     fn figures(&self, _out: &mut Losses, _c: &mut Counters) {}
-    /// Whether its passes have the capturable form ([`Pass::epoch_on_device`],
-    /// [`Pass::gradient_on_device`]) that `--update graph` records.
+    /// Whether its passes have the capturable form ([`DevicePass`], from
+    /// [`Pass::on_device`]) that `--update graph` records.
     fn capturable(&self) -> bool {
         false
     }
@@ -90,23 +90,28 @@ pub trait Pass {
     fn gradient(&mut self, step: MinibatchStep<'_, '_>) -> (Option<Vec<f64>>, Instant);
     /// The flat parameters and their gradient, for the scaler, the clip and Adam.
     fn params(&mut self) -> (&mut Tensor, &mut Tensor);
-    /// [`Pass::epoch`] from rows `order` already on the device, with libtorch ops only
-    /// (`--update graph` records it). Only where [`PpoPolicy::capturable`].
-    fn epoch_on_device(&mut self, _order: &Tensor) {
-        unreachable!("a pass without the capturable form")
+    /// The capturable form of this pass, which `--update graph` records: None for a pass
+    /// that has none (`--update graph` refuses its workload before the run starts).
+    fn on_device(&mut self) -> Option<&mut dyn DevicePass> {
+        None
     }
-    /// [`Pass::gradient`] with no host read and no profiling: the statistics stay on the
-    /// device (`[5]` f32, when `last`); with `kernel`, ∂loss/∂outputs from it
-    /// (`--update graph_fused`). Only where [`PpoPolicy::capturable`].
+}
+
+/// A [`Pass`] in the form `--update graph` records: libtorch ops only, no host read, no
+/// profiling. Where a [`PpoPolicy`] is [`capturable`](PpoPolicy::capturable), its passes
+/// give this form from [`Pass::on_device`].
+pub trait DevicePass: Pass {
+    /// [`Pass::epoch`] from rows `order` already on the device.
+    fn epoch_on_device(&mut self, order: &Tensor);
+    /// [`Pass::gradient`] with the statistics left on the device (`[5]` f32, when `last`);
+    /// with `kernel`, ∂loss/∂outputs from it (`--update graph_fused`).
     fn gradient_on_device(
         &mut self,
-        _m: usize,
-        _last: bool,
-        _ctx: &UpdateCtx<'_>,
-        _kernel: Option<&PpoLossGrad>,
-    ) -> Result<Option<Tensor>> {
-        bail!("a pass without the capturable form")
-    }
+        m: usize,
+        last: bool,
+        ctx: &UpdateCtx<'_>,
+        kernel: Option<&PpoLossGrad>,
+    ) -> Result<Option<Tensor>>;
 }
 
 /// One minibatch as a [`Pass`] takes it: the epoch's row order, which minibatch, whether

@@ -13,7 +13,7 @@ use crate::exec::helper::Helper;
 use crate::normalize::ObsNorm;
 use crate::ppo::advantages;
 use crate::ppo::update::UpdateCtx;
-use crate::ppo::{MinibatchStep, Pass, PpoPolicy};
+use crate::ppo::{DevicePass, MinibatchStep, Pass, PpoPolicy};
 use crate::precision::Precision;
 use crate::rollout::Batch;
 use crate::workload::TrainedPolicy;
@@ -127,6 +127,12 @@ impl Pass for MlpPass<'_> {
         (&mut net.flat, &mut net.flat_grad)
     }
 
+    fn on_device(&mut self) -> Option<&mut dyn DevicePass> {
+        Some(self)
+    }
+}
+
+impl DevicePass for MlpPass<'_> {
     fn epoch_on_device(&mut self, order: &Tensor) {
         let shuffled = self.batch.select(order);
         self.advantages = Some(advantages::normalize_per_minibatch(&shuffled.advantages, self.minibatches as i64));
