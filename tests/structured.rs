@@ -426,3 +426,27 @@ fn obs_norm_keeps_the_float_leaves_statistics_in_the_checkpoint() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(last_json(&out)["episodes"], 4);
 }
+
+/// A Dict's combined policy has no fused forward: asked for an eager one, its report does
+/// not advise `--inference fused` (which would run the same ops), and its forward's row says
+/// it ran eager because the policy has no other form.
+#[test]
+fn the_combined_policy_is_not_advised_a_fused_forward_it_has_no_form_for() {
+    fixtures();
+    for inference in ["eager", "fused"] {
+        let out = run(hotlab()
+            .args(["profile", "--env", "gym:dict_envs:GoalDict", "--inference", inference, "--total-steps", "2048"])
+            .args(["--device", "cpu", "--json"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = last_json(&out);
+        let knobs: Vec<&str> =
+            report["recommendations"].as_array().unwrap().iter().filter_map(|r| r["knob"].as_str()).collect();
+        assert!(!knobs.contains(&"--inference fused"), "{inference}: {knobs:?}");
+        let row = report["rows"].as_array().unwrap().iter().find(|r| r["phase"] == "policy_forward").expect("its row");
+        let diagnosis = row["diagnosis"].as_str().unwrap();
+        assert!(
+            diagnosis.starts_with("eager inference (a policy whose forward has no fused form"),
+            "{inference}: {diagnosis}"
+        );
+    }
+}

@@ -177,6 +177,11 @@ pub struct Profile {
     /// they are native.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<String>,
+    /// Whether the run's policy has no fused rollout forward (the CNN, a Dict's combined
+    /// policy, a recurrent one): its forward runs libtorch's ops whatever `--inference`
+    /// says, so no rule advises `--inference fused` for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eager_only: bool,
 }
 
 /// GPU memory as the driver reports it (the whole device: libtorch's cache, the CUDA
@@ -202,6 +207,7 @@ impl Profile {
         if window.emulated.is_some() {
             self.emulated.clone_from(&window.emulated);
         }
+        self.eager_only |= window.eager_only;
         if let Some(w) = window.gpu_memory {
             let peak = self.gpu_memory.map_or(0, |m| m.peak_bytes).max(w.peak_bytes);
             self.gpu_memory = Some(GpuMemory { peak_bytes: peak, ..w });

@@ -93,6 +93,12 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
         Phase::POLICY_FORWARD if cnn_ran(profile) => {
             format!("eager inference (the CNN's forward, which has no fused form), batch {}", spec.envs)
         }
+        Phase::POLICY_FORWARD if profile.eager_only => {
+            format!(
+                "eager inference (a policy whose forward has no fused form: a Dict's or a recurrent one), batch {}",
+                spec.envs
+            )
+        }
         Phase::POLICY_FORWARD => format!("{} inference, batch {}", spec.inference().as_str(), spec.envs),
         Phase::UPDATE_GRAPH => match c.update_replays {
             0 => "the captured update's ops launched eagerly (its warm-up: no replay yet)".into(),
@@ -292,9 +298,12 @@ fn cnn_ran(profile: &Profile) -> bool {
 fn forward_rules(found: &mut Found<'_>, spec: &RunSpec) {
     let profile = found.profile;
     let forward = profile.share(Phase::POLICY_FORWARD);
-    // Neither the CNN nor a recurrent policy has a fused forward.
+    // Neither the CNN, a Dict's combined policy nor a recurrent one has a fused forward
+    // (their learners mark their profiles; a profile stored before that mark was kept shows
+    // the CNN by its `obs_convert`, the recurrent policy by its spec).
     if spec.exec.inference == Inference::Eager
         && spec.env().fixed_inference().is_none()
+        && !profile.eager_only
         && !cnn_ran(profile)
         && spec.ppo.rnn == Rnn::None
         && spec.exec.backend != Backend::Device
@@ -515,6 +524,7 @@ mod tests {
             gpu_memory: None,
             script: None,
             emulated: None,
+            eager_only: false,
         }
     }
 
@@ -827,6 +837,21 @@ mod tests {
             let r = analyze(&cnn, &asked);
             let row = r.rows.iter().find(|row| row.phase == Phase::POLICY_FORWARD).expect("its row");
             assert!(row.diagnosis.starts_with("eager inference (the CNN's forward"), "{}", row.diagnosis);
+        }
+        // Nor has a Dict's combined policy or a recurrent one: their learners mark the profile.
+        let marked = Profile { eager_only: true, ..profile(&[(Phase::POLICY_FORWARD, 0.3)], steps.clone()) };
+        assert!(
+            analyze(&marked, &eager).recommendations.is_empty(),
+            "no advice to fuse a forward that has no fused form"
+        );
+        for asked in [eager.clone(), spec(|_| {})] {
+            let r = analyze(&marked, &asked);
+            let row = r.rows.iter().find(|row| row.phase == Phase::POLICY_FORWARD).expect("its row");
+            assert!(
+                row.diagnosis.starts_with("eager inference (a policy whose forward has no fused form"),
+                "{}",
+                row.diagnosis
+            );
         }
         // The device rollout on a GPU: a graph removes the per-step launches.
         let on_gpu = spec(|s| {

@@ -202,11 +202,15 @@ pub fn run(
     observe: &mut dyn FnMut(&UpdateMetrics),
 ) -> Result<Trained> {
     let env = workload.name();
-    let Ready { mut learner, device, precision, threads, mut notes } = ready(spec, workload, opts.stop.as_deref())?;
+    let Ready { mut learner, device, precision, threads, mut notes, eager_only } =
+        ready(spec, workload, opts.stop.as_deref())?;
     let sink = opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {}));
     let mut telemetry = Telemetry::new(spec.telemetry.every, learner.layout(), device, sink);
 
     let (mut prof, device_timing) = profiler(spec, device, opts.trace, &mut notes);
+    if eager_only {
+        prof.set_eager_only();
+    }
     if let Some(kind) = precision.emulated_on(device) {
         // Said at the start, where a newcomer looks, and in the run's notes.
         let (device_is, auto) = match device.is_cuda() {
@@ -323,6 +327,8 @@ struct Ready {
     /// libtorch's threads in the update.
     threads: usize,
     notes: Vec<String>,
+    /// [`Setup::eager_only`].
+    eager_only: bool,
 }
 
 fn ready(spec: &RunSpec, workload: Arc<dyn Workload>, stop: Option<&std::sync::atomic::AtomicBool>) -> Result<Ready> {
@@ -333,10 +339,11 @@ fn ready(spec: &RunSpec, workload: Arc<dyn Workload>, stop: Option<&std::sync::a
     // count, and the same seed must give the same run whatever `--threads` says.
     tch::set_num_threads(1);
     tch::manual_seed(spec.seed as i64);
-    let mut setup = Setup { spec, device, precision, threads: torch_threads(spec), notes: Vec::new(), stop };
+    let mut setup =
+        Setup { spec, device, precision, threads: torch_threads(spec), notes: Vec::new(), eager_only: false, stop };
     let learner = workload.learner(&mut setup)?;
-    let Setup { precision, threads, notes, .. } = setup;
-    Ok(Ready { learner, device, precision, threads, notes })
+    let Setup { precision, threads, notes, eager_only, .. } = setup;
+    Ok(Ready { learner, device, precision, threads, notes, eager_only })
 }
 
 /// Waits for a CUDA device's queued work (counted as a host sync); nothing elsewhere.

@@ -87,6 +87,8 @@ pub struct Profiler {
     script_total: Option<Box<ScriptProfile>>,
     /// The update's products' kind where the device emulates it ([`Profile::emulated`]).
     emulated: Option<String>,
+    /// Whether the policy has no fused rollout forward ([`Profile::eager_only`]).
+    eager_only: bool,
     /// Seconds that measuring cost elsewhere (a script's probe), this window and in total.
     measured_cost_s: f64,
     measured_cost_total_s: f64,
@@ -125,6 +127,7 @@ impl Profiler {
             device: None,
             script: None,
             emulated: None,
+            eager_only: false,
             script_total: None,
             measured_cost_s: 0.0,
             measured_cost_total_s: 0.0,
@@ -263,6 +266,12 @@ impl Profiler {
         self.emulated = kind.map(str::to_string);
     }
 
+    /// Marks the run's policy as having no fused rollout forward: its profiles say so, for
+    /// the report's forward rule.
+    pub fn set_eager_only(&mut self) {
+        self.eager_only = true;
+    }
+
     /// Adds `secs` in `calls` calls to `phase` at once (a phase measured elsewhere: a user's
     /// script, timed by its probe).
     pub fn add(&mut self, phase: Phase, secs: f64, calls: u64) {
@@ -313,6 +322,7 @@ impl Profiler {
         let mut p = profile(&self.phases, &window, wall, counters, cost, self.device.is_some());
         p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
         p.emulated.clone_from(&self.emulated);
+        p.eager_only = self.eager_only;
         p.script = self.script.take();
         if let Some(w) = &p.script {
             self.script_total.get_or_insert_with(Box::default).accumulate(w);
@@ -326,6 +336,7 @@ impl Profiler {
         let mut p = profile(&self.phases, &self.total, self.total_wall_s, counters, overhead, self.device.is_some());
         p.gpu_memory = self.device.as_ref().and_then(|d| d.memory());
         p.emulated.clone_from(&self.emulated);
+        p.eager_only = self.eager_only;
         p.script.clone_from(&self.script_total);
         p
     }
@@ -366,6 +377,7 @@ fn profile(
         gpu_memory: None,
         script: None,
         emulated: None,
+        eager_only: false,
     }
 }
 

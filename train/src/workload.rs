@@ -52,6 +52,9 @@ pub struct Setup<'a> {
     pub threads: usize,
     /// Where a knob could not do what it says, and what happened instead.
     pub notes: Vec<String>,
+    /// Whether the learner's policy has no fused rollout forward (the CNN, the combined
+    /// policy, a recurrent one): set by such a learner, kept in the run's profiles.
+    pub eager_only: bool,
     /// Set from another thread to end the run: a learner whose set-up waits (a user's
     /// script starting) looks at it meanwhile.
     pub stop: Option<&'a AtomicBool>,

@@ -29,6 +29,7 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
             setup.precision.label()
         );
     }
+    setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {
         setup.notes.push("inference fused has no CNN form: the CNN's rollout forward runs libtorch's ops (eager), the step's images moved as bytes".into());
     }

@@ -34,6 +34,7 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
             setup.precision.label()
         );
     }
+    setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {
         setup.notes.push("inference fused has no combined form: the rollout's forward runs libtorch's ops (eager), each leaf moved in its own form".into());
     }

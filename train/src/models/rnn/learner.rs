@@ -25,6 +25,7 @@ pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec:
             setup.precision.label()
         );
     }
+    setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {
         setup.notes.push("inference fused has no recurrent form: the rollout's forward runs libtorch's ops (eager), one cell call per step for every env".into());
     }
