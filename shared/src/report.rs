@@ -162,12 +162,19 @@ fn split(profile: &Profile, spec: &RunSpec) -> Split {
     } else if f > 50.0 && profile.phase(Phase::POLICY_FORWARD) >= profile.phase(Phase::UPDATE_FORWARD) {
         (
             "forward > 50%: the rollout's forward passes are the bottleneck",
-            "fuse the rollout forward, or batch more envs per forward",
+            match profile.eager_only || cnn_ran(profile) {
+                // This policy has no fused forward: batching is the lever left.
+                true => "batch more envs per forward",
+                false => "fuse the rollout forward, or batch more envs per forward",
+            },
         )
     } else if f > 50.0 {
         (
             "forward > 50%: the update's forward passes are the bottleneck",
-            "at small minibatches that is per-op dispatch (larger minibatches, fewer ops); at large ones, arithmetic (bf16)",
+            match profile.emulated {
+                Some(_) => "at small minibatches that is per-op dispatch (larger minibatches, fewer ops); at large ones, arithmetic, which this device emulates in bf16 (fp32 is faster here)",
+                None => "at small minibatches that is per-op dispatch (larger minibatches, fewer ops); at large ones, arithmetic (bf16 where the device has it natively: a GPU from Ampere, a CPU with AVX512-BF16)",
+            },
         )
     } else if b > 50.0 {
         (
@@ -548,6 +555,27 @@ mod tests {
         let small = [(Phase::BACKWARD, 0.03), (Phase::UPDATE_FORWARD, 0.02), (Phase::ENV_STEP, 0.95)];
         let small = Profile { emulated: Some("bf16".into()), ..profile(&small, Counters::default()) };
         assert!(!knobs(&analyze(&small, &spec)).contains(&"--precision fp32"));
+    }
+
+    /// The split's next step names only what the run can do: no fused forward for a policy
+    /// without one, and no bf16 for arithmetic where the device emulates it.
+    #[test]
+    fn the_splits_next_step_fits_the_policy_and_the_device() {
+        let spec = RunSpec::default();
+        let rollout = [(Phase::POLICY_FORWARD, 0.6), (Phase::ENV_STEP, 0.4)];
+        assert_eq!(
+            analyze(&profile(&rollout, Counters::default()), &spec).split.next_action,
+            "fuse the rollout forward, or batch more envs per forward"
+        );
+        let marked = Profile { eager_only: true, ..profile(&rollout, Counters::default()) };
+        assert_eq!(analyze(&marked, &spec).split.next_action, "batch more envs per forward");
+        let update = [(Phase::UPDATE_FORWARD, 0.6), (Phase::ENV_STEP, 0.4)];
+        assert!(analyze(&profile(&update, Counters::default()), &spec)
+            .split
+            .next_action
+            .ends_with("a CPU with AVX512-BF16)"));
+        let emulated = Profile { emulated: Some("bf16".into()), ..profile(&update, Counters::default()) };
+        assert!(analyze(&emulated, &spec).split.next_action.ends_with("(fp32 is faster here)"));
     }
 
     #[test]
