@@ -2,11 +2,11 @@
 
 mod common;
 use common::*;
+use hotlab_core::choices::WaitMode;
 use hotlab_shared::cartpole::CartPoleBatch;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::WaitMode;
-use hotlab_shared::workloads::ProofSpec;
+use hotlab_specs::ProofSpec;
 use hotlab_train::exec::sequential::Sequential;
 use hotlab_train::exec::subprocess::Subprocess;
 use hotlab_train::exec::threads::Threads;

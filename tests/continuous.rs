@@ -5,13 +5,13 @@
 
 mod common;
 use common::*;
+use hotlab_core::choices::WaitMode;
 use hotlab_lab::wire::process::FromRun;
 use hotlab_shared::env::{Actions, BatchEnv, Observations, StepBatch};
 use hotlab_shared::protocol::{EventBody, RunStatus};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::WaitMode;
-use hotlab_shared::workloads::gym::GymFrame;
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::gym::GymFrame;
+use hotlab_specs::EnvName;
 use hotlab_train::distribution::gaussian;
 use hotlab_train::exec::EnvMaker;
 use hotlab_workloads::gym::GymEnv;

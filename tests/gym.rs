@@ -4,9 +4,9 @@
 
 mod common;
 use common::*;
+use hotlab_core::choices::WaitMode;
 use hotlab_shared::env::{Actions, BatchEnv, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::WaitMode;
 use hotlab_train::exec::EnvMaker;
 use hotlab_workloads::gym::python::Engine;
 use hotlab_workloads::gym::GymEnv;
@@ -482,8 +482,8 @@ class Broken(gym.Wrapper):
 /// modes. An env without pictures sends none; one whose `render()` raises sends why.
 #[test]
 fn env_zero_is_drawn_as_gymnasium_draws_it() {
-    use hotlab_shared::workloads::gym::{GymFrame, GymImage};
-    use hotlab_shared::workloads::EnvName;
+    use hotlab_specs::gym::{GymFrame, GymImage};
+    use hotlab_specs::EnvName;
     use hotlab_train::workload::Workload;
     use std::time::Instant;
     let image = |env: &GymEnv, obs: &Observations| -> Option<GymImage> {

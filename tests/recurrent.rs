@@ -6,8 +6,8 @@
 mod common;
 
 use common::*;
+use hotlab_core::choices::Rnn;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::Rnn;
 use hotlab_train::models::layers::Builder;
 use hotlab_train::models::rnn::core::Core;
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 use hotlab_shared::spec::{RunSpec, SpecError};
 use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::system::SystemInfo;
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::EnvName;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

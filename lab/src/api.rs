@@ -38,8 +38,8 @@ pub async fn system(State(lab): State<Lab>) -> Json<SystemInfo> {
 /// what installs a missing family). Runs on another machine use that machine's Python:
 /// its list may differ.
 pub async fn suggestions(State(lab): State<Lab>, Path(knob): Path<String>) -> ApiResult<Json<Suggestions>> {
-    let Some((env, _)) = hotlab_shared::workloads::suggested_knobs().find(|(_, k)| k.name == knob) else {
-        let offered: Vec<&str> = hotlab_shared::workloads::suggested_knobs().map(|(_, k)| k.name).collect();
+    let Some((env, _)) = hotlab_specs::suggested_knobs().find(|(_, k)| k.name == knob) else {
+        let offered: Vec<&str> = hotlab_specs::suggested_knobs().map(|(_, k)| k.name).collect();
         let message = format!("knob '{knob}' has no suggestions; allowed: {}", offered.join(", "));
         return Err(ApiError::new(StatusCode::NOT_FOUND, "no_suggestions", message));
     };

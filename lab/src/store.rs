@@ -970,8 +970,8 @@ fn failure(e: &rusqlite::Error, path: &Path) -> String {
 mod tests {
     use super::*;
     use hotlab_shared::protocol::{Frame, MetricsPoint};
-    use hotlab_shared::workloads::cartpole::CartpoleFrame;
-    use hotlab_shared::workloads::EnvName;
+    use hotlab_specs::cartpole::CartpoleFrame;
+    use hotlab_specs::EnvName;
 
     fn event(seq: u64, body: EventBody) -> Write {
         Write::Event(Logged::new(Event { v: PROTOCOL_VERSION, run: 1, seq, body }))

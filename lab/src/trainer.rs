@@ -7,7 +7,7 @@
 use hotlab_shared::spec::{RunSpec, SpecError};
 use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::system::SystemInfo;
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::EnvName;
 
 pub trait Trainer: Send + Sync {
     /// This machine: versions, devices, cores.

@@ -79,9 +79,9 @@ pub fn flags(spec: &RunSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hotlab_core::advice::Recommendation;
+    use hotlab_core::profile::Phase;
     use hotlab_shared::audit::{Interval, Learning};
-    use hotlab_shared::profile::Phase;
-    use hotlab_shared::report::Recommendation;
 
     fn result(change: &str, verdict: Verdict, median: f64, learning_worse: bool) -> ChangeResult {
         ChangeResult {
@@ -115,8 +115,8 @@ mod tests {
     #[test]
     fn candidates_are_new_recommendations_that_change_the_spec() {
         let mut spec = RunSpec::default();
-        spec.exec.backend = hotlab_shared::spec::Backend::Subprocess;
-        spec.exec.wait = hotlab_shared::spec::WaitMode::Spin;
+        spec.exec.backend = hotlab_core::choices::Backend::Subprocess;
+        spec.exec.wait = hotlab_core::choices::WaitMode::Spin;
         let rec = |knob: &str| Recommendation::bounded(knob, Phase::ENV_WAIT, 2.0, String::new());
         let report = Report {
             wall_s: 1.0,
@@ -144,7 +144,7 @@ mod tests {
     fn flags_name_what_differs_from_the_defaults() {
         let mut spec = RunSpec::default();
         assert_eq!(flags(&spec), "");
-        spec.exec.backend = hotlab_shared::spec::Backend::Threads;
+        spec.exec.backend = hotlab_core::choices::Backend::Threads;
         spec.ppo.hidden = vec![128, 128];
         spec.envs = 16;
         assert_eq!(flags(&spec), "--envs 16 --backend threads --hidden 128,128");

@@ -6,10 +6,11 @@
 //! the baseline against itself (A/A) give this machine's noise now. A change is judged by
 //! where its ratios' 95 % interval lies against the noise's.
 
-use crate::advice::Recommendation;
-use crate::knobs::{self, Knob};
-use crate::profile::{Phase, Profile};
+use crate::knobs;
 use crate::spec::{json, RunSpec, SpecError};
+use hotlab_core::advice::Recommendation;
+use hotlab_core::knob::Knob;
+use hotlab_core::profile::{Phase, Profile};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -51,7 +52,7 @@ impl Change {
 
     /// Flags and values (`--backend subprocess --wait spin`), as a recommendation writes them.
     pub fn flags(text: &str, bound: Option<f64>) -> Result<Self, SpecError> {
-        let settings = crate::advice::flag_overrides(text)
+        let settings = hotlab_core::advice::flag_overrides(text)
             .iter()
             .map(|(key, value)| knob(key).map(|k| (k, k.kind.value(value))))
             .collect::<Result<Vec<_>, _>>()?;
@@ -314,7 +315,7 @@ fn judge(change: &Change, pairs: &[(&Measured, &Measured)], noise: &Interval) ->
         median(pairs.iter().map(|(a, b)| if after { b } else { a }.profile.share(p)).collect()).unwrap_or(0.0)
     };
     let moved = |p: Phase| (share(true, p) - share(false, p)).abs();
-    let most = crate::workloads::PHASES
+    let most = hotlab_specs::PHASES
         .iter()
         .map(|i| i.phase)
         .max_by(|&p, &q| moved(p).total_cmp(&moved(q)))
@@ -417,7 +418,7 @@ mod tests {
     }
 
     fn measured(sps: f64, env_wait: f64) -> Measured {
-        let phase = |p, wall_s| crate::profile::PhaseTime { phase: p, wall_s, calls: 1, device_s: None };
+        let phase = |p, wall_s| hotlab_core::profile::PhaseTime { phase: p, wall_s, calls: 1, device_s: None };
         let profile = Profile {
             wall_s: 1.0,
             phases: vec![phase(Phase::ENV_WAIT, env_wait), phase(Phase::ENV_STEP, 1.0 - env_wait)],
@@ -466,12 +467,12 @@ mod tests {
     fn a_recommendation_is_a_change_with_its_bound() {
         let r = Recommendation::bounded(
             "--backend subprocess --wait spin",
-            crate::profile::Phase::ENV_WAIT,
+            hotlab_core::profile::Phase::ENV_WAIT,
             1.8,
             String::new(),
         );
         let c = Change::recommended(&r).unwrap();
-        assert_eq!((c.bound, c.target), (Some(1.8), Some(crate::profile::Phase::ENV_WAIT)));
+        assert_eq!((c.bound, c.target), (Some(1.8), Some(hotlab_core::profile::Phase::ENV_WAIT)));
         let base = RunSpec::default();
         let v = c.apply(&base).unwrap();
         assert_eq!((v.exec.backend.to_string(), v.exec.wait.to_string()), ("subprocess".into(), "spin".into()));

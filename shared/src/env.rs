@@ -297,8 +297,8 @@ pub trait BatchEnv: Send {
         self.step(actions.index, out)
     }
     /// The backend's own counts (IPC round-trips, spins, time waiting on workers).
-    fn counters(&self) -> crate::counters::EnvCounters {
-        crate::counters::EnvCounters::default()
+    fn counters(&self) -> hotlab_core::counters::EnvCounters {
+        hotlab_core::counters::EnvCounters::default()
     }
 }
 

@@ -9,12 +9,12 @@
 //! at a tiny budget and fails when the bottleneck stops showing.
 
 use crate::audit::{AuditReport, Change, Measured, Plan, Slot};
-use crate::counters::{Count, Counters};
 use crate::knobs;
-use crate::profile::{Phase, PhaseKind, Profile};
 use crate::spec::{json, RunSpec, SpecError};
-use crate::workloads::dreamer::{ENCODER, REPLAY};
-use crate::workloads::morpho::{HOST_PASSES, LIFECYCLE_READS, STREAM_WAITS, TOPOLOGY_CHANGES};
+use hotlab_core::counters::{Count, Counters};
+use hotlab_core::profile::{Phase, PhaseKind, Profile};
+use hotlab_specs::dreamer::{ENCODER, REPLAY};
+use hotlab_specs::morpho::{HOST_PASSES, LIFECYCLE_READS, STREAM_WAITS, TOPOLOGY_CHANGES};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -204,10 +204,10 @@ impl Measure {
             Measure::MicrosPerCall(ph) => 1e6 * p.phase(ph) / p.calls(ph).max(1) as f64,
             Measure::Share(ph) => p.share(ph),
             Measure::EnvMicrosPerStep => {
-                let env = |t: &&crate::profile::PhaseTime| {
+                let env = |t: &&hotlab_core::profile::PhaseTime| {
                     t.phase == Phase::ENV_STEP
                         || t.phase == Phase::ENV_WAIT
-                        || crate::workloads::phase_info(t.phase).is_some_and(|i| i.kind == PhaseKind::EnvPart)
+                        || hotlab_specs::phase_info(t.phase).is_some_and(|i| i.kind == PhaseKind::EnvPart)
                 };
                 1e6 * p.phases.iter().filter(env).map(|t| t.wall_s).sum::<f64>() / steps
             }
@@ -1280,7 +1280,12 @@ mod tests {
         let mut p = Profile { wall_s: 2.0, ..Profile::default() };
         p.counters.env_steps = 100;
         p.counters.host_syncs = 50;
-        p.phases.push(crate::profile::PhaseTime { phase: Phase::BACKWARD, wall_s: 0.5, calls: 10, device_s: None });
+        p.phases.push(hotlab_core::profile::PhaseTime {
+            phase: Phase::BACKWARD,
+            wall_s: 0.5,
+            calls: 10,
+            device_s: None,
+        });
         assert_eq!(Measure::PerStep(Counter::HostSyncs).of(&p), 0.5);
         assert_eq!(Measure::CallsPerStep(Phase::BACKWARD).of(&p), 0.1);
         assert_eq!(Measure::MicrosPerCall(Phase::BACKWARD).of(&p), 50_000.0);

@@ -17,25 +17,18 @@
 //! - [`sweep`]: a grid of knob values, every combination a run, and the best cell.
 //! - [`system`]: what `/api/system` and `hotlab system --json` answer.
 //! - [`protocol`]: the lab's events (REST history and WebSocket stream).
-//! - [`advice`]: a knob change the profile argues for, and Amdahl's bound on its gain.
 //! - [`report`]: the bottleneck report, a pure function of a profile and its spec.
 //! - [`audit`]: a change to a run (`KEY=VALUE`), the interleaved plan of an audit, and
 //!   its verdicts against this machine's noise and the report's bound.
 //! - [`lessons`]: the catalogue's lessons, each a baseline, its fixes, a signature and a budget.
-//! - [`workloads`](mod@workloads): the registry, `hotlab-specs` (one line per workload), and
-//!   each workload's declarations: its settings and their knobs, its rollout frame and its
-//!   report rules, one module each.
 //! - [`fuzz`]: the fuzz targets' budget and seed, from the environment (`cargo xtask fuzz`).
 //! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
 //!   help (the launch form, the CLI's errors and the flat form's migration use it).
 //!
 //! Below it sit the registry (`hotlab-specs`) and the words every layer and every
 //! workload's declarations share (`hotlab-core`: knobs, the run's settings and choices,
-//! phases and profiles, counters, advice), re-exported here under the same names, so the
-//! crates above name one crate.
-
-pub use hotlab_core::{advice, counters, names, profile, script};
-pub use hotlab_specs::workload_list;
+//! phases and profiles, counters, advice). Nothing of theirs is re-exported here: a crate
+//! above that uses them names them, so its `Cargo.toml` shows what it depends on.
 
 pub mod audit;
 pub mod cartpole;
@@ -52,4 +45,4 @@ pub mod sweep;
 pub mod system;
 
 // Parts of the spec, named at the root as the other crates read them.
-pub use spec::{knobs, workloads};
+pub use spec::knobs;

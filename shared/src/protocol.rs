@@ -16,8 +16,8 @@
 //! a live viewer also gets the newest frame at its own rate (`fps`), and such a frame,
 //! not kept, has `seq` 0 ([`LIVE_FRAME_SEQ`]): it is shown, never counted.
 
-use crate::profile::Profile;
 use crate::report::Report;
+use hotlab_core::profile::Profile;
 use serde::{Deserialize, Serialize};
 
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -215,7 +215,7 @@ impl MetricsPoint {
 
 /// A glimpse of the rollout, for watching it: which workload drew it, at which step, and
 /// that workload's own fields (its frame type: `CartpoleFrame`, `MorphoFrame`… in
-/// [`crate::workloads`]), beside `env` and `step` in JSON.
+/// [`hotlab_specs`]), beside `env` and `step` in JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Frame {
     pub env: String,
@@ -240,7 +240,7 @@ impl PolicyMemory {
 
 impl Frame {
     /// `env`'s frame at `step`, from its workload's frame type.
-    pub fn new<T: Serialize>(env: crate::workloads::EnvName, step: u64, fields: &T) -> Self {
+    pub fn new<T: Serialize>(env: hotlab_specs::EnvName, step: u64, fields: &T) -> Self {
         let data = match serde_json::to_value(fields) {
             Ok(serde_json::Value::Object(data)) => data,
             _ => serde_json::Map::new(),
@@ -250,7 +250,7 @@ impl Frame {
 
     /// Its fields as `env`'s frame type; None for another workload's frame (or one that
     /// does not read as it).
-    pub fn read<T: serde::de::DeserializeOwned>(&self, env: crate::workloads::EnvName) -> Option<T> {
+    pub fn read<T: serde::de::DeserializeOwned>(&self, env: hotlab_specs::EnvName) -> Option<T> {
         if self.env != env.as_str() {
             return None;
         }
@@ -500,9 +500,9 @@ mod tests {
     /// A frame reads back as its own workload's type only.
     #[test]
     fn a_frame_reads_as_its_workloads_type_only() {
-        use crate::workloads::cartpole::CartpoleFrame;
-        use crate::workloads::proof::ProofFrame;
-        use crate::workloads::EnvName;
+        use hotlab_specs::cartpole::CartpoleFrame;
+        use hotlab_specs::proof::ProofFrame;
+        use hotlab_specs::EnvName;
         let fields = CartpoleFrame { states: vec![[0.1, 0.0, -0.2, 0.0]], actions: vec![1] };
         let f = Frame::new(EnvName::Cartpole, 7, &fields);
         let j = serde_json::to_value(&f).unwrap();

@@ -6,11 +6,12 @@
 //! - Recommendations: the knob to turn, the measured signature that triggered it, and the
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
-use crate::advice::amdahl;
-pub use crate::advice::{flag_overrides, Recommendation};
-use crate::profile::{Phase, PhaseKind, Profile};
-use crate::spec::{ActionSync, Backend, Inference, Rnn, RnnUpdate, RolloutCopy, RunSpec, Transfer, WaitMode};
-use crate::workloads::phase_info;
+use crate::spec::RunSpec;
+use hotlab_core::advice::amdahl;
+use hotlab_core::advice::Recommendation;
+use hotlab_core::choices::{ActionSync, Backend, Inference, Rnn, RnnUpdate, RolloutCopy, Transfer, WaitMode};
+use hotlab_core::profile::{Phase, PhaseKind, Profile};
+use hotlab_specs::phase_info;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -116,7 +117,7 @@ fn diagnosis(p: Phase, profile: &Profile, spec: &RunSpec) -> String {
                 spec.ppo.minibatches
             )
         }
-        p => crate::workloads::phase_info(p).map_or_else(|| p.name().replace('_', " "), |i| i.about.to_string()),
+        p => hotlab_specs::phase_info(p).map_or_else(|| p.name().replace('_', " "), |i| i.about.to_string()),
     }
 }
 
@@ -502,22 +503,22 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::{Count, Counters};
     use crate::spec::PresetSpec;
-    use crate::workloads::dreamer::{DECODER, ENCODER, REPLAY, RSSM, WORLD_BACKWARD};
-    use crate::workloads::morpho::{GRAPH_REPLAYS, HOST_BACKWARD, HOST_FORWARD, HOST_STEPS_SKIPPED, LIFECYCLE};
-    use crate::workloads::morpho::{LIFECYCLE_READS, REWARD};
+    use hotlab_core::counters::{Count, Counters};
+    use hotlab_specs::dreamer::{DECODER, ENCODER, REPLAY, RSSM, WORLD_BACKWARD};
+    use hotlab_specs::morpho::{GRAPH_REPLAYS, HOST_BACKWARD, HOST_FORWARD, HOST_STEPS_SKIPPED, LIFECYCLE};
+    use hotlab_specs::morpho::{LIFECYCLE_READS, REWARD};
 
     fn own(count: Count, n: u64) -> Counters {
         Counters { own: [(count, n)].into_iter().collect(), ..Counters::default() }
     }
-    use crate::profile::PhaseTime;
-    use crate::workloads::morpho::{LifecycleMode, SlotPool};
+    use hotlab_core::profile::PhaseTime;
+    use hotlab_specs::morpho::{LifecycleMode, SlotPool};
 
     fn profile(shares: &[(Phase, f64)], counters: Counters) -> Profile {
         Profile {
             wall_s: 10.0,
-            phases: crate::workloads::PHASES
+            phases: hotlab_specs::PHASES
                 .iter()
                 .map(|i| PhaseTime {
                     phase: i.phase,
@@ -603,20 +604,20 @@ mod tests {
         assert!(r_hosts.split.verdict.contains("envs' own compute"), "{}", r_hosts.split.verdict);
         assert!(r_hosts.split.next_action.contains("--backend threads"), "{}", r_hosts.split.next_action);
         let threads = RunSpec {
-            exec: crate::spec::ExecSpec { backend: Backend::Threads, ..Default::default() },
+            exec: hotlab_core::run::ExecSpec { backend: Backend::Threads, ..Default::default() },
             ..Default::default()
         };
         assert!(!analyze(&hosts, &threads).split.next_action.contains("--backend"));
         // A workload that cannot run on threads (a Python env) is told of the others only.
         let gym = RunSpec {
-            workload: crate::spec::WorkloadSpec::default_for(crate::workloads::EnvName::Gym),
+            workload: hotlab_specs::WorkloadSpec::default_for(hotlab_specs::EnvName::Gym),
             ..Default::default()
         };
-        let python = profile(&[(crate::workloads::gym::PYTHON_STEP, 0.7), (Phase::BACKWARD, 0.2)], Counters::default());
+        let python = profile(&[(hotlab_specs::gym::PYTHON_STEP, 0.7), (Phase::BACKWARD, 0.2)], Counters::default());
         assert_eq!(analyze(&python, &gym).split.next_action, "spread the envs over the cores (--backend subprocess)");
         // One env (CleanRL's MuJoCo setting): the same batch from 8 envs over worker
         // processes, the mujoco-fast preset; which gets no such advice itself.
-        let preset = |name: &str| crate::spec::Preset::find(name).unwrap().spec();
+        let preset = |name: &str| hotlab_core::preset::Preset::find(name).unwrap().spec();
         let knobs =
             |spec: &RunSpec| analyze(&python, spec).recommendations.into_iter().map(|r| r.knob).collect::<Vec<_>>();
         assert_eq!(knobs(&preset("mujoco")), ["--envs 8 --steps 256 --backend subprocess"]);
@@ -656,14 +657,14 @@ mod tests {
 
     #[test]
     fn a_gpu_update_dispatched_op_by_op_is_advised_captured() {
-        use crate::spec::{Precision, UpdateMode};
+        use hotlab_core::choices::{Precision, UpdateMode};
         let busy = profile(
             &[(Phase::UPDATE_FORWARD, 0.3), (Phase::BACKWARD, 0.2), (Phase::OPTIMIZER, 0.1)],
             Counters::default(),
         );
         let on = |device: &str, update| RunSpec {
             device: device.into(),
-            exec: crate::spec::ExecSpec { update, ..Default::default() },
+            exec: hotlab_core::run::ExecSpec { update, ..Default::default() },
             ..Default::default()
         };
         let r = analyze(&busy, &on("cuda", UpdateMode::Eager));
@@ -688,7 +689,7 @@ mod tests {
     fn a_sleeper_pool_on_the_cpu_is_advised_against_when_hosts_dominate() {
         let hosts = profile(&[(HOST_BACKWARD, 0.4), (HOST_FORWARD, 0.2)], Counters::default());
         let morpho = |slots| RunSpec {
-            workload: crate::spec::WorkloadSpec::Morpho(crate::workloads::MorphoSpec { slots, ..Default::default() }),
+            workload: hotlab_specs::WorkloadSpec::Morpho(hotlab_specs::MorphoSpec { slots, ..Default::default() }),
             ..Default::default()
         };
         let r = analyze(&hosts, &morpho(SlotPool::Sleeper));
@@ -720,7 +721,7 @@ mod tests {
     fn fp16_hosts_say_how_many_steps_their_scalers_skipped() {
         let spec = |host_precision| RunSpec {
             device: "cuda:0".into(),
-            workload: crate::spec::WorkloadSpec::Morpho(crate::workloads::MorphoSpec {
+            workload: hotlab_specs::WorkloadSpec::Morpho(hotlab_specs::MorphoSpec {
                 host_precision,
                 ..Default::default()
             }),
@@ -732,18 +733,15 @@ mod tests {
             let r = analyze(&p, &spec(precision));
             r.rows.iter().find(|row| row.phase == HOST_BACKWARD).unwrap().diagnosis.clone()
         };
-        let fp16 = diagnosis(crate::spec::Precision::Fp16);
+        let fp16 = diagnosis(hotlab_core::choices::Precision::Fp16);
         assert!(fp16.contains("3 steps skipped on overflowing gradients"), "{fp16}");
-        assert!(!diagnosis(crate::spec::Precision::Fp32).contains("skipped"));
+        assert!(!diagnosis(hotlab_core::choices::Precision::Fp32).contains("skipped"));
     }
 
     #[test]
     fn a_looped_lifecycle_is_advised_batched_only_where_it_costs() {
         let morpho = |lifecycle| RunSpec {
-            workload: crate::spec::WorkloadSpec::Morpho(crate::workloads::MorphoSpec {
-                lifecycle,
-                ..Default::default()
-            }),
+            workload: hotlab_specs::WorkloadSpec::Morpho(hotlab_specs::MorphoSpec { lifecycle, ..Default::default() }),
             ..Default::default()
         };
         let c = Counters { env_steps: 10, ..own(LIFECYCLE_READS, 600) };
@@ -759,9 +757,9 @@ mod tests {
 
     #[test]
     fn the_world_models_knobs_are_advised_on_their_signatures_and_its_split_is_read() {
-        use crate::spec::WorkloadSpec;
-        use crate::workloads::dreamer::{EncoderMode, LossRead, ReplayAt};
-        use crate::workloads::DreamerSpec;
+        use hotlab_specs::dreamer::{EncoderMode, LossRead, ReplayAt};
+        use hotlab_specs::DreamerSpec;
+        use hotlab_specs::WorkloadSpec;
         let dreamer = |d: DreamerSpec| RunSpec { workload: WorkloadSpec::Dreamer(d), ..Default::default() };
         let slow = dreamer(DreamerSpec {
             encoder: EncoderMode::PerStep,

@@ -2,9 +2,10 @@
 //! combination trained once on one spec, and a table of steps/s and return per cell with
 //! the best cell (`hotlab sweep`, `POST /api/sweeps`).
 
-use crate::knobs::{self, Knob, KnobKind};
+use crate::knobs;
 use crate::protocol::RunStatus;
 use crate::spec::{json, RunSpec, SpecError};
+use hotlab_core::knob::{Knob, KnobKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

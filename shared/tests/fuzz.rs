@@ -38,7 +38,7 @@ fn key() -> impl Strategy<Value = String> {
     let known: Vec<String> = ["workload", "ppo", "exec", "telemetry", "every", "depth", "id", "kwargs"]
         .iter()
         .map(|s| s.to_string())
-        .chain(hotlab_shared::workloads::EnvName::ALL.iter().map(|e| e.to_string()))
+        .chain(hotlab_specs::EnvName::ALL.iter().map(|e| e.to_string()))
         .chain(KNOBS.iter().map(|k| k.name.to_string()))
         .collect();
     prop_oneof![proptest::sample::select(known), "[a-z_]{1,10}"]

@@ -8,9 +8,10 @@
 //! instead of a NumPy call per env.
 
 use anyhow::Result;
+use hotlab_core::choices::Norm;
 use hotlab_shared::env::{EnvSpec, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::spec::{Norm, RunSpec, SpecError};
+use hotlab_shared::spec::{RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
 /// Gymnasium's `epsilon` under the square root of both wrappers.
@@ -286,8 +287,8 @@ mod tests {
     /// refused naming the flag's value and what is allowed.
     #[test]
     fn a_dicts_float_leaves_are_normalized_each_as_its_own() {
+        use hotlab_core::run::PpoSpec;
         use hotlab_shared::env::FieldSpec;
-        use hotlab_shared::spec::PpoSpec;
         let leaf = |name: &str, shape: Vec<usize>, kind| FieldSpec::new(name, shape, kind);
         let fields = vec![
             FieldSpec { classes: vec![4], ..leaf("goal", vec![1], FieldKind::I64) },

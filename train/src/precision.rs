@@ -1,7 +1,7 @@
 //! The update's precision (catalogue row 6): which kind the matmuls run in, and for
 //! fp16 the dynamic loss scaler. Master weights, the loss and Adam stay fp32.
 
-use hotlab_shared::spec::{self, SpecError, FP16_NEEDS_CUDA};
+use hotlab_shared::spec::{SpecError, FP16_NEEDS_CUDA};
 use tch::{Device, Kind, Tensor};
 
 /// PyTorch's `GradScaler` defaults.
@@ -158,16 +158,16 @@ fn has_bf16(device: Device) -> bool {
 }
 
 /// The precision a spec asks for on `device`; fp16 without CUDA is refused.
-pub fn resolve(wanted: spec::Precision, device: Device) -> Result<Precision, SpecError> {
+pub fn resolve(wanted: hotlab_core::choices::Precision, device: Device) -> Result<Precision, SpecError> {
     let kind = match wanted {
-        spec::Precision::Fp32 => Kind::Float,
-        spec::Precision::Bf16 => Kind::BFloat16,
-        spec::Precision::Auto if has_bf16(device) => Kind::BFloat16,
+        hotlab_core::choices::Precision::Fp32 => Kind::Float,
+        hotlab_core::choices::Precision::Bf16 => Kind::BFloat16,
+        hotlab_core::choices::Precision::Auto if has_bf16(device) => Kind::BFloat16,
         // Older GPUs (Volta, Turing) have fp16 tensor cores: fp16 with the loss scaler.
-        spec::Precision::Auto if device.is_cuda() => Kind::Half,
-        spec::Precision::Auto => Kind::Float,
-        spec::Precision::Fp16 if device.is_cuda() => Kind::Half,
-        spec::Precision::Fp16 => return Err(SpecError::new("precision", FP16_NEEDS_CUDA)),
+        hotlab_core::choices::Precision::Auto if device.is_cuda() => Kind::Half,
+        hotlab_core::choices::Precision::Auto => Kind::Float,
+        hotlab_core::choices::Precision::Fp16 if device.is_cuda() => Kind::Half,
+        hotlab_core::choices::Precision::Fp16 => return Err(SpecError::new("precision", FP16_NEEDS_CUDA)),
     };
     let scaler = (kind == Kind::Half).then(|| LossScaler::new(INIT_SCALE, GROWTH_INTERVAL));
     Ok(Precision { kind, scaler })
@@ -219,11 +219,11 @@ mod tests {
 
     #[test]
     fn fp16_needs_cuda_and_auto_falls_back() {
-        let e = resolve(spec::Precision::Fp16, Device::Cpu).err().unwrap();
+        let e = resolve(hotlab_core::choices::Precision::Fp16, Device::Cpu).err().unwrap();
         assert_eq!(e.flag(), "--precision");
         assert!(e.message.contains("allowed on the CPU: fp32, bf16, auto"), "{e}");
-        assert_eq!(resolve(spec::Precision::Bf16, Device::Cpu).unwrap().label(), "bf16");
-        let auto = resolve(spec::Precision::Auto, Device::Cpu).unwrap();
+        assert_eq!(resolve(hotlab_core::choices::Precision::Bf16, Device::Cpu).unwrap().label(), "bf16");
+        let auto = resolve(hotlab_core::choices::Precision::Auto, Device::Cpu).unwrap();
         assert!(auto.scaler.is_none());
         assert_eq!(auto.kind == Kind::BFloat16, has_bf16(Device::Cpu));
     }

@@ -4,10 +4,10 @@
 //! to start the next span); the profiler estimates its own cost from a calibration of
 //! that clock read, and reports it.
 
-use hotlab_shared::counters::{Counters, ENV_PARTS};
-use hotlab_shared::profile::{GpuMemory, Phase, PhaseTime, Profile};
-use hotlab_shared::script::ScriptProfile;
-use hotlab_shared::workloads::PHASES;
+use hotlab_core::counters::{Counters, ENV_PARTS};
+use hotlab_core::profile::{GpuMemory, Phase, PhaseTime, Profile};
+use hotlab_core::script::ScriptProfile;
+use hotlab_specs::PHASES;
 use serde_json::json;
 use std::time::Instant;
 

@@ -6,8 +6,8 @@
 //! An eager forward keeps its log-probs and values on the device instead (`device`).
 
 use crate::exec::transfer::{Eager, Mover};
-use hotlab_shared::counters::Counters;
-use hotlab_shared::spec::RolloutCopy;
+use hotlab_core::choices::RolloutCopy;
+use hotlab_core::counters::Counters;
 use tch::{Device, Kind, Tensor};
 
 pub struct Rollout {

@@ -4,7 +4,7 @@
 //! never waits: when the queue is full the event is dropped and counted.
 
 use crate::params::ParamSlot;
-use hotlab_shared::counters::Counters;
+use hotlab_core::counters::Counters;
 use serde::Serialize;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::thread::JoinHandle;

@@ -19,7 +19,7 @@ use crate::cuda::gpu::{Gpu, Support};
 use crate::exec::EnvMaker;
 use crate::profiler::Profiler;
 use anyhow::Result;
-use hotlab_shared::counters::Counters;
+use hotlab_core::counters::Counters;
 use hotlab_shared::env::{Actions, Observations};
 use hotlab_shared::protocol::{Frame, Losses};
 use hotlab_shared::spec::RunSpec;

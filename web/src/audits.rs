@@ -3,9 +3,9 @@
 //! view and the lesson page both show them.
 
 use crate::format::si;
+use hotlab_core::profile::Profile;
 use hotlab_shared::audit::{ChangeResult, Verdict};
 use hotlab_shared::lessons::Measure;
-use hotlab_shared::profile::Profile;
 use hotlab_shared::protocol::{AuditInfo, RunStatus, TuneStep};
 use leptos::prelude::*;
 
@@ -288,7 +288,7 @@ mod tests {
             status: RunStatus::Running,
             ..AuditInfo::default()
         };
-        let rows = setting_rows(&a, Some(Measure::Share(hotlab_shared::profile::Phase::ENV_WAIT)));
+        let rows = setting_rows(&a, Some(Measure::Share(hotlab_core::profile::Phase::ENV_WAIT)));
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].done, rows[0].planned, rows[0].sps), (2, 6, Some(12.0)));
         assert_eq!((rows[1].done, rows[1].planned, rows[1].sps), (1, 2, Some(40.0)));

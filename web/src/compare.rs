@@ -69,7 +69,7 @@ pub fn rows(runs: &[&RunData]) -> Vec<Row> {
     let sps = runs.iter().map(|r| r.report.as_ref().map(|p| p.steps_per_s).or(r.sps())).collect();
     out.push(row("steps/s", Unit::PerSecond, true, sps));
     out.push(row("profiled wall", Unit::Seconds, false, runs.iter().map(|r| Some(r.total.wall_s)).collect()));
-    for phase in hotlab_shared::workloads::PHASES.iter().map(|i| i.phase) {
+    for phase in hotlab_specs::PHASES.iter().map(|i| i.phase) {
         let shares: Vec<Option<f64>> = runs.iter().map(|r| Some(100.0 * r.total.share(phase))).collect();
         if shares.iter().flatten().any(|&s| s >= 0.5) {
             out.push(row(phase.name(), Unit::Percent, false, shares));
@@ -79,7 +79,7 @@ pub fn rows(runs: &[&RunData]) -> Vec<Row> {
         let steps = r.total.counters.env_steps;
         (steps > 0).then(|| 1000.0 * x / steps as f64)
     };
-    type Counter = fn(&hotlab_shared::counters::Counters) -> f64;
+    type Counter = fn(&hotlab_core::counters::Counters) -> f64;
     let counters: [(&str, Unit, Counter); 6] = [
         ("host syncs / 1k steps", Unit::Count, |c| c.host_syncs as f64),
         ("h2d copies / 1k steps", Unit::Count, |c| c.h2d_copies as f64),
@@ -97,7 +97,8 @@ pub fn rows(runs: &[&RunData]) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::spec::{Backend, ExecSpec};
+    use hotlab_core::choices::Backend;
+    use hotlab_core::run::ExecSpec;
 
     #[test]
     fn ratios_are_against_the_first_run() {

@@ -98,8 +98,9 @@ pub fn duration(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hotlab_core::preset::Preset;
     use hotlab_shared::protocol::RunStatus;
-    use hotlab_shared::spec::{Preset, PresetSpec};
+    use hotlab_shared::spec::PresetSpec;
 
     fn run(id: u64, spec: RunSpec, sps: Option<f64>) -> RunInfo {
         let mut info: RunInfo = serde_json::from_value(serde_json::json!({

@@ -7,8 +7,9 @@ use crate::estimate::{self, DEMO_SECONDS};
 use crate::format::{grouped, si};
 use crate::launch;
 use crate::route::Route;
+use hotlab_core::preset::Preset;
 use hotlab_shared::protocol::RunInfo;
-use hotlab_shared::spec::{presets, Preset, PresetSpec};
+use hotlab_shared::spec::{presets, PresetSpec};
 use leptos::prelude::*;
 
 /// The `localStorage` key that says this browser has seen the home.

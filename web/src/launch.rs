@@ -3,11 +3,14 @@
 //! names. The form edits the nested spec as JSON, each knob at its path.
 
 use crate::api::{self, ApiError};
-use hotlab_shared::knobs::{workload_name, Knob, KnobKind, GROUPS, KNOBS};
-use hotlab_shared::spec::EnvName;
-use hotlab_shared::spec::{presets, Preset, PresetSpec};
+use hotlab_core::knob::{workload_name, Knob, KnobKind};
+use hotlab_core::preset::Preset;
+use hotlab_core::run_knobs::GROUPS;
+use hotlab_shared::knobs::KNOBS;
+use hotlab_shared::spec::{presets, PresetSpec};
 use hotlab_shared::suggestions::Suggestions;
-use hotlab_shared::workloads::suggested_knobs;
+use hotlab_specs::suggested_knobs;
+use hotlab_specs::EnvName;
 use leptos::prelude::*;
 use serde_json::{Map, Value};
 use std::collections::HashMap;

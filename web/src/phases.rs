@@ -1,8 +1,8 @@
 //! The phase split as stacked bars: one bar per profile window (or per run), each phase
 //! its own colour, with a legend of the phases present.
 
-use hotlab_shared::profile::{Phase, Profile};
-use hotlab_shared::workloads::{phase_info, PHASES};
+use hotlab_core::profile::{Phase, Profile};
+use hotlab_specs::{phase_info, PHASES};
 use leptos::prelude::*;
 
 /// A phase's colour, as its declaration gives it (grey for one this build does not know).

@@ -14,7 +14,7 @@ use crate::pg_engine::{
     STEPS_PER_DISPATCH, SWEEP,
 };
 use hotlab_shared::protocol::{RunInfo, RunStatus};
-use hotlab_shared::spec::EnvName;
+use hotlab_specs::EnvName;
 use hotlab_views::cartpole::web::{draw_one, Cell};
 use hotlab_wgpu::gpu::Gpu;
 use hotlab_wgpu::{Actor, Policy, Setup, Tally};

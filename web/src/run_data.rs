@@ -1,7 +1,7 @@
 //! A run as the page knows it: its events folded into series, totals and the latest
 //! frame. Pure (no browser), so it is unit-tested natively.
 
-use hotlab_shared::profile::Profile;
+use hotlab_core::profile::Profile;
 use hotlab_shared::protocol::{Event, EventBody, Frame, MetricsPoint, RunStatus, RunSummary};
 use hotlab_shared::report::{analyze, Report};
 use hotlab_shared::spec::RunSpec;
@@ -182,8 +182,8 @@ pub fn world_lines(metrics: &[MetricsPoint], max: usize) -> Vec<crate::charts::L
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::profile::{Phase, PhaseTime};
-    use hotlab_shared::workloads::cartpole::CartpoleFrame;
+    use hotlab_core::profile::{Phase, PhaseTime};
+    use hotlab_specs::cartpole::CartpoleFrame;
 
     fn event(seq: u64, body: EventBody) -> Event {
         Event { v: 1, run: 1, seq, body }
@@ -278,7 +278,7 @@ mod tests {
 
     fn cartpole(step: u64) -> Frame {
         let fields = CartpoleFrame { states: vec![[0.0; 4]], actions: vec![0] };
-        Frame::new(hotlab_shared::workloads::EnvName::Cartpole, step, &fields)
+        Frame::new(hotlab_specs::EnvName::Cartpole, step, &fields)
     }
 
     fn point(update: u64, sps: f64) -> MetricsPoint {
@@ -299,7 +299,7 @@ mod tests {
 
     fn window(env: f64, other: f64) -> Profile {
         let mut p = Profile { wall_s: env + other, ..Profile::default() };
-        p.phases = hotlab_shared::workloads::PHASES
+        p.phases = hotlab_specs::PHASES
             .iter()
             .map(|i| i.phase)
             .map(|phase| PhaseTime {

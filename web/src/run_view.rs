@@ -11,7 +11,7 @@ use crate::run_data::{chart_points, series, RunData};
 use crate::stream::{self, Link};
 use hotlab_shared::protocol::{Event, RunInfo, RunStatus};
 use hotlab_shared::report::Report;
-use hotlab_shared::workloads::{count_label, phase_info};
+use hotlab_specs::{count_label, phase_info};
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -400,7 +400,7 @@ fn ReportView(
 }
 
 /// The lesson that teaches a recommendation's fix, as a link, where the rule names one.
-fn lesson_link(rec: &hotlab_shared::report::Recommendation) -> Option<impl IntoView> {
+fn lesson_link(rec: &hotlab_core::advice::Recommendation) -> Option<impl IntoView> {
     let (row, id) = (rec.row?, rec.lesson.clone()?);
     let title = hotlab_shared::lessons::LESSONS.iter().find(|l| l.id == id).map_or(id.clone(), |l| l.title.to_string());
     Some(view! {

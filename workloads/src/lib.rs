@@ -31,29 +31,29 @@ macro_rules! registry {
         /// labelled, a knowledge-base file parsed); a bad setting is refused naming its field.
         pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
             match &spec.workload {
-                $(WorkloadSpec::$variant(settings) => <hotlab_shared::workloads::$settings as Native>::load(settings, spec),)+
+                $(WorkloadSpec::$variant(settings) => <hotlab_specs::$settings as Native>::load(settings, spec),)+
             }
         }
 
         /// What this machine offers for a workload's suggested knob (`Settings::SUGGESTED`);
         /// None where the workload lists nothing. Blocks while the list is made.
         pub fn suggestions(env: EnvName) -> Option<Suggestions> {
-            match env { $(EnvName::$variant => <hotlab_shared::workloads::$settings as Native>::suggestions(),)+ }
+            match env { $(EnvName::$variant => <hotlab_specs::$settings as Native>::suggestions(),)+ }
         }
 
         /// Every workload's own GPU checks on `target` (`hotlab gpu-check`).
         pub fn gpu_checks(target: &Target) -> Vec<serde_json::Value> {
-            [$(<hotlab_shared::workloads::$settings as Native>::gpu_checks(target)),+].concat()
+            [$(<hotlab_specs::$settings as Native>::gpu_checks(target)),+].concat()
         }
 
         /// Every workload's GPU benchmarks on `target`, each a named JSON row.
         pub fn gpu_benches(target: &Target, max_log2_envs: u32) -> Vec<(&'static str, serde_json::Value)> {
-            [$(<hotlab_shared::workloads::$settings as Native>::gpu_benches(target, max_log2_envs)),+].concat()
+            [$(<hotlab_specs::$settings as Native>::gpu_benches(target, max_log2_envs)),+].concat()
         }
     };
 }
 
-hotlab_shared::workload_list!(registry);
+hotlab_specs::workload_list!(registry);
 
 /// A workload's native side as the registry calls it: `load`, and hooks each with a
 /// default for the workloads that have nothing to add.
@@ -77,9 +77,10 @@ pub trait Native {
 }
 
 use anyhow::Result;
-use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
+use hotlab_shared::spec::{RunSpec, SpecError};
 use hotlab_shared::suggestions::Suggestions;
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::EnvName;
+use hotlab_specs::WorkloadSpec;
 use hotlab_train::checkpoint;
 use hotlab_train::gpu_check::Target;
 use hotlab_train::workload::{TrainedPolicy, Workload};

@@ -1,7 +1,7 @@
 //! `hotlab-views`: each workload's view of its rollout frames, the `web.rs` of its folder
-//! (`workloads/src/<name>/web.rs`), read from the registry (`hotlab_shared::workload_list!`),
+//! (`workloads/src/<name>/web.rs`), read from the registry (`hotlab_specs::workload_list!`),
 //! for the web app (`hotlab-web`, wasm32). A view shows the frames of its own workload only
-//! (each reads its frame type from `hotlab_shared::workloads`).
+//! (each reads its frame type from `hotlab_specs`).
 //!
 //! This file is the crate's root, beside the workload folders (its `Cargo.toml` is
 //! `workloads/views/`): the folders' `web.rs` are its modules as Rust finds them.
@@ -27,7 +27,7 @@ macro_rules! registry {
     };
 }
 
-hotlab_shared::workload_list!(registry);
+hotlab_specs::workload_list!(registry);
 
 /// Paints `width × height` grey bytes onto `canvas`; None where the canvas cannot take them.
 pub fn paint(canvas: &web_sys::HtmlCanvasElement, grey: &[u8], width: u32, height: u32) -> Option<()> {

@@ -1,10 +1,12 @@
 //! `hotlab bench envs`: env stepping only, random actions, per backend and env count.
 
 use anyhow::{Context, Result};
-use hotlab_shared::counters::Counters;
+use hotlab_core::choices::{Backend, WaitMode};
+use hotlab_core::counters::Counters;
+use hotlab_core::run::ExecSpec;
 use hotlab_shared::env::{Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{Backend, ExecSpec, RunSpec, WaitMode};
+use hotlab_shared::spec::RunSpec;
 use hotlab_train::exec;
 use hotlab_train::workload::Workload;
 use hotlab_workloads::cartpole::device::env::DeviceCartPole;

@@ -6,7 +6,9 @@ use crate::bench::envs::{self, EnvBench, EnvBenchSpec};
 use crate::usage::UsageError;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use hotlab_shared::spec::{Backend, EnvName, RunSpec, SpecError, WaitMode, WorkloadSpec};
+use hotlab_core::choices::{Backend, WaitMode};
+use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_specs::{EnvName, WorkloadSpec};
 use hotlab_workloads::gym::python::above_binary;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -137,10 +139,10 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
     if !(0.05..=600.0).contains(&a.seconds) {
         return Err(usage("--seconds", format!("must be between 0.05 and 600 (got {})", a.seconds)));
     }
-    if let Some(&bad) = a.envs.iter().find(|&&n| n == 0 || n > hotlab_shared::spec::MAX_ENVS) {
+    if let Some(&bad) = a.envs.iter().find(|&&n| n == 0 || n > hotlab_core::run::MAX_ENVS) {
         return Err(usage(
             "--envs",
-            format!("each count must be between 1 and {} (got {bad})", hotlab_shared::spec::MAX_ENVS),
+            format!("each count must be between 1 and {} (got {bad})", hotlab_core::run::MAX_ENVS),
         ));
     }
     if a.workers > 256 {

@@ -4,9 +4,11 @@
 use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::spec::{Precision, SpecError, UpdateMode, WorkloadSpec};
-use hotlab_shared::workloads::dreamer::{EncoderMode, LossRead, ReplayAt};
-use hotlab_shared::workloads::DreamerSpec;
+use hotlab_core::choices::{Precision, UpdateMode};
+use hotlab_shared::spec::SpecError;
+use hotlab_specs::dreamer::{EncoderMode, LossRead, ReplayAt};
+use hotlab_specs::DreamerSpec;
+use hotlab_specs::WorkloadSpec;
 use hotlab_workloads::dreamer::bench::{run, BatchBench, BatchReport};
 
 #[derive(Args, Debug)]

@@ -5,7 +5,9 @@ use super::knob_args::KnobArgs;
 use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::spec::{Preset, PresetSpec, WorkloadSpec};
+use hotlab_core::preset::Preset;
+use hotlab_shared::spec::PresetSpec;
+use hotlab_specs::WorkloadSpec;
 use hotlab_train::workload::TaskSet;
 use hotlab_workloads::morpho::bench::growth::{run, GrowthBench, Progress, SeedFigure};
 

@@ -7,8 +7,10 @@
 use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use hotlab_shared::knobs::{Knob, KnobKind, KNOBS};
-use hotlab_shared::spec::{presets, EnvName, PresetSpec, RunSpec, WorkloadSpec};
+use hotlab_core::knob::{Knob, KnobKind};
+use hotlab_shared::knobs::KNOBS;
+use hotlab_shared::spec::{presets, PresetSpec, RunSpec};
+use hotlab_specs::{EnvName, WorkloadSpec};
 use serde_json::Value;
 
 /// Which knobs a command takes.
@@ -131,7 +133,7 @@ fn parse(kind: KnobKind, text: &str) -> Result<Value, String> {
             t.split(',').map(|i| i.trim().parse::<u64>().map(Value::from).map_err(|e| e.to_string())).collect()
         }
         KnobKind::Text | KnobKind::OptionalText => Ok(Value::from(t)),
-        KnobKind::Pairs if !t.starts_with('{') => hotlab_shared::knobs::pairs(t)
+        KnobKind::Pairs if !t.starts_with('{') => hotlab_core::knob::pairs(t)
             .map(Value::Object)
             .ok_or_else(|| format!("write NAME=VALUE pairs separated by commas, e.g. envs=16,async=on (got '{t}')")),
         KnobKind::Object | KnobKind::Pairs => match serde_json::from_str::<Value>(t) {
@@ -240,11 +242,11 @@ mod tests {
         assert!(!s.ppo.anneal_lr);
         assert!(spec(&["--no-anneal-lr", "--anneal-lr"]).unwrap().ppo.anneal_lr, "the last one counts");
         let m = spec(&["--env", "morpho", "--host-epochs", "3", "--slots", "sleeper"]).unwrap();
-        let morpho = m.settings::<hotlab_shared::workloads::MorphoSpec>().unwrap();
+        let morpho = m.settings::<hotlab_specs::MorphoSpec>().unwrap();
         assert_eq!((morpho.epochs, morpho.slots.as_str()), (3, "sleeper"));
         let p = spec(&["--kb", "x.pl", "--env", "proof"]).unwrap();
         assert_eq!(
-            p.settings::<hotlab_shared::workloads::ProofSpec>().unwrap().kb,
+            p.settings::<hotlab_specs::ProofSpec>().unwrap().kb,
             "x.pl",
             "the workload is chosen before its settings, wherever --env is"
         );

@@ -143,7 +143,7 @@ fn verify(a: &ProfileArgs, spec: &RunSpec, report: &Report, json: bool) -> Resul
 }
 
 /// The run's counts per env step (each env's step: a transition).
-fn per_env_step(c: &hotlab_shared::counters::Counters) -> Value {
+fn per_env_step(c: &hotlab_core::counters::Counters) -> Value {
     let per = |n: f64| n / c.env_steps.max(1) as f64;
     json!({
         "host_syncs": per(c.host_syncs as f64),
@@ -154,7 +154,7 @@ fn per_env_step(c: &hotlab_shared::counters::Counters) -> Value {
 
 /// A typical step of the script's loop (every env once): its reads and copies (the most
 /// common counts), its torch ops (sampled), its forward batch; null where not measured.
-fn per_vector_step(profile: &hotlab_shared::profile::Profile) -> Value {
+fn per_vector_step(profile: &hotlab_core::profile::Profile) -> Value {
     let Some(s) = &profile.script else { return Value::Null };
     json!({
         "envs": s.num_envs,

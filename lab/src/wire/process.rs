@@ -11,7 +11,7 @@
 
 use super::memory::{self, RunMemory};
 use anyhow::{Context, Result};
-use hotlab_shared::profile::Profile;
+use hotlab_core::profile::Profile;
 use hotlab_shared::protocol::{EventBody, MetricsPoint, RunStatus};
 use hotlab_shared::spec::RunSpec;
 use serde::{Deserialize, Serialize};

@@ -7,7 +7,8 @@
 //! the named workload's own settings.
 
 use super::{EnvName, RunSpec, SpecError};
-use crate::knobs::{self, set_path};
+use crate::knobs;
+use hotlab_core::knob::set_path;
 use serde_json::{Map, Value};
 
 /// The top-level keys that only the nested form has.
@@ -134,7 +135,8 @@ fn alone(path: &str, v: &Value) -> Result<(), serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Backend, WorkloadSpec};
+    use hotlab_core::choices::Backend;
+    use hotlab_specs::WorkloadSpec;
     use serde_json::json;
 
     #[test]
@@ -148,8 +150,8 @@ mod tests {
         );
         assert_eq!(
             (
-                spec.settings::<crate::workloads::ProofSpec>().unwrap().kb.as_str(),
-                spec.settings::<crate::workloads::ProofSpec>().unwrap().depth
+                spec.settings::<hotlab_specs::ProofSpec>().unwrap().kb.as_str(),
+                spec.settings::<hotlab_specs::ProofSpec>().unwrap().depth
             ),
             ("kb.pl", 6)
         );

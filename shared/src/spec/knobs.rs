@@ -3,12 +3,13 @@
 //! snake_case, the name of the flat form and of the launch form's field), its path in the
 //! nested JSON, its group, its kind, a one-line help and its whole story, in the order the
 //! launch panel shows them. The CLI's flags are made from this table. A workload's own
-//! settings are its module's knobs ([`crate::workloads`]) and name their workload: the
+//! settings are its module's knobs ([`hotlab_specs`]) and name their workload: the
 //! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
-use crate::spec::{EnvName, RunSpec, SpecError, WorkloadSpec};
-pub use hotlab_core::knob::{flag_of, get_path, pairs, set_path, workload_name, Knob, KnobKind, Range};
-pub use hotlab_core::run_knobs::{GROUPS, RUN};
+use crate::spec::{RunSpec, SpecError};
+use hotlab_core::knob::{set_path, workload_name, Knob, KnobKind};
+use hotlab_core::run_knobs::RUN;
+use hotlab_specs::{EnvName, WorkloadSpec};
 use serde_json::{Map, Value};
 use std::sync::LazyLock;
 
@@ -44,13 +45,13 @@ fn set_env(spec: &mut Map<String, Value>, value: Value) {
 }
 
 /// Every knob: `env`, each workload's settings (their knobs are their modules', in
-/// [`crate::workloads`]), then the run's own, in the order the launch panel shows them.
+/// [`hotlab_specs`]), then the run's own, in the order the launch panel shows them.
 pub static KNOBS: LazyLock<Vec<Knob>> =
-    LazyLock::new(|| std::iter::once(&ENV).chain(crate::workloads::knobs()).chain(RUN).copied().collect());
+    LazyLock::new(|| std::iter::once(&ENV).chain(hotlab_specs::knobs()).chain(RUN).copied().collect());
 
 /// Checks every run knob with a fixed range (PPO's where PPO trains the workload), in the
 /// table's order; the first bad one is named. (A workload's own settings are checked by
-/// [`WorkloadSpec::validate`](crate::spec::WorkloadSpec::validate).)
+/// [`WorkloadSpec::validate`](hotlab_specs::WorkloadSpec::validate).)
 pub fn check_ranges(spec: &RunSpec) -> Result<(), SpecError> {
     let json = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
     let ppo = spec.env().uses_ppo();
@@ -123,6 +124,8 @@ pub fn apply_text(spec: RunSpec, pairs: &[(&str, &str)]) -> Result<RunSpec, Spec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hotlab_core::knob::get_path;
+    use hotlab_core::run_knobs::GROUPS;
 
     /// Every leaf's path of a nested spec as JSON, and `workload` (the workload's name).
     fn leaves(v: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {
@@ -167,7 +170,7 @@ mod tests {
     fn every_spec_field_has_one_knob_in_a_known_group() {
         for env in EnvName::ALL {
             let env: EnvName = env.parse().unwrap();
-            let spec = RunSpec { workload: crate::spec::WorkloadSpec::default_for(env), ..RunSpec::default() };
+            let spec = RunSpec { workload: hotlab_specs::WorkloadSpec::default_for(env), ..RunSpec::default() };
             let json = serde_json::to_value(spec).unwrap();
             let mut fields = Vec::new();
             leaves(json.as_object().unwrap(), "", &mut fields);
@@ -199,14 +202,14 @@ mod tests {
         assert_eq!(spec["workload"]["proof"]["kb"], "x.pl");
         let back: RunSpec = serde_json::from_value(Value::Object(spec)).unwrap();
         assert_eq!(
-            (back.env(), back.ppo.lr, back.settings::<crate::workloads::ProofSpec>().unwrap().kb.as_str()),
+            (back.env(), back.ppo.lr, back.settings::<hotlab_specs::ProofSpec>().unwrap().kb.as_str()),
             (EnvName::Proof, 0.001, "x.pl")
         );
     }
 
     /// A spec of workload `env` with one knob set (by JSON), validated.
     fn with(env: EnvName, knob: &Knob, v: Value) -> Result<RunSpec, SpecError> {
-        let base = RunSpec { workload: crate::spec::WorkloadSpec::default_for(env), ..RunSpec::default() };
+        let base = RunSpec { workload: hotlab_specs::WorkloadSpec::default_for(env), ..RunSpec::default() };
         let mut json = serde_json::to_value(base).unwrap().as_object().unwrap().clone();
         let v = if knob.kind == KnobKind::IntList { Value::Array(vec![v]) } else { v };
         knob.set(&mut json, v);

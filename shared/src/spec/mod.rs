@@ -10,22 +10,15 @@
 //! `spec.json` files and scripts that post it keep working. Every field is a knob of
 //! [`knobs`], which names its flag and its JSON path; the workload's settings are the
 //! registry's ([`workloads`]). Both are parts of the spec (the crate's root names them too,
-//! as `hotlab_shared::knobs` and `hotlab_shared::workloads`).
+//! as `hotlab_shared::knobs` and `hotlab_specs`).
 
 pub mod json;
 pub mod knobs;
 pub mod presets;
 
-pub use hotlab_core::choices::{
-    self, ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RnnUpdate, RolloutCopy, Transfer,
-    UpdateMode, WaitMode,
-};
-pub use hotlab_core::preset::Preset;
-pub use hotlab_core::run::{ExecSpec, PpoSpec, RunContext, TelemetrySpec, MAX_ENVS, MAX_STEPS};
-/// The registry (`hotlab-specs`): each workload's settings and choices are its module's
-/// (`workloads::<name>`); the spec names only what every workload shares.
-pub use hotlab_specs as workloads;
-pub use hotlab_specs::{EnvName, Registered, Settings, WorkloadSpec};
+use hotlab_core::choices::{Backend, Inference, Norm, Precision, Rnn, UpdateMode};
+use hotlab_core::run::{ExecSpec, PpoSpec, RunContext, TelemetrySpec};
+use hotlab_specs::{EnvName, Registered, WorkloadSpec};
 pub use presets::PresetSpec;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -136,7 +129,7 @@ impl SpecError {
 
     /// The CLI flag of the field (`total_steps` → `--total-steps`).
     pub fn flag(&self) -> String {
-        knobs::flag_of(&self.field)
+        hotlab_core::knob::flag_of(&self.field)
     }
 }
 
@@ -217,7 +210,7 @@ impl RunSpec {
     }
 
     /// The rollout inference the run uses: `--inference`, unless its workload's policy
-    /// always uses one ([`Settings::INFERENCE`]).
+    /// always uses one ([`hotlab_specs::Settings::INFERENCE`]).
     pub fn inference(&self) -> Inference {
         self.env().fixed_inference().unwrap_or(self.exec.inference)
     }
@@ -530,16 +523,16 @@ mod tests {
         s.validate().unwrap();
         assert_eq!((s.envs, s.steps, s.ppo.epochs, s.ppo.minibatches, s.total_steps), (4, 128, 4, 4, 500_000));
         assert_eq!(s.updates(), 976);
-        presets::Preset::find("wide").unwrap().spec().validate().unwrap();
+        <hotlab_core::preset::Preset as presets::PresetSpec>::find("wide").unwrap().spec().validate().unwrap();
     }
 
     /// The dreamer captures its train step only with the replay on the device: a spec that
     /// asks for the graph with the replay elsewhere is refused before anything is built.
     #[test]
     fn the_dreamers_update_graph_needs_the_replay_on_the_device() {
-        use crate::workloads::dreamer::{DreamerSpec, ReplayAt};
+        use hotlab_specs::dreamer::{DreamerSpec, ReplayAt};
         let on = |replay| {
-            let mut s = presets::Preset::find("dreamer").unwrap().spec();
+            let mut s = <hotlab_core::preset::Preset as presets::PresetSpec>::find("dreamer").unwrap().spec();
             s.device = "cuda".into();
             s.exec.update = UpdateMode::Graph;
             s.workload = WorkloadSpec::Dreamer(DreamerSpec { replay, ..DreamerSpec::default() });
@@ -602,11 +595,11 @@ mod tests {
         }
         assert_eq!("graph_fused".parse::<UpdateMode>(), Ok(UpdateMode::GraphFused));
         assert!(UpdateMode::GraphFused.captured() && UpdateMode::Graph.captured() && !UpdateMode::Eager.captured());
-        let mut s = presets::Preset::find("dreamer").unwrap().spec();
+        let mut s = <hotlab_core::preset::Preset as presets::PresetSpec>::find("dreamer").unwrap().spec();
         s.device = "cuda".into();
         s.exec.update = UpdateMode::GraphFused;
-        s.workload = WorkloadSpec::Dreamer(crate::workloads::dreamer::DreamerSpec {
-            replay: crate::workloads::dreamer::ReplayAt::Device,
+        s.workload = WorkloadSpec::Dreamer(hotlab_specs::dreamer::DreamerSpec {
+            replay: hotlab_specs::dreamer::ReplayAt::Device,
             ..Default::default()
         });
         let e = s.validate().unwrap_err();

@@ -3,9 +3,10 @@
 //! one line on what it shows. The CLI's `--preset`, the launch form and the lab's home read
 //! the same list ([`all`]); explicit values override a preset's.
 
-use super::knobs::{self, KnobKind};
+use super::knobs;
 use super::RunSpec;
-pub use hotlab_core::preset::Preset;
+use hotlab_core::knob::KnobKind;
+use hotlab_core::preset::Preset;
 
 /// What the spec makes of a [`Preset`] (a workload's declaration, in `hotlab-core`): its
 /// whole spec, its flags, and the preset of a name.
@@ -32,7 +33,7 @@ impl PresetSpec for Preset {
     fn flags(&self) -> Vec<String> {
         let mut args = Vec::new();
         for (name, value) in self.knobs {
-            let flag = knobs::flag_of(name);
+            let flag = hotlab_core::knob::flag_of(name);
             match knobs::find(name).map(|k| k.kind) {
                 Some(KnobKind::Bool) if *value == "false" => args.push(flag.replacen("--", "--no-", 1)),
                 Some(KnobKind::Bool) => args.push(flag),
@@ -63,7 +64,7 @@ impl PresetSpec for Preset {
 
 /// Every workload's presets, in the registry's order (the first is the default).
 pub fn all() -> impl Iterator<Item = &'static Preset> {
-    crate::workloads::presets()
+    hotlab_specs::presets()
 }
 
 /// The default preset (CleanRL's CartPole run).

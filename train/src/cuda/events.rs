@@ -9,7 +9,7 @@ use super::gpu::Support;
 use crate::profiler::DeviceTimer;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
-use hotlab_shared::profile::{GpuMemory, Phase};
+use hotlab_core::profile::{GpuMemory, Phase};
 use std::sync::Arc;
 
 pub struct EventTimer {

@@ -4,7 +4,7 @@
 
 use super::shim::{Graph, Launches, Stream};
 use anyhow::{bail, Context, Result};
-use hotlab_shared::counters::Counters;
+use hotlab_core::counters::Counters;
 use tch::Device;
 
 /// Records what `record` queues as one graph, on a side stream of `device` that waits for

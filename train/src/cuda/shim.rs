@@ -53,7 +53,7 @@ pub struct Launches {
 
 impl Launches {
     /// Counts one replay of a graph that launches these.
-    pub fn count_replay(&self, c: &mut hotlab_shared::counters::Counters) {
+    pub fn count_replay(&self, c: &mut hotlab_core::counters::Counters) {
         c.update_replays += 1;
         c.update_launches += self.total();
     }

@@ -8,7 +8,7 @@
 //! The gradients the hand-written update uses, with `z = (a − μ) / σ`:
 //! `∂log p/∂μ = z / σ`, `∂log p/∂log σ = z² − 1`, `∂H/∂log σ = 1`.
 
-use hotlab_shared::counters::Counters;
+use hotlab_core::counters::Counters;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
 use tch::Tensor;
@@ -57,11 +57,7 @@ pub fn rollout_figures(real: &Tensor, out: &mut Losses, c: &mut Counters) {
 /// The log-std's shown components as figures (`action.log_std_j`).
 /// [`log_std_figures`] of a network's log-std parameter, where it has one, read to the host
 /// with the copy counted.
-pub fn read_log_std_figures(
-    log_std: Option<&tch::Tensor>,
-    out: &mut Losses,
-    c: &mut hotlab_shared::counters::Counters,
-) {
+pub fn read_log_std_figures(log_std: Option<&tch::Tensor>, out: &mut Losses, c: &mut hotlab_core::counters::Counters) {
     if let Some(log_std) = log_std {
         let mut host = vec![0f32; log_std.numel()];
         crate::exec::transfer::read_into(log_std, &mut host, c);

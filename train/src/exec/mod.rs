@@ -31,9 +31,11 @@ pub mod transfer;
 pub mod worker;
 
 use anyhow::Result;
-use hotlab_shared::counters::EnvCounters;
+use hotlab_core::choices::{Backend, WaitMode};
+use hotlab_core::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, FieldData, ScalarEnv};
-use hotlab_shared::spec::{Backend, RunSpec, WaitMode, WorkloadSpec};
+use hotlab_shared::spec::RunSpec;
+use hotlab_specs::WorkloadSpec;
 
 /// How a workload's envs are made: what every host backend needs to know of a workload.
 /// Cheap to share: one per run, used by every backend thread.
@@ -49,7 +51,7 @@ pub trait EnvMaker: Send + Sync {
     /// costly to rebuild).
     fn worker_flags(&self) -> (Vec<String>, Option<String>);
     /// What this process's envs of this maker counted themselves, totals: seconds in each
-    /// part of their steps ([`hotlab_shared::profile::Phase::ENV_PARTS`]) and changes to
+    /// part of their steps ([`hotlab_core::profile::Phase::ENV_PARTS`]) and changes to
     /// their parameter sets; nothing for envs that count nothing.
     fn env_counters(&self) -> EnvCounters {
         EnvCounters::default()

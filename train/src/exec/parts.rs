@@ -5,8 +5,8 @@
 //! each env step and carves the span ([`crate::profiler`]); a worker process copies its own
 //! totals into shared memory.
 
-use hotlab_shared::counters::{Count, CountInfo, EnvCounters, ENV_COUNTS, ENV_PARTS};
-use hotlab_shared::profile::Phase;
+use hotlab_core::counters::{Count, CountInfo, EnvCounters, ENV_COUNTS, ENV_PARTS};
+use hotlab_core::profile::Phase;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 

@@ -2,7 +2,7 @@
 //! in both, a layout of flags and arrays computed from the batch's shape, and futex
 //! waits on the flags for `--wait block`.
 
-use hotlab_shared::counters::{ENV_COUNTS, ENV_PARTS};
+use hotlab_core::counters::{ENV_COUNTS, ENV_PARTS};
 use hotlab_shared::env::EnvSpec;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -13,9 +13,9 @@
 
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CMD_STEP, MAX_FIELDS, PARTS_BYTES};
 use super::{partition, EnvMaker};
-use hotlab_shared::counters::{EnvCounters, ENV_COUNTS, ENV_PARTS};
+use hotlab_core::choices::WaitMode;
+use hotlab_core::counters::{EnvCounters, ENV_COUNTS, ENV_PARTS};
 use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
-use hotlab_shared::spec::WaitMode;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

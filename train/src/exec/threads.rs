@@ -8,7 +8,7 @@
 //! not pay a futex round trip when there are cores to spare.
 
 use super::{copy_rows, partition, EnvMaker};
-use hotlab_shared::counters::EnvCounters;
+use hotlab_core::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, Observations, StepBatch};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -10,8 +10,9 @@
 //! - Images (`--frames`): their bytes, converted on the device by the encoder, or floats
 //!   made on the host first (catalogue row 2 on pixels: four times the bytes).
 
-use hotlab_shared::counters::Counters;
-use hotlab_shared::spec::{ActionSync, ExecSpec, Frames, RolloutCopy, Transfer};
+use hotlab_core::choices::{ActionSync, Frames, RolloutCopy, Transfer};
+use hotlab_core::counters::Counters;
+use hotlab_core::run::ExecSpec;
 use tch::{Device, Tensor};
 
 /// What an eager (libtorch) actor moves each rollout step: observations to the device

@@ -4,9 +4,9 @@ use super::shm::PARTS_BYTES;
 use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET};
 use super::EnvMaker;
 use anyhow::{bail, Result};
-use hotlab_shared::counters::{ENV_COUNTS, ENV_PARTS};
+use hotlab_core::choices::WaitMode;
+use hotlab_core::counters::{ENV_COUNTS, ENV_PARTS};
 use hotlab_shared::env::{Observations, StepBatch};
-use hotlab_shared::spec::WaitMode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 
 use super::check;
 use crate::models::mlp::policy::{ActorCritic, Architecture};
-use hotlab_shared::spec::Precision;
+use hotlab_core::choices::Precision;
 use serde_json::{json, Value};
 use tch::{Device, Kind, Tensor};
 

@@ -26,7 +26,7 @@ pub fn ppo_learner(
     setup: &mut Setup<'_>,
     env_spec: &EnvSpec,
 ) -> anyhow::Result<Box<dyn Learner>> {
-    if setup.spec.ppo.rnn != hotlab_shared::spec::Rnn::None {
+    if setup.spec.ppo.rnn != hotlab_core::choices::Rnn::None {
         return rnn::learner::ppo_learner(workload, setup, env_spec);
     }
     if combined::reads(env_spec) {

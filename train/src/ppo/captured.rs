@@ -26,7 +26,7 @@ use crate::profiler::Meters;
 use crate::rollout::Batch;
 use crate::workload::asked_to_stop;
 use anyhow::{bail, Result};
-use hotlab_shared::profile::Phase;
+use hotlab_core::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
 use tch::{Device, Kind, Tensor};

@@ -39,11 +39,12 @@ use crate::cuda::loss::PpoLossGrad;
 use crate::exec::transfer::{read_into, Mover};
 use crate::profiler::{Meters, Profiler};
 use anyhow::Result;
-use hotlab_shared::counters::Counters;
+use hotlab_core::choices::UpdateMode;
+use hotlab_core::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{RunSpec, UpdateMode};
+use hotlab_shared::spec::RunSpec;
 use std::time::Instant;
 use tch::Tensor;
 use update::UpdateCtx;
@@ -215,7 +216,7 @@ impl<'a> Epochs<'a> {
 /// backward fills the flat gradient as its own span, and the statistics are read (the last
 /// minibatch's only).
 pub fn backward(loss: &Tensor, stats: Option<Tensor>, prof: &mut Profiler, s: Instant) -> (Option<Vec<f64>>, Instant) {
-    let s = prof.stop(hotlab_shared::profile::Phase::UPDATE_FORWARD, s);
+    let s = prof.stop(hotlab_core::profile::Phase::UPDATE_FORWARD, s);
     backward_after(loss, stats, prof, s)
 }
 
@@ -228,7 +229,7 @@ pub fn backward_after(
 ) -> (Option<Vec<f64>>, Instant) {
     loss.backward();
     let stats = stats.map(|t| Vec::<f64>::try_from(t.to_kind(tch::Kind::Double)).unwrap_or_default());
-    (stats, prof.stop(hotlab_shared::profile::Phase::BACKWARD, s))
+    (stats, prof.stop(hotlab_core::profile::Phase::BACKWARD, s))
 }
 
 /// An eager actor's [`Actor::finish`]: its log-probs and values stayed on the device.

@@ -8,12 +8,14 @@ pub mod gpu;
 pub mod update_check;
 
 use anyhow::Result;
+use hotlab_core::choices::Rnn;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
 use hotlab_shared::env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{EnvName, Rnn, RunSpec, SpecError, WorkloadSpec};
-use hotlab_shared::workloads::cartpole::CartpoleFrame;
-use hotlab_shared::workloads::CartpoleSpec;
+use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_specs::cartpole::CartpoleFrame;
+use hotlab_specs::CartpoleSpec;
+use hotlab_specs::{EnvName, WorkloadSpec};
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::gpu_check::Target;

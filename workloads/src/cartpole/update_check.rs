@@ -4,9 +4,9 @@
 //! below, over seeds and shapes); on CUDA they are captured and replayed (`gpu-check`).
 
 use super::CartPole;
-use hotlab_shared::counters::Counters;
+use hotlab_core::counters::Counters;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{self, RunSpec};
+use hotlab_shared::spec::RunSpec;
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::cuda::shim::Launches;
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
@@ -116,7 +116,8 @@ pub fn train_updates(
     let (mut stats, mut orders) = (Vec::new(), Vec::new());
     for u in 0..updates {
         let b = batch(spec.batch_size() as i64, device, &mut data);
-        let mut precision = hotlab_train::precision::resolve(spec::Precision::Fp32, device).expect("fp32 anywhere");
+        let mut precision =
+            hotlab_train::precision::resolve(hotlab_core::choices::Precision::Fp32, device).expect("fp32 anywhere");
         let lr = spec.ppo.lr * (1.0 - u as f64 / updates as f64);
         let ctx = UpdateCtx { spec, heads: &[2], lr, precision: &mut precision, telemetry: None, stop: None };
         let (mut prof, mut c) = (Profiler::new(None), Counters::default());
@@ -186,7 +187,7 @@ impl Agreement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::spec::PpoSpec;
+    use hotlab_core::run::PpoSpec;
 
     fn spec(envs: usize, steps: usize, minibatches: usize, epochs: usize) -> RunSpec {
         RunSpec {

@@ -5,8 +5,8 @@
 //! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::cartpole::CartpoleFrame;
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::cartpole::CartpoleFrame;
+use hotlab_specs::EnvName;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 

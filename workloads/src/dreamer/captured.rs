@@ -18,11 +18,11 @@ use super::replay::Replay;
 use super::step::{Tally, Trainer, FIGURES};
 use super::world::{Dims, WorldModel};
 use anyhow::{bail, Result};
-use hotlab_shared::counters::Counters;
-use hotlab_shared::profile::Phase;
+use hotlab_core::counters::Counters;
+use hotlab_core::profile::Phase;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::workloads::dreamer::LossRead;
-use hotlab_shared::workloads::DreamerSpec;
+use hotlab_specs::dreamer::LossRead;
+use hotlab_specs::DreamerSpec;
 use hotlab_train::cuda::replayer::Replayer;
 use hotlab_train::cuda::shim::Launches;
 use hotlab_train::profiler::Profiler;
@@ -181,7 +181,7 @@ pub fn agreement(a: &[Tensor], b: &[Tensor]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::workloads::dreamer::ReplayAt;
+    use hotlab_specs::dreamer::ReplayAt;
 
     /// The captured step's ops (static rows, the batch gathered on the device, device
     /// learning rates and step counts) are today's train step to rounding after several

@@ -4,11 +4,11 @@
 use super::render::{draw_all, PIXELS};
 use super::replay::{Replay, Step};
 use super::world::ACTIONS;
+use hotlab_core::counters::Counters;
 use hotlab_shared::cartpole::CartPoleBatch;
-use hotlab_shared::counters::Counters;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::workloads::DreamerSpec;
+use hotlab_specs::DreamerSpec;
 use tch::Device;
 
 /// Envs whose random episodes fill the buffer.

@@ -7,9 +7,11 @@
 //! ms per update at DreamerV3's smallest preset's shape, eager against graph.
 
 use crate::dreamer::bench::{run, BatchBench};
-use hotlab_shared::spec::{Precision, RunSpec, WorkloadSpec};
-use hotlab_shared::workloads::dreamer::ReplayAt;
-use hotlab_shared::workloads::DreamerSpec;
+use hotlab_core::choices::Precision;
+use hotlab_shared::spec::RunSpec;
+use hotlab_specs::dreamer::ReplayAt;
+use hotlab_specs::DreamerSpec;
+use hotlab_specs::WorkloadSpec;
 use hotlab_train::gpu_check::{check, progress};
 use serde_json::{json, Value};
 use tch::Device;

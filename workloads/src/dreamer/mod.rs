@@ -39,9 +39,10 @@ use anyhow::{bail, Result};
 use behavior::Behavior;
 use hotlab_shared::env::{Actions, BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{RunSpec, SpecError, WorkloadSpec};
-use hotlab_shared::workloads::dreamer::ReplayAt;
-use hotlab_shared::workloads::DreamerSpec;
+use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_specs::dreamer::ReplayAt;
+use hotlab_specs::DreamerSpec;
+use hotlab_specs::WorkloadSpec;
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::gpu_check::Target;
@@ -63,7 +64,7 @@ pub struct Dreamer {
 
 impl Dreamer {
     pub fn load(settings: &DreamerSpec) -> Result<Self, SpecError> {
-        hotlab_shared::spec::Settings::validate(settings)?;
+        hotlab_specs::Settings::validate(settings)?;
         Ok(Self { settings: settings.clone() })
     }
 

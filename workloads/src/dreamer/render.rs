@@ -6,7 +6,7 @@
 //! true pole's tip would move under three pixels across the whole legal range.
 
 use hotlab_shared::cartpole::X_THRESHOLD;
-use hotlab_shared::workloads::dreamer::DREAMER_IMAGE;
+use hotlab_specs::dreamer::DREAMER_IMAGE;
 
 /// Pixels in a frame (one grey channel).
 pub const PIXELS: i64 = (DREAMER_IMAGE * DREAMER_IMAGE) as i64;

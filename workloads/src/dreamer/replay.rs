@@ -11,9 +11,9 @@
 //! so a batch is one small copy of the rows to gather (staged the same way) and gathers there.
 
 use super::render::PIXELS;
-use hotlab_shared::counters::Counters;
+use hotlab_core::counters::Counters;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::workloads::dreamer::ReplayAt;
+use hotlab_specs::dreamer::ReplayAt;
 use tch::{Device, Kind, Tensor};
 
 /// One env's step as the collector writes it.

@@ -12,12 +12,12 @@
 use super::behavior::Behavior;
 use super::replay::{Batch, Replay};
 use super::world::{State, WorldModel};
-use hotlab_shared::counters::Counters;
-use hotlab_shared::profile::Phase;
+use hotlab_core::counters::Counters;
+use hotlab_core::profile::Phase;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::workloads::dreamer::LossRead;
-use hotlab_shared::workloads::dreamer::{ACTOR_CRITIC_BACKWARD, DECODER, IMAGINE, REPLAY, WORLD_BACKWARD};
-use hotlab_shared::workloads::DreamerSpec;
+use hotlab_specs::dreamer::LossRead;
+use hotlab_specs::dreamer::{ACTOR_CRITIC_BACKWARD, DECODER, IMAGINE, REPLAY, WORLD_BACKWARD};
+use hotlab_specs::DreamerSpec;
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::ppo::update::clip_grad_norm;
 use hotlab_train::precision::DeviceScaler;

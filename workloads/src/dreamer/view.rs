@@ -6,9 +6,9 @@ use super::behavior::Behavior;
 use super::world::{State, WorldModel, ACTIONS};
 use hotlab_shared::pixels::{encode, halve};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::EnvName;
-use hotlab_shared::workloads::dreamer::DreamerFrame;
-use hotlab_shared::workloads::dreamer::DREAMER_IMAGE;
+use hotlab_specs::dreamer::DreamerFrame;
+use hotlab_specs::dreamer::DREAMER_IMAGE;
+use hotlab_specs::EnvName;
 use tch::{Device, Kind, Tensor};
 
 /// Imagined frames shown, and the steps between them.

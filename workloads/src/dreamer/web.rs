@@ -6,8 +6,8 @@
 
 use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::dreamer::DreamerFrame;
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::dreamer::DreamerFrame;
+use hotlab_specs::EnvName;
 use leptos::prelude::*;
 
 /// One frame with its caption; a frame that does not decode shows as blank.

@@ -6,8 +6,8 @@
 
 use super::render::PIXELS;
 use super::replay::Batch;
-use hotlab_shared::workloads::dreamer::{EncoderMode, DREAMER_IMAGE};
-use hotlab_shared::workloads::dreamer::{ENCODER, RSSM};
+use hotlab_specs::dreamer::{EncoderMode, DREAMER_IMAGE};
+use hotlab_specs::dreamer::{ENCODER, RSSM};
 use hotlab_train::models::layers::{symlog, Block, Builder, Conv, Gru, Linear};
 use hotlab_train::params::FlatParams;
 use hotlab_train::profiler::Profiler;

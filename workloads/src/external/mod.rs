@@ -14,12 +14,12 @@ pub mod trace;
 pub mod window;
 
 use anyhow::Result;
-use hotlab_shared::counters::EnvCounters;
+use hotlab_core::counters::EnvCounters;
 use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, FieldData, Observations, ScalarEnv, StepBatch};
 use hotlab_shared::protocol::Frame;
 use hotlab_shared::spec::{RunSpec, SpecError};
-use hotlab_shared::workloads::external::ProbeMode;
-use hotlab_shared::workloads::{EnvName, ExternalSpec};
+use hotlab_specs::external::ProbeMode;
+use hotlab_specs::{EnvName, ExternalSpec};
 use hotlab_train::checkpoint::Stored;
 use hotlab_train::exec::EnvMaker;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};

@@ -8,10 +8,10 @@
 //! marks), else an optimizer step, else the whole trace, and the report says which.
 
 use anyhow::{Context, Result};
-use hotlab_shared::advice::{amdahl, Recommendation};
-use hotlab_shared::profile::Phase;
+use hotlab_core::advice::{amdahl, Recommendation};
+use hotlab_core::profile::Phase;
 use hotlab_shared::report::{Report, Row, Split};
-use hotlab_shared::workloads::external::HOST_READ;
+use hotlab_specs::external::HOST_READ;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;

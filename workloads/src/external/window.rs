@@ -2,10 +2,10 @@
 //! is accounted: its phases into the profiler, its counts into the run's counters, its
 //! facts ([`ScriptProfile`]) beside them, its episodes into the tally.
 
-use hotlab_shared::counters::Counters;
-use hotlab_shared::profile::Phase;
-use hotlab_shared::script::ScriptProfile;
-use hotlab_shared::workloads::external::{HOST_READ, PROBE};
+use hotlab_core::counters::Counters;
+use hotlab_core::profile::Phase;
+use hotlab_core::script::ScriptProfile;
+use hotlab_specs::external::{HOST_READ, PROBE};
 use hotlab_train::episodes::Episodes;
 use hotlab_train::profiler::Profiler;
 use serde::Deserialize;

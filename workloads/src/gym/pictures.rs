@@ -6,7 +6,7 @@
 //! none is drawn that no one asked for, and at most one a second: about the rate at which
 //! the history keeps frames.
 
-use hotlab_shared::workloads::gym::GymImage;
+use hotlab_specs::gym::GymImage;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};

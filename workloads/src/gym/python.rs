@@ -8,10 +8,11 @@
 //! region, waits and counters (`hotlab_train::exec::subprocess`).
 
 use super::pictures;
+use hotlab_core::choices::WaitMode;
 use hotlab_shared::env::{FieldKind, FieldSpec};
-use hotlab_shared::spec::{SpecError, WaitMode};
+use hotlab_shared::spec::SpecError;
 use hotlab_shared::suggestions::{SuggestionGroup, Suggestions};
-use hotlab_shared::workloads::gym::GymImage;
+use hotlab_specs::gym::GymImage;
 use hotlab_train::exec::shm::{Layout, PARTS_BYTES};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

@@ -9,8 +9,8 @@
 
 use hotlab_shared::pixels;
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::gym::{GymFrame, GymImage, GymLeaf, GymSeen};
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::gym::{GymFrame, GymImage, GymLeaf, GymSeen};
+use hotlab_specs::EnvName;
 use leptos::prelude::*;
 
 #[component]

@@ -4,8 +4,8 @@
 //! a host epoch; what this workload teaches is in the env's step.
 
 use super::{Morpho, TrainedMorpho};
-use hotlab_shared::counters::Counters;
-use hotlab_shared::profile::Phase;
+use hotlab_core::counters::Counters;
+use hotlab_core::profile::Phase;
 use hotlab_shared::spec::RunSpec;
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::Eager;

@@ -134,9 +134,10 @@ mod tests {
     use super::*;
     use crate::morpho::eval::play;
     use crate::morpho::{architecture, Morpho};
-    use hotlab_shared::spec::{RunSpec, WorkloadSpec};
-    use hotlab_shared::workloads::morpho::HeadPin;
-    use hotlab_shared::workloads::MorphoSpec;
+    use hotlab_shared::spec::RunSpec;
+    use hotlab_specs::morpho::HeadPin;
+    use hotlab_specs::MorphoSpec;
+    use hotlab_specs::WorkloadSpec;
     use hotlab_train::workload::TaskSet;
 
     /// Fitted to the grower's play on the training tasks, the greedy agent makes the

@@ -18,8 +18,8 @@ use hotlab_shared::env::{
     StepBatch,
 };
 use hotlab_shared::rng::splitmix64;
-use hotlab_shared::workloads::morpho::{Curriculum, HeadPin, HostExec};
-use hotlab_shared::workloads::morpho::{LIFECYCLE, REWARD};
+use hotlab_specs::morpho::{Curriculum, HeadPin, HostExec};
+use hotlab_specs::morpho::{LIFECYCLE, REWARD};
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;
 use std::time::Instant;

@@ -5,10 +5,12 @@
 //! fp16 hosts with their loss scaler, captured or not; then decisions/s per setting on the
 //! GPU (never asserted).
 
-use hotlab_shared::spec::{Backend, Precision, RunSpec, WorkloadSpec};
-use hotlab_shared::workloads::morpho::{HostExec, SlotPool, StreamWait};
-use hotlab_shared::workloads::morpho::{GRAPH_REPLAYS, HOST_PASSES, HOST_STEPS_SKIPPED, STREAM_WAITS};
-use hotlab_shared::workloads::MorphoSpec;
+use hotlab_core::choices::{Backend, Precision};
+use hotlab_shared::spec::RunSpec;
+use hotlab_specs::morpho::{HostExec, SlotPool, StreamWait};
+use hotlab_specs::morpho::{GRAPH_REPLAYS, HOST_PASSES, HOST_STEPS_SKIPPED, STREAM_WAITS};
+use hotlab_specs::MorphoSpec;
+use hotlab_specs::WorkloadSpec;
 use hotlab_train::cuda::shim::{Graph, Stream};
 use hotlab_train::gpu_check::{check, progress};
 use serde_json::{json, Value};

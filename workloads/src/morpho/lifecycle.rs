@@ -17,8 +17,8 @@ use crate::morpho::rules::{
     self, Action, Blend, Curve, Gates, Op, Slot, Stage, Surgery, ALPHA_EPOCHS, ALPHA_TARGETS, CURVES, OPS, SEED_LR,
     TEMPOS,
 };
-use hotlab_shared::workloads::morpho::LifecycleMode;
-use hotlab_shared::workloads::morpho::LIFECYCLE_READS;
+use hotlab_specs::morpho::LifecycleMode;
+use hotlab_specs::morpho::LIFECYCLE_READS;
 use hotlab_train::exec::parts::PartClock;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};

@@ -42,12 +42,14 @@ use agent::MorphoAgent;
 use anyhow::{bail, Result};
 use env::{MorphoConfig, OBS};
 use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
-use hotlab_shared::counters::EnvCounters;
+use hotlab_core::choices::{Backend, Inference};
+use hotlab_core::counters::EnvCounters;
 use hotlab_shared::env::{Actions, BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{Backend, Inference, RunSpec, SpecError, WorkloadSpec};
-use hotlab_shared::workloads::morpho::{HostExec, SlotPool, StreamWait, TrainingEntry};
-use hotlab_shared::workloads::MorphoSpec;
+use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_specs::morpho::{HostExec, SlotPool, StreamWait, TrainingEntry};
+use hotlab_specs::MorphoSpec;
+use hotlab_specs::WorkloadSpec;
 use hotlab_train::checkpoint;
 use hotlab_train::exec::parts::PartClock;
 use hotlab_train::exec::transfer::Eager;
@@ -87,7 +89,7 @@ impl Morpho {
     /// The workload for a run: its settings, the run's device (where the hosts train) and
     /// its discount (the shaping's).
     pub fn load(settings: &MorphoSpec, run: &RunSpec) -> Result<Self, SpecError> {
-        hotlab_shared::spec::Settings::validate(settings)?;
+        hotlab_specs::Settings::validate(settings)?;
         let device = hotlab_train::exec::device::resolve(&run.device)?;
         if settings.stream_wait == StreamWait::Every && !device.is_cuda() {
             return Err(SpecError::new(
@@ -96,7 +98,7 @@ impl Morpho {
                  streams (--device cpu); allowed here: moved",
             ));
         }
-        if settings.host_precision == hotlab_shared::spec::Precision::Fp16
+        if settings.host_precision == hotlab_core::choices::Precision::Fp16
             && (!device.is_cuda() || settings.host_exec == HostExec::Batched)
         {
             return Err(SpecError::new(
@@ -214,7 +216,7 @@ impl EnvMaker for Morpho {
 
 /// A clock for the morpho envs' parts and counts (`MorphoSpec::ENV_PARTS` and `COUNTS`).
 pub fn part_clock() -> PartClock {
-    use hotlab_shared::workloads::Settings;
+    use hotlab_specs::Settings;
     PartClock::new(MorphoSpec::ENV_PARTS, MorphoSpec::COUNTS)
 }
 

@@ -9,8 +9,8 @@
 //! gated by a minimum number of epochs in the stage; every illegal choice is masked.
 
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::workloads::morpho::HeadPin;
-use hotlab_shared::workloads::morpho::HEADS;
+use hotlab_specs::morpho::HeadPin;
+use hotlab_specs::morpho::HEADS;
 
 /// A slot's stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,8 +11,8 @@
 
 use super::env::MorphoEnv;
 use anyhow::{bail, Result};
-use hotlab_shared::workloads::morpho::StreamWait;
-use hotlab_shared::workloads::morpho::STREAM_WAITS;
+use hotlab_specs::morpho::StreamWait;
+use hotlab_specs::morpho::STREAM_WAITS;
 use hotlab_train::cuda::shim::Stream;
 use tch::Device;
 

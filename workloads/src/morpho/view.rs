@@ -7,8 +7,8 @@ use super::host::SLOTS;
 use super::rules::STAGES;
 use crate::morpho::rules::{self, ALPHA_EPOCHS, ALPHA_TARGETS, CURVES, OPS, SEED_LR, TEMPOS};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::morpho::{HeadChoice, MorphoFrame, MorphoView, SlotView};
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::morpho::{HeadChoice, MorphoFrame, MorphoView, SlotView};
+use hotlab_specs::EnvName;
 
 /// Envs shown per frame.
 pub const FRAME_ENVS: usize = 4;

@@ -7,8 +7,8 @@
 //! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::morpho::{MorphoFrame, MorphoView, SlotView};
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::morpho::{MorphoFrame, MorphoView, SlotView};
+use hotlab_specs::EnvName;
 use leptos::prelude::*;
 use std::collections::BTreeMap;
 

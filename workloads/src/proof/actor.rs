@@ -3,10 +3,10 @@
 
 use super::host::ProofHost;
 use super::ProofAgent;
-use hotlab_shared::counters::Counters;
+use hotlab_core::counters::Counters;
+use hotlab_core::profile::Phase;
 use hotlab_shared::env::FieldData;
-use hotlab_shared::profile::Phase;
-use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
+use hotlab_specs::proof::EMBEDDING_LOOKUP;
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::{read_into, Eager};
 use hotlab_train::models::mlp::host::{draw_uniforms, ActOut};

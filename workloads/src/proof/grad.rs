@@ -296,7 +296,7 @@ mod tests {
             memory: None,
         };
         let spec = RunSpec {
-            ppo: hotlab_shared::spec::PpoSpec { ent_coef: 0.05, ..hotlab_shared::spec::PpoSpec::default() },
+            ppo: hotlab_core::run::PpoSpec { ent_coef: 0.05, ..hotlab_core::run::PpoSpec::default() },
             ..RunSpec::default()
         };
         net.zero_grad();

@@ -5,9 +5,9 @@
 use super::grad::{ProofGrad, ProofRows};
 use super::policy::ProofNet;
 use super::{ProofAgent, TrainedProof};
-use hotlab_shared::profile::Phase;
+use hotlab_core::profile::Phase;
 use hotlab_shared::spec::RunSpec;
-use hotlab_shared::workloads::proof::EMBEDDING_LOOKUP;
+use hotlab_specs::proof::EMBEDDING_LOOKUP;
 use hotlab_train::kernels;
 use hotlab_train::ppo::loss::{loss_from, Forward};
 use hotlab_train::ppo::{MinibatchStep, Pass, PpoPolicy};

@@ -5,8 +5,8 @@
 //! which it names `hotlab_views`; the web app (wasm32) shows it.
 
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::workloads::proof::ProofFrame;
-use hotlab_shared::workloads::EnvName;
+use hotlab_specs::proof::ProofFrame;
+use hotlab_specs::EnvName;
 use leptos::prelude::*;
 
 #[component]

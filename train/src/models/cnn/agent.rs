@@ -13,8 +13,8 @@ use crate::ppo::{self, device_outputs, ActStep, Actor, Epochs, MinibatchStep, Pa
 use crate::precision::Precision;
 use crate::rollout::{Batch, Rollout};
 use crate::workload::TrainedPolicy;
-use hotlab_shared::counters::Counters;
-use hotlab_shared::profile::Phase;
+use hotlab_core::counters::Counters;
+use hotlab_core::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::spec::RunSpec;
 use std::sync::Arc;

@@ -15,8 +15,8 @@
 use crate::models::layers::{Builder, Conv, Init, Linear, Window};
 use crate::params::FlatParams;
 use anyhow::{bail, Result};
+use hotlab_core::choices::ConvLayout;
 use hotlab_shared::env::{FieldKind, FieldSpec};
-use hotlab_shared::spec::ConvLayout;
 use tch::{Device, Kind, Tensor};
 
 /// Which convolutions an image gets.

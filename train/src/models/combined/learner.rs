@@ -9,8 +9,8 @@ use crate::models::cnn::{Compute, Layout};
 use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::{bail, Result};
+use hotlab_core::choices::{Frames, Inference, UpdateMode};
 use hotlab_shared::env::EnvSpec;
-use hotlab_shared::spec::{Frames, Inference, UpdateMode};
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec` (a structured observation);

@@ -327,7 +327,7 @@ pub(crate) mod tests {
     fn check(heads: &[usize], gaussian: usize, seed: u64) {
         let (mut net, mb) = case_with(heads, gaussian, &[16, 8], seed);
         let spec = RunSpec {
-            ppo: hotlab_shared::spec::PpoSpec { ent_coef: 0.05, ..hotlab_shared::spec::PpoSpec::default() },
+            ppo: hotlab_core::run::PpoSpec { ent_coef: 0.05, ..hotlab_core::run::PpoSpec::default() },
             ..RunSpec::default()
         };
         let (want, want_stats) = autograd_reference(&mut net, &mb, heads, &spec);

@@ -11,8 +11,8 @@ use crate::exec::transfer::Eager;
 use crate::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
+use hotlab_core::choices::{Backend, Inference, UpdateMode};
 use hotlab_shared::env::EnvSpec;
-use hotlab_shared::spec::{Backend, Inference, UpdateMode};
 use std::sync::Arc;
 
 /// A workload's rollout on its device (`--backend device`), given the network's shape, the

@@ -16,10 +16,11 @@ use crate::ppo::{self, device_outputs, ActStep, Actor, MinibatchStep, Pass, PpoP
 use crate::precision::Precision;
 use crate::rollout::{Batch, Memory, Rollout};
 use crate::workload::TrainedPolicy;
-use hotlab_shared::counters::Counters;
-use hotlab_shared::profile::Phase;
+use hotlab_core::choices::RnnUpdate;
+use hotlab_core::counters::Counters;
+use hotlab_core::profile::Phase;
 use hotlab_shared::protocol::{Losses, PolicyMemory};
-use hotlab_shared::spec::{RnnUpdate, RunSpec};
+use hotlab_shared::spec::RunSpec;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::Tensor;
@@ -294,10 +295,10 @@ mod tests {
     use crate::models::cnn::Compute;
     use crate::models::rnn::RnnShape;
     use crate::profiler::Profiler;
+    use hotlab_core::choices::{ActionSync, Rnn, RolloutCopy, Transfer};
     use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
     use hotlab_shared::env::{BatchEnv, EnvSpec, FieldKind, FieldSpec, HeadSpec, ScalarEnv};
     use hotlab_shared::rng::HostRng;
-    use hotlab_shared::spec::{ActionSync, Rnn, RolloutCopy, Transfer};
     use tch::{Device, Kind};
 
     /// The agent's envs (its evaluation's; the test plays none).

@@ -13,7 +13,7 @@
 
 use crate::models::layers::{Builder, Init};
 use crate::params::FlatParams;
-use hotlab_shared::spec::Rnn;
+use hotlab_core::choices::Rnn;
 use tch::{Device, Kind, Tensor};
 
 /// A recurrent state: `[h]` (GRU) or `[h, c]` (LSTM), `[rows, width]` each.

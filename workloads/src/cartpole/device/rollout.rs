@@ -6,7 +6,7 @@
 use crate::cartpole::device::env::DeviceCartPole;
 use crate::cartpole::device::graph::{Buffers, GraphRollout};
 use cudarc::driver::CudaFunction;
-use hotlab_shared::profile::Phase;
+use hotlab_core::profile::Phase;
 use hotlab_train::cuda::gpu::{ptr, Arg, Gpu};
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::read_into;

@@ -8,7 +8,7 @@ mod rollout;
 mod runs;
 mod update;
 
-use hotlab_shared::spec::Inference;
+use hotlab_core::choices::Inference;
 use hotlab_train::gpu_check::{progress, Target};
 use hotlab_train::models::mlp::policy::Architecture;
 use serde_json::Value;

@@ -3,9 +3,9 @@
 
 use super::cartpole_arch;
 use crate::cartpole::CartPole;
-use hotlab_shared::counters::Counters;
+use hotlab_core::counters::Counters;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::{self, RunSpec};
+use hotlab_shared::spec::RunSpec;
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::gpu_check::{check, host_f32, max_abs_diff};
 use hotlab_train::models::mlp::policy::ActorCritic;
@@ -52,8 +52,8 @@ pub(super) fn ppo_check() -> Value {
     let update = |net: ActorCritic, d: Device| -> Vec<f32> {
         let mut opt = FlatAdam::new(&net.flat, 1e-5);
         let mut agent = MlpAgent { net, helper: None, env: Arc::new(CartPole) };
-        let mut precision =
-            hotlab_train::precision::resolve(spec::Precision::Fp32, d).expect("fp32 resolves everywhere");
+        let mut precision = hotlab_train::precision::resolve(hotlab_core::choices::Precision::Fp32, d)
+            .expect("fp32 resolves everywhere");
         let ctx = UpdateCtx {
             spec: &spec,
             heads: &[2],
@@ -93,7 +93,7 @@ pub(super) fn update_graph_checks() -> [Value; 3] {
         envs: 256,
         steps: 16,
         device: "cuda".into(),
-        ppo: spec::PpoSpec { minibatches: 2, lr: 2.5e-3, ..spec::PpoSpec::default() },
+        ppo: hotlab_core::run::PpoSpec { minibatches: 2, lr: 2.5e-3, ..hotlab_core::run::PpoSpec::default() },
         ..RunSpec::default()
     };
     let run = |updates, path, shuffle: &Shuffle| train_updates(&spec, Device::Cuda(0), 3, updates, path, shuffle);
@@ -141,7 +141,7 @@ fn update_graph_fused_check() -> Value {
             envs,
             steps,
             device: "cuda".into(),
-            ppo: spec::PpoSpec { minibatches, lr: 2.5e-3, ..spec::PpoSpec::default() },
+            ppo: hotlab_core::run::PpoSpec { minibatches, lr: 2.5e-3, ..hotlab_core::run::PpoSpec::default() },
             ..RunSpec::default()
         };
         for seed in 3..=5 {

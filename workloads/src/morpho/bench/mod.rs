@@ -13,7 +13,7 @@ use super::host::{batch, tensors, Host, SLOTS};
 use crate::morpho::glyphs::{generate, TaskSpec, CLASSES, SIDE};
 use crate::morpho::part_clock;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::workloads::morpho::SlotPool;
+use hotlab_specs::morpho::SlotPool;
 use serde::Serialize;
 use std::time::Instant;
 use tch::{Device, Tensor};

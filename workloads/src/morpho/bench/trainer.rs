@@ -5,11 +5,13 @@
 //! repeat: a machine that drifts moves both.
 
 use anyhow::{Context, Result};
+use hotlab_core::choices::Backend;
+use hotlab_core::profile::Profile;
 use hotlab_shared::audit::{self, interval, Change, Interval};
-use hotlab_shared::profile::Profile;
-use hotlab_shared::spec::{Backend, RunSpec, WorkloadSpec};
-use hotlab_shared::workloads::morpho::HOST_SAMPLES;
-use hotlab_shared::workloads::MorphoSpec;
+use hotlab_shared::spec::RunSpec;
+use hotlab_specs::morpho::HOST_SAMPLES;
+use hotlab_specs::MorphoSpec;
+use hotlab_specs::WorkloadSpec;
 use serde::Serialize;
 
 /// The knobs flipped, each against the defaults (batched lifecycle, dynamic slots, hosts
@@ -176,13 +178,13 @@ mod tests {
         let morpho = |s: &RunSpec| s.settings::<MorphoSpec>().cloned().unwrap();
         assert_eq!(
             all[1].1.settings::<MorphoSpec>().map(|m| m.lifecycle),
-            Some(hotlab_shared::workloads::morpho::LifecycleMode::Loop)
+            Some(hotlab_specs::morpho::LifecycleMode::Loop)
         );
         assert_eq!(all[5].1.exec.backend, Backend::Sequential);
         assert_eq!(morpho(&all[1].1).slots, morpho(&base).slots, "one knob at a time");
         let every = &all[6].1;
         assert_eq!(every.exec.backend, Backend::Sequential);
-        assert_eq!(morpho(every).slots, hotlab_shared::workloads::morpho::SlotPool::Sleeper);
-        assert_eq!(morpho(every).host_exec, hotlab_shared::workloads::morpho::HostExec::Batched);
+        assert_eq!(morpho(every).slots, hotlab_specs::morpho::SlotPool::Sleeper);
+        assert_eq!(morpho(every).host_exec, hotlab_specs::morpho::HostExec::Batched);
     }
 }

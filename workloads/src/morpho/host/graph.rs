@@ -13,7 +13,7 @@
 use super::{correct, index, Epoch, Host, SLOTS};
 use crate::morpho::adam::DeviceState;
 use crate::morpho::blueprint::Blueprint;
-use hotlab_shared::workloads::morpho::{GRAPH_REPLAYS, HOST_FORWARD, HOST_PASSES};
+use hotlab_specs::morpho::{GRAPH_REPLAYS, HOST_FORWARD, HOST_PASSES};
 use hotlab_train::cuda::shim::Graph;
 use hotlab_train::exec::parts::PartClock;
 use std::time::Instant;
@@ -203,7 +203,7 @@ mod tests {
     use crate::morpho::glyphs::{generate, TaskSpec};
     use crate::morpho::part_clock;
     use hotlab_shared::rng::HostRng;
-    use hotlab_shared::workloads::morpho::SlotPool;
+    use hotlab_specs::morpho::SlotPool;
     use tch::Device;
 
     /// The step a graph captures (masks and optimizer state read from tensors, every seed
