@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use hotlab_shared::spec::{PresetSpec, RunSpec};
+use hotlab_spec::{PresetSpec, RunSpec};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -258,11 +258,11 @@ fn a_stopped_run_leaves_no_process_behind() {
         planted().display()
     );
     let mut spec: RunSpec = hotlab_core::preset::Preset::find("cleanrl").unwrap().spec();
-    spec = hotlab_shared::knobs::apply(
+    spec = hotlab_spec::knobs::apply(
         spec,
         &[
-            (hotlab_shared::knobs::find("env").unwrap(), "external".into()),
-            (hotlab_shared::knobs::find("command").unwrap(), command.into()),
+            (hotlab_spec::knobs::find("env").unwrap(), "external".into()),
+            (hotlab_spec::knobs::find("command").unwrap(), command.into()),
         ],
     )
     .unwrap();

@@ -9,7 +9,7 @@ mod trainer;
 mod usage;
 
 use clap::Parser;
-use hotlab_shared::spec::SpecError;
+use hotlab_spec::SpecError;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -1,7 +1,7 @@
 //! What a knob is: a spec field's name (the CLI flag in snake_case), its path in the
 //! nested JSON, the workload whose setting it is, its kind, help and range, and how it
 //! reads, checks and sets its value in a spec's JSON. The table of every knob is
-//! `hotlab_shared::knobs` (the run's own are [`crate::run_knobs`]); each workload declares
+//! `hotlab_spec::knobs` (the run's own are [`crate::run_knobs`]); each workload declares
 //! its own settings as knobs (`hotlab_specs::setting`).
 
 use serde_json::{Map, Value};

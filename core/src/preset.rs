@@ -1,5 +1,5 @@
 //! A preset: a named starting point, the knobs it sets over the default spec, declared by
-//! the workload it runs (its `Settings::PRESETS`). `hotlab_shared::spec::presets` makes
+//! the workload it runs (its `Settings::PRESETS`). `hotlab_spec::presets` makes
 //! its spec and its flags.
 
 /// A named spec with a line on what it shows.

@@ -1,6 +1,6 @@
 //! The run's own knobs (every workload's, besides its own settings): the spec's fields
 //! as the CLI's flags and the launch form's fields name them, in the order the launch
-//! panel shows them. The whole table (`hotlab_shared::knobs::KNOBS`) is `env`, then each
+//! panel shows them. The whole table (`hotlab_spec::knobs::KNOBS`) is `env`, then each
 //! workload's settings, then these.
 
 use crate::choices::{

@@ -69,7 +69,7 @@ async fn budgeted(
     id: u64,
     seconds: Option<f64>,
     total_steps: Option<u64>,
-) -> ApiResult<(Arc<hotlab_shared::protocol::RunSummary>, hotlab_shared::spec::RunSpec)> {
+) -> ApiResult<(Arc<hotlab_shared::protocol::RunSummary>, hotlab_spec::RunSpec)> {
     let manager = Arc::clone(&lab.manager);
     let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| ApiError::no_run(id))?;
     let mut baseline = summary.info.spec.clone();

@@ -88,8 +88,8 @@ impl IntoResponse for ApiError {
 }
 
 /// A refused spec value, naming its knob and its JSON path.
-impl From<hotlab_shared::spec::SpecError> for ApiError {
-    fn from(e: hotlab_shared::spec::SpecError) -> Self {
+impl From<hotlab_spec::SpecError> for ApiError {
+    fn from(e: hotlab_spec::SpecError) -> Self {
         ApiError::bad("invalid_value", &e.field, e.message).path(&e.path)
     }
 }

@@ -25,7 +25,7 @@ use crate::wire::process::{self as run_process, FromRun};
 use hotlab_shared::protocol::{
     Event, EventBody, Frame, RayJob, RunInfo, RunStatus, RunSummary, LIVE_FRAME_SEQ, PROTOCOL_VERSION,
 };
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -40,7 +40,7 @@ impl Lab {
     /// Refuses a spec that would start a command its settings name (a user's script)
     /// where the lab was not started allowing it: such a run is anyone-with-the-token's
     /// code on this machine and its workers.
-    pub fn may_run(&self, spec: &hotlab_shared::spec::RunSpec) -> ApiResult<()> {
+    pub fn may_run(&self, spec: &hotlab_spec::RunSpec) -> ApiResult<()> {
         if spec.env().runs_commands() && !self.allow_scripts {
             let message = format!(
                 "this lab runs no commands of its users, and --env {} runs one: start the lab with `hotlab serve \

@@ -25,9 +25,9 @@
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
 use hotlab_shared::protocol::{AuditInfo, Event, EventBody, RayJob, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
-use hotlab_shared::spec::RunSpec;
 use hotlab_shared::sweep::SweepInfo;
 use hotlab_shared::system::{StoreHealth, StoreState};
+use hotlab_spec::RunSpec;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};

@@ -10,8 +10,8 @@
 use super::machines::RAY;
 use super::runs::Manager;
 use hotlab_shared::protocol::{RunStatus, RunSummary};
-use hotlab_shared::spec::{RunSpec, SpecError};
 use hotlab_shared::sweep::{Grid, SweepCell, SweepInfo};
+use hotlab_spec::{RunSpec, SpecError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

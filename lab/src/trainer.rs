@@ -4,9 +4,9 @@
 //! binary implements it over `hotlab-train` and `hotlab-workloads`, and hands it to
 //! [`crate::server::serve`].
 
-use hotlab_shared::spec::{RunSpec, SpecError};
 use hotlab_shared::suggestions::Suggestions;
 use hotlab_shared::system::SystemInfo;
+use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::EnvName;
 
 pub trait Trainer: Send + Sync {

@@ -6,9 +6,9 @@
 //! candidates, keep one, repeat from the kept variant's own profile until nothing helps.
 
 use hotlab_shared::audit::{AuditReport, Change, ChangeResult, Verdict};
-use hotlab_shared::knobs;
 use hotlab_shared::report::Report;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::knobs;
+use hotlab_spec::RunSpec;
 use serde::{Deserialize, Serialize};
 
 /// One step of the search: what was audited and what was kept.

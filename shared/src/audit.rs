@@ -6,11 +6,11 @@
 //! the baseline against itself (A/A) give this machine's noise now. A change is judged by
 //! where its ratios' 95 % interval lies against the noise's.
 
-use crate::knobs;
-use crate::spec::{json, RunSpec, SpecError};
 use hotlab_core::advice::Recommendation;
 use hotlab_core::knob::Knob;
 use hotlab_core::profile::{Phase, Profile};
+use hotlab_spec::knobs;
+use hotlab_spec::{json, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -9,10 +9,10 @@
 //! at a tiny budget and fails when the bottleneck stops showing.
 
 use crate::audit::{AuditReport, Change, Measured, Plan, Slot};
-use crate::knobs;
-use crate::spec::{json, RunSpec, SpecError};
 use hotlab_core::counters::{Count, Counters};
 use hotlab_core::profile::{Phase, PhaseKind, Profile};
+use hotlab_spec::knobs;
+use hotlab_spec::{json, RunSpec, SpecError};
 use hotlab_specs::dreamer::{ENCODER, REPLAY};
 use hotlab_specs::morpho::{HOST_PASSES, LIFECYCLE_READS, STREAM_WAITS, TOPOLOGY_CHANGES};
 use serde::{Deserialize, Serialize};

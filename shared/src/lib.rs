@@ -4,9 +4,6 @@
 //! the fastest setup with the lab (`hotlab-lab`).
 //! `docs/architecture.md` (in the repository) shows where it sits in a run's data flow.
 //!
-//! - [`spec`]: the one [`RunSpec`](spec::RunSpec) that the CLI, the REST API and the
-//!   UI all use, nested by concern (the workload with its own settings, `ppo`, `exec`,
-//!   `telemetry`), with its presets, validation and the flat form's migration.
 //! - [`env`](mod@env): the environment traits (several observation fields, several action heads,
 //!   an optional action mask) and their batch buffers.
 //! - [`cartpole`]: Gymnasium's CartPole-v1, as a scalar f64 reference and an f32
@@ -22,10 +19,9 @@
 //!   its verdicts against this machine's noise and the report's bound.
 //! - [`lessons`]: the catalogue's lessons, each a baseline, its fixes, a signature and a budget.
 //! - [`fuzz`]: the fuzz targets' budget and seed, from the environment (`cargo xtask fuzz`).
-//! - [`knobs`]: every spec field as a knob: its flag, its JSON path, its group, kind and
-//!   help (the launch form, the CLI's errors and the flat form's migration use it).
 //!
-//! Below it sit the registry (`hotlab-specs`) and the words every layer and every
+//! Below it sit the run's spec (`hotlab-spec`: `RunSpec`, its knob table and presets'
+//! specs), the registry (`hotlab-specs`) and the words every layer and every
 //! workload's declarations share (`hotlab-core`: knobs, the run's settings and choices,
 //! phases and profiles, counters, advice). Nothing of theirs is re-exported here: a crate
 //! above that uses them names them, so its `Cargo.toml` shows what it depends on.
@@ -39,10 +35,6 @@ pub mod pixels;
 pub mod protocol;
 pub mod report;
 pub mod rng;
-pub mod spec;
 pub mod suggestions;
 pub mod sweep;
 pub mod system;
-
-// Parts of the spec, named at the root as the other crates read them.
-pub use spec::knobs;

@@ -312,7 +312,7 @@ pub struct RunInfo {
     pub message: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub created_ms: u64,
-    pub spec: crate::spec::RunSpec,
+    pub spec: hotlab_spec::RunSpec,
     /// Events so far (the last `seq`).
     pub events: u64,
     /// Steps per second at the last update, once there is one.
@@ -389,7 +389,7 @@ pub struct AuditInfo {
     pub status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    pub baseline: crate::spec::RunSpec,
+    pub baseline: hotlab_spec::RunSpec,
     pub changes: Vec<ChangeInfo>,
     pub repeats: usize,
     /// The runs in the plan's order, as they start.
@@ -421,7 +421,7 @@ pub struct TuneStep {
     pub speedup: f64,
     /// When the search ended here: the fastest configuration, and it as `hotlab train` flags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub best: Option<crate::spec::RunSpec>,
+    pub best: Option<hotlab_spec::RunSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags: Option<String>,
 }

@@ -6,11 +6,11 @@
 //! - Recommendations: the knob to turn, the measured signature that triggered it, and the
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
 
-use crate::spec::RunSpec;
 use hotlab_core::advice::amdahl;
 use hotlab_core::advice::Recommendation;
 use hotlab_core::choices::{ActionSync, Backend, Inference, Rnn, RnnUpdate, RolloutCopy, Transfer, WaitMode};
 use hotlab_core::profile::{Phase, PhaseKind, Profile};
+use hotlab_spec::RunSpec;
 use hotlab_specs::phase_info;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -503,8 +503,8 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::PresetSpec;
     use hotlab_core::counters::{Count, Counters};
+    use hotlab_spec::PresetSpec;
     use hotlab_specs::dreamer::{DECODER, ENCODER, REPLAY, RSSM, WORLD_BACKWARD};
     use hotlab_specs::morpho::{GRAPH_REPLAYS, HOST_BACKWARD, HOST_FORWARD, HOST_STEPS_SKIPPED, LIFECYCLE};
     use hotlab_specs::morpho::{LIFECYCLE_READS, REWARD};

@@ -2,10 +2,10 @@
 //! combination trained once on one spec, and a table of steps/s and return per cell with
 //! the best cell (`hotlab sweep`, `POST /api/sweeps`).
 
-use crate::knobs;
 use crate::protocol::RunStatus;
-use crate::spec::{json, RunSpec, SpecError};
 use hotlab_core::knob::{Knob, KnobKind};
+use hotlab_spec::knobs;
+use hotlab_spec::{json, RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

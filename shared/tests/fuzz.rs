@@ -6,8 +6,8 @@
 //! (`workloads/tests/prolog_fuzz.rs`).
 
 use hotlab_shared::fuzz;
-use hotlab_shared::knobs::KNOBS;
-use hotlab_shared::spec::{json, presets, PresetSpec, RunSpec};
+use hotlab_spec::knobs::KNOBS;
+use hotlab_spec::{json, presets, PresetSpec, RunSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, RngSeed};
 use serde_json::{Map, Value};

@@ -4,7 +4,7 @@
 //! is the workload's business; this module only writes and reads the files.
 
 use anyhow::{bail, Context, Result};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use tch::{Device, Tensor};

@@ -55,7 +55,7 @@ use hotlab_core::choices::Backend;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::{Phase, Profile};
 use hotlab_shared::protocol::MetricsPoint;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;

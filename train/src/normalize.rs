@@ -11,7 +11,7 @@ use anyhow::Result;
 use hotlab_core::choices::Norm;
 use hotlab_shared::env::{EnvSpec, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_spec::{RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
 /// Gymnasium's `epsilon` under the square root of both wrappers.

@@ -1,7 +1,7 @@
 //! The update's precision (catalogue row 6): which kind the matmuls run in, and for
 //! fp16 the dynamic loss scaler. Master weights, the loss and Adam stay fp32.
 
-use hotlab_shared::spec::{SpecError, FP16_NEEDS_CUDA};
+use hotlab_spec::{SpecError, FP16_NEEDS_CUDA};
 use tch::{Device, Kind, Tensor};
 
 /// PyTorch's `GradScaler` defaults.

@@ -75,7 +75,7 @@ pub fn available_memory() -> Option<u64> {
 /// A spec whose rollout, networks and worker processes would not fit in the memory
 /// available now is refused before it starts (an out-of-memory kill would take the whole
 /// lab down with it).
-pub fn check_memory(spec: &hotlab_shared::spec::RunSpec) -> Result<(), hotlab_shared::spec::SpecError> {
+pub fn check_memory(spec: &hotlab_spec::RunSpec) -> Result<(), hotlab_spec::SpecError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     available_memory().map_or(Ok(()), |bytes| spec.check_memory(bytes, cores))
 }

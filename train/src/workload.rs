@@ -22,7 +22,7 @@ use anyhow::Result;
 use hotlab_core::counters::Counters;
 use hotlab_shared::env::{Actions, Observations};
 use hotlab_shared::protocol::{Frame, Losses};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -229,7 +229,7 @@ pub fn RunAudits(
     on_launched: Callback<u64>,
     error: RwSignal<Option<String>>,
 ) -> impl IntoView {
-    let launch_best = move |spec: hotlab_shared::spec::RunSpec| {
+    let launch_best = move |spec: hotlab_spec::RunSpec| {
         let fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
         leptos::task::spawn_local(async move {
             match crate::launch::launch(&fields, None).await {

@@ -2,8 +2,8 @@
 //! first (the "before").
 
 use crate::run_data::RunData;
-use hotlab_shared::knobs::KNOBS;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::knobs::KNOBS;
+use hotlab_spec::RunSpec;
 
 /// How a row's values read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

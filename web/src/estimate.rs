@@ -3,7 +3,7 @@
 //! (no browser), so it is unit-tested natively.
 
 use hotlab_shared::protocol::{MetricsPoint, RunInfo};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use serde_json::Value;
 
 /// Seconds a preset's card runs when this lab has not timed it, or when its whole run takes
@@ -100,7 +100,7 @@ mod tests {
     use super::*;
     use hotlab_core::preset::Preset;
     use hotlab_shared::protocol::RunStatus;
-    use hotlab_shared::spec::PresetSpec;
+    use hotlab_spec::PresetSpec;
 
     fn run(id: u64, spec: RunSpec, sps: Option<f64>) -> RunInfo {
         let mut info: RunInfo = serde_json::from_value(serde_json::json!({

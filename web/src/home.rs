@@ -9,7 +9,7 @@ use crate::launch;
 use crate::route::Route;
 use hotlab_core::preset::Preset;
 use hotlab_shared::protocol::RunInfo;
-use hotlab_shared::spec::{presets, PresetSpec};
+use hotlab_spec::{presets, PresetSpec};
 use leptos::prelude::*;
 
 /// The `localStorage` key that says this browser has seen the home.

@@ -10,9 +10,9 @@
 use crate::audits::AuditTable;
 use crate::format::si;
 use crate::route::{LessonLink, Route, Tour};
-use hotlab_shared::knobs;
 use hotlab_shared::lessons::{self, Check, Lesson, Params};
 use hotlab_shared::protocol::{AuditInfo, LessonChecks};
+use hotlab_spec::knobs;
 use leptos::prelude::*;
 use std::time::Duration;
 

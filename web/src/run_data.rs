@@ -4,7 +4,7 @@
 use hotlab_core::profile::Profile;
 use hotlab_shared::protocol::{Event, EventBody, Frame, MetricsPoint, RunStatus, RunSummary};
 use hotlab_shared::report::{analyze, Report};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 
 /// Profile windows kept for the phase-split bars.
 pub const WINDOWS: usize = 60;

@@ -188,7 +188,7 @@ fn variant_launcher(
         let mut fields = serde_json::to_value(spec).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
         for (name, v) in overrides {
             // A recommendation names knobs by flag; each sits at its path in the spec.
-            if let Some(knob) = hotlab_shared::knobs::find(&name) {
+            if let Some(knob) = hotlab_spec::knobs::find(&name) {
                 knob.set(&mut fields, serde_json::Value::String(v));
             }
         }
@@ -293,7 +293,7 @@ fn progress(m: &hotlab_shared::protocol::MetricsPoint) -> String {
 }
 
 /// The spec in a line: the knobs that matter most for speed.
-pub fn summary(spec: &hotlab_shared::spec::RunSpec) -> String {
+pub fn summary(spec: &hotlab_spec::RunSpec) -> String {
     if let Some(line) = spec.workload.summary() {
         return format!("{} · {line} · {}", spec.env().as_str(), spec.device);
     }

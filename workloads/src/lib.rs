@@ -77,8 +77,8 @@ pub trait Native {
 }
 
 use anyhow::Result;
-use hotlab_shared::spec::{RunSpec, SpecError};
 use hotlab_shared::suggestions::Suggestions;
+use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::EnvName;
 use hotlab_specs::WorkloadSpec;
 use hotlab_train::checkpoint;

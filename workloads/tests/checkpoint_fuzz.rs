@@ -9,7 +9,7 @@
 mod fuzzing;
 
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_train::checkpoint::{SPEC_FILE, WEIGHTS_FILE};
 use proptest::prelude::*;
 use serde_json::{json, Value};

@@ -6,7 +6,7 @@ use hotlab_core::counters::Counters;
 use hotlab_core::run::ExecSpec;
 use hotlab_shared::env::{Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_train::exec;
 use hotlab_train::workload::Workload;
 use hotlab_workloads::cartpole::device::env::DeviceCartPole;

@@ -3,8 +3,8 @@
 
 use anyhow::Result;
 use hotlab_shared::protocol::RunStatus;
-use hotlab_shared::spec::RunSpec;
 use hotlab_shared::sweep::{Grid, SweepCell, SweepInfo};
+use hotlab_spec::RunSpec;
 
 /// Trains every cell of `grid` on `spec`; `progress` hears of each before it starts (its
 /// label, cell i of n). A cell that fails is kept with its message; the sweep goes on.

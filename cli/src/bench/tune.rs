@@ -7,7 +7,7 @@ use anyhow::Result;
 use hotlab_lab::tune::{candidates, flags, keep, Step, TuneReport};
 use hotlab_shared::audit::{Plan, Slot};
 use hotlab_shared::report::analyze;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 
 /// Searches from `start`: at most `max_steps` audits of `repeats` pairs each; `progress`
 /// hears of each run (step, what, run i of n).

@@ -7,7 +7,7 @@ use crate::usage::UsageError;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use hotlab_core::choices::{Backend, WaitMode};
-use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::{EnvName, WorkloadSpec};
 use hotlab_workloads::gym::python::above_binary;
 use indicatif::{ProgressBar, ProgressStyle};

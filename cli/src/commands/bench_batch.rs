@@ -5,7 +5,7 @@ use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_core::choices::{Precision, UpdateMode};
-use hotlab_shared::spec::SpecError;
+use hotlab_spec::SpecError;
 use hotlab_specs::dreamer::{EncoderMode, LossRead, ReplayAt};
 use hotlab_specs::DreamerSpec;
 use hotlab_specs::WorkloadSpec;

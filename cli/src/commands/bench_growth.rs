@@ -6,7 +6,7 @@ use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
 use hotlab_core::preset::Preset;
-use hotlab_shared::spec::PresetSpec;
+use hotlab_spec::PresetSpec;
 use hotlab_specs::WorkloadSpec;
 use hotlab_train::workload::TaskSet;
 use hotlab_workloads::morpho::bench::growth::{run, GrowthBench, Progress, SeedFigure};

@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::Args;
 use hotlab_core::choices::WaitMode;
 use hotlab_core::run::PpoSpec;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_specs::WorkloadSpec;
 use hotlab_train::exec::worker::{self, WorkerArgs};
 

@@ -1,5 +1,5 @@
 //! Every knob of the spec as a flag, made from the knob table
-//! ([`hotlab_shared::knobs::KNOBS`]): its name (`--total-steps`), its help (`-h`) and its
+//! ([`hotlab_spec::knobs::KNOBS`]): its name (`--total-steps`), its help (`-h`) and its
 //! whole story (`--help`), its heading (its group, or its workload), the value it takes
 //! (a whole number, a number, one of a list…) and its default under each preset, all read
 //! from the table. A setting is written once: its spec field and its knob.
@@ -8,8 +8,8 @@ use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use hotlab_core::knob::{Knob, KnobKind};
-use hotlab_shared::knobs::KNOBS;
-use hotlab_shared::spec::{presets, PresetSpec, RunSpec};
+use hotlab_spec::knobs::KNOBS;
+use hotlab_spec::{presets, PresetSpec, RunSpec};
 use hotlab_specs::{EnvName, WorkloadSpec};
 use serde_json::Value;
 
@@ -52,9 +52,9 @@ impl<W> Default for KnobArgs<W> {
 }
 
 impl<W: Which> KnobArgs<W> {
-    /// `spec` with the knobs given applied ([`hotlab_shared::knobs::apply`]).
-    pub fn apply(&self, spec: RunSpec) -> Result<RunSpec, hotlab_shared::spec::SpecError> {
-        hotlab_shared::knobs::apply(spec, &self.given)
+    /// `spec` with the knobs given applied ([`hotlab_spec::knobs::apply`]).
+    pub fn apply(&self, spec: RunSpec) -> Result<RunSpec, hotlab_spec::SpecError> {
+        hotlab_spec::knobs::apply(spec, &self.given)
     }
 }
 
@@ -256,7 +256,7 @@ mod tests {
     /// Each preset's flags, given alone, make its spec: what its card shows is what it runs.
     #[test]
     fn each_presets_flags_make_its_spec() {
-        for p in hotlab_shared::spec::presets::all() {
+        for p in hotlab_spec::presets::all() {
             let flags = p.flags();
             let args: Vec<&str> = flags.iter().map(String::as_str).collect();
             assert_eq!(spec(&args), Ok(p.spec()), "{}: {}", p.name, p.flags_line());

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hotlab_lab::wire::process::FromRun;
 use hotlab_shared::protocol::{EventBody, RunStatus};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_train::frames::FrameFeed;
 use hotlab_train::{TrainOptions, UpdateMetrics};
 use std::io::{BufRead, Write};

@@ -7,9 +7,9 @@ use super::train::ProfileArgs;
 use crate::usage::UsageError;
 use anyhow::Result;
 use hotlab_shared::audit::{AuditReport, Change, Plan};
-use hotlab_shared::knobs;
 use hotlab_shared::report::{analyze, Report};
-use hotlab_shared::spec::{PresetSpec, RunSpec, SpecError};
+use hotlab_spec::knobs;
+use hotlab_spec::{PresetSpec, RunSpec, SpecError};
 use serde_json::{json, Value};
 
 pub fn profile(a: ProfileArgs) -> Result<()> {

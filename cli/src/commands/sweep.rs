@@ -76,7 +76,7 @@ fn on_lab(
     token: Option<&str>,
     on: &str,
     grid: &str,
-    spec: &hotlab_shared::spec::RunSpec,
+    spec: &hotlab_spec::RunSpec,
     bar: &ProgressBar,
 ) -> Result<SweepInfo> {
     let (host, port) = http::host_port(lab, 8080).map_err(|message| UsageError { flag: "--lab", message })?;

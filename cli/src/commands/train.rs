@@ -6,7 +6,7 @@ use crate::usage::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
 use hotlab_core::preset::Preset;
-use hotlab_shared::spec::{presets, PresetSpec, RunSpec, SpecError};
+use hotlab_spec::{presets, PresetSpec, RunSpec, SpecError};
 use hotlab_specs::EnvName;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;

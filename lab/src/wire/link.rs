@@ -15,8 +15,8 @@
 
 use crate::wire::process::FromRun;
 use hotlab_shared::protocol::{Load, PROTOCOL_VERSION};
-use hotlab_shared::spec::RunSpec;
 use hotlab_shared::system::SystemInfo;
+use hotlab_spec::RunSpec;
 use serde::{Deserialize, Serialize};
 
 /// Where workers connect.

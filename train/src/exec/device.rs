@@ -1,6 +1,6 @@
 //! Resolving `--device` to a libtorch device, with a clear error when it is absent.
 
-use hotlab_shared::spec::{DeviceName, SpecError};
+use hotlab_spec::{DeviceName, SpecError};
 use tch::Device;
 
 /// The libtorch device for a spec's `device` string.

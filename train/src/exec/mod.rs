@@ -34,7 +34,7 @@ use anyhow::Result;
 use hotlab_core::choices::{Backend, WaitMode};
 use hotlab_core::counters::EnvCounters;
 use hotlab_shared::env::{BatchEnv, FieldData, ScalarEnv};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_specs::WorkloadSpec;
 
 /// How a workload's envs are made: what every host backend needs to know of a workload.

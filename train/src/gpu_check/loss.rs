@@ -12,7 +12,7 @@ use crate::models::mlp::grad::{output_grads, LossBatch, OutputGrads, Outputs};
 use crate::rollout::Batch;
 use hotlab_core::run::PpoSpec;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;

@@ -12,7 +12,7 @@ use hotlab_core::counters::EnvCounters;
 use hotlab_core::profile::Phase;
 use hotlab_shared::env::{Actions, BatchEnv, EnvSpec, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
 use hotlab_shared::protocol::{Losses, PolicyMemory};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::sync::Arc;
 
 /// Host envs on the spec's backend, their current observations, the rollout buffer and

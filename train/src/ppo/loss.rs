@@ -3,7 +3,7 @@
 
 use crate::distribution::{self, gaussian};
 use crate::rollout::Batch;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use tch::{Kind, Tensor};
 
 /// What a forward gave for one minibatch: its logits, the mask over them (None: every

@@ -44,7 +44,7 @@ use hotlab_core::counters::Counters;
 use hotlab_shared::env::Observations;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::time::Instant;
 use tch::Tensor;
 use update::UpdateCtx;

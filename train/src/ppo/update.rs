@@ -15,7 +15,7 @@ use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::sync::atomic::AtomicBool;
 use tch::Tensor;
 

@@ -12,7 +12,7 @@ use hotlab_core::choices::Rnn;
 use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
 use hotlab_shared::env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::cartpole::CartpoleFrame;
 use hotlab_specs::CartpoleSpec;
 use hotlab_specs::{EnvName, WorkloadSpec};

@@ -6,7 +6,7 @@
 use super::CartPole;
 use hotlab_core::counters::Counters;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::cuda::shim::Launches;
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};

@@ -13,7 +13,7 @@ use hotlab_core::counters::EnvCounters;
 use hotlab_core::profile::Phase;
 use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_train::exec;
 use hotlab_train::workload::{Iteration, Workload};
 use std::sync::Arc;

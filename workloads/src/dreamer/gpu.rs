@@ -8,7 +8,7 @@
 
 use crate::dreamer::bench::{run, BatchBench};
 use hotlab_core::choices::Precision;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_specs::dreamer::ReplayAt;
 use hotlab_specs::DreamerSpec;
 use hotlab_specs::WorkloadSpec;

@@ -16,7 +16,7 @@ use hotlab_core::choices::UpdateMode;
 use hotlab_core::profile::Phase;
 use hotlab_shared::protocol::Losses;
 use hotlab_shared::rng::HostRng;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_specs::dreamer::DECODER;
 use hotlab_train::params::ParamSlot;
 use hotlab_train::workload::{Iteration, Learner, Outcome, Setup, TrainedPolicy};

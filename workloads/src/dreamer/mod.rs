@@ -39,7 +39,7 @@ use anyhow::{bail, Result};
 use behavior::Behavior;
 use hotlab_shared::env::{Actions, BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::dreamer::ReplayAt;
 use hotlab_specs::DreamerSpec;
 use hotlab_specs::WorkloadSpec;

@@ -5,7 +5,7 @@
 //! environment (a worker that left the group) killed, so that no process stays behind.
 
 use anyhow::{anyhow, Context, Result};
-use hotlab_shared::spec::SpecError;
+use hotlab_spec::SpecError;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

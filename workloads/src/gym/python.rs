@@ -10,8 +10,8 @@
 use super::pictures;
 use hotlab_core::choices::WaitMode;
 use hotlab_shared::env::{FieldKind, FieldSpec};
-use hotlab_shared::spec::SpecError;
 use hotlab_shared::suggestions::{SuggestionGroup, Suggestions};
+use hotlab_spec::SpecError;
 use hotlab_specs::gym::GymImage;
 use hotlab_train::exec::shm::{Layout, PARTS_BYTES};
 use serde::Deserialize;

@@ -6,7 +6,7 @@
 use super::{Morpho, TrainedMorpho};
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::Eager;
 use hotlab_train::models::mlp::actor::{eager_values, value_rows};

@@ -134,7 +134,7 @@ mod tests {
     use super::*;
     use crate::morpho::eval::play;
     use crate::morpho::{architecture, Morpho};
-    use hotlab_shared::spec::RunSpec;
+    use hotlab_spec::RunSpec;
     use hotlab_specs::morpho::HeadPin;
     use hotlab_specs::MorphoSpec;
     use hotlab_specs::WorkloadSpec;

@@ -6,7 +6,7 @@
 //! GPU (never asserted).
 
 use hotlab_core::choices::{Backend, Precision};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_specs::morpho::{HostExec, SlotPool, StreamWait};
 use hotlab_specs::morpho::{GRAPH_REPLAYS, HOST_PASSES, HOST_STEPS_SKIPPED, STREAM_WAITS};
 use hotlab_specs::MorphoSpec;

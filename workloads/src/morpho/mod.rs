@@ -46,7 +46,7 @@ use hotlab_core::choices::{Backend, Inference};
 use hotlab_core::counters::EnvCounters;
 use hotlab_shared::env::{Actions, BatchEnv, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::morpho::{HostExec, SlotPool, StreamWait, TrainingEntry};
 use hotlab_specs::MorphoSpec;
 use hotlab_specs::WorkloadSpec;

@@ -10,7 +10,7 @@
 use crate::proof::goals::{GOAL_WIDTH, PAD};
 use crate::proof::host::{axpy, fma_entry, matmul, slot, Mat, ProofHost};
 use crate::proof::policy::ProofArch;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_train::distribution::MASKED_LOGIT;
 use hotlab_train::models::mlp::grad_host::value_head;
 use hotlab_train::models::mlp::grad_host::PolicySums;

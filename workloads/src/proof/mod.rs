@@ -29,7 +29,7 @@ use host::ProofHost;
 use hotlab_core::choices::{Backend, Inference};
 use hotlab_shared::env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_shared::protocol::Frame;
-use hotlab_shared::spec::{RunSpec, SpecError};
+use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::proof::ProofFrame;
 use hotlab_specs::ProofSpec;
 use hotlab_specs::{EnvName, WorkloadSpec};

@@ -6,7 +6,7 @@ use super::grad::{ProofGrad, ProofRows};
 use super::policy::ProofNet;
 use super::{ProofAgent, TrainedProof};
 use hotlab_core::profile::Phase;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_specs::proof::EMBEDDING_LOOKUP;
 use hotlab_train::kernels;
 use hotlab_train::ppo::loss::{loss_from, Forward};

@@ -16,7 +16,7 @@ use crate::workload::TrainedPolicy;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::Tensor;

@@ -24,7 +24,7 @@ use crate::cuda::loss::{LossConsts, LossGrads, LossInputs, PpoLossGrad};
 use crate::distribution::gaussian::LOG_SQRT_2PI;
 use crate::models::mlp::policy::{ActorCritic, Tape};
 use crate::rollout::Batch;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use tch::{Kind, Tensor};
 
 /// The loss of one minibatch (the definition, differentiated by autograd; the update

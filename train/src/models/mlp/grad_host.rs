@@ -10,7 +10,7 @@ use crate::distribution::gaussian;
 use crate::kernels::{host, host_mut};
 use crate::models::mlp::policy::Mlp;
 use crate::rollout::Batch;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::time::{Duration, Instant};
 use tch::{Kind, Tensor};
 

@@ -20,7 +20,7 @@ use crate::workload::TrainedPolicy;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
 use hotlab_shared::protocol::Losses;
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::time::Instant;
 use tch::{Kind, Tensor};
 

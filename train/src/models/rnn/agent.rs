@@ -20,7 +20,7 @@ use hotlab_core::choices::RnnUpdate;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
 use hotlab_shared::protocol::{Losses, PolicyMemory};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::Tensor;

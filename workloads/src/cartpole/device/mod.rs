@@ -11,7 +11,7 @@ use env::DeviceCartPole;
 use graph::GraphRollout;
 use hotlab_core::choices::Inference;
 use hotlab_core::profile::Phase;
-use hotlab_shared::spec::{RunSpec, SpecError, GRAPH_NEEDS_CUDA};
+use hotlab_spec::{RunSpec, SpecError, GRAPH_NEEDS_CUDA};
 use hotlab_train::cuda::gpu::{Gpu, Support};
 use hotlab_train::models::mlp::policy::Architecture;
 use hotlab_train::models::mlp::MlpAgent;

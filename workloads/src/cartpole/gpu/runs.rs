@@ -6,7 +6,7 @@ use super::env::{multistep_buffers, multistep_launch};
 use crate::cartpole::device::env::DeviceCartPole;
 use hotlab_core::choices::{ActionSync, Backend, Inference};
 use hotlab_core::run::ExecSpec;
-use hotlab_shared::spec::{PresetSpec, RunSpec};
+use hotlab_spec::{PresetSpec, RunSpec};
 use hotlab_train::cuda::gpu::Gpu;
 use hotlab_train::gpu_check::{check, progress, timed};
 use serde_json::{json, Value};

@@ -14,7 +14,7 @@
 use crate::morpho::eval::{MorphoEval, Paired};
 use crate::morpho::{Morpho, TrainedMorpho};
 use anyhow::{anyhow, Context, Result};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_specs::WorkloadSpec;
 use hotlab_train::models::mlp::policy::{ActorCritic, Architecture};
 use hotlab_train::workload::TaskSet;

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use hotlab_core::choices::Backend;
 use hotlab_core::profile::Profile;
 use hotlab_shared::audit::{self, interval, Change, Interval};
-use hotlab_shared::spec::RunSpec;
+use hotlab_spec::RunSpec;
 use hotlab_specs::morpho::HOST_SAMPLES;
 use hotlab_specs::MorphoSpec;
 use hotlab_specs::WorkloadSpec;

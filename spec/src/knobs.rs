@@ -6,7 +6,7 @@
 //! settings are its module's knobs ([`hotlab_specs`]) and name their workload: the
 //! form shows them only for it. A test keeps this table and the spec's fields the same set.
 
-use crate::spec::{RunSpec, SpecError};
+use crate::{RunSpec, SpecError};
 use hotlab_core::knob::{set_path, workload_name, Knob, KnobKind};
 use hotlab_core::run_knobs::RUN;
 use hotlab_specs::{EnvName, WorkloadSpec};

@@ -9,8 +9,7 @@
 //! CLI flags in snake_case) is still read: [`json`] migrates it, so stored runs, old
 //! `spec.json` files and scripts that post it keep working. Every field is a knob of
 //! [`knobs`], which names its flag and its JSON path; the workload's settings are the
-//! registry's ([`workloads`]). Both are parts of the spec (the crate's root names them too,
-//! as `hotlab_shared::knobs` and `hotlab_specs`).
+//! registry's (`hotlab-specs`).
 
 pub mod json;
 pub mod knobs;
@@ -123,7 +122,7 @@ pub struct SpecError {
 impl SpecError {
     /// An error about knob `field` (a flag in snake_case; its path comes from the knob table).
     pub fn new(field: &str, message: impl Into<String>) -> Self {
-        let path = crate::knobs::find(field).map_or(field, |k| k.path).to_string();
+        let path = knobs::find(field).map_or(field, |k| k.path).to_string();
         Self { field: field.into(), path, message: message.into() }
     }
 
@@ -317,7 +316,7 @@ impl RunSpec {
     /// its allowed range.
     pub fn validate(&self) -> Result<(), SpecError> {
         // Every fixed range is its knob's (`knobs`); the bounds below depend on other knobs.
-        crate::knobs::check_ranges(self)?;
+        knobs::check_ranges(self)?;
         if self.batch_size() > MAX_ROLLOUT {
             return Err(SpecError::new(
                 "envs",
