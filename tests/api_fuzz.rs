@@ -9,8 +9,8 @@
 
 mod common;
 mod lab_client;
-use hotlab_shared::fuzz;
-use hotlab_shared::rng::HostRng;
+use hotlab_core::fuzz;
+use hotlab_env::rng::HostRng;
 use lab_client::*;
 use serde_json::{json, Value};
 use std::io::Write;

@@ -3,9 +3,9 @@
 mod common;
 use common::*;
 use hotlab_core::choices::WaitMode;
-use hotlab_shared::cartpole::CartPoleBatch;
-use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::cartpole::CartPoleBatch;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
+use hotlab_env::rng::HostRng;
 use hotlab_specs::ProofSpec;
 use hotlab_train::exec::sequential::Sequential;
 use hotlab_train::exec::subprocess::Subprocess;

@@ -7,9 +7,9 @@ mod common;
 use common::*;
 use hotlab_core::choices::WaitMode;
 use hotlab_lab::wire::process::FromRun;
-use hotlab_shared::env::{Actions, BatchEnv, Observations, StepBatch};
-use hotlab_shared::protocol::{EventBody, RunStatus};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::{Actions, BatchEnv, Observations, StepBatch};
+use hotlab_protocol::{EventBody, RunStatus};
+use hotlab_env::rng::HostRng;
 use hotlab_specs::gym::GymFrame;
 use hotlab_specs::EnvName;
 use hotlab_train::distribution::gaussian;
@@ -454,7 +454,7 @@ fn the_playground_plays_a_normalized_run_as_eval_does() {
 /// Each env's first episode's length under the actor's greedy choices, on the playground's
 /// CPU path (the worker's batch env, env `i` reset from `seed`'s stream `i`).
 fn first_episodes(actor: &hotlab_wgpu::Actor, envs: usize, seed: u64) -> Vec<u64> {
-    use hotlab_shared::cartpole::CartPoleBatch;
+    use hotlab_env::cartpole::CartPoleBatch;
     let policy = hotlab_wgpu::Policy::Actor { actor: std::sync::Arc::new(actor.clone()), greedy: true };
     let mut env = CartPoleBatch::new(envs, seed, 0);
     let spec = env.spec().clone();

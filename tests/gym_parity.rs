@@ -2,8 +2,8 @@
 
 mod common;
 use common::*;
-use hotlab_shared::cartpole::CartPole;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::cartpole::CartPole;
+use hotlab_env::rng::HostRng;
 use std::io::Write;
 
 #[test]

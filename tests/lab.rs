@@ -843,9 +843,9 @@ fn audits_and_lessons_run_in_the_lab_and_are_kept() {
     // Which verdict comes out is this machine's noise's to say; that the report is made of
     // these runs, in the schedule's pairs, and its verdict of its intervals, is the lab's.
     let sps: Vec<f64> = runs.iter().map(|r| r["measured"]["sps"].as_f64().unwrap()).collect();
-    let noise = hotlab_shared::audit::interval(&sps.chunks(4).map(|r| r[1] / r[0]).collect::<Vec<_>>()).unwrap();
-    let ratio = hotlab_shared::audit::interval(&sps.chunks(4).map(|r| r[2] / r[1]).collect::<Vec<_>>()).unwrap();
-    let stored = |v: &Value| serde_json::from_value::<hotlab_shared::audit::Interval>(v.clone()).unwrap();
+    let noise = hotlab_report::audit::interval(&sps.chunks(4).map(|r| r[1] / r[0]).collect::<Vec<_>>()).unwrap();
+    let ratio = hotlab_report::audit::interval(&sps.chunks(4).map(|r| r[2] / r[1]).collect::<Vec<_>>()).unwrap();
+    let stored = |v: &Value| serde_json::from_value::<hotlab_report::audit::Interval>(v.clone()).unwrap();
     for (mine, theirs) in [(noise, stored(&audit["report"]["noise"])), (ratio, stored(&change["ratio"]))] {
         assert!(close(mine.low, theirs.low) && close(mine.high, theirs.high), "{mine:?} vs {theirs:?}: {audit}");
     }

@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use hotlab_shared::lessons;
+use hotlab_report::lessons;
 
 /// `hotlab lesson check`: each lesson's slow setting and each fix, one short run each. A
 /// signature that counts (syncs, copies, round trips, calls per env step) must show: a

@@ -341,7 +341,7 @@ const NO_WORSE: f64 = 0.02;
 /// PPO after the clone against the clone alone, on the same held-out tasks: the paired
 /// interval of their scores' difference lies above −[`NO_WORSE`], greedy and sampled.
 fn no_worse_than_the_clone(after: &serde_json::Value, clone: &serde_json::Value) {
-    use hotlab_shared::rng::HostRng;
+    use hotlab_env::rng::HostRng;
     use hotlab_workloads::morpho::eval::paired;
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let mut rng = HostRng::new(62);

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use hotlab_core::choices::Rnn;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_train::models::layers::Builder;
 use hotlab_train::models::rnn::core::Core;
 use serde_json::{json, Value};

@@ -1,8 +1,8 @@
 //! What the lab asks of the trainer ([`hotlab_lab::trainer::Trainer`]), answered by the
 //! trainer's crates, which the lab does not link.
 
-use hotlab_shared::suggestions::Suggestions;
-use hotlab_shared::system::SystemInfo;
+use hotlab_protocol::suggestions::Suggestions;
+use hotlab_protocol::system::SystemInfo;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::EnvName;
 use std::collections::HashMap;

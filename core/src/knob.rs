@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-/// A knob's value refused: the knob (its name) and what it allows. `hotlab_shared`'s
+/// A knob's value refused: the knob (its name) and what it allows. `hotlab_spec`'s
 /// `SpecError` adds where the knob sits in a spec's JSON.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KnobError {

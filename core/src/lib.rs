@@ -6,13 +6,14 @@
 //! counters ([`counters`]), what a probe measured of a user's script ([`script`]) and the
 //! report's advice ([`advice`]).
 //!
-//! It names no workload: the registry above it (`hotlab-specs`) does, and `hotlab-shared`
-//! above that holds `RunSpec`, which carries a workload's settings. Each module here is
-//! re-exported by `hotlab-shared` under the same name.
+//! It names no workload: the registry above it (`hotlab-specs`) does, and `hotlab-spec`
+//! above that holds `RunSpec`, which carries a workload's settings. The fuzz targets'
+//! budget and seed are here too ([`fuzz`]), for every crate's fuzz tests.
 
 pub mod advice;
 pub mod choices;
 pub mod counters;
+pub mod fuzz;
 pub mod knob;
 pub mod names;
 pub mod preset;

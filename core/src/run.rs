@@ -1,6 +1,6 @@
 //! The run's settings that every workload shares, besides its own: PPO's hyperparameters,
 //! where and how the hot path runs, gradient telemetry, and the context a workload's
-//! report rules read. `RunSpec` (`hotlab-shared`) holds them with the workload's settings.
+//! report rules read. `RunSpec` (`hotlab-spec`) holds them with the workload's settings.
 
 use crate::choices::{
     ActionSync, Backend, ConvLayout, Frames, Inference, Norm, Precision, Rnn, RnnUpdate, RolloutCopy, Transfer,

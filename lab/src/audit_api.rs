@@ -20,9 +20,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hotlab_shared::audit::{Change, Plan};
-use hotlab_shared::lessons::{self, Lesson, Params};
-use hotlab_shared::protocol::{AuditInfo, LessonChecks};
+use hotlab_report::audit::{Change, Plan};
+use hotlab_report::lessons;
+use hotlab_report::lessons::{Lesson, Params};
+use hotlab_protocol::{AuditInfo, LessonChecks};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -69,7 +70,7 @@ async fn budgeted(
     id: u64,
     seconds: Option<f64>,
     total_steps: Option<u64>,
-) -> ApiResult<(Arc<hotlab_shared::protocol::RunSummary>, hotlab_spec::RunSpec)> {
+) -> ApiResult<(Arc<hotlab_protocol::RunSummary>, hotlab_spec::RunSpec)> {
     let manager = Arc::clone(&lab.manager);
     let summary = blocking(move || manager.summary(id)).await?.ok_or_else(|| ApiError::no_run(id))?;
     let mut baseline = summary.info.spec.clone();

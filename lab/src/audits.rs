@@ -7,9 +7,9 @@
 
 use super::runs::Manager;
 use crate::tune;
-use hotlab_shared::audit::{Measured, Plan, Slot};
-use hotlab_shared::lessons::{Lesson, Params};
-use hotlab_shared::protocol::{AuditInfo, AuditRun, ChangeInfo, RunStatus, RunSummary, TuneStep};
+use hotlab_report::audit::{Measured, Plan, Slot};
+use hotlab_report::lessons::{Lesson, Params};
+use hotlab_protocol::{AuditInfo, AuditRun, ChangeInfo, RunStatus, RunSummary, TuneStep};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -205,7 +205,7 @@ impl Audits {
         let next = kept_at.filter(|_| search.step < search.max_steps).and_then(|i| {
             // The kept variant's own profile says what to try next.
             let m = *plan.runs_of(Slot::Variant(i), runs).last()?;
-            let changes = tune::candidates(&hotlab_shared::report::analyze(&m.profile, &best), &best, &search.tried);
+            let changes = tune::candidates(&hotlab_report::analyze(&m.profile, &best), &best, &search.tried);
             let mut tried = search.tried.clone();
             tried.extend(changes.iter().map(|c| c.text.clone()));
             let plan = Plan::new(best.clone(), changes, plan.repeats).ok()?;

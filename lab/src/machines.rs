@@ -10,8 +10,8 @@
 use crate::clock::now_ms;
 use crate::wire::link::{FileCopy, Held, Resume, ToWorker};
 use crate::wire::process::FromRun;
-use hotlab_shared::protocol::{Load, MachineInfo};
-use hotlab_shared::system::SystemInfo;
+use hotlab_protocol::{Load, MachineInfo};
+use hotlab_protocol::system::SystemInfo;
 use hotlab_spec::RunSpec;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{mpsc, Mutex, MutexGuard};
@@ -475,7 +475,7 @@ fn devices(m: &Machine) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::system::DeviceInfo;
+    use hotlab_protocol::system::DeviceInfo;
 
     fn system(cuda: bool) -> SystemInfo {
         let mut devices = vec![DeviceInfo { id: "cpu".into(), name: "cpu".into(), memory_bytes: None }];
@@ -535,7 +535,7 @@ mod tests {
         m.connect("box", hello(false, 1), &[], tx).unwrap();
         let rx = m.open_route(7, "box", RunSpec::default(), vec![], 0);
         let end =
-            || FromRun::End { status: hotlab_shared::protocol::RunStatus::Finished, message: None, publish_s: 0.0 };
+            || FromRun::End { status: hotlab_protocol::RunStatus::Finished, message: None, publish_s: 0.0 };
         assert!(m.deliver("box", 7, 1, end()).is_ok());
         assert!(m.deliver("box", 7, 1, end()).is_ok(), "a duplicate is dropped quietly");
         assert!(m.deliver("box", 7, 3, end()).is_err(), "a gap closes the connection");
@@ -561,7 +561,7 @@ mod tests {
         let (first, _) = m.connect("box", hello(false, 2), &[], tx).unwrap();
         let going = m.open_route(1, "box", RunSpec::default(), vec![], 0);
         let _unsent = m.open_route(2, "box", RunSpec::default(), vec![], 0);
-        let end = FromRun::End { status: hotlab_shared::protocol::RunStatus::Finished, message: None, publish_s: 0.0 };
+        let end = FromRun::End { status: hotlab_protocol::RunStatus::Finished, message: None, publish_s: 0.0 };
         m.deliver("box", 1, 1, end).unwrap();
         m.disconnect("box", first);
         assert!(m.away_for("box").is_some());

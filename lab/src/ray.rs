@@ -10,7 +10,7 @@
 use super::machines::Machines;
 use crate::wire::http;
 use anyhow::{anyhow, bail, Context, Result};
-use hotlab_shared::protocol::RunStatus;
+use hotlab_protocol::RunStatus;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

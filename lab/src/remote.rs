@@ -7,7 +7,7 @@
 use super::machines::{Delivery, Machines};
 use crate::wire::link::{FileCopy, ToWorker};
 use crate::wire::process::{Control, FromRun};
-use hotlab_shared::protocol::RunStatus;
+use hotlab_protocol::RunStatus;
 use hotlab_spec::RunSpec;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;

@@ -3,7 +3,7 @@
 
 use super::error::{ApiError, ApiResult};
 use super::runs::Manager;
-use hotlab_shared::system::SystemInfo;
+use hotlab_protocol::system::SystemInfo;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -24,9 +24,9 @@
 
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
-use hotlab_shared::protocol::{AuditInfo, Event, EventBody, RayJob, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
-use hotlab_shared::sweep::SweepInfo;
-use hotlab_shared::system::{StoreHealth, StoreState};
+use hotlab_protocol::{AuditInfo, Event, EventBody, RayJob, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
+use hotlab_protocol::sweep::SweepInfo;
+use hotlab_protocol::system::{StoreHealth, StoreState};
 use hotlab_spec::RunSpec;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{HashMap, VecDeque};
@@ -969,7 +969,7 @@ fn failure(e: &rusqlite::Error, path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::protocol::{Frame, MetricsPoint};
+    use hotlab_protocol::{Frame, MetricsPoint};
     use hotlab_specs::cartpole::CartpoleFrame;
     use hotlab_specs::EnvName;
 

@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hotlab_shared::sweep::SweepInfo;
+use hotlab_protocol::sweep::SweepInfo;
 use serde::Deserialize;
 use std::sync::Arc;
 

@@ -9,8 +9,8 @@
 
 use super::machines::RAY;
 use super::runs::Manager;
-use hotlab_shared::protocol::{RunStatus, RunSummary};
-use hotlab_shared::sweep::{Grid, SweepCell, SweepInfo};
+use hotlab_protocol::{RunStatus, RunSummary};
+use hotlab_protocol::sweep::{Grid, SweepCell, SweepInfo};
 use hotlab_spec::{RunSpec, SpecError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,7 +54,7 @@ impl Sweeps {
         let machines = self.manager.machines();
         let queued = self.manager.queued_per_machine();
         let listed = machines.list(&queued);
-        let named = |want: &dyn Fn(&hotlab_shared::protocol::MachineInfo) -> bool, what: &str| {
+        let named = |want: &dyn Fn(&hotlab_protocol::MachineInfo) -> bool, what: &str| {
             let names: Vec<String> = listed.iter().filter(|m| want(m)).map(|m| m.name.clone()).collect();
             match names.is_empty() {
                 true => Err(SpecError::new("on", format!("{on}: this lab has no {what}"))),

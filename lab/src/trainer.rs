@@ -4,8 +4,8 @@
 //! binary implements it over `hotlab-train` and `hotlab-workloads`, and hands it to
 //! [`crate::server::serve`].
 
-use hotlab_shared::suggestions::Suggestions;
-use hotlab_shared::system::SystemInfo;
+use hotlab_protocol::suggestions::Suggestions;
+use hotlab_protocol::system::SystemInfo;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::EnvName;
 

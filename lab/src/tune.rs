@@ -5,8 +5,8 @@
 //! The loop itself runs wherever runs run (the CLI in process): profile, audit the
 //! candidates, keep one, repeat from the kept variant's own profile until nothing helps.
 
-use hotlab_shared::audit::{AuditReport, Change, ChangeResult, Verdict};
-use hotlab_shared::report::Report;
+use hotlab_report::audit::{AuditReport, Change, ChangeResult, Verdict};
+use hotlab_report::Report;
 use hotlab_spec::knobs;
 use hotlab_spec::RunSpec;
 use serde::{Deserialize, Serialize};
@@ -81,7 +81,7 @@ mod tests {
     use super::*;
     use hotlab_core::advice::Recommendation;
     use hotlab_core::profile::Phase;
-    use hotlab_shared::audit::{Interval, Learning};
+    use hotlab_report::audit::{Interval, Learning};
 
     fn result(change: &str, verdict: Verdict, median: f64, learning_worse: bool) -> ChangeResult {
         ChangeResult {
@@ -125,7 +125,7 @@ mod tests {
             steady_sps: None,
             notes: Vec::new(),
             rows: vec![],
-            split: hotlab_shared::report::Split {
+            split: hotlab_report::Split {
                 data_pct: 0.0,
                 forward_pct: 0.0,
                 backward_pct: 0.0,

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
 use futures_util::SinkExt;
-use hotlab_shared::protocol::MachineInfo;
+use hotlab_protocol::MachineInfo;
 use std::time::Duration;
 
 /// The most store writes one message of a worker's run makes: an update's metrics, its

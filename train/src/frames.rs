@@ -5,7 +5,7 @@
 //! the host, a few hundred bytes; a device rollout takes one small read-back for it, at
 //! most once per update. This module only decides when one is due and passes it on.
 
-use hotlab_shared::protocol::Frame;
+use hotlab_protocol::Frame;
 use std::time::{Duration, Instant};
 
 /// Where frames go, and how often they are wanted.

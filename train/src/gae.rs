@@ -106,7 +106,7 @@ pub struct RandomRollout {
 }
 
 impl RandomRollout {
-    pub fn draw(rng: &mut hotlab_shared::rng::HostRng, steps: usize, envs: usize) -> Self {
+    pub fn draw(rng: &mut hotlab_env::rng::HostRng, steps: usize, envs: usize) -> Self {
         let len = steps * envs;
         let mut draw = |n: usize, scale: f32| -> Vec<f32> { (0..n).map(|_| (rng.next_f32() - 0.5) * scale).collect() };
         let (rewards, values, final_values, ends) = (draw(len, 2.0), draw(len, 10.0), draw(len, 10.0), draw(len, 1.0));
@@ -157,7 +157,7 @@ impl<'a> GaeTensors<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::rng::HostRng;
+    use hotlab_env::rng::HostRng;
 
     #[test]
     fn the_tensor_form_equals_the_host_loop_over_seeds_and_shapes() {

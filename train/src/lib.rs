@@ -54,7 +54,7 @@ use frames::{FrameFeed, Frames};
 use hotlab_core::choices::Backend;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::{Phase, Profile};
-use hotlab_shared::protocol::MetricsPoint;
+use hotlab_protocol::MetricsPoint;
 use hotlab_spec::RunSpec;
 use serde::Serialize;
 use std::sync::Arc;

@@ -9,8 +9,8 @@
 
 use anyhow::Result;
 use hotlab_core::choices::Norm;
-use hotlab_shared::env::{EnvSpec, FieldData, FieldKind, Observations, StepBatch};
-use hotlab_shared::protocol::Losses;
+use hotlab_env::{EnvSpec, FieldData, FieldKind, Observations, StepBatch};
+use hotlab_protocol::Losses;
 use hotlab_spec::{RunSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -254,7 +254,7 @@ fn with_floats(fields: &[(usize, usize)], obs: &mut Observations, change: impl F
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::rng::HostRng;
+    use hotlab_env::rng::HostRng;
 
     /// Batches of any sizes give the mean and variance of all the rows at once, with
     /// Gymnasium's 1e-4 of prior weight on 0 and 1.
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn a_dicts_float_leaves_are_normalized_each_as_its_own() {
         use hotlab_core::run::PpoSpec;
-        use hotlab_shared::env::FieldSpec;
+        use hotlab_env::FieldSpec;
         let leaf = |name: &str, shape: Vec<usize>, kind| FieldSpec::new(name, shape, kind);
         let fields = vec![
             FieldSpec { classes: vec![4], ..leaf("goal", vec![1], FieldKind::I64) },

@@ -247,8 +247,8 @@ impl Rollout {
     }
 
     /// Records step `t`'s observations (the features field or the index fields).
-    pub fn store_obs(&mut self, t: usize, obs: &hotlab_shared::env::Observations) {
-        use hotlab_shared::env::FieldData;
+    pub fn store_obs(&mut self, t: usize, obs: &hotlab_env::Observations) {
+        use hotlab_env::FieldData;
         if self.leaves {
             return self.store_leaves(t, obs);
         }
@@ -277,8 +277,8 @@ impl Rollout {
 
     /// Step `t`'s leaves ([`Rollout::with_leaves`]): each float leaf's and each image
     /// leaf's rows at its place in the step's rows of features or bytes.
-    fn store_leaves(&mut self, t: usize, obs: &hotlab_shared::env::Observations) {
-        use hotlab_shared::env::FieldData;
+    fn store_leaves(&mut self, t: usize, obs: &hotlab_env::Observations) {
+        use hotlab_env::FieldData;
         let (n, d, w) = (self.envs, self.obs_dim, self.bytes_width);
         let (mut features, mut bytes) = (0, 0);
         let mut index = self.index.iter_mut();

@@ -1,6 +1,6 @@
 //! Describing the machine: hotlab and libtorch versions, devices, cores.
 
-use hotlab_shared::system::{DeviceInfo, SystemInfo};
+use hotlab_protocol::system::{DeviceInfo, SystemInfo};
 
 /// The libtorch version this binary was built against (read from the wheel by build.rs).
 pub const TORCH_VERSION: &str = env!("HOTLAB_TORCH_VERSION");

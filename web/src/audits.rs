@@ -4,9 +4,9 @@
 
 use crate::format::si;
 use hotlab_core::profile::Profile;
-use hotlab_shared::audit::{ChangeResult, Verdict};
-use hotlab_shared::lessons::Measure;
-use hotlab_shared::protocol::{AuditInfo, RunStatus, TuneStep};
+use hotlab_report::audit::{ChangeResult, Verdict};
+use hotlab_report::lessons::Measure;
+use hotlab_protocol::{AuditInfo, RunStatus, TuneStep};
 use leptos::prelude::*;
 
 /// One setting of an audit: what its finished runs measured.
@@ -112,7 +112,7 @@ pub fn AuditTable(
         leptos::task::spawn_local(async move {
             let now = match current {
                 Some((setting, run)) => {
-                    crate::api::get::<hotlab_shared::protocol::RunInfo>(&format!("/api/runs/{run}"))
+                    crate::api::get::<hotlab_protocol::RunInfo>(&format!("/api/runs/{run}"))
                         .await
                         .ok()
                         .and_then(|i| (!i.status.is_final()).then_some(i.sps).flatten().map(|sps| (setting, sps)))
@@ -266,8 +266,8 @@ pub fn RunAudits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::audit::Measured;
-    use hotlab_shared::protocol::{AuditRun, ChangeInfo};
+    use hotlab_report::audit::Measured;
+    use hotlab_protocol::{AuditRun, ChangeInfo};
 
     #[test]
     fn settings_gather_their_finished_runs() {

@@ -5,7 +5,7 @@ use crate::compare::{differences, rows, Unit};
 use crate::format::{bytes, percent, seconds, si, times};
 use crate::phases::PhaseBars;
 use crate::run_data::RunData;
-use hotlab_shared::protocol::{RunInfo, RunSummary};
+use hotlab_protocol::{RunInfo, RunSummary};
 use leptos::prelude::*;
 
 /// One run's summary (its totals), not its events: a long run compares as fast as a short one.

@@ -2,7 +2,7 @@
 //! spec measured here, and a running run's expected end from its own speed so far. Pure
 //! (no browser), so it is unit-tested natively.
 
-use hotlab_shared::protocol::{MetricsPoint, RunInfo};
+use hotlab_protocol::{MetricsPoint, RunInfo};
 use hotlab_spec::RunSpec;
 use serde_json::Value;
 
@@ -99,7 +99,7 @@ pub fn duration(secs: f64) -> String {
 mod tests {
     use super::*;
     use hotlab_core::preset::Preset;
-    use hotlab_shared::protocol::RunStatus;
+    use hotlab_protocol::RunStatus;
     use hotlab_spec::PresetSpec;
 
     fn run(id: u64, spec: RunSpec, sps: Option<f64>) -> RunInfo {

@@ -4,7 +4,7 @@
 
 use crate::format::si;
 use crate::route::Route;
-use hotlab_shared::protocol::RunInfo;
+use hotlab_protocol::RunInfo;
 use leptos::prelude::*;
 use std::time::Duration;
 

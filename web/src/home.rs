@@ -8,7 +8,7 @@ use crate::format::{grouped, si};
 use crate::launch;
 use crate::route::Route;
 use hotlab_core::preset::Preset;
-use hotlab_shared::protocol::RunInfo;
+use hotlab_protocol::RunInfo;
 use hotlab_spec::{presets, PresetSpec};
 use leptos::prelude::*;
 
@@ -124,7 +124,7 @@ fn PresetCards(
     // The runs this lab keeps, newest first: a preset's speed here is a run of its spec's.
     let runs = RwSignal::new(Vec::<RunInfo>::new());
     leptos::task::spawn_local(async move {
-        if let Ok(machines) = crate::api::get::<Vec<hotlab_shared::protocol::MachineInfo>>("/api/machines").await {
+        if let Ok(machines) = crate::api::get::<Vec<hotlab_protocol::MachineInfo>>("/api/machines").await {
             gpu_here.try_set(machines.iter().any(|m| m.system.as_ref().is_some_and(|s| s.cuda_available)));
         }
         if let Ok(list) = crate::api::get::<Vec<RunInfo>>("/api/runs?limit=1000").await {

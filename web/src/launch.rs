@@ -6,7 +6,7 @@ use crate::api::{self, ApiError};
 use hotlab_core::knob::{workload_name, Knob, KnobKind};
 use hotlab_core::preset::Preset;
 use hotlab_core::run_knobs::GROUPS;
-use hotlab_shared::suggestions::Suggestions;
+use hotlab_protocol::suggestions::Suggestions;
 use hotlab_spec::knobs::KNOBS;
 use hotlab_spec::{presets, PresetSpec};
 use hotlab_specs::suggested_knobs;
@@ -157,7 +157,7 @@ fn ScriptNote(env: Memo<Option<EnvName>>, allowed: RwSignal<Option<bool>>) -> im
     Effect::new(move |asked: Option<bool>| {
         if shown() && asked != Some(true) {
             leptos::task::spawn_local(async move {
-                if let Ok(info) = api::get::<hotlab_shared::system::SystemInfo>("/api/system").await {
+                if let Ok(info) = api::get::<hotlab_protocol::system::SystemInfo>("/api/system").await {
                     let _ = allowed.try_set(Some(info.scripts.unwrap_or(false)));
                 }
             });

@@ -10,8 +10,9 @@
 use crate::audits::AuditTable;
 use crate::format::si;
 use crate::route::{LessonLink, Route, Tour};
-use hotlab_shared::lessons::{self, Check, Lesson, Params};
-use hotlab_shared::protocol::{AuditInfo, LessonChecks};
+use hotlab_report::lessons;
+use hotlab_report::lessons::{Check, Lesson, Params};
+use hotlab_protocol::{AuditInfo, LessonChecks};
 use hotlab_spec::knobs;
 use leptos::prelude::*;
 use std::time::Duration;
@@ -120,7 +121,7 @@ pub fn LessonCards(operator: Signal<bool>, #[prop(optional)] compact: bool) -> i
     let error = RwSignal::new(None::<String>);
     follow_checks(checks);
     leptos::task::spawn_local(async move {
-        if let Ok(s) = crate::api::get::<hotlab_shared::system::SystemInfo>("/api/system").await {
+        if let Ok(s) = crate::api::get::<hotlab_protocol::system::SystemInfo>("/api/system").await {
             cuda.try_set(s.cuda_available);
         }
     });

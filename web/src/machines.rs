@@ -2,7 +2,7 @@
 //! last-seen time) and the launch form's machine choice, both from `GET /api/machines`.
 
 use crate::format;
-use hotlab_shared::protocol::MachineInfo;
+use hotlab_protocol::MachineInfo;
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -156,8 +156,8 @@ pub fn MachineSelect(machine: RwSignal<String>, error: Signal<Option<String>>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_shared::protocol::Load;
-    use hotlab_shared::system::{DeviceInfo, SystemInfo};
+    use hotlab_protocol::Load;
+    use hotlab_protocol::system::{DeviceInfo, SystemInfo};
 
     #[test]
     fn a_machine_reads_in_a_line() {

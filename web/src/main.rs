@@ -38,7 +38,7 @@ mod store_banner;
 mod stream;
 mod sweeps;
 
-use hotlab_shared::system::SystemInfo;
+use hotlab_protocol::system::SystemInfo;
 use leptos::prelude::*;
 use route::Route;
 
@@ -47,8 +47,8 @@ fn gib(bytes: Option<u64>) -> String {
 }
 
 /// The store's state in a line: "ok", or the state, the writes waiting and the events shed.
-fn store_line(health: Option<&hotlab_shared::system::StoreHealth>) -> String {
-    use hotlab_shared::system::StoreState;
+fn store_line(health: Option<&hotlab_protocol::system::StoreHealth>) -> String {
+    use hotlab_protocol::system::StoreState;
     let Some(h) = health else { return "–".into() };
     let state = match h.state {
         StoreState::Ok => "ok",

@@ -13,7 +13,7 @@ use crate::pg_engine::{
     self, now_s, Engine, FrameOut, GpuKnobs, LessonRow, Measurement, Path, PgLesson, ReadBack, SpsMeter,
     STEPS_PER_DISPATCH, SWEEP,
 };
-use hotlab_shared::protocol::{RunInfo, RunStatus};
+use hotlab_protocol::{RunInfo, RunStatus};
 use hotlab_specs::EnvName;
 use hotlab_views::cartpole::web::{draw_one, Cell};
 use hotlab_wgpu::gpu::Gpu;

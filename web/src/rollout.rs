@@ -3,7 +3,7 @@
 //! env 0's state norm over its episode.
 
 use crate::charts::{Chart, Line};
-use hotlab_shared::protocol::{Frame, PolicyMemory};
+use hotlab_protocol::{Frame, PolicyMemory};
 use hotlab_views::FrameViews;
 use leptos::prelude::*;
 

@@ -2,8 +2,8 @@
 //! frame. Pure (no browser), so it is unit-tested natively.
 
 use hotlab_core::profile::Profile;
-use hotlab_shared::protocol::{Event, EventBody, Frame, MetricsPoint, RunStatus, RunSummary};
-use hotlab_shared::report::{analyze, Report};
+use hotlab_protocol::{Event, EventBody, Frame, MetricsPoint, RunStatus, RunSummary};
+use hotlab_report::{analyze, Report};
 use hotlab_spec::RunSpec;
 
 /// Profile windows kept for the phase-split bars.

@@ -9,8 +9,8 @@ use crate::phases::PhaseBars;
 use crate::rollout::RolloutView;
 use crate::run_data::{chart_points, series, RunData};
 use crate::stream::{self, Link};
-use hotlab_shared::protocol::{Event, RunInfo, RunStatus};
-use hotlab_shared::report::Report;
+use hotlab_protocol::{Event, RunInfo, RunStatus};
+use hotlab_report::Report;
 use hotlab_specs::{count_label, phase_info};
 use leptos::prelude::*;
 use std::time::Duration;
@@ -143,7 +143,7 @@ fn follow_run(
                 seen.try_update_value(|s| *s = e.seq);
             }
             let final_status =
-                matches!(&e.body, hotlab_shared::protocol::EventBody::Status { status, .. } if status.is_final());
+                matches!(&e.body, hotlab_protocol::EventBody::Status { status, .. } if status.is_final());
             pending.try_update_value(|p| p.push(e));
             final_status
         },
@@ -155,7 +155,7 @@ fn follow_run(
         if events.is_empty() {
             return;
         }
-        let status_changed = events.iter().any(|e| matches!(e.body, hotlab_shared::protocol::EventBody::Status { .. }));
+        let status_changed = events.iter().any(|e| matches!(e.body, hotlab_protocol::EventBody::Status { .. }));
         data.update(|d| {
             events.into_iter().for_each(|e| {
                 d.apply(e);
@@ -285,7 +285,7 @@ fn end_clock(secs: f64) -> String {
 }
 
 /// Updates done of how many (a script's run: done, its length its own).
-fn progress(m: &hotlab_shared::protocol::MetricsPoint) -> String {
+fn progress(m: &hotlab_protocol::MetricsPoint) -> String {
     match m.updates {
         0 => m.update.to_string(),
         all => format!("{} / {all}", m.update),
@@ -315,7 +315,7 @@ fn ReportView(
     operator: Signal<bool>,
     launch: impl Fn(Vec<(String, String)>) + Copy + Send + Sync + 'static,
     audit: impl Fn(serde_json::Value) + Copy + Send + Sync + 'static,
-    audits: RwSignal<Vec<hotlab_shared::protocol::AuditInfo>>,
+    audits: RwSignal<Vec<hotlab_protocol::AuditInfo>>,
 ) -> impl IntoView {
     let split = report.split.clone();
     view! {
@@ -402,7 +402,7 @@ fn ReportView(
 /// The lesson that teaches a recommendation's fix, as a link, where the rule names one.
 fn lesson_link(rec: &hotlab_core::advice::Recommendation) -> Option<impl IntoView> {
     let (row, id) = (rec.row?, rec.lesson.clone()?);
-    let title = hotlab_shared::lessons::LESSONS.iter().find(|l| l.id == id).map_or(id.clone(), |l| l.title.to_string());
+    let title = hotlab_report::lessons::LESSONS.iter().find(|l| l.id == id).map_or(id.clone(), |l| l.title.to_string());
     Some(view! {
         " · "<a class="lesson-link" data-testid="recommendation-lesson" data-lesson=id.clone() href=format!("#/lesson/{id}")>
             {format!("row {row}: {title}")}

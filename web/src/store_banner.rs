@@ -4,7 +4,7 @@
 //! few seconds; nothing shows while the store writes.
 
 use super::api;
-use hotlab_shared::system::{StoreHealth, StoreState, SystemInfo};
+use hotlab_protocol::system::{StoreHealth, StoreState, SystemInfo};
 use leptos::prelude::*;
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! A run's WebSocket: events after `since`, reconnecting by itself (with the last `seq`
 //! it has) until the run's final status, and telling the page whether it is connected.
 
-use hotlab_shared::protocol::Event;
+use hotlab_protocol::Event;
 use leptos::prelude::*;
 use std::time::Duration;
 use wasm_bindgen::prelude::*;

@@ -4,7 +4,7 @@
 use crate::api::{self, ApiError};
 use crate::format::si;
 use crate::route::Route;
-use hotlab_shared::sweep::SweepInfo;
+use hotlab_protocol::sweep::SweepInfo;
 use leptos::prelude::*;
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! (`shape.obs_norm`): the actor reads its inputs through them, as `hotlab eval` does.
 
 use hotlab_core::choices::Norm;
-use hotlab_shared::rng::EnvRng;
+use hotlab_env::rng::EnvRng;
 use serde::Deserialize;
 
 /// The widest hidden layer the WGSL kernel evaluates (its per-env scratch is 2 × the

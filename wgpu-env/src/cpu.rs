@@ -1,4 +1,4 @@
-//! The playground on the CPU: `hotlab_shared`'s f32 batch env (the worker's own env)
+//! The playground on the CPU: `hotlab_env`'s f32 batch env (the worker's own env)
 //! with the policy evaluated per env, in wasm when the browser has no WebGPU.
 //!
 //! A trained actor at 2^20 envs costs seconds per batch step in wasm, so the work is
@@ -7,9 +7,9 @@
 
 use crate::actor::{choose, Policy};
 use crate::{action_rng, Setup, Tally};
-use hotlab_shared::cartpole::CartPoleBatch;
-use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
-use hotlab_shared::rng::EnvRng;
+use hotlab_env::cartpole::CartPoleBatch;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
+use hotlab_env::rng::EnvRng;
 
 /// Envs of the policy pass between two looks at the clock.
 const CHUNK: usize = 1024;

@@ -6,7 +6,7 @@
 use crate::actor::{Policy, NORM_FLOATS};
 use crate::{action_rng, shader_source, Setup, Tally, WORKGROUP};
 use bytemuck::{Pod, Zeroable};
-use hotlab_shared::rng::EnvRng;
+use hotlab_env::rng::EnvRng;
 use wgpu::util::DeviceExt;
 
 /// What went wrong on the GPU side; the message says what to do where it can.
@@ -115,7 +115,7 @@ impl GpuCartPole {
         let n = setup.envs;
         let mut states = Vec::with_capacity(n);
         let mut meta = Vec::with_capacity(n);
-        let b = hotlab_shared::cartpole::RESET_BOUND as f32;
+        let b = hotlab_env::cartpole::RESET_BOUND as f32;
         for i in 0..n as u64 {
             // The batch env's reset: four draws from the env's stream.
             let mut rng = EnvRng::for_env(setup.seed, i);
@@ -203,7 +203,7 @@ impl GpuCartPole {
     /// The most steps one dispatch may take: the sum of the lengths of the episodes that
     /// end in it must fit the kernel's u32 tally (each env ends ≤ steps + 500 steps' worth).
     pub fn max_steps_per_dispatch(&self) -> u32 {
-        let per_env = (u32::MAX as u64 / self.envs as u64).saturating_sub(hotlab_shared::cartpole::MAX_STEPS as u64);
+        let per_env = (u32::MAX as u64 / self.envs as u64).saturating_sub(hotlab_env::cartpole::MAX_STEPS as u64);
         per_env.clamp(1, 4096) as u32
     }
 

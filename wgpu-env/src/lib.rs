@@ -8,17 +8,17 @@
 //!   env's own PCG stream, the actor's forward pass and the action draw, and the episode
 //!   tallies summed per invocation before one atomic add. It runs on the browser's WebGPU (wasm32) and natively
 //!   on Vulkan (Mesa's lavapipe in the tests);
-//! - [`cpu::CpuCartPole`]: `hotlab_shared`'s f32 batch env with the same policy rule
+//! - [`cpu::CpuCartPole`]: `hotlab_env`'s f32 batch env with the same policy rule
 //!   ([`actor::choose`]), the wasm fallback when the browser has no WebGPU.
 //!
-//! Both follow `hotlab_shared::cartpole` operation for operation, so a GPU transition
+//! Both follow `hotlab_env::cartpole` operation for operation, so a GPU transition
 //! equals the batch env's to rounding (tests/wgsl_matches_shared.rs states the tolerance).
 
 pub mod actor;
 pub mod cpu;
 pub mod gpu;
 
-use hotlab_shared::cartpole as cp;
+use hotlab_env::cartpole as cp;
 
 pub use actor::{Actor, Policy, PolicyError};
 
@@ -47,7 +47,7 @@ impl Setup {
     }
 }
 
-pub use hotlab_shared::rng::action_rng;
+pub use hotlab_env::rng::action_rng;
 
 /// What a stretch of stepping did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,7 +73,7 @@ impl Tally {
     }
 }
 
-/// The kernel's source: the constants of `hotlab_shared::cartpole` as f32 literals (each
+/// The kernel's source: the constants of `hotlab_env::cartpole` as f32 literals (each
 /// the shortest decimal that reads back as the same f32), then the kernel.
 ///
 /// `max_width` sizes the actor's per-invocation scratch (2 × it floats): the widest layer

@@ -1,4 +1,4 @@
-//! The WGSL kernel against `hotlab_shared`'s f32 batch env, on a real Vulkan device
+//! The WGSL kernel against `hotlab_env`'s f32 batch env, on a real Vulkan device
 //! (Mesa's lavapipe here; `cargo xtask test` installs it).
 //!
 //! Tolerance: every transition starts the GPU from the batch env's exact state, step
@@ -9,9 +9,10 @@
 //! threshold (none in these runs; the test counts them). On lavapipe the worst difference
 //! is 2.4e-7, one unit in the last place of a value near 2.
 
-use hotlab_shared::cartpole::{self as cp, CartPoleBatch};
-use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::cartpole as cp;
+use hotlab_env::cartpole::CartPoleBatch;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
+use hotlab_env::rng::HostRng;
 use hotlab_wgpu::actor::InputNorm;
 use hotlab_wgpu::cpu::CpuCartPole;
 use hotlab_wgpu::gpu::{Gpu, GpuCartPole};

@@ -77,7 +77,7 @@ pub trait Native {
 }
 
 use anyhow::Result;
-use hotlab_shared::suggestions::Suggestions;
+use hotlab_protocol::suggestions::Suggestions;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::EnvName;
 use hotlab_specs::WorkloadSpec;

@@ -12,7 +12,7 @@
 //!
 //! This file is the crate's root, beside the workload folders (its `Cargo.toml` is
 //! `workloads/specs/`): the folders' `spec.rs` are its modules as Rust finds them.
-//! `hotlab-shared` re-exports it as `hotlab_specs`.
+//! The crates above name it as `hotlab_specs`.
 
 // A folder's declarations name this crate as the other crates are named: `hotlab_specs::…`.
 extern crate self as hotlab_specs;

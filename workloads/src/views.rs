@@ -9,7 +9,7 @@
 // A folder's view names this crate as the other crates are named: `hotlab_views::…`.
 extern crate self as hotlab_views;
 
-use hotlab_shared::protocol::Frame;
+use hotlab_protocol::Frame;
 use leptos::prelude::*;
 use wasm_bindgen::{Clamped, JsCast};
 

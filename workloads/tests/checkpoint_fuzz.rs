@@ -8,7 +8,7 @@
 
 mod fuzzing;
 
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_spec::RunSpec;
 use hotlab_train::checkpoint::{SPEC_FILE, WEIGHTS_FILE};
 use proptest::prelude::*;

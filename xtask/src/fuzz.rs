@@ -17,7 +17,7 @@ const FUZZ_TARGETS: &[FuzzTarget] = &[
     FuzzTarget {
         name: "spec",
         about: "the spec parser: any JSON, and each workload's spec with one knob set to anything",
-        args: &["-p", "hotlab-shared", "--test", "fuzz"],
+        args: &["-p", "hotlab-spec", "--test", "fuzz"],
     },
     FuzzTarget {
         name: "prolog",
@@ -104,7 +104,7 @@ pub fn fuzz(args: &[String]) -> Result<()> {
         FUZZ_TARGETS.iter().filter(|t| names.is_empty() || names.iter().any(|n| n == t.name)).collect();
     let python = build()?;
     step("building the fuzz targets");
-    for package in ["hotlab-shared", "hotlab-workloads", "hotlab"] {
+    for package in ["hotlab-spec", "hotlab-workloads", "hotlab"] {
         run(torch_env(Command::new("cargo").args(["test", "--release", "--no-run", "-p", package]), &python))?;
     }
     let mut rows = Vec::new();

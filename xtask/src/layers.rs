@@ -28,7 +28,9 @@ pub const CRATES: &[Crate] = &[
     Crate { src: "core/src", layers: &[], rest: 0, beside: None },
     Crate { src: "workloads/src", layers: &[], rest: 0, beside: Some(("specs.rs", "spec.rs")) },
     Crate { src: "spec/src", layers: &[], rest: 0, beside: None },
-    Crate { src: "shared/src", layers: &[], rest: 0, beside: None },
+    Crate { src: "env/src", layers: &[], rest: 0, beside: None },
+    Crate { src: "report/src", layers: &[], rest: 0, beside: None },
+    Crate { src: "protocol/src", layers: &[], rest: 0, beside: None },
     Crate {
         src: "train/src",
         layers: &[

@@ -1,9 +1,9 @@
 //! `hotlab audit`'s runs on this machine, in process, in the plan's interleaved order
-//! (`hotlab_shared::audit` has the plan, the pairing and the verdicts; the lab runs the same
+//! (`hotlab_report::audit` has the plan, the pairing and the verdicts; the lab runs the same
 //! plan with each run in its own process).
 
 use anyhow::Result;
-use hotlab_shared::audit::{Measured, Plan};
+use hotlab_report::audit::{Measured, Plan};
 use hotlab_train::TrainReport;
 
 /// What an audit needs of a finished run.

@@ -20,12 +20,12 @@ pub struct Options {
 /// Every lesson whose signature needs a GPU: its slow setting and its fix, one short run
 /// each, reported as the check `lesson_<id>`.
 fn gpu_lesson_checks() -> Vec<Value> {
-    let lessons = hotlab_shared::lessons::LESSONS.iter().filter(|l| l.needs_gpu());
+    let lessons = hotlab_report::lessons::LESSONS.iter().filter(|l| l.needs_gpu());
     lessons
         .map(|lesson| {
             progress(&format!("lesson {} (its signature needs a GPU)", lesson.id));
             let name = format!("lesson_{}", lesson.id.replace('-', "_"));
-            let params = hotlab_shared::lessons::Params { seconds: Some(1.0), ..Default::default() };
+            let params = hotlab_report::lessons::Params { seconds: Some(1.0), ..Default::default() };
             match crate::bench::lessons::check(lesson, &params) {
                 Ok(c) => check(&name, c.shows, lesson.signature.text, json!(c.figures)),
                 Err(e) => check(&name, false, "-", json!(format!("{e:#}"))),

@@ -3,8 +3,9 @@
 //! lesson whose bottleneck needs a GPU is skipped, saying so, where CUDA is missing.
 
 use anyhow::{Context, Result};
-use hotlab_shared::audit::Plan;
-use hotlab_shared::lessons::{self, Budget, Check, Figure, GpuResult, Lesson, Params, RecordedVerdict};
+use hotlab_report::audit::Plan;
+use hotlab_report::lessons;
+use hotlab_report::lessons::{Budget, Check, Figure, GpuResult, Lesson, Params, RecordedVerdict};
 use std::path::Path;
 
 /// Why `lesson` cannot run as `plan` says on this machine, if it cannot: its runs are on

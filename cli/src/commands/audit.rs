@@ -4,7 +4,7 @@ use crate::bench::audit;
 use crate::usage::UsageError;
 use anyhow::Result;
 use clap::Args;
-use hotlab_shared::audit::{AuditReport, Change, Measured, Plan};
+use hotlab_report::audit::{AuditReport, Change, Measured, Plan};
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
@@ -42,7 +42,7 @@ pub fn audit(a: AuditArgs) -> Result<()> {
     }
     if a.recommendations {
         let trained = hotlab_workloads::measure(&baseline)?;
-        let report = hotlab_shared::report::analyze(&trained.profile, &trained.config);
+        let report = hotlab_report::analyze(&trained.profile, &trained.config);
         for r in &report.recommendations {
             // A recommendation the baseline already follows, or that cannot be applied, is said and skipped.
             match Change::recommended(r).and_then(|c| c.apply(&baseline).map(|_| c)) {

@@ -4,7 +4,8 @@
 use crate::usage::UsageError;
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use hotlab_shared::lessons::{self, Lesson, Outcome, Params};
+use hotlab_report::lessons;
+use hotlab_report::lessons::{Lesson, Outcome, Params};
 
 #[derive(Subcommand, Debug)]
 pub enum LessonCommand {

@@ -6,7 +6,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use hotlab_lab::wire::process::FromRun;
-use hotlab_shared::protocol::{EventBody, RunStatus};
+use hotlab_protocol::{EventBody, RunStatus};
 use hotlab_spec::RunSpec;
 use hotlab_train::frames::FrameFeed;
 use hotlab_train::{TrainOptions, UpdateMetrics};
@@ -77,7 +77,7 @@ fn serve(spec: &RunSpec) -> Result<()> {
     }));
     let (status, message) = match outcome {
         Ok(Ok(trained)) => {
-            let mut report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+            let mut report = hotlab_report::analyze(&trained.report.profile, &trained.report.config);
             report.steady_sps = trained.report.steady.as_ref().map(|s| s.sps);
             out.send(FromRun::Event(EventBody::Report { report }));
             let blobs = [

@@ -6,8 +6,8 @@
 use super::train::ProfileArgs;
 use crate::usage::UsageError;
 use anyhow::Result;
-use hotlab_shared::audit::{AuditReport, Change, Plan};
-use hotlab_shared::report::{analyze, Report};
+use hotlab_report::audit::{AuditReport, Change, Plan};
+use hotlab_report::{analyze, Report};
 use hotlab_spec::knobs;
 use hotlab_spec::{PresetSpec, RunSpec, SpecError};
 use serde_json::{json, Value};

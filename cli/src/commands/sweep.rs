@@ -5,7 +5,7 @@ use crate::usage::UsageError;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use hotlab_lab::wire::http;
-use hotlab_shared::sweep::{Grid, SweepInfo};
+use hotlab_protocol::sweep::{Grid, SweepInfo};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 
@@ -129,7 +129,7 @@ pub fn table(s: &SweepInfo) -> String {
         };
         out.push_str(&format!("{:<width$}  {sps:>12}  {ret:>10}  {status:<10}  {place}{mark}\n", c.label));
         if let Some(m) =
-            c.message.as_deref().filter(|_| c.status.is_some_and(|s| s != hotlab_shared::protocol::RunStatus::Finished))
+            c.message.as_deref().filter(|_| c.status.is_some_and(|s| s != hotlab_protocol::RunStatus::Finished))
         {
             out.push_str(&format!("{:<width$}  {m}\n", ""));
         }

@@ -114,7 +114,7 @@ pub fn profile(a: ProfileArgs) -> Result<()> {
     let trace = a.trace.as_ref().map(|_| a.trace_steps);
     let json = a.report == "json" || a.train.json;
     let trained = run_training(&a.train, trace, json)?;
-    let report = hotlab_shared::report::analyze(&trained.report.profile, &trained.report.config);
+    let report = hotlab_report::analyze(&trained.report.profile, &trained.report.config);
     if let (Some(path), Some(events)) = (&a.trace, &trained.trace) {
         std::fs::write(path, serde_json::to_string(events)?)
             .with_context(|| format!("--trace: cannot write {}", path.display()))?;

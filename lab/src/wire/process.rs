@@ -12,7 +12,7 @@
 use super::memory::{self, RunMemory};
 use anyhow::{Context, Result};
 use hotlab_core::profile::Profile;
-use hotlab_shared::protocol::{EventBody, MetricsPoint, RunStatus};
+use hotlab_protocol::{EventBody, MetricsPoint, RunStatus};
 use hotlab_spec::RunSpec;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};

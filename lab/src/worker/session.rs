@@ -5,7 +5,7 @@ use super::{hello, Shared};
 use crate::wire::link::{self, ToLab, ToWorker};
 use anyhow::{bail, Result};
 use futures_util::{SinkExt, StreamExt};
-use hotlab_shared::protocol::Load;
+use hotlab_protocol::Load;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;

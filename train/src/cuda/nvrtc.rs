@@ -3,7 +3,7 @@
 //! compiles every kernel (`hotlab gpu-check --compile-only`).
 
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
-use hotlab_shared::cartpole as cp;
+use hotlab_env::cartpole as cp;
 use std::time::Instant;
 
 /// The kernels of `cartpole.cu`, `optim.cu` and `loss.cu`, every one of which must come out
@@ -22,7 +22,7 @@ pub const DEFAULT_MAX_WIDTH: usize = 64;
 /// the widest layer of the policy (`rollout_step` keeps two layers in shared memory).
 pub fn source(max_width: usize) -> String {
     let f = |name: &str, v: f64| format!("#define {name} {:?}f\n", v as f32);
-    let mut s = String::from("// Written by hotlab from hotlab_shared::cartpole.\n");
+    let mut s = String::from("// Written by hotlab from hotlab_env::cartpole.\n");
     s += &f("G", cp::GRAVITY);
     s += &f("MP", cp::MASS_POLE);
     s += &f("TM", cp::TOTAL_MASS);

@@ -33,7 +33,7 @@ pub mod worker;
 use anyhow::Result;
 use hotlab_core::choices::{Backend, WaitMode};
 use hotlab_core::counters::EnvCounters;
-use hotlab_shared::env::{BatchEnv, FieldData, ScalarEnv};
+use hotlab_env::{BatchEnv, FieldData, ScalarEnv};
 use hotlab_spec::RunSpec;
 use hotlab_specs::WorkloadSpec;
 

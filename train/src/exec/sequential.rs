@@ -3,7 +3,7 @@
 //! and 003 (catalogue row 8's "CPU trench").
 
 use super::{write_row, EnvMaker};
-use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, Observations, ScalarEnv, StepBatch};
+use hotlab_env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, Observations, ScalarEnv, StepBatch};
 
 pub struct Sequential {
     spec: EnvSpec,

@@ -3,7 +3,7 @@
 //! waits on the flags for `--wait block`.
 
 use hotlab_core::counters::{ENV_COUNTS, ENV_PARTS};
-use hotlab_shared::env::EnvSpec;
+use hotlab_env::EnvSpec;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU32;

@@ -15,7 +15,7 @@ use super::shm::{futex_wait, futex_wake, Layout, Region, CMD_EXIT, CMD_RESET, CM
 use super::{partition, EnvMaker};
 use hotlab_core::choices::WaitMode;
 use hotlab_core::counters::{EnvCounters, ENV_COUNTS, ENV_PARTS};
-use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
+use hotlab_env::{Actions, BatchEnv, EnvError, EnvSpec, EpisodeEnd, Observations, StepBatch};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

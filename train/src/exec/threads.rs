@@ -9,7 +9,7 @@
 
 use super::{copy_rows, partition, EnvMaker};
 use hotlab_core::counters::EnvCounters;
-use hotlab_shared::env::{BatchEnv, EnvError, EnvSpec, Observations, StepBatch};
+use hotlab_env::{BatchEnv, EnvError, EnvSpec, Observations, StepBatch};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};

@@ -6,7 +6,7 @@ use super::EnvMaker;
 use anyhow::{bail, Result};
 use hotlab_core::choices::WaitMode;
 use hotlab_core::counters::{ENV_COUNTS, ENV_PARTS};
-use hotlab_shared::env::{Observations, StepBatch};
+use hotlab_env::{Observations, StepBatch};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

@@ -11,7 +11,7 @@ use crate::cuda::replayer::capture_aside;
 use crate::models::mlp::grad::{output_grads, LossBatch, OutputGrads, Outputs};
 use crate::rollout::Batch;
 use hotlab_core::run::PpoSpec;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_spec::RunSpec;
 use serde_json::{json, Value};
 use std::sync::Arc;

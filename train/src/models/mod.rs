@@ -15,7 +15,7 @@ pub mod rnn;
 use crate::checkpoint::Stored;
 use crate::exec::EnvMaker;
 use crate::workload::{Learner, Setup, TrainedPolicy, Workload};
-use hotlab_shared::env::EnvSpec;
+use hotlab_env::EnvSpec;
 use std::sync::Arc;
 
 /// PPO with the network the observation calls for: the CNN for an image, the MLP for a

@@ -4,7 +4,7 @@
 use crate::exec::EnvMaker;
 use crate::workload::Evaluation;
 use anyhow::Result;
-use hotlab_shared::env::{Actions, Observations, StepBatch};
+use hotlab_env::{Actions, Observations, StepBatch};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]

@@ -10,8 +10,8 @@ use crate::workload::{asked_to_stop, Workload};
 use anyhow::{Context, Result};
 use hotlab_core::counters::EnvCounters;
 use hotlab_core::profile::Phase;
-use hotlab_shared::env::{Actions, BatchEnv, EnvSpec, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
-use hotlab_shared::protocol::{Losses, PolicyMemory};
+use hotlab_env::{Actions, BatchEnv, EnvSpec, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
+use hotlab_protocol::{Losses, PolicyMemory};
 use hotlab_spec::RunSpec;
 use std::sync::Arc;
 

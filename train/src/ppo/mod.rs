@@ -41,9 +41,9 @@ use crate::profiler::{Meters, Profiler};
 use anyhow::Result;
 use hotlab_core::choices::UpdateMode;
 use hotlab_core::counters::Counters;
-use hotlab_shared::env::Observations;
-use hotlab_shared::protocol::Losses;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::Observations;
+use hotlab_protocol::Losses;
+use hotlab_env::rng::HostRng;
 use hotlab_spec::RunSpec;
 use std::time::Instant;
 use tch::Tensor;
@@ -155,8 +155,8 @@ pub trait Actor<P> {
     /// ([`Actor::shown`]) is recorded only then, so an unwatched run pays nothing for it.
     fn watch(&mut self, _watched: bool) {}
     /// What the actor shows of itself in a frame (a recurrent one: env 0's state norm over
-    /// its episode, [`hotlab_shared::protocol::PolicyMemory`]), read once per frame.
-    fn shown(&mut self, _c: &mut Counters) -> Option<hotlab_shared::protocol::PolicyMemory> {
+    /// its episode, [`hotlab_protocol::PolicyMemory`]), read once per frame.
+    fn shown(&mut self, _c: &mut Counters) -> Option<hotlab_protocol::PolicyMemory> {
         None
     }
 }

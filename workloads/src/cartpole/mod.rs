@@ -1,4 +1,4 @@
-//! `cartpole`: Gymnasium's CartPole-v1 to the letter (the envs are `hotlab_shared::cartpole`),
+//! `cartpole`: Gymnasium's CartPole-v1 to the letter (the envs are `hotlab_env::cartpole`),
 //! trained by PPO with the MLP actor-critic ([`hotlab_train::models::mlp`]). Its envs also step
 //! on the device ([`device`]: tensor ops, a fused CUDA kernel, or a captured CUDA graph of
 //! the whole rollout).
@@ -9,9 +9,9 @@ pub mod update_check;
 
 use anyhow::Result;
 use hotlab_core::choices::Rnn;
-use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
-use hotlab_shared::env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
-use hotlab_shared::protocol::Frame;
+use hotlab_env::cartpole::{CartPoleBatch, CartPoleF32};
+use hotlab_env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
+use hotlab_protocol::Frame;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::cartpole::CartpoleFrame;
 use hotlab_specs::CartpoleSpec;

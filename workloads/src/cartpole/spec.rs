@@ -1,5 +1,5 @@
 //! `cartpole`: Gymnasium's CartPole-v1, to the letter (the scalar reference and the
-//! struct-of-arrays batch are `hotlab_shared::cartpole`). No settings of its own: its network is
+//! struct-of-arrays batch are `hotlab_env::cartpole`). No settings of its own: its network is
 //! `ppo.hidden`.
 //!
 //! A module of `hotlab-specs`, the registry (the lab and the browser read it too): it is

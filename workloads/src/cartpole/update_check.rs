@@ -5,7 +5,7 @@
 
 use super::CartPole;
 use hotlab_core::counters::Counters;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_spec::RunSpec;
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::cuda::shim::Launches;

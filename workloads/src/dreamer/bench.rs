@@ -8,7 +8,7 @@ use super::captured::{self, CapturedStep};
 use super::step::{Tally, Trainer};
 use super::world::{Dims, WorldModel, ACTIONS};
 use hotlab_core::counters::Counters;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::DreamerSpec;
 use hotlab_train::cuda::shim::Launches;
 use hotlab_train::profiler::Profiler;

@@ -20,7 +20,7 @@ use super::world::{Dims, WorldModel};
 use anyhow::{bail, Result};
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::dreamer::LossRead;
 use hotlab_specs::DreamerSpec;
 use hotlab_train::cuda::replayer::Replayer;

@@ -7,9 +7,9 @@ use super::collect::act_on_frames;
 use super::open_loop::{open_loop, OpenLoop};
 use super::render::draw_all;
 use super::world::{WorldModel, ACTIONS};
-use hotlab_shared::cartpole::CartPoleBatch;
-use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::cartpole::CartPoleBatch;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
+use hotlab_env::rng::HostRng;
 use serde::Serialize;
 
 /// Index of the env seeds evaluation draws from (apart from any training env's).

@@ -5,9 +5,9 @@ use super::render::{draw_all, PIXELS};
 use super::replay::{Replay, Step};
 use super::world::ACTIONS;
 use hotlab_core::counters::Counters;
-use hotlab_shared::cartpole::CartPoleBatch;
-use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::cartpole::CartPoleBatch;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
+use hotlab_env::rng::HostRng;
 use hotlab_specs::DreamerSpec;
 use tch::Device;
 

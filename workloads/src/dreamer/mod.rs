@@ -37,8 +37,8 @@ pub mod world;
 
 use anyhow::{bail, Result};
 use behavior::Behavior;
-use hotlab_shared::env::{Actions, BatchEnv, Observations, ScalarEnv};
-use hotlab_shared::protocol::Frame;
+use hotlab_env::{Actions, BatchEnv, Observations, ScalarEnv};
+use hotlab_protocol::Frame;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::dreamer::ReplayAt;
 use hotlab_specs::DreamerSpec;

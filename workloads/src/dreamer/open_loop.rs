@@ -6,9 +6,9 @@
 
 use super::render::{draw_all, PIXELS};
 use super::world::{State, WorldModel, ACTIONS};
-use hotlab_shared::cartpole::CartPoleBatch;
-use hotlab_shared::env::{BatchEnv, Observations, StepBatch};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::cartpole::CartPoleBatch;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
+use hotlab_env::rng::HostRng;
 use serde::Serialize;
 use tch::{Kind, Tensor};
 

@@ -5,7 +5,7 @@
 //! The pole is drawn twice Gymnasium's length: at 64 pixels for 4.8 units of track, the
 //! true pole's tip would move under three pixels across the whole legal range.
 
-use hotlab_shared::cartpole::X_THRESHOLD;
+use hotlab_env::cartpole::X_THRESHOLD;
 use hotlab_specs::dreamer::DREAMER_IMAGE;
 
 /// Pixels in a frame (one grey channel).

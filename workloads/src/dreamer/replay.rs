@@ -12,7 +12,7 @@
 
 use super::render::PIXELS;
 use hotlab_core::counters::Counters;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::dreamer::ReplayAt;
 use tch::{Device, Kind, Tensor};
 

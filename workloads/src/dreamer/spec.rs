@@ -321,7 +321,7 @@ impl Settings for DreamerSpec {
 /// What the viewer draws of env 0: the frame it sees, the world model's reconstruction of
 /// it (once the actor acts on the model's state), and frames the model imagines ahead
 /// under the actor, `every` steps apart; each `side × side` grey bytes in base64
-/// (`hotlab_shared::pixels`).
+/// (`hotlab_protocol::pixels`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DreamerFrame {
     pub side: u32,

@@ -14,7 +14,7 @@ use super::replay::{Batch, Replay};
 use super::world::{State, WorldModel};
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::dreamer::LossRead;
 use hotlab_specs::dreamer::{ACTOR_CRITIC_BACKWARD, DECODER, IMAGINE, REPLAY, WORLD_BACKWARD};
 use hotlab_specs::DreamerSpec;
@@ -34,7 +34,7 @@ const BEHAVIOR_CLIP: f64 = 100.0;
 /// continue, KL), the actor's loss, the critic's and the actor's entropy, then the constant
 /// predictors' image, reward and continue losses on the same batches.
 pub const FIGURES: usize = 10;
-/// The figures' names in an iteration's [`Losses`](hotlab_shared::protocol::Losses): the
+/// The figures' names in an iteration's [`Losses`](hotlab_protocol::Losses): the
 /// world model's terms (each before its weight: pixel squared error summed over a frame,
 /// reward squared error in symlog space, continuation cross-entropy, KL in nats before free
 /// bits), the actor's and critic's losses and the actor's entropy, then the floors a model

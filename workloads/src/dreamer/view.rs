@@ -4,8 +4,8 @@
 
 use super::behavior::Behavior;
 use super::world::{State, WorldModel, ACTIONS};
-use hotlab_shared::pixels::{encode, halve};
-use hotlab_shared::protocol::Frame;
+use hotlab_protocol::pixels::{encode, halve};
+use hotlab_protocol::Frame;
 use hotlab_specs::dreamer::DreamerFrame;
 use hotlab_specs::dreamer::DREAMER_IMAGE;
 use hotlab_specs::EnvName;

@@ -5,7 +5,7 @@
 
 use crate::gym::python::{self, Engine};
 use crate::gym::GymEnv;
-use hotlab_shared::suggestions::Suggestions;
+use hotlab_protocol::suggestions::Suggestions;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::EnvpoolSpec;
 use hotlab_train::workload::Workload;

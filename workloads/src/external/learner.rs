@@ -5,7 +5,7 @@
 use super::process::{Said, Script, ScriptCommand};
 use super::window::{Message, Window};
 use anyhow::{bail, Result};
-use hotlab_shared::protocol::Losses;
+use hotlab_protocol::Losses;
 use hotlab_spec::RunSpec;
 use hotlab_train::params::{Network, ParamSlot};
 use hotlab_train::workload::{Evaluation, Iteration, Learner, Outcome, TrainedPolicy, OPEN_ENDED};

@@ -15,8 +15,8 @@ pub mod window;
 
 use anyhow::Result;
 use hotlab_core::counters::EnvCounters;
-use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, FieldData, Observations, ScalarEnv, StepBatch};
-use hotlab_shared::protocol::Frame;
+use hotlab_env::{Actions, BatchEnv, EnvError, EnvSpec, FieldData, Observations, ScalarEnv, StepBatch};
+use hotlab_protocol::Frame;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::external::ProbeMode;
 use hotlab_specs::{EnvName, ExternalSpec};

@@ -10,7 +10,7 @@
 use anyhow::{Context, Result};
 use hotlab_core::advice::{amdahl, Recommendation};
 use hotlab_core::profile::Phase;
-use hotlab_shared::report::{Report, Row, Split};
+use hotlab_report::{Report, Row, Split};
 use hotlab_specs::external::HOST_READ;
 use serde::Deserialize;
 use std::collections::HashMap;

@@ -18,12 +18,12 @@ pub mod python;
 
 use anyhow::Result;
 use hotlab_core::choices::WaitMode;
-use hotlab_shared::env::{Actions, BatchEnv, EnvError, EnvSpec, FieldKind, FieldSpec, HeadSpec, Observations};
-use hotlab_shared::env::{FieldData, StepBatch};
-use hotlab_shared::env::{ScalarEnv, MAX_CONTINUOUS};
-use hotlab_shared::pixels;
-use hotlab_shared::protocol::Frame;
-use hotlab_shared::suggestions::Suggestions;
+use hotlab_env::{Actions, BatchEnv, EnvError, EnvSpec, FieldKind, FieldSpec, HeadSpec, Observations};
+use hotlab_env::{FieldData, StepBatch};
+use hotlab_env::{ScalarEnv, MAX_CONTINUOUS};
+use hotlab_protocol::pixels;
+use hotlab_protocol::Frame;
+use hotlab_protocol::suggestions::Suggestions;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::gym::{GymFrame, GymLeaf, GymSeen};
 use hotlab_specs::EnvName;

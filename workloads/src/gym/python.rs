@@ -9,8 +9,8 @@
 
 use super::pictures;
 use hotlab_core::choices::WaitMode;
-use hotlab_shared::env::{FieldKind, FieldSpec};
-use hotlab_shared::suggestions::{SuggestionGroup, Suggestions};
+use hotlab_env::{FieldKind, FieldSpec};
+use hotlab_protocol::suggestions::{SuggestionGroup, Suggestions};
 use hotlab_spec::SpecError;
 use hotlab_specs::gym::GymImage;
 use hotlab_train::exec::shm::{Layout, PARTS_BYTES};

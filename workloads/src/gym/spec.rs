@@ -348,7 +348,7 @@ pub struct GymLeaf {
 }
 
 /// An image observation's channels, each `width × height` grey bytes in base64
-/// (`hotlab_shared::pixels`); flags drawn as 0 and 255.
+/// (`hotlab_protocol::pixels`); flags drawn as 0 and 255.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GymSeen {
     pub width: u32,

@@ -8,7 +8,7 @@
 use super::envs::{env_spec, Episodes, Pool};
 use super::eval::Policy;
 use super::rules::TEMPOS;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::distribution;
 use hotlab_train::models::mlp::policy::ActorCritic;

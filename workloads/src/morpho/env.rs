@@ -11,7 +11,7 @@ use super::lifecycle::{self, RewardInputs};
 use crate::morpho::glyphs::Task;
 use crate::morpho::rules::{self, Action, Gates, Slot, Stage, Surgery, STAGES, TEMPOS};
 use anyhow::{anyhow, Result};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::morpho::{HeadPin, HostExec, LifecycleMode, Probe, SlotPool, StreamWait};
 use hotlab_specs::morpho::{
     COUNTERFACTUAL, HOST_STEPS_SKIPPED, LIFECYCLE, REWARD, SEED_NORM_READS, TOPOLOGY_CHANGES, VALIDATION,

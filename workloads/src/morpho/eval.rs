@@ -17,7 +17,7 @@ use super::blueprint::Blueprint;
 use super::envs::{env_spec, one_thread, Episodes, Pool};
 use super::host::SLOTS;
 use crate::morpho::rules::{Action, Op, Stage, ALPHA_TARGETS, OPS, TEMPOS};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_train::distribution;
 use hotlab_train::models::mlp::policy::ActorCritic;
 use hotlab_train::params::Network;

@@ -8,7 +8,7 @@
 //! jitter are what make a small host plateau: it must tell strokes from clutter wherever
 //! the glyph lands.
 
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 
 /// Pixels per side.
 pub const SIDE: usize = 16;
@@ -97,7 +97,7 @@ pub struct Task {
 
 /// Draws the task `spec` describes; the same spec gives the same task, bit for bit.
 pub fn generate(spec: &TaskSpec) -> Task {
-    let mut rng = HostRng::new(hotlab_shared::rng::splitmix64(spec.seed ^ 0x6d6f_7270_686f));
+    let mut rng = HostRng::new(hotlab_env::rng::splitmix64(spec.seed ^ 0x6d6f_7270_686f));
     let train = split(spec, spec.train, &mut rng);
     let val = split(spec, spec.val, &mut rng);
     Task { train, val }

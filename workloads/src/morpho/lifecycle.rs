@@ -501,7 +501,7 @@ impl Lifecycle for Batched {
 mod tests {
     use super::*;
     use crate::morpho::part_clock;
-    use hotlab_shared::rng::HostRng;
+    use hotlab_env::rng::HostRng;
 
     /// Random heads, most of them legal, some not: both lifecycles agree on every slot,
     /// mask, action, refusal, surgery and reward, step after step, with resets between

@@ -8,7 +8,7 @@
 //! from training, blending or holding into a cooldown, then dormant again. Each step is
 //! gated by a minimum number of epochs in the stage; every illegal choice is masked.
 
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::morpho::HeadPin;
 use hotlab_specs::morpho::HEADS;
 

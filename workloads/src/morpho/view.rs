@@ -6,7 +6,7 @@ use super::env::{OBS, OBS_PER_SLOT};
 use super::host::SLOTS;
 use super::rules::STAGES;
 use crate::morpho::rules::{self, ALPHA_EPOCHS, ALPHA_TARGETS, CURVES, OPS, SEED_LR, TEMPOS};
-use hotlab_shared::protocol::Frame;
+use hotlab_protocol::Frame;
 use hotlab_specs::morpho::{HeadChoice, MorphoFrame, MorphoView, SlotView};
 use hotlab_specs::EnvName;
 

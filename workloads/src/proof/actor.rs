@@ -5,7 +5,7 @@ use super::host::ProofHost;
 use super::ProofAgent;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
-use hotlab_shared::env::FieldData;
+use hotlab_env::FieldData;
 use hotlab_specs::proof::EMBEDDING_LOOKUP;
 use hotlab_train::distribution;
 use hotlab_train::exec::transfer::{read_into, Eager};

@@ -253,7 +253,7 @@ fn state_backward_body<const FMA: bool>(p: &mut ProofGrad, rows: ProofRows, grad
 mod tests {
     use super::*;
     use crate::proof::host::tests::{net, observations};
-    use hotlab_shared::rng::HostRng;
+    use hotlab_env::rng::HostRng;
     use hotlab_train::ppo::loss::{loss_from, Forward};
     use hotlab_train::rollout::Batch;
     use tch::{Kind, Tensor};

@@ -4,7 +4,7 @@
 //! A module of `hotlab-views` (its root, `workloads/src/views.rs`, is beside this folder),
 //! which it names `hotlab_views`; the web app (wasm32) shows it.
 
-use hotlab_shared::protocol::Frame;
+use hotlab_protocol::Frame;
 use hotlab_specs::proof::ProofFrame;
 use hotlab_specs::EnvName;
 use leptos::prelude::*;

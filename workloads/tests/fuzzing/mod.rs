@@ -1,7 +1,7 @@
 //! The proptest set-up of this crate's fuzz targets: the budget and seed from the
 //! environment (`cargo xtask fuzz`), a failing case kept beside its test file.
 
-use hotlab_shared::fuzz;
+use hotlab_core::fuzz;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 
 /// `ci_cases` cases from seed 1 unless `cargo xtask fuzz` says otherwise; failures go to

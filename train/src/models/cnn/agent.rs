@@ -15,7 +15,7 @@ use crate::rollout::{Batch, Rollout};
 use crate::workload::TrainedPolicy;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
-use hotlab_shared::protocol::Losses;
+use hotlab_protocol::Losses;
 use hotlab_spec::RunSpec;
 use std::sync::Arc;
 use std::time::Instant;

@@ -16,7 +16,7 @@ use crate::models::layers::{Builder, Conv, Init, Linear, Window};
 use crate::params::FlatParams;
 use anyhow::{bail, Result};
 use hotlab_core::choices::ConvLayout;
-use hotlab_shared::env::{FieldKind, FieldSpec};
+use hotlab_env::{FieldKind, FieldSpec};
 use tch::{Device, Kind, Tensor};
 
 /// Which convolutions an image gets.

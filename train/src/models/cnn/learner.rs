@@ -8,7 +8,7 @@ use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::{bail, Result};
 use hotlab_core::choices::{Frames, Inference, UpdateMode};
-use hotlab_shared::env::EnvSpec;
+use hotlab_env::EnvSpec;
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec` (an image observation); settings

@@ -20,7 +20,7 @@ use crate::params::{FlatParams, Network};
 use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
 pub use encoder::{Encoder, Image, Images, Layout, Trunk};
-use hotlab_shared::env::{EnvSpec, FieldSpec};
+use hotlab_env::{EnvSpec, FieldSpec};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};

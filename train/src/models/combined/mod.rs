@@ -28,7 +28,7 @@ use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
 use hotlab_core::choices::Transfer;
 use hotlab_core::counters::Counters;
-use hotlab_shared::env::{EnvSpec, FieldData, FieldKind, FieldSpec, Observations};
+use hotlab_env::{EnvSpec, FieldData, FieldKind, FieldSpec, Observations};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};

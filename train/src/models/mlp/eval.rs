@@ -7,7 +7,7 @@ use crate::exec::EnvMaker;
 use crate::models::play::{self, SAMPLING_STREAM};
 pub use crate::models::play::{EvalReport, Play};
 use crate::normalize::ObsNorm;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 
 /// Plays `episodes` episodes with the policy on fresh envs seeded with `seed`, greedy or
 /// sampled (the env clips a Gaussian head's action to its bounds).

@@ -251,7 +251,7 @@ pub(crate) mod tests {
 
     /// `shape` standard normals from a local stream (Box–Muller): tests run in parallel
     /// and libtorch's generator is global, so its draws would depend on the other tests.
-    fn normal(rng: &mut hotlab_shared::rng::HostRng, shape: &[i64]) -> Tensor {
+    fn normal(rng: &mut hotlab_env::rng::HostRng, shape: &[i64]) -> Tensor {
         let n: i64 = shape.iter().product();
         let v: Vec<f32> = (0..n)
             .map(|_| {
@@ -275,7 +275,7 @@ pub(crate) mod tests {
     /// spread beyond one σ, so the gradient in it is not only the entropy's.
     pub(crate) fn case_with(heads: &[usize], gaussian: usize, hidden: &[usize], seed: u64) -> (ActorCritic, Batch) {
         let _seeded = crate::testing::torch_seed(seed as i64);
-        let mut rng = hotlab_shared::rng::HostRng::new(seed);
+        let mut rng = hotlab_env::rng::HostRng::new(seed);
         let logits: usize = heads.iter().sum();
         let arch = Architecture { obs_dim: 5, hidden: hidden.to_vec(), logits, gaussian };
         let mut net = ActorCritic::new(arch, Device::Cpu);

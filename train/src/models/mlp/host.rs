@@ -10,7 +10,7 @@ use crate::distribution::gaussian;
 use crate::kernels::tanh_with;
 use crate::models::mlp::policy::{Architecture, LOG_STD};
 use crate::params::ParamSlot;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 
 #[derive(Clone)]
 struct Dense {

@@ -12,7 +12,7 @@ use crate::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
 use hotlab_core::choices::{Backend, Inference, UpdateMode};
-use hotlab_shared::env::EnvSpec;
+use hotlab_env::EnvSpec;
 use std::sync::Arc;
 
 /// A workload's rollout on its device (`--backend device`), given the network's shape, the

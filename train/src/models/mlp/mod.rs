@@ -27,7 +27,7 @@ use crate::params::Network;
 use crate::torch_threads;
 use crate::workload::{Evaluation, Setup, TrainedPolicy};
 use anyhow::{bail, Context, Result};
-use hotlab_shared::env::{EnvSpec, FieldKind};
+use hotlab_env::{EnvSpec, FieldKind};
 use policy::{ActorCritic, Architecture};
 use std::sync::Arc;
 use tch::Device;

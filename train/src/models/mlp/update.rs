@@ -19,7 +19,7 @@ use crate::rollout::Batch;
 use crate::workload::TrainedPolicy;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
-use hotlab_shared::protocol::Losses;
+use hotlab_protocol::Losses;
 use hotlab_spec::RunSpec;
 use std::time::Instant;
 use tch::{Kind, Tensor};

@@ -19,7 +19,7 @@ use crate::workload::TrainedPolicy;
 use hotlab_core::choices::RnnUpdate;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
-use hotlab_shared::protocol::{Losses, PolicyMemory};
+use hotlab_protocol::{Losses, PolicyMemory};
 use hotlab_spec::RunSpec;
 use std::sync::Arc;
 use std::time::Instant;
@@ -296,9 +296,9 @@ mod tests {
     use crate::models::rnn::RnnShape;
     use crate::profiler::Profiler;
     use hotlab_core::choices::{ActionSync, Rnn, RolloutCopy, Transfer};
-    use hotlab_shared::cartpole::{CartPoleBatch, CartPoleF32};
-    use hotlab_shared::env::{BatchEnv, EnvSpec, FieldKind, FieldSpec, HeadSpec, ScalarEnv};
-    use hotlab_shared::rng::HostRng;
+    use hotlab_env::cartpole::{CartPoleBatch, CartPoleF32};
+    use hotlab_env::{BatchEnv, EnvSpec, FieldKind, FieldSpec, HeadSpec, ScalarEnv};
+    use hotlab_env::rng::HostRng;
     use tch::{Device, Kind};
 
     /// The agent's envs (its evaluation's; the test plays none).

@@ -25,7 +25,7 @@ use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
 use core::{Core, State};
 use hotlab_core::choices::Rnn;
-use hotlab_shared::env::{EnvSpec, FieldKind, FieldSpec};
+use hotlab_env::{EnvSpec, FieldKind, FieldSpec};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tch::{Device, Tensor};
@@ -211,7 +211,7 @@ impl RnnNet {
 
     /// Rows of observations from the host, on the network's device: features (f32,
     /// normalized as in training) or an image's bytes.
-    fn observe(&self, obs: &hotlab_shared::env::Observations, norm: Option<&ObsNorm>) -> Tensor {
+    fn observe(&self, obs: &hotlab_env::Observations, norm: Option<&ObsNorm>) -> Tensor {
         let field = &obs.fields[0];
         let width = match &self.shape.input {
             Input::Image(f) => f.numel(),

@@ -16,7 +16,7 @@
 use crate::cartpole::device::env::DeviceCartPole;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaFunction, CudaGraph, CudaStream};
-use hotlab_shared::rng::action_rng;
+use hotlab_env::rng::action_rng;
 use hotlab_train::cuda::gpu::{ptr, Arg, Gpu};
 use hotlab_train::models::mlp::policy::Architecture;
 use std::sync::Arc;

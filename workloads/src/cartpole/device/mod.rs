@@ -91,7 +91,7 @@ impl Collect<MlpAgent> for DeviceCollector {
 
 /// A frame from device tensors: observations `[envs, 4]` and actions `[envs, 1]` (one
 /// small read-back of the first few envs).
-fn frame(step: u64, obs: &tch::Tensor, actions: &tch::Tensor) -> Option<hotlab_shared::protocol::Frame> {
+fn frame(step: u64, obs: &tch::Tensor, actions: &tch::Tensor) -> Option<hotlab_protocol::Frame> {
     let n = (obs.size()[0] as usize).min(super::FRAME_ENVS) as i64;
     let read = |t: tch::Tensor| t.to_device(Device::Cpu).contiguous().view([-1]);
     let state = Vec::<f32>::try_from(read(obs.narrow(0, 0, n).to_kind(tch::Kind::Float))).ok()?;

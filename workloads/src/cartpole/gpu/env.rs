@@ -3,8 +3,8 @@
 //! checked against shared's f32 dynamics with autoreset.
 
 use crate::cartpole::device::env::DeviceCartPole;
-use hotlab_shared::cartpole::{dynamics_f32, terminated_f32, MAX_STEPS, RESET_BOUND};
-use hotlab_shared::rng::{action_rng, EnvRng};
+use hotlab_env::cartpole::{dynamics_f32, terminated_f32, MAX_STEPS, RESET_BOUND};
+use hotlab_env::rng::{action_rng, EnvRng};
 use hotlab_train::cuda::gpu::{ptr, Arg, Gpu};
 use hotlab_train::gpu_check::{check, host_f32, max_abs_diff};
 use serde_json::{json, Value};

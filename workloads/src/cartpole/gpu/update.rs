@@ -4,7 +4,7 @@
 use super::cartpole_arch;
 use crate::cartpole::CartPole;
 use hotlab_core::counters::Counters;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_spec::RunSpec;
 use hotlab_train::adam::FlatAdam;
 use hotlab_train::gpu_check::{check, host_f32, max_abs_diff};

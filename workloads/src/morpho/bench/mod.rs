@@ -12,7 +12,7 @@ use super::blueprint::Blueprint;
 use super::host::{batch, tensors, Host, SLOTS};
 use crate::morpho::glyphs::{generate, TaskSpec, CLASSES, SIDE};
 use crate::morpho::part_clock;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::morpho::SlotPool;
 use serde::Serialize;
 use std::time::Instant;

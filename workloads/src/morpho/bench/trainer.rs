@@ -7,7 +7,8 @@
 use anyhow::{Context, Result};
 use hotlab_core::choices::Backend;
 use hotlab_core::profile::Profile;
-use hotlab_shared::audit::{self, interval, Change, Interval};
+use hotlab_report::audit;
+use hotlab_report::audit::{interval, Change, Interval};
 use hotlab_spec::RunSpec;
 use hotlab_specs::morpho::HOST_SAMPLES;
 use hotlab_specs::MorphoSpec;

@@ -10,7 +10,7 @@
 use super::{Host, Slot, SLOTS};
 use crate::morpho::blueprint::Blueprint;
 use crate::morpho::mixed;
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::morpho::SlotPool;
 use hotlab_specs::morpho::{HOST_BACKWARD, HOST_FORWARD, HOST_OPTIMIZER, HOST_PASSES, HOST_SAMPLES};
 use hotlab_train::exec::parts::PartClock;

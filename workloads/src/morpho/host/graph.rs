@@ -202,7 +202,7 @@ mod tests {
     use super::*;
     use crate::morpho::glyphs::{generate, TaskSpec};
     use crate::morpho::part_clock;
-    use hotlab_shared::rng::HostRng;
+    use hotlab_env::rng::HostRng;
     use hotlab_specs::morpho::SlotPool;
     use tch::Device;
 

@@ -17,7 +17,7 @@ use super::adam::HostAdam;
 use super::blueprint::{Blueprint, Seed, DRAWN_LATER, LINEAR};
 use super::mixed;
 use crate::morpho::glyphs::{Split, SIDE};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use hotlab_specs::morpho::SlotPool;
 use hotlab_specs::morpho::{HOST_BACKWARD, HOST_FORWARD, HOST_OPTIMIZER, HOST_PASSES, HOST_SAMPLES};
 use hotlab_train::exec::parts::PartClock;

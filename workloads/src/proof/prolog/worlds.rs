@@ -15,7 +15,7 @@
 use super::kb::Kb;
 use super::prove::{Prover, SUCCESSORS};
 use super::syntax::{Atom, Program, Term};
-use hotlab_shared::rng::HostRng;
+use hotlab_env::rng::HostRng;
 use std::collections::HashSet;
 use std::fmt::Write;
 

@@ -5,7 +5,7 @@
 //! and tried first from then on. The Prolog parser's are the proof workload's
 //! (`workloads/tests/prolog_fuzz.rs`).
 
-use hotlab_shared::fuzz;
+use hotlab_core::fuzz;
 use hotlab_spec::knobs::KNOBS;
 use hotlab_spec::{json, presets, PresetSpec, RunSpec};
 use proptest::prelude::*;

@@ -1,3 +1,8 @@
+//! `hotlab-protocol`: what the lab, its workers, the CLI and the browser say to each other.
+//! This root is the event protocol; [`system`] is what `/api/system` answers, [`sweep`] a
+//! grid of knob values and its table, [`suggestions`] the values a machine offers for a
+//! knob, and [`pixels`] grey frames on the wire.
+//!
 //! The lab's event protocol, version [`PROTOCOL_VERSION`]: what a run's history over REST
 //! and its WebSocket stream carry, in the same form.
 //!
@@ -16,7 +21,12 @@
 //! a live viewer also gets the newest frame at its own rate (`fps`), and such a frame,
 //! not kept, has `seq` 0 ([`LIVE_FRAME_SEQ`]): it is shown, never counted.
 
-use crate::report::Report;
+pub mod pixels;
+pub mod suggestions;
+pub mod sweep;
+pub mod system;
+
+use hotlab_report::Report;
 use hotlab_core::profile::Profile;
 use serde::{Deserialize, Serialize};
 
@@ -384,7 +394,7 @@ pub struct AuditInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lesson: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub params: Option<crate::lessons::Params>,
+    pub params: Option<hotlab_report::lessons::Params>,
     /// `queued`, `running`, then `finished`, `failed`, `stopped` or `interrupted`.
     pub status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -396,10 +406,10 @@ pub struct AuditInfo {
     pub runs: Vec<AuditRun>,
     /// The verdicts, once every run is measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<crate::audit::AuditReport>,
+    pub report: Option<hotlab_report::audit::AuditReport>,
     /// A lesson's signature: the slow setting's figure, then each fix's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub signature: Vec<crate::lessons::Figure>,
+    pub signature: Vec<hotlab_report::lessons::Figure>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shows: Option<bool>,
     /// A step of a search for the fastest setup (`POST /api/runs/{id}/tune`).
@@ -443,7 +453,7 @@ pub struct AuditRun {
     pub run: u64,
     /// What it measured, once it finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub measured: Option<crate::audit::Measured>,
+    pub measured: Option<hotlab_report::audit::Measured>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -562,7 +572,7 @@ pub struct Load {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LessonChecks {
     /// The newest check of each lesson checked here, in catalogue order.
-    pub checks: Vec<crate::lessons::Check>,
+    pub checks: Vec<hotlab_report::lessons::Check>,
     /// When the newest check ended (ms since the epoch), if one has.
     pub checked_ms: Option<u64>,
     /// What they ran on (the first device's name).

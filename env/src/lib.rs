@@ -1,3 +1,8 @@
+//! `hotlab-env`: what an env is to the trainer, and the reference env. This root is the
+//! environment traits and their batch buffers; [`rng`] the per-env random streams (32-bit,
+//! so a GPU shader can run the same ones); [`cartpole`] Gymnasium's CartPole-v1 as a scalar
+//! f64 reference and an f32 struct-of-arrays batch with same-step autoreset.
+//!
 //! Environment traits and the buffers a batch of envs fills.
 //!
 //! Shapes are general from the start, because the scenarios after CartPole need them:
@@ -6,6 +11,9 @@
 //! index per categorical head and, for a Box action space, its real-valued components
 //! ([`Actions`]), and an env may publish a mask of the allowed actions (its last field).
 //! CartPole has one f32 field of 4, one head of 2, no real components and no mask.
+
+pub mod cartpole;
+pub mod rng;
 
 use serde::{Deserialize, Serialize};
 

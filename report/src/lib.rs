@@ -1,3 +1,8 @@
+//! `hotlab-report`: what a run's profile says and how it is proved. This root is the
+//! bottleneck report; [`audit`] is a change to a run and its verdicts against this
+//! machine's noise and the report's bound; [`lessons`] is the catalogue's lessons, each a
+//! baseline, its fixes, a signature and a budget, run through the audit.
+//!
 //! The bottleneck report: a pure function of a profile and its spec, so the worker's CLI
 //! and the web UI show the same ranking, split and advice.
 //!
@@ -5,6 +10,9 @@
 //! - The data / forward / backward split with seed 004's interpretation table.
 //! - Recommendations: the knob to turn, the measured signature that triggered it, and the
 //!   Amdahl bound on the gain (removing a phase of share p speeds the run up ≤ 1/(1−p)).
+
+pub mod audit;
+pub mod lessons;
 
 use hotlab_core::advice::amdahl;
 use hotlab_core::advice::Recommendation;

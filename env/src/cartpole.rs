@@ -5,10 +5,7 @@
 //! [`CartPole`] is the scalar reference in f64 (tested transition for transition against
 //! Gymnasium); [`CartPoleBatch`] is the f32 struct-of-arrays batch used for speed.
 
-use crate::env::{
-    BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv,
-    StepBatch,
-};
+use crate::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv, StepBatch};
 use crate::rng::EnvRng;
 
 pub const GRAVITY: f64 = 9.8;

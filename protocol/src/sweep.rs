@@ -2,7 +2,7 @@
 //! combination trained once on one spec, and a table of steps/s and return per cell with
 //! the best cell (`hotlab sweep`, `POST /api/sweeps`).
 
-use crate::protocol::RunStatus;
+use crate::RunStatus;
 use hotlab_core::knob::{Knob, KnobKind};
 use hotlab_spec::knobs;
 use hotlab_spec::{json, RunSpec, SpecError};
