@@ -6,10 +6,10 @@
 mod common;
 use common::*;
 use hotlab_core::choices::WaitMode;
-use hotlab_lab::wire::process::FromRun;
-use hotlab_env::{Actions, BatchEnv, Observations, StepBatch};
-use hotlab_protocol::{EventBody, RunStatus};
 use hotlab_env::rng::HostRng;
+use hotlab_env::{Actions, BatchEnv, Observations, StepBatch};
+use hotlab_lab::wire::process::FromRun;
+use hotlab_protocol::{EventBody, RunStatus};
 use hotlab_specs::gym::GymFrame;
 use hotlab_specs::EnvName;
 use hotlab_train::distribution::gaussian;

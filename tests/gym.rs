@@ -5,8 +5,8 @@
 mod common;
 use common::*;
 use hotlab_core::choices::WaitMode;
-use hotlab_env::{Actions, BatchEnv, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_env::rng::HostRng;
+use hotlab_env::{Actions, BatchEnv, FieldData, FieldKind, Observations, StepBatch};
 use hotlab_train::exec::EnvMaker;
 use hotlab_workloads::gym::python::Engine;
 use hotlab_workloads::gym::GymEnv;

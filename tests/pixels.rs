@@ -6,8 +6,8 @@
 
 mod common;
 use common::*;
-use hotlab_env::{FieldKind, FieldSpec};
 use hotlab_env::rng::HostRng;
+use hotlab_env::{FieldKind, FieldSpec};
 use hotlab_train::models::cnn::{Encoder, Layout};
 use hotlab_train::models::layers::Builder;
 use serde_json::json;

@@ -10,8 +10,8 @@ mod common;
 
 use common::*;
 use hotlab_core::choices::WaitMode;
-use hotlab_env::{BatchEnv, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
 use hotlab_env::rng::HostRng;
+use hotlab_env::{BatchEnv, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
 use hotlab_train::exec::EnvMaker;
 use hotlab_train::models::cnn::{Compute, Layout};
 use hotlab_train::models::combined::{CombinedNet, CombinedShape, Inputs};

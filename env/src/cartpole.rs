@@ -5,8 +5,11 @@
 //! [`CartPole`] is the scalar reference in f64 (tested transition for transition against
 //! Gymnasium); [`CartPoleBatch`] is the f32 struct-of-arrays batch used for speed.
 
-use crate::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv, StepBatch};
 use crate::rng::EnvRng;
+use crate::{
+    BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv,
+    StepBatch,
+};
 
 pub const GRAVITY: f64 = 9.8;
 pub const MASS_CART: f64 = 1.0;

@@ -20,10 +20,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use hotlab_protocol::{AuditInfo, LessonChecks};
 use hotlab_report::audit::{Change, Plan};
 use hotlab_report::lessons;
 use hotlab_report::lessons::{Lesson, Params};
-use hotlab_protocol::{AuditInfo, LessonChecks};
 use serde::Deserialize;
 use std::sync::Arc;
 

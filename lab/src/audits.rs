@@ -7,9 +7,9 @@
 
 use super::runs::Manager;
 use crate::tune;
+use hotlab_protocol::{AuditInfo, AuditRun, ChangeInfo, RunStatus, RunSummary, TuneStep};
 use hotlab_report::audit::{Measured, Plan, Slot};
 use hotlab_report::lessons::{Lesson, Params};
-use hotlab_protocol::{AuditInfo, AuditRun, ChangeInfo, RunStatus, RunSummary, TuneStep};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

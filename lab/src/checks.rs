@@ -8,9 +8,9 @@
 //! sharing the machine does not move.
 
 use crate::clock::now_ms;
+use hotlab_protocol::LessonChecks;
 use hotlab_report::lessons;
 use hotlab_report::lessons::{Check, Lesson};
-use hotlab_protocol::LessonChecks;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};

@@ -10,8 +10,8 @@
 use crate::clock::now_ms;
 use crate::wire::link::{FileCopy, Held, Resume, ToWorker};
 use crate::wire::process::FromRun;
-use hotlab_protocol::{Load, MachineInfo};
 use hotlab_protocol::system::SystemInfo;
+use hotlab_protocol::{Load, MachineInfo};
 use hotlab_spec::RunSpec;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{mpsc, Mutex, MutexGuard};
@@ -534,8 +534,7 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         m.connect("box", hello(false, 1), &[], tx).unwrap();
         let rx = m.open_route(7, "box", RunSpec::default(), vec![], 0);
-        let end =
-            || FromRun::End { status: hotlab_protocol::RunStatus::Finished, message: None, publish_s: 0.0 };
+        let end = || FromRun::End { status: hotlab_protocol::RunStatus::Finished, message: None, publish_s: 0.0 };
         assert!(m.deliver("box", 7, 1, end()).is_ok());
         assert!(m.deliver("box", 7, 1, end()).is_ok(), "a duplicate is dropped quietly");
         assert!(m.deliver("box", 7, 3, end()).is_err(), "a gap closes the connection");

@@ -22,7 +22,9 @@ use super::{ray, remote};
 use crate::clock::now_ms;
 use crate::wire::link::FileCopy;
 use crate::wire::process::{self as run_process, FromRun};
-use hotlab_protocol::{Event, EventBody, Frame, RayJob, RunInfo, RunStatus, RunSummary, LIVE_FRAME_SEQ, PROTOCOL_VERSION};
+use hotlab_protocol::{
+    Event, EventBody, Frame, RayJob, RunInfo, RunStatus, RunSummary, LIVE_FRAME_SEQ, PROTOCOL_VERSION,
+};
 use hotlab_spec::RunSpec;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -24,9 +24,9 @@
 
 use anyhow::{Context, Result};
 use axum::extract::ws::Utf8Bytes;
-use hotlab_protocol::{AuditInfo, Event, EventBody, RayJob, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
 use hotlab_protocol::sweep::SweepInfo;
 use hotlab_protocol::system::{StoreHealth, StoreState};
+use hotlab_protocol::{AuditInfo, Event, EventBody, RayJob, RunInfo, RunStatus, RunSummary, PROTOCOL_VERSION};
 use hotlab_spec::RunSpec;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{HashMap, VecDeque};

@@ -9,8 +9,8 @@
 
 use super::machines::RAY;
 use super::runs::Manager;
-use hotlab_protocol::{RunStatus, RunSummary};
 use hotlab_protocol::sweep::{Grid, SweepCell, SweepInfo};
+use hotlab_protocol::{RunStatus, RunSummary};
 use hotlab_spec::{RunSpec, SpecError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -26,8 +26,8 @@ pub mod suggestions;
 pub mod sweep;
 pub mod system;
 
-use hotlab_report::Report;
 use hotlab_core::profile::Profile;
+use hotlab_report::Report;
 use serde::{Deserialize, Serialize};
 
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -4,9 +4,9 @@
 
 use crate::format::si;
 use hotlab_core::profile::Profile;
+use hotlab_protocol::{AuditInfo, RunStatus, TuneStep};
 use hotlab_report::audit::{ChangeResult, Verdict};
 use hotlab_report::lessons::Measure;
-use hotlab_protocol::{AuditInfo, RunStatus, TuneStep};
 use leptos::prelude::*;
 
 /// One setting of an audit: what its finished runs measured.
@@ -111,12 +111,10 @@ pub fn AuditTable(
             .flatten();
         leptos::task::spawn_local(async move {
             let now = match current {
-                Some((setting, run)) => {
-                    crate::api::get::<hotlab_protocol::RunInfo>(&format!("/api/runs/{run}"))
-                        .await
-                        .ok()
-                        .and_then(|i| (!i.status.is_final()).then_some(i.sps).flatten().map(|sps| (setting, sps)))
-                }
+                Some((setting, run)) => crate::api::get::<hotlab_protocol::RunInfo>(&format!("/api/runs/{run}"))
+                    .await
+                    .ok()
+                    .and_then(|i| (!i.status.is_final()).then_some(i.sps).flatten().map(|sps| (setting, sps))),
                 None => None,
             };
             // The table may be gone by the time the answer comes (a newer audit replaced it).
@@ -266,8 +264,8 @@ pub fn RunAudits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_report::audit::Measured;
     use hotlab_protocol::{AuditRun, ChangeInfo};
+    use hotlab_report::audit::Measured;
 
     #[test]
     fn settings_gather_their_finished_runs() {

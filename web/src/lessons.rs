@@ -10,9 +10,9 @@
 use crate::audits::AuditTable;
 use crate::format::si;
 use crate::route::{LessonLink, Route, Tour};
+use hotlab_protocol::{AuditInfo, LessonChecks};
 use hotlab_report::lessons;
 use hotlab_report::lessons::{Check, Lesson, Params};
-use hotlab_protocol::{AuditInfo, LessonChecks};
 use hotlab_spec::knobs;
 use leptos::prelude::*;
 use std::time::Duration;

@@ -156,8 +156,8 @@ pub fn MachineSelect(machine: RwSignal<String>, error: Signal<Option<String>>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_protocol::Load;
     use hotlab_protocol::system::{DeviceInfo, SystemInfo};
+    use hotlab_protocol::Load;
 
     #[test]
     fn a_machine_reads_in_a_line() {

@@ -8,8 +8,8 @@
 use crate::actor::{choose, Policy};
 use crate::{action_rng, Setup, Tally};
 use hotlab_env::cartpole::CartPoleBatch;
-use hotlab_env::{BatchEnv, Observations, StepBatch};
 use hotlab_env::rng::EnvRng;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
 
 /// Envs of the policy pass between two looks at the clock.
 const CHUNK: usize = 1024;

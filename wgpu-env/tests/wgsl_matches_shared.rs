@@ -11,8 +11,8 @@
 
 use hotlab_env::cartpole as cp;
 use hotlab_env::cartpole::CartPoleBatch;
-use hotlab_env::{BatchEnv, Observations, StepBatch};
 use hotlab_env::rng::HostRng;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
 use hotlab_wgpu::actor::InputNorm;
 use hotlab_wgpu::cpu::CpuCartPole;
 use hotlab_wgpu::gpu::{Gpu, GpuCartPole};

@@ -2,8 +2,8 @@
 //! side they would measure each other).
 
 use anyhow::Result;
-use hotlab_protocol::RunStatus;
 use hotlab_protocol::sweep::{Grid, SweepCell, SweepInfo};
+use hotlab_protocol::RunStatus;
 use hotlab_spec::RunSpec;
 
 /// Trains every cell of `grid` on `spec`; `progress` hears of each before it starts (its

@@ -5,8 +5,8 @@
 use super::audit::measure;
 use anyhow::Result;
 use hotlab_lab::tune::{candidates, flags, keep, Step, TuneReport};
-use hotlab_report::audit::{Plan, Slot};
 use hotlab_report::analyze;
+use hotlab_report::audit::{Plan, Slot};
 use hotlab_spec::RunSpec;
 
 /// Searches from `start`: at most `max_steps` audits of `repeats` pairs each; `progress`

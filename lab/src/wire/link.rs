@@ -14,8 +14,8 @@
 //! number it already has.
 
 use crate::wire::process::FromRun;
-use hotlab_protocol::{Load, PROTOCOL_VERSION};
 use hotlab_protocol::system::SystemInfo;
+use hotlab_protocol::{Load, PROTOCOL_VERSION};
 use hotlab_spec::RunSpec;
 use serde::{Deserialize, Serialize};
 

@@ -9,8 +9,8 @@
 //! `∂log p/∂μ = z / σ`, `∂log p/∂log σ = z² − 1`, `∂H/∂log σ = 1`.
 
 use hotlab_core::counters::Counters;
-use hotlab_protocol::Losses;
 use hotlab_env::rng::HostRng;
+use hotlab_protocol::Losses;
 use tch::Tensor;
 
 /// `log √(2π)`.

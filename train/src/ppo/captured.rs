@@ -27,8 +27,8 @@ use crate::rollout::Batch;
 use crate::workload::asked_to_stop;
 use anyhow::{bail, Result};
 use hotlab_core::profile::Phase;
-use hotlab_protocol::Losses;
 use hotlab_env::rng::HostRng;
+use hotlab_protocol::Losses;
 use tch::{Device, Kind, Tensor};
 
 /// Eager updates before the capture.

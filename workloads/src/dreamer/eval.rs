@@ -8,8 +8,8 @@ use super::open_loop::{open_loop, OpenLoop};
 use super::render::draw_all;
 use super::world::{WorldModel, ACTIONS};
 use hotlab_env::cartpole::CartPoleBatch;
-use hotlab_env::{BatchEnv, Observations, StepBatch};
 use hotlab_env::rng::HostRng;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
 use serde::Serialize;
 
 /// Index of the env seeds evaluation draws from (apart from any training env's).

@@ -6,8 +6,8 @@ use super::replay::{Replay, Step};
 use super::world::ACTIONS;
 use hotlab_core::counters::Counters;
 use hotlab_env::cartpole::CartPoleBatch;
-use hotlab_env::{BatchEnv, Observations, StepBatch};
 use hotlab_env::rng::HostRng;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
 use hotlab_specs::DreamerSpec;
 use tch::Device;
 

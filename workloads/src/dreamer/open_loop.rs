@@ -7,8 +7,8 @@
 use super::render::{draw_all, PIXELS};
 use super::world::{State, WorldModel, ACTIONS};
 use hotlab_env::cartpole::CartPoleBatch;
-use hotlab_env::{BatchEnv, Observations, StepBatch};
 use hotlab_env::rng::HostRng;
+use hotlab_env::{BatchEnv, Observations, StepBatch};
 use serde::Serialize;
 use tch::{Kind, Tensor};
 

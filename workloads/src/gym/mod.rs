@@ -22,8 +22,8 @@ use hotlab_env::{Actions, BatchEnv, EnvError, EnvSpec, FieldKind, FieldSpec, Hea
 use hotlab_env::{FieldData, StepBatch};
 use hotlab_env::{ScalarEnv, MAX_CONTINUOUS};
 use hotlab_protocol::pixels;
-use hotlab_protocol::Frame;
 use hotlab_protocol::suggestions::Suggestions;
+use hotlab_protocol::Frame;
 use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::gym::{GymFrame, GymLeaf, GymSeen};
 use hotlab_specs::EnvName;

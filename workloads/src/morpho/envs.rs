@@ -13,8 +13,11 @@ use super::lifecycle::{self, Lifecycle, RewardInputs};
 use super::streams::HostStreams;
 use crate::morpho::glyphs::Task;
 use crate::morpho::rules::{self, OPS};
-use hotlab_env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv, StepBatch};
 use hotlab_env::rng::splitmix64;
+use hotlab_env::{
+    BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations, ScalarEnv,
+    StepBatch,
+};
 use hotlab_specs::morpho::{Curriculum, HeadPin, HostExec};
 use hotlab_specs::morpho::{LIFECYCLE, REWARD};
 use hotlab_train::exec::parts::PartClock;

@@ -4,8 +4,8 @@
 
 use crate::proof::goals::{ProofEnv, ProofTask, GOAL_WIDTH};
 use crate::proof::host::ProofHost;
-use hotlab_env::FieldData;
 use hotlab_env::rng::HostRng;
+use hotlab_env::FieldData;
 use hotlab_train::models::mlp::host::sample_head;
 use serde::Serialize;
 use std::sync::Arc;

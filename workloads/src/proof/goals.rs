@@ -15,9 +15,9 @@
 use crate::proof::prolog::kb::{var_index, CTerm, Dropped, Goals, Kb, Successor, MAX_ATOMS, MAX_VARS, NO_ARG};
 use crate::proof::prolog::prove::{Prover, SUCCESSORS};
 use crate::proof::prolog::worlds::{load_kb, parse_queries, queries, WorldSpec};
+use hotlab_env::rng::EnvRng;
 use hotlab_env::{BatchEnv, EnvError, EnvSpec, EpisodeEnd, FieldData, FieldKind, FieldSpec, HeadSpec, Observations};
 use hotlab_env::{ScalarEnv, StepBatch};
-use hotlab_env::rng::EnvRng;
 use std::sync::Arc;
 
 pub const PAD: i64 = 0;

@@ -385,8 +385,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::proof::goals::{ProofBatch, ProofTask};
     use crate::proof::policy::ProofNet;
-    use hotlab_env::{BatchEnv, FieldData, Observations, StepBatch};
     use hotlab_env::rng::HostRng;
+    use hotlab_env::{BatchEnv, FieldData, Observations, StepBatch};
     use std::sync::Arc;
     use tch::{Device, Kind, Tensor};
 

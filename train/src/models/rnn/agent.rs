@@ -297,8 +297,8 @@ mod tests {
     use crate::profiler::Profiler;
     use hotlab_core::choices::{ActionSync, Rnn, RolloutCopy, Transfer};
     use hotlab_env::cartpole::{CartPoleBatch, CartPoleF32};
-    use hotlab_env::{BatchEnv, EnvSpec, FieldKind, FieldSpec, HeadSpec, ScalarEnv};
     use hotlab_env::rng::HostRng;
+    use hotlab_env::{BatchEnv, EnvSpec, FieldKind, FieldSpec, HeadSpec, ScalarEnv};
     use tch::{Device, Kind};
 
     /// The agent's envs (its evaluation's; the test plays none).

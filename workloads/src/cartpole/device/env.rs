@@ -6,7 +6,10 @@
 //! trajectories agree to ~1e-6, not bit for bit).
 
 use cudarc::driver::CudaFunction;
-use hotlab_env::cartpole::{FORCE_MAG, GRAVITY, LENGTH, MASS_POLE, MAX_STEPS, POLE_MASS_LENGTH, RESET_BOUND, TAU, THETA_THRESHOLD, TOTAL_MASS, X_THRESHOLD};
+use hotlab_env::cartpole::{
+    FORCE_MAG, GRAVITY, LENGTH, MASS_POLE, MAX_STEPS, POLE_MASS_LENGTH, RESET_BOUND, TAU, THETA_THRESHOLD, TOTAL_MASS,
+    X_THRESHOLD,
+};
 use hotlab_env::rng::EnvRng;
 use hotlab_train::cuda::gpu::{ptr, Arg, Gpu};
 use std::sync::Arc;
