@@ -51,38 +51,51 @@ pub enum KnobKind {
 }
 
 impl KnobKind {
-    /// A typed value from text (a form's field, a `--change KEY=VALUE`). Text that does
-    /// not parse is kept as it is, so that the spec's validation (the one judge) names the
-    /// field and what it allows.
+    /// A typed value from text (a flag's value, a form's field, a `--change KEY=VALUE`),
+    /// or why the text is not one: the one parser of a knob's text. A choice must be one of
+    /// its values; ranges are the spec's validation's (which names the knob too).
+    pub fn parse(self, text: &str) -> Result<Value, String> {
+        let t = text.trim();
+        match self {
+            KnobKind::Int => t.parse::<u64>().map(Value::from).map_err(|e| e.to_string()),
+            KnobKind::Float => match t.parse::<f64>() {
+                Ok(f) if f.is_finite() => Ok(Value::from(f)),
+                Ok(_) => Err("must be a finite number".into()),
+                Err(e) => Err(e.to_string()),
+            },
+            KnobKind::Choice(allowed) if allowed.contains(&t) => Ok(Value::from(t)),
+            KnobKind::Choice(allowed) => Err(format!("allowed: {}", allowed.join(", "))),
+            KnobKind::IntList => {
+                t.split(',').map(|i| i.trim().parse::<u64>().map(Value::from).map_err(|e| e.to_string())).collect()
+            }
+            KnobKind::Text | KnobKind::OptionalText => Ok(Value::from(t)),
+            KnobKind::Pairs if !t.starts_with('{') => pairs(t).map(Value::Object).ok_or_else(|| {
+                format!("write NAME=VALUE pairs separated by commas, e.g. envs=16,async=on (got '{t}')")
+            }),
+            KnobKind::Object | KnobKind::Pairs => match serde_json::from_str::<Value>(t) {
+                Ok(object @ Value::Object(_)) => Ok(object),
+                Ok(other) => Err(format!("must be a JSON object, e.g. '{{\"continuous\": true}}' (got {other})")),
+                Err(e) => Err(format!("must be a JSON object, e.g. '{{\"continuous\": true}}' ({e})")),
+            },
+            KnobKind::Bool => match t {
+                "true" => Ok(Value::Bool(true)),
+                "false" => Ok(Value::Bool(false)),
+                _ => Err("allowed: true, false".into()),
+            },
+        }
+    }
+
+    /// [`KnobKind::parse`] for a form's field and a change's text, which the spec's
+    /// validation judges: text that does not parse (and any choice) is kept as it is, so
+    /// that the validation (the one judge) names the field and what it allows; an empty
+    /// optional text is `null`, an empty object `{}`.
     pub fn value(self, text: &str) -> Value {
         let t = text.trim();
-        let raw = || Value::String(text.to_string());
         match self {
-            KnobKind::Int => t.parse::<u64>().map_or_else(|_| raw(), Value::from),
-            KnobKind::Float => t
-                .parse::<f64>()
-                .ok()
-                .and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
-                .unwrap_or_else(raw),
-            KnobKind::Bool => match t {
-                "true" => Value::Bool(true),
-                "false" => Value::Bool(false),
-                _ => raw(),
-            },
-            KnobKind::Choice(_) | KnobKind::Text => Value::String(t.to_string()),
+            KnobKind::Choice(_) => Value::String(t.to_string()),
             KnobKind::OptionalText if t.is_empty() => Value::Null,
-            KnobKind::OptionalText => Value::String(t.to_string()),
-            KnobKind::IntList => {
-                let items: Option<Vec<Value>> =
-                    t.split(',').map(|i| i.trim().parse::<u64>().ok().map(Value::from)).collect();
-                items.map_or_else(raw, Value::Array)
-            }
             KnobKind::Object | KnobKind::Pairs if t.is_empty() => Value::Object(Map::new()),
-            KnobKind::Pairs if !t.starts_with('{') => pairs(t).map_or_else(raw, Value::Object),
-            KnobKind::Object | KnobKind::Pairs => match serde_json::from_str::<Value>(t) {
-                Ok(object @ Value::Object(_)) => object,
-                _ => raw(),
-            },
+            _ => self.parse(text).unwrap_or_else(|_| Value::String(text.to_string())),
         }
     }
 }
@@ -284,4 +297,31 @@ pub fn set_path(spec: &mut Map<String, Value>, path: &str, value: Value) {
         at = next.as_object_mut().expect("made an object above");
     }
     at.insert(last.to_string(), value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One parser of a knob's text: `parse` types it or says why not (the CLI's flags);
+    /// `value` keeps what does not parse as text for the spec's validation to name (a
+    /// form's field, a change), an empty optional text `null` and an empty object `{}`.
+    #[test]
+    fn a_knobs_text_is_typed_or_refused_in_one_place() {
+        let choice = KnobKind::Choice(&["eager", "fused"]);
+        assert_eq!(KnobKind::Int.parse(" 8 "), Ok(Value::from(8u64)));
+        assert!(KnobKind::Int.parse("eight").is_err());
+        assert_eq!(KnobKind::Float.parse("inf"), Err("must be a finite number".into()));
+        assert_eq!(choice.parse("fused"), Ok(Value::from("fused")));
+        assert_eq!(choice.parse("graph"), Err("allowed: eager, fused".into()));
+        assert_eq!(KnobKind::IntList.parse("64, 64"), Ok(serde_json::json!([64, 64])));
+        assert_eq!(KnobKind::Pairs.parse("envs=16,async=on"), Ok(serde_json::json!({"envs": "16", "async": "on"})));
+        assert!(KnobKind::Object.parse("[1]").unwrap_err().starts_with("must be a JSON object"));
+        assert_eq!(KnobKind::Bool.parse("yes"), Err("allowed: true, false".into()));
+        assert_eq!(KnobKind::Int.value("eight"), Value::from("eight"));
+        assert_eq!(choice.value(" graph "), Value::from("graph"), "a choice is the validation's to judge");
+        assert_eq!(KnobKind::OptionalText.value(""), Value::Null);
+        assert_eq!(KnobKind::Object.value(" "), serde_json::json!({}));
+        assert_eq!(KnobKind::Float.value("2.5e-4"), Value::from(2.5e-4));
+    }
 }

@@ -112,40 +112,17 @@ fn defaults(knob: &Knob) -> String {
     }
 }
 
-/// A value typed by the knob's kind; text that is not one is refused here, naming the
-/// flag (ranges are the spec's validation's, which names the flag too).
+/// A value typed by the knob's kind ([`KnobKind::parse`]); text that is not one is
+/// refused here, naming the flag (ranges are the spec's validation's, which names the flag
+/// too). `--env NAME:VALUE` (`gym:Acrobot-v1`) is a workload named with an argument.
 fn parse(kind: KnobKind, text: &str) -> Result<Value, String> {
-    let t = text.trim();
     match kind {
-        KnobKind::Int => t.parse::<u64>().map(Value::from).map_err(|e| e.to_string()),
-        KnobKind::Float => match t.parse::<f64>() {
-            Ok(f) if f.is_finite() => Ok(Value::from(f)),
-            Ok(_) => Err("must be a finite number".into()),
-            Err(e) => Err(e.to_string()),
-        },
-        KnobKind::Choice(allowed) if allowed.contains(&t) => Ok(Value::from(t)),
-        // `--env NAME:VALUE` (`gym:Acrobot-v1`): a workload named with an argument.
-        KnobKind::Choice(allowed) if EnvName::with_argument(t).is_some_and(|(e, ..)| allowed.contains(&e.as_str())) => {
-            Ok(Value::from(t))
+        KnobKind::Choice(allowed)
+            if EnvName::with_argument(text.trim()).is_some_and(|(e, ..)| allowed.contains(&e.as_str())) =>
+        {
+            Ok(Value::from(text.trim()))
         }
-        KnobKind::Choice(allowed) => Err(format!("allowed: {}", allowed.join(", "))),
-        KnobKind::IntList => {
-            t.split(',').map(|i| i.trim().parse::<u64>().map(Value::from).map_err(|e| e.to_string())).collect()
-        }
-        KnobKind::Text | KnobKind::OptionalText => Ok(Value::from(t)),
-        KnobKind::Pairs if !t.starts_with('{') => hotlab_core::knob::pairs(t)
-            .map(Value::Object)
-            .ok_or_else(|| format!("write NAME=VALUE pairs separated by commas, e.g. envs=16,async=on (got '{t}')")),
-        KnobKind::Object | KnobKind::Pairs => match serde_json::from_str::<Value>(t) {
-            Ok(object @ Value::Object(_)) => Ok(object),
-            Ok(other) => Err(format!("must be a JSON object, e.g. '{{\"continuous\": true}}' (got {other})")),
-            Err(e) => Err(format!("must be a JSON object, e.g. '{{\"continuous\": true}}' ({e})")),
-        },
-        KnobKind::Bool => match t {
-            "true" => Ok(Value::Bool(true)),
-            "false" => Ok(Value::Bool(false)),
-            _ => Err("allowed: true, false".into()),
-        },
+        _ => kind.parse(text),
     }
 }
 
