@@ -114,9 +114,16 @@ fn the_dreamer_actor_beats_random_actions_threefold_after_16k_steps() {
         .args(["--device", "cpu", "--threads", "1", "--seed", "1", "--json", "--out"])
         .arg(dir.path()));
     assert!(out.status.success(), "{}", stderr(&out));
-    let eval = &last_json(&out)["dreamer"];
+    actor_and_prior_learned(&last_json(&out)["dreamer"]);
+}
+
+/// A run's evaluation (`report["dreamer"]`) shows an actor that learned CartPole and a prior
+/// that predicts: the actor's greedy return on the 8 held-out episodes at least three times
+/// random actions', and the prior's imagined frames nearer the true ones than repeating the
+/// last frame seen and than the opposite actions' imagination, each by at least a quarter.
+fn actor_and_prior_learned(eval: &serde_json::Value) {
     let (agent, random) = (eval["agent_return"].as_f64().unwrap(), eval["random_return"].as_f64().unwrap());
-    eprintln!("the actor {agent} against random actions {random} over 8 held-out episodes");
+    eprintln!("the actor {agent} against random actions {random} over 8 held-out episodes: {}", eval["open_loop"]);
     assert_eq!(eval["episodes"], 8, "{eval}");
     assert!(agent >= 3.0 * random, "the actor's {agent} against random actions' {random}: {eval}");
     let open = &eval["open_loop"];
@@ -163,21 +170,7 @@ fn the_dreamer_actor_learns_cartpole_and_its_prior_predicts_frames_within_4096_s
         .args(["--device", "cpu", "--threads", "1", "--seed", "1", "--json", "--out"])
         .arg(dir.path()));
     assert!(out.status.success(), "{}", stderr(&out));
-    let eval = &last_json(&out)["dreamer"];
-    let (agent, random) = (eval["agent_return"].as_f64().unwrap(), eval["random_return"].as_f64().unwrap());
-    eprintln!("the actor {agent} against random actions {random} over 8 held-out episodes: {}", eval["open_loop"]);
-    assert_eq!(eval["episodes"], 8, "{eval}");
-    assert!(agent >= 3.0 * random, "the actor's {agent} against random actions' {random}: {eval}");
-    let open = &eval["open_loop"];
-    let error = |key: &str| open[key].as_f64().unwrap_or(f64::NAN);
-    let model = error("model");
-    for baseline in ["repeat_last", "wrong_actions"] {
-        assert!(
-            model < 0.75 * error(baseline),
-            "the prior's frames {model} against {baseline}'s {}: {open}",
-            error(baseline)
-        );
-    }
+    actor_and_prior_learned(&last_json(&out)["dreamer"]);
     let (world, floor) = (world_losses(dir.path()), terms(dir.path(), "floor", ["image", "reward", "cont"]));
     let (w, f) = (world.last().expect("iterations that train"), floor.last().expect("their floors"));
     for (i, name) in ["frame", "reward", "continue"].into_iter().enumerate() {
