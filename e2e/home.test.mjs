@@ -26,9 +26,9 @@ const PRESETS = [
 // mujoco and atari presets train for minutes to days (mujoco and mujoco-fast: 1M steps of
 // HalfCheetah; atari, atari-lstm, atari-envpool and atari-gpu: 10M steps of Breakout), so their cards
 // are only opened into the form; the dreamer preset
-// trains for two to four minutes on 2 cores, so its run is stopped from its page once its
-// world model has trained (the CLI's test trains it for 18 of its 32 iterations and checks
-// what its world model learned); the morpho preset's run, about a minute, is stopped once
+// trains for about four minutes of one core, so its run is stopped from its page once its
+// world model has trained (the CLI's test trains it whole and checks what its actor and
+// world model learned); the morpho preset's run, about a minute, is stopped once
 // its agent has made two updates (the morpho tests check what its run learns and
 // evaluates).
 const RUNNABLE = PRESETS.filter((p) => !['gpu', 'grow'].includes(p) && !p.startsWith('mujoco') && !p.startsWith('atari'));

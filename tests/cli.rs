@@ -291,7 +291,7 @@ fn an_edited_checkpoint_is_refused_clearly() {
 /// recommends), each with its bound.
 #[test]
 fn audit_refuses_bad_changes_and_reports_each_one() {
-    let base = ["audit", "--envs", "4", "--total-steps", "2048", "--device", "cpu"];
+    let base = ["audit", "--envs", "4", "--total-steps", "1024", "--device", "cpu"];
     fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
         base.iter().chain(extra).copied().collect()
     }
@@ -323,7 +323,7 @@ fn audit_refuses_bad_changes_and_reports_each_one() {
     }
 
     // The report's own recommendations, each with the bound it predicted.
-    let sub = ["audit", "--envs", "4", "--total-steps", "2048", "--device", "cpu", "--backend", "subprocess"];
+    let sub = ["audit", "--envs", "4", "--total-steps", "1024", "--device", "cpu", "--backend", "subprocess"];
     let flags = ["--workers", "2", "--wait", "spin", "--recommendations", "--repeats", "2", "--json"];
     let out = run(hotlab().args(with(&sub, &flags)));
     assert!(out.status.success(), "spinning workers are recommended against: {}", stderr(&out));
