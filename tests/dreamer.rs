@@ -200,9 +200,9 @@ fn the_replay_buffer_and_the_env_backend_change_nothing_learned() {
         assert_eq!(weights(dir.path()), weights(base.path()), "{extra:?}");
     }
     let out = run(hotlab().args(["train", "--replay", "pinned"]).args(SMALL.split_whitespace()));
-    assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("--replay pinned") && err.contains("allowed here: host, device"), "{err}");
+    assert_eq!(out.status.code(), Some(2), "a value not allowed here: {err}");
+    assert!(err.contains("--replay: pinned") && err.contains("allowed here: host, device"), "{err}");
 }
 
 /// `--precision bf16`: the world model's products in bf16 on fp32 master weights learns as

@@ -5,11 +5,10 @@
 
 mod bench;
 mod commands;
+mod failure;
 mod trainer;
-mod usage;
 
 use clap::Parser;
-use hotlab_spec::SpecError;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -37,20 +36,10 @@ fn main() -> ExitCode {
         .init();
     match commands::run(args) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => report(e),
+        // Invalid values exit with 2 and one line naming the flag; anything else with 1.
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            ExitCode::from(failure.exit_code())
+        }
     }
-}
-
-/// Invalid values exit with 2 and one line naming the flag; anything else with 1.
-fn report(e: anyhow::Error) -> ExitCode {
-    if let Some(spec) = e.downcast_ref::<SpecError>() {
-        eprintln!("error: {spec}");
-        return ExitCode::from(2);
-    }
-    if let Some(usage) = e.downcast_ref::<usage::UsageError>() {
-        eprintln!("error: {usage}");
-        return ExitCode::from(2);
-    }
-    eprintln!("error: {e:#}");
-    ExitCode::FAILURE
 }

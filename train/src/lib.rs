@@ -19,13 +19,15 @@
 //! - [`cuda`], [`kernels`], [`profiler`], [`system`]: CUDA kernels, events and the shim,
 //!   host f32 kernels, the phase profiler, the machine;
 //! - [`gpu_check`]: the trainer's checks on a GPU against its CPU references (`hotlab
-//!   gpu-check`), and what every check reports.
+//!   gpu-check`), and what every check reports;
+//! - [`error`]: why a run did not come, refused (its field named) or failed.
 
 pub mod adam;
 pub mod checkpoint;
 pub mod cuda;
 pub mod distribution;
 pub mod episodes;
+pub mod error;
 pub mod exec;
 pub mod frames;
 pub mod gae;
@@ -46,6 +48,7 @@ pub mod testing;
 pub mod workload;
 
 use crate::cuda::events::EventTimer;
+use crate::error::RunError;
 use crate::exec::device;
 use crate::profiler::{Profiler, TraceWindow};
 use anyhow::{bail, Result};
@@ -194,17 +197,31 @@ pub fn cores() -> usize {
 }
 
 /// Trains `workload` as `spec` says; `observe` is called after every iteration. `begin`
-/// is when the run started (loading the workload counts as set-up).
+/// is when the run started (loading the workload counts as set-up). Refused
+/// ([`RunError::Refused`]) before anything trains when its device or precision is not one
+/// this machine has.
 pub fn run(
     spec: &RunSpec,
     workload: Arc<dyn Workload>,
     begin: Instant,
     opts: TrainOptions,
     observe: &mut dyn FnMut(&UpdateMetrics),
-) -> Result<Trained> {
+) -> Result<Trained, RunError> {
     let env = workload.name();
-    let Ready { mut learner, device, precision, threads, mut notes, eager_only } =
-        ready(spec, workload, opts.stop.as_deref())?;
+    let ready = ready(spec, workload, opts.stop.as_deref())?;
+    Ok(train_ready(spec, env, ready, begin, opts, observe)?)
+}
+
+/// [`run`] once its learner is built.
+fn train_ready(
+    spec: &RunSpec,
+    env: &str,
+    ready: Ready,
+    begin: Instant,
+    opts: TrainOptions,
+    observe: &mut dyn FnMut(&UpdateMetrics),
+) -> Result<Trained> {
+    let Ready { mut learner, device, precision, threads, mut notes, eager_only } = ready;
     let sink = opts.telemetry_sink.unwrap_or_else(|| Box::new(|_| {}));
     let mut telemetry = Telemetry::new(spec.telemetry.every, learner.layout(), device, sink);
 
@@ -332,7 +349,11 @@ struct Ready {
     eager_only: bool,
 }
 
-fn ready(spec: &RunSpec, workload: Arc<dyn Workload>, stop: Option<&std::sync::atomic::AtomicBool>) -> Result<Ready> {
+fn ready(
+    spec: &RunSpec,
+    workload: Arc<dyn Workload>,
+    stop: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<Ready, RunError> {
     crate::exec::alloc::tune();
     let device = device::resolve(&spec.device)?;
     let precision = precision::resolve(spec.exec.precision, device)?;

@@ -152,7 +152,7 @@ impl Normalizers {
     /// normalization needs floats (a vector, or a Dict's float leaves, each normalized per
     /// component while its images and indices stay as they are), and is refused, named,
     /// where the observation has none.
-    pub fn for_run(spec: &RunSpec, env: &EnvSpec) -> Result<Self> {
+    pub fn for_run(spec: &RunSpec, env: &EnvSpec) -> Result<Self, SpecError> {
         let box_actions = env.continuous > 0;
         let floats: Vec<(usize, usize)> = (env.fields.iter().enumerate())
             .filter(|(_, f)| f.kind == FieldKind::F32)
@@ -166,7 +166,7 @@ impl Normalizers {
             (true, false) => Some(ObsNorm::new(floats.iter().map(|&(_, w)| w).sum())),
             (true, true) => {
                 let fields = env.fields.iter().map(|f| format!("{} {:?}", f.name, f.kind)).collect::<Vec<_>>();
-                return Err(SpecError::obs_norm_without_floats(&env.name, Some(&fields.join(", "))).into());
+                return Err(SpecError::obs_norm_without_floats(&env.name, Some(&fields.join(", "))));
             }
         };
         let reward = spec.ppo.reward_norm.on(box_actions).then(|| RewardNorm::new(spec.envs, spec.ppo.gamma));

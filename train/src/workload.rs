@@ -16,6 +16,7 @@ use super::params::{Network, ParamSlot};
 use super::precision::Precision;
 use super::telemetry::Telemetry;
 use crate::cuda::gpu::{Gpu, Support};
+use crate::error::RunError;
 use crate::exec::EnvMaker;
 use crate::profiler::Profiler;
 use anyhow::Result;
@@ -36,7 +37,7 @@ pub trait Workload: EnvMaker {
     /// them (None when the observations show nothing worth drawing).
     fn frame(&self, step: u64, obs: &Observations, actions: Actions<'_>) -> Option<Frame>;
     /// Builds the run's learner: its network, optimizer, envs and rollout.
-    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>>;
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>, RunError>;
     /// A policy this workload trained, from its checkpoint.
     fn load_policy(self: Arc<Self>, stored: Stored) -> Result<Box<dyn TrainedPolicy>>;
 }

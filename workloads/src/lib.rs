@@ -82,6 +82,7 @@ use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::EnvName;
 use hotlab_specs::WorkloadSpec;
 use hotlab_train::checkpoint;
+use hotlab_train::error::RunError;
 use hotlab_train::gpu_check::Target;
 use hotlab_train::workload::{TrainedPolicy, Workload};
 use hotlab_train::{TrainOptions, Trained, UpdateMetrics};
@@ -90,19 +91,26 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Trains a policy as `spec` says; `observe` is called after every update.
-pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
+pub fn train(spec: &RunSpec, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained, RunError> {
     train_with(spec, TrainOptions::default(), observe)
 }
 
 /// [`train`] for its speed and profile alone: no held-out evaluation after it (what
 /// audits, lessons, the tuner and the benchmarks read is the run itself).
-pub fn measure(spec: &RunSpec) -> Result<hotlab_train::TrainReport> {
+pub fn measure(spec: &RunSpec) -> Result<hotlab_train::TrainReport, RunError> {
     let opts = TrainOptions { skip_evaluation: true, ..TrainOptions::default() };
     Ok(train_with(spec, opts, &mut |_| {})?.report)
 }
 
 /// [`train`] with a trace window, a telemetry sink, a stop flag or a frame feed.
-pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&UpdateMetrics)) -> Result<Trained> {
+///
+/// Refused ([`RunError::Refused`]) before anything runs when the spec is not allowed: by
+/// its ranges, this machine's memory or its workload.
+pub fn train_with(
+    spec: &RunSpec,
+    opts: TrainOptions,
+    observe: &mut dyn FnMut(&UpdateMetrics),
+) -> Result<Trained, RunError> {
     let begin = Instant::now();
     spec.validate()?;
     hotlab_train::system::check_memory(spec)?;
@@ -110,9 +118,10 @@ pub fn train_with(spec: &RunSpec, opts: TrainOptions, observe: &mut dyn FnMut(&U
     hotlab_train::run(spec, workload, begin, opts, observe)
 }
 
-/// A checkpoint written by `hotlab train --out`, on the CPU, with its workload.
-pub fn load_checkpoint(dir: &Path) -> Result<Box<dyn TrainedPolicy>> {
+/// A checkpoint written by `hotlab train --out`, on the CPU, with its workload; refused
+/// when its spec is not one this build's workload loads.
+pub fn load_checkpoint(dir: &Path) -> Result<Box<dyn TrainedPolicy>, RunError> {
     let stored = checkpoint::read(dir)?;
     let workload = load(&stored.spec)?;
-    workload.load_policy(stored)
+    Ok(workload.load_policy(stored)?)
 }

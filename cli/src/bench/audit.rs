@@ -2,7 +2,7 @@
 //! (`hotlab_report::audit` has the plan, the pairing and the verdicts; the lab runs the same
 //! plan with each run in its own process).
 
-use anyhow::Result;
+use crate::failure::Outcome;
 use hotlab_report::audit::{Measured, Plan};
 use hotlab_train::TrainReport;
 
@@ -14,7 +14,7 @@ pub fn measured(r: &TrainReport) -> Measured {
 }
 
 /// Runs the plan's runs in order; `progress` hears of each before it starts (what, run i of n).
-pub fn measure(plan: &Plan, progress: &mut dyn FnMut(&str, usize, usize)) -> Result<Vec<Measured>> {
+pub fn measure(plan: &Plan, progress: &mut dyn FnMut(&str, usize, usize)) -> Outcome<Vec<Measured>> {
     let slots = plan.schedule();
     let mut runs = Vec::with_capacity(slots.len());
     for (i, &slot) in slots.iter().enumerate() {

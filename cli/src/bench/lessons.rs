@@ -2,7 +2,8 @@
 //! whether the signature shows (`hotlab lesson check`; CI runs it for every lesson). A
 //! lesson whose bottleneck needs a GPU is skipped, saying so, where CUDA is missing.
 
-use anyhow::{Context, Result};
+use crate::failure::Outcome;
+use anyhow::Context;
 use hotlab_report::audit::Plan;
 use hotlab_report::lessons;
 use hotlab_report::lessons::{Budget, Check, Figure, GpuResult, Lesson, Params, RecordedVerdict};
@@ -18,7 +19,7 @@ pub fn unrunnable(lesson: &Lesson, plan: &Plan) -> Option<String> {
 }
 
 /// Trains the lesson's slow setting and each fix once under `params`' budget.
-pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
+pub fn check(lesson: &'static Lesson, params: &Params) -> Outcome<Check> {
     let plan = lesson.plan(params)?;
     if let Some(why) = unrunnable(lesson, &plan) {
         return Ok(Check {
@@ -52,7 +53,7 @@ pub fn check(lesson: &'static Lesson, params: &Params) -> Result<Check> {
 /// A check as a record: this machine's device (its GPU where it has one), today's date,
 /// the signature; with `verdicts` (the verdict runs' parameters, their budget filled in),
 /// the lesson run as `lesson run` runs it, and its verdicts.
-pub fn record(lesson: &'static Lesson, c: &Check, verdicts: Option<&Params>) -> Result<GpuResult> {
+pub fn record(lesson: &'static Lesson, c: &Check, verdicts: Option<&Params>) -> Outcome<GpuResult> {
     let info = hotlab_train::system::info();
     let device = info.devices.iter().find(|d| d.id.starts_with("cuda")).or(info.devices.first());
     let mut r = GpuResult {
@@ -87,25 +88,28 @@ pub fn record(lesson: &'static Lesson, c: &Check, verdicts: Option<&Params>) -> 
 
 /// The record in `file` (none yet where it is missing); a file that does not read as a
 /// record is refused, before anything is measured for it.
-pub fn read_records(file: &Path) -> Result<Vec<GpuResult>> {
+pub fn read_records(file: &Path) -> Outcome<Vec<GpuResult>> {
     match std::fs::read_to_string(file) {
-        Ok(text) => Ok(lessons::gpu_results(Some(&text))
-            .map_err(|e| crate::usage::UsageError { flag: "--record", message: format!("{}: {e}", file.display()) })?),
+        Ok(text) => Ok(lessons::gpu_results(Some(&text)).map_err(|e| crate::failure::UsageError {
+            flag: "--record",
+            message: format!("{}: {e}", file.display()),
+        })?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e).with_context(|| format!("--record: reading {}", file.display())),
+        Err(e) => Err(e).with_context(|| format!("--record: reading {}", file.display()))?,
     }
 }
 
 /// Writes `new` into the record `file` (made if missing): an entry per lesson, in catalogue
 /// order, the new ones replacing the old.
-pub fn merge_records(file: &Path, new: Vec<GpuResult>) -> Result<()> {
+pub fn merge_records(file: &Path, new: Vec<GpuResult>) -> Outcome<()> {
     let mut all = read_records(file)?;
     all.retain(|r| !new.iter().any(|n| n.lesson == r.lesson));
     all.extend(new);
     let order = |id: &str| lessons::LESSONS.iter().position(|l| l.id == id).unwrap_or(usize::MAX);
     all.sort_by_key(|r| order(&r.lesson));
     std::fs::write(file, serde_json::to_string_pretty(&all)? + "\n")
-        .with_context(|| format!("writing {}", file.display()))
+        .with_context(|| format!("writing {}", file.display()))?;
+    Ok(())
 }
 
 /// Today's date (UTC), `YYYY-MM-DD`.

@@ -1,14 +1,14 @@
 //! `hotlab sweep --on local`: a grid's cells trained here, one after another (side by
 //! side they would measure each other).
 
-use anyhow::Result;
+use crate::failure::Outcome;
 use hotlab_protocol::sweep::{Grid, SweepCell, SweepInfo};
 use hotlab_protocol::RunStatus;
 use hotlab_spec::RunSpec;
 
 /// Trains every cell of `grid` on `spec`; `progress` hears of each before it starts (its
 /// label, cell i of n). A cell that fails is kept with its message; the sweep goes on.
-pub fn sweep(grid: &str, spec: &RunSpec, progress: &mut dyn FnMut(&str, usize, usize)) -> Result<SweepInfo> {
+pub fn sweep(grid: &str, spec: &RunSpec, progress: &mut dyn FnMut(&str, usize, usize)) -> Outcome<SweepInfo> {
     let specs = Grid::parse(grid)?.specs(spec)?;
     let mut info = SweepInfo {
         grid: grid.trim().to_string(),

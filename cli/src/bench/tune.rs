@@ -3,7 +3,7 @@
 //! (`hotlab_lab::tune` makes the choices).
 
 use super::audit::measure;
-use anyhow::Result;
+use crate::failure::Outcome;
 use hotlab_lab::tune::{candidates, flags, keep, Step, TuneReport};
 use hotlab_report::analyze;
 use hotlab_report::audit::{Plan, Slot};
@@ -16,7 +16,7 @@ pub fn tune(
     repeats: usize,
     max_steps: usize,
     progress: &mut dyn FnMut(usize, &str, usize, usize),
-) -> Result<TuneReport> {
+) -> Outcome<TuneReport> {
     progress(0, "profiling the start", 0, 1);
     let first = hotlab_workloads::measure(start)?;
     let mut profile = first.profile;

@@ -1,8 +1,7 @@
 //! `hotlab audit`: re-runs a run with one change at a time and says whether each held.
 
 use crate::bench::audit;
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::Args;
 use hotlab_report::audit::{AuditReport, Change, Measured, Plan};
 
@@ -27,7 +26,7 @@ pub struct AuditArgs {
     pub repeats: usize,
 }
 
-pub fn audit(a: AuditArgs) -> Result<()> {
+pub fn audit(a: AuditArgs) -> Outcome<()> {
     if a.repeats < 2 {
         let message = format!("{}: at least 2 (one pair says nothing of the spread)", a.repeats);
         return Err(UsageError { flag: "--repeats", message }.into());
@@ -65,7 +64,7 @@ pub fn audit(a: AuditArgs) -> Result<()> {
 }
 
 /// The plan's runs, with a progress bar unless the output is JSON.
-pub(super) fn measure(plan: &Plan, json: bool) -> Result<Vec<Measured>> {
+pub(super) fn measure(plan: &Plan, json: bool) -> Outcome<Vec<Measured>> {
     let bar = super::runs_bar(json);
     let runs = audit::measure(plan, &mut super::runs_progress(&bar))?;
     bar.finish_and_clear();

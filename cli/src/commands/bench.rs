@@ -3,8 +3,8 @@
 //! their own (`bench_batch.rs`, `bench_morpho.rs`, `bench_growth.rs`, `soak.rs`).
 
 use crate::bench::envs::{self, EnvBench, EnvBenchSpec};
-use crate::usage::UsageError;
-use anyhow::{Context, Result};
+use crate::failure::{Failure, Outcome, UsageError};
+use anyhow::Context;
 use clap::{Args, Subcommand};
 use hotlab_core::choices::{Backend, WaitMode};
 use hotlab_spec::{RunSpec, SpecError};
@@ -41,7 +41,7 @@ pub enum BenchCommand {
 }
 
 /// Runs a benchmark.
-pub fn bench(c: BenchCommand) -> Result<()> {
+pub fn bench(c: BenchCommand) -> Outcome<()> {
     match c {
         BenchCommand::Envs(a) => envs(a),
         BenchCommand::Soak(a) => super::soak::soak(a),
@@ -98,7 +98,7 @@ impl BenchEnvsArgs {
     }
 }
 
-fn usage(flag: &'static str, message: String) -> anyhow::Error {
+fn usage(flag: &'static str, message: String) -> Failure {
     UsageError { flag, message }.into()
 }
 
@@ -106,7 +106,7 @@ fn usage(flag: &'static str, message: String) -> anyhow::Error {
 const PEERS: [&str; 2] = ["gymnasium", "envpool"];
 
 /// `scripts/NAME`, from here or from the project around the binary.
-fn peer_script(name: &str) -> Result<PathBuf> {
+fn peer_script(name: &str) -> Outcome<PathBuf> {
     let rel = format!("scripts/{name}");
     here_or_above(&rel).ok_or_else(|| usage("--peer", format!("{rel} not found: run from the project's folder")))
 }
@@ -118,7 +118,7 @@ fn here_or_above(rel: &str) -> Option<PathBuf> {
 
 /// EnvPool's interpreter: `$HOTLAB_ENVPOOL_PYTHON`, or the project's `.venv-envpool` (its
 /// dependencies, a few hundred MB, stay out of the project's .venv).
-fn envpool_python() -> Result<PathBuf> {
+fn envpool_python() -> Outcome<PathBuf> {
     if let Some(p) = std::env::var_os("HOTLAB_ENVPOOL_PYTHON").filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
         return p.exists().then_some(p.clone()).ok_or_else(|| {
@@ -135,7 +135,7 @@ fn envpool_python() -> Result<PathBuf> {
     })
 }
 
-pub fn envs(a: BenchEnvsArgs) -> Result<()> {
+pub fn envs(a: BenchEnvsArgs) -> Outcome<()> {
     if !(0.05..=600.0).contains(&a.seconds) {
         return Err(usage("--seconds", format!("must be between 0.05 and 600 (got {})", a.seconds)));
     }
@@ -151,7 +151,7 @@ pub fn envs(a: BenchEnvsArgs) -> Result<()> {
     if let Some(p) = a.peer.iter().find(|p| !PEERS.contains(&p.as_str())) {
         return Err(usage("--peer", format!("unknown peer '{p}'; allowed: {}", PEERS.join(", "))));
     }
-    let peers = a.peer.iter().map(|p| peer(p, &a)).collect::<Result<Vec<_>>>()?;
+    let peers = a.peer.iter().map(|p| peer(p, &a)).collect::<Outcome<Vec<_>>>()?;
     let device = hotlab_train::exec::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;
     let workload = hotlab_workloads::load(&a.workload_spec()?)?;
     let supported = a.env.backends();
@@ -224,7 +224,7 @@ struct Peer {
 }
 
 /// The peer `name`'s command for this bench, or why it cannot run (before any measuring).
-fn peer(name: &str, a: &BenchEnvsArgs) -> Result<Peer> {
+fn peer(name: &str, a: &BenchEnvsArgs) -> Outcome<Peer> {
     // A peer steps the same env: the workload's Gymnasium id.
     let workload = a.workload_spec()?.workload;
     let Some(id) = workload.gymnasium_id() else {
@@ -243,7 +243,7 @@ fn peer(name: &str, a: &BenchEnvsArgs) -> Result<Peer> {
 }
 
 /// Runs `peer` with the same env counts and seconds, and prints hotlab/peer ratios.
-fn run_peer(peer: &Peer, a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
+fn run_peer(peer: &Peer, a: &BenchEnvsArgs, ours: &[EnvBench]) -> Outcome<()> {
     let Peer { name, python, script, id, hint } = peer;
     let out = Command::new(python)
         .arg(script)
@@ -253,7 +253,12 @@ fn run_peer(peer: &Peer, a: &BenchEnvsArgs, ours: &[EnvBench]) -> Result<()> {
         .output()
         .with_context(|| format!("running {}: {hint}", python.display()))?;
     if !out.status.success() {
-        anyhow::bail!("{name} peer ({}) failed: {}", python.display(), String::from_utf8_lossy(&out.stderr));
+        return Err(anyhow::anyhow!(
+            "{name} peer ({}) failed: {}",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
     }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let mut peer: serde_json::Value = serde_json::from_str(line).context("peer output")?;
@@ -311,7 +316,7 @@ pub struct BenchHostArgs {
     pub json: bool,
 }
 
-pub fn host(a: BenchHostArgs) -> Result<()> {
+pub fn host(a: BenchHostArgs) -> Outcome<()> {
     use hotlab_workloads::morpho::bench::{run, HostBench};
     if !(1..=256).contains(&a.width) {
         return Err(usage("--width", format!("must be 1 to 256 (got {})", a.width)));

@@ -1,8 +1,7 @@
 //! `hotlab bench batch`: the dreamer's train step at each batch size, with its split, its
 //! memory against the device's and where throughput stops growing.
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Failure, Outcome, UsageError};
 use clap::Args;
 use hotlab_core::choices::{Precision, UpdateMode};
 use hotlab_spec::SpecError;
@@ -63,11 +62,11 @@ pub struct BenchBatchArgs {
     pub json: bool,
 }
 
-fn usage(flag: &'static str, message: String) -> anyhow::Error {
+fn usage(flag: &'static str, message: String) -> Failure {
     UsageError { flag, message }.into()
 }
 
-pub fn batch(a: BenchBatchArgs) -> Result<()> {
+pub fn batch(a: BenchBatchArgs) -> Outcome<()> {
     let json = a.json;
     let bench = checked(a)?;
     let r = run(&bench, |batch| {
@@ -84,7 +83,7 @@ pub fn batch(a: BenchBatchArgs) -> Result<()> {
 
 /// The benchmark the flags ask for, each flag checked alone and against the others (a
 /// refusal names the flag and what is allowed); sets libtorch's threads.
-fn checked(a: BenchBatchArgs) -> Result<BatchBench> {
+fn checked(a: BenchBatchArgs) -> Outcome<BatchBench> {
     if a.sizes.is_empty() || !a.sizes.windows(2).all(|w| w[0] < w[1]) {
         return Err(usage("--sizes", format!("must be ascending batch sizes (got {:?})", a.sizes)));
     }
@@ -103,7 +102,7 @@ fn checked(a: BenchBatchArgs) -> Result<BatchBench> {
     for &batch in &a.sizes {
         WorkloadSpec::Dreamer(DreamerSpec { batch, ..settings.clone() }).validate().map_err(|e| match e.knob {
             "batch_size" => usage("--sizes", e.message),
-            _ => anyhow::Error::from(SpecError::from(e)),
+            _ => Failure::from(SpecError::from(e)),
         })?;
     }
     let device = hotlab_train::exec::device::resolve(&a.device).map_err(|e| usage("--device", e.message))?;

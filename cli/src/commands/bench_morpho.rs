@@ -1,7 +1,6 @@
 //! `hotlab bench morpho`: the morpho trainer per knob setting and env count.
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Failure, Outcome, UsageError};
 use clap::Args;
 use hotlab_workloads::morpho::bench::trainer::{run, MorphoBench, MorphoBenchReport};
 
@@ -30,11 +29,11 @@ pub struct BenchMorphoArgs {
     pub json: bool,
 }
 
-fn usage(flag: &'static str, message: String) -> anyhow::Error {
+fn usage(flag: &'static str, message: String) -> Failure {
     UsageError { flag, message }.into()
 }
 
-pub fn morpho(a: BenchMorphoArgs) -> Result<()> {
+pub fn morpho(a: BenchMorphoArgs) -> Outcome<()> {
     if a.envs.is_empty() || a.envs.iter().any(|n| !(1..=1024).contains(n)) {
         return Err(usage("--envs", format!("must be env counts of 1 to 1024 (got {:?})", a.envs)));
     }

@@ -1,6 +1,6 @@
 //! `hotlab env-worker` (hidden): one worker process of `--backend subprocess`.
 
-use anyhow::Result;
+use crate::failure::Outcome;
 use clap::Args;
 use hotlab_core::choices::WaitMode;
 use hotlab_core::run::PpoSpec;
@@ -39,7 +39,7 @@ pub struct EnvWorkerArgs {
     pub gamma: f64,
 }
 
-pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
+pub fn env_worker(a: EnvWorkerArgs) -> Outcome<()> {
     let args = WorkerArgs {
         shm_fd: a.shm_fd,
         worker: a.worker,
@@ -53,7 +53,7 @@ pub fn env_worker(a: EnvWorkerArgs) -> Result<()> {
     };
     let ppo = PpoSpec { gamma: a.gamma, ..PpoSpec::default() };
     let spec = RunSpec { workload: a.workload, device: a.device, ppo, ..RunSpec::default() };
-    worker::run(args, || Ok(hotlab_workloads::load(&spec)?))
+    Ok(worker::run(args, || Ok(hotlab_workloads::load(&spec)?))?)
 }
 
 fn parse_workload(text: &str) -> Result<WorkloadSpec, String> {

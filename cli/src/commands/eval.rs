@@ -1,7 +1,6 @@
 //! `hotlab eval`: a checkpoint's policy over fresh episodes, as its workload evaluates it.
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::Args;
 use hotlab_train::checkpoint;
 use hotlab_train::workload::TaskSet;
@@ -31,7 +30,7 @@ pub struct EvalArgs {
     pub json: bool,
 }
 
-pub fn eval(a: EvalArgs) -> Result<()> {
+pub fn eval(a: EvalArgs) -> Outcome<()> {
     if !(1..=100_000).contains(&a.episodes) {
         return Err(UsageError {
             flag: "--episodes",

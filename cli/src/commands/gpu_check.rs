@@ -1,8 +1,7 @@
 //! `hotlab gpu-check`: flags and the printout (the work is in `crate::bench::gpu_check`).
 
 use crate::bench::gpu_check::{self, Options};
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::Args;
 use serde_json::Value;
 
@@ -24,7 +23,7 @@ pub struct GpuCheckArgs {
 }
 
 /// Exit 0 when everything that ran passed, 1 when a check failed.
-pub fn gpu_check(a: GpuCheckArgs) -> Result<()> {
+pub fn gpu_check(a: GpuCheckArgs) -> Outcome<()> {
     if !(12..=24).contains(&a.max_log2_envs) {
         return Err(UsageError {
             flag: "--max-log2-envs",
@@ -40,7 +39,7 @@ pub fn gpu_check(a: GpuCheckArgs) -> Result<()> {
         print_table(&summary);
     }
     if summary["ok"] != Value::Bool(true) {
-        anyhow::bail!("gpu-check failed (see the checks above)");
+        return Err(anyhow::anyhow!("gpu-check failed (see the checks above)").into());
     }
     Ok(())
 }

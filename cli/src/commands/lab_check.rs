@@ -1,7 +1,6 @@
 //! `hotlab lab-check`: flags and the printout (the work is in `hotlab_lab::bench::lab_check`).
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::Args;
 use hotlab_lab::bench::lab_check::{self, Options};
 
@@ -16,7 +15,7 @@ pub struct LabCheckArgs {
 }
 
 /// Exit 0 when every part passed, 1 when one failed.
-pub fn lab_check(a: LabCheckArgs) -> Result<()> {
+pub fn lab_check(a: LabCheckArgs) -> Outcome<()> {
     if !matches!(a.device.as_str(), "cuda" | "cpu") && !a.device.starts_with("cuda:") {
         return Err(UsageError {
             flag: "--device",
@@ -47,7 +46,7 @@ pub fn lab_check(a: LabCheckArgs) -> Result<()> {
         println!("figures: {}", summary["figures"]);
     }
     if summary["ok"] != true {
-        anyhow::bail!("lab-check failed (see the checks above)");
+        return Err(anyhow::anyhow!("lab-check failed (see the checks above)").into());
     }
     Ok(())
 }

@@ -1,11 +1,10 @@
 //! `hotlab lesson list` and `hotlab lesson run ID`: the catalogue's lessons, each run as an
 //! audit of its fixes against its slow setting, with its signature's figures.
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::{Args, Subcommand};
 use hotlab_report::lessons;
-use hotlab_report::lessons::{Lesson, Outcome, Params};
+use hotlab_report::lessons::{Lesson, Params};
 
 #[derive(Subcommand, Debug)]
 pub enum LessonCommand {
@@ -80,7 +79,7 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-pub fn lesson(c: LessonCommand) -> Result<()> {
+pub fn lesson(c: LessonCommand) -> Outcome<()> {
     match c {
         LessonCommand::List(a) => list(a),
         LessonCommand::Run(a) => run(a),
@@ -88,7 +87,7 @@ pub fn lesson(c: LessonCommand) -> Result<()> {
     }
 }
 
-fn check(a: CheckArgs) -> Result<()> {
+fn check(a: CheckArgs) -> Outcome<()> {
     let chosen: Vec<&'static Lesson> = match a.ids.is_empty() {
         true => lessons::LESSONS.iter().collect(),
         false => a.ids.iter().map(|id| find(id)).collect::<Result<_, _>>()?,
@@ -128,11 +127,13 @@ fn check(a: CheckArgs) -> Result<()> {
     }
     let missing: Vec<&str> =
         checks.iter().filter(|c| !c.shows && c.skipped.is_none()).map(|c| c.lesson.as_str()).collect();
-    anyhow::ensure!(missing.is_empty(), "the signature did not show for {}", missing.join(", "));
+    if !missing.is_empty() {
+        return Err(anyhow::anyhow!("the signature did not show for {}", missing.join(", ")).into());
+    }
     Ok(())
 }
 
-fn list(a: ListArgs) -> Result<()> {
+fn list(a: ListArgs) -> Outcome<()> {
     if a.json {
         let text = match &a.records {
             Some(file) => Some(
@@ -169,7 +170,7 @@ fn find(id: &str) -> Result<&'static Lesson, UsageError> {
     })
 }
 
-fn run(a: RunArgs) -> Result<()> {
+fn run(a: RunArgs) -> Outcome<()> {
     let lesson = find(&a.id)?;
     let mut settings = std::collections::BTreeMap::new();
     for s in &a.settings {
@@ -203,7 +204,7 @@ fn on_its_device(lesson: &Lesson, params: &Params) -> Params {
     lesson.params_on(params, cuda)
 }
 
-fn text(lesson: &Lesson, o: &Outcome) -> String {
+fn text(lesson: &Lesson, o: &hotlab_report::lessons::Outcome) -> String {
     let mut out = super::audit::table(&o.audit);
     out.push_str(&format!("\n{}:\n", lesson.signature.text));
     for f in &o.signature {

@@ -24,7 +24,7 @@ mod train;
 mod tune;
 mod worker;
 
-use anyhow::Result;
+use crate::failure::Outcome;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -120,7 +120,7 @@ pub(crate) fn runs_progress(bar: &indicatif::ProgressBar) -> impl FnMut(&str, us
 }
 
 /// Runs a parsed command line.
-pub fn run(cli: Cli) -> Result<()> {
+pub fn run(cli: Cli) -> Outcome<()> {
     match cli.command {
         Command::Train(a) => train::train(*a),
         Command::Eval(a) => eval::eval(a),

@@ -1,7 +1,6 @@
 //! `hotlab prove`: depth-bounded SLD proof search on a knowledge base, with one proof.
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::Args;
 use hotlab_workloads::proof::prolog::kb::Kb;
 use hotlab_workloads::proof::prolog::prove::{annotate, prove, SUCCESSORS};
@@ -28,7 +27,7 @@ pub struct ProveArgs {
     pub json: bool,
 }
 
-pub fn prove_cmd(a: ProveArgs) -> Result<()> {
+pub fn prove_cmd(a: ProveArgs) -> Outcome<()> {
     let usage = |flag: &'static str, message: String| UsageError { flag, message };
     if a.depth > 64 {
         return Err(usage("--depth", format!("{} is too deep; allowed 0 to 64", a.depth)).into());

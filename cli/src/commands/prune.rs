@@ -1,8 +1,7 @@
 //! `hotlab prune`: deletes old runs from a lab's store, on request only (a lab never
 //! deletes by itself).
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -20,12 +19,14 @@ pub struct PruneArgs {
     pub json: bool,
 }
 
-pub fn prune(a: PruneArgs) -> Result<()> {
+pub fn prune(a: PruneArgs) -> Outcome<()> {
     let days = a.older_than_days;
     if !(days.is_finite() && days >= 0.0) {
         return Err(UsageError { flag: "--older-than-days", message: format!("{days}: allowed a number ≥ 0") }.into());
     }
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as u64;
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(anyhow::Error::from)?.as_millis()
+            as u64;
     let before_ms = now_ms.saturating_sub((days * 86_400_000.0) as u64);
     let pruned = hotlab_lab::store::prune_dir(&a.data_dir, before_ms)?;
     match a.json {

@@ -3,7 +3,8 @@
 //! this is the run's side: it trains, says everything, and hears `stop`, `watched` and
 //! `unwatched` on its stdin.
 
-use anyhow::{Context, Result};
+use crate::failure::Outcome;
+use anyhow::Context;
 use clap::Args;
 use hotlab_lab::wire::process::FromRun;
 use hotlab_protocol::{EventBody, RunStatus};
@@ -22,7 +23,7 @@ pub struct RunWorkerArgs {
     pub spec: String,
 }
 
-pub fn run_worker(a: RunWorkerArgs) -> Result<()> {
+pub fn run_worker(a: RunWorkerArgs) -> Outcome<()> {
     let spec: RunSpec = serde_json::from_str(&a.spec).context("--spec: not a run spec")?;
     serve(&spec)
 }
@@ -33,7 +34,7 @@ const FRAME_GAP_WATCHED: Duration = Duration::from_millis(33);
 const FRAME_GAP_UNWATCHED: Duration = Duration::from_secs(1);
 
 /// The run process's side: trains `spec`, saying everything on stdout.
-fn serve(spec: &RunSpec) -> Result<()> {
+fn serve(spec: &RunSpec) -> Outcome<()> {
     // SAFETY: prctl with valid constants; the kernel kills this run when the lab dies.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     let (stop, watched) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));

@@ -4,15 +4,14 @@
 //! script, baseline and variant interleaved.
 
 use super::train::ProfileArgs;
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use hotlab_report::audit::{AuditReport, Change, Plan};
 use hotlab_report::{analyze, Report};
 use hotlab_spec::knobs;
 use hotlab_spec::{PresetSpec, RunSpec, SpecError};
 use serde_json::{json, Value};
 
-pub fn profile(a: ProfileArgs) -> Result<()> {
+pub fn profile(a: ProfileArgs) -> Outcome<()> {
     if a.repeats < 2 {
         let message = format!("{}: at least 2 (one pair says nothing of the spread)", a.repeats);
         return Err(UsageError { flag: "--repeats", message }.into());
@@ -62,7 +61,7 @@ pub fn profile(a: ProfileArgs) -> Result<()> {
 
 /// The script run again under the light probe: its steps/s against the full probe's (each
 /// run's steady window where it has one).
-fn probe_cost(a: &ProfileArgs, spec: &RunSpec, full: &hotlab_train::TrainReport, json: bool) -> Result<Value> {
+fn probe_cost(a: &ProfileArgs, spec: &RunSpec, full: &hotlab_train::TrainReport, json: bool) -> Outcome<Value> {
     let light = knobs::apply(
         spec.clone(),
         &[(knobs::find("probe_mode").expect("the probe mode's knob"), Value::from("light"))],
@@ -78,7 +77,7 @@ fn probe_cost(a: &ProfileArgs, spec: &RunSpec, full: &hotlab_train::TrainReport,
 }
 
 /// `--torch-trace FILE`: a PyTorch Profiler trace read into the report (nothing runs).
-pub fn torch_trace(a: ProfileArgs) -> Result<()> {
+pub fn torch_trace(a: ProfileArgs) -> Outcome<()> {
     let path = a.torch_trace.as_deref().expect("dispatched on --torch-trace");
     let facts = hotlab_workloads::external::trace::read(path)?;
     let report = hotlab_workloads::external::trace::report(&facts);
@@ -91,7 +90,7 @@ pub fn torch_trace(a: ProfileArgs) -> Result<()> {
 
 /// The run's spec: the flags given, the workload the script (`external`), its command the
 /// words after `--` (as a shell would quote them again).
-fn script_spec(a: &ProfileArgs) -> Result<RunSpec> {
+fn script_spec(a: &ProfileArgs) -> Outcome<RunSpec> {
     if a.script.is_empty() {
         return Ok(a.train.spec()?);
     }
@@ -105,7 +104,7 @@ fn script_spec(a: &ProfileArgs) -> Result<RunSpec> {
 }
 
 /// The audits `--verify` and `--variant` ask for, run and concluded (None: none asked).
-fn verify(a: &ProfileArgs, spec: &RunSpec, report: &Report, json: bool) -> Result<Option<AuditReport>> {
+fn verify(a: &ProfileArgs, spec: &RunSpec, report: &Report, json: bool) -> Outcome<Option<AuditReport>> {
     let mut changes = Vec::new();
     if a.verify {
         for r in report.recommendations.iter().filter(|r| r.auditable()) {

@@ -1,7 +1,7 @@
 //! `hotlab serve`: the web lab and its API.
 
-use crate::usage::UsageError;
-use anyhow::{Context, Result};
+use crate::failure::{Outcome, UsageError};
+use anyhow::Context;
 use clap::Args;
 use hotlab_lab::server;
 use std::path::PathBuf;
@@ -84,7 +84,7 @@ pub struct ServeArgs {
 const MIN_TOKEN: usize = 16;
 
 /// Refuses a given token that is too short (an empty one means none: one is generated).
-fn check_token(token: Option<&str>, flag: &'static str, rights: &str) -> Result<()> {
+fn check_token(token: Option<&str>, flag: &'static str, rights: &str) -> Outcome<()> {
     match token.filter(|t| !t.is_empty() && t.chars().count() < MIN_TOKEN) {
         Some(t) => {
             let message = format!(
@@ -97,7 +97,7 @@ fn check_token(token: Option<&str>, flag: &'static str, rights: &str) -> Result<
     }
 }
 
-pub fn serve(a: ServeArgs) -> Result<()> {
+pub fn serve(a: ServeArgs) -> Outcome<()> {
     check_token(a.token.as_deref(), "--token", "gets operator rights")?;
     check_token(a.worker_token.as_deref(), "--worker-token", "can connect a worker and report runs")?;
     if a.token.is_some() && a.token == a.worker_token {
@@ -152,5 +152,5 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         trainer: std::sync::Arc::new(crate::trainer::Trainer),
         allow_scripts: a.allow_scripts,
     };
-    runtime.block_on(server::serve(cfg))
+    Ok(runtime.block_on(server::serve(cfg))?)
 }

@@ -1,7 +1,7 @@
 //! `hotlab bench soak`: a lab under many viewers for minutes; flags and the printout.
 
-use crate::usage::UsageError;
-use anyhow::{Context, Result};
+use crate::failure::{Outcome, UsageError};
+use anyhow::Context;
 use clap::Args;
 use hotlab_lab::bench::soak::{self, SoakReport, SoakSpec};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -43,14 +43,14 @@ pub struct BenchSoakArgs {
     pub json: bool,
 }
 
-fn seconds(flag: &'static str, v: f64) -> Result<Duration> {
+fn seconds(flag: &'static str, v: f64) -> Outcome<Duration> {
     Duration::try_from_secs_f64(v)
         .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| UsageError { flag, message: format!("{v}: allowed a positive number").to_string() }.into())
 }
 
-pub fn soak(a: BenchSoakArgs) -> Result<()> {
+pub fn soak(a: BenchSoakArgs) -> Outcome<()> {
     let run = match &a.run {
         Some(text) => {
             serde_json::from_str(text).map_err(|e| UsageError { flag: "--run", message: format!("not JSON: {e}") })?

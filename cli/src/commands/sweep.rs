@@ -1,8 +1,8 @@
 //! `hotlab sweep`: a grid of settings, every combination trained once, and a table of
 //! steps/s and return per cell with the best cell.
 
-use crate::usage::UsageError;
-use anyhow::{bail, Context, Result};
+use crate::failure::{Outcome, UsageError};
+use anyhow::{anyhow, Context};
 use clap::Args;
 use hotlab_lab::wire::http;
 use hotlab_protocol::sweep::{Grid, SweepInfo};
@@ -34,7 +34,7 @@ pub struct SweepArgs {
     pub train: super::train::TrainArgs,
 }
 
-pub fn sweep(a: SweepArgs) -> Result<()> {
+pub fn sweep(a: SweepArgs) -> Outcome<()> {
     let spec = a.train.spec()?;
     spec.validate()?;
     Grid::parse(&a.grid).and_then(|g| g.specs(&spec)).map_err(|e| UsageError { flag: "--grid", message: e.message })?;
@@ -78,7 +78,7 @@ fn on_lab(
     grid: &str,
     spec: &hotlab_spec::RunSpec,
     bar: &ProgressBar,
-) -> Result<SweepInfo> {
+) -> Outcome<SweepInfo> {
     let (host, port) = http::host_port(lab, 8080).map_err(|message| UsageError { flag: "--lab", message })?;
     let token = token
         .ok_or_else(|| UsageError { flag: "--token", message: "launching on a lab needs its operator token".into() })?;
@@ -91,8 +91,8 @@ fn on_lab(
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         let e = &v["error"];
         match (e["field"].as_str(), e["message"].as_str()) {
-            (Some(field), Some(m)) => bail!("the lab refused the sweep ({status}): {field}: {m}"),
-            _ => bail!("the lab refused the sweep ({status}): {text:.300}"),
+            (Some(field), Some(m)) => return Err(anyhow!("the lab refused the sweep ({status}): {field}: {m}").into()),
+            _ => return Err(anyhow!("the lab refused the sweep ({status}): {text:.300}").into()),
         }
     }
     let mut info: SweepInfo = serde_json::from_str(&text).context("the lab's answer")?;
@@ -100,7 +100,9 @@ fn on_lab(
     while !info.status.is_final() {
         std::thread::sleep(POLL);
         let (status, text) = http::request(&host, port, "GET", &format!("/api/sweeps/{}", info.id), &[], None)?;
-        anyhow::ensure!(status == 200, "the lab lost sweep {} ({status}): {text:.300}", info.id);
+        if status != 200 {
+            return Err(anyhow!("the lab lost sweep {} ({status}): {text:.300}", info.id).into());
+        }
         info = serde_json::from_str(&text).context("the lab's answer")?;
         bar.set_position(info.cells.iter().filter(|c| c.status.is_some()).count() as u64);
         bar.set_message(format!("sweep {} on {lab}", info.id));

@@ -1,6 +1,6 @@
 //! `hotlab system`: versions, devices and cores.
 
-use anyhow::Result;
+use crate::failure::Outcome;
 use clap::Args;
 use hotlab_train::system;
 
@@ -11,7 +11,7 @@ pub struct SystemArgs {
     pub json: bool,
 }
 
-pub fn system(a: SystemArgs) -> Result<()> {
+pub fn system(a: SystemArgs) -> Outcome<()> {
     let info = system::info();
     if a.json {
         println!("{}", serde_json::to_string(&info)?);

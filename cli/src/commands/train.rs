@@ -2,8 +2,8 @@
 //! top of it), the progress bar, `--out` and the printed summary or report.
 
 use super::knob_args::KnobArgs;
-use crate::usage::UsageError;
-use anyhow::{Context, Result};
+use crate::failure::{Outcome, UsageError};
+use anyhow::Context;
 use clap::Args;
 use hotlab_core::preset::Preset;
 use hotlab_spec::{presets, PresetSpec, RunSpec, SpecError};
@@ -105,7 +105,7 @@ impl ProfileArgs {
     }
 }
 
-pub fn profile(a: ProfileArgs) -> Result<()> {
+pub fn profile(a: ProfileArgs) -> Outcome<()> {
     if a.verify || a.variant.is_some() {
         let message =
             "verifies a script's advice: give the script after `--` (hotlab audit verifies a workload's)".into();
@@ -136,7 +136,7 @@ trace of steps {}..{} written to {}",
     Ok(())
 }
 
-pub fn train(a: TrainArgs) -> Result<()> {
+pub fn train(a: TrainArgs) -> Outcome<()> {
     let trained = run_training(&a, None, a.json)?;
     let report = &trained.report;
     if a.json {
@@ -170,7 +170,7 @@ fn run_training(
     a: &TrainArgs,
     trace: Option<hotlab_train::profiler::TraceWindow>,
     quiet: bool,
-) -> Result<hotlab_train::Trained> {
+) -> Outcome<hotlab_train::Trained> {
     run_spec(a, a.spec()?, trace, quiet)
 }
 
@@ -180,7 +180,7 @@ pub(super) fn run_spec(
     spec: RunSpec,
     trace: Option<hotlab_train::profiler::TraceWindow>,
     quiet: bool,
-) -> Result<hotlab_train::Trained> {
+) -> Outcome<hotlab_train::Trained> {
     spec.validate()?;
     let mut metrics = match &a.out {
         Some(dir) => {

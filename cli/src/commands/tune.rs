@@ -1,7 +1,6 @@
 //! `hotlab tune`: the fastest configuration that still learns, found by audits.
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::Args;
 use hotlab_lab::tune::TuneReport;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -21,7 +20,7 @@ pub struct TuneArgs {
     pub max_steps: usize,
 }
 
-pub fn tune(a: TuneArgs) -> Result<()> {
+pub fn tune(a: TuneArgs) -> Outcome<()> {
     if a.repeats < 2 {
         let message = format!("{}: at least 2 (one pair says nothing of the spread)", a.repeats);
         return Err(UsageError { flag: "--repeats", message }.into());

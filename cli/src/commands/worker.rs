@@ -1,7 +1,6 @@
 //! `hotlab worker`: this machine joins a lab, connecting out to it.
 
-use crate::usage::UsageError;
-use anyhow::Result;
+use crate::failure::{Outcome, UsageError};
 use clap::Args;
 use hotlab_lab::worker::{self, WorkerConfig};
 use std::path::PathBuf;
@@ -45,7 +44,7 @@ pub struct WorkerArgs {
     pub run: Option<u64>,
 }
 
-pub fn worker(a: WorkerArgs) -> Result<()> {
+pub fn worker(a: WorkerArgs) -> Outcome<()> {
     let name = a.name.unwrap_or_else(host_name);
     hotlab_lab::wire::link::check_name(&name).map_err(|message| UsageError { flag: "--name", message })?;
     if a.worker_token.is_empty() {
@@ -57,7 +56,7 @@ pub fn worker(a: WorkerArgs) -> Result<()> {
         0 => system.devices.iter().filter(|d| d.id.starts_with("cuda")).count().max(1),
         n => n,
     };
-    worker::run(WorkerConfig {
+    Ok(worker::run(WorkerConfig {
         lab: a.lab,
         token: a.worker_token,
         name,
@@ -67,7 +66,7 @@ pub fn worker(a: WorkerArgs) -> Result<()> {
         once: a.run.filter(|_| a.once),
         run_memory: a.run_memory,
         system,
-    })
+    })?)
 }
 
 /// The machine's host name, made a valid worker name.

@@ -13,6 +13,7 @@ pub mod play;
 pub mod rnn;
 
 use crate::checkpoint::Stored;
+use crate::error::RunError;
 use crate::exec::EnvMaker;
 use crate::workload::{Learner, Setup, TrainedPolicy, Workload};
 use hotlab_env::EnvSpec;
@@ -25,7 +26,7 @@ pub fn ppo_learner(
     workload: Arc<dyn Workload>,
     setup: &mut Setup<'_>,
     env_spec: &EnvSpec,
-) -> anyhow::Result<Box<dyn Learner>> {
+) -> Result<Box<dyn Learner>, RunError> {
     if setup.spec.ppo.rnn != hotlab_core::choices::Rnn::None {
         return rnn::learner::ppo_learner(workload, setup, env_spec);
     }

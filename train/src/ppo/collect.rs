@@ -2,6 +2,7 @@
 //! envs, record; at the end bootstrap, compute GAE and move the batch to the device.
 
 use super::{ActStep, Actor, Collect, CollectCtx, ValueRows};
+use crate::error::RunError;
 use crate::exec::{self, parts};
 use crate::gae::{gae, GaeInput};
 use crate::normalize::{Normalizers, ObsNorm};
@@ -36,13 +37,22 @@ fn env_totals(env: &dyn BatchEnv, workload: &dyn Workload) -> EnvCounters {
 
 impl<A> HostCollector<A> {
     /// Starts the spec's backend and resets its envs; `actor` is made once they are up.
-    pub fn new(spec: &RunSpec, workload: Arc<dyn Workload>, obs_dim: usize, actor: impl FnOnce() -> A) -> Result<Self> {
+    pub fn new(
+        spec: &RunSpec,
+        workload: Arc<dyn Workload>,
+        obs_dim: usize,
+        actor: impl FnOnce() -> A,
+    ) -> Result<Self, RunError> {
         Self::open(spec, workload, Some(obs_dim), actor)
     }
 
     /// [`HostCollector::new`] for a policy that reads every leaf of a structured
     /// observation, each in its own form ([`Rollout::with_leaves`]).
-    pub fn with_leaves(spec: &RunSpec, workload: Arc<dyn Workload>, actor: impl FnOnce() -> A) -> Result<Self> {
+    pub fn with_leaves(
+        spec: &RunSpec,
+        workload: Arc<dyn Workload>,
+        actor: impl FnOnce() -> A,
+    ) -> Result<Self, RunError> {
         Self::open(spec, workload, None, actor)
     }
 
@@ -52,7 +62,7 @@ impl<A> HostCollector<A> {
         workload: Arc<dyn Workload>,
         obs_dim: Option<usize>,
         actor: impl FnOnce() -> A,
-    ) -> Result<Self> {
+    ) -> Result<Self, RunError> {
         let mut env = exec::host_backend(spec, workload.as_ref())?;
         let mut norm = Normalizers::for_run(spec, env.spec())?;
         let mut obs = Observations::zeros(env.spec(), spec.envs);

@@ -17,6 +17,7 @@ use hotlab_specs::cartpole::CartpoleFrame;
 use hotlab_specs::CartpoleSpec;
 use hotlab_specs::{EnvName, WorkloadSpec};
 use hotlab_train::checkpoint::Stored;
+use hotlab_train::error::RunError;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::gpu_check::Target;
 use hotlab_train::models;
@@ -76,7 +77,7 @@ impl Workload for CartPole {
         Some(frame(step, state, actions.index))
     }
 
-    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>, RunError> {
         let env_spec = self.vector_env(1, setup.spec.seed, 0).spec().clone();
         if setup.spec.ppo.rnn != Rnn::None {
             // A recurrent policy's own learner (host envs; the spec refuses the device backend).

@@ -44,6 +44,7 @@ use hotlab_specs::dreamer::ReplayAt;
 use hotlab_specs::DreamerSpec;
 use hotlab_specs::WorkloadSpec;
 use hotlab_train::checkpoint::Stored;
+use hotlab_train::error::RunError;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::gpu_check::Target;
 use hotlab_train::params::{Network, ParamSlot};
@@ -120,12 +121,11 @@ impl Workload for Dreamer {
         None
     }
 
-    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>, RunError> {
         if self.settings.replay == ReplayAt::Pinned && setup.device == Device::Cpu {
-            bail!(
-                "--replay pinned: page-locked memory speeds copies to a GPU, and this run's device is the CPU; \
-                 allowed here: host, device"
-            );
+            let message = "pinned: page-locked memory speeds copies to a GPU, and this run's device is the CPU; \
+                           allowed here: host, device";
+            return Err(SpecError::new("replay", message).into());
         }
         Ok(Box::new(learner::DreamerLearner::new(setup, self)?))
     }

@@ -7,6 +7,7 @@ use super::window::{Message, Window};
 use anyhow::{bail, Result};
 use hotlab_protocol::Losses;
 use hotlab_spec::RunSpec;
+use hotlab_train::error::RunError;
 use hotlab_train::params::{Network, ParamSlot};
 use hotlab_train::workload::{Evaluation, Iteration, Learner, Outcome, TrainedPolicy, OPEN_ENDED};
 use std::sync::atomic::AtomicBool;
@@ -26,7 +27,7 @@ impl ScriptLearner {
     /// Starts the script and waits (looking at `stop`) for its set-up to end: the probe's
     /// first window, which closes at the first env step. Its imports and set-up so count
     /// as the run's set-up, as a script's own steps/s leaves them out.
-    pub fn start(command: &ScriptCommand, stop: Option<&AtomicBool>) -> Result<Self> {
+    pub fn start(command: &ScriptCommand, stop: Option<&AtomicBool>) -> Result<Self, RunError> {
         let script = Script::start(command)?;
         let mut learner = ScriptLearner { script, shown: command.shown.clone(), ended: false, pending: None };
         match learner.next(stop)? {

@@ -21,6 +21,7 @@ use hotlab_spec::{RunSpec, SpecError};
 use hotlab_specs::external::ProbeMode;
 use hotlab_specs::{EnvName, ExternalSpec};
 use hotlab_train::checkpoint::Stored;
+use hotlab_train::error::RunError;
 use hotlab_train::exec::EnvMaker;
 use hotlab_train::workload::{Learner, Setup, TrainedPolicy, Workload};
 use learner::ScriptLearner;
@@ -45,7 +46,7 @@ impl Workload for External {
         None
     }
 
-    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>, RunError> {
         Ok(Box::new(ScriptLearner::start(&self.0, setup.stop)?))
     }
 

@@ -6,6 +6,7 @@
 
 use anyhow::{anyhow, Context, Result};
 use hotlab_spec::SpecError;
+use hotlab_train::error::RunError;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -67,7 +68,7 @@ pub struct Script {
 impl Script {
     /// Starts `argv` in `cwd` under the probe. A program that is not there is refused
     /// naming `--command`; a directory that is not there, `--cwd`.
-    pub fn start(command: &ScriptCommand) -> Result<Self> {
+    pub fn start(command: &ScriptCommand) -> Result<Self, RunError> {
         let (argv, cwd, shown) = (&command.argv, command.cwd.as_deref(), command.shown.as_str());
         let (program, args) = argv.split_first().ok_or_else(|| SpecError::new("command", "is empty"))?;
         if let Some(cwd) = cwd.filter(|c| !Path::new(c).is_dir()) {

@@ -29,6 +29,7 @@ use hotlab_specs::gym::{GymFrame, GymLeaf, GymSeen};
 use hotlab_specs::EnvName;
 use hotlab_specs::GymSpec;
 use hotlab_train::checkpoint::Stored;
+use hotlab_train::error::RunError;
 use hotlab_train::exec::shm::Layout;
 use hotlab_train::exec::subprocess::{Completion, Subprocess};
 use hotlab_train::exec::EnvMaker;
@@ -290,7 +291,7 @@ impl Workload for GymEnv {
     }
 
     /// The CNN for an image, the MLP for a vector.
-    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>, RunError> {
         let env_spec = self.spec.clone();
         models::ppo_learner(self, setup, &env_spec)
     }

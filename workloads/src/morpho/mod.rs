@@ -51,6 +51,7 @@ use hotlab_specs::morpho::{HostExec, SlotPool, StreamWait, TrainingEntry};
 use hotlab_specs::MorphoSpec;
 use hotlab_specs::WorkloadSpec;
 use hotlab_train::checkpoint;
+use hotlab_train::error::RunError;
 use hotlab_train::exec::parts::PartClock;
 use hotlab_train::exec::transfer::Eager;
 use hotlab_train::exec::{worker_flags, EnvMaker};
@@ -241,12 +242,13 @@ impl Workload for Morpho {
         Some(view::frame(step, obs.fields.first()?.as_f32()?, actions.index, self.settings.epochs))
     }
 
-    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>, RunError> {
         let spec = setup.spec;
         if spec.exec.backend == Backend::Device {
-            bail!(
-                "the morpho env's hosts train beside their envs on a host backend: --backend device has no morpho env"
-            );
+            let message =
+                "device steps CartPole only; the morpho env's hosts train beside their envs on a host backend: \
+                           allowed here: sequential, threads, subprocess, vectorized";
+            return Err(SpecError::new("backend", message).into());
         }
         if let Some(note) = self.host_note() {
             setup.notes.push(note);

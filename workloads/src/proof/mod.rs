@@ -34,6 +34,7 @@ use hotlab_specs::proof::ProofFrame;
 use hotlab_specs::ProofSpec;
 use hotlab_specs::{EnvName, WorkloadSpec};
 use hotlab_train::checkpoint;
+use hotlab_train::error::RunError;
 use hotlab_train::exec::transfer::Eager;
 use hotlab_train::exec::{worker_flags, EnvMaker};
 use hotlab_train::params::{Network, ParamSlot};
@@ -113,10 +114,10 @@ impl Workload for Proof {
         Some(Frame::new(EnvName::Proof, step, &ProofFrame { goals, successors, allowed, choice: actions[0] }))
     }
 
-    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>> {
+    fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>, RunError> {
         let spec = setup.spec;
         if spec.exec.backend == Backend::Device {
-            bail!("the proof env runs on the host: --backend device has no proof env");
+            return Err(SpecError::new("backend", "device steps CartPole only; the proof env runs on the host: allowed here: sequential, threads, subprocess, vectorized").into());
         }
         let env_spec = self.vector_env(1, spec.seed, 0).spec().clone();
         let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();

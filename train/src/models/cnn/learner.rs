@@ -3,31 +3,38 @@
 
 use super::agent::CnnAgent;
 use super::{CnnNet, CnnShape, Compute, Layout};
+use crate::error::RunError;
 use crate::exec::transfer::{Eager, Mover};
 use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use hotlab_core::choices::{Frames, Inference, UpdateMode};
 use hotlab_env::EnvSpec;
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec` (an image observation); settings
 /// the CNN has no form for are refused, naming what is allowed.
-pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec: &EnvSpec) -> Result<Box<dyn Learner>> {
+pub fn ppo_learner(
+    workload: Arc<dyn Workload>,
+    setup: &mut Setup<'_>,
+    env_spec: &EnvSpec,
+) -> Result<Box<dyn Learner>, RunError> {
     let spec = setup.spec;
     let shape = CnnShape::of(env_spec)?;
     if spec.exec.update != UpdateMode::Eager {
-        bail!(
+        return Err(anyhow::anyhow!(
             "--update {}: the CNN policy's update runs libtorch's ops and autograd; allowed: eager",
             spec.exec.update
-        );
+        )
+        .into());
     }
     let kind = setup.precision.kind;
     if !matches!(kind, tch::Kind::Float | tch::Kind::BFloat16) || setup.precision.scaler.is_some() {
-        bail!(
+        return Err(anyhow::anyhow!(
             "--precision {}: the CNN policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
             setup.precision.label()
-        );
+        )
+        .into());
     }
     setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {

@@ -4,35 +4,41 @@
 
 use super::agent::CombinedAgent;
 use super::{CombinedNet, CombinedShape};
+use crate::error::RunError;
 use crate::exec::transfer::{Eager, Mover};
 use crate::models::cnn::{Compute, Layout};
 use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use hotlab_core::choices::{Frames, Inference, UpdateMode};
 use hotlab_env::EnvSpec;
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec` (a structured observation);
 /// settings the combined policy has no form for are refused, naming what is allowed.
-pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec: &EnvSpec) -> Result<Box<dyn Learner>> {
+pub fn ppo_learner(
+    workload: Arc<dyn Workload>,
+    setup: &mut Setup<'_>,
+    env_spec: &EnvSpec,
+) -> Result<Box<dyn Learner>, RunError> {
     let spec = setup.spec;
     let shape = CombinedShape::of(env_spec, &spec.ppo.hidden)?;
     if spec.exec.update != UpdateMode::Eager {
-        bail!(
+        return Err(anyhow::anyhow!(
             "--update {}: the combined policy's update (a Dict or Tuple observation's) runs libtorch's ops and autograd; allowed: eager",
             spec.exec.update
-        );
+        ).into());
     }
     if spec.exec.frames == Frames::Float {
-        bail!("--frames float: a Dict or Tuple observation's image leaves move as bytes, each scaled by its own encoder; allowed: bytes");
+        return Err(anyhow::anyhow!("--frames float: a Dict or Tuple observation's image leaves move as bytes, each scaled by its own encoder; allowed: bytes").into());
     }
     let kind = setup.precision.kind;
     if !matches!(kind, tch::Kind::Float | tch::Kind::BFloat16) || setup.precision.scaler.is_some() {
-        bail!(
+        return Err(anyhow::anyhow!(
             "--precision {}: the combined policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
             setup.precision.label()
-        );
+        )
+        .into());
     }
     setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {

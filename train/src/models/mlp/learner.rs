@@ -7,6 +7,7 @@ use super::host::FusedPolicy;
 use super::policy::{ActorCritic, Architecture};
 use super::{architecture, MlpAgent};
 use crate::cuda::gpu::Gpu;
+use crate::error::RunError;
 use crate::exec::transfer::Eager;
 use crate::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
 use crate::workload::{Learner, Setup, Workload};
@@ -17,8 +18,10 @@ use std::sync::Arc;
 
 /// A workload's rollout on its device (`--backend device`), given the network's shape, the
 /// hand-written kernels where they opened, and the number of action heads.
-pub type DeviceRollout<'f> =
-    Box<dyn FnOnce(&mut Setup<'_>, &Architecture, Option<&Arc<Gpu>>, usize) -> Result<Box<dyn Collect<MlpAgent>>> + 'f>;
+pub type DeviceRollout<'f> = Box<
+    dyn FnOnce(&mut Setup<'_>, &Architecture, Option<&Arc<Gpu>>, usize) -> Result<Box<dyn Collect<MlpAgent>>, RunError>
+        + 'f,
+>;
 
 /// The learner of `workload`, whose envs are `env_spec`; `device` is its device rollout,
 /// if it has one (the spec's validation refuses `--backend device` where it has none).
@@ -27,12 +30,12 @@ pub fn ppo_learner(
     setup: &mut Setup<'_>,
     env_spec: &EnvSpec,
     device: Option<DeviceRollout<'_>>,
-) -> Result<Box<dyn Learner>> {
+) -> Result<Box<dyn Learner>, RunError> {
     let spec = setup.spec;
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
     let arch = architecture(env_spec, &spec.ppo.hidden)?;
     if arch.gaussian > 0 && spec.exec.update == UpdateMode::GraphFused {
-        anyhow::bail!(super::grad::GAUSSIAN_NOT_FUSED);
+        return Err(anyhow::anyhow!(super::grad::GAUSSIAN_NOT_FUSED).into());
     }
     let net = ActorCritic::new(arch.clone(), setup.device);
     let (opt, mover) = ppo::after_init(setup, &net.flat);

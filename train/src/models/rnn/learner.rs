@@ -4,26 +4,31 @@
 
 use super::agent::{RnnActor, RnnAgent};
 use super::{Input, RnnNet, RnnShape};
+use crate::error::RunError;
 use crate::exec::transfer::{Eager, Mover};
 use crate::models::cnn::{Compute, Layout};
 use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use hotlab_core::choices::{Frames, Inference, RnnUpdate};
 use hotlab_env::EnvSpec;
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec`; settings the recurrent policy has
 /// no form for are refused, naming what is allowed.
-pub fn ppo_learner(workload: Arc<dyn Workload>, setup: &mut Setup<'_>, env_spec: &EnvSpec) -> Result<Box<dyn Learner>> {
+pub fn ppo_learner(
+    workload: Arc<dyn Workload>,
+    setup: &mut Setup<'_>,
+    env_spec: &EnvSpec,
+) -> Result<Box<dyn Learner>, RunError> {
     let spec = setup.spec;
     let shape = RnnShape::of(env_spec, &spec.ppo.hidden, spec.ppo.rnn, spec.ppo.rnn_width)?;
     let kind = setup.precision.kind;
     if !matches!(kind, tch::Kind::Float | tch::Kind::BFloat16) || setup.precision.scaler.is_some() {
-        bail!(
+        return Err(anyhow::anyhow!(
             "--precision {}: the recurrent policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
             setup.precision.label()
-        );
+        ).into());
     }
     setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {

@@ -13,6 +13,7 @@ use hotlab_core::choices::Inference;
 use hotlab_core::profile::Phase;
 use hotlab_spec::{RunSpec, SpecError, GRAPH_NEEDS_CUDA};
 use hotlab_train::cuda::gpu::{Gpu, Support};
+use hotlab_train::error::RunError;
 use hotlab_train::models::mlp::policy::Architecture;
 use hotlab_train::models::mlp::MlpAgent;
 use hotlab_train::ppo::{Collect, CollectCtx};
@@ -37,7 +38,7 @@ impl DeviceCollector {
         arch: &Architecture,
         heads: usize,
         notes: &mut Vec<String>,
-    ) -> Result<Self> {
+    ) -> Result<Self, RunError> {
         let mut env = DeviceCartPole::new(spec.envs, spec.seed, device);
         let mut rollout = DeviceRollout::new(&mut env, spec.steps, arch.obs_dim, heads);
         if let Some(gpu) = gpu {
