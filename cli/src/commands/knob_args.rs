@@ -257,6 +257,111 @@ mod tests {
         assert!(spec(&["--backend", "gpu"]).unwrap_err().contains("allowed: sequential"), "and says what is allowed");
     }
 
+    /// A value of `knob` other than `default` that its kind and range allow, as a flag
+    /// writes it; None where the kind has no value to give alone (`env`, which its own
+    /// tests cover, and free text whose workload reads it at load).
+    fn another_value(knob: &Knob, default: &Value) -> Option<String> {
+        let number = |lo: f64, hi: f64, int: bool| {
+            let candidates = [lo, lo + 1.0, (lo + hi.min(lo + 100.0)) / 2.0, hi];
+            let allowed = |v: f64| knob.range.is_none_or(|r| r.allows(v)) && (!int || v.fract() == 0.0);
+            candidates.into_iter().find(|v| allowed(*v) && default.as_f64() != Some(*v)).map(|v| v.to_string())
+        };
+        let (lo, hi) = knob.range.map_or((1.0, 8.0), |r| (r.lo, r.hi));
+        match knob.kind {
+            _ if knob.path == "workload" => None,
+            KnobKind::Int => number(lo, hi, true),
+            KnobKind::Float => number(lo, hi, false),
+            KnobKind::IntList => number(lo, hi, true).map(|v| format!("{v},{v}")),
+            KnobKind::Choice(allowed) => allowed.iter().find(|c| default.as_str() != Some(**c)).map(|c| c.to_string()),
+            KnobKind::Text | KnobKind::OptionalText => Some("given-text".into()),
+            KnobKind::Object => Some(r#"{"given": 1}"#.into()),
+            KnobKind::Pairs => Some("given=1".into()),
+            KnobKind::Bool => None,
+        }
+    }
+
+    /// Issue 79: the knob table is the one declaration of every setting, and each surface
+    /// comes from it. Walking the table, every knob is a flag whose short help is its line
+    /// and whose long help is its story; a value other than its default given to the flag
+    /// lands at the knob's path in the spec, typed (a yes/no knob through `--X` and
+    /// `--no-X`); a number out of its range is refused by the spec's validation naming
+    /// the flag, and the same value in a REST body naming the field, as its JSON path.
+    #[test]
+    fn every_knob_of_the_table_is_its_flag_its_help_its_field_and_its_refusal() {
+        let command = <Cli as clap::CommandFactory>::command();
+        let mut checked = (0, 0);
+        for knob in KNOBS.iter() {
+            let arg = command.get_arguments().find(|a| a.get_id() == knob.name);
+            let arg = arg.unwrap_or_else(|| panic!("{}: no flag", knob.name));
+            assert_eq!(arg.get_long(), Some(flag(knob).as_str()), "{}", knob.name);
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(help.starts_with(knob.help), "{}: '{help}'", knob.name);
+            let long = arg.get_long_help().map(ToString::to_string).unwrap_or_default();
+            assert!(long.starts_with(knob.long_help()), "{}: '{long}'", knob.name);
+            // Its workload's spec, with the workload named first on the command line.
+            let env: Vec<String> = knob.workload.map(|w| vec!["--env".into(), w.into()]).unwrap_or_default();
+            let base = RunSpec {
+                workload: EnvName::of(knob).map_or_else(WorkloadSpec::default, WorkloadSpec::default_for),
+                ..RunSpec::default()
+            };
+            let json = |s: &RunSpec| serde_json::to_value(s).unwrap().as_object().cloned().unwrap();
+            let default = knob.get(&json(&base)).unwrap_or(Value::Null);
+            let given: Vec<String> = match (knob.kind, &default) {
+                (KnobKind::Bool, Value::Bool(true)) => vec![format!("--no-{}", flag(knob))],
+                (KnobKind::Bool, _) => vec![format!("--{}", flag(knob))],
+                _ => match another_value(knob, &default) {
+                    Some(v) => vec![format!("--{}", flag(knob)), v],
+                    None => continue,
+                },
+            };
+            let args: Vec<&str> = env.iter().chain(&given).map(String::as_str).collect();
+            let set = spec(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let value = knob.get(&json(&set)).unwrap_or(Value::Null);
+            assert_ne!(value, default, "{args:?} changes {}", knob.path);
+            let text = given.last().unwrap();
+            let typed = match knob.kind {
+                KnobKind::Bool => Value::Bool(default != Value::Bool(true)),
+                kind => kind.parse(text).unwrap(),
+            };
+            assert_eq!(value, typed, "{args:?} sets {} to what it says", knob.path);
+            checked.0 += 1;
+            // Out of range: refused by the spec's validation naming the flag, and in a
+            // REST body naming the field.
+            let Some(range) = knob.range.filter(|_| matches!(knob.kind, KnobKind::Int | KnobKind::Float)) else {
+                continue;
+            };
+            let bad = range.hi * 2.0 + 1.0;
+            let bad_text = if knob.kind == KnobKind::Int { format!("{}", bad as i64) } else { bad.to_string() };
+            let bad_flag = format!("--{}", flag(knob));
+            let args: Vec<&str> =
+                env.iter().map(String::as_str).chain([bad_flag.as_str(), bad_text.as_str()]).collect();
+            let refused = spec(&args).and_then(|s| s.validate().map_err(|e| e.to_string()));
+            let e = refused.expect_err(&format!("{args:?} is out of range"));
+            assert!(e.contains(&format!("--{}", flag(knob))), "{args:?}: {e}");
+            let mut body = json(&base);
+            knob.set(&mut body, kind_value(knob.kind, bad));
+            let r =
+                hotlab_spec::json::parse(Value::Object(body)).expect_err(&format!("{} = {bad} in a body", knob.path));
+            assert_eq!(
+                (r.unknown, r.error.field.as_str(), r.error.path.as_str()),
+                (false, knob.name, knob.path),
+                "{r:?}"
+            );
+            checked.1 += 1;
+        }
+        // Every knob but env (a workload's whole settings: its own tests), every ranged number.
+        let ranged = KNOBS.iter().filter(|k| k.range.is_some() && matches!(k.kind, KnobKind::Int | KnobKind::Float));
+        assert_eq!(checked, (KNOBS.len() - 1, ranged.count()), "of {} knobs", KNOBS.len());
+    }
+
+    /// `v` as a JSON value of `kind` (a whole number for an Int).
+    fn kind_value(kind: KnobKind, v: f64) -> Value {
+        match kind {
+            KnobKind::Int => Value::from(v as i64),
+            _ => Value::from(v),
+        }
+    }
+
     #[test]
     fn help_shows_each_presets_default_and_the_workloads_under_their_own_headings() {
         let help = <Cli as clap::CommandFactory>::command().render_long_help().to_string();
