@@ -184,6 +184,8 @@ fn train_json_summary_checkpoint_metrics_and_eval() {
     // CartPole has no tasks of its own, so no validation set to tune on.
     let out = run(hotlab().args(["eval", "--task-set", "validation", "--checkpoint"]).arg(dir.path()));
     assert!(!out.status.success() && stderr(&out).contains("--task-set validation"), "{}", stderr(&out));
+    // Nor baselines to leave out.
+    rejected(&["eval", "--no-baselines", "--checkpoint", dir.path().to_str().unwrap()], "--no-baselines");
 }
 
 /// The helper thread (the critic's half of each minibatch, half of each rollout step

@@ -299,6 +299,17 @@ fn a_morpho_checkpoint_is_evaluated_against_every_baseline() {
         assert_eq!(p["episodes"].as_array().unwrap().len(), 2, "{e}");
         assert!(p["grew"].as_u64().unwrap() <= 2, "{e}");
     }
+    // Alone, the agent plays the same episodes, compared with nothing.
+    let out =
+        run(hotlab().args(["eval", "--episodes", "2", "--no-baselines", "--json", "--checkpoint"]).arg(dir.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let alone = last_json(&out);
+    assert_eq!(alone["baselines"], serde_json::json!([]), "{alone}");
+    assert!(alone.get("best_wait_tempo").is_none(), "{alone}");
+    for play in ["greedy", "sampled"] {
+        assert_eq!(alone[play]["episodes"], e[play]["episodes"], "{play}: the same episodes");
+        assert_eq!(alone[play]["against"], serde_json::json!([]), "{alone}");
+    }
 }
 
 /// Trains a `grow` run (seed 1, the preset's clone of the grower's play first) with `extra`
@@ -310,6 +321,12 @@ fn grow_and_play(extra: &[&str]) -> serde_json::Value {
 /// [`grow_and_play`] on `episodes` held-out tasks, with each PPO update's `approx_kl` (the
 /// last minibatch's, between the policy that collected the rollout and the updated one).
 fn grow_and_play_on(episodes: usize, extra: &[&str]) -> (serde_json::Value, Vec<f64>) {
+    grow_and_play_against(episodes, &[], extra)
+}
+
+/// [`grow_and_play_on`] with `eval` flags (`--no-baselines`: the agent alone, where its
+/// comparison's baselines are another evaluation's).
+fn grow_and_play_against(episodes: usize, eval: &[&str], extra: &[&str]) -> (serde_json::Value, Vec<f64>) {
     let dir = tempfile::tempdir().unwrap();
     let out = run(hotlab()
         .args(["train", "--preset", "grow", "--device", "cpu", "--seed", "1", "--no-eval", "--json", "--out"])
@@ -322,7 +339,9 @@ fn grow_and_play_on(episodes: usize, extra: &[&str]) -> (serde_json::Value, Vec<
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["approx_kl"].as_f64().unwrap())
         .collect();
     let out = run(hotlab()
-        .args(["eval", "--episodes", &episodes.to_string(), "--seed", "7", "--json", "--checkpoint"])
+        .args(["eval", "--episodes", &episodes.to_string(), "--seed", "7", "--json"])
+        .args(eval)
+        .arg("--checkpoint")
         .arg(dir.path()));
     assert!(out.status.success(), "{}", stderr(&out));
     (last_json(&out), kl)
@@ -375,7 +394,7 @@ const MOVED_KL: f64 = 1e-6;
 /// finds growth is [`ppo_alone_finds_growth_on_the_training_seed_measured`]'s, both past
 /// CI's budget. Measured (Intel Xeon, 2 cores): greedy 0.765 both, identical episodes;
 /// sampled 0.772 against 0.774 (one episode of 8 played differently). About 80 s to train
-/// and 55 s to play each.
+/// and 55 s to play the agent with its baselines; the clone alone plays without them.
 #[test]
 fn the_grow_preset_beats_waiting_by_growing_and_its_ppo_moves_the_clone_without_harm() {
     let (e, kl) = grow_and_play_on(8, &["--total-steps", "384"]);
@@ -387,7 +406,7 @@ fn the_grow_preset_beats_waiting_by_growing_and_its_ppo_moves_the_clone_without_
     let mean_kl = kl.iter().sum::<f64>() / kl.len() as f64;
     assert_eq!(kl.len(), 4, "384 decisions: 4 updates of 96");
     assert!(mean_kl >= MOVED_KL, "PPO moved the clone's policy: approx_kl per update {kl:?}");
-    let (clone, inert) = grow_and_play_on(8, &["--total-steps", "96", "--lr", "1e-12"]);
+    let (clone, inert) = grow_and_play_against(8, &["--no-baselines"], &["--total-steps", "96", "--lr", "1e-12"]);
     assert!(inert.iter().all(|k| *k < MOVED_KL * 1e-3), "the clone alone stays the clone: {inert:?}");
     no_worse_than_the_clone(&e, &clone);
 }
@@ -429,7 +448,7 @@ fn ppo_alone_finds_growth_on_the_training_seed_measured() {
 fn ppo_after_the_clone_is_no_worse_than_the_clone_alone_measured() {
     let episodes = 16;
     let (after, kl) = grow_and_play_on(episodes, &[]);
-    let (clone, _) = grow_and_play_on(episodes, &["--total-steps", "96", "--lr", "1e-12"]);
+    let (clone, _) = grow_and_play_against(episodes, &["--no-baselines"], &["--total-steps", "96", "--lr", "1e-12"]);
     assert_eq!(scores(&after, "greedy").len(), episodes);
     assert!(kl.iter().sum::<f64>() / kl.len() as f64 >= MOVED_KL, "PPO moved the clone's policy: {kl:?}");
     no_worse_than_the_clone(&after, &clone);

@@ -249,6 +249,12 @@ pub trait TrainedPolicy: Send {
     fn evaluate_sampled(&self, _episodes: usize, _seed: u64) -> Result<Evaluation> {
         anyhow::bail!("--sample: this workload's evaluation plays its own way (greedy, or both ways in one report); leave --sample out")
     }
+    /// `hotlab eval --no-baselines`: [`TrainedPolicy::evaluate_on`] without the baselines
+    /// the workload's evaluation plays beside the policy (its scores alone, nothing
+    /// compared); None where it plays none.
+    fn evaluate_alone(&self, _tasks: TaskSet, _episodes: usize, _seed: u64) -> Option<Result<Evaluation>> {
+        None
+    }
     /// [`TrainedPolicy::evaluate`] on `tasks`; a workload without tasks of its own has
     /// no validation set.
     fn evaluate_on(&self, tasks: TaskSet, episodes: usize, seed: u64) -> Result<Evaluation> {

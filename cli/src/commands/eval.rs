@@ -25,6 +25,12 @@ pub struct EvalArgs {
     /// (categorical) or mean (Gaussian) action.
     #[arg(long)]
     pub sample: bool,
+    /// Play the policy alone, without the baselines its workload's evaluation plays beside
+    /// it (morpho's: waiting at each tempo, random legal actions and the grower, five of its
+    /// seven policies): its scores per episode, nothing compared. For comparing checkpoints
+    /// on the same episodes, whose baselines are the same.
+    #[arg(long, conflicts_with = "sample")]
+    pub no_baselines: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -48,6 +54,10 @@ pub fn eval(a: EvalArgs) -> Outcome<()> {
     let policy = hotlab_workloads::load_checkpoint(&a.checkpoint)?;
     let tasks: TaskSet = a.task_set.parse().map_err(|message| UsageError { flag: "--task-set", message })?;
     let e = match a.sample {
+        false if a.no_baselines => policy.evaluate_alone(tasks, a.episodes, a.seed).ok_or_else(|| UsageError {
+            flag: "--no-baselines",
+            message: "this workload's evaluation has no baselines to leave out (morpho's has); leave it out".into(),
+        })??,
         true if tasks != TaskSet::HeldOut => {
             return Err(UsageError {
                 flag: "--sample",

@@ -292,10 +292,13 @@ pub struct MorphoEval {
     pub episodes: usize,
     pub greedy: Play,
     pub sampled: Play,
-    /// Waiting at each tempo, random legal actions, the grower at the best waiting tempo.
+    /// Waiting at each tempo, random legal actions, the grower at the best waiting tempo
+    /// (none when the agent played alone).
     pub baselines: Vec<Baseline>,
-    /// Minibatches per host epoch of the best waiting policy (the grower plays at it too).
-    pub best_wait_tempo: u32,
+    /// Minibatches per host epoch of the best waiting policy (the grower plays at it too);
+    /// absent when the agent played alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_wait_tempo: Option<u32>,
 }
 
 impl MorphoEval {
@@ -346,16 +349,27 @@ pub fn waiting(t: usize) -> String {
     format!("waiting at tempo {}", TEMPOS[t])
 }
 
-/// The agent `net`, greedy and sampled, and every baseline over `episodes` episodes of
-/// `pool` (the `tasks` set) from `seed`; `progress` hears each policy's name as it starts.
-/// The policies play side by side, a thread per core, each host on one libtorch thread:
-/// the same episodes as one after another, in a fraction of the time.
+/// Which policies an evaluation plays beside the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Against {
+    /// Waiting at each tempo, random legal actions and the grower: the agent compared.
+    Baselines,
+    /// The agent alone, greedy and sampled (two policies of seven): its scores, nothing
+    /// compared (`hotlab eval --no-baselines`).
+    Nothing,
+}
+
+/// The agent `net`, greedy and sampled, and (`against` the baselines) every baseline over
+/// `episodes` episodes of `pool` (the `tasks` set) from `seed`; `progress` hears each
+/// policy's name as it starts. The policies play side by side, a thread per core, each host
+/// on one libtorch thread: the same episodes as one after another, in a fraction of the time.
 pub fn evaluate(
     pool: &Pool,
     net: &ActorCritic,
     tasks: TaskSet,
     episodes: usize,
     seed: u64,
+    against: Against,
     progress: &mut dyn FnMut(&str),
 ) -> MorphoEval {
     one_thread(|| {
@@ -366,21 +380,27 @@ pub fn evaluate(
             (name, Box::new(move || Watched::play(pool, policy(arg, seed), episodes, seed)))
         };
         // Waiting at each tempo and random legal actions; the grower waits for the best tempo.
-        let mut first: Vec<_> = (0..TEMPOS.len()).map(|t| job(waiting(t), |t, _| Policy::AlwaysWait(t), t)).collect();
-        first.push(job("random legal".into(), |_, seed| Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), 0));
-        let mut first: Vec<Vec<f64>> = side_by_side(first, progress).iter().map(Watched::scores).collect();
-        let random = first.pop().unwrap_or_default();
-        let waits = first;
-        let mut baselines: Vec<Baseline> =
-            waits.iter().enumerate().map(|(t, s)| Baseline { name: waiting(t), mean: mean(s) }).collect();
-        let best = (0..TEMPOS.len()).max_by(|&a, &b| mean(&waits[a]).total_cmp(&mean(&waits[b]))).unwrap_or(0);
-        baselines.push(Baseline { name: "random legal".into(), mean: mean(&random) });
-        let grower_name = format!("the grower at tempo {}", TEMPOS[best]);
+        let (mut baselines, waits, random, best) = match against {
+            Against::Nothing => (Vec::new(), Vec::new(), Vec::new(), None),
+            Against::Baselines => {
+                let mut first: Vec<_> =
+                    (0..TEMPOS.len()).map(|t| job(waiting(t), |t, _| Policy::AlwaysWait(t), t)).collect();
+                first.push(job("random legal".into(), |_, seed| Policy::RandomLegal(HostRng::new(seed ^ 0x5eed)), 0));
+                let mut first: Vec<Vec<f64>> = side_by_side(first, progress).iter().map(Watched::scores).collect();
+                let random = first.pop().unwrap_or_default();
+                let waits = first;
+                let mut baselines: Vec<Baseline> =
+                    waits.iter().enumerate().map(|(t, s)| Baseline { name: waiting(t), mean: mean(s) }).collect();
+                let best = (0..TEMPOS.len()).max_by(|&a, &b| mean(&waits[a]).total_cmp(&mean(&waits[b])));
+                baselines.push(Baseline { name: "random legal".into(), mean: mean(&random) });
+                (baselines, waits, random, Some(best.unwrap_or(0)))
+            }
+        };
+        let grower_name = |best: usize| format!("the grower at tempo {}", TEMPOS[best]);
         // A tensor moves between threads but is not shared: each agent plays its own copy.
         let own = || ActorCritic::from_flat(net.arch.clone(), net.flat().copy());
         let (greedy_net, sampled_net) = (own(), own());
-        let second: Vec<Job<'_, Watched>> = vec![
-            job(grower_name.clone(), |t, _| Policy::Grower(t), best),
+        let mut second: Vec<Job<'_, Watched>> = vec![
             ("greedy agent".into(), Box::new(move || Watched::play(pool, Policy::Agent(&greedy_net), episodes, seed))),
             (
                 "sampled agent".into(),
@@ -389,15 +409,23 @@ pub fn evaluate(
                 }),
             ),
         ];
-        let [grower, greedy, sampled]: [Watched; 3] =
-            side_by_side(second, progress).try_into().unwrap_or_else(|_| unreachable!("three policies, three plays"));
-        let grower = grower.scores();
-        baselines.push(Baseline { name: grower_name.clone(), mean: mean(&grower) });
-        let compared = [
-            (format!("the best waiting (tempo {})", TEMPOS[best]), &waits[best]),
-            ("random legal".into(), &random),
-            (grower_name, &grower),
-        ];
+        if let Some(best) = best {
+            second.push(job(grower_name(best), |t, _| Policy::Grower(t), best));
+        }
+        let mut played = side_by_side(second, progress).into_iter();
+        let (Some(greedy), Some(sampled)) = (played.next(), played.next()) else {
+            unreachable!("the greedy and the sampled agent each play")
+        };
+        let grower = played.next().map(|g| g.scores()).unwrap_or_default();
+        let mut compared = Vec::new();
+        if let Some(best) = best {
+            baselines.push(Baseline { name: grower_name(best), mean: mean(&grower) });
+            compared = vec![
+                (format!("the best waiting (tempo {})", TEMPOS[best]), &waits[best]),
+                ("random legal".into(), &random),
+                (grower_name(best), &grower),
+            ];
+        }
         let mut intervals = HostRng::new(seed ^ 0xb007);
         let mut agent_play = |w: Watched| {
             let s = w.scores();
@@ -412,7 +440,8 @@ pub fn evaluate(
         };
         let greedy = agent_play(greedy);
         let sampled = agent_play(sampled);
-        MorphoEval { tasks: tasks.name().into(), episodes, greedy, sampled, baselines, best_wait_tempo: TEMPOS[best] }
+        let best_wait_tempo = best.map(|b| TEMPOS[b]);
+        MorphoEval { tasks: tasks.name().into(), episodes, greedy, sampled, baselines, best_wait_tempo }
     })
 }
 

@@ -304,20 +304,34 @@ pub struct TrainedMorpho {
 }
 
 impl TrainedMorpho {
-    /// The yardstick on `episodes` tasks of `tasks`.
+    /// The yardstick on `episodes` tasks of `tasks`, the agent `against` the baselines or
+    /// alone.
     pub fn evaluation(
         &self,
         tasks: TaskSet,
         episodes: usize,
         seed: u64,
+        against: eval::Against,
         progress: &mut dyn FnMut(&str),
     ) -> eval::MorphoEval {
         let pool = self.workload.eval_pool(tasks, episodes);
-        eval::evaluate(&pool, &self.net, tasks, episodes, seed, progress)
+        eval::evaluate(&pool, &self.net, tasks, episodes, seed, against, progress)
     }
 
-    fn report(&self, tasks: TaskSet, episodes: usize, seed: u64, progress: &mut dyn FnMut(&str)) -> Evaluation {
-        let e = self.evaluation(tasks, episodes, seed, progress);
+    fn report(&self, tasks: TaskSet, episodes: usize, seed: u64, against: eval::Against) -> Evaluation {
+        use std::io::IsTerminal;
+        let policies = match against {
+            eval::Against::Baselines => 7,
+            eval::Against::Nothing => 2,
+        };
+        let (mut n, shown) = (0, std::io::stderr().is_terminal());
+        let mut progress = |name: &str| {
+            n += 1;
+            if shown {
+                eprintln!("eval: {name} ({n} of {policies} policies, {episodes} episodes each)");
+            }
+        };
+        let e = self.evaluation(tasks, episodes, seed, against, &mut progress);
         Evaluation { key: CHECKPOINT_KEY, json: serde_json::to_value(&e).unwrap_or_default(), summary: e.summary() }
     }
 }
@@ -332,7 +346,7 @@ impl TrainedPolicy for TrainedMorpho {
     }
 
     fn report_evaluation(&self, seed: u64) -> Option<Evaluation> {
-        Some(self.report(TaskSet::HeldOut, REPORT_EPISODES, seed, &mut |_| {}))
+        Some(self.report(TaskSet::HeldOut, REPORT_EPISODES, seed, eval::Against::Baselines))
     }
 
     /// The agent, greedy and sampled, against waiting at each tempo, random legal actions and
@@ -344,15 +358,11 @@ impl TrainedPolicy for TrainedMorpho {
 
     /// [`TrainedPolicy::evaluate`] on the held-out or the validation tasks.
     fn evaluate_on(&self, tasks: TaskSet, episodes: usize, seed: u64) -> Result<Evaluation> {
-        use std::io::IsTerminal;
-        let episodes = episodes.clamp(1, 1000);
-        let (mut n, shown) = (0, std::io::stderr().is_terminal());
-        let mut progress = |name: &str| {
-            n += 1;
-            if shown {
-                eprintln!("eval: {name} ({n} of 7 policies, {episodes} episodes each)");
-            }
-        };
-        Ok(self.report(tasks, episodes, seed, &mut progress))
+        Ok(self.report(tasks, episodes.clamp(1, 1000), seed, eval::Against::Baselines))
+    }
+
+    /// The agent alone, greedy and sampled: two policies of the seven.
+    fn evaluate_alone(&self, tasks: TaskSet, episodes: usize, seed: u64) -> Option<Result<Evaluation>> {
+        Some(Ok(self.report(tasks, episodes.clamp(1, 1000), seed, eval::Against::Nothing)))
     }
 }

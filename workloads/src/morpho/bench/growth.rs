@@ -11,7 +11,7 @@
 //! on the held-out tasks; tuning uses the validation tasks (`--task-set validation`), which
 //! never meet them.
 
-use crate::morpho::eval::{MorphoEval, Paired};
+use crate::morpho::eval::{Against, MorphoEval, Paired};
 use crate::morpho::{Morpho, TrainedMorpho};
 use anyhow::{anyhow, Context, Result};
 use hotlab_spec::RunSpec;
@@ -170,7 +170,7 @@ pub fn run(b: &GrowthBench, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Gr
         let arch: Architecture = serde_json::from_value(trained.policy.shape())?;
         let net = ActorCritic::from_flat(arch, trained.policy.network().flat().copy());
         let agent = TrainedMorpho { net, workload: Arc::new(Morpho::load(settings, &spec)?) };
-        let eval = agent.evaluation(b.tasks, b.episodes, b.eval_seed, &mut |name| {
+        let eval = agent.evaluation(b.tasks, b.episodes, b.eval_seed, Against::Baselines, &mut |name| {
             progress(Progress::Starts(&format!("seed {seed}: {name}")))
         });
         seeds.push(SeedFigure {
