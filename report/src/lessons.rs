@@ -10,6 +10,7 @@
 
 use crate::audit::{AuditReport, Change, Measured, Plan, Slot};
 use hotlab_core::counters::{Count, Counters};
+use hotlab_core::knob::of_kind;
 use hotlab_core::profile::{Phase, PhaseKind, Profile};
 use hotlab_spec::knobs;
 use hotlab_spec::{json, RunSpec, SpecError};
@@ -44,6 +45,45 @@ pub struct Lesson {
     pub on_cpu: Option<&'static str>,
 }
 
+/// `pairs`, each a knob's name and its value as a flag writes it, checked as the constant
+/// that holds them is evaluated: a misspelt knob or a value not of its knob's kind (a whole
+/// number, a number, yes or no, one of its choices) does not compile.
+const fn checked(pairs: &'static [(&'static str, &'static str)]) -> &'static [(&'static str, &'static str)] {
+    let mut i = 0;
+    while i < pairs.len() {
+        let (name, value) = pairs[i];
+        match hotlab_specs::knob_kind(name) {
+            Some(kind) => assert!(of_kind(kind, value), "a lesson's value is not of its knob's kind"),
+            None => panic!("a lesson sets a name that is not a knob"),
+        }
+        i += 1;
+    }
+    pairs
+}
+
+/// A lesson's fixes, each `KEY=VALUE`, checked as [`checked`] checks its settings.
+const fn fixes(changes: &'static [&'static str]) -> &'static [&'static str] {
+    let mut i = 0;
+    while i < changes.len() {
+        let bytes = changes[i].as_bytes();
+        let mut eq = 0;
+        while eq < bytes.len() && bytes[eq] != b'=' {
+            eq += 1;
+        }
+        assert!(eq < bytes.len(), "a lesson's fix is not KEY=VALUE");
+        let (key, value) = bytes.split_at(eq);
+        let (Ok(key), Ok(value)) = (std::str::from_utf8(key), std::str::from_utf8(value.split_at(1).1)) else {
+            panic!("a lesson's fix is not text")
+        };
+        match hotlab_specs::knob_kind(key) {
+            Some(kind) => assert!(of_kind(kind, value), "a lesson's fix is not of its knob's kind"),
+            None => panic!("a lesson's fix sets a name that is not a knob"),
+        }
+        i += 1;
+    }
+    changes
+}
+
 /// A lesson's slow setting: its own knobs (by name, as text), then those of the small world
 /// it shares with its workload's other lessons that it does not set itself. It serializes
 /// as the one list of pairs it stands for.
@@ -54,13 +94,14 @@ pub struct Baseline {
 }
 
 impl Baseline {
+    /// Checked as the lesson's constant is evaluated ([`checked`]).
     pub const fn new(own: &'static [(&'static str, &'static str)]) -> Self {
-        Baseline { own, world: &[] }
+        Baseline { own: checked(own), world: &[] }
     }
 
     /// The same knobs over a shared small world.
     pub const fn over(self, world: &'static [(&'static str, &'static str)]) -> Self {
-        Baseline { world, ..self }
+        Baseline { world: checked(world), ..self }
     }
 
     /// Every knob and its value, the lesson's own first.
@@ -365,7 +406,7 @@ pub const LESSONS: &[Lesson] = &[
             every env in one loop over arrays and has nothing to wait for.",
         look_at: "The env_wait phase's share in the phase split, and the round trips and spin polls per step.",
         baseline: Baseline::new(&[("backend", "subprocess"), ("wait", "spin"), ("envs", "8"), ("workers", "2")]),
-        variants: &["backend=threads", "backend=vectorized"],
+        variants: fixes(&["backend=threads", "backend=vectorized"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::IpcRoundTrips),
             expect: Expect::Higher(4.0),
@@ -385,7 +426,7 @@ pub const LESSONS: &[Lesson] = &[
             per step; pinned (page-locked) staging lets that copy run without blocking on a GPU.",
         look_at: "Host→device copies per step and the obs_transfer phase.",
         baseline: Baseline::new(&[("inference", "eager"), ("transfer", "per_tensor"), ("envs", "16")]),
-        variants: &["transfer=packed"],
+        variants: fixes(&["transfer=packed"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
             expect: Expect::Higher(4.0),
@@ -406,7 +447,7 @@ pub const LESSONS: &[Lesson] = &[
             which effect wins on this machine.",
         look_at: "Copies per step dropping to zero, and where env time goes (env_step).",
         baseline: Baseline::new(&[("backend", "vectorized"), ("inference", "eager"), ("envs", "64")]),
-        variants: &["backend=device"],
+        variants: fixes(&["backend=device"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
             expect: Expect::Higher(4.0),
@@ -431,7 +472,7 @@ pub const LESSONS: &[Lesson] = &[
             also drains the launch queue, which is why this bottleneck grows with the device's speed.",
         look_at: "Host syncs per step and the action_readback phase.",
         baseline: Baseline::new(&[("inference", "eager"), ("action_sync", "per_item"), ("envs", "16")]),
-        variants: &["action_sync=stacked"],
+        variants: fixes(&["action_sync=stacked"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::HostSyncs),
             expect: Expect::Higher(4.0),
@@ -451,7 +492,7 @@ pub const LESSONS: &[Lesson] = &[
             arithmetic alone. A captured CUDA graph replays the launches as one on a GPU.",
         look_at: "The policy_forward phase's time per call.",
         baseline: Baseline::new(&[("inference", "eager")]),
-        variants: &["inference=fused"],
+        variants: fixes(&["inference=fused"]),
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::POLICY_FORWARD),
             expect: Expect::Higher(3.0),
@@ -482,7 +523,7 @@ pub const LESSONS: &[Lesson] = &[
             ("minibatches", "2"),
             ("lr", "0.0025"),
         ]),
-        variants: &["update=graph"],
+        variants: fixes(&["update=graph"]),
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::OPTIMIZER),
             expect: Expect::Higher(4.0),
@@ -508,7 +549,7 @@ pub const LESSONS: &[Lesson] = &[
         // conversions cost as much as bf16 saves (an AMD EPYC with AVX512-BF16, 2026-11-26:
         // 1.04× slower at 256, 1.7× faster at 1024).
         baseline: Baseline::new(&[("precision", "fp32"), ("hidden", "1024,1024")]),
-        variants: &["precision=bf16"],
+        variants: fixes(&["precision=bf16"]),
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::BACKWARD),
             expect: Expect::Moves(1.2),
@@ -538,7 +579,7 @@ pub const LESSONS: &[Lesson] = &[
             counts move more than the clock.",
         look_at: "The telemetry phase's calls and time.",
         baseline: Baseline::new(&[("telemetry_every", "1")]),
-        variants: &["telemetry_every=10"],
+        variants: fixes(&["telemetry_every=10"]),
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::TELEMETRY),
             expect: Expect::Higher(5.0),
@@ -570,7 +611,7 @@ pub const LESSONS: &[Lesson] = &[
             ("steps", "4"),
         ])
         .over(MORPHO_SMALL),
-        variants: &["lifecycle=batched"],
+        variants: fixes(&["lifecycle=batched"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(LIFECYCLE_READS)),
             expect: Expect::Higher(10.0),
@@ -603,7 +644,7 @@ pub const LESSONS: &[Lesson] = &[
             ("steps", "2"),
         ])
         .over(MORPHO_SMALL),
-        variants: &["host_exec=batched"],
+        variants: fixes(&["host_exec=batched"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(HOST_PASSES)),
             expect: Expect::Higher(2.0),
@@ -633,7 +674,7 @@ pub const LESSONS: &[Lesson] = &[
             ("steps", "4"),
         ])
         .over(MORPHO_SMALL),
-        variants: &["slots=sleeper"],
+        variants: fixes(&["slots=sleeper"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(TOPOLOGY_CHANGES)),
             expect: Expect::Higher(4.0),
@@ -659,7 +700,7 @@ pub const LESSONS: &[Lesson] = &[
             falls until the device's arithmetic becomes the limit.",
         look_at: "The data / forward / backward split and the forward calls per env step.",
         baseline: Baseline::new(&[("envs", "1")]),
-        variants: &["envs=64"],
+        variants: fixes(&["envs=64"]),
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::POLICY_FORWARD),
             expect: Expect::Higher(8.0),
@@ -686,7 +727,7 @@ pub const LESSONS: &[Lesson] = &[
             ("batch_size", "2"),
         ])
         .over(DREAMER_SMALL),
-        variants: &["batch_size=16"],
+        variants: fixes(&["batch_size=16"]),
         signature: Signature {
             measure: Measure::CallsPerStep(REPLAY),
             expect: Expect::Higher(4.0),
@@ -711,7 +752,7 @@ pub const LESSONS: &[Lesson] = &[
             ("seq_len", "16"),
         ])
         .over(DREAMER_SMALL),
-        variants: &["encoder=batched"],
+        variants: fixes(&["encoder=batched"]),
         signature: Signature {
             measure: Measure::CallsPerStep(ENCODER),
             expect: Expect::Higher(8.0),
@@ -737,7 +778,7 @@ pub const LESSONS: &[Lesson] = &[
             ("loss_read", "per_item"),
         ])
         .over(DREAMER_SMALL),
-        variants: &["loss_read=deferred"],
+        variants: fixes(&["loss_read=deferred"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::HostSyncs),
             expect: Expect::Higher(4.0),
@@ -758,7 +799,7 @@ pub const LESSONS: &[Lesson] = &[
             length.",
         look_at: "Host→device copies per update and the obs_transfer phase.",
         baseline: Baseline::new(&[("rollout_copy", "per_step")]),
-        variants: &["rollout_copy=whole"],
+        variants: fixes(&["rollout_copy=whole"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
             expect: Expect::Higher(4.0),
@@ -790,7 +831,7 @@ pub const LESSONS: &[Lesson] = &[
             ("host_width", "8"),
         ])
         .over(MORPHO_SMALL),
-        variants: &["stream_wait=moved"],
+        variants: fixes(&["stream_wait=moved"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(STREAM_WAITS)),
             expect: Expect::Higher(3.0),
@@ -820,7 +861,7 @@ pub const LESSONS: &[Lesson] = &[
             ("train_ratio", "64"),
         ])
         .over(DREAMER_SMALL),
-        variants: &["replay=device"],
+        variants: fixes(&["replay=device"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dBytes),
             expect: Expect::Higher(4.0),
@@ -853,7 +894,7 @@ pub const LESSONS: &[Lesson] = &[
             ("envs", "64"),
             ("steps", "16"),
         ]),
-        variants: &["backend=subprocess"],
+        variants: fixes(&["backend=subprocess"]),
         // A count, not a time, so that the check holds on a loaded machine: each process
         // answers each step, so the round trips count the processes that step at once (one
         // per core; the audit measures what that is worth).
@@ -882,7 +923,7 @@ pub const LESSONS: &[Lesson] = &[
             ("frames", "float"),
         ])
         .over(BREAKOUT_SMALL),
-        variants: &["frames=bytes"],
+        variants: fixes(&["frames=bytes"]),
         // A count: floats are 4 bytes a pixel; the actions, advantages and returns that
         // move beside them are a few hundred bytes a step.
         signature: Signature {
@@ -908,7 +949,7 @@ pub const LESSONS: &[Lesson] = &[
             ("env", "gym"),
         ])
         .over(BREAKOUT_SMALL),
-        variants: &["env=envpool"],
+        variants: fixes(&["env=envpool"]),
         // Timed: the Python around the emulator against EnvPool's C++, both on this box's cores.
         signature: Signature {
             measure: Measure::EnvMicrosPerStep,
@@ -940,7 +981,7 @@ pub const LESSONS: &[Lesson] = &[
             ("epochs", "1"),
             ("conv_layout", "nchw"),
         ]),
-        variants: &["conv_layout=nhwc"],
+        variants: fixes(&["conv_layout=nhwc"]),
         // Timed: the kernels' reorders against none, on this box's oneDNN.
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::BACKWARD),
@@ -977,7 +1018,7 @@ pub const LESSONS: &[Lesson] = &[
             ("minibatches", "4"),
             ("epochs", "4"),
         ]),
-        variants: &["envs=8"],
+        variants: fixes(&["envs=8"]),
         // A count: with one env each env step is a round trip; with 8 over (up to) 2
         // processes, at most one per 4 env steps.
         signature: Signature {
@@ -1003,7 +1044,7 @@ pub const LESSONS: &[Lesson] = &[
             the next input is not known before the env steps.",
         look_at: "update_core's calls per env step and its time per call, then update_forward and backward.",
         baseline: Baseline::new(&[("rnn", "lstm"), ("rnn_width", "64"), ("rnn_update", "stepped")]),
-        variants: &["rnn_update=sequence"],
+        variants: fixes(&["rnn_update=sequence"]),
         // A count: CartPole's default 4 envs × 128 steps, 4 minibatches of one env, 4 epochs:
         // 4 core calls per env step stepped; sequence, one per stretch between episode starts.
         signature: Signature {

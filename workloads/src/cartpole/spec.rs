@@ -34,13 +34,13 @@ impl Settings for CartpoleSpec {
         Preset::new(
             "cleanrl",
             "CartPole with CleanRL's ppo.py settings: 4 envs × 128 steps, 500k steps; solves it (return 500) in a few seconds",
-            &[],
+            &[], Self::KNOBS,
         ),
         // The throughput run: many envs, the same update per sample.
         Preset::new(
             "wide",
             "CartPole at throughput: 1024 envs × 128 steps, 32 minibatches, 5M steps; solves it in about 10–30 s",
-            &[("envs", "1024"), ("total_steps", "5000000"), ("minibatches", "32")],
+            &[("envs", "1024"), ("total_steps", "5000000"), ("minibatches", "32")], Self::KNOBS,
         ),
         // The GPU run: envs, policy and update on the device, short rollouts over many envs
         // (many samples per update), two large minibatches at a larger learning rate, the
@@ -60,7 +60,7 @@ impl Settings for CartpoleSpec {
                 ("update", "graph"),
                 ("minibatches", "2"),
                 ("lr", "0.0025"),
-            ],
+            ], Self::KNOBS,
         ),
     ];
 

@@ -134,7 +134,7 @@ impl Settings for DreamerSpec {
     const PRESETS: &'static [Preset] = &[Preset::new(
         "dreamer",
         "Seed 004's world model on pixel CartPole: 4 envs, 4,096 steps, about 4 minutes of one core; its actor learns to balance in the model's imagination (over 10x random actions' return) and its prior predicts frames better than repeating the last one",
-        &[("env", "dreamer"), ("steps", "64"), ("total_steps", "4096"), ("wm_lr", "0.002"), ("ac_lr", "0.0006")],
+        &[("env", "dreamer"), ("steps", "64"), ("total_steps", "4096"), ("wm_lr", "0.002"), ("ac_lr", "0.0006")], Self::KNOBS,
     )];
     const KNOBS: &'static [Knob] = &[
     setting(

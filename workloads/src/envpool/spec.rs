@@ -97,7 +97,7 @@ impl Settings for EnvpoolSpec {
                 ("clip", "0.1"),
                 ("obs_norm", "off"),
                 ("reward_norm", "off"),
-            ],
+            ], Self::KNOBS,
         ),
         // The throughput preset for a GPU box with many cores: 64 envs (EnvPool's threads on
         // every core) × 128 steps, a batch of 8,192 in 8 minibatches, on the GPU where there
@@ -115,7 +115,7 @@ impl Settings for EnvpoolSpec {
                 ("clip", "0.1"),
                 ("obs_norm", "off"),
                 ("reward_norm", "off"),
-            ],
+            ], Self::KNOBS,
         ),
     ];
     /// Atari's `[4, 84, 84]` stack of bytes, for the memory estimate.

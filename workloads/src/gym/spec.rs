@@ -159,7 +159,7 @@ impl Settings for GymSpec {
                 ("minibatches", "32"),
                 ("lr", "0.0003"),
                 ("ent_coef", "0"),
-            ],
+            ], Self::KNOBS,
         ),
         // CleanRL's `ppo_atari.py`: its defaults, on ALE's Breakout (v5, sticky actions) with
         // the standard preprocessing; 8 envs in 2 worker processes. ppo.py's defaults (4
@@ -181,7 +181,7 @@ impl Settings for GymSpec {
                 ("clip", "0.1"),
                 ("obs_norm", "off"),
                 ("reward_norm", "off"),
-            ],
+            ], Self::KNOBS,
         ),
         // The throughput preset: mujoco's update on the same 2048-step batch, collected by
         // 8 envs (SPREAD_ENVS) × 256 steps over one worker process per core (`--workers 0`),
@@ -202,7 +202,7 @@ impl Settings for GymSpec {
                 ("minibatches", "32"),
                 ("lr", "0.0003"),
                 ("ent_coef", "0"),
-            ],
+            ], Self::KNOBS,
         ),
         // CleanRL's `ppo_atari_lstm.py`: ppo_atari.py's settings with one frame a step (its
         // memory is the LSTM of 128 after the Nature CNN), 8 envs × 128 steps, 4 minibatches
@@ -224,7 +224,7 @@ impl Settings for GymSpec {
                 ("clip", "0.1"),
                 ("obs_norm", "off"),
                 ("reward_norm", "off"),
-            ],
+            ], Self::KNOBS,
         ),
         // A small memory task that every Python with gymnasium has (the worker's own
         // `hotlab/CueRecall-v0`): an LSTM of 32 learns it in 40,960 steps, a few seconds on
@@ -242,7 +242,7 @@ impl Settings for GymSpec {
                 ("steps", "32"),
                 ("total_steps", "40960"),
                 ("lr", "0.001"),
-            ],
+            ], Self::KNOBS,
         ),
     ];
     /// Unknown until the env is probed: room for 64 floats, for the memory estimate.

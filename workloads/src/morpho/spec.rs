@@ -335,7 +335,7 @@ impl Settings for MorphoSpec {
                 ("backend", "threads"),
                 ("workers", "2"),
                 ("minibatches", "2"),
-            ],
+            ], Self::KNOBS,
         ),
         // Growth on 12-epoch episodes of 512-image tasks (where it pays +16 points): the
         // agent fitted to the grower's play, then PPO; the op and slot heads alone learned,
@@ -356,7 +356,7 @@ impl Settings for MorphoSpec {
                 ("backend", "threads"),
                 ("workers", "2"),
                 ("minibatches", "2"),
-            ],
+            ], Self::KNOBS,
         ),
     ];
     const KNOBS: &'static [Knob] = &[

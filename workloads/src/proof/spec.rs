@@ -45,7 +45,7 @@ impl Settings for ProofSpec {
     const PRESETS: &'static [Preset] = &[Preset::new(
         "proof",
         "Seed 000's proof search on a 200-person family world: 64 envs, lr 0.003, 1M steps, about 10 s; the training proof rate rises (held-out queries need a smaller world: --kb family:people=30,seed=3)",
-        &[("env", "proof"), ("envs", "64"), ("total_steps", "1000000"), ("lr", "0.003")],
+        &[("env", "proof"), ("envs", "64"), ("total_steps", "1000000"), ("lr", "0.003")], Self::KNOBS,
     )];
     const KNOBS: &'static [Knob] = &[
     setting(
