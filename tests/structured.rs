@@ -390,7 +390,7 @@ fn bad_leaves_and_settings_are_refused_naming_the_field() {
             &["--env", "gym:dict_envs:GoalDict", "--rnn", "lstm", "--minibatches", "2"],
             &["--rnn lstm", "(goal, noise, view)", "allowed: none"],
         ),
-        (&["--env", "gym:dict_envs:GoalDict", "--frames", "float"], &["--frames float", "allowed: bytes"]),
+        (&["--env", "gym:dict_envs:GoalDict", "--frames", "float"], &["--frames: float", "allowed: bytes"]),
     ];
     for (args, wanted) in cases {
         let out = run(hotlab().args(["train", "--total-steps", "256", "--envs", "2", "--steps", "8"]).args(args));

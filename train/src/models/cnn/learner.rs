@@ -10,6 +10,7 @@ use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
 use hotlab_core::choices::{Frames, Inference, UpdateMode};
 use hotlab_env::EnvSpec;
+use hotlab_spec::SpecError;
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec` (an image observation); settings
@@ -22,19 +23,17 @@ pub fn ppo_learner(
     let spec = setup.spec;
     let shape = CnnShape::of(env_spec)?;
     if spec.exec.update != UpdateMode::Eager {
-        return Err(anyhow::anyhow!(
-            "--update {}: the CNN policy's update runs libtorch's ops and autograd; allowed: eager",
-            spec.exec.update
-        )
-        .into());
+        let message =
+            format!("{}: the CNN policy's update runs libtorch's ops and autograd; allowed: eager", spec.exec.update);
+        return Err(SpecError::new("update", message).into());
     }
     let kind = setup.precision.kind;
     if !matches!(kind, tch::Kind::Float | tch::Kind::BFloat16) || setup.precision.scaler.is_some() {
-        return Err(anyhow::anyhow!(
-            "--precision {}: the CNN policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
+        let message = format!(
+            "{}: the CNN policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
             setup.precision.label()
-        )
-        .into());
+        );
+        return Err(SpecError::new("precision", message).into());
     }
     setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {

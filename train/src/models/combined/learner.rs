@@ -12,6 +12,7 @@ use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
 use hotlab_core::choices::{Frames, Inference, UpdateMode};
 use hotlab_env::EnvSpec;
+use hotlab_spec::SpecError;
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec` (a structured observation);
@@ -24,21 +25,23 @@ pub fn ppo_learner(
     let spec = setup.spec;
     let shape = CombinedShape::of(env_spec, &spec.ppo.hidden)?;
     if spec.exec.update != UpdateMode::Eager {
-        return Err(anyhow::anyhow!(
-            "--update {}: the combined policy's update (a Dict or Tuple observation's) runs libtorch's ops and autograd; allowed: eager",
+        let message = format!(
+            "{}: the combined policy's update (a Dict or Tuple observation's) runs libtorch's ops and autograd; allowed: eager",
             spec.exec.update
-        ).into());
+        );
+        return Err(SpecError::new("update", message).into());
     }
     if spec.exec.frames == Frames::Float {
-        return Err(anyhow::anyhow!("--frames float: a Dict or Tuple observation's image leaves move as bytes, each scaled by its own encoder; allowed: bytes").into());
+        let message = "float: a Dict or Tuple observation's image leaves move as bytes, each scaled by its own encoder; allowed: bytes";
+        return Err(SpecError::new("frames", message).into());
     }
     let kind = setup.precision.kind;
     if !matches!(kind, tch::Kind::Float | tch::Kind::BFloat16) || setup.precision.scaler.is_some() {
-        return Err(anyhow::anyhow!(
-            "--precision {}: the combined policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
+        let message = format!(
+            "{}: the combined policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
             setup.precision.label()
-        )
-        .into());
+        );
+        return Err(SpecError::new("precision", message).into());
     }
     setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {

@@ -12,6 +12,7 @@ use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
 use hotlab_core::choices::{Frames, Inference, RnnUpdate};
 use hotlab_env::EnvSpec;
+use hotlab_spec::SpecError;
 use std::sync::Arc;
 
 /// The learner of `workload`, whose envs are `env_spec`; settings the recurrent policy has
@@ -25,10 +26,11 @@ pub fn ppo_learner(
     let shape = RnnShape::of(env_spec, &spec.ppo.hidden, spec.ppo.rnn, spec.ppo.rnn_width)?;
     let kind = setup.precision.kind;
     if !matches!(kind, tch::Kind::Float | tch::Kind::BFloat16) || setup.precision.scaler.is_some() {
-        return Err(anyhow::anyhow!(
-            "--precision {}: the recurrent policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
+        let message = format!(
+            "{}: the recurrent policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
             setup.precision.label()
-        ).into());
+        );
+        return Err(SpecError::new("precision", message).into());
     }
     setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {
