@@ -22,6 +22,11 @@ impl fmt::Display for UsageError {
     }
 }
 
+/// A flag's value that is not allowed, as a command's failure.
+pub fn usage(flag: &'static str, message: String) -> Failure {
+    Failure::Usage(UsageError { flag, message })
+}
+
 /// Why a command failed.
 #[derive(Debug)]
 pub enum Failure {

@@ -3,7 +3,7 @@
 //! their own (`bench_batch.rs`, `bench_morpho.rs`, `bench_growth.rs`, `soak.rs`).
 
 use crate::bench::envs::{self, EnvBench, EnvBenchSpec};
-use crate::failure::{Failure, Outcome, UsageError};
+use crate::failure::{usage, Outcome};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use hotlab_core::choices::{Backend, WaitMode};
@@ -96,10 +96,6 @@ impl BenchEnvsArgs {
         let spec = RunSpec { workload: WorkloadSpec::default_for(self.env), ..RunSpec::default() };
         self.settings.apply(spec)
     }
-}
-
-fn usage(flag: &'static str, message: String) -> Failure {
-    UsageError { flag, message }.into()
 }
 
 /// The peers `--peer` names.

@@ -1,7 +1,7 @@
 //! `hotlab bench batch`: the dreamer's train step at each batch size, with its split, its
 //! memory against the device's and where throughput stops growing.
 
-use crate::failure::{Failure, Outcome, UsageError};
+use crate::failure::{usage, Failure, Outcome};
 use clap::Args;
 use hotlab_core::choices::{Precision, UpdateMode};
 use hotlab_spec::SpecError;
@@ -60,10 +60,6 @@ pub struct BenchBatchArgs {
     /// One JSON object, no progress.
     #[arg(long)]
     pub json: bool,
-}
-
-fn usage(flag: &'static str, message: String) -> Failure {
-    UsageError { flag, message }.into()
 }
 
 pub fn batch(a: BenchBatchArgs) -> Outcome<()> {

@@ -2,7 +2,7 @@
 //! the policies that do not grow, and whether the spec learns growth.
 
 use super::knob_args::KnobArgs;
-use crate::failure::{Failure, Outcome, UsageError};
+use crate::failure::{usage, Outcome};
 use clap::Args;
 use hotlab_core::preset::Preset;
 use hotlab_spec::PresetSpec;
@@ -38,7 +38,6 @@ pub struct BenchGrowthArgs {
 }
 
 pub fn growth(a: BenchGrowthArgs) -> Outcome<()> {
-    let usage = |flag: &'static str, message: String| -> Failure { UsageError { flag, message }.into() };
     if a.seeds.is_empty() || a.seeds.len() > 10 {
         return Err(usage("--seeds", format!("give 1 to 10 training seeds (got {})", a.seeds.len())));
     }

@@ -1,6 +1,6 @@
 //! `hotlab bench morpho`: the morpho trainer per knob setting and env count.
 
-use crate::failure::{Failure, Outcome, UsageError};
+use crate::failure::{usage, Outcome};
 use clap::Args;
 use hotlab_workloads::morpho::bench::trainer::{run, MorphoBench, MorphoBenchReport};
 
@@ -27,10 +27,6 @@ pub struct BenchMorphoArgs {
     /// One JSON object, no progress.
     #[arg(long)]
     pub json: bool,
-}
-
-fn usage(flag: &'static str, message: String) -> Failure {
-    UsageError { flag, message }.into()
 }
 
 pub fn morpho(a: BenchMorphoArgs) -> Outcome<()> {
