@@ -290,6 +290,13 @@ fn counters_are_exact() {
     assert_eq!(copies(&per_step) - copies(&whole), 4 * (steps - 1) * updates);
     assert_eq!(per_step["h2d_bytes"], whole["h2d_bytes"], "same bytes, more copies");
 
+    // Kept on the device where the forward put them (the default), the observations (4
+    // floats) and the sampled actions (one i64) are not copied again for the update.
+    let kept = counters(&["--rollout-copy", "kept"]);
+    assert_eq!(copies(&whole) - copies(&kept), 2 * updates);
+    let bytes = |c: &serde_json::Value| c["h2d_bytes"].as_u64().unwrap();
+    assert_eq!(bytes(&whole) - bytes(&kept), (4 * 4 + 8) * envs * steps * updates);
+
     // The device backend copies nothing per step: doubling the steps leaves the copies alone.
     let dev = |steps: &str, total: &str| {
         counters(&["--backend", "device", "--steps", steps, "--total-steps", total, "--minibatches", "2"])

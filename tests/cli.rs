@@ -206,16 +206,38 @@ fn the_helper_thread_does_not_change_the_run() {
     }
 }
 
-/// `--rollout-copy per_step` changes how the rollout reaches the device, not what the
-/// update sees: the same weights as `whole`.
+/// `--rollout-copy` changes how the rollout reaches the device, not what the update sees:
+/// kept on the device by the forward, copied whole or copied per step, the same weights
+/// byte for byte, over policies (an eager MLP, an LSTM, a GRU, the proof env's embeddings),
+/// seeds and shapes; kept moves fewer bytes than whole, per_step more copies.
 #[test]
-fn the_rollout_copied_per_step_trains_the_same_weights() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ra = short_run(a.path(), "3", &["--rollout-copy", "per_step"]);
-    let rb = short_run(b.path(), "3", &["--rollout-copy", "whole"]);
-    let weights = |d: &tempfile::TempDir| std::fs::read(d.path().join("policy.safetensors")).unwrap();
-    assert_eq!(weights(&a), weights(&b));
-    assert!(ra["counters"]["h2d_copies"].as_u64() > rb["counters"]["h2d_copies"].as_u64(), "{ra}");
+fn the_rollout_kept_copied_whole_or_per_step_trains_the_same_weights() {
+    let eager = ["--inference", "eager", "--total-steps", "1024"];
+    let cases: [(&str, &[&str]); 5] = [
+        ("3", &["--envs", "8", "--steps", "64", "--minibatches", "4"]),
+        ("4", &["--envs", "5", "--steps", "32", "--minibatches", "2"]),
+        ("5", &["--envs", "8", "--steps", "32", "--minibatches", "2", "--rnn", "lstm"]),
+        ("6", &["--envs", "4", "--steps", "32", "--minibatches", "2", "--rnn", "gru"]),
+        ("7", &["--env", "proof", "--envs", "4", "--steps", "32", "--minibatches", "2"]),
+    ];
+    for (seed, shape) in cases {
+        let mut seen = Vec::new();
+        for copy in ["kept", "whole", "per_step"] {
+            let dir = tempfile::tempdir().unwrap();
+            let report = short_run(dir.path(), seed, &[&eager[..], shape, &["--rollout-copy", copy]].concat());
+            let counters = &report["counters"];
+            let weights = std::fs::read(dir.path().join("policy.safetensors")).unwrap();
+            seen.push((weights, counters["h2d_bytes"].as_u64().unwrap(), counters["h2d_copies"].as_u64().unwrap()));
+        }
+        let [(kept, kept_bytes, _), (whole, whole_bytes, whole_copies), (per_step, _, per_step_copies)] = &seen[..]
+        else {
+            unreachable!()
+        };
+        let at = format!("seed {seed}, {shape:?}");
+        assert!(kept == whole && whole == per_step, "{at}: the same weights");
+        assert!(kept_bytes < whole_bytes, "{at}: kept moves less ({kept_bytes} against {whole_bytes})");
+        assert!(per_step_copies > whole_copies, "{at}: per_step copies more");
+    }
 }
 
 #[test]

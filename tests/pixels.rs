@@ -283,44 +283,66 @@ fn cnn_runs_refuse_what_the_cnn_has_no_form_for() {
     }
 }
 
-/// The frames go to the device as bytes, never as floats: a CNN run's host→device bytes
-/// are, exactly, each step's frames (144 bytes an env), the rollout's frames again for the
-/// update, one frame per env for the last values and one per truncated episode for its
-/// bootstrap, and the update's actions (8 bytes), advantages and returns (4 each) per row.
-/// With `--frames float` (made floats on the host) the frames are four times that, and
-/// nothing else moves more. The conversion is its own phase, once per step and minibatch.
-/// Over envs and steps.
+/// The frames go to the device as bytes, never as floats, and once (issue 81): a CNN run's
+/// host→device bytes are, exactly, each step's frames (144 bytes an env), one frame per env
+/// for the last values and one per truncated episode for its bootstrap, and the update's
+/// advantages and returns (4 bytes each) per row: the step's frames and sampled actions
+/// stay on the device for the update (`--rollout-copy kept`, the default). With
+/// `--rollout-copy whole` the update copies the rollout's frames and actions (8 bytes) again
+/// from the host, and trains the same weights, byte for byte. With `--frames float` (made
+/// floats on the host) the frames are four times that, and nothing else moves more. The
+/// conversion is its own phase, once per step and minibatch. Over envs and steps.
 #[test]
-fn a_cnn_run_moves_its_frames_to_the_device_as_bytes() {
+fn a_cnn_run_moves_its_frames_to_the_device_as_bytes_and_once() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("quadrant_envs.py"), QUADRANTS).unwrap();
-    for (envs, steps, frames, k) in [(2u64, 32u64, "bytes", 1), (3, 48, "bytes", 1), (2, 32, "float", 4)] {
-        let out = run(hotlab().env("PYTHONPATH", dir.path()).args([
-            "train",
-            "--env",
-            "gym:quadrant_envs:small",
-            "--envs",
-            &envs.to_string(),
-            "--steps",
-            &steps.to_string(),
-            "--total-steps",
-            &(2 * envs * steps).to_string(),
-            "--minibatches",
-            "2",
-            "--frames",
-            frames,
-            "--json",
-        ]));
-        assert!(out.status.success(), "{}", stderr(&out));
-        let report = last_json(&out);
-        let (frame, rows, ended) = (12 * 12, 2 * envs * steps, report["episodes"].as_u64().unwrap());
-        assert!(ended >= envs * 4, "episodes of 16 steps ended: {ended}");
-        let want = k * (2 * rows * frame + (2 * envs + ended) * frame) + rows * (8 + 4 + 4);
-        let at = format!("{envs} envs × {steps} steps, frames {frames}");
-        assert_eq!(report["counters"]["h2d_bytes"].as_u64(), Some(want), "{at}: {report}");
-        let phases = report["profile"]["phases"].as_array().unwrap();
-        let convert = phases.iter().find(|p| p["phase"] == "obs_convert").unwrap_or_else(|| panic!("{at}: {report}"));
-        let epochs = report["config"]["ppo"]["epochs"].as_u64().unwrap();
-        assert_eq!(convert["calls"].as_u64(), Some(2 * steps + 2 * epochs * 2), "{at}: each step's and minibatch's");
+    let cases = [(2u64, 32u64, "bytes", 1), (3, 48, "bytes", 1), (2, 32, "float", 4), (3, 32, "float", 4)];
+    for (envs, steps, frames, k) in cases {
+        let mut weights = Vec::new();
+        for copy in ["kept", "whole"] {
+            let out_dir = dir.path().join(format!("{envs}-{steps}-{frames}-{copy}"));
+            let out = run(hotlab().env("PYTHONPATH", dir.path()).args([
+                "train",
+                "--env",
+                "gym:quadrant_envs:small",
+                "--envs",
+                &envs.to_string(),
+                "--steps",
+                &steps.to_string(),
+                "--total-steps",
+                &(2 * envs * steps).to_string(),
+                "--minibatches",
+                "2",
+                "--frames",
+                frames,
+                "--rollout-copy",
+                copy,
+                "--out",
+                out_dir.to_str().unwrap(),
+                "--json",
+            ]));
+            assert!(out.status.success(), "{}", stderr(&out));
+            weights.push(std::fs::read(out_dir.join("policy.safetensors")).unwrap());
+            let report = last_json(&out);
+            let (frame, rows, ended) = (12 * 12, 2 * envs * steps, report["episodes"].as_u64().unwrap());
+            assert!(ended >= envs * 4, "episodes of 16 steps ended: {ended}");
+            let once = k * (rows * frame + (2 * envs + ended) * frame) + rows * (4 + 4);
+            let want = if copy == "kept" { once } else { once + k * rows * frame + rows * 8 };
+            let at = format!("{envs} envs × {steps} steps, frames {frames}, rollout copy {copy}");
+            assert_eq!(report["counters"]["h2d_bytes"].as_u64(), Some(want), "{at}: {report}");
+            let phases = report["profile"]["phases"].as_array().unwrap();
+            let convert =
+                phases.iter().find(|p| p["phase"] == "obs_convert").unwrap_or_else(|| panic!("{at}: {report}"));
+            let epochs = report["config"]["ppo"]["epochs"].as_u64().unwrap();
+            assert_eq!(
+                convert["calls"].as_u64(),
+                Some(2 * steps + 2 * epochs * 2),
+                "{at}: each step's and minibatch's"
+            );
+        }
+        assert!(
+            weights[0] == weights[1],
+            "{envs} envs × {steps} steps, frames {frames}: kept and whole train the same weights"
+        );
     }
 }

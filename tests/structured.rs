@@ -346,15 +346,19 @@ fn a_goal_given_only_in_a_discrete_leaf_is_learned() {
     assert!(p.low > 0.0, "against the same run with the goal hidden: {p:?}");
 }
 
-/// An image leaf moves to the device as bytes, one per pixel: the same run with and without
-/// the goal env's 6×6 image differs in host→device bytes by exactly 36 per observation moved
-/// (each step's forward, the update's batch, each rollout's bootstrap and each truncated
-/// episode's final value), where floats would be four times that.
+/// An image leaf moves to the device as bytes, one per pixel, and once: the same run with and
+/// without the goal env's 6×6 image differs in host→device bytes by exactly 36 per
+/// observation moved (each step's forward, each rollout's bootstrap and each truncated
+/// episode's final value; the update reads what the forward kept), where floats would be
+/// four times that. Copied again for the update (`--rollout-copy whole`), every leaf moves
+/// once more and the weights are the same, byte for byte.
 #[test]
 fn image_leaves_move_as_bytes() {
     fixtures();
-    let moved = |image: bool| -> Value {
+    let root = tempfile::tempdir().unwrap();
+    let trained = |image: bool, copy: &str| -> Value {
         let kwargs = json!({"image": image}).to_string();
+        let dir = root.path().join(format!("{image}-{copy}"));
         let out = run(hotlab().args(["train", "--env", "gym:dict_envs:GoalDict", "--gym-kwargs", &kwargs]).args([
             "--envs",
             "4",
@@ -362,18 +366,28 @@ fn image_leaves_move_as_bytes() {
             "16",
             "--total-steps",
             "128",
+            "--rollout-copy",
+            copy,
+            "--out",
+            dir.to_str().unwrap(),
             "--json",
         ]));
         assert!(out.status.success(), "image {image}: {}", stderr(&out));
         last_json(&out)
     };
+    let moved = |image: bool| trained(image, "kept");
     let (with, without) = (moved(true), moved(false));
     let count = |r: &Value, k: &str| r["counters"][k].as_u64().unwrap();
     let (steps, updates, episodes) =
         (count(&with, "env_steps"), with["updates"].as_u64().unwrap(), with["episodes"].as_u64().unwrap());
     assert_eq!((steps, updates, episodes), (128, 2, 16), "{with}");
-    let observations = 2 * steps + updates * 4 + episodes;
+    let observations = steps + updates * 4 + episodes;
     assert_eq!(count(&with, "h2d_bytes") - count(&without, "h2d_bytes"), 36 * observations);
+    let whole = trained(true, "whole");
+    assert!(count(&whole, "h2d_bytes") >= count(&with, "h2d_bytes") + 36 * steps, "{whole}");
+    let weights =
+        |copy: &str| std::fs::read(root.path().join(format!("true-{copy}")).join("policy.safetensors")).unwrap();
+    assert!(weights("kept") == weights("whole"), "kept and whole train the same weights");
 }
 
 /// Leaves no encoder reads, a Dict of none or of more than the trainer takes, and settings

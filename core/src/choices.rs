@@ -127,8 +127,13 @@ choice!(
         /// (seed 002's many small copies at update time).
         PerStep = "per_step",
         /// Each field in one copy.
-        #[default]
         Whole = "whole",
+        /// Nothing copied for what an eager forward already moved: each step's observation
+        /// and sampled actions are kept on the device where the forward put them, so only
+        /// what the host computed (advantages and returns) crosses at update time. A forward
+        /// on the host (`--inference fused`) has nothing there: its rollout moves `whole`.
+        #[default]
+        Kept = "kept",
     }
 );
 

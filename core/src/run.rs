@@ -102,8 +102,9 @@ pub struct ExecSpec {
     pub transfer: Transfer,
     /// How an eager forward's actions are read back to the host.
     pub action_sync: ActionSync,
-    /// How the rollout reaches the device for the update: `whole` (a copy per field) or
-    /// `per_step` (a copy per step and field, concatenated there).
+    /// How the rollout reaches the device for the update: `kept` (an eager forward's
+    /// inputs and actions stay where it put them), `whole` (a copy per field) or `per_step`
+    /// (a copy per step and field, concatenated there).
     pub rollout_copy: RolloutCopy,
     /// How an image observation reaches the device (the CNN policy's): `bytes` (converted
     /// there by the encoder) or `float` (converted to float32 on the host first).
@@ -137,7 +138,7 @@ impl Default for ExecSpec {
             worker_timeout_s: 60.0,
             transfer: Transfer::Packed,
             action_sync: ActionSync::Stacked,
-            rollout_copy: RolloutCopy::Whole,
+            rollout_copy: RolloutCopy::Kept,
             frames: Frames::Bytes,
             conv_layout: ConvLayout::Auto,
             inference: Inference::Fused,

@@ -106,9 +106,9 @@ pub const RUN: &[Knob] = &[
         "exec.rollout_copy",
         "Transfer",
         Choice(RolloutCopy::ALL),
-        "how the rollout reaches the device for the update: a copy per field, or per step and field",
+        "how the rollout reaches the device for the update: kept there by the forward, a copy per field, or per step and field",
     )
-    .about("The rollout to the device for the update: whole (a copy per field) or per_step (a copy per step and field, concatenated there)"),
+    .about("The rollout to the device for the update: kept (what an eager forward moved stays on the device: each observation crosses once), whole (a copy per field from the host's buffer) or per_step (a copy per step and field, concatenated there)"),
     knob(
         "frames",
         "exec.frames",

@@ -810,6 +810,35 @@ pub const LESSONS: &[Lesson] = &[
         on_gpu: None,
     },
     Lesson {
+        id: "rollout-on-host",
+        row: 11,
+        title: "The rollout kept on the host, each frame moved twice",
+        phenomenon: "An eager rollout forward moves each step's observation to the device to act on it. A \
+            rollout buffer kept on the host, as most PPO loops keep it, then moves the same observations \
+            again at update time, with the actions the policy sampled there, so each frame crosses twice. \
+            Keeping what the forward already moved in buffers on the device (one row per step) leaves the \
+            update only the advantages and returns, which the host computed: each frame crosses once. On a \
+            CPU device both are memory copies, so the bytes show it and the wall barely does; on a GPU with \
+            Atari's 28 KB frames the second crossing is PCIe time every update.",
+        look_at: "Host-to-device bytes per env step, and obs_transfer's share of the wall.",
+        baseline: Baseline::new(&[
+            ("env", "gym"),
+            ("rollout_copy", "whole"),
+        ])
+        .over(BREAKOUT_SMALL),
+        variants: fixes(&["rollout_copy=kept"]),
+        // A count: the frames (28,224 bytes an env) moved twice against once, the bootstrap's
+        // and the few scalars beside them the same in both.
+        signature: Signature {
+            measure: Measure::PerStep(Counter::H2dBytes),
+            expect: Expect::Higher(1.6),
+            text: "bytes moved host to device per env step",
+        },
+        budget: Budget { seconds: 4.0, repeats: 3 },
+        on_cpu: None,
+        on_gpu: None,
+    },
+    Lesson {
         id: "stream-waits",
         row: 4,
         title: "A stream that waits before every minibatch",
@@ -913,8 +942,8 @@ pub const LESSONS: &[Lesson] = &[
         title: "Frames as floats from the host, or bytes to the device",
         phenomenon: "An Atari observation is 4 stacked 84×84 frames of bytes: 28,224 bytes. Converted to float32 \
             on the host before it moves, as a loop that reads frames into a float tensor does, it is 112,896 bytes, \
-            four times the copy, each step to the rollout's forward and again for the update, plus a host pass over \
-            every pixel. Kept as bytes to the device, the CNN's encoder converts and scales them there, once per \
+            four times the copy each step to the rollout's forward (and again for the update where the rollout is \
+            copied from the host: the rollout-on-host lesson), plus a host pass over every pixel. Kept as bytes to the device, the CNN's encoder converts and scales them there, once per \
             batch. On a CPU device both copies are memory copies, so the bytes moved show it and the wall barely \
             does; on a GPU they are PCIe transfers, where the four times is paid in time.",
         look_at: "Host-to-device bytes per env step, and obs_transfer's share of the wall.",

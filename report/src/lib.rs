@@ -288,7 +288,21 @@ fn transfer_rules(found: &mut Found<'_>, spec: &RunSpec) {
     let transfer = profile.share(Phase::OBS_TRANSFER);
     let updates = (c.env_steps / spec.batch_size().max(1) as u64).max(1) as f64;
     let copies_per_update = c.h2d_copies as f64 / updates;
-    if spec.exec.rollout_copy == RolloutCopy::PerStep && transfer >= 0.03 && copies_per_update > 2.0 * spec.steps as f64
+    // An eager forward moved each observation to the device already: a rollout copied from
+    // the host's buffer at update time moves it a second time.
+    let eager = spec.exec.backend != Backend::Device
+        && (cnn_ran(profile) || profile.eager_only || spec.inference() == Inference::Eager);
+    if spec.exec.rollout_copy != RolloutCopy::Kept && eager && transfer >= 0.03 {
+        let signature = format!(
+            "{:.0} host→device bytes per env step with an eager forward, {:.0}% of wall: each observation crosses to the device for the forward and again, from the host's rollout buffer, for the update",
+            c.h2d_bytes as f64 / c.env_steps.max(1) as f64,
+            100.0 * transfer
+        );
+        let advice = Recommendation::bounded("--rollout-copy kept", Phase::OBS_TRANSFER, amdahl(transfer), signature);
+        found.out.push(advice.teaching(11, "rollout-on-host"));
+    } else if spec.exec.rollout_copy == RolloutCopy::PerStep
+        && transfer >= 0.03
+        && copies_per_update > 2.0 * spec.steps as f64
     {
         found.add(
             "--rollout-copy whole",
@@ -852,8 +866,36 @@ mod tests {
             knobs(&analyze(&profile(&[(Phase::OBS_TRANSFER, 0.2)], steps.clone()), &per_step)),
             vec!["--rollout-copy whole"]
         );
-        let whole = spec(|s| s.steps = 100);
+        let whole = spec(|s| {
+            s.steps = 100;
+            s.exec.rollout_copy = RolloutCopy::Whole;
+        });
         assert!(analyze(&profile(&[(Phase::OBS_TRANSFER, 0.2)], steps.clone()), &whole).recommendations.is_empty());
+        // After an eager forward (asked for, or the CNN's), copied per step or whole, the
+        // rollout's observations moved twice: kept on the device they move once.
+        let cnn_transfer = profile(&[(Phase::OBS_TRANSFER, 0.2), (Phase::OBS_CONVERT, 0.05)], steps.clone());
+        let eager_whole = RunSpec {
+            exec: hotlab_core::run::ExecSpec { inference: Inference::Eager, ..whole.exec.clone() },
+            ..whole.clone()
+        };
+        for (p, s) in [
+            (&cnn_transfer, &whole),
+            (&cnn_transfer, &per_step),
+            (&profile(&[(Phase::OBS_TRANSFER, 0.2)], steps.clone()), &eager_whole),
+        ] {
+            let r = analyze(p, s);
+            assert_eq!(knobs(&r), vec!["--rollout-copy kept"]);
+            assert!(
+                r.recommendations[0].signature.contains("again, from the host's rollout buffer"),
+                "{:?}",
+                r.recommendations
+            );
+            assert_eq!(r.recommendations[0].lesson.as_deref(), Some("rollout-on-host"));
+        }
+        let kept = spec(|s| s.exec.inference = Inference::Eager);
+        assert!(analyze(&cnn_transfer, &kept).recommendations.is_empty(), "kept: nothing moves twice");
+        let small = profile(&[(Phase::OBS_TRANSFER, 0.01), (Phase::OBS_CONVERT, 0.05)], steps.clone());
+        assert!(analyze(&small, &whole).recommendations.is_empty(), "under 3% of wall");
         // Eager forward.
         let eager = spec(|s| s.exec.inference = Inference::Eager);
         assert_eq!(

@@ -3,10 +3,13 @@
 //! Steps are recorded on the host as they happen (the env and the fused forward run
 //! there); [`Rollout::to_batch`] moves the whole rollout to the trainer's device in one
 //! copy per field, flattened to `[T·N, …]`, so the update only touches device tensors.
-//! An eager forward keeps its log-probs and values on the device instead (`device`).
+//! An eager forward keeps its log-probs and values on the device instead (`device`), and
+//! with `--rollout-copy kept` the inputs it moved there and the actions it sampled too
+//! ([`Rollout::record_on_device`]): each observation then crosses to the device once
+//! (catalogue row 11).
 
 use crate::exec::transfer::{Eager, Mover};
-use hotlab_core::choices::RolloutCopy;
+use hotlab_core::choices::{Frames, RolloutCopy};
 use hotlab_core::counters::Counters;
 use tch::{Device, Kind, Tensor};
 
@@ -43,6 +46,50 @@ pub struct Rollout {
     pub memory: Option<Memory>,
     /// Every leaf of a structured observation kept in its own form ([`Rollout::with_leaves`]).
     pub leaves: bool,
+    /// Whether an eager forward's inputs and actions are kept on its device (`--rollout-copy
+    /// kept`, [`Rollout::keeping`]).
+    keep: bool,
+    /// What it kept, made on first use.
+    kept: Option<Kept>,
+}
+
+/// What an eager forward has on its device after a step ([`Rollout::record_on_device`]).
+pub struct OnDevice<'a> {
+    /// The inputs it moved there, in the batch's order: the observation field the batch
+    /// reads first ([`Batch::obs`]), then the others ([`Batch::extra`]).
+    pub inputs: &'a [&'a Tensor],
+    /// `[N, H]` i64, the sampled categorical actions (`[N, 0]` for none).
+    pub actions: &'a Tensor,
+    /// `[N, continuous]` f32, a Gaussian head's, where the policy has one.
+    pub real: Option<&'a Tensor>,
+    /// `[N]` each.
+    pub log_probs: &'a Tensor,
+    pub values: &'a Tensor,
+}
+
+/// A rollout's inputs and sampled actions on the device where the forward made them,
+/// `[T, N, …]` each (`--rollout-copy kept`).
+struct Kept {
+    /// None for an index field on a CPU device: the update reads its host buffer in place,
+    /// so a kept copy would only add one.
+    inputs: Vec<Option<Tensor>>,
+    actions: Tensor,
+    real: Option<Tensor>,
+}
+
+/// Where a batch's observation field comes from when it is not kept.
+#[derive(Clone, Copy)]
+enum Source {
+    /// The f32 features (`obs`).
+    Features,
+    /// A structured observation with no float leaf: `[B, 0]`.
+    NoFeatures,
+    /// An image's bytes that the policy reads as its observation (`--frames` applies).
+    Frames,
+    /// A structured observation's image leaves, side by side.
+    LeafBytes,
+    /// Index field `k`.
+    Index(usize),
 }
 
 /// A rollout on the device, flattened, with its advantages and returns.
@@ -222,7 +269,15 @@ impl Rollout {
             device: None,
             memory: None,
             leaves: false,
+            keep: false,
+            kept: None,
         }
+    }
+
+    /// Keeps an eager forward's inputs and actions on its device where `keep`
+    /// (`--rollout-copy kept`): the update then copies none of them from the host.
+    pub fn keeping(self, keep: bool) -> Self {
+        Self { keep, ..self }
     }
 
     /// Keeps every leaf of a structured observation as [`crate::models::combined`] reads
@@ -234,16 +289,38 @@ impl Rollout {
         Self { leaves: true, ..self }
     }
 
-    /// Records step `t`'s log-probs and values on the device that computed them, in
-    /// `[T, N]` buffers made there on first use: an eager actor's outputs stay on its
-    /// device until the update ([`crate::ppo::device_outputs`]).
-    pub fn record_on_device(&mut self, t: usize, log_probs: &Tensor, values: &Tensor) {
-        let (shape, device) = ([self.steps as i64, self.envs as i64], log_probs.device());
+    /// Records step `t` on the device that computed it, in `[T, N, …]` buffers made there
+    /// on first use: an eager actor's log-probs and values stay on its device until the
+    /// update ([`crate::ppo::device_outputs`]), and where the rollout is [`keeping`](Self::keeping),
+    /// the inputs it moved and the actions it sampled too.
+    pub fn record_on_device(&mut self, t: usize, step: OnDevice<'_>) {
+        let (shape, device) = ([self.steps as i64, self.envs as i64], step.log_probs.device());
         let (lp, v) = self.device.get_or_insert_with(|| {
             (Tensor::zeros(shape, (Kind::Float, device)), Tensor::zeros(shape, (Kind::Float, device)))
         });
-        lp.get(t as i64).copy_(log_probs);
-        v.get(t as i64).copy_(values);
+        lp.get(t as i64).copy_(step.log_probs);
+        v.get(t as i64).copy_(step.values);
+        if !self.keep {
+            return;
+        }
+        let steps = self.steps as i64;
+        let over_steps = |x: &Tensor| Tensor::empty([&[steps][..], &x.size()].concat(), (x.kind(), x.device()));
+        let kept = self.kept.get_or_insert_with(|| Kept {
+            inputs: (step.inputs.iter())
+                .map(|x| (x.device() != Device::Cpu || x.kind() != Kind::Int64).then(|| over_steps(x)))
+                .collect(),
+            actions: over_steps(step.actions),
+            real: step.real.map(over_steps),
+        });
+        for (buf, x) in kept.inputs.iter().zip(step.inputs) {
+            if let Some(buf) = buf {
+                buf.get(t as i64).copy_(x);
+            }
+        }
+        kept.actions.get(t as i64).copy_(step.actions);
+        if let (Some(buf), Some(x)) = (&kept.real, step.real) {
+            buf.get(t as i64).copy_(x);
+        }
     }
 
     /// Records step `t`'s observations (the features field or the index fields).
@@ -326,7 +403,7 @@ impl Rollout {
 
     /// The rollout on the device, flattened, with its advantages and returns: one copy
     /// per field, or per step and field (`copy`); log-probs and values are already there
-    /// when `on_device` holds them.
+    /// when `on_device` holds them, and what the forward kept (`kept`) is not copied.
     pub fn to_batch(
         &self,
         advantages: &[f32],
@@ -344,36 +421,102 @@ impl Rollout {
                 mover.upload_rollout(&self.values, &[b], t, copy, c),
             ),
         };
-        let mut fields: Vec<Tensor> =
-            self.index.iter().map(|buf| mover.upload_i64_tensor(&buf.tensor.view([b, buf.width as i64]), c)).collect();
-        if self.leaves {
-            // Each leaf in its own form: the image leaves' bytes move as bytes.
-            if self.bytes_width > 0 {
-                fields.push(mover.upload_rollout(&self.bytes, &[b, self.bytes_width as i64], t, copy, c));
+        let kept = self.kept.as_ref().filter(|_| copy == RolloutCopy::Kept);
+        // `[T, N, …]` as `[T·N, width]`.
+        let rows = |x: &Tensor| x.view([b, x.size()[2..].iter().product::<i64>()]);
+        let mut inputs = self.sources().into_iter().enumerate().map(|(i, source)| {
+            match kept.and_then(|k| k.inputs.get(i)?.as_ref()) {
+                Some(x) => rows(x),
+                None => self.upload(source, (mover, copy), c),
             }
-        }
-        // Features first (a structured observation's always, `[B, 0]` where it has none); else an image's bytes (to the device as bytes); else an env of
-        // indices only, its first field.
-        let obs = if self.leaves && self.obs_dim == 0 {
-            Tensor::zeros([b, 0], (Kind::Float, mover.device))
-        } else if self.leaves || self.obs_dim > 0 || (fields.is_empty() && self.bytes_width == 0) {
-            mover.upload_rollout(&self.obs, &[b, self.obs_dim as i64], t, copy, c)
-        } else if self.bytes_width > 0 {
-            mover.upload_frames_rollout(&self.bytes, &[b, self.bytes_width as i64], t, copy, c)
-        } else {
-            fields.remove(0)
-        };
+        });
+        let obs = inputs.next().expect("a batch reads one observation field at least");
+        let extra = inputs.collect();
         Batch {
             obs,
-            extra: fields,
-            actions: mover.upload_rollout(&self.actions, &[b, self.heads as i64], t, copy, c),
-            real_actions: (self.continuous > 0)
-                .then(|| mover.upload_rollout(&self.real, &[b, self.continuous as i64], t, copy, c)),
+            extra,
+            actions: match kept {
+                Some(k) => rows(&k.actions),
+                None => mover.upload_rollout(&self.actions, &[b, self.heads as i64], t, copy, c),
+            },
+            real_actions: (self.continuous > 0).then(|| match kept.and_then(|k| k.real.as_ref()) {
+                Some(x) => rows(x),
+                None => mover.upload_rollout(&self.real, &[b, self.continuous as i64], t, copy, c),
+            }),
             log_probs,
             values,
             advantages: mover.upload_rollout(advantages, &[b], t, copy, c),
             returns: mover.upload_rollout(returns, &[b], t, copy, c),
             memory: None,
+        }
+    }
+
+    /// Bytes the update's batch takes on the device: each transition's observation fields
+    /// (an image's as `--frames` moves it), actions, log-prob, value, advantage and return,
+    /// twice (the batch, kept or copied there, and an epoch's shuffled copy).
+    pub fn device_bytes(&self, frames: Frames) -> u64 {
+        let image = if frames == Frames::Float && !self.leaves { 4 } else { 1 };
+        let index: usize = self.index.iter().map(|b| 8 * b.width).sum();
+        let row = 4 * self.obs_dim + image * self.bytes_width + index + 8 * self.heads + 4 * self.continuous + 16;
+        2 * (row * self.steps * self.envs) as u64
+    }
+
+    /// Refused, before the run, when the update's batch ([`Rollout::device_bytes`]) would
+    /// not fit in the `free` bytes of the run's device.
+    pub fn check_room(&self, spec: &hotlab_spec::RunSpec, free: u64) -> Result<(), hotlab_spec::SpecError> {
+        let need = self.device_bytes(spec.exec.frames);
+        if need <= free {
+            return Ok(());
+        }
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let transitions = (self.steps * self.envs) as u64;
+        Err(hotlab_spec::SpecError::new(
+            "envs",
+            format!(
+                "the update's batch needs {need} bytes ({:.2} GiB) on {}: envs × steps = {} × {} transitions of {} bytes, held twice (the batch and an epoch's shuffled copy); the device has {free} bytes ({:.2} GiB) free: lower --envs or --steps",
+                gib(need),
+                spec.device,
+                self.envs,
+                self.steps,
+                need / 2 / transitions.max(1),
+                gib(free)
+            ),
+        ))
+    }
+
+    /// Where the batch's observation fields come from, in its order: [`Batch::obs`] (the
+    /// features, a structured observation's always, `[B, 0]` where it has none; else an
+    /// image's bytes; else, for an env of indices only, its first field), then
+    /// [`Batch::extra`] (the index fields, then a structured observation's image bytes).
+    fn sources(&self) -> Vec<Source> {
+        let index = (0..self.index.len()).map(Source::Index);
+        if self.leaves {
+            let features = if self.obs_dim == 0 { Source::NoFeatures } else { Source::Features };
+            let bytes = (self.bytes_width > 0).then_some(Source::LeafBytes);
+            std::iter::once(features).chain(index).chain(bytes).collect()
+        } else if self.obs_dim > 0 || (self.index.is_empty() && self.bytes_width == 0) {
+            std::iter::once(Source::Features).chain(index).collect()
+        } else if self.bytes_width > 0 {
+            std::iter::once(Source::Frames).chain(index).collect()
+        } else {
+            index.collect()
+        }
+    }
+
+    /// One observation field from the host's buffers to the device, `[T·N, width]`.
+    fn upload(&self, source: Source, (mover, copy): (&Mover, RolloutCopy), c: &mut Counters) -> Tensor {
+        let (b, t) = ((self.steps * self.envs) as i64, self.steps);
+        let (d, w) = (self.obs_dim as i64, self.bytes_width as i64);
+        match source {
+            Source::Features => mover.upload_rollout(&self.obs, &[b, d], t, copy, c),
+            Source::NoFeatures => Tensor::zeros([b, 0], (Kind::Float, mover.device)),
+            // Each leaf in its own form: the image leaves' bytes move as bytes.
+            Source::LeafBytes => mover.upload_rollout(&self.bytes, &[b, w], t, copy, c),
+            Source::Frames => mover.upload_frames_rollout(&self.bytes, &[b, w], t, copy, c),
+            Source::Index(k) => {
+                let buf = &self.index[k];
+                mover.upload_i64_tensor(&buf.tensor.view([b, buf.width as i64]), c)
+            }
         }
     }
 }
@@ -435,5 +578,112 @@ impl StepSlot<'_> {
         if let Some(real) = real {
             io.read_actions(real, self.real, c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlab_core::choices::Transfer;
+    use hotlab_env::rng::HostRng;
+
+    /// A rollout of `steps × envs` with features `d`, image bytes `w`, index fields of
+    /// `index` widths and `heads` categorical heads, filled with random values, recorded
+    /// both on the host and, as an eager forward would record it, on the device.
+    fn filled(shape: (usize, usize), (d, w): (usize, usize), index: &[usize], heads: usize, seed: u64) -> Rollout {
+        let (steps, envs) = shape;
+        let mut r = Rollout::new(steps, envs, (d, w), index, (heads, 0)).keeping(true);
+        if d == 0 && w > 0 && !index.is_empty() {
+            r = r.with_leaves();
+        }
+        let mut rng = HostRng::new(seed);
+        for t in 0..steps {
+            let obs: Vec<f32> = (0..envs * d).map(|_| rng.next_f64() as f32).collect();
+            let bytes: Vec<u8> = (0..envs * w).map(|_| rng.next_u64() as u8).collect();
+            let actions: Vec<i64> = (0..envs * heads).map(|_| (rng.next_u64() % 5) as i64).collect();
+            r.obs[t * envs * d..(t + 1) * envs * d].copy_from_slice(&obs);
+            r.bytes[t * envs * w..(t + 1) * envs * w].copy_from_slice(&bytes);
+            r.actions[t * envs * heads..(t + 1) * envs * heads].copy_from_slice(&actions);
+            for buf in &mut r.index {
+                let k = buf.width;
+                for v in &mut buf.as_mut_slice()[t * envs * k..(t + 1) * envs * k] {
+                    *v = (rng.next_u64() % 7) as i64;
+                }
+            }
+            let (n, d, w) = (envs as i64, d as i64, w as i64);
+            let features = Tensor::from_slice(&obs).view([n, d]);
+            let frames = Tensor::from_slice(&bytes).view([n, w]);
+            let fields: Vec<Tensor> =
+                r.index_step(t).iter().map(|(v, k)| Tensor::from_slice(v).view([n, *k as i64])).collect();
+            let inputs: Vec<&Tensor> = match (r.leaves, d > 0) {
+                (true, _) => std::iter::once(&features).chain(&fields).chain(std::iter::once(&frames)).collect(),
+                (false, true) => std::iter::once(&features).chain(&fields).collect(),
+                (false, false) => std::iter::once(&frames).chain(&fields).collect(),
+            };
+            let sampled = Tensor::from_slice(&actions).view([n, heads as i64]);
+            let lp = Tensor::zeros([n], (Kind::Float, Device::Cpu));
+            r.record_on_device(
+                t,
+                OnDevice { inputs: &inputs, actions: &sampled, real: None, log_probs: &lp, values: &lp },
+            );
+        }
+        r
+    }
+
+    fn fields(b: &Batch) -> Vec<Tensor> {
+        [&b.obs, &b.actions, &b.advantages, &b.returns].into_iter().chain(&b.extra).map(Tensor::shallow_clone).collect()
+    }
+
+    /// What an eager forward kept is the batch a copy from the host's buffers makes, field
+    /// for field, over shapes (features, an image's bytes, a structured observation's
+    /// leaves with index fields; several envs, steps and heads); the copy moves the
+    /// observations and actions again, kept moves only the advantages and returns.
+    #[test]
+    fn a_kept_rollout_is_the_batch_a_copy_makes_and_moves_only_what_the_host_made() {
+        // (steps, envs), (features, bytes), index widths, heads
+        type Case = ((usize, usize), (usize, usize), &'static [usize], usize);
+        let cases: [Case; 5] = [
+            ((4, 3), (5, 0), &[], 1),
+            ((7, 2), (1, 0), &[], 3),
+            ((3, 5), (0, 36), &[], 1),
+            ((5, 4), (0, 12), &[2, 3], 2),
+            ((2, 6), (4, 0), &[3], 1),
+        ];
+        let mover = Mover::new(Transfer::Packed, Device::Cpu);
+        for (seed, (shape, widths, index, heads)) in cases.into_iter().enumerate() {
+            let r = filled(shape, widths, index, heads, seed as u64);
+            let rows = shape.0 * shape.1;
+            let (adv, ret) = (vec![0.5f32; rows], vec![1.5f32; rows]);
+            let (mut ck, mut cw) = (Counters::default(), Counters::default());
+            let kept = r.to_batch(&adv, &ret, None, (&mover, RolloutCopy::Kept), &mut ck);
+            let whole = r.to_batch(&adv, &ret, None, (&mover, RolloutCopy::Whole), &mut cw);
+            let at = format!("{shape:?} {widths:?} {index:?} heads {heads}");
+            for (a, b) in fields(&kept).iter().zip(fields(&whole)) {
+                assert_eq!((a.size(), a.kind()), (b.size(), b.kind()), "{at}");
+                assert!(a.equal(&b), "{at}");
+            }
+            // log-probs and values move in both (no eager outputs handed in); index
+            // fields are read in place on the CPU in both.
+            let (d, w) = widths;
+            let moved_again = rows * (4 * d + w + 8 * heads);
+            assert_eq!(cw.h2d_bytes - ck.h2d_bytes, moved_again as u64, "{at}");
+            assert_eq!(ck.h2d_bytes, (rows * 4 * 4) as u64, "{at}: log-probs, values, advantages, returns");
+        }
+    }
+
+    /// A batch that would not fit in the device's free memory is refused before the run,
+    /// naming `envs` and the bytes it needs.
+    #[test]
+    fn a_batch_too_big_for_the_device_is_refused_with_the_bytes_it_needs() {
+        let spec = hotlab_spec::RunSpec { envs: 8, steps: 128, ..Default::default() };
+        let r = Rollout::new(128, 8, (0, 28_224), &[], (1, 0));
+        let need = r.device_bytes(Frames::Bytes);
+        assert_eq!(need, 2 * 128 * 8 * (28_224 + 8 + 16));
+        assert_eq!(r.device_bytes(Frames::Float), need + 2 * 128 * 8 * 3 * 28_224, "floats are 4 bytes a pixel");
+        r.check_room(&spec, need).unwrap();
+        let e = r.check_room(&spec, need - 1).unwrap_err();
+        assert_eq!(e.field, "envs");
+        assert!(e.message.contains(&format!("needs {need} bytes")), "{}", e.message);
+        assert!(e.message.contains("lower --envs or --steps"), "{}", e.message);
     }
 }

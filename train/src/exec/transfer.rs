@@ -178,7 +178,8 @@ impl Mover {
     }
 
     /// A rollout field, time first in `steps` equal parts, on the device as `shape`: one
-    /// copy (`whole`), or one per step concatenated there (`per_step`, catalogue row 11).
+    /// copy (`whole`; `kept` for a field the forward did not keep), or one per step
+    /// concatenated there (`per_step`, catalogue row 11).
     pub fn upload_rollout<T: tch::kind::Element>(
         &self,
         v: &[T],
@@ -188,7 +189,7 @@ impl Mover {
         c: &mut Counters,
     ) -> Tensor {
         match copy {
-            RolloutCopy::Whole => self.upload(v, shape, c),
+            RolloutCopy::Whole | RolloutCopy::Kept => self.upload(v, shape, c),
             RolloutCopy::PerStep => {
                 let per = (v.len() / steps.max(1)).max(1);
                 let parts: Vec<Tensor> = v.chunks(per).map(|step| self.upload(step, &[-1], c)).collect();

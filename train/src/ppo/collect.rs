@@ -9,6 +9,7 @@ use crate::normalize::{Normalizers, ObsNorm};
 use crate::rollout::{Batch, Rollout};
 use crate::workload::{asked_to_stop, Workload};
 use anyhow::{Context, Result};
+use hotlab_core::choices::RolloutCopy;
 use hotlab_core::counters::EnvCounters;
 use hotlab_core::profile::Phase;
 use hotlab_env::{Actions, BatchEnv, EnvSpec, FieldData, FieldKind, FieldSpec, Observations, StepBatch};
@@ -74,6 +75,7 @@ impl<A> HostCollector<A> {
         let index: Vec<usize> =
             env_spec.fields.iter().filter(|f| f.kind == FieldKind::I64).map(|f| f.numel()).collect();
         let (heads, continuous) = (env_spec.heads.len(), env_spec.continuous);
+        let keep = spec.exec.rollout_copy == RolloutCopy::Kept;
         let rollout = match obs_dim {
             Some(obs_dim) => {
                 // A policy that reads no features (`obs_dim` 0) reads an image's bytes, if there is one.
@@ -92,6 +94,14 @@ impl<A> HostCollector<A> {
                     .with_leaves()
             }
         };
+        let rollout = rollout.keeping(keep);
+        let device = exec::device::resolve(&spec.device)?;
+        if let tch::Device::Cuda(ordinal) = device {
+            let free = crate::cuda::gpu::memory(ordinal).map(|(used, total)| total.saturating_sub(used));
+            if let Some(free) = free {
+                rollout.check_room(spec, free)?;
+            }
+        }
         Ok(Self { workload, env, obs, out, rollout, actor, norm })
     }
 }

@@ -15,7 +15,7 @@ use hotlab_train::models::mlp::policy::ActorCritic;
 use hotlab_train::ppo::loss::{loss_from, Forward};
 use hotlab_train::ppo::{device_outputs, ActStep, Actor, Epochs, MinibatchStep, Pass, PpoPolicy, ValueRows};
 use hotlab_train::precision::Precision;
-use hotlab_train::rollout::{Batch, Rollout};
+use hotlab_train::rollout::{Batch, OnDevice, Rollout};
 use hotlab_train::workload::TrainedPolicy;
 use std::sync::Arc;
 use std::time::Instant;
@@ -97,12 +97,15 @@ impl Actor<MorphoAgent> for Eager {
             let width = rollout.index[0].width;
             let (fields, slot) = rollout.index_and_slot(t);
             let obs = self.mover.obs_to_device(slot.obs, envs, obs_dim, c);
-            let table = self.mover.field_to_device(1, fields[0], envs, width, c).ne(0);
+            let rows = self.mover.field_to_device(1, fields[0], envs, width, c);
             let s = prof.stop(Phase::OBS_TRANSFER, start);
             let logits = net.logits(&obs);
-            let (actions, mask) = distribution::sample_by_rows(&logits, &table, heads);
+            let (actions, mask) = distribution::sample_by_rows(&logits, &rows.ne(0), heads);
             let (lp, _) = distribution::log_prob_and_entropy(&logits, Some(&mask), heads, &actions);
-            rollout.record_on_device(t, &lp, &net.value(&obs));
+            let values = net.value(&obs);
+            let step =
+                OnDevice { inputs: &[&obs, &rows], actions: &actions, real: None, log_probs: &lp, values: &values };
+            rollout.record_on_device(t, step);
             let s = prof.stop(Phase::POLICY_FORWARD, s);
             self.read_actions(&actions, rollout.step_mut(t).actions, c);
             prof.stop(Phase::ACTION_READBACK, s)

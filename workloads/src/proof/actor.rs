@@ -11,7 +11,7 @@ use hotlab_train::distribution;
 use hotlab_train::exec::transfer::{read_into, Eager};
 use hotlab_train::models::mlp::host::{draw_uniforms, ActOut};
 use hotlab_train::ppo::{device_outputs, ActStep, Actor, ValueRows};
-use hotlab_train::rollout::Rollout;
+use hotlab_train::rollout::{OnDevice, Rollout};
 use std::time::Instant;
 use tch::Tensor;
 
@@ -46,7 +46,10 @@ impl Actor<ProofAgent> for ProofActor {
                 let mask = fields[2].ne(0);
                 let actions = distribution::sample(&out.logits, Some(&mask), heads);
                 let (lp, _) = distribution::log_prob_and_entropy(&out.logits, Some(&mask), heads, &actions);
-                rollout.record_on_device(t, &lp, &out.value);
+                let inputs: Vec<&Tensor> = fields.iter().collect();
+                let step =
+                    OnDevice { inputs: &inputs, actions: &actions, real: None, log_probs: &lp, values: &out.value };
+                rollout.record_on_device(t, step);
                 let s = prof.stop_split(Phase::POLICY_FORWARD, EMBEDDING_LOOKUP, out.lookup_s, s);
                 io.read_actions(&actions, rollout.step_mut(t).actions, c);
                 prof.stop(Phase::ACTION_READBACK, s)

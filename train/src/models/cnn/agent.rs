@@ -11,7 +11,7 @@ use crate::normalize::ObsNorm;
 use crate::ppo::loss::loss_of_heads;
 use crate::ppo::{self, device_outputs, ActStep, Actor, Epochs, MinibatchStep, Pass, PpoPolicy, ValueRows};
 use crate::precision::Precision;
-use crate::rollout::{Batch, Rollout};
+use crate::rollout::{Batch, OnDevice, Rollout};
 use crate::workload::TrainedPolicy;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
@@ -89,12 +89,20 @@ impl Actor<CnnAgent> for Eager {
             // `--frames float`.
             let images = self.mover.frames_to_device(0, &rollout.bytes[t * envs * w..(t + 1) * envs * w], envs, w, c);
             let s = prof.stop(Phase::OBS_TRANSFER, start);
-            let images = net.convert(&images);
+            let converted = net.convert(&images);
             let s = prof.stop(Phase::OBS_CONVERT, s);
-            let features = net.features(&images);
+            let features = net.features(&converted);
             let outputs = net.outputs(&features);
             let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
-            rollout.record_on_device(t, &lp, &net.value(&features));
+            let values = net.value(&features);
+            let step = OnDevice {
+                inputs: &[&images],
+                actions: &actions,
+                real: real.as_ref(),
+                log_probs: &lp,
+                values: &values,
+            };
+            rollout.record_on_device(t, step);
             let s = prof.stop(Phase::POLICY_FORWARD, s);
             rollout.step_mut(t).read_sampled(self, (&actions, real.as_ref()), c);
             prof.stop(Phase::ACTION_READBACK, s)

@@ -11,7 +11,7 @@ use crate::normalize::ObsNorm;
 use crate::ppo::loss::loss_of_heads;
 use crate::ppo::{self, device_outputs, ActStep, Actor, Epochs, MinibatchStep, Pass, PpoPolicy, ValueRows};
 use crate::precision::Precision;
-use crate::rollout::{Batch, Rollout};
+use crate::rollout::{Batch, OnDevice, Rollout};
 use crate::workload::TrainedPolicy;
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
@@ -100,10 +100,15 @@ impl Actor<CombinedAgent> for Eager {
                 self.mover.field_to_device(at, &rollout.bytes[t * n * w..(t + 1) * n * w], n, w, c)
             });
             let s = prof.stop(Phase::OBS_TRANSFER, start);
-            let features = net.features(&Inputs { features: &features, index: &index, bytes: bytes.as_ref() });
-            let outputs = net.outputs(&features);
+            let encoded = net.features(&Inputs { features: &features, index: &index, bytes: bytes.as_ref() });
+            let outputs = net.outputs(&encoded);
             let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
-            rollout.record_on_device(t, &lp, &net.value(&features));
+            let values = net.value(&encoded);
+            // In the batch's order: the features, each index leaf, the images' bytes.
+            let inputs: Vec<&Tensor> = std::iter::once(&features).chain(&index).chain(bytes.as_ref()).collect();
+            let step =
+                OnDevice { inputs: &inputs, actions: &actions, real: real.as_ref(), log_probs: &lp, values: &values };
+            rollout.record_on_device(t, step);
             let s = prof.stop(Phase::POLICY_FORWARD, s);
             rollout.step_mut(t).read_sampled(self, (&actions, real.as_ref()), c);
             prof.stop(Phase::ACTION_READBACK, s)

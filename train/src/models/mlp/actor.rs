@@ -8,7 +8,7 @@ use crate::distribution;
 use crate::exec::helper::Helper;
 use crate::exec::transfer::{read_into, Eager, Mover};
 use crate::ppo::{device_outputs, ActStep, Actor, ValueRows};
-use crate::rollout::Rollout;
+use crate::rollout::{OnDevice, Rollout};
 use hotlab_core::counters::Counters;
 use hotlab_core::profile::Phase;
 use std::borrow::Cow;
@@ -90,7 +90,15 @@ impl Actor<MlpAgent> for MlpActor {
                 let s = prof.stop(Phase::OBS_TRANSFER, start);
                 let outputs = net.logits(&obs);
                 let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
-                rollout.record_on_device(t, &lp, &net.value(&obs));
+                let values = net.value(&obs);
+                let step = OnDevice {
+                    inputs: &[&obs],
+                    actions: &actions,
+                    real: real.as_ref(),
+                    log_probs: &lp,
+                    values: &values,
+                };
+                rollout.record_on_device(t, step);
                 let s = prof.stop(Phase::POLICY_FORWARD, s);
                 rollout.step_mut(t).read_sampled(io, (&actions, real.as_ref()), c);
                 prof.stop(Phase::ACTION_READBACK, s)

@@ -14,7 +14,7 @@ use crate::normalize::ObsNorm;
 use crate::ppo::loss::loss_of_heads;
 use crate::ppo::{self, device_outputs, ActStep, Actor, MinibatchStep, Pass, PpoPolicy, ValueRows};
 use crate::precision::Precision;
-use crate::rollout::{Batch, Memory, Rollout};
+use crate::rollout::{Batch, Memory, OnDevice, Rollout};
 use crate::workload::TrainedPolicy;
 use hotlab_core::choices::RnnUpdate;
 use hotlab_core::counters::Counters;
@@ -221,7 +221,10 @@ impl Actor<RnnAgent> for RnnActor {
             self.state = Some(next);
             let outputs = net.outputs(&h);
             let (actions, real, lp) = distribution::sample_outputs(&outputs, net.log_std(), heads);
-            rollout.record_on_device(t, &lp, &net.value(&h));
+            let values = net.value(&h);
+            let step =
+                OnDevice { inputs: &[&x], actions: &actions, real: real.as_ref(), log_probs: &lp, values: &values };
+            rollout.record_on_device(t, step);
             let s = prof.stop(Phase::POLICY_FORWARD, s);
             rollout.step_mut(t).read_sampled(&self.io, (&actions, real.as_ref()), c);
             prof.stop(Phase::ACTION_READBACK, s)
