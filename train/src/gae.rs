@@ -6,7 +6,7 @@
 //! next state's value. The advantage recursion never crosses an episode boundary.
 //!
 //! Three forms of one recursion: [`gae`] on host slices, [`gae_tensors`] as tensor ops
-//! on the rollout's device, and the CUDA kernel `gae` in `cuda/cartpole.cu`.
+//! on the rollout's device, and the CUDA kernel `gae` in `cuda/gae.cu`.
 
 use tch::Tensor;
 

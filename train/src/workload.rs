@@ -62,16 +62,16 @@ pub struct Setup<'a> {
 }
 
 impl Setup<'_> {
-    /// Opens the hand-written CUDA kernels on a CUDA device (`width`: the widest layer the
-    /// rollout kernel evaluates); elsewhere, or if NVRTC fails, None and a note on what
-    /// falls back.
-    pub fn open_gpu(&mut self, width: usize) -> Option<Arc<Gpu>> {
+    /// Opens the hand-written CUDA kernels, the trainer's and a workload's `kernels`, on a
+    /// CUDA device (`width`: the widest layer a kernel evaluates a warp per row); elsewhere,
+    /// or if NVRTC fails, None and a note on what falls back.
+    pub fn open_gpu(&mut self, width: usize, kernels: &[crate::cuda::nvrtc::Source]) -> Option<Arc<Gpu>> {
         let Device::Cuda(ordinal) = self.device else { return None };
         if let Some(why) = Support::probe().why_not() {
             self.notes.push(format!("{why}: libtorch ops only"));
             return None;
         }
-        match Gpu::open(ordinal, width) {
+        match Gpu::open(ordinal, width, kernels) {
             Ok(gpu) => Some(Arc::new(gpu)),
             Err(e) => {
                 self.notes.push(format!("the CUDA kernels are unavailable ({e}): libtorch ops only"));

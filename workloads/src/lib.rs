@@ -41,6 +41,11 @@ macro_rules! registry {
             match env { $(EnvName::$variant => <hotlab_specs::$settings as Native>::suggestions(),)+ }
         }
 
+        /// Every workload's own CUDA kernels (`Native::kernels`), in the registry's order.
+        pub fn kernels() -> Vec<hotlab_train::cuda::nvrtc::Source> {
+            [$(<hotlab_specs::$settings as Native>::kernels()),+].concat()
+        }
+
         /// Every workload's own GPU checks on `target` (`hotlab gpu-check`).
         pub fn gpu_checks(target: &Target) -> Vec<serde_json::Value> {
             [$(<hotlab_specs::$settings as Native>::gpu_checks(target)),+].concat()
@@ -63,6 +68,11 @@ pub trait Native {
     /// The values this machine offers for the workload's suggested knob.
     fn suggestions() -> Option<Suggestions> {
         None
+    }
+    /// Its own CUDA kernels, compiled at run time with the trainer's (`hotlab gpu-check`
+    /// compiles every workload's; its runs open them through `Setup::open_gpu`).
+    fn kernels() -> Vec<hotlab_train::cuda::nvrtc::Source> {
+        Vec::new()
     }
     /// Its own GPU checks on `target`, each a JSON row (those with GPU paths of their own;
     /// `hotlab_train::gpu_check` holds the trainer's).

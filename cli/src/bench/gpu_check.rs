@@ -37,7 +37,8 @@ fn gpu_lesson_checks() -> Vec<Value> {
 /// Runs the check; the summary's `ok` says whether everything that ran passed.
 pub fn run(opts: &Options) -> Value {
     let support = Support::probe();
-    let (nvrtc, compiled) = checks::kernels();
+    let kernels = hotlab_workloads::kernels();
+    let (nvrtc, compiled) = checks::kernels(&kernels);
     let mut out = json!({
         "hotlab": env!("CARGO_PKG_VERSION"),
         "torch": hotlab_train::system::TORCH_VERSION,
@@ -51,7 +52,7 @@ pub fn run(opts: &Options) -> Value {
         out["ok"] = json!(compiled);
         return out;
     }
-    let (rows, benches) = match checks::open(&support) {
+    let (rows, benches) = match checks::open(&support, &kernels) {
         Ok(gpu) => {
             out["gpu"] = match &gpu {
                 Some(gpu) => json!({

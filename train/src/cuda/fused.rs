@@ -21,7 +21,7 @@ impl UpdateKernels {
         let Device::Cuda(index) = device else {
             bail!("--update graph_fused runs hotlab's kernels on a CUDA GPU, and this run's device is {device:?}")
         };
-        let gpu = Gpu::open(index, DEFAULT_MAX_WIDTH).map_err(|e| anyhow!("--update graph_fused: {e}"))?;
+        let gpu = Gpu::open(index, DEFAULT_MAX_WIDTH, &[]).map_err(|e| anyhow!("--update graph_fused: {e}"))?;
         let gpu = Arc::new(gpu);
         Ok(Self { loss: PpoLossGrad::new(gpu.clone())?, adam: ClipAdam::new(gpu)? })
     }

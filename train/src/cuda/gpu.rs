@@ -99,8 +99,9 @@ pub const BLOCK: u32 = 256;
 const SHARED_BYTES: usize = 48 * 1024;
 
 impl Gpu {
-    /// Opens GPU `ordinal` and compiles the kernels for it with layers up to `max_width`.
-    pub fn open(ordinal: usize, max_width: usize) -> Result<Self, String> {
+    /// Opens GPU `ordinal` and compiles the trainer's kernels and `workloads`' for it, with
+    /// layers up to `max_width`.
+    pub fn open(ordinal: usize, max_width: usize, workloads: &[nvrtc::Source]) -> Result<Self, String> {
         if let Some(why) = Support::probe().why_not() {
             return Err(why.into());
         }
@@ -112,7 +113,7 @@ impl Gpu {
         let capability = ctx.compute_capability().map_err(err("reading the compute capability"))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown CUDA GPU".into());
         let arch = nvrtc::arch_of(capability.0, capability.1)?;
-        let compiled = nvrtc::compile(arch, max_width)?;
+        let compiled = nvrtc::compile(arch, max_width, workloads)?;
         let module = ctx.load_module(compiled.ptx).map_err(err("loading the PTX"))?;
         let torch_stream = ctx.default_stream();
         let max_width = max_width.max(4);

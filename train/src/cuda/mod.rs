@@ -2,7 +2,8 @@
 //! launched through cudarc on libtorch's tensors (their device pointers, libtorch's
 //! primary context and stream).
 //!
-//! - [`nvrtc`]: the kernels' source and their compilation (no GPU needed);
+//! - [`nvrtc`]: the kernels' source (the trainer's: GAE, `gae.cu`, with the two below; a
+//!   workload's own, which its folder declares) and their compilation (no GPU needed);
 //! - [`gpu`]: what GPU support this process has, and launching the kernels;
 //! - [`events`]: device time per phase from CUDA events, and GPU memory;
 //! - [`optim`]: the gradient clip and Adam in one kernel (`optim.cu`), on libtorch's
@@ -15,9 +16,9 @@
 //! - [`replayer`]: a body of libtorch ops run eagerly for a warm-up, then captured and
 //!   replayed (`--update graph`).
 //!
-//! The env kernels are CartPole's (`cartpole.cu`); what drives them is CartPole's device
-//! backend (`workloads::cartpole::device`, with the captured rollout graph), and
-//! `hotlab gpu-check` (`bench::gpu_check`) checks every GPU path against its CPU reference.
+//! An env's kernels live in its workload's folder with what drives them (its device
+//! backend), compiled in one module with the trainer's; `hotlab gpu-check` checks every GPU
+//! path against its CPU reference.
 //!
 //! Where a path needs CUDA and there is none (the CPU, or torch on ROCm, where HIP looks
 //! like CUDA to libtorch but our kernels cannot run), the worker says so and falls back

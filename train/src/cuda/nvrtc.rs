@@ -1,15 +1,33 @@
-//! The CUDA C source of the kernels and its compilation to PTX with NVRTC. NVRTC is a
-//! plain library in the torch wheel's CUDA libraries: compiling needs no GPU, so CI
-//! compiles every kernel (`hotlab gpu-check --compile-only`).
+//! The CUDA C source of the kernels, the trainer's and the workloads' ([`Source`]), and
+//! its compilation to PTX with NVRTC, all in one module. NVRTC is a plain library in the
+//! torch wheel's CUDA libraries: compiling needs no GPU, so CI compiles every kernel
+//! (`hotlab gpu-check --compile-only`).
 
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
-use hotlab_env::cartpole as cp;
 use std::time::Instant;
 
-/// The kernels of `cartpole.cu`, `optim.cu` and `loss.cu`, every one of which must come out
-/// of a compilation.
-pub const KERNELS: &[&str] =
-    &["cartpole_step", "cartpole_multistep", "rollout_step", "gae", "clip_adam", "ppo_loss_grad"];
+/// CUDA C compiled at run time: the trainer's own kernels ([`trainer`]) or a workload's,
+/// which its folder declares (the registry's `Native::kernels`).
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The file it comes from, for the reader.
+    pub name: &'static str,
+    /// Its text: a prelude of `#define`s first where it has one, then its kernels. It may
+    /// use the trainer's prelude ([`source`]): `i64`, `u32`, `u64` and `MAX_WIDTH`.
+    pub text: String,
+    /// The kernels it defines, every one of which must come out of a compilation.
+    pub kernels: &'static [&'static str],
+}
+
+/// The trainer's kernels: GAE on the device (`gae.cu`), the clip and Adam (`optim.cu`),
+/// the PPO loss's gradient (`loss.cu`).
+pub fn trainer() -> Source {
+    Source {
+        name: "gae.cu, optim.cu, loss.cu",
+        text: [include_str!("gae.cu"), include_str!("optim.cu"), include_str!("loss.cu")].concat(),
+        kernels: &["gae", "clip_adam", "ppo_loss_grad"],
+    }
+}
 
 /// Architectures `--compile-only` compiles for without a GPU: Turing (NVRTC 13's
 /// oldest), Ampere, Hopper.
@@ -18,24 +36,23 @@ pub const CHECK_ARCHS: &[&str] = &["compute_75", "compute_80", "compute_90"];
 /// Widest layer the rollout kernel's forward holds in shared memory when none is given.
 pub const DEFAULT_MAX_WIDTH: usize = 64;
 
-/// The full source: shared's constants as a prelude, then `cartpole.cu`, `optim.cu` and `loss.cu`. `max_width` is
-/// the widest layer of the policy (`rollout_step` keeps two layers in shared memory).
-pub fn source(max_width: usize) -> String {
-    let f = |name: &str, v: f64| format!("#define {name} {:?}f\n", v as f32);
-    let mut s = String::from("// Written by hotlab from hotlab_env::cartpole.\n");
-    s += &f("G", cp::GRAVITY);
-    s += &f("MP", cp::MASS_POLE);
-    s += &f("TM", cp::TOTAL_MASS);
-    s += &f("L", cp::LENGTH);
-    s += &f("PML", cp::POLE_MASS_LENGTH);
-    s += &f("FORCE", cp::FORCE_MAG);
-    s += &f("T", cp::TAU);
-    s += &f("X_T", cp::X_THRESHOLD);
-    s += &f("THETA_T", cp::THETA_THRESHOLD);
-    s += &f("RESET_B", cp::RESET_BOUND);
-    s += &f("TWO_OVER_PI", std::f64::consts::FRAC_2_PI);
-    s += &format!("#define MAX_STEPS {}\n#define MAX_WIDTH {}\n", cp::MAX_STEPS, max_width.max(4));
-    s + include_str!("cartpole.cu") + include_str!("optim.cu") + include_str!("loss.cu")
+/// The full source: the trainer's prelude (its integer types; `MAX_WIDTH`, the widest
+/// layer a kernel launched a warp per row holds twice in shared memory), then each of
+/// `workloads`' sources, then the trainer's kernels.
+pub fn source(max_width: usize, workloads: &[Source]) -> String {
+    let mut s = String::from("// Written by hotlab: the trainer's prelude, the workloads' kernels, the trainer's.\n");
+    s += "typedef long long i64;\ntypedef unsigned int u32;\ntypedef unsigned long long u64;\n";
+    s += &format!("#define MAX_WIDTH {}\n", max_width.max(4));
+    for w in workloads {
+        s += &w.text;
+    }
+    s + &trainer().text
+}
+
+/// Every kernel a compilation of `workloads` with the trainer's must hold, the workloads'
+/// first.
+pub fn kernels(workloads: &[Source]) -> Vec<&'static str> {
+    workloads.iter().chain([&trainer()]).flat_map(|w| w.kernels.iter().copied()).collect()
 }
 
 /// Whether libnvrtc can be loaded (it comes with the torch wheel's CUDA libraries; the
@@ -86,9 +103,9 @@ pub struct Compiled {
     pub ptx_bytes: usize,
 }
 
-/// Compiles the kernels for `arch` (e.g. `compute_90`) and checks that each one is in the
-/// PTX. The error holds NVRTC's log.
-pub fn compile(arch: &'static str, max_width: usize) -> Result<Compiled, String> {
+/// Compiles the trainer's kernels with `workloads`' for `arch` (e.g. `compute_90`) and
+/// checks that each one is in the PTX. The error holds NVRTC's log.
+pub fn compile(arch: &'static str, max_width: usize, workloads: &[Source]) -> Result<Compiled, String> {
     if !available() {
         return Err(
             "NVRTC (libnvrtc.so.13) was not found: put the torch wheel's nvidia/cu13/lib on LD_LIBRARY_PATH".into()
@@ -96,15 +113,15 @@ pub fn compile(arch: &'static str, max_width: usize) -> Result<Compiled, String>
     }
     let start = Instant::now();
     let opts = CompileOptions {
-        // No fused multiply-add: the same rounding as shared's batch env.
+        // No fused multiply-add: the same rounding as the host's (an env's batch, GAE).
         fmad: Some(false),
         arch: Some(arch),
-        name: Some("cartpole.cu".into()),
+        name: Some("hotlab.cu".into()),
         ..Default::default()
     };
-    let ptx = compile_source(source(max_width), opts)?;
+    let ptx = compile_source(source(max_width, workloads), opts)?;
     let text = ptx.to_src();
-    if let Some(missing) = KERNELS.iter().find(|k| !text.contains(&format!(".entry {k}("))) {
+    if let Some(missing) = kernels(workloads).iter().find(|k| !text.contains(&format!(".entry {k}("))) {
         return Err(format!("the PTX for {arch} has no kernel {missing}"));
     }
     Ok(Compiled { ptx_bytes: text.len(), ptx, arch, seconds: start.elapsed().as_secs_f64() })
@@ -150,7 +167,7 @@ mod tests {
     fn every_kernel_compiles_for_every_checked_architecture() {
         assert!(available(), "libnvrtc.so.13 must load here (the torch wheel's CUDA libraries)");
         for arch in CHECK_ARCHS {
-            let c = compile(arch, DEFAULT_MAX_WIDTH).unwrap_or_else(|e| panic!("{e}"));
+            let c = compile(arch, DEFAULT_MAX_WIDTH, &[]).unwrap_or_else(|e| panic!("{e}"));
             assert!(c.ptx_bytes > 1000, "{arch}: {} bytes of PTX", c.ptx_bytes);
             assert!(c.ptx.to_src().contains(&format!(".target sm_{}", &arch["compute_".len()..])), "{arch}");
         }
@@ -170,10 +187,22 @@ mod tests {
     }
 
     #[test]
-    fn the_prelude_carries_shareds_constants() {
-        let src = source(256);
-        assert!(src.contains("#define MAX_WIDTH 256\n"));
-        assert!(src.contains("#define MAX_STEPS 500\n"));
-        assert!(src.contains(&format!("#define TM {:?}f\n", cp::TOTAL_MASS as f32)));
+    fn a_workloads_source_compiles_with_the_trainers_and_its_kernels_are_checked() {
+        assert!(available());
+        let own = Source {
+            name: "own.cu",
+            text: "extern \"C\" __global__ void own_kernel(i64* out) { out[0] = MAX_WIDTH; }\n".into(),
+            kernels: &["own_kernel"],
+        };
+        let src = source(256, std::slice::from_ref(&own));
+        assert!(src.contains("#define MAX_WIDTH 256\n"), "the trainer's prelude first");
+        assert!(src.find("own_kernel").unwrap() < src.find("clip_adam").unwrap());
+        assert_eq!(kernels(std::slice::from_ref(&own)), ["own_kernel", "gae", "clip_adam", "ppo_loss_grad"]);
+        let c = compile("compute_80", 256, std::slice::from_ref(&own)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.ptx.to_src().contains(".entry own_kernel("));
+        // A kernel a source claims but does not define is caught.
+        let claims = Source { kernels: &["own_kernel", "missing_kernel"], ..own };
+        let e = compile("compute_80", 256, &[claims]).err().expect("a missing kernel fails the compilation");
+        assert!(e.contains("missing_kernel"), "{e}");
     }
 }

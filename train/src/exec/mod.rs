@@ -12,7 +12,7 @@
 //! | `threads` | [`threads`] | worker threads, each owning a slice (struct of arrays) |
 //! | `subprocess` | [`subprocess`] | worker processes (`hotlab env-worker`, [`worker`]), buffers in shared memory ([`shm`]) |
 //! | `vectorized` | the workload's own batch env | the batch on the trainer thread |
-//! | `device` | the workload's (CartPole: `workloads::cartpole::device`) | tensors on the trainer's device |
+//! | `device` | the workload's own, where it has one (its folder's `device/`) | tensors on the trainer's device |
 //!
 //! Beside them: [`transfer`] (observations to the device, actions back, every copy
 //! counted), [`helper`] (a second thread for halves of the work), [`device`] (resolving

@@ -12,7 +12,7 @@ use tch::{Device, Kind, Tensor};
 pub fn amp_check() -> Value {
     let dev = Device::Cuda(0);
     tch::manual_seed(2);
-    // A CartPole-sized actor-critic: what the kinds are asked of is its forward.
+    // A small actor-critic (4 inputs, 2 actions): what the kinds are asked of is its forward.
     let net = ActorCritic::new(Architecture { obs_dim: 4, hidden: vec![64, 64], logits: 2, gaussian: 0 }, dev);
     let x = Tensor::randn([512, 4], (Kind::Float, dev));
     let mlp = net.network(false);

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
-/// (heads, rows): CartPole's one head at CleanRL's minibatch and at `--preset gpu`'s, an
-/// odd size past a block, several heads, and morpho's eight.
+/// (heads, rows): one head of two actions at CleanRL's minibatch and at `--preset gpu`'s,
+/// an odd size past a block, several heads, and eight (as many as a workload has).
 const CASES: &[(&[usize], i64)] =
     &[(&[2], 128), (&[2], 16_384), (&[2], 1_000), (&[3, 2, 4], 777), (&[6, 3, 5, 3, 4, 3, 3, 3], 257)];
 const TOLERANCE: f64 = 1e-5;

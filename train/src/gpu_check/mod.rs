@@ -33,14 +33,14 @@ impl Target<'_> {
     }
 }
 
-/// Every NVRTC kernel compiled for each architecture the checks cover (no GPU needed): one
-/// row per architecture, and whether all compiled.
-pub fn kernels() -> (Value, bool) {
+/// Every NVRTC kernel, the trainer's and `workloads`', compiled for each architecture the
+/// checks cover (no GPU needed): one row per architecture, and whether all compiled.
+pub fn kernels(workloads: &[nvrtc::Source]) -> (Value, bool) {
     let mut compiled = Vec::new();
     let mut ok = true;
     for arch in nvrtc::CHECK_ARCHS {
         progress(&format!("compiling the kernels for {arch}"));
-        match nvrtc::compile(arch, nvrtc::DEFAULT_MAX_WIDTH) {
+        match nvrtc::compile(arch, nvrtc::DEFAULT_MAX_WIDTH, workloads) {
             Ok(c) => compiled.push(json!({"arch": arch, "ok": true, "ptx_bytes": c.ptx_bytes, "seconds": c.seconds})),
             Err(e) => {
                 ok = false;
@@ -48,7 +48,7 @@ pub fn kernels() -> (Value, bool) {
             }
         }
     }
-    (json!({ "version": nvrtc::version(), "kernels": nvrtc::KERNELS, "compiled": compiled }), ok)
+    (json!({ "version": nvrtc::version(), "kernels": nvrtc::kernels(workloads), "compiled": compiled }), ok)
 }
 
 /// The trainer's own checks on `target`: the precision kinds everywhere, and on CUDA the
@@ -62,10 +62,11 @@ pub fn checks(target: &Target) -> Vec<Value> {
     out
 }
 
-/// Opens the machine's GPU for the checks, or says why there is none: a check row.
-pub fn open(support: &Support) -> Result<Option<Arc<Gpu>>, Value> {
+/// Opens the machine's GPU for the checks with the trainer's kernels and `workloads`', or
+/// says why there is none: a check row.
+pub fn open(support: &Support, workloads: &[nvrtc::Source]) -> Result<Option<Arc<Gpu>>, Value> {
     match support {
-        Support::Cuda => Gpu::open(0, nvrtc::DEFAULT_MAX_WIDTH)
+        Support::Cuda => Gpu::open(0, nvrtc::DEFAULT_MAX_WIDTH, workloads)
             .map(|g| Some(Arc::new(g)))
             .map_err(|e| check("open_gpu", false, "-", json!(e))),
         Support::Rocm => Ok(None),

@@ -62,6 +62,10 @@ impl crate::Native for CartpoleSpec {
         Ok(Arc::new(CartPole))
     }
 
+    fn kernels() -> Vec<hotlab_train::cuda::nvrtc::Source> {
+        vec![device::kernels::source()]
+    }
+
     fn gpu_checks(target: &Target) -> Vec<serde_json::Value> {
         gpu::checks(target)
     }
@@ -83,9 +87,12 @@ impl Workload for CartPole {
             // A recurrent policy's own learner (host envs; the spec refuses the device backend).
             return models::ppo_learner(self, setup, &env_spec);
         }
-        let device: DeviceRollout = Box::new(|setup, arch, gpu, heads| {
+        let device: DeviceRollout = Box::new(|setup, arch, heads| {
+            // The widest layer the rollout kernel evaluates, a warp per env.
+            let width = arch.hidden.iter().copied().chain([arch.obs_dim, arch.logits]).max().unwrap_or(4);
+            let gpu = setup.open_gpu(width, &[device::kernels::source()]);
             let (spec, device) = (setup.spec, setup.device);
-            Ok(Box::new(device::DeviceCollector::new(spec, device, gpu, arch, heads, &mut setup.notes)?))
+            Ok(Box::new(device::DeviceCollector::new(spec, device, gpu.as_ref(), arch, heads, &mut setup.notes)?))
         });
         ppo_learner(self, setup, &env_spec, Some(device))
     }

@@ -6,7 +6,6 @@ use super::actor::MlpActor;
 use super::host::FusedPolicy;
 use super::policy::{ActorCritic, Architecture};
 use super::{architecture, MlpAgent};
-use crate::cuda::gpu::Gpu;
 use crate::error::RunError;
 use crate::exec::transfer::Eager;
 use crate::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
@@ -16,12 +15,10 @@ use hotlab_core::choices::{Backend, Inference, UpdateMode};
 use hotlab_env::EnvSpec;
 use std::sync::Arc;
 
-/// A workload's rollout on its device (`--backend device`), given the network's shape, the
-/// hand-written kernels where they opened, and the number of action heads.
-pub type DeviceRollout<'f> = Box<
-    dyn FnOnce(&mut Setup<'_>, &Architecture, Option<&Arc<Gpu>>, usize) -> Result<Box<dyn Collect<MlpAgent>>, RunError>
-        + 'f,
->;
+/// A workload's rollout on its device (`--backend device`), given the network's shape and
+/// the number of action heads (it opens its own kernels, `Setup::open_gpu`).
+pub type DeviceRollout<'f> =
+    Box<dyn FnOnce(&mut Setup<'_>, &Architecture, usize) -> Result<Box<dyn Collect<MlpAgent>>, RunError> + 'f>;
 
 /// The learner of `workload`, whose envs are `env_spec`; `device` is its device rollout,
 /// if it has one (the spec's validation refuses `--backend device` where it has none).
@@ -43,9 +40,8 @@ pub fn ppo_learner(
     if helper.is_some() {
         setup.notes.push("two threads: the update's actor and critic, and the halves of a fused rollout step of 64 envs or more (CPU, fp32)".into());
     }
-    let gpu = setup.open_gpu(arch.hidden.iter().copied().chain([arch.obs_dim, arch.logits]).max().unwrap_or(4));
     let collector: Box<dyn Collect<MlpAgent>> = match device {
-        Some(device) if spec.exec.backend == Backend::Device => device(setup, &arch, gpu.as_ref(), heads.len())?,
+        Some(device) if spec.exec.backend == Backend::Device => device(setup, &arch, heads.len())?,
         _ => {
             let device = setup.device;
             if spec.exec.inference == Inference::Fused {

@@ -4,6 +4,7 @@
 
 pub mod env;
 pub mod graph;
+pub mod kernels;
 pub mod rollout;
 
 use anyhow::Result;

@@ -1,20 +1,16 @@
 // CartPole-v1 on the GPU: the f32 batch env of `hotlab_shared::cartpole` operation for
 // operation (the same sin/cos polynomial, expression order and PCG streams; compiled with
 // --fmad=false so no multiply-add is fused), so a transition matches it to rounding.
-// The constants (G, TM, ...) come from a prelude that Rust writes from shared's constants.
+// The constants (G, TM, ...) come from a prelude that Rust writes from hotlab_env::cartpole's
+// (`kernels.rs`), after the trainer's (its integer types and MAX_WIDTH).
 //
-// Three kernels:
+// Three kernels (GAE on the device is the trainer's, `gae.cu`):
 // - cartpole_step: one step + autoreset of the `device` backend's env, reading and
 //   writing libtorch tensors in place (one launch replaces ~60 tensor ops);
 // - cartpole_multistep: `steps` steps per launch with the state in registers and random
 //   actions, for pure stepping benchmarks;
 // - rollout_step: the whole rollout step of `--inference graph` (actor and critic forward,
-//   sampling, log-prob, env step, rollout storage) for one env per warp;
-// - gae: generalized advantage estimation over a rollout on the device, one env per thread.
-
-typedef long long i64;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+//   sampling, log-prob, env step, rollout storage) for one env per warp.
 
 // PCG-RXS-M-XS 32, as `EnvRng::next_u32`.
 __device__ __forceinline__ u32 next_u32(u32* rng) {
@@ -254,29 +250,4 @@ extern "C" __global__ void rollout_step(
     truncated[at] = o.trunc ? 1.0f : 0.0f;
     done[at] = o.done;
     store_state(i, o.s, o.done, o.e, o.r, x, x_dot, theta, theta_dot, elapsed, ret, rng);
-}
-
-// Generalized advantage estimation over a rollout `[steps, n]`, one env per thread,
-// walking back in time: `hotlab_train::gae::gae` operation for operation (f32, no fused
-// multiply-add), so it matches the host's to the bit. A terminated step bootstraps from
-// nothing, a truncated one from its final observation's value, any other from the next
-// state's; the recursion never crosses an episode's end.
-extern "C" __global__ void gae(
-    int n, int steps, float gamma, float lambda,
-    const float* rewards, const float* values, const float* terminated, const float* truncated,
-    const float* final_values, const float* next_values, float* advantages, float* returns) {
-    int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= n) return;
-    float next_adv = 0.0f;
-    for (int t = steps - 1; t >= 0; --t) {
-        int i = t * n + e;
-        bool term = terminated[i] != 0.0f, trunc = truncated[i] != 0.0f;
-        float next_value = term ? 0.0f : trunc ? final_values[i] : t + 1 == steps ? next_values[e] : values[i + n];
-        float delta = rewards[i] + gamma * next_value - values[i];
-        float carry = (term | trunc) ? 0.0f : gamma * lambda * next_adv;
-        float a = delta + carry;
-        advantages[i] = a;
-        returns[i] = a + values[i];
-        next_adv = a;
-    }
 }
