@@ -402,14 +402,14 @@ fn bad_leaves_and_settings_are_refused_naming_the_field() {
         (&["--env", "gym:dict_envs:TooMany"], &["--gym-id", "17 leaves", "at most 16"]),
         (
             &["--env", "gym:dict_envs:GoalDict", "--rnn", "lstm", "--minibatches", "2"],
-            &["--rnn lstm", "(goal, noise, view)", "allowed: none"],
+            &["--rnn: lstm", "(goal, noise, view)", "allowed: none"],
         ),
         (&["--env", "gym:dict_envs:GoalDict", "--frames", "float"], &["--frames: float", "allowed: bytes"]),
     ];
     for (args, wanted) in cases {
         let out = run(hotlab().args(["train", "--total-steps", "256", "--envs", "2", "--steps", "8"]).args(args));
         let err = stderr(&out);
-        assert!(!out.status.success(), "{args:?} was accepted: {err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: a refusal of the spec: {err}");
         for w in wanted {
             assert!(err.contains(w), "{args:?}: '{w}' not in: {err}");
         }

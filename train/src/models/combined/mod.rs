@@ -29,6 +29,7 @@ use anyhow::{bail, Result};
 use hotlab_core::choices::Transfer;
 use hotlab_core::counters::Counters;
 use hotlab_env::{EnvSpec, FieldData, FieldKind, FieldSpec, Observations};
+use hotlab_spec::SpecError;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -56,23 +57,29 @@ pub struct CombinedShape {
 impl CombinedShape {
     /// The network `spec`'s observation calls for; a leaf no encoder reads is refused
     /// naming it.
-    pub fn of(spec: &EnvSpec, hidden: &[usize]) -> Result<Self> {
+    /// A refusal names the env (`--gym-id`): its observation, not a setting, is what the
+    /// combined policy cannot read.
+    pub fn of(spec: &EnvSpec, hidden: &[usize]) -> Result<Self, SpecError> {
+        let refuse = |message: String| Err(SpecError::new("gym_id", message));
         if spec.fields.is_empty() {
-            bail!("env '{}' observes nothing: a structured observation needs at least one leaf", spec.name);
+            return refuse(format!(
+                "env '{}' observes nothing: a structured observation needs at least one leaf",
+                spec.name
+            ));
         }
         for f in &spec.fields {
             match f.kind {
-                FieldKind::I64 if f.classes.len() != f.numel() || f.classes.contains(&0) => bail!(
+                FieldKind::I64 if f.classes.len() != f.numel() || f.classes.contains(&0) => return refuse(format!(
                     "the leaf '{}' of env '{}' holds indices with no number of choices for each (a Discrete's or MultiDiscrete's); the combined policy one-hot encodes only those",
                     f.name,
                     spec.name
-                ),
-                k if k.is_bytes() && !matches!(f.shape.len(), 2 | 3) => bail!(
+                )),
+                k if k.is_bytes() && !matches!(f.shape.len(), 2 | 3) => return refuse(format!(
                     "the leaf '{}' of env '{}' is bytes of shape {:?}: an image leaf is [H, W], [H, W, C] or [C, H, W]",
                     f.name,
                     spec.name,
                     f.shape
-                ),
+                )),
                 _ => {}
             }
         }

@@ -42,7 +42,7 @@ pub fn minibatch_loss(
 }
 
 /// Why `--update graph_fused` is refused for a policy with a Gaussian head.
-pub const GAUSSIAN_NOT_FUSED: &str = "--update graph_fused: the ppo_loss_grad kernel has categorical heads only, and this policy has a Gaussian head (a Box action space); allowed with a Box action space: eager, graph";
+pub const GAUSSIAN_NOT_FUSED: &str = "graph_fused: the ppo_loss_grad kernel has categorical heads only, and this policy has a Gaussian head (a Box action space); allowed with a Box action space: eager, graph";
 
 /// One minibatch's forward and ∂loss/∂outputs; [`LossGrad::backward`] finishes the job.
 pub struct LossGrad {

@@ -32,7 +32,7 @@ pub fn ppo_learner(
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
     let arch = architecture(env_spec, &spec.ppo.hidden)?;
     if arch.gaussian > 0 && spec.exec.update == UpdateMode::GraphFused {
-        return Err(anyhow::anyhow!(super::grad::GAUSSIAN_NOT_FUSED).into());
+        return Err(hotlab_spec::SpecError::new("update", super::grad::GAUSSIAN_NOT_FUSED).into());
     }
     let net = ActorCritic::new(arch.clone(), setup.device);
     let (opt, mover) = ppo::after_init(setup, &net.flat);

@@ -26,6 +26,7 @@ use anyhow::{bail, Result};
 use core::{Core, State};
 use hotlab_core::choices::Rnn;
 use hotlab_env::{EnvSpec, FieldKind, FieldSpec};
+use hotlab_spec::SpecError;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tch::{Device, Tensor};
@@ -59,20 +60,26 @@ pub struct RnnShape {
 impl RnnShape {
     /// The network an env's observation calls for: the CNN for one image field, the MLP
     /// for one vector of features.
-    pub fn of(spec: &EnvSpec, hidden: &[usize], cell: Rnn, width: usize) -> Result<Self> {
+    /// A refusal names `--rnn`: an observation it cannot read, or no cell.
+    pub fn of(spec: &EnvSpec, hidden: &[usize], cell: Rnn, width: usize) -> Result<Self, SpecError> {
         let input = match spec.fields.as_slice() {
             [field] if cnn::reads(spec) => Input::Image(field.clone()),
             [field] if field.kind != FieldKind::I64 => Input::Features(field.numel()),
-            _ => bail!(
-                "--rnn {}: env '{}' observes {} fields ({}), and the recurrent policy reads one vector or one image (a Dict or Tuple observation trains with --rnn none, its combined encoder); allowed: none",
-                cell.as_str(),
-                spec.name,
-                spec.fields.len(),
-                spec.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
-            ),
+            _ => {
+                return Err(SpecError::new(
+                    "rnn",
+                    format!(
+                        "{}: env '{}' observes {} fields ({}), and the recurrent policy reads one vector or one image (a Dict or Tuple observation trains with --rnn none, its combined encoder); allowed: none",
+                        cell.as_str(),
+                        spec.name,
+                        spec.fields.len(),
+                        spec.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                ))
+            }
         };
         if cell == Rnn::None {
-            bail!("a recurrent policy needs --rnn lstm or gru");
+            return Err(SpecError::new("rnn", "none: a recurrent policy needs a cell; allowed: lstm, gru"));
         }
         Ok(Self {
             input,
