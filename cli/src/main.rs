@@ -1,5 +1,5 @@
 //! `hotlab`: the command line. One file per subcommand ([`commands`]: its flags and its
-//! printout) and the measuring commands' runs ([`bench`]); everything they run is in the
+//! printout) and the measuring commands' runs ([`bench`](mod@bench)); everything they run is in the
 //! crates below: `hotlab-lab` (the server, workers), `hotlab-workloads`, `hotlab-train`
 //! (the loop and its kernels) and the crates they stand on (`hotlab-spec`, `hotlab-protocol`, `hotlab-report`, `hotlab-env`).
 

@@ -12,7 +12,7 @@
 //! and for changes a JSON body from this server's pages) and the HTTP/WebSocket handlers
 //! ([`api`]; their one error type in [`error`], what they take from a request, the
 //! operator's token included, in [`extract`], what they share in [`state`]). `hotlab
-//! worker` is [`worker`]; [`server`] starts it all. [`bench`] drives a served lab as its
+//! worker` is [`worker`]; [`server`] starts it all. [`bench`](mod@bench) drives a served lab as its
 //! users do, from outside: `hotlab lab-check` end to end and `hotlab bench soak`.
 //!
 //! | route | what |

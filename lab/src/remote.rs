@@ -1,5 +1,5 @@
 //! A run on a worker, from the lab's side: the same shape as a local run's process
-//! ([`crate::wire::process::run`]): it hands each message to the publisher, passes stop
+//! ([`crate::wire::process::RunProcesses::run`]): it hands each message to the publisher, passes stop
 //! and viewers on, and answers the run's final status. What differs is the wire: the
 //! messages come through the worker's route ([`super::machines`]), and a worker away
 //! longer than the grace period ends the run `interrupted`.

@@ -14,7 +14,7 @@
 //! When the store cannot write (a full disk: [`Store::failure`]), the live runs are
 //! stopped and end `failed` saying why (their history so far is kept; their ends wait in
 //! the store's queue), queued runs wait, and new runs are refused; once the store writes
-//! again, the queue moves on ([`watch`]).
+//! again, the queue moves on (`watch`).
 
 use super::machines::Machines;
 use super::store::{Logged, Resumable, Store};

@@ -94,7 +94,7 @@ pub struct Baseline {
 }
 
 impl Baseline {
-    /// Checked as the lesson's constant is evaluated ([`checked`]).
+    /// Checked as the lesson's constant is evaluated (`checked`).
     pub const fn new(own: &'static [(&'static str, &'static str)]) -> Self {
         Baseline { own: checked(own), world: &[] }
     }

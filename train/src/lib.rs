@@ -127,7 +127,7 @@ pub struct TrainReport {
 }
 
 /// The run's steady window: its iterations after the learner's warm-up
-/// ([`Learner::warmup`](workload::Learner::warmup)), timed from the end of the last
+/// ([`workload::Learner::warmup`]), timed from the end of the last
 /// warm-up iteration to the end of the run, on a GPU with the device synchronized at both
 /// edges. What an audit compares: start-up, compilation, capture and prefill stay out.
 #[derive(Clone, Debug, Serialize)]

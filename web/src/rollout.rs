@@ -1,5 +1,5 @@
 //! The rollout viewer: the newest frame's step, the view of the workload that drew it
-//! (each workload's view is a file of [`crate::workloads`]), and, for a recurrent policy,
+//! (each workload's view is a file of `hotlab_views`), and, for a recurrent policy,
 //! env 0's state norm over its episode.
 
 use crate::charts::{Chart, Line};

@@ -5,7 +5,7 @@
 //! - `build`: set up and build: libtorch (PyTorch 2.11.0 wheel in `.venv`), the wasm32
 //!   target, `wasm-bindgen-cli` at Cargo.lock's version, the web bundle into
 //!   `static/pkg/`, and `target/release/hotlab` (runs directly: rpath to libtorch).
-//! - `test`:  the same set-up, plus what the tests need (gymnasium, ray[default], EnvPool, Chromium, SWI-Prolog
+//! - `test`:  the same set-up, plus what the tests need (gymnasium, `ray[default]`, EnvPool, Chromium, SWI-Prolog
 //!   and Mesa's software Vulkan from Debian, playwright-core from npm), then every suite and a summary
 //!   table. The worker is built with the tests, in one build (see [`TEST_BUILD`]).
 //! - `fuzz`:  `build`, then every fuzz target at a budget of cases, with a seed, timed.
@@ -42,7 +42,8 @@ Commands:
   build                       set up what is missing and build the worker and the web bundle
   test [SUITE]...             build, install the test tools, run every suite (or those named), print a
                               summary. Suites: fmt, layers (docs/architecture.md's import rules: no
-                              upward import, no circle), clippy, clippy-wasm32, wasm32, workspace (the
+                              upward import, no circle), clippy, doc (every crate's docs, their links
+                              checked), clippy-wasm32, wasm32, workspace (the
                               web app's native unit tests too), browser. On request only (never in CI):
                               learning, the tests too long for CI (#[ignore]d: the dreamer actor's
                               learning, about 20 minutes of one core)
@@ -623,7 +624,7 @@ fn fmt(check: bool) -> Result<()> {
 }
 
 /// The suites of `cargo xtask test`, in the order they run.
-const SUITES: &[&str] = &["fmt", "layers", "clippy", "clippy-wasm32", "wasm32", "workspace", "browser"];
+const SUITES: &[&str] = &["fmt", "layers", "clippy", "doc", "clippy-wasm32", "wasm32", "workspace", "browser"];
 
 /// Suites that run only when named: tests longer than CI's budget allows.
 const ON_REQUEST: &[&str] = &["learning"];
@@ -674,6 +675,12 @@ fn test(args: &[String]) -> Result<()> {
             Command::new("cargo").args(["clippy", "--release", "--workspace", "--all-targets", "--", "-D", "warnings"]),
             &python,
         ))
+    });
+    // Every crate's docs, their links checked (after clippy, whose metadata they reuse).
+    suite("doc", &mut || {
+        let mut doc = Command::new("cargo");
+        doc.args(["doc", "--release", "--no-deps", "--workspace"]).env("RUSTDOCFLAGS", "-D warnings");
+        run(torch_env(&mut doc, &python))
     });
     suite("clippy-wasm32", &mut || {
         run(Command::new("cargo").args([

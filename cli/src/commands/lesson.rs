@@ -21,7 +21,7 @@ pub enum LessonCommand {
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The lessons to check [all].
+    /// The lessons to check (default: all).
     pub ids: Vec<String>,
     /// Seconds of training per run [signature runs: 0.5; with --verdicts, the verdicts'
     /// runs: each lesson's budget, on CUDA at least 4 s].

@@ -16,10 +16,10 @@ pub struct ProveArgs {
     /// The query: one atom, e.g. `ancestor(ann, cid)` (variables allowed: `ancestor(ann, W)`).
     #[arg(long)]
     pub query: String,
-    /// Most resolution steps in a proof [10].
+    /// Most resolution steps in a proof (default 10).
     #[arg(long, default_value_t = 10)]
     pub depth: usize,
-    /// Successors kept per step, in clause order (the env's action count) [20].
+    /// Successors kept per step, in clause order (the env's action count; default 20).
     #[arg(long, default_value_t = SUCCESSORS)]
     pub successors: usize,
     /// Print the outcome as JSON.

@@ -51,7 +51,7 @@ pub trait EnvMaker: Send + Sync {
     /// costly to rebuild).
     fn worker_flags(&self) -> (Vec<String>, Option<String>);
     /// What this process's envs of this maker counted themselves, totals: seconds in each
-    /// part of their steps ([`hotlab_core::profile::Phase::ENV_PARTS`]) and changes to
+    /// part of their steps ([`hotlab_core::counters::ENV_PARTS`]) and changes to
     /// their parameter sets; nothing for envs that count nothing.
     fn env_counters(&self) -> EnvCounters {
         EnvCounters::default()

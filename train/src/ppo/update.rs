@@ -19,7 +19,7 @@ use hotlab_spec::RunSpec;
 use std::sync::atomic::AtomicBool;
 use tch::Tensor;
 
-/// The names of an update's statistics, in the order a [`Pass`](super::Pass) gives them
+/// The names of an update's statistics, in the order a [`super::Pass`] gives them
 /// (what CleanRL logs of its last minibatch).
 pub const STATS: [&str; 5] = ["policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"];
 

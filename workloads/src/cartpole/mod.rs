@@ -1,6 +1,6 @@
 //! `cartpole`: Gymnasium's CartPole-v1 to the letter (the envs are `hotlab_env::cartpole`),
 //! trained by PPO with the MLP actor-critic ([`hotlab_train::models::mlp`]). Its envs also step
-//! on the device ([`device`]: tensor ops, a fused CUDA kernel, or a captured CUDA graph of
+//! on the device ([`device`](crate::cartpole::device): tensor ops, a fused CUDA kernel, or a captured CUDA graph of
 //! the whole rollout).
 
 pub mod device;

@@ -172,7 +172,7 @@ fn fp16_check() -> Value {
     }
 }
 
-/// `bench batch` on CUDA in bf16 and fp16 at two batch sizes (fp32's are in [`bench`]).
+/// `bench batch` on CUDA in bf16 and fp16 at two batch sizes (fp32's are in [`bench`](mod@crate::dreamer::bench)).
 pub fn bench_precisions() -> Value {
     let figures: Vec<Value> = [tch::Kind::BFloat16, tch::Kind::Half]
         .into_iter()

@@ -1,19 +1,19 @@
 //! `dreamer` (seed 004, issue 22): a DreamerV3-style learner on CartPole drawn to 64×64
-//! frames. Not PPO: it implements [`Learner`] itself, stepping its envs into a replay
+//! frames. Not PPO: it implements [`Learner`](hotlab_train::workload::Learner) itself, stepping its envs into a replay
 //! buffer and training a world model and an actor-critic in imagination from it.
 //!
-//! - [`render`]: the frames, drawn from the batch env's state beside the learner;
-//! - [`replay`]: the replay buffer (`--replay host|pinned|device`);
-//! - [`layers`]: the layers over one flat parameter tensor per network;
-//! - [`world`]: encoder, RSSM, decoder, heads and the world model's loss
+//! - [`render`](crate::dreamer::render): the frames, drawn from the batch env's state beside the learner;
+//! - [`replay`](crate::dreamer::replay): the replay buffer (`--replay host|pinned|device`);
+//! - [`layers`](hotlab_train::models::layers): the layers over one flat parameter tensor per network;
+//! - [`world`](crate::dreamer::world): encoder, RSSM, decoder, heads and the world model's loss
 //!   (`--encoder per_step|batched`);
-//! - [`behavior`]: imagination, λ-returns, the actor and the critic;
-//! - [`collect`]: env steps into the buffer, the actor acting on the model's state;
-//! - [`step`]: one train step, the loss figures as `--loss-read` says, seed 004's split;
-//! - [`captured`]: `--update graph`, the train step on static buffers replayed as a CUDA graph;
-//! - [`learner`]: an iteration: env steps, then the train steps the ratio asks for;
-//! - [`view`]: the lab's frame: the frame seen, its reconstruction, frames imagined;
-//! - [`eval`]: the actor against random actions;
+//! - [`behavior`](crate::dreamer::behavior): imagination, λ-returns, the actor and the critic;
+//! - [`collect`](crate::dreamer::collect): env steps into the buffer, the actor acting on the model's state;
+//! - [`step`](crate::dreamer::step): one train step, the loss figures as `--loss-read` says, seed 004's split;
+//! - [`captured`](crate::dreamer::captured): `--update graph`, the train step on static buffers replayed as a CUDA graph;
+//! - [`learner`](crate::dreamer::learner): an iteration: env steps, then the train steps the ratio asks for;
+//! - [`view`](crate::dreamer::view): the lab's frame: the frame seen, its reconstruction, frames imagined;
+//! - [`eval`](crate::dreamer::eval): the actor against random actions;
 //! - [`bench`]: `hotlab bench batch`, the train step at each batch size.
 //!
 //! Sizes at `--size 1` (a CPU): encoder channels 8-16-32-64 (4×4×64 = 1,024 features),

@@ -1,5 +1,5 @@
 //! `envpool`: one of EnvPool's C++ envs (`--env envpool:Breakout-v5`). Its native side is
-//! the `gym` workload's [`GymEnv`] with EnvPool as its engine: the worker process holds one
+//! the `gym` workload's [`GymEnv`](crate::gym::GymEnv) with EnvPool as its engine: the worker process holds one
 //! EnvPool batch (stepped by EnvPool's threads) and writes the same shared region, so the
 //! rollout, the CNN or MLP policy, the counters and the frames are gym's, unchanged.
 

@@ -3,10 +3,10 @@
 //! phases, its reads and copies counted with their call sites, and its run an ordinary
 //! run (stored, streamed, reported, audited by re-running the command with a change).
 //!
-//! - [`process`]: the script as a process (started under the probe, ended whole);
-//! - [`window`]: what the probe says, accounted into the profile and counters;
-//! - [`learner`]: the script as the loop's learner, one probe window an iteration;
-//! - [`trace`]: a PyTorch Profiler trace read into the same table (`--torch-trace`).
+//! - [`process`](crate::external::process): the script as a process (started under the probe, ended whole);
+//! - [`window`](crate::external::window): what the probe says, accounted into the profile and counters;
+//! - [`learner`](crate::external::learner): the script as the loop's learner, one probe window an iteration;
+//! - [`trace`](crate::external::trace): a PyTorch Profiler trace read into the same table (`--torch-trace`).
 
 pub mod learner;
 pub mod process;

@@ -1,5 +1,5 @@
 //! `gym`: any Gymnasium env (`--env gym:ID`), stepped by Python worker processes through
-//! shared memory ([`python`] says why not pyo3), trained by PPO with the MLP actor-critic, or the CNN one for an image.
+//! shared memory ([`python`](crate::gym::python) says why not pyo3), trained by PPO with the MLP actor-critic, or the CNN one for an image.
 //! Box observations of floats are flattened to f32; a uint8 or bool Box (an image, a
 //! grid of flags) stays bytes in its own shape through the shared region; Discrete and
 //! MultiDiscrete actions are
@@ -8,9 +8,9 @@
 //! rollout keeps the sample the loss needs).
 //!
 //! Two ways to run the envs, one code path: one Python process holding them all
-//! ([`GymEnv::vector_env`], the single-process mode: every env steps under one GIL), or
-//! `W` processes each holding a slice ([`GymEnv::worker_processes`], the `subprocess`
-//! backend). Both are the `subprocess` backend's [`Subprocess`] with Python workers, so
+//! ([`GymEnv::vector_env`](hotlab_train::exec::EnvMaker::vector_env), the single-process mode: every env steps under one GIL), or
+//! `W` processes each holding a slice ([`GymEnv::worker_processes`](hotlab_train::exec::EnvMaker::worker_processes), the `subprocess`
+//! backend). Both are the `subprocess` backend's [`Subprocess`](hotlab_train::exec::subprocess::Subprocess) with Python workers, so
 //! the waits (`spin|block`), the worker timeout and the counters are the native ones.
 
 pub mod pictures;

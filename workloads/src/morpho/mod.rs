@@ -1,23 +1,23 @@
 //! `morpho` (seeds 001–003, issue 21): each env is a host network learning a supervised
-//! task ([`glyphs`]: 16×16 glyphs drawn from a seed) into whose slots an agent grafts
+//! task ([`glyphs`](crate::morpho::glyphs): 16×16 glyphs drawn from a seed) into whose slots an agent grafts
 //! small modules ("seeds") while it trains; one decision per host epoch, eight heads.
 //!
-//! - [`rules`]: the slot lifecycle, the eight action heads and their masks, Shapley
+//! - [`rules`](crate::morpho::rules): the slot lifecycle, the eight action heads and their masks, Shapley
 //!   contributions (scalar rules, no tensors);
-//! - [`blueprint`]: the seeds' five blueprints; [`host`]: the host with its slots and
-//!   [`adam`] its optimizer;
+//! - [`blueprint`](crate::morpho::blueprint): the seeds' five blueprints; [`host`](crate::morpho::host): the host with its slots and
+//!   [`adam`](crate::morpho::adam) its optimizer;
 //! - [`env`]: one env's step (the decision, a host epoch, validation, Shapley credit, the
-//!   reward); the lifecycle, masks and Shapley values are [`rules`];
-//! - [`envs`]: episodes on a pool of tasks, as a batch and one at a time (the backends);
-//!   [`lifecycle`]: a batch's decisions, slot ticks and rewards, env after env or in one
+//!   reward); the lifecycle, masks and Shapley values are [`rules`](crate::morpho::rules);
+//! - [`envs`](crate::morpho::envs): episodes on a pool of tasks, as a batch and one at a time (the backends);
+//!   [`lifecycle`](crate::morpho::lifecycle): a batch's decisions, slot ticks and rewards, env after env or in one
 //!   pass of tensor ops (`--lifecycle`);
-//! - [`streams`]: hosts on CUDA, a stream each, queued minibatch-first (`--stream-wait`);
-//! - [`agent`]: the 8-head policy, its rollout forward and PPO gradient; [`clone`]: an
+//! - [`streams`](crate::morpho::streams): hosts on CUDA, a stream each, queued minibatch-first (`--stream-wait`);
+//! - [`agent`](crate::morpho::agent): the 8-head policy, its rollout forward and PPO gradient; [`clone`](crate::morpho::clone): an
 //!   agent fitted to the scripted grower's play before PPO (`--clone-grower`);
-//! - [`view`]: what the lab's viewer draws;
+//! - [`view`](crate::morpho::view): what the lab's viewer draws;
 //! - [`bench`]: `hotlab bench host` (host training against this machine's sgemm), `bench
 //!   morpho` (the trainer per knob) and `bench growth` (does a spec learn to grow?);
-//! - [`eval`]: the yardstick, the agent against the policies that do not grow, on held-out
+//! - [`eval`](crate::morpho::eval): the yardstick, the agent against the policies that do not grow, on held-out
 //!   or validation tasks.
 
 pub mod adam;

@@ -2,15 +2,15 @@
 //! list (up to 10 atoms of 3 indices), the env offers up to 20 successor goal lists by SLD
 //! resolution of the first goal, with a mask; reward 1 for a proof.
 //!
-//! - [`prolog`]: the Prolog subset: parser and printer, SLD resolution, depth-bounded
+//! - [`prolog`](crate::proof::prolog): the Prolog subset: parser and printer, SLD resolution, depth-bounded
 //!   proof search and checking, generated worlds and queries;
-//! - [`goals`]: the env: goal lists encoded as index fields, successors with an action
+//! - [`goals`](crate::proof::goals): the env: goal lists encoded as index fields, successors with an action
 //!   mask, scalar and batched;
-//! - [`policy`]: the embedding policy (embedding lookups pooled into goal-list states,
-//!   each successor scored) as libtorch ops; [`host`]: its native forward;
-//! - [`actor`]: the rollout's forward (eager or fused);
-//! - [`update`]: PPO's minibatch gradient ([`grad`]: by hand on the CPU, autograd elsewhere);
-//! - [`eval`]: the held-out proof rate against random choice.
+//! - [`policy`](crate::proof::policy): the embedding policy (embedding lookups pooled into goal-list states,
+//!   each successor scored) as libtorch ops; [`host`](crate::proof::host): its native forward;
+//! - [`actor`](crate::proof::actor): the rollout's forward (eager or fused);
+//! - [`update`](crate::proof::update): PPO's minibatch gradient ([`grad`](crate::proof::grad): by hand on the CPU, autograd elsewhere);
+//! - [`eval`](crate::proof::eval): the held-out proof rate against random choice.
 
 pub mod actor;
 pub mod eval;

@@ -4,7 +4,7 @@
 //! (SB3's `CombinedExtractor`), then the actor's and the critic's tanh MLPs (`--hidden`,
 //! CleanRL's `Agent` as the MLP policy has it) and their linear heads.
 //!
-//! - an image leaf (uint8 or bool, 2 or 3 dims): the CNN's encoder ([`cnn::Encoder`]), its
+//! - an image leaf (uint8 or bool, 2 or 3 dims): the CNN's encoder ([`crate::models::cnn::Encoder`]), its
 //!   bytes kept bytes until the device;
 //! - a vector leaf (any other Box, a MultiBinary): its floats as they are;
 //! - a `Discrete`/`MultiDiscrete` leaf: each index one-hot over its choices.

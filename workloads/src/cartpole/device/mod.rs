@@ -1,5 +1,5 @@
 //! CartPole's `device` backend: the env state in tensors on the trainer's device
-//! ([`env`]), the rollout kept there too ([`rollout`]), and on CUDA the whole rollout
+//! ([`env`](mod@env)), the rollout kept there too ([`rollout`]), and on CUDA the whole rollout
 //! captured as a CUDA graph of one kernel per step ([`graph`]).
 
 pub mod env;

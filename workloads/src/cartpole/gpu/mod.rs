@@ -1,7 +1,7 @@
 //! CartPole's GPU checks and benchmarks (`hotlab gpu-check`): its device env's kernels
-//! against the host reference ([`env`]), the graph rollout and GAE's kernel ([`rollout`]),
-//! PPO's update on the GPU against its references ([`update`]), and PPO runs on the GPU
-//! that must learn, with the benchmarks ([`runs`]).
+//! against the host reference (`env.rs`), the graph rollout and GAE's kernel (`rollout.rs`),
+//! PPO's update on the GPU against its references (`update.rs`), and PPO runs on the GPU
+//! that must learn, with the benchmarks (`runs.rs`).
 
 mod env;
 mod rollout;

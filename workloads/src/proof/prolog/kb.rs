@@ -95,7 +95,7 @@ pub struct CClause {
 /// Why successors were left out of a step, counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Dropped {
-    /// Resolvents past the first [`Limits::successors`] (clause order).
+    /// Resolvents past the first `Limits::successors` (clause order).
     pub cut_off: u64,
     /// Resolvents longer than [`MAX_ATOMS`].
     pub too_long: u64,
