@@ -12,7 +12,7 @@
 //!   ([`actor::choose`]), the wasm fallback when the browser has no WebGPU.
 //!
 //! Both follow `hotlab_env::cartpole` operation for operation, so a GPU transition
-//! equals the batch env's to rounding (tests/wgsl_matches_shared.rs states the tolerance).
+//! equals the batch env's to rounding (tests/wgsl_matches_the_batch_env.rs states the tolerance).
 
 pub mod actor;
 pub mod cpu;
