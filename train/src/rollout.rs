@@ -5,8 +5,8 @@
 //! copy per field, flattened to `[T·N, …]`, so the update only touches device tensors.
 //! An eager forward keeps its log-probs and values on the device instead (`device`), and
 //! with `--rollout-copy kept` the inputs it moved there and the actions it sampled too
-//! ([`Rollout::record_on_device`]): each observation then crosses to the device once
-//! (catalogue row 11).
+//! ([`Rollout::record_on_device`]), held step by step as the forward made them and joined
+//! once by `to_batch`: each observation then crosses to the device once (catalogue row 11).
 
 use crate::exec::transfer::{Eager, Mover};
 use hotlab_core::choices::{Frames, RolloutCopy};
@@ -49,8 +49,8 @@ pub struct Rollout {
     /// Whether an eager forward's inputs and actions are kept on its device (`--rollout-copy
     /// kept`, [`Rollout::keeping`]).
     keep: bool,
-    /// What it kept, made on first use.
-    kept: Option<Kept>,
+    /// What it kept, step by step (`[T]`, filled as the steps are recorded).
+    kept: Vec<Option<KeptStep>>,
 }
 
 /// What an eager forward has on its device after a step ([`Rollout::record_on_device`]).
@@ -67,12 +67,13 @@ pub struct OnDevice<'a> {
     pub values: &'a Tensor,
 }
 
-/// A rollout's inputs and sampled actions on the device where the forward made them,
-/// `[T, N, …]` each (`--rollout-copy kept`).
-struct Kept {
+/// One step's inputs and sampled actions, the tensors the forward made on its device
+/// (`--rollout-copy kept`): held, not copied, until the update joins the steps.
+struct KeptStep {
     /// None for an index field on a CPU device: the update reads its host buffer in place,
-    /// so a kept copy would only add one.
+    /// so keeping it would only add a copy.
     inputs: Vec<Option<Tensor>>,
+    /// `[N, H]`
     actions: Tensor,
     real: Option<Tensor>,
 }
@@ -270,7 +271,7 @@ impl Rollout {
             memory: None,
             leaves: false,
             keep: false,
-            kept: None,
+            kept: Vec::new(),
         }
     }
 
@@ -303,24 +304,30 @@ impl Rollout {
         if !self.keep {
             return;
         }
-        let steps = self.steps as i64;
-        let over_steps = |x: &Tensor| Tensor::empty([&[steps][..], &x.size()].concat(), (x.kind(), x.device()));
-        let kept = self.kept.get_or_insert_with(|| Kept {
-            inputs: (step.inputs.iter())
-                .map(|x| (x.device() != Device::Cpu || x.kind() != Kind::Int64).then(|| over_steps(x)))
-                .collect(),
-            actions: over_steps(step.actions),
-            real: step.real.map(over_steps),
+        let held = |x: &Tensor| (x.device() != Device::Cpu || x.kind() != Kind::Int64).then(|| x.shallow_clone());
+        self.kept.resize_with(self.steps, || None);
+        self.kept[t] = Some(KeptStep {
+            inputs: step.inputs.iter().map(|x| held(x)).collect(),
+            actions: step.actions.shallow_clone(),
+            real: step.real.map(Tensor::shallow_clone),
         });
-        for (buf, x) in kept.inputs.iter().zip(step.inputs) {
-            if let Some(buf) = buf {
-                buf.get(t as i64).copy_(x);
-            }
+    }
+
+    /// What the forward kept, joined over the rollout's steps: per input field (in the
+    /// batch's order) its `[T·N, …]` rows where every step kept it, the actions, the real
+    /// actions. None unless every step was kept. Takes them: after the join the steps'
+    /// tensors are freed, so the device holds the rollout once.
+    fn take_kept(&mut self) -> Option<(Vec<Option<Tensor>>, Tensor, Option<Tensor>)> {
+        let steps: Vec<KeptStep> = std::mem::take(&mut self.kept).into_iter().collect::<Option<_>>()?;
+        if steps.len() != self.steps {
+            return None;
         }
-        kept.actions.get(t as i64).copy_(step.actions);
-        if let (Some(buf), Some(x)) = (&kept.real, step.real) {
-            buf.get(t as i64).copy_(x);
-        }
+        let join = |parts: Option<Vec<&Tensor>>| parts.map(|p| Tensor::cat(&p, 0));
+        let fields = steps.first().map_or(0, |s| s.inputs.len());
+        let inputs = (0..fields).map(|i| join(steps.iter().map(|s| s.inputs[i].as_ref()).collect())).collect();
+        let actions = Tensor::cat(&steps.iter().map(|s| &s.actions).collect::<Vec<_>>(), 0);
+        let real = join(steps.iter().map(|s| s.real.as_ref()).collect());
+        Some((inputs, actions, real))
     }
 
     /// Records step `t`'s observations (the features field or the index fields).
@@ -405,7 +412,7 @@ impl Rollout {
     /// per field, or per step and field (`copy`); log-probs and values are already there
     /// when `on_device` holds them, and what the forward kept (`kept`) is not copied.
     pub fn to_batch(
-        &self,
+        &mut self,
         advantages: &[f32],
         returns: &[f32],
         on_device: Option<(Tensor, Tensor)>,
@@ -421,27 +428,23 @@ impl Rollout {
                 mover.upload_rollout(&self.values, &[b], t, copy, c),
             ),
         };
-        let kept = self.kept.as_ref().filter(|_| copy == RolloutCopy::Kept);
-        // `[T, N, …]` as `[T·N, width]`.
-        let rows = |x: &Tensor| x.view([b, x.size()[2..].iter().product::<i64>()]);
-        let mut inputs = self.sources().into_iter().enumerate().map(|(i, source)| {
-            match kept.and_then(|k| k.inputs.get(i)?.as_ref()) {
-                Some(x) => rows(x),
-                None => self.upload(source, (mover, copy), c),
-            }
-        });
+        let kept = self.take_kept().filter(|_| copy == RolloutCopy::Kept);
+        let (mut kept_inputs, kept_actions, kept_real) = match kept {
+            Some((inputs, actions, real)) => (inputs, Some(actions), real),
+            None => (Vec::new(), None, None),
+        };
+        kept_inputs.resize_with(self.sources().len(), || None);
+        let mut inputs = (self.sources().into_iter().zip(kept_inputs))
+            .map(|(source, kept)| kept.unwrap_or_else(|| self.upload(source, (mover, copy), c)));
         let obs = inputs.next().expect("a batch reads one observation field at least");
         let extra = inputs.collect();
         Batch {
             obs,
             extra,
-            actions: match kept {
-                Some(k) => rows(&k.actions),
-                None => mover.upload_rollout(&self.actions, &[b, self.heads as i64], t, copy, c),
-            },
-            real_actions: (self.continuous > 0).then(|| match kept.and_then(|k| k.real.as_ref()) {
-                Some(x) => rows(x),
-                None => mover.upload_rollout(&self.real, &[b, self.continuous as i64], t, copy, c),
+            actions: kept_actions
+                .unwrap_or_else(|| mover.upload_rollout(&self.actions, &[b, self.heads as i64], t, copy, c)),
+            real_actions: (self.continuous > 0).then(|| {
+                kept_real.unwrap_or_else(|| mover.upload_rollout(&self.real, &[b, self.continuous as i64], t, copy, c))
             }),
             log_probs,
             values,
@@ -651,7 +654,7 @@ mod tests {
         ];
         let mover = Mover::new(Transfer::Packed, Device::Cpu);
         for (seed, (shape, widths, index, heads)) in cases.into_iter().enumerate() {
-            let r = filled(shape, widths, index, heads, seed as u64);
+            let mut r = filled(shape, widths, index, heads, seed as u64);
             let rows = shape.0 * shape.1;
             let (adv, ret) = (vec![0.5f32; rows], vec![1.5f32; rows]);
             let (mut ck, mut cw) = (Counters::default(), Counters::default());
