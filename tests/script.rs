@@ -257,7 +257,7 @@ fn a_stopped_run_leaves_no_process_behind() {
         python().display(),
         planted().display()
     );
-    let mut spec: RunSpec = hotlab_core::preset::Preset::find("cleanrl").unwrap().spec();
+    let mut spec: RunSpec = hotlab_specs::AnyPreset::find("cleanrl").unwrap().spec();
     spec = hotlab_spec::knobs::apply(
         spec,
         &[

@@ -100,6 +100,17 @@ impl KnobKind {
     }
 }
 
+/// A value as text that its knob's parser reads back (a flag's value, a form's field): a
+/// string as it is, a list joined by commas, `null` empty, anything else its JSON.
+pub fn text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => items.iter().map(|i| text(Some(i))).collect::<Vec<_>>().join(","),
+        Some(other) => other.to_string(),
+    }
+}
+
 /// `NAME=VALUE,NAME=VALUE` as an object of strings (None when a pair has no `=` or no name).
 pub fn pairs(text: &str) -> Option<Map<String, Value>> {
     text.split(',')

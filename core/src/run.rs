@@ -24,6 +24,45 @@ pub struct RunContext<'a> {
     pub telemetry: &'a TelemetrySpec,
 }
 
+/// The run's part of a spec: everything beside its workload's own settings, as a preset
+/// edits it (`Preset`'s `edit`). `RunSpec` (`hotlab-spec`) holds the same fields beside the
+/// workload's, and its defaults are these with CartPole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunPart {
+    /// Parallel environments.
+    pub envs: usize,
+    /// Steps per environment per rollout.
+    pub steps: usize,
+    /// Environment steps over the whole run.
+    pub total_steps: u64,
+    /// Most seconds of training; 0 = no limit.
+    pub seconds: f64,
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// `cpu`, `cuda`, `cuda:N` or `auto`.
+    pub device: String,
+    pub ppo: PpoSpec,
+    pub exec: ExecSpec,
+    pub telemetry: TelemetrySpec,
+}
+
+impl Default for RunPart {
+    /// CleanRL's `ppo.py` run: 4 envs × 128 steps, 500k steps, seed 1, the first GPU if any.
+    fn default() -> Self {
+        Self {
+            envs: 4,
+            steps: 128,
+            total_steps: 500_000,
+            seconds: 0.0,
+            seed: 1,
+            device: "auto".into(),
+            ppo: PpoSpec::default(),
+            exec: ExecSpec::default(),
+            telemetry: TelemetrySpec::default(),
+        }
+    }
+}
+
 /// PPO's hyperparameters (CleanRL's `ppo.py` defaults for CartPole).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

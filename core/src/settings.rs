@@ -11,7 +11,7 @@ use crate::profile::{Phase, PhaseInfo, Profile};
 use crate::run::{ExecSpec, RunContext};
 
 /// What a workload's settings say about themselves, and the report rules it brings.
-pub trait Settings: Default {
+pub trait Settings: Default + 'static {
     /// Its settings as knobs, in the order the launch form shows them.
     const KNOBS: &'static [Knob];
     /// The env backends its envs run on.
@@ -42,7 +42,7 @@ pub trait Settings: Default {
     /// What its envs count of their own work (at most `counters::ENV_COUNTS`).
     const COUNTS: &'static [CountInfo] = &[];
     /// Its presets: named whole specs that run it, each with a line on what it shows.
-    const PRESETS: &'static [Preset] = &[];
+    const PRESETS: &'static [Preset<Self>] = &[];
     /// The knob that `--env NAME:VALUE` sets to VALUE (gym's `gym_id`, for `--env
     /// gym:Acrobot-v1`); None: it is named by its name alone.
     const ARGUMENT: Option<&'static str> = None;

@@ -639,7 +639,7 @@ mod tests {
         assert_eq!(analyze(&python, &gym).split.next_action, "spread the envs over the cores (--backend subprocess)");
         // One env (CleanRL's MuJoCo setting): the same batch from 8 envs over worker
         // processes, the mujoco-fast preset; which gets no such advice itself.
-        let preset = |name: &str| hotlab_core::preset::Preset::find(name).unwrap().spec();
+        let preset = |name: &str| hotlab_specs::AnyPreset::find(name).unwrap().spec();
         let knobs =
             |spec: &RunSpec| analyze(&python, spec).recommendations.into_iter().map(|r| r.knob).collect::<Vec<_>>();
         assert_eq!(knobs(&preset("mujoco")), ["--envs 8 --steps 256 --backend subprocess"]);

@@ -16,7 +16,7 @@ pub mod knobs;
 pub mod presets;
 
 use hotlab_core::choices::{Backend, Inference, Norm, Precision, Rnn, UpdateMode};
-use hotlab_core::run::{ExecSpec, PpoSpec, RunContext, TelemetrySpec};
+use hotlab_core::run::{ExecSpec, PpoSpec, RunContext, RunPart, TelemetrySpec};
 use hotlab_specs::{EnvName, Registered, WorkloadSpec};
 pub use presets::PresetSpec;
 
@@ -67,19 +67,17 @@ impl<'de> Deserialize<'de> for RunSpec {
 }
 
 impl Default for RunSpec {
+    /// CleanRL's CartPole run (the `cleanrl` preset).
     fn default() -> Self {
-        Self {
-            workload: WorkloadSpec::default(),
-            envs: 4,
-            steps: 128,
-            total_steps: 500_000,
-            seconds: 0.0,
-            seed: 1,
-            device: "auto".into(),
-            ppo: PpoSpec::default(),
-            exec: ExecSpec::default(),
-            telemetry: TelemetrySpec::default(),
-        }
+        Self::from_parts(RunPart::default(), WorkloadSpec::default())
+    }
+}
+
+impl RunSpec {
+    /// The spec of a run's part and a workload (what a preset's edit makes).
+    pub fn from_parts(run: RunPart, workload: WorkloadSpec) -> Self {
+        let RunPart { envs, steps, total_steps, seconds, seed, device, ppo, exec, telemetry } = run;
+        Self { workload, envs, steps, total_steps, seconds, seed, device, ppo, exec, telemetry }
     }
 }
 
@@ -522,7 +520,7 @@ mod tests {
         s.validate().unwrap();
         assert_eq!((s.envs, s.steps, s.ppo.epochs, s.ppo.minibatches, s.total_steps), (4, 128, 4, 4, 500_000));
         assert_eq!(s.updates(), 976);
-        <hotlab_core::preset::Preset as presets::PresetSpec>::find("wide").unwrap().spec().validate().unwrap();
+        <hotlab_specs::AnyPreset as presets::PresetSpec>::find("wide").unwrap().spec().validate().unwrap();
     }
 
     /// The dreamer captures its train step only with the replay on the device: a spec that
@@ -531,7 +529,7 @@ mod tests {
     fn the_dreamers_update_graph_needs_the_replay_on_the_device() {
         use hotlab_specs::dreamer::{DreamerSpec, ReplayAt};
         let on = |replay| {
-            let mut s = <hotlab_core::preset::Preset as presets::PresetSpec>::find("dreamer").unwrap().spec();
+            let mut s = <hotlab_specs::AnyPreset as presets::PresetSpec>::find("dreamer").unwrap().spec();
             s.device = "cuda".into();
             s.exec.update = UpdateMode::Graph;
             s.workload = WorkloadSpec::Dreamer(DreamerSpec { replay, ..DreamerSpec::default() });
@@ -594,7 +592,7 @@ mod tests {
         }
         assert_eq!("graph_fused".parse::<UpdateMode>(), Ok(UpdateMode::GraphFused));
         assert!(UpdateMode::GraphFused.captured() && UpdateMode::Graph.captured() && !UpdateMode::Eager.captured());
-        let mut s = <hotlab_core::preset::Preset as presets::PresetSpec>::find("dreamer").unwrap().spec();
+        let mut s = <hotlab_specs::AnyPreset as presets::PresetSpec>::find("dreamer").unwrap().spec();
         s.device = "cuda".into();
         s.exec.update = UpdateMode::GraphFused;
         s.workload = WorkloadSpec::Dreamer(hotlab_specs::dreamer::DreamerSpec {

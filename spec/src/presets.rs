@@ -1,43 +1,61 @@
-//! Presets: named starting points, each a list of knobs over the default spec (as a
-//! lesson's baseline is), declared by the workload it runs (its `Settings::PRESETS`), with
-//! one line on what it shows. The CLI's `--preset`, the launch form and the lab's home read
-//! the same list ([`all`]); explicit values override a preset's.
+//! Presets: named starting points, each a typed edit of the default spec declared by the
+//! workload it runs (its `Settings::PRESETS`, [`hotlab_specs::AnyPreset`]), with one
+//! line on what it shows. The CLI's `--preset`, the launch form and the lab's home read the
+//! same list ([`all`]); explicit values override a preset's. Its flags are what its edit
+//! changed, read from the knob table.
 
 use super::knobs;
 use super::RunSpec;
 use hotlab_core::knob::KnobKind;
-use hotlab_core::preset::Preset;
+use hotlab_specs::AnyPreset;
+use serde_json::{Map, Value};
 
-/// What the spec makes of a [`Preset`] (a workload's declaration, in `hotlab-core`): its
-/// whole spec, its flags, and the preset of a name.
+/// What the spec makes of a preset (a workload's declaration): its whole spec, its flags,
+/// and the preset of a name.
 pub trait PresetSpec {
-    /// The whole spec: its knobs over the default one. The presets are the workloads' own
-    /// declarations, each checked by this module's test, so a bad one is a bug, not input.
+    /// The whole spec: the run's part and the workload its edit made.
     fn spec(&self) -> RunSpec;
-    /// Its knobs as `hotlab train` arguments (`["--envs", "1024", "--minibatches", "32"]`):
-    /// a yes/no knob is `--X` or `--no-X`. With no `--preset`, they make the same spec.
+    /// What it changed as `hotlab train` arguments (`["--envs", "1024", "--minibatches",
+    /// "32"]`), in the knob table's order, `--env` first where it names another workload: a
+    /// yes/no knob is `--X` or `--no-X`. With no `--preset`, they make the same spec.
     fn flags(&self) -> Vec<String>;
     /// Its flags as a shell line shows them (a value with a space or a quote quoted): what
     /// the home's card says the preset sets.
     fn flags_line(&self) -> String;
     /// The preset named `name`; an unknown name is refused with the list.
-    fn find(name: &str) -> Result<&'static Preset, String>;
+    fn find(name: &str) -> Result<&'static AnyPreset, String>;
 }
 
-impl PresetSpec for Preset {
+impl PresetSpec for AnyPreset {
     fn spec(&self) -> RunSpec {
-        knobs::apply_text(RunSpec::default(), self.knobs)
-            .unwrap_or_else(|e| panic!("preset {}: {}: {}", self.name, e.field, e.message))
+        let (run, workload) = self.make();
+        RunSpec::from_parts(run, workload)
     }
 
     fn flags(&self) -> Vec<String> {
+        let json = |s: &RunSpec| serde_json::to_value(s).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+        let spec = json(&self.spec());
+        // What `--env NAME` alone makes: the workload's own settings at their defaults.
+        let env = self.spec().env();
+        let base = json(&RunSpec { workload: hotlab_specs::WorkloadSpec::default_for(env), ..RunSpec::default() });
+        let changed = |k: &hotlab_core::knob::Knob, a: &Map<String, Value>, b: &Map<String, Value>| {
+            k.applies_to(env.as_str()) && k.get(a) != k.get(b)
+        };
         let mut args = Vec::new();
-        for (name, value) in self.knobs {
-            let flag = hotlab_core::knob::flag_of(name);
-            match knobs::find(name).map(|k| k.kind) {
-                Some(KnobKind::Bool) if *value == "false" => args.push(flag.replacen("--", "--no-", 1)),
-                Some(KnobKind::Bool) => args.push(flag),
-                _ => args.extend([flag, value.to_string()]),
+        for knob in knobs::KNOBS.iter() {
+            let differs = match knob.path {
+                "workload" => env != RunSpec::default().env(),
+                _ => changed(knob, &spec, &base),
+            };
+            if !differs {
+                continue;
+            }
+            let flag = hotlab_core::knob::flag_of(knob.name);
+            let value = knob.get(&spec);
+            match knob.kind {
+                KnobKind::Bool if value == Some(Value::Bool(false)) => args.push(flag.replacen("--", "--no-", 1)),
+                KnobKind::Bool => args.push(flag),
+                _ => args.extend([flag, hotlab_core::knob::text(value.as_ref())]),
             }
         }
         args
@@ -54,7 +72,7 @@ impl PresetSpec for Preset {
         self.flags().into_iter().map(quoted).collect::<Vec<_>>().join(" ")
     }
 
-    fn find(name: &str) -> Result<&'static Preset, String> {
+    fn find(name: &str) -> Result<&'static AnyPreset, String> {
         all().find(|p| p.name == name).ok_or_else(|| {
             let names: Vec<&str> = all().map(|p| p.name).collect();
             format!("unknown preset '{name}'; allowed: {}", names.join(", "))
@@ -62,13 +80,13 @@ impl PresetSpec for Preset {
     }
 }
 
-/// Every workload's presets, in the registry's order (the first is the default).
-pub fn all() -> impl Iterator<Item = &'static Preset> {
+/// Every workload's presets, in the registry's order.
+pub fn all() -> impl Iterator<Item = &'static AnyPreset> {
     hotlab_specs::presets()
 }
 
 /// The default preset (CleanRL's CartPole run).
-pub fn default() -> &'static Preset {
+pub fn default() -> &'static AnyPreset {
     all().next().expect("the registry declares presets")
 }
 
@@ -77,6 +95,24 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// `--name value`, `--flag` and `--no-flag` as knob names and text values.
+    fn flag_pairs(flags: &[String]) -> Vec<(String, String)> {
+        let mut pairs = Vec::new();
+        let mut it = flags.iter().peekable();
+        while let Some(f) = it.next() {
+            let name = f.trim_start_matches("--").replace('-', "_");
+            let knob = knobs::find(&name).or_else(|| knobs::find(name.trim_start_matches("no_")));
+            match knob.map(|k| k.kind) {
+                Some(KnobKind::Bool) if knobs::find(&name).is_none() => {
+                    pairs.push((name.trim_start_matches("no_").to_string(), "false".into()))
+                }
+                Some(KnobKind::Bool) => pairs.push((name, "true".into())),
+                _ => pairs.push((name, it.next().cloned().unwrap_or_default())),
+            }
+        }
+        pairs
+    }
+
     #[test]
     fn every_preset_is_a_valid_spec_of_its_workload_with_a_unique_name() {
         let mut names = HashSet::new();
@@ -84,28 +120,31 @@ mod tests {
             assert!(names.insert(p.name), "{} declared twice", p.name);
             p.spec().validate().unwrap_or_else(|e| panic!("{}: {}", p.name, e.message));
             assert!(!p.about.is_empty() && !p.about.contains('\n'), "{}: one line", p.name);
-            assert_eq!(Preset::find(p.name).unwrap().name, p.name);
+            assert_eq!(AnyPreset::find(p.name).unwrap().name, p.name);
         }
         for env in ["cartpole", "proof", "morpho", "dreamer", "gym"] {
             assert!(all().any(|p| p.spec().env().as_str() == env), "a preset runs {env}");
         }
         for p in all() {
-            let spec = p.spec();
-            for (i, (name, _)) in p.knobs.iter().enumerate() {
-                let knob = knobs::find(name).unwrap_or_else(|| panic!("{}: '{name}' is not a knob", p.name));
+            // Its flags make its spec, and each one changes it: a preset states only what
+            // differs from the default.
+            let flags = p.flags();
+            let pairs: Vec<(String, String)> = flag_pairs(&flags);
+            let as_text: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            assert_eq!(knobs::apply_text(RunSpec::default(), &as_text).unwrap(), p.spec(), "{}", p.name);
+            for (i, (name, _)) in as_text.iter().enumerate() {
                 if *name == "env" {
                     assert_eq!(i, 0, "{}: env first", p.name);
                     continue;
                 }
-                // Each knob changes the spec: a preset states only what differs.
-                let without: Vec<_> = p.knobs.iter().filter(|(k, _)| k != name).copied().collect();
+                let without: Vec<_> = as_text.iter().filter(|(k, _)| k != name).copied().collect();
                 let other = knobs::apply_text(RunSpec::default(), &without).unwrap();
-                assert_ne!(other, spec, "{}: '{}' sets the default", p.name, knob.name);
+                assert_ne!(other, p.spec(), "{}: '{name}' sets the default", p.name);
             }
         }
         assert_eq!(default().name, "cleanrl");
         assert_eq!(default().spec(), RunSpec::default(), "the defaults are the cleanrl preset");
-        let e = Preset::find("huge").unwrap_err();
+        let e = AnyPreset::find("huge").unwrap_err();
         assert!(
             e.contains("'huge'")
                 && e.contains("allowed: cleanrl, wide, gpu, proof, morpho, grow, dreamer, mujoco, atari, mujoco-fast"),

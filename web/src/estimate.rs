@@ -98,9 +98,9 @@ pub fn duration(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlab_core::preset::Preset;
     use hotlab_protocol::RunStatus;
     use hotlab_spec::PresetSpec;
+    use hotlab_specs::AnyPreset;
 
     fn run(id: u64, spec: RunSpec, sps: Option<f64>) -> RunInfo {
         let mut info: RunInfo = serde_json::from_value(serde_json::json!({
@@ -112,7 +112,7 @@ mod tests {
     }
 
     fn preset(name: &str) -> RunSpec {
-        Preset::find(name).unwrap().spec()
+        AnyPreset::find(name).unwrap().spec()
     }
 
     #[test]

@@ -7,9 +7,9 @@ use crate::estimate::{self, DEMO_SECONDS};
 use crate::format::{grouped, si};
 use crate::launch;
 use crate::route::Route;
-use hotlab_core::preset::Preset;
 use hotlab_protocol::RunInfo;
 use hotlab_spec::{presets, PresetSpec};
+use hotlab_specs::AnyPreset;
 use leptos::prelude::*;
 
 /// The `localStorage` key that says this browser has seen the home.
@@ -36,12 +36,12 @@ pub fn Home(operator: Signal<bool>, go: Callback<Route>) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let launched = Callback::new(move |id: u64| go.run(Route::Run(id)));
     let swept = Callback::new(move |id: u64| go.run(Route::Sweep(id)));
-    let adjust = Callback::new(move |p: &'static Preset| {
+    let adjust = Callback::new(move |p: &'static AnyPreset| {
         spec.set(launch::preset(p));
         picked.set(p.name);
         form_open.set(true);
     });
-    let run_now = Callback::new(move |(p, budget): (&'static Preset, Option<f64>)| {
+    let run_now = Callback::new(move |(p, budget): (&'static AnyPreset, Option<f64>)| {
         error.set(None);
         let mut body = launch::preset(p);
         if let Some(secs) = budget {
@@ -116,8 +116,8 @@ pub fn Home(operator: Signal<bool>, go: Callback<Route>) -> impl IntoView {
 #[component]
 fn PresetCards(
     operator: Signal<bool>,
-    run_now: Callback<(&'static Preset, Option<f64>)>,
-    adjust: Callback<&'static Preset>,
+    run_now: Callback<(&'static AnyPreset, Option<f64>)>,
+    adjust: Callback<&'static AnyPreset>,
 ) -> impl IntoView {
     // A preset on CUDA runs only where one of the lab's machines has a GPU.
     let gpu_here = RwSignal::new(false);

@@ -4,12 +4,12 @@
 
 use crate::api::{self, ApiError};
 use hotlab_core::knob::{workload_name, Knob, KnobKind};
-use hotlab_core::preset::Preset;
 use hotlab_core::run_knobs::GROUPS;
 use hotlab_protocol::suggestions::Suggestions;
 use hotlab_spec::knobs::KNOBS;
 use hotlab_spec::{presets, PresetSpec};
 use hotlab_specs::suggested_knobs;
+use hotlab_specs::AnyPreset;
 use hotlab_specs::EnvName;
 use leptos::prelude::*;
 use serde_json::{Map, Value};
@@ -18,18 +18,13 @@ use std::collections::HashMap;
 pub type Spec = Map<String, Value>;
 
 /// A preset's spec as JSON fields.
-pub fn preset(p: &Preset) -> Spec {
+pub fn preset(p: &AnyPreset) -> Spec {
     serde_json::to_value(p.spec()).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default()
 }
 
 /// A field's value as the form shows it.
 pub fn shown(v: Option<&Value>) -> String {
-    match v {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(items)) => items.iter().map(|i| shown(Some(i))).collect::<Vec<_>>().join(","),
-        Some(other) => other.to_string(),
-    }
+    hotlab_core::knob::text(v)
 }
 
 /// POSTs a spec (to `machine`, or any free one when None); the new run's id.
@@ -285,7 +280,7 @@ mod tests {
         assert_eq!(get(&spec, "hidden"), "64,64");
         assert_eq!(get(&spec, "backend"), "vectorized");
         assert_eq!(get(&spec, "env"), "cartpole");
-        let proof = preset(Preset::find("proof").unwrap());
+        let proof = preset(AnyPreset::find("proof").unwrap());
         assert_eq!(get(&proof, "queries"), "");
         assert_eq!(get(&proof, "proof_depth"), "10");
         for (spec, env) in [(&spec, EnvName::Cartpole), (&proof, EnvName::Proof)] {

@@ -23,8 +23,8 @@ use hotlab_core::advice::Recommendation;
 use hotlab_core::choices::{Backend, Inference};
 use hotlab_core::counters::{Count, CountInfo};
 use hotlab_core::knob::{Knob, KnobError, KnobKind};
-use hotlab_core::preset::Preset;
 use hotlab_core::profile::{Phase, PhaseInfo, Profile};
+use hotlab_core::run::RunPart;
 use hotlab_core::run::{ExecSpec, RunContext};
 use serde::{Deserialize, Serialize};
 
@@ -280,8 +280,19 @@ macro_rules! registry {
         }
 
         /// Every workload's presets, in the registry's order.
-        pub fn presets() -> impl Iterator<Item = &'static Preset> {
-            [$(<$settings as Settings>::PRESETS),+].into_iter().flatten()
+        pub fn presets() -> impl Iterator<Item = &'static AnyPreset> {
+            static ALL: std::sync::LazyLock<Vec<AnyPreset>> = std::sync::LazyLock::new(|| {
+                let mut all = Vec::new();
+                $(for (index, p) in <$settings as Settings>::PRESETS.iter().enumerate() {
+                    let make = |i: usize| {
+                        let (run, settings) = <$settings as Settings>::PRESETS[i].make();
+                        (run, WorkloadSpec::$variant(settings))
+                    };
+                    all.push(AnyPreset { name: p.name, about: p.about, index, make });
+                })+
+                all
+            });
+            ALL.iter()
         }
 
         /// Every workload's own counts.
@@ -292,6 +303,31 @@ macro_rules! registry {
 }
 
 workload_list!(registry);
+
+/// A preset of any workload (its `Settings::PRESETS`' entry, [`hotlab_core::preset::Preset`]):
+/// its name, its line, and the run's part and workload it makes.
+pub struct AnyPreset {
+    /// Its name (`--preset NAME`).
+    pub name: &'static str,
+    /// One line: what it runs and what a user sees, with its time on 2 CPU cores.
+    pub about: &'static str,
+    /// Its place in its workload's `PRESETS`.
+    index: usize,
+    make: fn(usize) -> (RunPart, WorkloadSpec),
+}
+
+impl AnyPreset {
+    /// The run's part and the workload (with its settings) it makes.
+    pub fn make(&self) -> (RunPart, WorkloadSpec) {
+        (self.make)(self.index)
+    }
+}
+
+impl std::fmt::Debug for AnyPreset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnyPreset").field("name", &self.name).finish_non_exhaustive()
+    }
+}
 
 #[allow(clippy::derivable_impls)] // the registry's macro cannot mark one variant `#[default]`
 impl Default for EnvName {

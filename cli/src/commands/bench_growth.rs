@@ -4,8 +4,8 @@
 use super::knob_args::KnobArgs;
 use crate::failure::{usage, Outcome};
 use clap::Args;
-use hotlab_core::preset::Preset;
 use hotlab_spec::PresetSpec;
+use hotlab_specs::AnyPreset;
 use hotlab_specs::WorkloadSpec;
 use hotlab_train::workload::TaskSet;
 use hotlab_workloads::morpho::bench::growth::{run, GrowthBench, Progress, SeedFigure};
@@ -14,7 +14,7 @@ use hotlab_workloads::morpho::bench::growth::{run, GrowthBench, Progress, SeedFi
 pub struct BenchGrowthArgs {
     /// Starting point of the spec every seed trains; explicit flags override it.
     #[arg(long, default_value = "morpho", value_parser = super::train::preset_parser())]
-    pub preset: &'static Preset,
+    pub preset: &'static AnyPreset,
     /// Every setting of the runs, as `hotlab train` takes them (`--seed` is replaced by `--seeds`).
     #[command(flatten)]
     pub knobs: KnobArgs,

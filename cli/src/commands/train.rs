@@ -5,8 +5,8 @@ use super::knob_args::KnobArgs;
 use crate::failure::{Outcome, UsageError};
 use anyhow::Context;
 use clap::Args;
-use hotlab_core::preset::Preset;
 use hotlab_spec::{presets, PresetSpec, RunSpec, SpecError};
+use hotlab_specs::AnyPreset;
 use hotlab_specs::EnvName;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -17,7 +17,7 @@ pub struct TrainArgs {
     /// Starting point: a whole spec, declared by the workload it runs; explicit flags
     /// override it.
     #[arg(long, default_value = "cleanrl", value_parser = preset_parser())]
-    pub preset: &'static Preset,
+    pub preset: &'static AnyPreset,
     /// Every setting of the run, one flag per knob of the spec.
     #[command(flatten)]
     pub knobs: KnobArgs,
@@ -42,11 +42,11 @@ impl TrainArgs {
 }
 
 /// `--preset`: the presets' names, each with its line in `--help`.
-pub(super) fn preset_parser() -> impl clap::builder::TypedValueParser<Value = &'static Preset> {
+pub(super) fn preset_parser() -> impl clap::builder::TypedValueParser<Value = &'static AnyPreset> {
     use clap::builder::TypedValueParser;
     let names = presets::all().map(|p| clap::builder::PossibleValue::new(p.name).help(p.about));
     clap::builder::PossibleValuesParser::new(names.collect::<Vec<_>>())
-        .map(|name: String| Preset::find(&name).expect("clap checked the name"))
+        .map(|name: String| AnyPreset::find(&name).expect("clap checked the name"))
 }
 
 #[derive(Args, Debug)]

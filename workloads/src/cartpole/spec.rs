@@ -6,7 +6,7 @@
 //! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
 use hotlab_core::advice::Recommendation;
-use hotlab_core::choices::{Precision, UpdateMode};
+use hotlab_core::choices::{Backend, Inference, Precision, UpdateMode};
 use hotlab_core::knob::Knob;
 use hotlab_core::preset::Preset;
 use hotlab_core::profile::{Phase, Profile};
@@ -30,17 +30,21 @@ impl Settings for CartpoleSpec {
 
     /// `[x, ẋ, θ, θ̇]` in f32.
     const OBS_BYTES: u64 = 4 * 4;
-    const PRESETS: &'static [Preset] = &[
+    const PRESETS: &'static [Preset<Self>] = &[
         Preset::new(
             "cleanrl",
             "CartPole with CleanRL's ppo.py settings: 4 envs × 128 steps, 500k steps; solves it (return 500) in a few seconds",
-            &[], Self::KNOBS,
+            |_, _| {},
         ),
         // The throughput run: many envs, the same update per sample.
         Preset::new(
             "wide",
             "CartPole at throughput: 1024 envs × 128 steps, 32 minibatches, 5M steps; solves it in about 10–30 s",
-            &[("envs", "1024"), ("total_steps", "5000000"), ("minibatches", "32")], Self::KNOBS,
+            |run, _| {
+                run.envs = 1024;
+                run.total_steps = 5_000_000;
+                run.ppo.minibatches = 32;
+            },
         ),
         // The GPU run: envs, policy and update on the device, short rollouts over many envs
         // (many samples per update), two large minibatches at a larger learning rate, the
@@ -50,17 +54,17 @@ impl Settings for CartpoleSpec {
         Preset::new(
             "gpu",
             "CartPole on one CUDA GPU: 4096 envs on the device, the rollout and the update CUDA graphs, 20M steps; return 500 in about 4 s on an H100; refused without CUDA",
-            &[
-                ("device", "cuda"),
-                ("envs", "4096"),
-                ("steps", "16"),
-                ("total_steps", "20000000"),
-                ("backend", "device"),
-                ("inference", "graph"),
-                ("update", "graph"),
-                ("minibatches", "2"),
-                ("lr", "0.0025"),
-            ], Self::KNOBS,
+            |run, _| {
+                run.device = "cuda".into();
+                run.envs = 4096;
+                run.steps = 16;
+                run.total_steps = 20_000_000;
+                run.exec.backend = Backend::Device;
+                run.exec.inference = Inference::Graph;
+                run.exec.update = UpdateMode::Graph;
+                run.ppo.minibatches = 2;
+                run.ppo.lr = 0.0025;
+            },
         ),
     ];
 

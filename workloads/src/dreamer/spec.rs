@@ -131,10 +131,15 @@ impl Settings for DreamerSpec {
     // The smallest run measured to learn CartPole in imagination (seeds 1 and 2, tests/
     // dreamer.rs): 4,096 env steps after a 1,024-step prefill, 1,024 train steps of 16 × 16,
     // at learning rates about 7 and 6 times the defaults' (which need 16,384 steps).
-    const PRESETS: &'static [Preset] = &[Preset::new(
+    const PRESETS: &'static [Preset<Self>] = &[Preset::new(
         "dreamer",
         "Seed 004's world model on pixel CartPole: 4 envs, 4,096 steps, about 4 minutes of one core; its actor learns to balance in the model's imagination (over 10x random actions' return) and its prior predicts frames better than repeating the last one",
-        &[("env", "dreamer"), ("steps", "64"), ("total_steps", "4096"), ("wm_lr", "0.002"), ("ac_lr", "0.0006")], Self::KNOBS,
+        |run, s| {
+            run.steps = 64;
+            run.total_steps = 4096;
+            s.wm_lr = 0.002;
+            s.ac_lr = 0.0006;
+        },
     )];
     const KNOBS: &'static [Knob] = &[
     setting(

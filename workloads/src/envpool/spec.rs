@@ -7,7 +7,7 @@
 //! written in `hotlab-core`'s words, names the registry `hotlab_specs`, and links no libtorch.
 
 use hotlab_core::advice::Recommendation;
-use hotlab_core::choices::Backend;
+use hotlab_core::choices::{Backend, Inference, Norm};
 use hotlab_core::knob::{Knob, KnobError, KnobKind::*};
 use hotlab_core::preset::Preset;
 use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
@@ -81,7 +81,7 @@ impl Settings for EnvpoolSpec {
     /// (`vectorized`) or a slice per process (`subprocess`).
     const BACKENDS: &'static [Backend] = &[Backend::Vectorized, Backend::Subprocess];
 
-    const PRESETS: &'static [Preset] = &[
+    const PRESETS: &'static [Preset<Self>] = &[
         // CleanRL's `ppo_atari_envpool.py`: `ppo_atari.py`'s settings (8 envs × 128 steps, 4
         // minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01) with EnvPool's
         // Breakout-v5, episodic life and clipped rewards; one worker process holds the
@@ -89,15 +89,14 @@ impl Settings for EnvpoolSpec {
         Preset::new(
             "atari-envpool",
             "Breakout with CleanRL's ppo_atari_envpool.py settings: EnvPool's C++ Atari (episodic life, rewards clipped), the Nature CNN, 8 envs × 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs envpool",
-            &[
-                ("env", "envpool"),
-                ("envs", "8"),
-                ("total_steps", "10000000"),
-                ("inference", "eager"),
-                ("clip", "0.1"),
-                ("obs_norm", "off"),
-                ("reward_norm", "off"),
-            ], Self::KNOBS,
+            |run, _| {
+                run.envs = 8;
+                run.total_steps = 10_000_000;
+                run.exec.inference = Inference::Eager;
+                run.ppo.clip = 0.1;
+                run.ppo.obs_norm = Norm::Off;
+                run.ppo.reward_norm = Norm::Off;
+            },
         ),
         // The throughput preset for a GPU box with many cores: 64 envs (EnvPool's threads on
         // every core) × 128 steps, a batch of 8,192 in 8 minibatches, on the GPU where there
@@ -106,16 +105,15 @@ impl Settings for EnvpoolSpec {
         Preset::new(
             "atari-gpu",
             "Breakout for a many-core GPU box: EnvPool's batch of 64 envs × 128 steps on every core, 8 minibatches of 1,024, 4 epochs, on the GPU; needs envpool",
-            &[
-                ("env", "envpool"),
-                ("envs", "64"),
-                ("total_steps", "10000000"),
-                ("inference", "eager"),
-                ("minibatches", "8"),
-                ("clip", "0.1"),
-                ("obs_norm", "off"),
-                ("reward_norm", "off"),
-            ], Self::KNOBS,
+            |run, _| {
+                run.envs = 64;
+                run.total_steps = 10_000_000;
+                run.exec.inference = Inference::Eager;
+                run.ppo.minibatches = 8;
+                run.ppo.clip = 0.1;
+                run.ppo.obs_norm = Norm::Off;
+                run.ppo.reward_norm = Norm::Off;
+            },
         ),
     ];
     /// Atari's `[4, 84, 84]` stack of bytes, for the memory estimate.

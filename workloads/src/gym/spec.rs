@@ -7,7 +7,7 @@
 
 use hotlab_core::advice::Recommendation;
 use hotlab_core::choice;
-use hotlab_core::choices::Backend;
+use hotlab_core::choices::{Backend, Inference, Norm, Rnn};
 use hotlab_core::knob::{Knob, KnobError, KnobKind::*};
 use hotlab_core::preset::Preset;
 use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
@@ -139,7 +139,7 @@ impl Settings for GymSpec {
     /// (`subprocess`); no scalar env lives in this process.
     const BACKENDS: &'static [Backend] = &[Backend::Subprocess, Backend::Vectorized];
 
-    const PRESETS: &'static [Preset] = &[
+    const PRESETS: &'static [Preset<Self>] = &[
         // CleanRL's `ppo_continuous_action.py` defaults: one env of 2048 steps a rollout, 32
         // minibatches, 10 epochs, lr 3e-4 annealed, γ 0.99, λ 0.95, clip 0.2, no entropy
         // bonus, the value loss at 0.5, grad-norm 0.5, both normalizers (`auto`: on for a
@@ -148,18 +148,17 @@ impl Settings for GymSpec {
         Preset::new(
             "mujoco",
             "HalfCheetah-v5 with CleanRL's ppo_continuous_action.py settings: 1 env × 2048 steps, 32 minibatches, 10 epochs, normalizers on, 1M steps; needs gymnasium[mujoco]",
-            &[
-                ("env", "gym"),
-                ("gym_id", "HalfCheetah-v5"),
-                ("device", "cpu"),
-                ("envs", "1"),
-                ("steps", "2048"),
-                ("total_steps", "1000000"),
-                ("epochs", "10"),
-                ("minibatches", "32"),
-                ("lr", "0.0003"),
-                ("ent_coef", "0"),
-            ], Self::KNOBS,
+            |run, s| {
+                s.id = "HalfCheetah-v5".into();
+                run.device = "cpu".into();
+                run.envs = 1;
+                run.steps = 2048;
+                run.total_steps = 1_000_000;
+                run.ppo.epochs = 10;
+                run.ppo.minibatches = 32;
+                run.ppo.lr = 0.0003;
+                run.ppo.ent_coef = 0.0;
+            },
         ),
         // CleanRL's `ppo_atari.py`: its defaults, on ALE's Breakout (v5, sticky actions) with
         // the standard preprocessing; 8 envs in 2 worker processes. ppo.py's defaults (4
@@ -169,19 +168,18 @@ impl Settings for GymSpec {
         Preset::new(
             "atari",
             "Breakout with CleanRL's ppo_atari.py settings: Atari's preprocessing, the Nature CNN, 8 envs × 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs gymnasium[atari]",
-            &[
-                ("env", "gym"),
-                ("gym_id", "ALE/Breakout-v5"),
-                ("gym_wrappers", "atari"),
-                ("envs", "8"),
-                ("total_steps", "10000000"),
-                ("backend", "subprocess"),
-                ("workers", "2"),
-                ("inference", "eager"),
-                ("clip", "0.1"),
-                ("obs_norm", "off"),
-                ("reward_norm", "off"),
-            ], Self::KNOBS,
+            |run, s| {
+                s.id = "ALE/Breakout-v5".into();
+                s.wrappers = GymWrappers::Atari;
+                run.envs = 8;
+                run.total_steps = 10_000_000;
+                run.exec.backend = Backend::Subprocess;
+                run.exec.workers = 2;
+                run.exec.inference = Inference::Eager;
+                run.ppo.clip = 0.1;
+                run.ppo.obs_norm = Norm::Off;
+                run.ppo.reward_norm = Norm::Off;
+            },
         ),
         // The throughput preset: mujoco's update on the same 2048-step batch, collected by
         // 8 envs (SPREAD_ENVS) × 256 steps over one worker process per core (`--workers 0`),
@@ -190,19 +188,18 @@ impl Settings for GymSpec {
         Preset::new(
             "mujoco-fast",
             "mujoco's batch of 2048 steps from 8 envs × 256 steps, stepped by one worker process per core: the same update, the envs' Python on every core; needs gymnasium[mujoco]",
-            &[
-                ("env", "gym"),
-                ("gym_id", "HalfCheetah-v5"),
-                ("device", "cpu"),
-                ("envs", "8"),
-                ("steps", "256"),
-                ("total_steps", "1000000"),
-                ("backend", "subprocess"),
-                ("epochs", "10"),
-                ("minibatches", "32"),
-                ("lr", "0.0003"),
-                ("ent_coef", "0"),
-            ], Self::KNOBS,
+            |run, s| {
+                s.id = "HalfCheetah-v5".into();
+                run.device = "cpu".into();
+                run.envs = 8;
+                run.steps = 256;
+                run.total_steps = 1_000_000;
+                run.exec.backend = Backend::Subprocess;
+                run.ppo.epochs = 10;
+                run.ppo.minibatches = 32;
+                run.ppo.lr = 0.0003;
+                run.ppo.ent_coef = 0.0;
+            },
         ),
         // CleanRL's `ppo_atari_lstm.py`: ppo_atari.py's settings with one frame a step (its
         // memory is the LSTM of 128 after the Nature CNN), 8 envs × 128 steps, 4 minibatches
@@ -210,21 +207,20 @@ impl Settings for GymSpec {
         Preset::new(
             "atari-lstm",
             "Breakout with CleanRL's ppo_atari_lstm.py settings: Atari's preprocessing with one frame a step, the Nature CNN then an LSTM of 128, 8 envs × 128 steps, 4 minibatches of whole envs, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs gymnasium[atari]",
-            &[
-                ("env", "gym"),
-                ("gym_id", "ALE/Breakout-v5"),
-                ("gym_wrappers", "atari"),
-                ("gym_frame_stack", "1"),
-                ("rnn", "lstm"),
-                ("envs", "8"),
-                ("total_steps", "10000000"),
-                ("backend", "subprocess"),
-                ("workers", "2"),
-                ("inference", "eager"),
-                ("clip", "0.1"),
-                ("obs_norm", "off"),
-                ("reward_norm", "off"),
-            ], Self::KNOBS,
+            |run, s| {
+                s.id = "ALE/Breakout-v5".into();
+                s.wrappers = GymWrappers::Atari;
+                s.frame_stack = 1;
+                run.ppo.rnn = Rnn::Lstm;
+                run.envs = 8;
+                run.total_steps = 10_000_000;
+                run.exec.backend = Backend::Subprocess;
+                run.exec.workers = 2;
+                run.exec.inference = Inference::Eager;
+                run.ppo.clip = 0.1;
+                run.ppo.obs_norm = Norm::Off;
+                run.ppo.reward_norm = Norm::Off;
+            },
         ),
         // A small memory task that every Python with gymnasium has (the worker's own
         // `hotlab/CueRecall-v0`): an LSTM of 32 learns it in 40,960 steps, a few seconds on
@@ -232,17 +228,16 @@ impl Settings for GymSpec {
         Preset::new(
             "memory",
             "hotlab's cue-recall task (a cue once, four blank steps, then a choice that pays +1 only if it matches the cue) with an LSTM of 32 after a tanh layer of 32: 16 envs × 32 steps, lr 1e-3, 40,960 steps, seconds here; with --rnn none no policy beats chance",
-            &[
-                ("env", "gym"),
-                ("gym_id", "hotlab/CueRecall-v0"),
-                ("rnn", "lstm"),
-                ("rnn_width", "32"),
-                ("hidden", "32"),
-                ("envs", "16"),
-                ("steps", "32"),
-                ("total_steps", "40960"),
-                ("lr", "0.001"),
-            ], Self::KNOBS,
+            |run, s| {
+                s.id = "hotlab/CueRecall-v0".into();
+                run.ppo.rnn = Rnn::Lstm;
+                run.ppo.rnn_width = 32;
+                run.ppo.hidden = vec![32];
+                run.envs = 16;
+                run.steps = 32;
+                run.total_steps = 40_960;
+                run.ppo.lr = 0.001;
+            },
         ),
     ];
     /// Unknown until the env is probed: room for 64 floats, for the memory estimate.

@@ -319,23 +319,22 @@ pub const HOST_STEPS_SKIPPED: Count = Count::new("host_steps_skipped");
 pub const HOST_SAMPLES: Count = Count::new("host_samples");
 
 impl Settings for MorphoSpec {
-    const PRESETS: &'static [Preset] = &[
+    const PRESETS: &'static [Preset<Self>] = &[
         // A run of about a minute on 2 cores: small tasks (256 images, 6 host epochs), the
         // envs on 2 threads.
         Preset::new(
             "morpho",
             "Seeds 001–003's growing hosts: 8 envs × 6 decisions, 1,344 in all, about a minute; where a morpho run's time goes (the hosts' training, the lifecycle, the update), no learning claimed: `grow` is the preset that learns growth",
-            &[
-                ("env", "morpho"),
-                ("task_images", "256"),
-                ("host_epochs", "6"),
-                ("envs", "8"),
-                ("steps", "6"),
-                ("total_steps", "1344"),
-                ("backend", "threads"),
-                ("workers", "2"),
-                ("minibatches", "2"),
-            ], Self::KNOBS,
+            |run, s| {
+                s.images = 256;
+                s.epochs = 6;
+                run.envs = 8;
+                run.steps = 6;
+                run.total_steps = 1344;
+                run.exec.backend = Backend::Threads;
+                run.exec.workers = 2;
+                run.ppo.minibatches = 2;
+            },
         ),
         // Growth on 12-epoch episodes of 512-image tasks (where it pays +16 points): the
         // agent fitted to the grower's play, then PPO; the op and slot heads alone learned,
@@ -343,20 +342,19 @@ impl Settings for MorphoSpec {
         Preset::new(
             "grow",
             "Morpho hosts that grow: 12-epoch episodes, the op and slot heads learned (the others pinned to the scripted grower's choices), seeds entering training at their gate, shaped progress, the agent starting from 384 decisions of the grower's play, then 4,608 of PPO, about 3 minutes on 2 CPU cores; it grows in every held-out episode and beats waiting at the best tempo by playing as the grower (PPO keeps that growth and moves the clone little; PPO alone finds it on 1 or 2 training seeds of 3)",
-            &[
-                ("env", "morpho"),
-                ("task_images", "512"),
-                ("pin_heads", "grower"),
-                ("training_entry", "gate"),
-                ("shaping", "0.05"),
-                ("clone_grower", "384"),
-                ("envs", "8"),
-                ("steps", "12"),
-                ("total_steps", "4608"),
-                ("backend", "threads"),
-                ("workers", "2"),
-                ("minibatches", "2"),
-            ], Self::KNOBS,
+            |run, s| {
+                s.images = 512;
+                s.pin_heads = HeadPin::Grower;
+                s.training_entry = TrainingEntry::Gate;
+                s.shaping = 0.05;
+                s.clone_grower = 384;
+                run.envs = 8;
+                run.steps = 12;
+                run.total_steps = 4608;
+                run.exec.backend = Backend::Threads;
+                run.exec.workers = 2;
+                run.ppo.minibatches = 2;
+            },
         ),
     ];
     const KNOBS: &'static [Knob] = &[

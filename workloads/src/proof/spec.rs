@@ -42,10 +42,14 @@ pub const EMBEDDING_LOOKUP: Phase = Phase::new("embedding_lookup");
 impl Settings for ProofSpec {
     // The proof env on a family world (the embedding policy learns ~10× faster at lr 0.003
     // than at 2.5e-4).
-    const PRESETS: &'static [Preset] = &[Preset::new(
+    const PRESETS: &'static [Preset<Self>] = &[Preset::new(
         "proof",
         "Seed 000's proof search on a 200-person family world: 64 envs, lr 0.003, 1M steps, about 10 s; the training proof rate rises (held-out queries need a smaller world: --kb family:people=30,seed=3)",
-        &[("env", "proof"), ("envs", "64"), ("total_steps", "1000000"), ("lr", "0.003")], Self::KNOBS,
+        |run, _| {
+            run.envs = 64;
+            run.total_steps = 1_000_000;
+            run.ppo.lr = 0.003;
+        },
     )];
     const KNOBS: &'static [Knob] = &[
     setting(

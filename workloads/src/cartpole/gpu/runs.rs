@@ -45,7 +45,7 @@ pub(super) fn train_check(name: &str, inference: Inference) -> Value {
 /// its steps/s, training time and graph replays.
 pub(super) fn preset_gpu_check() -> Value {
     const NAME: &str = "preset_gpu_learns";
-    let spec = match hotlab_core::preset::Preset::find("gpu") {
+    let spec = match hotlab_specs::AnyPreset::find("gpu") {
         Ok(p) => p.spec(),
         Err(e) => return check(NAME, false, "-", json!(e)),
     };
@@ -107,7 +107,7 @@ pub(super) fn benchmarks(gpu: &Arc<Gpu>, max_log2: u32) -> Vec<(&'static str, Va
         }
     }
     let mut runs = Vec::new();
-    let wide = hotlab_core::preset::Preset::find("wide").expect("a preset").spec();
+    let wide = hotlab_specs::AnyPreset::find("wide").expect("a preset").spec();
     let device_run = |envs: usize, inference: Inference| RunSpec {
         device: "cuda".into(),
         exec: ExecSpec { backend: Backend::Device, inference, ..ExecSpec::default() },
