@@ -9,13 +9,22 @@
 //! at a tiny budget and fails when the bottleneck stops showing.
 
 use crate::audit::{AuditReport, Change, Measured, Plan, Slot};
+use hotlab_core::choices::{
+    ActionSync, Backend, ConvLayout, Frames, Inference, Precision, Rnn, RnnUpdate, RolloutCopy, Transfer, UpdateMode,
+    WaitMode,
+};
 use hotlab_core::counters::{Count, Counters};
 use hotlab_core::knob::of_kind;
 use hotlab_core::profile::{Phase, PhaseKind, Profile};
 use hotlab_spec::knobs;
 use hotlab_spec::{json, RunSpec, SpecError};
-use hotlab_specs::dreamer::{ENCODER, REPLAY};
-use hotlab_specs::morpho::{HOST_PASSES, LIFECYCLE_READS, STREAM_WAITS, TOPOLOGY_CHANGES};
+use hotlab_specs::dreamer::{DreamerSpec, EncoderMode, LossRead, ReplayAt, ENCODER, REPLAY};
+use hotlab_specs::envpool::EnvpoolSpec;
+use hotlab_specs::gym::GymSpec;
+use hotlab_specs::morpho::{
+    HostExec, LifecycleMode, MorphoSpec, SlotPool, StreamWait, HOST_PASSES, LIFECYCLE_READS, STREAM_WAITS,
+    TOPOLOGY_CHANGES,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -45,22 +54,6 @@ pub struct Lesson {
     pub on_cpu: Option<&'static str>,
 }
 
-/// `pairs`, each a knob's name and its value as a flag writes it, checked as the constant
-/// that holds them is evaluated: a misspelt knob or a value not of its knob's kind (a whole
-/// number, a number, yes or no, one of its choices) does not compile.
-const fn checked(pairs: &'static [(&'static str, &'static str)]) -> &'static [(&'static str, &'static str)] {
-    let mut i = 0;
-    while i < pairs.len() {
-        let (name, value) = pairs[i];
-        match hotlab_specs::knob_kind(name) {
-            Some(kind) => assert!(of_kind(kind, value), "a lesson's value is not of its knob's kind"),
-            None => panic!("a lesson sets a name that is not a knob"),
-        }
-        i += 1;
-    }
-    pairs
-}
-
 /// A lesson's fixes, each `KEY=VALUE`, checked as [`checked`] checks its settings.
 const fn fixes(changes: &'static [&'static str]) -> &'static [&'static str] {
     let mut i = 0;
@@ -84,62 +77,83 @@ const fn fixes(changes: &'static [&'static str]) -> &'static [&'static str] {
     changes
 }
 
-/// A lesson's slow setting: its own knobs (by name, as text), then those of the small world
-/// it shares with its workload's other lessons that it does not set itself. It serializes
-/// as the one list of pairs it stands for.
+/// A lesson's slow setting: a typed edit of the default spec (the lesson's own), over the
+/// small world it shares with its workload's other lessons, which its own edit overrides.
+/// It serializes as the knobs it sets, each with its value as text (`[["env", "morpho"],
+/// ["envs", "4"], …]`), in the knob table's order.
 #[derive(Clone, Copy, Debug)]
 pub struct Baseline {
-    own: &'static [(&'static str, &'static str)],
-    world: &'static [(&'static str, &'static str)],
+    own: fn(&mut RunSpec),
+    world: fn(&mut RunSpec),
 }
 
 impl Baseline {
-    /// Checked as the lesson's constant is evaluated (`checked`).
-    pub const fn new(own: &'static [(&'static str, &'static str)]) -> Self {
-        Baseline { own: checked(own), world: &[] }
+    pub const fn new(own: fn(&mut RunSpec)) -> Self {
+        Baseline { own, world: |_| {} }
     }
 
-    /// The same knobs over a shared small world.
-    pub const fn over(self, world: &'static [(&'static str, &'static str)]) -> Self {
-        Baseline { world: checked(world), ..self }
+    /// The same edit over a shared small world.
+    pub const fn over(self, world: fn(&mut RunSpec)) -> Self {
+        Baseline { world, ..self }
     }
 
-    /// Every knob and its value, the lesson's own first.
-    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
-        let shared = self.world.iter().filter(|(k, _)| !self.own.iter().any(|(o, _)| o == k));
-        self.own.iter().chain(shared).copied()
+    /// The spec it makes: the world's edit, then the lesson's own.
+    pub fn spec(&self) -> RunSpec {
+        let mut spec = RunSpec::default();
+        (self.world)(&mut spec);
+        (self.own)(&mut spec);
+        spec
+    }
+
+    /// Every knob it sets and its value as text.
+    pub fn knobs(&self) -> Vec<(&'static str, String)> {
+        knobs::changed(&RunSpec::default(), &self.spec()).into_iter().map(|(k, v)| (k.name, v)).collect()
     }
 
     /// The value it gives knob `name`.
-    pub fn get(&self, name: &str) -> Option<&'static str> {
-        self.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.knobs().into_iter().find(|(k, _)| *k == name).map(|(_, v)| v)
     }
 }
 
 impl Serialize for Baseline {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.iter())
+        s.collect_seq(self.knobs())
     }
 }
 
 /// The morpho lessons' small world: two tasks of 64 images, hosts 4 wide trained 3 epochs.
-const MORPHO_SMALL: &[(&str, &str)] =
-    &[("minibatches", "2"), ("tasks", "2"), ("task_images", "64"), ("host_width", "4"), ("host_epochs", "3")];
+const MORPHO_SMALL: fn(&mut RunSpec) = |s| {
+    let w = s.settings_mut::<MorphoSpec>();
+    w.tasks = 2;
+    w.images = 64;
+    w.width = 4;
+    w.epochs = 3;
+    s.ppo.minibatches = 2;
+};
 
 /// The dreamer lessons' small world: 4 envs, a short prefill, 8 sequences of 8 per train step.
-const DREAMER_SMALL: &[(&str, &str)] =
-    &[("envs", "4"), ("steps", "16"), ("prefill", "64"), ("batch_size", "8"), ("seq_len", "8"), ("train_ratio", "16")];
+const DREAMER_SMALL: fn(&mut RunSpec) = |s| {
+    let w = s.settings_mut::<DreamerSpec>();
+    w.prefill = 64;
+    w.batch = 8;
+    w.seq_len = 8;
+    w.train_ratio = 16.0;
+    s.envs = 4;
+    s.steps = 16;
+};
 
 /// The Breakout lessons' small world: 8 envs in 2 worker processes, one epoch of 2 minibatches.
-const BREAKOUT_SMALL: &[(&str, &str)] = &[
-    ("gym_id", "ALE/Breakout-v5"),
-    ("backend", "subprocess"),
-    ("workers", "2"),
-    ("envs", "8"),
-    ("steps", "32"),
-    ("minibatches", "2"),
-    ("epochs", "1"),
-];
+const BREAKOUT_SMALL: fn(&mut RunSpec) = |s| {
+    let w = s.settings_mut::<GymSpec>();
+    w.id = "ALE/Breakout-v5".into();
+    s.exec.backend = Backend::Subprocess;
+    s.exec.workers = 2;
+    s.envs = 8;
+    s.steps = 32;
+    s.ppo.minibatches = 2;
+    s.ppo.epochs = 1;
+};
 
 /// How long a lesson runs: `repeats` × (2 + 2 × variants) runs of `seconds` each.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -405,7 +419,17 @@ pub const LESSONS: &[Lesson] = &[
             step waits longer still. Threads share the trainer's memory and skip the pipe; a vectorized env steps \
             every env in one loop over arrays and has nothing to wait for.",
         look_at: "The env_wait phase's share in the phase split, and the round trips and spin polls per step.",
-        baseline: Baseline::new(&[("backend", "subprocess"), ("wait", "spin"), ("envs", "8"), ("workers", "2")]),
+        baseline: Baseline::new(|s| {
+
+            s.exec.backend = Backend::Subprocess;
+
+            s.exec.wait = WaitMode::Spin;
+
+            s.envs = 8;
+
+            s.exec.workers = 2;
+
+        }),
         variants: fixes(&["backend=threads", "backend=vectorized"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::IpcRoundTrips),
@@ -425,7 +449,15 @@ pub const LESSONS: &[Lesson] = &[
             more than its few bytes. Packing the step's observations into one contiguous buffer makes it one copy \
             per step; pinned (page-locked) staging lets that copy run without blocking on a GPU.",
         look_at: "Host→device copies per step and the obs_transfer phase.",
-        baseline: Baseline::new(&[("inference", "eager"), ("transfer", "per_tensor"), ("envs", "16")]),
+        baseline: Baseline::new(|s| {
+
+            s.exec.inference = Inference::Eager;
+
+            s.exec.transfer = Transfer::PerTensor;
+
+            s.envs = 16;
+
+        }),
         variants: fixes(&["transfer=packed"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
@@ -446,7 +478,15 @@ pub const LESSONS: &[Lesson] = &[
             were cheap, and the env as tensor ops costs more than the loop it replaced, so the lesson measures \
             which effect wins on this machine.",
         look_at: "Copies per step dropping to zero, and where env time goes (env_step).",
-        baseline: Baseline::new(&[("backend", "vectorized"), ("inference", "eager"), ("envs", "64")]),
+        baseline: Baseline::new(|s| {
+
+            s.exec.backend = Backend::Vectorized;
+
+            s.exec.inference = Inference::Eager;
+
+            s.envs = 64;
+
+        }),
         variants: fixes(&["backend=device"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
@@ -471,7 +511,15 @@ pub const LESSONS: &[Lesson] = &[
             Stacking every head into one tensor and copying it once makes it one sync per step. On a GPU each sync \
             also drains the launch queue, which is why this bottleneck grows with the device's speed.",
         look_at: "Host syncs per step and the action_readback phase.",
-        baseline: Baseline::new(&[("inference", "eager"), ("action_sync", "per_item"), ("envs", "16")]),
+        baseline: Baseline::new(|s| {
+
+            s.exec.inference = Inference::Eager;
+
+            s.exec.action_sync = ActionSync::PerItem;
+
+            s.envs = 16;
+
+        }),
         variants: fixes(&["action_sync=stacked"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::HostSyncs),
@@ -491,7 +539,11 @@ pub const LESSONS: &[Lesson] = &[
             small. A fused forward computes the whole policy step in one native pass, so the cost per step is the \
             arithmetic alone. A captured CUDA graph replays the launches as one on a GPU.",
         look_at: "The policy_forward phase's time per call.",
-        baseline: Baseline::new(&[("inference", "eager")]),
+        baseline: Baseline::new(|s| {
+
+            s.exec.inference = Inference::Eager;
+
+        }),
         variants: fixes(&["inference=fused"]),
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::POLICY_FORWARD),
@@ -513,16 +565,25 @@ pub const LESSONS: &[Lesson] = &[
             shuffles copied into static buffers and Adam's step count and learning rate on the device, the \
             whole update is one launch per iteration.",
         look_at: "The update's phases (update_forward, backward, optimizer) against update_graph, and steps/s.",
-        baseline: Baseline::new(&[
-            ("device", "cuda"),
-            ("backend", "device"),
-            ("inference", "graph"),
-            ("update", "eager"),
-            ("envs", "4096"),
-            ("steps", "16"),
-            ("minibatches", "2"),
-            ("lr", "0.0025"),
-        ]),
+        baseline: Baseline::new(|s| {
+
+            s.device = "cuda".into();
+
+            s.exec.backend = Backend::Device;
+
+            s.exec.inference = Inference::Graph;
+
+            s.exec.update = UpdateMode::Eager;
+
+            s.envs = 4096;
+
+            s.steps = 16;
+
+            s.ppo.minibatches = 2;
+
+            s.ppo.lr = 0.0025;
+
+        }),
         variants: fixes(&["update=graph"]),
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::OPTIMIZER),
@@ -548,7 +609,13 @@ pub const LESSONS: &[Lesson] = &[
         // Products large enough that the precision decides their time: at 256 wide the
         // conversions cost as much as bf16 saves (an AMD EPYC with AVX512-BF16, 2026-11-26:
         // 1.04× slower at 256, 1.7× faster at 1024).
-        baseline: Baseline::new(&[("precision", "fp32"), ("hidden", "1024,1024")]),
+        baseline: Baseline::new(|s| {
+
+            s.exec.precision = Precision::Fp32;
+
+            s.ppo.hidden = vec![1024, 1024];
+
+        }),
         variants: fixes(&["precision=bf16"]),
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::BACKWARD),
@@ -578,7 +645,11 @@ pub const LESSONS: &[Lesson] = &[
             the hot path; a full queue drops and counts, it never blocks. On a CPU the norms are cheap, so the \
             counts move more than the clock.",
         look_at: "The telemetry phase's calls and time.",
-        baseline: Baseline::new(&[("telemetry_every", "1")]),
+        baseline: Baseline::new(|s| {
+
+            s.telemetry.every = 1;
+
+        }),
         variants: fixes(&["telemetry_every=10"]),
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::TELEMETRY),
@@ -603,13 +674,19 @@ pub const LESSONS: &[Lesson] = &[
             host training, so the reads fall by an order of magnitude while the wall clock barely moves: the \
             lesson shows both.",
         look_at: "Lifecycle reads per env step, and the lifecycle and reward phases' share of the wall.",
-        baseline: Baseline::new(&[
-            ("env", "morpho"),
-            ("lifecycle", "loop"),
-            ("backend", "vectorized"),
-            ("envs", "4"),
-            ("steps", "4"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<MorphoSpec>();
+
+            w.lifecycle = LifecycleMode::Loop;
+
+            s.exec.backend = Backend::Vectorized;
+
+            s.envs = 4;
+
+            s.steps = 4;
+
+        })
         .over(MORPHO_SMALL),
         variants: fixes(&["lifecycle=batched"]),
         signature: Signature {
@@ -636,13 +713,19 @@ pub const LESSONS: &[Lesson] = &[
             each host's convolutions about as well as the grouped one, the batch's gathers cost more, and \
             `hotlab bench host` measures batching slower: the lever depends on where the time goes.",
         look_at: "Host passes per env step, and the host_forward and host_backward phases.",
-        baseline: Baseline::new(&[
-            ("env", "morpho"),
-            ("host_exec", "per_env"),
-            ("backend", "vectorized"),
-            ("envs", "8"),
-            ("steps", "2"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<MorphoSpec>();
+
+            w.host_exec = HostExec::PerEnv;
+
+            s.exec.backend = Backend::Vectorized;
+
+            s.envs = 8;
+
+            s.steps = 2;
+
+        })
         .over(MORPHO_SMALL),
         variants: fixes(&["host_exec=batched"]),
         signature: Signature {
@@ -667,12 +750,17 @@ pub const LESSONS: &[Lesson] = &[
             capture; on a CPU nothing is captured, so the sleepers' masked compute is all the audit sees: a \
             regression here, which the lesson shows as honestly as the fix.",
         look_at: "Topology changes per env step, and the host_forward and host_backward phases.",
-        baseline: Baseline::new(&[
-            ("env", "morpho"),
-            ("slots", "dynamic"),
-            ("envs", "4"),
-            ("steps", "4"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<MorphoSpec>();
+
+            w.slots = SlotPool::Dynamic;
+
+            s.envs = 4;
+
+            s.steps = 4;
+
+        })
         .over(MORPHO_SMALL),
         variants: fixes(&["slots=sleeper"]),
         signature: Signature {
@@ -699,7 +787,11 @@ pub const LESSONS: &[Lesson] = &[
             dominated by overhead rather than arithmetic. More envs share the same calls, so the cost per env step \
             falls until the device's arithmetic becomes the limit.",
         look_at: "The data / forward / backward split and the forward calls per env step.",
-        baseline: Baseline::new(&[("envs", "1")]),
+        baseline: Baseline::new(|s| {
+
+            s.envs = 1;
+
+        }),
         variants: fixes(&["envs=64"]),
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::POLICY_FORWARD),
@@ -722,10 +814,13 @@ pub const LESSONS: &[Lesson] = &[
             for the same replayed steps, each one fuller, until the device's arithmetic (or its memory) is the \
             limit: `hotlab bench batch` finds where.",
         look_at: "The [PROFILE] split, and train steps (replay samples) per env step.",
-        baseline: Baseline::new(&[
-            ("env", "dreamer"),
-            ("batch_size", "2"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<DreamerSpec>();
+
+            w.batch = 2;
+
+        })
         .over(DREAMER_SMALL),
         variants: fixes(&["batch_size=16"]),
         signature: Signature {
@@ -746,11 +841,15 @@ pub const LESSONS: &[Lesson] = &[
             every frame of every sequence can go through it in one call on [B·T, C, H, W], and only the RSSM \
             needs the loop. The same embeddings to rounding; T calls become one, each T times fuller.",
         look_at: "Encoder calls per env step, and the encoder's share of the forward.",
-        baseline: Baseline::new(&[
-            ("env", "dreamer"),
-            ("encoder", "per_step"),
-            ("seq_len", "16"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<DreamerSpec>();
+
+            w.encoder = EncoderMode::PerStep;
+
+            w.seq_len = 16;
+
+        })
         .over(DREAMER_SMALL),
         variants: fixes(&["encoder=batched"]),
         signature: Signature {
@@ -773,10 +872,13 @@ pub const LESSONS: &[Lesson] = &[
             drain and a read is nearly free: the syncs fall sevenfold while the wall clock barely moves, which is \
             what the lesson shows here.",
         look_at: "Host syncs per env step.",
-        baseline: Baseline::new(&[
-            ("env", "dreamer"),
-            ("loss_read", "per_item"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<DreamerSpec>();
+
+            w.loss_read = LossRead::PerItem;
+
+        })
         .over(DREAMER_SMALL),
         variants: fixes(&["loss_read=deferred"]),
         signature: Signature {
@@ -798,7 +900,11 @@ pub const LESSONS: &[Lesson] = &[
             each field's whole rollout at once makes it a handful of copies per update, whatever the rollout's \
             length.",
         look_at: "Host→device copies per update and the obs_transfer phase.",
-        baseline: Baseline::new(&[("rollout_copy", "per_step")]),
+        baseline: Baseline::new(|s| {
+
+            s.exec.rollout_copy = RolloutCopy::PerStep;
+
+        }),
         variants: fixes(&["rollout_copy=whole"]),
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
@@ -821,10 +927,13 @@ pub const LESSONS: &[Lesson] = &[
             CPU device both are memory copies, so the bytes show it and the wall barely does; on a GPU with \
             Atari's 28 KB frames the second crossing is PCIe time every update.",
         look_at: "Host-to-device bytes per env step, and obs_transfer's share of the wall.",
-        baseline: Baseline::new(&[
-            ("env", "gym"),
-            ("rollout_copy", "whole"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            s.settings_mut::<GymSpec>();
+
+            s.exec.rollout_copy = RolloutCopy::Whole;
+
+        })
         .over(BREAKOUT_SMALL),
         variants: fixes(&["rollout_copy=kept"]),
         // A count: the frames (28,224 bytes an env) moved twice against once, the bootstrap's
@@ -850,15 +959,23 @@ pub const LESSONS: &[Lesson] = &[
             surgery and the indices' copy) gives the same results. Streams are a GPU's, so this lesson runs on a \
             CUDA GPU only.",
         look_at: "Stream waits per env step, and the host phases.",
-        baseline: Baseline::new(&[
-            ("env", "morpho"),
-            ("device", "cuda"),
-            ("stream_wait", "every"),
-            ("envs", "8"),
-            ("steps", "3"),
-            ("task_images", "256"),
-            ("host_width", "8"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<MorphoSpec>();
+
+            w.stream_wait = StreamWait::Every;
+
+            w.images = 256;
+
+            w.width = 8;
+
+            s.device = "cuda".into();
+
+            s.envs = 8;
+
+            s.steps = 3;
+
+        })
         .over(MORPHO_SMALL),
         variants: fixes(&["stream_wait=moved"]),
         signature: Signature {
@@ -881,14 +998,21 @@ pub const LESSONS: &[Lesson] = &[
             env step, when the step is stored, and a batch is then one gather there plus the indices to gather. \
             A CPU has no bus to cross, so this lesson runs on a CUDA GPU only.",
         look_at: "Host→device bytes per env step and the replay phase.",
-        baseline: Baseline::new(&[
-            ("env", "dreamer"),
-            ("device", "cuda"),
-            ("replay", "host"),
-            ("batch_size", "16"),
-            ("seq_len", "16"),
-            ("train_ratio", "64"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<DreamerSpec>();
+
+            w.replay = ReplayAt::Host;
+
+            w.batch = 16;
+
+            w.seq_len = 16;
+
+            w.train_ratio = 64.0;
+
+            s.device = "cuda".into();
+
+        })
         .over(DREAMER_SMALL),
         variants: fixes(&["replay=device"]),
         signature: Signature {
@@ -916,13 +1040,19 @@ pub const LESSONS: &[Lesson] = &[
             more the split pays, up to as many processes as there are cores.",
         look_at: "The python_step phase: its time per env step and its share of the wall; and the round trips, \
             one per process each step: the processes that step their envs at the same time.",
-        baseline: Baseline::new(&[
-            ("env", "gym"),
-            ("gym_id", "Acrobot-v1"),
-            ("backend", "vectorized"),
-            ("envs", "64"),
-            ("steps", "16"),
-        ]),
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<GymSpec>();
+
+            w.id = "Acrobot-v1".into();
+
+            s.exec.backend = Backend::Vectorized;
+
+            s.envs = 64;
+
+            s.steps = 16;
+
+        }),
         variants: fixes(&["backend=subprocess"]),
         // A count, not a time, so that the check holds on a loaded machine: each process
         // answers each step, so the round trips count the processes that step at once (one
@@ -947,10 +1077,13 @@ pub const LESSONS: &[Lesson] = &[
             batch. On a CPU device both copies are memory copies, so the bytes moved show it and the wall barely \
             does; on a GPU they are PCIe transfers, where the four times is paid in time.",
         look_at: "Host-to-device bytes per env step, and obs_transfer's share of the wall.",
-        baseline: Baseline::new(&[
-            ("env", "gym"),
-            ("frames", "float"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            s.settings_mut::<GymSpec>();
+
+            s.exec.frames = Frames::Float;
+
+        })
         .over(BREAKOUT_SMALL),
         variants: fixes(&["frames=bytes"]),
         // A count: floats are 4 bytes a pixel; the actions, advantages and returns that
@@ -974,9 +1107,11 @@ pub const LESSONS: &[Lesson] = &[
             pool, the batch in one call, and its worker writes the same shared region, so nothing else in the run \
             changes. The emulator's own work is the same in both: what goes is the Python around it.",
         look_at: "Env time per env step (the workers' python_step against envpool_step, with the waits), and steps/s.",
-        baseline: Baseline::new(&[
-            ("env", "gym"),
-        ])
+        baseline: Baseline::new(|s| {
+
+            s.settings_mut::<GymSpec>();
+
+        })
         .over(BREAKOUT_SMALL),
         variants: fixes(&["env=envpool"]),
         // Timed: the Python around the emulator against EnvPool's C++, both on this box's cores.
@@ -1001,15 +1136,23 @@ pub const LESSONS: &[Lesson] = &[
             the network. The arithmetic is the same; what goes is the reordering. On a GPU cuDNN's preference depends \
             on the card and the precision, so there `auto` keeps channels first until it is measured.",
         look_at: "The backward's µs per call, then update_forward and policy_forward.",
-        baseline: Baseline::new(&[
-            ("env", "envpool"),
-            ("envpool_id", "Breakout-v5"),
-            ("envs", "8"),
-            ("steps", "32"),
-            ("minibatches", "2"),
-            ("epochs", "1"),
-            ("conv_layout", "nchw"),
-        ]),
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<EnvpoolSpec>();
+
+            w.id = "Breakout-v5".into();
+
+            s.envs = 8;
+
+            s.steps = 32;
+
+            s.ppo.minibatches = 2;
+
+            s.ppo.epochs = 1;
+
+            s.exec.conv_layout = ConvLayout::Nchw;
+
+        }),
         variants: fixes(&["conv_layout=nhwc"]),
         // Timed: the kernels' reorders against none, on this box's oneDNN.
         signature: Signature {
@@ -1038,15 +1181,23 @@ pub const LESSONS: &[Lesson] = &[
             (docs/benchmarks.md), not here. It runs on InvertedPendulum-v5, MuJoCo's cheapest; any id runs it \
             (--set gym_id=HalfCheetah-v5), and the heavier the step the more the split pays.",
         look_at: "Round trips per env step, and python_step's and env_wait's shares of the wall.",
-        baseline: Baseline::new(&[
-            ("env", "gym"),
-            ("gym_id", "InvertedPendulum-v5"),
-            ("backend", "subprocess"),
-            ("envs", "1"),
-            ("steps", "256"),
-            ("minibatches", "4"),
-            ("epochs", "4"),
-        ]),
+        baseline: Baseline::new(|s| {
+
+            let w = s.settings_mut::<GymSpec>();
+
+            w.id = "InvertedPendulum-v5".into();
+
+            s.exec.backend = Backend::Subprocess;
+
+            s.envs = 1;
+
+            s.steps = 256;
+
+            s.ppo.minibatches = 4;
+
+            s.ppo.epochs = 4;
+
+        }),
         variants: fixes(&["envs=8"]),
         // A count: with one env each env step is a round trip; with 8 over (up to) 2
         // processes, at most one per 4 env steps.
@@ -1072,7 +1223,15 @@ pub const LESSONS: &[Lesson] = &[
             same outputs (the rollout's log-probs, to float rounding). Acting stays one cell call per step: there \
             the next input is not known before the env steps.",
         look_at: "update_core's calls per env step and its time per call, then update_forward and backward.",
-        baseline: Baseline::new(&[("rnn", "lstm"), ("rnn_width", "64"), ("rnn_update", "stepped")]),
+        baseline: Baseline::new(|s| {
+
+            s.ppo.rnn = Rnn::Lstm;
+
+            s.ppo.rnn_width = 64;
+
+            s.exec.rnn_update = RnnUpdate::Stepped;
+
+        }),
         variants: fixes(&["rnn_update=sequence"]),
         // A count: CartPole's default 4 envs × 128 steps, 4 minibatches of one env, 4 epochs:
         // 4 core calls per env step stepped; sequence, one per stretch between episode starts.
@@ -1121,14 +1280,12 @@ impl Lesson {
 
     /// The baseline spec with `params` over it.
     pub fn spec(&self, params: &Params) -> Result<RunSpec, SpecError> {
-        let Ok(Value::Object(mut fields)) = serde_json::to_value(RunSpec::default()) else {
-            return Err(SpecError::new("lesson", "the default spec does not serialize"));
+        let Ok(Value::Object(mut fields)) = serde_json::to_value(self.baseline.spec()) else {
+            return Err(SpecError::new("lesson", "the baseline spec does not serialize"));
         };
         let seconds = params.seconds.unwrap_or(self.budget.seconds);
         let budget = [("total_steps", LESSON_STEPS.to_string()), ("seconds", seconds.to_string())];
-        let own = self.baseline.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        for (key, text) in budget.into_iter().map(|(k, v)| (k.to_string(), v)).chain(own).chain(params.settings.clone())
-        {
+        for (key, text) in budget.into_iter().map(|(k, v)| (k.to_string(), v)).chain(params.settings.clone()) {
             let knob = knobs::find(&key).ok_or_else(|| {
                 SpecError::new("settings", format!("'{key}' is not a knob; the knobs: {}", knob_names()))
             })?;
@@ -1172,8 +1329,8 @@ impl Lesson {
     /// Runs in the whole lesson.
     /// The device its runs ask for: `device` in the settings, else its baseline's, else auto.
     pub fn device(&self, params: &Params) -> String {
-        let baseline = self.baseline.get("device").unwrap_or("auto");
-        params.settings.get("device").map_or(baseline, String::as_str).to_string()
+        let baseline = self.baseline.get("device").unwrap_or_else(|| "auto".into());
+        params.settings.get("device").cloned().unwrap_or(baseline)
     }
 
     /// `params` with the budget the lesson gets where its runs go to a CUDA device (`cuda`),
@@ -1225,32 +1382,30 @@ mod tests {
     }
 
     #[test]
-    fn a_baseline_is_its_own_knobs_then_its_worlds_and_serializes_as_one_list() {
+    fn a_baseline_is_its_world_then_its_own_edit_and_serializes_as_one_list() {
         let l = find("world-model-batch").unwrap();
-        let pairs: Vec<_> = l.baseline.iter().collect();
+        let text = |pairs: &[(&'static str, &str)]| pairs.iter().map(|(k, v)| (*k, v.to_string())).collect::<Vec<_>>();
         assert_eq!(
-            pairs,
-            [
+            l.baseline.knobs(),
+            text(&[
                 ("env", "dreamer"),
                 ("batch_size", "2"),
-                ("envs", "4"),
-                ("steps", "16"),
-                ("prefill", "64"),
                 ("seq_len", "8"),
-                ("train_ratio", "16")
-            ],
-            "the lesson's batch over the world's"
+                ("train_ratio", "16.0"),
+                ("prefill", "64"),
+                ("steps", "16"),
+            ]),
+            "the lesson's batch over the world's, in the knob table's order; the world's 4 envs are the default's"
         );
-        assert_eq!((l.baseline.get("batch_size"), l.baseline.get("lr")), (Some("2"), None));
+        assert_eq!((l.baseline.get("batch_size"), l.baseline.get("lr")), (Some("2".into()), None));
         let json = serde_json::to_value(l).unwrap();
         assert_eq!(json["baseline"][1], serde_json::json!(["batch_size", "2"]));
-        assert_eq!(json["baseline"].as_array().unwrap().len(), 7);
+        assert_eq!(json["baseline"].as_array().unwrap().len(), 6);
         for l in LESSONS {
-            let mut keys: Vec<&str> = l.baseline.iter().map(|(k, _)| k).collect();
-            let n = keys.len();
-            keys.sort();
-            keys.dedup();
-            assert_eq!(keys.len(), n, "{}: a knob set twice", l.id);
+            // What it serializes makes its spec: the settings the lab shows are what it runs.
+            let pairs = l.baseline.knobs();
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            assert_eq!(knobs::apply_text(RunSpec::default(), &pairs).unwrap(), l.baseline.spec(), "{}", l.id);
         }
     }
 

@@ -121,6 +121,34 @@ pub fn apply_text(spec: RunSpec, pairs: &[(&str, &str)]) -> Result<RunSpec, Spec
     apply(spec, &given)
 }
 
+/// What `spec` sets over `base`, knob by knob in the table's order, each with its value
+/// as text that its knob's parser reads back: `env` where the workload differs, then each
+/// knob of the spec's workload and of the run whose value differs from `base` with its
+/// workload made the spec's (what `--env NAME` alone makes). What a preset's flags and a
+/// lesson's settings are made from.
+pub fn changed(base: &RunSpec, spec: &RunSpec) -> Vec<(&'static Knob, String)> {
+    let json = |s: &RunSpec| serde_json::to_value(s).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+    let env = spec.env();
+    let switched = base.env() != env;
+    let mut base = base.clone();
+    if switched {
+        base.workload = WorkloadSpec::default_for(env);
+    }
+    let (a, b) = (json(spec), json(&base));
+    let mut out = Vec::new();
+    for knob in KNOBS.iter().filter(|k| k.applies_to(env.as_str())) {
+        let value = knob.get(&a);
+        let differs = match knob.path {
+            "workload" => switched,
+            _ => value != knob.get(&b),
+        };
+        if differs {
+            out.push((knob, hotlab_core::knob::text(value.as_ref())));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

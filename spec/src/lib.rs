@@ -194,6 +194,15 @@ impl RunSpec {
         S::of(&self.workload)
     }
 
+    /// The workload's settings of type `S` to change, the workload made `S`'s (at its
+    /// defaults) where it was another: what `--env` then a workload's flags do, typed.
+    pub fn settings_mut<S: Registered>(&mut self) -> &mut S {
+        if S::of(&self.workload).is_none() {
+            self.workload = S::default().into_workload();
+        }
+        S::of_mut(&mut self.workload).expect("the workload was just made S's")
+    }
+
     /// Its settings around the workload's, as the workload's report rules read them.
     pub fn context(&self) -> RunContext<'_> {
         RunContext {

@@ -8,7 +8,6 @@ use super::knobs;
 use super::RunSpec;
 use hotlab_core::knob::KnobKind;
 use hotlab_specs::AnyPreset;
-use serde_json::{Map, Value};
 
 /// What the spec makes of a preset (a workload's declaration): its whole spec, its flags,
 /// and the preset of a name.
@@ -33,29 +32,13 @@ impl PresetSpec for AnyPreset {
     }
 
     fn flags(&self) -> Vec<String> {
-        let json = |s: &RunSpec| serde_json::to_value(s).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
-        let spec = json(&self.spec());
-        // What `--env NAME` alone makes: the workload's own settings at their defaults.
-        let env = self.spec().env();
-        let base = json(&RunSpec { workload: hotlab_specs::WorkloadSpec::default_for(env), ..RunSpec::default() });
-        let changed = |k: &hotlab_core::knob::Knob, a: &Map<String, Value>, b: &Map<String, Value>| {
-            k.applies_to(env.as_str()) && k.get(a) != k.get(b)
-        };
         let mut args = Vec::new();
-        for knob in knobs::KNOBS.iter() {
-            let differs = match knob.path {
-                "workload" => env != RunSpec::default().env(),
-                _ => changed(knob, &spec, &base),
-            };
-            if !differs {
-                continue;
-            }
+        for (knob, value) in knobs::changed(&RunSpec::default(), &self.spec()) {
             let flag = hotlab_core::knob::flag_of(knob.name);
-            let value = knob.get(&spec);
             match knob.kind {
-                KnobKind::Bool if value == Some(Value::Bool(false)) => args.push(flag.replacen("--", "--no-", 1)),
+                KnobKind::Bool if value == "false" => args.push(flag.replacen("--", "--no-", 1)),
                 KnobKind::Bool => args.push(flag),
-                _ => args.extend([flag, hotlab_core::knob::text(value.as_ref())]),
+                _ => args.extend([flag, value]),
             }
         }
         args

@@ -235,7 +235,7 @@ pub fn params(link: &LessonLink) -> Params {
 
 /// A knob's value in the lesson as linked: the link's, else the lesson's baseline's.
 fn value_of(lesson: &Lesson, link: &LessonLink, name: &str) -> String {
-    link.settings.get(name).cloned().or_else(|| lesson.baseline.get(name).map(str::to_string)).unwrap_or_default()
+    link.settings.get(name).cloned().or_else(|| lesson.baseline.get(name)).unwrap_or_default()
 }
 
 #[component]
@@ -280,7 +280,8 @@ pub fn LessonView(link: LessonLink, operator: Signal<bool>, go: Callback<Route>)
     let shown: Vec<(&'static str, String)> = link.with_value(|l| {
         lesson
             .baseline
-            .iter()
+            .knobs()
+            .into_iter()
             .filter(|(k, _)| !l.hide.iter().any(|h| h == k))
             .map(|(k, _)| (k, value_of(lesson, l, k)))
             .collect()
@@ -416,7 +417,7 @@ mod tests {
         let bare = Lesson { id: "not-recorded", on_gpu: None, ..recorded.clone() };
         assert_eq!(on_a_gpu(&bare), "no figure recorded on a GPU for this lesson yet");
         let (seen_as, line) =
-            seen(&Lesson { baseline: lessons::Baseline::new(&[("device", "cuda")]), ..bare }, None, false);
+            seen(&Lesson { baseline: lessons::Baseline::new(|s| s.device = "cuda".into()), ..bare }, None, false);
         assert_eq!(
             (seen_as, line.as_str()),
             (Seen::NeedsGpu, "needs a GPU; no figure recorded on a GPU for this lesson yet")

@@ -59,6 +59,10 @@ macro_rules! workload_list {
 pub trait Registered: Settings + Sized {
     /// These settings, when `workload` is their workload.
     fn of(workload: &WorkloadSpec) -> Option<&Self>;
+    /// The same, to change them.
+    fn of_mut(workload: &mut WorkloadSpec) -> Option<&mut Self>;
+    /// Their workload, with them.
+    fn into_workload(self) -> WorkloadSpec;
 }
 
 /// The registry ([`workload_list!`], one line per workload) as this crate reads it: each
@@ -182,6 +186,17 @@ macro_rules! registry {
                     WorkloadSpec::$variant(s) => Some(s),
                     _ => None,
                 }
+            }
+
+            fn of_mut(workload: &mut WorkloadSpec) -> Option<&mut Self> {
+                match workload {
+                    WorkloadSpec::$variant(s) => Some(s),
+                    _ => None,
+                }
+            }
+
+            fn into_workload(self) -> WorkloadSpec {
+                WorkloadSpec::$variant(self)
             }
         })+
 

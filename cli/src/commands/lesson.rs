@@ -156,7 +156,7 @@ fn list(a: ListArgs) -> Outcome<()> {
         return Ok(());
     }
     for l in lessons::LESSONS {
-        let base: Vec<String> = l.baseline.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let base: Vec<String> = l.baseline.knobs().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!("{:<20} row {:>2}  {}", l.id, l.row, l.title);
         println!("{:<28}{} → {}", "", base.join(" "), l.variants.join(" | "));
     }
