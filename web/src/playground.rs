@@ -15,7 +15,7 @@ use crate::pg_engine::{
 };
 use hotlab_protocol::{RunInfo, RunStatus};
 use hotlab_specs::EnvName;
-use hotlab_views::cartpole::web::{draw_one, Cell};
+use hotlab_views::cartpole::{draw_one, Cell};
 use hotlab_wgpu::gpu::Gpu;
 use hotlab_wgpu::{Actor, Policy, Setup, Tally};
 use leptos::prelude::*;

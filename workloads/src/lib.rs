@@ -13,20 +13,18 @@
 //! | `gym` | [`gym`] | any Gymnasium env, in Python worker processes over shared memory, the MLP or CNN actor-critic |
 //! | `envpool` | [`envpool`] | EnvPool's C++ envs, a batch on EnvPool's threads in a worker process, through gym's region |
 //!
-//! Adding a workload: a folder here and a line in the registry (`specs.rs`,
-//! `hotlab_specs::workload_list!`; see `docs/architecture.md`). The folder's `mod.rs` and its
-//! modules are its native code, implementing [`Workload`], and its settings implement
-//! [`Native`] (the `load` the registry calls, and its hooks); two files of the folder are
-//! modules of the crates rooted beside this one: `spec.rs`, its declarations (settings,
-//! knobs, phases, counts, frame, report rules), of `hotlab-specs` (`specs.rs`: the lab and
-//! the browser know them), and `web.rs`, its view, of `hotlab-views` (`views.rs`).
+//! Adding a workload: a folder here and a line in the registry (`registry.rs`; see
+//! `docs/architecture.md`). Three crates read the folder, each its part, as its `mod.rs`
+//! says: its native code (`native.rs` and the modules it declares) is this crate's,
+//! implementing [`Workload`], with its settings implementing [`Native`] (the `load` the
+//! registry calls, and its hooks); its declarations (`spec.rs`: settings, knobs, phases,
+//! counts, frame, report rules) are `hotlab-specs`' (`specs.rs`: the lab and the browser
+//! know them), and its view (`web.rs`) is `hotlab-views`' (`views.rs`).
 
 /// The registry as this crate reads it: each workload's folder (its native code) and its
 /// [`Native`] hooks.
 macro_rules! registry {
     ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
-        $($(#[$doc])* pub mod $module;)+
-
         /// The workload a spec names, loaded (a proof world's queries generated and
         /// labelled, a knowledge-base file parsed); a bad setting is refused naming its field.
         pub fn load(spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
@@ -59,6 +57,11 @@ macro_rules! registry {
 }
 
 hotlab_specs::workload_list!(registry);
+
+// The workload folders, whose `mod.rs` give this crate their `native.rs`.
+#[path = "registry.rs"]
+mod registry;
+pub use registry::*;
 
 /// A workload's native side as the registry calls it: `load`, and hooks each with a
 /// default for the workloads that have nothing to add.

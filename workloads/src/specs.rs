@@ -1,9 +1,11 @@
 //! `hotlab-specs`: the registry. Each workload is a folder (`workloads/src/<name>/`) and a
-//! line of [`workload_list!`] (below): its variant, its name as `--env` and as its key in a
-//! spec's JSON, its folder, its settings type. Every crate that knows the workloads invokes
-//! that list with a macro of its own: this crate takes each folder's `spec.rs` (its
-//! declarations: settings, knobs, choices, phases, counts, presets, rollout frame, report
-//! rules), `hotlab-workloads` its native code (`mod.rs`), `hotlab-views` its view (`web.rs`).
+//! line of `registry.rs` (`pub mod name;`), which this crate's build script reads into
+//! [`workload_list!`]: its variant, its name as `--env` and as its key in a spec's JSON, its
+//! folder, its settings type. Every crate that knows the workloads invokes that list with a
+//! macro of its own, and reads `registry.rs` as a module of its own: this crate takes each
+//! folder's `spec.rs` (its declarations: settings, knobs, choices, phases, counts, presets,
+//! rollout frame, report rules), `hotlab-workloads` its native code (`native.rs`),
+//! `hotlab-views` its view (`web.rs`); each folder's `mod.rs` says which is which.
 //!
 //! From the list come [`EnvName`], [`WorkloadSpec`] (in JSON an object with one key, the
 //! workload's name: `{"proof": {"kb": …}}`), every workload's knobs ([`knobs`]), presets,
@@ -11,8 +13,7 @@
 //! words and names this crate as the other crates do: `hotlab_specs::…`.
 //!
 //! This file is the crate's root, beside the workload folders (its `Cargo.toml` is
-//! `workloads/specs/`): the folders' `spec.rs` are its modules as Rust finds them.
-//! The crates above name it as `hotlab_specs`.
+//! `workloads/specs/`). The crates above name it as `hotlab_specs`.
 
 // A folder's declarations name this crate as the other crates are named: `hotlab_specs::…`.
 extern crate self as hotlab_specs;
@@ -28,31 +29,13 @@ use hotlab_core::run::RunPart;
 use hotlab_core::run::{ExecSpec, RunContext};
 use serde::{Deserialize, Serialize};
 
-/// Calls `CALLBACK! { … }` with the workloads, one per line: `/// doc`, then `Variant =
-/// "name" in folder (SettingsType)`. Each crate that knows the workloads invokes it with
-/// its own macro: `hotlab_specs::workload_list!(registry);`. A new workload is its folder
-/// and a line here.
-#[macro_export]
-macro_rules! workload_list {
-    ($callback:ident) => {
-        $callback! {
-            /// Gymnasium's CartPole-v1.
-            Cartpole = "cartpole" in cartpole (CartpoleSpec),
-            /// Seed 000's proof search over a Prolog knowledge base.
-            Proof = "proof" in proof (ProofSpec),
-            /// Seeds 001–003's morphogenetic trainer: hosts that grow seeds while they learn.
-            Morpho = "morpho" in morpho (MorphoSpec),
-            /// Seed 004's DreamerV3-style learner on CartPole rendered to pixels.
-            Dreamer = "dreamer" in dreamer (DreamerSpec),
-            /// Any Gymnasium env, stepped by Python worker processes through shared memory.
-            Gym = "gym" in gym (GymSpec),
-            /// One of EnvPool's C++ envs, a batch stepped by EnvPool's threads in one worker process.
-            Envpool = "envpool" in envpool (EnvpoolSpec),
-            /// A user's own training script, run unmodified under hotlab's probe.
-            External = "external" in external (ExternalSpec),
-        }
-    };
-}
+// `workload_list!`: the registry's list (`registry.rs`), as its build script reads it.
+include!(concat!(env!("OUT_DIR"), "/workload_list.rs"));
+
+// The workload folders, whose `mod.rs` give this crate their `spec.rs`.
+#[path = "registry.rs"]
+mod registry;
+pub use registry::*;
 
 /// A workload's settings type as the registry knows it: found in a run's workload by its
 /// type (`RunSpec::settings::<MorphoSpec>()`), so no workload needs an accessor of its own.
@@ -69,12 +52,6 @@ pub trait Registered: Settings + Sized {
 /// workload's `spec.rs`, its settings, and what the spec and report need of them.
 macro_rules! registry {
     ($($(#[$doc:meta])* $variant:ident = $name:literal in $module:ident ($settings:ident)),+ $(,)?) => {
-        // Each workload's declarations live in its folder, beside its native code; its
-        // module here is what its `spec.rs` declares.
-        $(pub mod $module {
-            pub mod spec;
-            pub use spec::*;
-        })+
         $(pub use $module::$settings;)+
 
         /// A workload's name (`--env`).
@@ -407,6 +384,23 @@ pub const fn setting(
 mod tests {
     use super::*;
     use hotlab_core::counters::{ENV_COUNTS, ENV_PARTS};
+
+    /// A folder the registry's list does not name is compiled by no crate: every workload
+    /// folder (one with a `mod.rs`) is a line of `registry.rs`, and each line a folder.
+    #[test]
+    fn every_workload_folder_is_a_line_of_the_registry() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../src");
+        let mut folders: Vec<String> = std::fs::read_dir(&src)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().join("mod.rs").is_file())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
+        folders.sort();
+        let mut listed = EnvName::ALL.to_vec();
+        listed.sort();
+        assert_eq!(folders, listed, "a workload folder needs its line in workloads/src/registry.rs: `pub mod NAME;`");
+    }
 
     /// A suggested knob names one of its workload's own knobs (a misspelt one would drop
     /// the launch form's list without a word).

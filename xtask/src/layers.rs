@@ -4,35 +4,48 @@
 //! only from files of its own layer or below, and no files take names from each other
 //! in a circle, a module's parts taking names from the module itself aside (a child's
 //! `super::Type`). Declaring a module (`mod x;`) is not an import; test modules
-//! (`#[cfg(test)] mod …`) are left out, as are comments and strings.
+//! (`#[cfg(test)] mod …`) are left out, as are comments and strings. A crate's files are
+//! those its root declares, followed as rustc follows them (`#[path]` too), so the three
+//! crates that read the workload folders are three crates here as well.
 
 use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// One crate's rules: its source folder and its layers, top first. A layer lists paths
-/// under `src/` (a folder ends in `/`); a file no layer names is in `rest`.
+/// One crate's rules: its source folder, its root file, its own cfg and its layers, top
+/// first. A layer lists paths under `src/` (a folder ends in `/`); a file no layer names is
+/// in `rest`.
 pub struct Crate {
     pub src: &'static str,
+    /// The crate's root, under `src` (`lib.rs`, `main.rs`, `specs.rs`).
+    pub root: &'static str,
     pub layers: &'static [(u8, &'static [&'static str])],
     pub rest: u8,
-    /// A crate whose root sits in `src` beside the workload folders, and its modules: the
-    /// root `ROOT` and each folder's `FILE`, as `<name>::FILE` (`hotlab-specs`: `specs.rs`,
-    /// each `spec.rs`; `hotlab-views`: `views.rs`, each `web.rs`). None: every file under
-    /// `src` is the crate's (less those of the crates beside it).
-    pub beside: Option<(&'static str, &'static str)>,
+    /// The cfg its build script sets (`hotlab_crate = "specs"`): a module declared under
+    /// another value of that key is another crate's.
+    pub cfg: Option<(&'static str, &'static str)>,
+}
+
+impl Crate {
+    const fn new(src: &'static str) -> Self {
+        Crate { src, root: "lib.rs", layers: &[], rest: 0, cfg: None }
+    }
+
+    /// A crate rooted beside the workload folders, reading its part of each.
+    const fn reading_folders(root: &'static str, part: &'static str) -> Self {
+        Crate { root, cfg: Some(("hotlab_crate", part)), ..Crate::new("workloads/src") }
+    }
 }
 
 /// The rules of docs/architecture.md ("Inside each crate").
 pub const CRATES: &[Crate] = &[
-    Crate { src: "core/src", layers: &[], rest: 0, beside: None },
-    Crate { src: "workloads/src", layers: &[], rest: 0, beside: Some(("specs.rs", "spec.rs")) },
-    Crate { src: "spec/src", layers: &[], rest: 0, beside: None },
-    Crate { src: "env/src", layers: &[], rest: 0, beside: None },
-    Crate { src: "report/src", layers: &[], rest: 0, beside: None },
-    Crate { src: "protocol/src", layers: &[], rest: 0, beside: None },
+    Crate::new("core/src"),
+    Crate::reading_folders("specs.rs", "specs"),
+    Crate::new("spec/src"),
+    Crate::new("env/src"),
+    Crate::new("report/src"),
+    Crate::new("protocol/src"),
     Crate {
-        src: "train/src",
         layers: &[
             (5, &["gpu_check/"]),
             (4, &["models/"]),
@@ -41,25 +54,22 @@ pub const CRATES: &[Crate] = &[
             (0, &["kernels.rs", "profiler.rs", "system.rs"]),
         ],
         rest: 3,
-
-        beside: None,
+        ..Crate::new("train/src")
     },
-    Crate { src: "workloads/src", layers: &[], rest: 0, beside: None },
-    Crate { src: "workloads/src", layers: &[], rest: 0, beside: Some(("views.rs", "web.rs")) },
+    Crate::reading_folders("lib.rs", "workloads"),
+    Crate::reading_folders("views.rs", "views"),
     Crate {
-        src: "lab/src",
         layers: &[
             (4, &["lib.rs", "server.rs", "api.rs", "audit_api.rs", "sweep_api.rs", "worker_api.rs"]),
             (3, &["error.rs", "extract.rs", "state.rs", "guard.rs"]),
             (1, &["wire/"]),
         ],
         rest: 2,
-
-        beside: None,
+        ..Crate::new("lab/src")
     },
-    Crate { src: "cli/src", layers: &[(2, &["main.rs"]), (1, &["commands/"])], rest: 0, beside: None },
-    Crate { src: "web/src", layers: &[], rest: 0, beside: None },
-    Crate { src: "wgpu-env/src", layers: &[], rest: 0, beside: None },
+    Crate { root: "main.rs", layers: &[(2, &["main.rs"]), (1, &["commands/"])], ..Crate::new("cli/src") },
+    Crate { root: "main.rs", ..Crate::new("web/src") },
+    Crate::new("wgpu-env/src"),
 ];
 
 /// A file of a crate: where it is, its module path, its layer.
@@ -92,7 +102,7 @@ pub fn check(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
     for c in CRATES {
         let f = check_crate(root, c)?;
-        let name = c.beside.map_or(c.src.to_string(), |(root_file, _)| format!("{}/{root_file}", c.src));
+        let name = format!("{}/{}", c.src, c.root);
         eprintln!(
             "    {:<22} {:>4} files {:>5} imports {:>3} upward {:>3} circles",
             name,
@@ -133,6 +143,16 @@ pub fn check_crate(root: &Path, c: &Crate) -> Result<Findings> {
         .filter(|p| index.contains_key(p.as_slice()))
         .filter_map(|p| Some((p.last()?.clone(), p)))
         .collect();
+    // A module's `pub use part::*;` of a module of its own: `m::x` is `m::part::x`.
+    let globs: HashMap<&[String], Vec<String>> = files
+        .iter()
+        .zip(&codes)
+        .flat_map(|(f, code)| glob_uses(code).into_iter().map(move |g| (f, g)))
+        .filter_map(|(f, g)| {
+            let target = absolute(&f.module, &g, |m| index.contains_key(m))?;
+            index.contains_key(target.as_slice()).then_some((f.module.as_slice(), target))
+        })
+        .collect();
     // The crate's own name, where its root gives it one (a folder's file beside the crate's
     // root names the crate so): `name::…` is `crate::…`.
     let own = files.iter().zip(&codes).find(|(f, _)| f.module.is_empty()).and_then(|(_, code)| self_name(code));
@@ -143,6 +163,7 @@ pub fn check_crate(root: &Path, c: &Crate) -> Result<Findings> {
             if let Some(target) = abs.first().and_then(|a| aliases.get(a)).filter(|_| !index.contains_key(&abs[..1])) {
                 abs.splice(..1, target.iter().cloned());
             }
+            through_globs(&mut abs, &globs, |m| index.contains_key(m));
             // The longest prefix that is a file: the file that defines (or re-exports) the name.
             let Some((k, &j)) = (0..=abs.len()).rev().find_map(|k| index.get(&abs[..k]).map(|j| (k, j))) else {
                 continue;
@@ -180,64 +201,106 @@ pub fn check_crate(root: &Path, c: &Crate) -> Result<Findings> {
     Ok(Findings { files: files.len(), imports: edges.len(), upward, circles })
 }
 
-/// The crate's files with their module paths and layers.
+/// The crate's files with their module paths and layers: its root, then each module
+/// declared (`mod x;`), found as rustc finds it: `x.rs` or `x/mod.rs` beside a root, a
+/// `mod.rs` or a file loaded by `#[path]`, else in the declaring file's own folder; a
+/// `#[path = "…"]` beside the declaring file. Test modules and those under another value
+/// of the crate's cfg are left out.
 fn crate_files(root: &Path, c: &Crate) -> Result<Vec<File>> {
     let src = root.join(c.src);
-    if let Some((root_file, file)) = c.beside {
-        let mut files = vec![File { path: format!("{}/{root_file}", c.src), module: Vec::new(), layer: c.rest }];
-        for dir in std::fs::read_dir(&src)? {
-            let dir = dir?.path();
-            if dir.join(file).is_file() {
-                let workload = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
-                let module = vec![workload.clone(), file.trim_end_matches(".rs").to_string()];
-                files.push(File { path: format!("{}/{workload}/{file}", c.src), module, layer: c.rest });
-            }
-        }
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        return Ok(files);
-    }
-    let mut found = Vec::new();
-    walk(&src, &mut found)?;
     let mut files = Vec::new();
-    for p in found {
-        let rel = p.strip_prefix(&src).unwrap_or(&p).to_string_lossy().replace('\\', "/");
-        // The files of the crates beside the workload folders are theirs, not this one's.
-        let in_folder = rel.matches('/').count() == 1;
-        let beside = CRATES.iter().filter(|o| o.src == c.src).filter_map(|o| o.beside);
-        let theirs = beside.into_iter().any(|(r, f)| r == rel || (in_folder && rel.rsplit('/').next() == Some(f)));
-        if theirs || !rel.ends_with(".rs") {
-            continue;
+    let mut todo = vec![(c.root.to_string(), Vec::<String>::new(), true)];
+    while let Some((rel, module, owns_folder)) = todo.pop() {
+        let text = std::fs::read_to_string(src.join(&rel)).with_context(|| format!("reading {}/{rel}", c.src))?;
+        let here = rel.rsplit_once('/').map_or("", |(dir, _)| dir).to_string();
+        let folder = if owns_folder { here.clone() } else { rel.trim_end_matches(".rs").to_string() };
+        let join = |dir: &str, name: &str| if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
+        for d in declared_modules(&text, c.cfg) {
+            let child: Vec<String> = module.iter().cloned().chain([d.name.clone()]).collect();
+            let (path, owns) = match d.path {
+                Some(p) => (join(&here, &p), true),
+                None if src.join(join(&folder, &format!("{}.rs", d.name))).is_file() => {
+                    (join(&folder, &format!("{}.rs", d.name)), false)
+                }
+                None => (join(&folder, &format!("{}/mod.rs", d.name)), true),
+            };
+            todo.push((path, child, owns));
         }
         let layer = c
             .layers
             .iter()
             .find(|(_, paths)| paths.iter().any(|l| if l.ends_with('/') { rel.starts_with(l) } else { rel == *l }))
             .map_or(c.rest, |(n, _)| *n);
-        files.push(File { path: format!("{}/{rel}", c.src), module: module_of(&rel), layer });
+        files.push(File { path: format!("{}/{rel}", c.src), module, layer });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let p = entry?.path();
-        if p.is_dir() {
-            walk(&p, out)?;
-        } else {
-            out.push(p);
-        }
-    }
-    Ok(())
+/// A module a file declares out of line (`mod x;`), and its `#[path]` if it has one.
+struct Declared {
+    name: String,
+    path: Option<String>,
 }
 
-/// `a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs` and `main.rs` the crate's root.
-fn module_of(rel: &str) -> Vec<String> {
-    let mut parts: Vec<String> = rel.trim_end_matches(".rs").split('/').map(String::from).collect();
-    if matches!(parts.last().map(String::as_str), Some("mod")) || matches!(rel, "lib.rs" | "main.rs") {
-        parts.pop();
+/// The out-of-line modules `text` declares, read line by line as rustfmt lays them out
+/// (each attribute on its own line above the item); those under `#[cfg(test)]` or under
+/// another value of `cfg`'s key are left out.
+fn declared_modules(text: &str, cfg: Option<(&str, &str)>) -> Vec<Declared> {
+    let code = code_of(text);
+    let raw: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        let item = line.trim();
+        let item = item.strip_prefix("pub(crate) ").or_else(|| item.strip_prefix("pub ")).unwrap_or(item);
+        let Some(name) = item.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) else { continue };
+        let attributes = raw[..i].iter().rev().map(|l| l.trim()).take_while(|l| l.starts_with("#["));
+        let (mut path, mut kept) = (None, true);
+        for a in attributes {
+            let inner = a.trim_start_matches("#[").trim_end_matches(']');
+            if inner == "cfg(test)" {
+                kept = false;
+            } else if let Some(p) = inner.strip_prefix("path = ") {
+                path = Some(p.trim_matches('"').to_string());
+            } else if let (Some(ours), Some(inner)) = (cfg, inner.strip_prefix("cfg(")) {
+                kept &= holds(inner.trim_end_matches(')'), ours) != Some(false);
+            } else if let (Some(ours), Some(inner)) = (cfg, inner.strip_prefix("cfg_attr(")) {
+                // `cfg_attr(KEY = "V", path = "X")`: the path where the crate's cfg is V.
+                let (predicate, attr) = inner.trim_end_matches(')').split_once(',').unwrap_or_default();
+                if let (Some(true), Some(p)) = (holds(predicate, ours), attr.trim().strip_prefix("path = ")) {
+                    path = Some(p.trim_matches('"').to_string());
+                }
+            }
+        }
+        if kept {
+            out.push(Declared { name: name.trim().to_string(), path });
+        }
     }
-    parts
+    out
+}
+
+/// Whether `KEY = "V"` holds for a crate whose cfg is `ours`; None for another key.
+fn holds(predicate: &str, (key, value): (&str, &str)) -> Option<bool> {
+    let (k, v) = predicate.split_once('=')?;
+    (k.trim() == key).then(|| v.trim().trim_matches('"') == value)
+}
+
+/// `abs` followed through the `pub use part::*;` of the modules on its way: where a
+/// segment is not a module of its parent, and the parent re-exports one module's names,
+/// the segment is that module's.
+fn through_globs(
+    abs: &mut Vec<String>,
+    globs: &HashMap<&[String], Vec<String>>,
+    is_module: impl Fn(&[String]) -> bool,
+) {
+    for _ in 0..8 {
+        let Some(k) = (0..=abs.len()).rev().find(|&k| is_module(&abs[..k])) else { return };
+        if k == abs.len() {
+            return;
+        }
+        let Some(target) = globs.get(&abs[..k]) else { return };
+        abs.splice(..k, target.iter().cloned());
+    }
 }
 
 /// `path` (as written in `module`) from the crate's root: `crate::`, `super::` and `self::`
@@ -459,6 +522,11 @@ fn public_uses(code: &str) -> Vec<Vec<String>> {
     out
 }
 
+/// The modules a file re-exports whole (`pub use part::*;`), as written.
+fn glob_uses(code: &str) -> Vec<Vec<String>> {
+    code.lines().filter_map(|l| l.trim().strip_prefix("pub use ")?.strip_suffix("::*;").map(segments)).collect()
+}
+
 /// Where `word` stands as a whole word in `s`.
 fn find_word(s: &str, word: &str) -> Option<usize> {
     let mut from = 0;
@@ -612,7 +680,7 @@ mod tests {
         }
     }
 
-    const RULES: Crate = Crate { src: "k/src", layers: &[(2, &["top/"]), (0, &["low.rs"])], rest: 1, beside: None };
+    const RULES: Crate = Crate { layers: &[(2, &["top/"]), (0, &["low.rs"])], rest: 1, ..Crate::new("k/src") };
 
     /// A lower layer taking a name from a higher one is refused, naming both files, the
     /// name and the layers; the same import downward passes.
@@ -703,6 +771,40 @@ pub fn f() -> k::top::Up { k::top::Up }
         ]);
         let f = check_crate(&dir.0, &RULES).unwrap();
         assert_eq!(f.circles.len(), 1, "low.rs -> m/part.rs through the root's alias: {f:?}");
+    }
+
+    /// Two crates rooted beside one folder, each reading its part of it as the folder's
+    /// `mod.rs` says (`#[cfg_attr(hotlab_crate = …, path = …)]`, a module by `path` owning
+    /// the folder): each crate has its own files, and a name re-exported whole (`pub use
+    /// part::*;`) is followed to the file that holds it.
+    #[test]
+    fn a_folder_read_by_two_crates_gives_each_its_part() {
+        let dir = tree(&[
+            ("k/src/a.rs", "#[path = \"list.rs\"]\nmod list;\npub use list::*;\n"),
+            ("k/src/b.rs", "#[path = \"list.rs\"]\nmod list;\npub use list::*;\n"),
+            ("k/src/list.rs", "/// The folder.\npub mod w;\n"),
+            (
+                "k/src/w/mod.rs",
+                "#[cfg_attr(hotlab_crate = \"a\", path = \"spec.rs\")]\n#[cfg_attr(hotlab_crate = \"b\", path = \"native.rs\")]\npub mod part;\npub use part::*;\n",
+            ),
+            ("k/src/w/spec.rs", "pub struct S;\n"),
+            ("k/src/w/native.rs", "pub mod more;\npub struct N(more::P);\n"),
+            ("k/src/w/more.rs", "pub struct P;\npub fn f() -> crate::w::N { todo!() }\n"),
+        ]);
+        // native.rs and mod.rs high, more.rs low: more.rs's `crate::w::N` is upward, and
+        // the check must find N in native.rs, not in the mod.rs that re-exports it.
+        let layers: &[(u8, &[&str])] = &[(2, &["w/native.rs", "w/mod.rs"]), (0, &["w/more.rs"])];
+        let files = |root, part| {
+            let c = Crate { root, layers, rest: 1, cfg: Some(("hotlab_crate", part)), ..Crate::new("k/src") };
+            let found: Vec<String> = crate_files(&dir.0, &c).unwrap().into_iter().map(|f| f.path).collect();
+            (found, check_crate(&dir.0, &c).unwrap())
+        };
+        let (a, _) = files("a.rs", "a");
+        assert_eq!(a, ["k/src/a.rs", "k/src/list.rs", "k/src/w/mod.rs", "k/src/w/spec.rs"]);
+        let (b, f) = files("b.rs", "b");
+        assert_eq!(b, ["k/src/b.rs", "k/src/list.rs", "k/src/w/mod.rs", "k/src/w/more.rs", "k/src/w/native.rs"]);
+        assert_eq!(f.upward, ["k/src/w/more.rs -> k/src/w/native.rs: N (layer 0 below layer 2)"], "{f:?}");
+        assert!(f.circles.is_empty(), "a module's part taking its type is no circle: {f:?}");
     }
 
     #[test]

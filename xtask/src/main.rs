@@ -52,8 +52,7 @@ Commands:
                               from seed S (default: drawn and printed); a table of targets and seconds.
                               Targets: spec, prolog, checkpoint, api-runs, api-routes, websocket.
                               CI runs the same tests at their own small budgets and fixed seeds
-  fmt                         cargo fmt, and the workload folders the registry's macros declare (cargo fmt
-                              does not reach them)
+  fmt                         cargo fmt --all (the same as plain cargo fmt)
   layers                      the import rules of docs/architecture.md, checked (what `test`'s layers suite runs):
                               no file takes names from a higher layer of its crate, no files in a circle
   peers                       EnvPool 1.2.5 in .venv-envpool, for `hotlab bench envs --peer envpool` (`test`
@@ -602,25 +601,11 @@ struct Suite {
     seconds: f64,
 }
 
-/// Each workload folder's roots: its native code (`mod.rs`, whose modules rustfmt
-/// follows), its declarations (`spec.rs`) and its view (`web.rs`).
-fn registry_files() -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for dir in std::fs::read_dir("workloads/src")? {
-        let dir = dir?.path();
-        files.extend(["mod.rs", "spec.rs", "web.rs"].map(|f| dir.join(f)).into_iter().filter(|f| f.is_file()));
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// `cargo fmt`, then the workload folders: the registry's macros declare their modules, and
-/// `cargo fmt` does not follow a module a macro declares. With `check`, changes nothing
-/// and fails on a difference.
+/// `cargo fmt --all`: every module, the workload folders' too, is declared in plain text.
+/// With `check`, changes nothing and fails on a difference.
 fn fmt(check: bool) -> Result<()> {
     let flag: &[&str] = if check { &["--check"] } else { &[] };
-    run(Command::new("cargo").args(["fmt", "--all"]).args(flag))?;
-    run(Command::new("rustfmt").args(["--edition", "2021"]).args(flag).args(registry_files()?))
+    run(Command::new("cargo").args(["fmt", "--all"]).args(flag))
 }
 
 /// The suites of `cargo xtask test`, in the order they run.

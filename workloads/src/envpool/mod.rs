@@ -1,29 +1,11 @@
-//! `envpool`: one of EnvPool's C++ envs (`--env envpool:Breakout-v5`). Its native side is
-//! the `gym` workload's [`GymEnv`](crate::gym::GymEnv) with EnvPool as its engine: the worker process holds one
-//! EnvPool batch (stepped by EnvPool's threads) and writes the same shared region, so the
-//! rollout, the CNN or MLP policy, the counters and the frames are gym's, unchanged.
+//! The workload's folder, which three crates read (`workloads/src/registry.rs`): each takes
+//! its part, as the `hotlab_crate` cfg its build script sets says, loaded by `path` (so that
+//! the part's modules are this folder's files) and re-exported whole.
 
-use crate::gym::python::{self, Engine};
-use crate::gym::GymEnv;
-use hotlab_protocol::suggestions::Suggestions;
-use hotlab_spec::{RunSpec, SpecError};
-use hotlab_specs::EnvpoolSpec;
-use hotlab_train::workload::Workload;
-use std::path::PathBuf;
-use std::sync::Arc;
-
-/// The registry's entry: EnvPool's env probed (a Python without envpool, an id EnvPool
-/// does not have, or keywords it refuses are named here).
-impl crate::Native for EnvpoolSpec {
-    fn load(settings: &Self, _spec: &RunSpec) -> Result<Arc<dyn Workload>, SpecError> {
-        let python = settings.python.as_ref().map(PathBuf::from);
-        let kwargs = serde_json::Value::Object(settings.kwargs.clone());
-        let engine = Engine::EnvPool { threads: settings.threads };
-        Ok(Arc::new(GymEnv::open_with(&settings.id, python, kwargs, engine)?))
-    }
-
-    /// EnvPool's ids by family, as its default Python has them.
-    fn suggestions() -> Option<Suggestions> {
-        Some(python::registered_ids(&python::envpool_python(), Engine::EnvPool { threads: 0 }))
-    }
-}
+#[cfg_attr(hotlab_crate = "specs", path = "spec.rs")]
+#[cfg_attr(hotlab_crate = "views", path = "web.rs")]
+#[cfg_attr(hotlab_crate = "workloads", path = "native.rs")]
+pub mod part;
+// Its native part is only the registry's hooks: nothing there for the crate to re-export.
+#[cfg_attr(hotlab_crate = "workloads", allow(unused_imports))]
+pub use part::*;

@@ -133,7 +133,7 @@ pub fn grower(net: &mut ActorCritic, pool: &Pool, decisions: usize, seed: u64, g
 mod tests {
     use super::*;
     use crate::morpho::eval::play;
-    use crate::morpho::{architecture, Morpho};
+    use crate::morpho::part::{architecture, Morpho};
     use hotlab_spec::RunSpec;
     use hotlab_specs::morpho::HeadPin;
     use hotlab_specs::MorphoSpec;
