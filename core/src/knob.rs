@@ -310,96 +310,9 @@ pub fn set_path(spec: &mut Map<String, Value>, path: &str, value: Value) {
     at.insert(last.to_string(), value);
 }
 
-/// Whether two names are the same, in a `const` (where `==` on `str` is not a `const fn`):
-/// presets and lessons are checked as their constants are evaluated.
-pub const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// The knob of `name` among `knobs`.
-pub const fn find<'k>(name: &str, knobs: &'k [Knob]) -> Option<&'k Knob> {
-    let mut i = 0;
-    while i < knobs.len() {
-        if same(knobs[i].name, name) {
-            return Some(&knobs[i]);
-        }
-        i += 1;
-    }
-    None
-}
-
-/// Whether every byte of `text` (at least one) is a digit or one of `also`, with a digit
-/// among them.
-const fn digits(text: &str, also: &[u8]) -> bool {
-    let bytes = text.as_bytes();
-    let (mut i, mut seen) = (0, false);
-    while i < bytes.len() {
-        let b = bytes[i];
-        seen |= b.is_ascii_digit();
-        let mut allowed = b.is_ascii_digit();
-        let mut j = 0;
-        while j < also.len() {
-            allowed |= b == also[j];
-            j += 1;
-        }
-        if !allowed {
-            return false;
-        }
-        i += 1;
-    }
-    seen
-}
-
-/// Whether `value`, as a flag writes it, is of `kind` (text of any form is).
-pub const fn of_kind(kind: KnobKind, value: &str) -> bool {
-    match kind {
-        KnobKind::Int => digits(value, b""),
-        KnobKind::Float => digits(value, b".eE+-"),
-        KnobKind::IntList => digits(value, b","),
-        KnobKind::Bool => same(value, "true") || same(value, "false"),
-        KnobKind::Choice(allowed) => {
-            let mut i = 0;
-            while i < allowed.len() {
-                if same(allowed[i], value) {
-                    return true;
-                }
-                i += 1;
-            }
-            false
-        }
-        KnobKind::Text | KnobKind::OptionalText | KnobKind::Object | KnobKind::Pairs => true,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// What a preset's or lesson's compile-time check reads a value as, kind by kind.
-    #[test]
-    fn a_value_is_of_its_knobs_kind_or_not() {
-        assert!(of_kind(KnobKind::Int, "4096") && !of_kind(KnobKind::Int, "4k") && !of_kind(KnobKind::Int, ""));
-        assert!(of_kind(KnobKind::Float, "2.5e-4") && of_kind(KnobKind::Float, "0.002"));
-        assert!(!of_kind(KnobKind::Float, "fast") && !of_kind(KnobKind::Float, "."));
-        assert!(of_kind(KnobKind::IntList, "64,64") && !of_kind(KnobKind::IntList, "64;64"));
-        assert!(of_kind(KnobKind::Bool, "false") && !of_kind(KnobKind::Bool, "no"));
-        let choice = KnobKind::Choice(&["eager", "graph"]);
-        assert!(of_kind(choice, "graph") && !of_kind(choice, "grap"));
-        let run = crate::run_knobs::RUN;
-        assert!(find("total_steps", run).is_some() && find("total_step", run).is_none());
-        assert!(same("lr", "lr") && !same("lr", "lr_"));
-    }
 
     /// One parser of a knob's text: `parse` types it or says why not (the CLI's flags);
     /// `value` keeps what does not parse as text for the spec's validation to name (a

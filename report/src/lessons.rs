@@ -14,7 +14,6 @@ use hotlab_core::choices::{
     WaitMode,
 };
 use hotlab_core::counters::{Count, Counters};
-use hotlab_core::knob::of_kind;
 use hotlab_core::profile::{Phase, PhaseKind, Profile};
 use hotlab_spec::knobs;
 use hotlab_spec::{json, RunSpec, SpecError};
@@ -28,8 +27,8 @@ use hotlab_specs::morpho::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One lesson.
-#[derive(Clone, Debug, Serialize)]
+/// One lesson. In JSON its fixes are `variants`, each the knob it turns as `KEY=VALUE`.
+#[derive(Clone, Debug)]
 pub struct Lesson {
     /// In URLs: `#/lesson/worker-waits`, `hotlab lesson run worker-waits`.
     pub id: &'static str,
@@ -42,39 +41,42 @@ pub struct Lesson {
     pub look_at: &'static str,
     /// The slow setting: knobs (by name) over the default spec.
     pub baseline: Baseline,
-    /// The fixes, one knob each (`KEY=VALUE`).
-    pub variants: &'static [&'static str],
+    /// The fixes: typed edits of the slow setting, one knob each.
+    pub variants: &'static [Fix],
     pub signature: Signature,
     pub budget: Budget,
     /// What a GPU measured, for a lesson that needs one (shown where CUDA is missing).
     pub on_gpu: Option<&'static str>,
     /// On which CPUs it shows, where that depends on the CPU's instructions (shown on its
     /// card beside this machine's check).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub on_cpu: Option<&'static str>,
 }
 
-/// A lesson's fixes, each `KEY=VALUE`, checked as [`checked`] checks its settings.
-const fn fixes(changes: &'static [&'static str]) -> &'static [&'static str] {
-    let mut i = 0;
-    while i < changes.len() {
-        let bytes = changes[i].as_bytes();
-        let mut eq = 0;
-        while eq < bytes.len() && bytes[eq] != b'=' {
-            eq += 1;
+/// A lesson's fix: a typed edit of its slow setting that turns one knob. It reads as that
+/// knob, `KEY=VALUE` (what the JSON, `hotlab lesson list` and the audit show), found by
+/// comparing the slow setting's spec before and after the edit.
+pub type Fix = fn(&mut RunSpec);
+
+impl Serialize for Lesson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = s.serialize_struct("Lesson", 11)?;
+        out.serialize_field("id", self.id)?;
+        out.serialize_field("row", &self.row)?;
+        out.serialize_field("title", self.title)?;
+        out.serialize_field("phenomenon", self.phenomenon)?;
+        out.serialize_field("look_at", self.look_at)?;
+        out.serialize_field("baseline", &self.baseline)?;
+        out.serialize_field("variants", &self.fixes())?;
+        out.serialize_field("signature", &self.signature)?;
+        out.serialize_field("budget", &self.budget)?;
+        out.serialize_field("on_gpu", &self.on_gpu)?;
+        match self.on_cpu {
+            Some(cpus) => out.serialize_field("on_cpu", cpus)?,
+            None => out.skip_field("on_cpu")?,
         }
-        assert!(eq < bytes.len(), "a lesson's fix is not KEY=VALUE");
-        let (key, value) = bytes.split_at(eq);
-        let (Ok(key), Ok(value)) = (std::str::from_utf8(key), std::str::from_utf8(value.split_at(1).1)) else {
-            panic!("a lesson's fix is not text")
-        };
-        match hotlab_specs::knob_kind(key) {
-            Some(kind) => assert!(of_kind(kind, value), "a lesson's fix is not of its knob's kind"),
-            None => panic!("a lesson's fix sets a name that is not a knob"),
-        }
-        i += 1;
+        out.end()
     }
-    changes
 }
 
 /// A lesson's slow setting: a typed edit of the default spec (the lesson's own), over the
@@ -430,7 +432,7 @@ pub const LESSONS: &[Lesson] = &[
             s.exec.workers = 2;
 
         }),
-        variants: fixes(&["backend=threads", "backend=vectorized"]),
+        variants: &[|s| s.exec.backend = Backend::Threads, |s| s.exec.backend = Backend::Vectorized],
         signature: Signature {
             measure: Measure::PerStep(Counter::IpcRoundTrips),
             expect: Expect::Higher(4.0),
@@ -458,7 +460,7 @@ pub const LESSONS: &[Lesson] = &[
             s.envs = 16;
 
         }),
-        variants: fixes(&["transfer=packed"]),
+        variants: &[|s| s.exec.transfer = Transfer::Packed],
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
             expect: Expect::Higher(4.0),
@@ -487,7 +489,7 @@ pub const LESSONS: &[Lesson] = &[
             s.envs = 64;
 
         }),
-        variants: fixes(&["backend=device"]),
+        variants: &[|s| s.exec.backend = Backend::Device],
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
             expect: Expect::Higher(4.0),
@@ -520,7 +522,7 @@ pub const LESSONS: &[Lesson] = &[
             s.envs = 16;
 
         }),
-        variants: fixes(&["action_sync=stacked"]),
+        variants: &[|s| s.exec.action_sync = ActionSync::Stacked],
         signature: Signature {
             measure: Measure::PerStep(Counter::HostSyncs),
             expect: Expect::Higher(4.0),
@@ -544,7 +546,7 @@ pub const LESSONS: &[Lesson] = &[
             s.exec.inference = Inference::Eager;
 
         }),
-        variants: fixes(&["inference=fused"]),
+        variants: &[|s| s.exec.inference = Inference::Fused],
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::POLICY_FORWARD),
             expect: Expect::Higher(3.0),
@@ -584,7 +586,7 @@ pub const LESSONS: &[Lesson] = &[
             s.ppo.lr = 0.0025;
 
         }),
-        variants: fixes(&["update=graph"]),
+        variants: &[|s| s.exec.update = UpdateMode::Graph],
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::OPTIMIZER),
             expect: Expect::Higher(4.0),
@@ -616,7 +618,7 @@ pub const LESSONS: &[Lesson] = &[
             s.ppo.hidden = vec![1024, 1024];
 
         }),
-        variants: fixes(&["precision=bf16"]),
+        variants: &[|s| s.exec.precision = Precision::Bf16],
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::BACKWARD),
             expect: Expect::Moves(1.2),
@@ -650,7 +652,7 @@ pub const LESSONS: &[Lesson] = &[
             s.telemetry.every = 1;
 
         }),
-        variants: fixes(&["telemetry_every=10"]),
+        variants: &[|s| s.telemetry.every = 10],
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::TELEMETRY),
             expect: Expect::Higher(5.0),
@@ -688,7 +690,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(MORPHO_SMALL),
-        variants: fixes(&["lifecycle=batched"]),
+        variants: &[|s| s.settings_mut::<MorphoSpec>().lifecycle = LifecycleMode::Batched],
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(LIFECYCLE_READS)),
             expect: Expect::Higher(10.0),
@@ -727,7 +729,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(MORPHO_SMALL),
-        variants: fixes(&["host_exec=batched"]),
+        variants: &[|s| s.settings_mut::<MorphoSpec>().host_exec = HostExec::Batched],
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(HOST_PASSES)),
             expect: Expect::Higher(2.0),
@@ -762,7 +764,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(MORPHO_SMALL),
-        variants: fixes(&["slots=sleeper"]),
+        variants: &[|s| s.settings_mut::<MorphoSpec>().slots = SlotPool::Sleeper],
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(TOPOLOGY_CHANGES)),
             expect: Expect::Higher(4.0),
@@ -792,7 +794,7 @@ pub const LESSONS: &[Lesson] = &[
             s.envs = 1;
 
         }),
-        variants: fixes(&["envs=64"]),
+        variants: &[|s| s.envs = 64],
         signature: Signature {
             measure: Measure::CallsPerStep(Phase::POLICY_FORWARD),
             expect: Expect::Higher(8.0),
@@ -822,7 +824,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(DREAMER_SMALL),
-        variants: fixes(&["batch_size=16"]),
+        variants: &[|s| s.settings_mut::<DreamerSpec>().batch = 16],
         signature: Signature {
             measure: Measure::CallsPerStep(REPLAY),
             expect: Expect::Higher(4.0),
@@ -851,7 +853,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(DREAMER_SMALL),
-        variants: fixes(&["encoder=batched"]),
+        variants: &[|s| s.settings_mut::<DreamerSpec>().encoder = EncoderMode::Batched],
         signature: Signature {
             measure: Measure::CallsPerStep(ENCODER),
             expect: Expect::Higher(8.0),
@@ -880,7 +882,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(DREAMER_SMALL),
-        variants: fixes(&["loss_read=deferred"]),
+        variants: &[|s| s.settings_mut::<DreamerSpec>().loss_read = LossRead::Deferred],
         signature: Signature {
             measure: Measure::PerStep(Counter::HostSyncs),
             expect: Expect::Higher(4.0),
@@ -905,7 +907,7 @@ pub const LESSONS: &[Lesson] = &[
             s.exec.rollout_copy = RolloutCopy::PerStep;
 
         }),
-        variants: fixes(&["rollout_copy=whole"]),
+        variants: &[|s| s.exec.rollout_copy = RolloutCopy::Whole],
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dCopies),
             expect: Expect::Higher(4.0),
@@ -935,7 +937,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(BREAKOUT_SMALL),
-        variants: fixes(&["rollout_copy=kept"]),
+        variants: &[|s| s.exec.rollout_copy = RolloutCopy::Kept],
         // A count: the frames (28,224 bytes an env) moved twice against once, the bootstrap's
         // and the few scalars beside them the same in both.
         signature: Signature {
@@ -977,7 +979,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(MORPHO_SMALL),
-        variants: fixes(&["stream_wait=moved"]),
+        variants: &[|s| s.settings_mut::<MorphoSpec>().stream_wait = StreamWait::Moved],
         signature: Signature {
             measure: Measure::PerStep(Counter::Own(STREAM_WAITS)),
             expect: Expect::Higher(3.0),
@@ -1014,7 +1016,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(DREAMER_SMALL),
-        variants: fixes(&["replay=device"]),
+        variants: &[|s| s.settings_mut::<DreamerSpec>().replay = ReplayAt::Device],
         signature: Signature {
             measure: Measure::PerStep(Counter::H2dBytes),
             expect: Expect::Higher(4.0),
@@ -1053,7 +1055,7 @@ pub const LESSONS: &[Lesson] = &[
             s.steps = 16;
 
         }),
-        variants: fixes(&["backend=subprocess"]),
+        variants: &[|s| s.exec.backend = Backend::Subprocess],
         // A count, not a time, so that the check holds on a loaded machine: each process
         // answers each step, so the round trips count the processes that step at once (one
         // per core; the audit measures what that is worth).
@@ -1085,7 +1087,7 @@ pub const LESSONS: &[Lesson] = &[
 
         })
         .over(BREAKOUT_SMALL),
-        variants: fixes(&["frames=bytes"]),
+        variants: &[|s| s.exec.frames = Frames::Bytes],
         // A count: floats are 4 bytes a pixel; the actions, advantages and returns that
         // move beside them are a few hundred bytes a step.
         signature: Signature {
@@ -1108,12 +1110,12 @@ pub const LESSONS: &[Lesson] = &[
             changes. The emulator's own work is the same in both: what goes is the Python around it.",
         look_at: "Env time per env step (the workers' python_step against envpool_step, with the waits), and steps/s.",
         baseline: Baseline::new(|s| {
-
             s.settings_mut::<GymSpec>();
-
         })
         .over(BREAKOUT_SMALL),
-        variants: fixes(&["env=envpool"]),
+        variants: &[|s| {
+            s.settings_mut::<EnvpoolSpec>();
+        }],
         // Timed: the Python around the emulator against EnvPool's C++, both on this box's cores.
         signature: Signature {
             measure: Measure::EnvMicrosPerStep,
@@ -1153,7 +1155,7 @@ pub const LESSONS: &[Lesson] = &[
             s.exec.conv_layout = ConvLayout::Nchw;
 
         }),
-        variants: fixes(&["conv_layout=nhwc"]),
+        variants: &[|s| s.exec.conv_layout = ConvLayout::Nhwc],
         // Timed: the kernels' reorders against none, on this box's oneDNN.
         signature: Signature {
             measure: Measure::MicrosPerCall(Phase::BACKWARD),
@@ -1198,7 +1200,7 @@ pub const LESSONS: &[Lesson] = &[
             s.ppo.epochs = 4;
 
         }),
-        variants: fixes(&["envs=8"]),
+        variants: &[|s| s.envs = 8],
         // A count: with one env each env step is a round trip; with 8 over (up to) 2
         // processes, at most one per 4 env steps.
         signature: Signature {
@@ -1232,7 +1234,7 @@ pub const LESSONS: &[Lesson] = &[
             s.exec.rnn_update = RnnUpdate::Stepped;
 
         }),
-        variants: fixes(&["rnn_update=sequence"]),
+        variants: &[|s| s.exec.rnn_update = RnnUpdate::Sequence],
         // A count: CartPole's default 4 envs × 128 steps, 4 minibatches of one env, 4 epochs:
         // 4 core calls per env step stepped; sequence, one per stretch between episode starts.
         signature: Signature {
@@ -1296,9 +1298,32 @@ impl Lesson {
         Ok(spec)
     }
 
+    /// Each fix as the knob it turns, `KEY=VALUE` (knobs joined by a space, should a fix
+    /// turn several).
+    pub fn fixes(&self) -> Vec<String> {
+        self.changes().map(|c| c.map_or_else(|e| e.to_string(), |c| c.text)).collect()
+    }
+
+    /// Each fix as the audit's change: the knobs its edit changes in the slow setting, with
+    /// their values; refused where an edit changes nothing.
+    fn changes(&self) -> impl Iterator<Item = Result<Change, SpecError>> + '_ {
+        let slow = self.baseline.spec();
+        self.variants.iter().enumerate().map(move |(i, fix)| {
+            let mut fixed = slow.clone();
+            fix(&mut fixed);
+            let turned = knobs::changed(&slow, &fixed);
+            if turned.is_empty() {
+                return Err(SpecError::new("variants", format!("{}: fix {} changes nothing", self.id, i + 1)));
+            }
+            let text = turned.iter().map(|(k, v)| format!("{}={v}", k.name)).collect::<Vec<_>>().join(" ");
+            let settings = turned.into_iter().map(|(k, v)| (k, k.kind.value(&v))).collect();
+            Ok(Change { settings, text, bound: None, target: None })
+        })
+    }
+
     /// The audit this lesson runs with `params`.
     pub fn plan(&self, params: &Params) -> Result<Plan, SpecError> {
-        let changes = self.variants.iter().map(|v| Change::parse(v)).collect::<Result<_, _>>()?;
+        let changes = self.changes().collect::<Result<_, _>>()?;
         Plan::new(self.spec(params)?, changes, params.repeats.unwrap_or(self.budget.repeats))
     }
 
@@ -1356,6 +1381,24 @@ fn knob_names() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fix is a typed edit that turns one knob of its slow setting, and reads as that
+    /// knob as the audit writes a change: its `KEY=VALUE`, read back and applied to the
+    /// slow setting, is the edit's spec exactly.
+    #[test]
+    fn each_fix_turns_one_knob_and_its_text_makes_the_same_spec() {
+        for l in LESSONS {
+            let slow = l.baseline.spec();
+            for ((fix, text), change) in l.variants.iter().zip(l.fixes()).zip(l.changes()) {
+                let change = change.unwrap_or_else(|e| panic!("{}: {e}", l.id));
+                assert_eq!(change.settings.len(), 1, "{}: {text} turns one knob", l.id);
+                let mut edited = slow.clone();
+                fix(&mut edited);
+                let read = Change::parse(&text).unwrap_or_else(|e| panic!("{}: {text}: {e}", l.id));
+                assert_eq!(read.apply(&slow).unwrap_or_else(|e| panic!("{}: {text}: {e}", l.id)), edited, "{}", l.id);
+            }
+        }
+    }
 
     #[test]
     fn every_lesson_builds_its_plan_within_a_minute_of_runs() {

@@ -347,7 +347,7 @@ fn follow_newest_audit(id: &'static str, audit: RwSignal<Option<AuditInfo>>, err
 /// The lesson's story: the phenomenon, where to look, the fixes and what a GPU showed.
 #[component]
 fn LessonStory(lesson: &'static Lesson) -> impl IntoView {
-    let fixes = lesson.variants.join(" · ");
+    let fixes = lesson.fixes().join(" · ");
     view! {
         <section class="panel story">
             <p class="muted"><a href="#/lessons">"Lessons"</a>" · catalogue row "{lesson.row}</p>

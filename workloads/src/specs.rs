@@ -241,21 +241,6 @@ macro_rules! registry {
             [$(<$settings as Settings>::KNOBS),+].into_iter().flatten()
         }
 
-        /// The kind of the knob `name` of any spec (`env`, the run's, any workload's), in a
-        /// `const`: what checks a lesson's settings as its constant is evaluated.
-        pub const fn knob_kind(name: &str) -> Option<KnobKind> {
-            if hotlab_core::knob::same(name, "env") {
-                return Some(KnobKind::Choice(EnvName::ALL));
-            }
-            if let Some(k) = hotlab_core::knob::find(name, hotlab_core::run_knobs::RUN) {
-                return Some(k.kind);
-            }
-            $(if let Some(k) = hotlab_core::knob::find(name, <$settings as Settings>::KNOBS) {
-                return Some(k.kind);
-            })+
-            None
-        }
-
         /// Every phase: the loop's and PPO's, then each workload's, ordered by kind (the
         /// order of a profile's phases and of the phase chart's stack).
         pub static PHASES: std::sync::LazyLock<Vec<PhaseInfo>> = std::sync::LazyLock::new(|| {

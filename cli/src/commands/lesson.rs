@@ -158,7 +158,7 @@ fn list(a: ListArgs) -> Outcome<()> {
     for l in lessons::LESSONS {
         let base: Vec<String> = l.baseline.knobs().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!("{:<20} row {:>2}  {}", l.id, l.row, l.title);
-        println!("{:<28}{} → {}", "", base.join(" "), l.variants.join(" | "));
+        println!("{:<28}{} → {}", "", base.join(" "), l.fixes().join(" | "));
     }
     Ok(())
 }
