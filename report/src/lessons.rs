@@ -15,6 +15,7 @@ use hotlab_core::choices::{
 };
 use hotlab_core::counters::{Count, Counters};
 use hotlab_core::profile::{Phase, PhaseKind, Profile};
+use hotlab_core::run_knobs;
 use hotlab_spec::knobs;
 use hotlab_spec::{json, RunSpec, SpecError};
 use hotlab_specs::dreamer::{DreamerSpec, EncoderMode, LossRead, ReplayAt, ENCODER, REPLAY};
@@ -1277,7 +1278,7 @@ impl Lesson {
     /// Whether the lesson needs a CUDA GPU: its bottleneck does not exist on a CPU (its
     /// baseline names a CUDA device).
     pub fn needs_gpu(&self) -> bool {
-        self.baseline.get("device").is_some_and(|v| v.starts_with("cuda"))
+        self.baseline.spec().device.starts_with("cuda")
     }
 
     /// The baseline spec with `params` over it.
@@ -1354,8 +1355,7 @@ impl Lesson {
     /// Runs in the whole lesson.
     /// The device its runs ask for: `device` in the settings, else its baseline's, else auto.
     pub fn device(&self, params: &Params) -> String {
-        let baseline = self.baseline.get("device").unwrap_or_else(|| "auto".into());
-        params.settings.get("device").cloned().unwrap_or(baseline)
+        params.settings.get(run_knobs::DEVICE.name).cloned().unwrap_or(self.baseline.spec().device)
     }
 
     /// `params` with the budget the lesson gets where its runs go to a CUDA device (`cuda`),

@@ -39,7 +39,10 @@ pub fn nested(value: Value) -> Result<Value, SpecError> {
         None => EnvName::default().as_str().to_string(),
         Some(Value::String(name)) => name,
         Some(other) => {
-            return Err(SpecError::new("env", format!("must be one of {} (got {other})", EnvName::ALL.join(", "))));
+            return Err(SpecError::of(
+                &knobs::ENV,
+                format!("must be one of {} (got {other})", EnvName::ALL.join(", ")),
+            ));
         }
     };
     let mut out = Map::new();

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use std::sync::LazyLock;
 
 /// The workload, first of all knobs; the run's own come after the workloads' settings.
-const ENV: Knob = Knob {
+pub const ENV: Knob = Knob {
     setter: Some(set_env),
     ..Knob::new(
         "env",
@@ -89,7 +89,7 @@ pub fn apply(spec: RunSpec, given: &[(&Knob, Value)]) -> Result<RunSpec, SpecErr
         knob.set(&mut json, v.clone());
     }
     let name = workload_name(&json).unwrap_or_default();
-    let env: EnvName = name.parse().map_err(|m| SpecError::new("env", m))?;
+    let env: EnvName = name.parse().map_err(|m| SpecError::of(&ENV, m))?;
     for (knob, v) in rest {
         if !knob.applies_to(env.as_str()) {
             let owner = knob.workload.unwrap_or("another workload");
@@ -104,7 +104,7 @@ pub fn apply(spec: RunSpec, given: &[(&Knob, Value)]) -> Result<RunSpec, SpecErr
         }
         knob.set(&mut json, v.clone());
     }
-    serde_json::from_value(Value::Object(json)).map_err(|e| SpecError::new("env", e.to_string()))
+    serde_json::from_value(Value::Object(json)).map_err(|e| SpecError::of(&ENV, e.to_string()))
 }
 
 /// `spec` with knobs set by name from text, as flags write them (a preset's list): each

@@ -16,7 +16,9 @@ pub mod knobs;
 pub mod presets;
 
 use hotlab_core::choices::{Backend, Inference, Norm, Precision, Rnn, UpdateMode};
+use hotlab_core::knob::Knob;
 use hotlab_core::run::{ExecSpec, PpoSpec, RunContext, RunPart, TelemetrySpec};
+use hotlab_core::run_knobs;
 use hotlab_specs::{EnvName, Registered, WorkloadSpec};
 pub use presets::PresetSpec;
 
@@ -122,6 +124,11 @@ impl SpecError {
     pub fn new(field: &str, message: impl Into<String>) -> Self {
         let path = knobs::find(field).map_or(field, |k| k.path).to_string();
         Self { field: field.into(), path, message: message.into() }
+    }
+
+    /// An error about `knob` (a declared knob: its name and path as declared).
+    pub fn of(knob: &Knob, message: impl Into<String>) -> Self {
+        Self { field: knob.name.into(), path: knob.path.into(), message: message.into() }
     }
 
     /// The CLI flag of the field (`total_steps` → `--total-steps`).
@@ -340,7 +347,7 @@ impl RunSpec {
         if self.env().uses_ppo() {
             self.validate_ppo()?;
         }
-        self.device.parse::<DeviceName>().map_err(|m| SpecError::new("device", m))?;
+        self.device.parse::<DeviceName>().map_err(|m| SpecError::of(&run_knobs::DEVICE, m))?;
         self.validate_exec()?;
         self.workload.validate()?;
         self.workload.validate_exec(&self.exec)?;
@@ -351,7 +358,10 @@ impl RunSpec {
                 Backend::Device => format!("the {env} env runs on the host (its envs cannot live in device tensors)"),
                 _ => format!("the {env} env cannot run on '{backend}'"),
             };
-            return Err(SpecError::new("backend", format!("{why}; allowed with --env {env}: {}", allowed.join(", "))));
+            return Err(SpecError::of(
+                &run_knobs::BACKEND,
+                format!("{why}; allowed with --env {env}: {}", allowed.join(", ")),
+            ));
         }
         if self.exec.workers > self.envs {
             return Err(SpecError::new(
@@ -441,11 +451,11 @@ impl RunSpec {
     fn validate_exec(&self) -> Result<(), SpecError> {
         let x = &self.exec;
         if x.precision == Precision::Fp16 && self.device == "cpu" {
-            return Err(SpecError::new("precision", FP16_NEEDS_CUDA));
+            return Err(SpecError::of(&run_knobs::PRECISION, FP16_NEEDS_CUDA));
         }
         if x.update.captured() {
             if self.device == "cpu" {
-                return Err(SpecError::new("update", format!("{} {UPDATE_GRAPH_NEEDS_CUDA}", x.update)));
+                return Err(SpecError::of(&run_knobs::UPDATE, format!("{} {UPDATE_GRAPH_NEEDS_CUDA}", x.update)));
             }
             if x.precision == Precision::Fp16 {
                 return Err(SpecError::new(
@@ -462,7 +472,7 @@ impl RunSpec {
         }
         if x.inference == Inference::Graph {
             if self.device == "cpu" {
-                return Err(SpecError::new("inference", GRAPH_NEEDS_CUDA));
+                return Err(SpecError::of(&run_knobs::INFERENCE, GRAPH_NEEDS_CUDA));
             }
             if x.backend != Backend::Device || !self.env().backends().contains(&Backend::Device) {
                 let envs = EnvName::running_on(Backend::Device).join(" or ");

@@ -1,6 +1,7 @@
 //! The update's precision (catalogue row 6): which kind the matmuls run in, and for
 //! fp16 the dynamic loss scaler. Master weights, the loss and Adam stay fp32.
 
+use hotlab_core::run_knobs;
 use hotlab_spec::{SpecError, FP16_NEEDS_CUDA};
 use tch::{Device, Kind, Tensor};
 
@@ -167,7 +168,7 @@ pub fn resolve(wanted: hotlab_core::choices::Precision, device: Device) -> Resul
         hotlab_core::choices::Precision::Auto if device.is_cuda() => Kind::Half,
         hotlab_core::choices::Precision::Auto => Kind::Float,
         hotlab_core::choices::Precision::Fp16 if device.is_cuda() => Kind::Half,
-        hotlab_core::choices::Precision::Fp16 => return Err(SpecError::new("precision", FP16_NEEDS_CUDA)),
+        hotlab_core::choices::Precision::Fp16 => return Err(SpecError::of(&run_knobs::PRECISION, FP16_NEEDS_CUDA)),
     };
     let scaler = (kind == Kind::Half).then(|| LossScaler::new(INIT_SCALE, GROWTH_INTERVAL));
     Ok(Precision { kind, scaler })

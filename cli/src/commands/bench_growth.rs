@@ -4,6 +4,7 @@
 use super::knob_args::KnobArgs;
 use crate::failure::{usage, Outcome};
 use clap::Args;
+use hotlab_core::run_knobs;
 use hotlab_spec::PresetSpec;
 use hotlab_specs::AnyPreset;
 use hotlab_specs::WorkloadSpec;
@@ -44,7 +45,7 @@ pub fn growth(a: BenchGrowthArgs) -> Outcome<()> {
     if !(1..=1000).contains(&a.episodes) {
         return Err(usage("--episodes", format!("must be between 1 and 1000 (got {})", a.episodes)));
     }
-    if a.knobs.given.iter().any(|(k, _)| k.name == "seed") {
+    if a.knobs.given.iter().any(|(k, _)| k.name == run_knobs::SEED.name) {
         return Err(usage("--seed", "the growth benchmark trains one run per --seeds value; give --seeds".into()));
     }
     let spec = a.knobs.apply(a.preset.spec())?;

@@ -9,6 +9,7 @@ use hotlab_report::audit::{AuditReport, Change, Plan};
 use hotlab_report::{analyze, Report};
 use hotlab_spec::knobs;
 use hotlab_spec::{PresetSpec, RunSpec, SpecError};
+use hotlab_specs::{EnvName, ExternalSpec};
 use serde_json::{json, Value};
 
 pub fn profile(a: ProfileArgs) -> Outcome<()> {
@@ -62,10 +63,7 @@ pub fn profile(a: ProfileArgs) -> Outcome<()> {
 /// The script run again under the light probe: its steps/s against the full probe's (each
 /// run's steady window where it has one).
 fn probe_cost(a: &ProfileArgs, spec: &RunSpec, full: &hotlab_train::TrainReport, json: bool) -> Outcome<Value> {
-    let light = knobs::apply(
-        spec.clone(),
-        &[(knobs::find("probe_mode").expect("the probe mode's knob"), Value::from("light"))],
-    )?;
+    let light = knobs::apply(spec.clone(), &[(&ExternalSpec::PROBE_MODE, Value::from("light"))])?;
     let run = super::train::run_spec(&a.train, light, None, json)?;
     let sps = |r: &hotlab_train::TrainReport| r.steady.as_ref().map_or(r.sps, |s| s.sps);
     let (full_sps, light_sps) = (sps(full), sps(&run.report));
@@ -95,11 +93,13 @@ fn script_spec(a: &ProfileArgs) -> Outcome<RunSpec> {
         return Ok(a.train.spec()?);
     }
     let joined = shlex::try_join(a.script.iter().map(String::as_str))
-        .map_err(|e| SpecError::new("command", format!("cannot be written as one command line: {e}")))?;
-    let set = |name: &str, value: &str| knobs::find(name).map(|k| (k, Value::from(value)));
+        .map_err(|e| SpecError::of(&ExternalSpec::COMMAND, format!("cannot be written as one command line: {e}")))?;
     // The script's knobs (`--vars`, `--cwd`) are taken with it: `env` is set first.
     let mut given = a.train.knobs.given.clone();
-    given.extend([set("env", "external"), set("command", &joined)].into_iter().flatten());
+    given.extend([
+        (&knobs::ENV, Value::from(EnvName::External.as_str())),
+        (&ExternalSpec::COMMAND, Value::from(joined)),
+    ]);
     Ok(knobs::apply(a.train.preset.spec(), &given)?)
 }
 

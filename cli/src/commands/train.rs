@@ -5,7 +5,7 @@ use super::knob_args::KnobArgs;
 use crate::failure::{Outcome, UsageError};
 use anyhow::Context;
 use clap::Args;
-use hotlab_spec::{presets, PresetSpec, RunSpec, SpecError};
+use hotlab_spec::{knobs, presets, PresetSpec, RunSpec, SpecError};
 use hotlab_specs::AnyPreset;
 use hotlab_specs::EnvName;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -101,7 +101,8 @@ impl ProfileArgs {
         let runs_commands = |v: &serde_json::Value| {
             v.as_str().and_then(|e| e.parse::<EnvName>().ok()).is_some_and(|e| e.runs_commands())
         };
-        !self.script.is_empty() || self.train.knobs.given.iter().any(|(k, v)| k.name == "env" && runs_commands(v))
+        !self.script.is_empty()
+            || self.train.knobs.given.iter().any(|(k, v)| k.name == knobs::ENV.name && runs_commands(v))
     }
 }
 

@@ -1,11 +1,12 @@
 //! Resolving `--device` to a libtorch device, with a clear error when it is absent.
 
+use hotlab_core::run_knobs;
 use hotlab_spec::{DeviceName, SpecError};
 use tch::Device;
 
 /// The libtorch device for a spec's `device` string.
 pub fn resolve(name: &str) -> Result<Device, SpecError> {
-    let parsed: DeviceName = name.parse().map_err(|m| SpecError::new("device", m))?;
+    let parsed: DeviceName = name.parse().map_err(|m| SpecError::of(&run_knobs::DEVICE, m))?;
     let count = if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
     match parsed {
         DeviceName::Cpu => Ok(Device::Cpu),

@@ -125,7 +125,7 @@ impl Workload for Dreamer {
         if self.settings.replay == ReplayAt::Pinned && setup.device == Device::Cpu {
             let message = "pinned: page-locked memory speeds copies to a GPU, and this run's device is the CPU; \
                            allowed here: host, device";
-            return Err(SpecError::new("replay", message).into());
+            return Err(SpecError::of(&DreamerSpec::REPLAY, message).into());
         }
         Ok(Box::new(learner::DreamerLearner::new(setup, self)?))
     }

@@ -127,6 +127,19 @@ pub const ACTOR_CRITIC_BACKWARD: Phase = Phase::new("actor_critic_backward");
 /// What the world model's phases count: train steps, which start after the prefill.
 const TRAIN_STEP: &str = "train step (none during the prefill)";
 
+/// The knobs other code names (errors, hooks), declared once here and listed in `KNOBS`.
+impl DreamerSpec {
+    /// The knob of `--replay`.
+    pub const REPLAY: Knob = setting(
+        EnvName::Dreamer,
+        "replay",
+        "workload.dreamer.replay",
+        Choice(ReplayAt::ALL),
+        "dreamer: the replay buffer in host memory, pinned host memory (CUDA) or on the model's device",
+    )
+    .about("where the replay buffer lives: `host` (gathered in host memory, copied to the model), `pinned` (page-locked, copied without blocking; CUDA only) or `device` (a tensor beside the model; a batch is one gather)");
+}
+
 impl Settings for DreamerSpec {
     // The smallest run measured to learn CartPole in imagination (seeds 1 and 2, tests/
     // dreamer.rs): 4,096 env steps after a 1,024-step prefill, 1,024 train steps of 16 × 16,
@@ -202,15 +215,7 @@ impl Settings for DreamerSpec {
         "dreamer: loss terms read every train step (per_item) or once per iteration (deferred)",
     )
     .about("every loss term read with `.item()` each train step (`per_item`, a host sync each, seed 004) or summed as tensors and read once per iteration (`deferred`). The same training"),
-    setting(
-        EnvName::Dreamer,
-        "replay",
-        "workload.dreamer.replay",
-        Choice(ReplayAt::ALL),
-        "dreamer: the replay buffer in host memory, pinned host memory (CUDA) or on the model's device",
-    )
-    .about("where the replay buffer lives: `host` (gathered in host memory, copied to the model), `pinned` (page-locked, copied without blocking; CUDA only) or `device` (a tensor beside the model; a batch is one gather)"),
-    ];
+        Self::REPLAY];
     /// CartPole's state: the frames are rendered from it beside the learner.
     const OBS_BYTES: u64 = 4 * 4;
     /// The actor reads the world model's state, not `--inference`'s network.

@@ -46,6 +46,23 @@ pub const ENVPOOL_STEP: Phase = Phase::new("envpool_step");
 /// The most threads a batch may ask EnvPool for.
 pub const MAX_THREADS: usize = 1024;
 
+/// The knobs other code names (errors, hooks), declared once here and listed in `KNOBS`.
+impl EnvpoolSpec {
+    /// The knob of `--envpool-id`.
+    pub const ID: Knob = setting(EnvName::Envpool, "envpool_id", "workload.envpool.id", Text, "envpool: one of EnvPool's C++ envs (Breakout-v5, HalfCheetah-v5)")
+        .about("one of EnvPool's own C++ envs: Atari's games (Breakout-v5, Pong-v5: Atari's preprocessing is EnvPool's, a [4, 84, 84] stack), MuJoCo's (HalfCheetah-v5, Hopper-v4), classic control; --env envpool:ID says the same");
+
+    /// The knob of `--envpool-python`.
+    pub const PYTHON: Knob = setting(
+        EnvName::Envpool,
+        "envpool_python",
+        "workload.envpool.python",
+        OptionalText,
+        "envpool: the Python interpreter with envpool (empty: .venv-envpool)",
+        )
+        .about("the Python interpreter with envpool (default: $HOTLAB_ENVPOOL_PYTHON, the project's .venv-envpool, which `cargo xtask lab --envpool` makes, then the gym workload's default)");
+}
+
 impl Settings for EnvpoolSpec {
     /// The shared policy (the MLP, or the CNN for images): `--rnn` gives it a recurrent core.
     const RECURRENT: bool = true;
@@ -57,26 +74,17 @@ impl Settings for EnvpoolSpec {
     )];
     const ENV_PARTS: &'static [Phase] = &[ENVPOOL_STEP];
     /// `--env envpool:ID`.
-    const ARGUMENT: Option<&'static str> = Some("envpool_id");
-    const SUGGESTED: Option<&'static str> = Some("envpool_id");
+    const ARGUMENT: Option<&'static str> = Some(Self::ID.name);
+    const SUGGESTED: Option<&'static str> = Some(Self::ID.name);
 
     const KNOBS: &'static [Knob] = &[
-        setting(EnvName::Envpool, "envpool_id", "workload.envpool.id", Text, "envpool: one of EnvPool's C++ envs (Breakout-v5, HalfCheetah-v5)")
-            .about("one of EnvPool's own C++ envs: Atari's games (Breakout-v5, Pong-v5: Atari's preprocessing is EnvPool's, a [4, 84, 84] stack), MuJoCo's (HalfCheetah-v5, Hopper-v4), classic control; --env envpool:ID says the same"),
+        Self::ID,
         setting(EnvName::Envpool, "envpool_threads", "workload.envpool.threads", Int, "envpool: EnvPool's threads per worker (0: one per core)")
             .range(0.0, MAX_THREADS as f64)
             .about("the threads EnvPool steps each worker's batch with (its num_threads); 0 is EnvPool's default, one per core"),
-        setting(
-            EnvName::Envpool,
-            "envpool_python",
-            "workload.envpool.python",
-            OptionalText,
-            "envpool: the Python interpreter with envpool (empty: .venv-envpool)",
-        )
-        .about("the Python interpreter with envpool (default: $HOTLAB_ENVPOOL_PYTHON, the project's .venv-envpool, which `cargo xtask lab --envpool` makes, then the gym workload's default)"),
+        Self::PYTHON,
         setting(EnvName::Envpool, "envpool_kwargs", "workload.envpool.kwargs", Object, "envpool: make_gymnasium()'s keywords, a JSON object")
-            .about("keywords for envpool.make_gymnasium, a JSON object ('{\"repeat_action_probability\": 0.25}', '{\"max_episode_steps\": 1000}'); Atari's ids get CleanRL's ppo_atari_envpool.py settings, episodic_life and reward_clip on, unless these say otherwise"),
-    ];
+            .about("keywords for envpool.make_gymnasium, a JSON object ('{\"repeat_action_probability\": 0.25}', '{\"max_episode_steps\": 1000}'); Atari's ids get CleanRL's ppo_atari_envpool.py settings, episodic_life and reward_clip on, unless these say otherwise")];
     /// One worker process holds each slice of the envs as one EnvPool batch: all of them
     /// (`vectorized`) or a slice per process (`subprocess`).
     const BACKENDS: &'static [Backend] = &[Backend::Vectorized, Backend::Subprocess];
@@ -134,7 +142,7 @@ impl Settings for EnvpoolSpec {
             ));
         }
         if self.python.as_deref().is_some_and(|p| p.trim().is_empty()) {
-            return Err(KnobError::new("envpool_python", "is empty: give an interpreter's path, or leave it out"));
+            return Err(KnobError::new(Self::PYTHON.name, "is empty: give an interpreter's path, or leave it out"));
         }
         Ok(())
     }

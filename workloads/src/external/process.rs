@@ -6,6 +6,7 @@
 
 use anyhow::{anyhow, Context, Result};
 use hotlab_spec::SpecError;
+use hotlab_specs::ExternalSpec;
 use hotlab_train::error::RunError;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -70,9 +71,9 @@ impl Script {
     /// naming `--command`; a directory that is not there, `--cwd`.
     pub fn start(command: &ScriptCommand) -> Result<Self, RunError> {
         let (argv, cwd, shown) = (&command.argv, command.cwd.as_deref(), command.shown.as_str());
-        let (program, args) = argv.split_first().ok_or_else(|| SpecError::new("command", "is empty"))?;
+        let (program, args) = argv.split_first().ok_or_else(|| SpecError::of(&ExternalSpec::COMMAND, "is empty"))?;
         if let Some(cwd) = cwd.filter(|c| !Path::new(c).is_dir()) {
-            return Err(SpecError::new("cwd", format!("'{cwd}' is not a directory")).into());
+            return Err(SpecError::of(&ExternalSpec::CWD, format!("'{cwd}' is not a directory")).into());
         }
         let marker = format!("{}-{}", std::process::id(), unique());
         let dir = std::env::temp_dir().join(format!("hotlab-probe-{marker}"));
@@ -127,7 +128,7 @@ impl Script {
                     ErrorKind::PermissionDenied => format!("'{program}' cannot be run (permission denied)"),
                     _ => format!("'{program}' did not start: {e}"),
                 };
-                return Err(SpecError::new("command", why).into());
+                return Err(SpecError::of(&ExternalSpec::COMMAND, why).into());
             }
         };
         let tail = Arc::new(Mutex::new(VecDeque::new()));

@@ -54,8 +54,8 @@ pub struct ExternalSpec {
 impl ExternalSpec {
     /// The command's words, its placeholders filled; refused naming the knob at fault.
     pub fn argv(&self) -> Result<Vec<String>, KnobError> {
-        let template = Template::parse(&self.command).map_err(|m| KnobError::new("command", m))?;
-        template.expand(&self.vars).map_err(|m| KnobError::new("vars", m))
+        let template = Template::parse(&self.command).map_err(|m| KnobError::new(Self::COMMAND.name, m))?;
+        template.expand(&self.vars).map_err(|m| KnobError::new(Self::VARS.name, m))
     }
 
     /// The command as a person would type it, its placeholders filled (or as written, when
@@ -98,20 +98,36 @@ const SMALL_BATCH: f64 = 32.0;
 /// The most envs a batch-size advice proposes.
 const MOST_ENVS: u64 = 256;
 
+/// The knobs other code names (errors, hooks), declared once here and listed in `KNOBS`.
+impl ExternalSpec {
+    /// The knob of `--command`.
+    pub const COMMAND: Knob = setting(EnvName::External, "command", "workload.external.command", Text, "external: the command that trains (a template: {NAME=DEFAULT}, {NAME?TEXT})")
+        .about("the command that trains, your script unmodified (`python train.py --num-envs 8`), as a shell splits it; hotlab runs it under its probe and measures it. Placeholders let an audit change it: `{NAME=DEFAULT}` is a value (`--num-envs {envs=8}`), `{NAME?TEXT}` is TEXT when the switch NAME is on (`{async?--async}`); `hotlab profile -- CMD…` sets it");
+
+    /// The knob of `--cwd`.
+    pub const CWD: Knob = setting(
+        EnvName::External,
+        "cwd",
+        "workload.external.cwd",
+        OptionalText,
+        "external: the directory the command runs in (empty: hotlab's)",
+    )
+    .about("the directory the command runs in (default: hotlab's own); the lab keeps it inside its data dir");
+
+    /// The knob of `--vars`.
+    pub const VARS: Knob = Knob {
+        setter: Some(set_vars),
+        ..setting(EnvName::External, "vars", "workload.external.vars", Pairs, "external: the command's placeholders' values, NAME=VALUE,… (over their defaults)")
+            .about("values of the command's placeholders over their defaults, as NAME=VALUE pairs separated by commas (`envs=16,async=on`) or a JSON object; a switch takes on or off. Each value set is kept: setting one leaves the others")
+    };
+
+    /// The knob of `--probe-mode`.
+    pub const PROBE_MODE: Knob = setting(EnvName::External, "probe_mode", "workload.external.probe", Choice(ProbeMode::ALL), "external: what the probe measures: full, or light (env steps and episodes only)")
+        .about("what the probe measures: `full` (env steps and episodes, the phases of the torch calls, reads of tensor values and copies with their call sites, ops per step) or `light` (env steps and episodes only, no torch hook: the script's own speed within noise; `hotlab profile --probe-cost` runs both)");
+}
+
 impl Settings for ExternalSpec {
-    const KNOBS: &'static [Knob] = &[
-        setting(EnvName::External, "command", "workload.external.command", Text, "external: the command that trains (a template: {NAME=DEFAULT}, {NAME?TEXT})")
-            .about("the command that trains, your script unmodified (`python train.py --num-envs 8`), as a shell splits it; hotlab runs it under its probe and measures it. Placeholders let an audit change it: `{NAME=DEFAULT}` is a value (`--num-envs {envs=8}`), `{NAME?TEXT}` is TEXT when the switch NAME is on (`{async?--async}`); `hotlab profile -- CMD…` sets it"),
-        setting(EnvName::External, "cwd", "workload.external.cwd", OptionalText, "external: the directory the command runs in (empty: hotlab's)")
-            .about("the directory the command runs in (default: hotlab's own); the lab keeps it inside its data dir"),
-        Knob {
-            setter: Some(set_vars),
-            ..setting(EnvName::External, "vars", "workload.external.vars", Pairs, "external: the command's placeholders' values, NAME=VALUE,… (over their defaults)")
-                .about("values of the command's placeholders over their defaults, as NAME=VALUE pairs separated by commas (`envs=16,async=on`) or a JSON object; a switch takes on or off. Each value set is kept: setting one leaves the others")
-        },
-        setting(EnvName::External, "probe_mode", "workload.external.probe", Choice(ProbeMode::ALL), "external: what the probe measures: full, or light (env steps and episodes only)")
-            .about("what the probe measures: `full` (env steps and episodes, the phases of the torch calls, reads of tensor values and copies with their call sites, ops per step) or `light` (env steps and episodes only, no torch hook: the script's own speed within noise; `hotlab profile --probe-cost` runs both)"),
-    ];
+    const KNOBS: &'static [Knob] = &[Self::COMMAND, Self::CWD, Self::VARS, Self::PROBE_MODE];
     /// The script steps its own envs: hotlab's backends do not apply.
     const BACKENDS: &'static [Backend] = &[Backend::Vectorized];
     /// Its forwards are the script's own (the report's fused-forward rule does not apply).
@@ -140,7 +156,7 @@ impl Settings for ExternalSpec {
             ));
         }
         if self.cwd.as_deref().is_some_and(|c| c.trim().is_empty()) {
-            return Err(KnobError::new("cwd", "is empty: give a directory, or leave it out"));
+            return Err(KnobError::new(Self::CWD.name, "is empty: give a directory, or leave it out"));
         }
         self.argv().map(|_| ())
     }
@@ -153,7 +169,7 @@ impl Settings for ExternalSpec {
     }
 
     fn files(&mut self) -> Vec<(&'static str, &mut String)> {
-        self.cwd.as_mut().map(|c| ("cwd", c)).into_iter().collect()
+        self.cwd.as_mut().map(|c| (Self::CWD.name, c)).into_iter().collect()
     }
 
     fn diagnosis(&self, phase: Phase, profile: &Profile, _run: &RunContext) -> Option<String> {

@@ -88,6 +88,23 @@ const SPLIT_AT: f64 = 0.25;
 /// Envs a one-env run is advised to collect its batch with (the `mujoco-fast` preset's).
 const SPREAD_ENVS: usize = 8;
 
+/// The knobs other code names (errors, hooks), declared once here and listed in `KNOBS`.
+impl GymSpec {
+    /// The knob of `--gym-id`.
+    pub const ID: Knob = setting(EnvName::Gym, "gym_id", "workload.gym.id", Text, "gym: a Gymnasium id (CartPole-v1) or module:callable")
+        .about("a registered Gymnasium id (CartPole-v1, Acrobot-v1, MountainCar-v0) or module:callable for your own env on the PYTHONPATH; --env gym:ID says the same");
+
+    /// The knob of `--python`.
+    pub const PYTHON: Knob = setting(
+        EnvName::Gym,
+        "python",
+        "workload.gym.python",
+        OptionalText,
+        "gym: the Python interpreter with gymnasium (empty: the project's venv)",
+        )
+        .about("the Python interpreter that runs the envs, with gymnasium and your env's dependencies (default: $HOTLAB_PYTHON, the active venv, the project's .venv, then python3)");
+}
+
 impl Settings for GymSpec {
     /// The shared policy (the MLP, or the CNN for images): `--rnn` gives it a recurrent core.
     const RECURRENT: bool = true;
@@ -107,20 +124,12 @@ impl Settings for GymSpec {
     ];
     const ENV_PARTS: &'static [Phase] = &[PYTHON_STEP, RENDER];
     /// `--env gym:ID`.
-    const ARGUMENT: Option<&'static str> = Some("gym_id");
-    const SUGGESTED: Option<&'static str> = Some("gym_id");
+    const ARGUMENT: Option<&'static str> = Some(Self::ID.name);
+    const SUGGESTED: Option<&'static str> = Some(Self::ID.name);
 
     const KNOBS: &'static [Knob] = &[
-        setting(EnvName::Gym, "gym_id", "workload.gym.id", Text, "gym: a Gymnasium id (CartPole-v1) or module:callable")
-            .about("a registered Gymnasium id (CartPole-v1, Acrobot-v1, MountainCar-v0) or module:callable for your own env on the PYTHONPATH; --env gym:ID says the same"),
-        setting(
-            EnvName::Gym,
-            "python",
-            "workload.gym.python",
-            OptionalText,
-            "gym: the Python interpreter with gymnasium (empty: the project's venv)",
-        )
-        .about("the Python interpreter that runs the envs, with gymnasium and your env's dependencies (default: $HOTLAB_PYTHON, the active venv, the project's .venv, then python3)"),
+        Self::ID,
+        Self::PYTHON,
         setting(EnvName::Gym, "gym_kwargs", "workload.gym.kwargs", Object, "gym: make()'s keywords, a JSON object")
             .about("keywords for gymnasium.make (or your callable), a JSON object: '{\"continuous\": true}' for LunarLander's continuous mode, '{\"max_episode_steps\": 200}', a MuJoCo env's options ('{\"forward_reward_weight\": 2.0}'); the env is probed with them before the run starts"),
         setting(
@@ -133,8 +142,7 @@ impl Settings for GymSpec {
         .about("the wrappers around each env, in its worker: `atari`, the standard Atari preprocessing (CleanRL's ppo_atari.py: up to 30 no-op starts, 4 frames skipped and the last two max-pooled, 84×84 grayscale, FIRE after each reset, rewards clipped to their sign for learning while episode returns stay the game's score, the last 4 frames stacked); `none`, the env as it is; `auto`, atari for ALE/ ids"),
         setting(EnvName::Gym, "gym_frame_stack", "workload.gym.frame_stack", Int, "gym: frames Atari's preprocessing stacks (4; 1 with a recurrent policy)")
             .range(1.0, 16.0)
-            .about("the last frames Atari's preprocessing stacks into each observation: 4, as CleanRL's ppo_atari.py; 1, as its ppo_atari_lstm.py, whose LSTM remembers instead; only with --gym-wrappers atari (or an ALE/ id)"),
-    ];
+            .about("the last frames Atari's preprocessing stacks into each observation: 4, as CleanRL's ppo_atari.py; 1, as its ppo_atari_lstm.py, whose LSTM remembers instead; only with --gym-wrappers atari (or an ALE/ id)")];
     /// The envs step in Python processes: one holding them all (`vectorized`) or several
     /// (`subprocess`); no scalar env lives in this process.
     const BACKENDS: &'static [Backend] = &[Backend::Subprocess, Backend::Vectorized];
@@ -250,13 +258,19 @@ impl Settings for GymSpec {
     fn validate(&self) -> Result<(), KnobError> {
         let id = self.id.trim();
         if id.is_empty() {
-            return Err(KnobError::new("gym_id", "is empty: give a Gymnasium id (CartPole-v1) or module:callable"));
+            return Err(KnobError::new(
+                Self::ID.name,
+                "is empty: give a Gymnasium id (CartPole-v1) or module:callable",
+            ));
         }
         if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(KnobError::new("gym_id", format!("'{id}' has spaces or control characters: an id has none")));
+            return Err(KnobError::new(
+                Self::ID.name,
+                format!("'{id}' has spaces or control characters: an id has none"),
+            ));
         }
         if self.python.as_deref().is_some_and(|p| p.trim().is_empty()) {
-            return Err(KnobError::new("python", "is empty: give an interpreter's path, or leave it out"));
+            return Err(KnobError::new(Self::PYTHON.name, "is empty: give an interpreter's path, or leave it out"));
         }
         Ok(())
     }

@@ -44,6 +44,7 @@ use env::{MorphoConfig, OBS};
 use envs::{env_spec, MorphoBatch, MorphoScalar, Pool};
 use hotlab_core::choices::{Backend, Inference};
 use hotlab_core::counters::EnvCounters;
+use hotlab_core::run_knobs;
 use hotlab_env::{Actions, BatchEnv, Observations, ScalarEnv};
 use hotlab_protocol::Frame;
 use hotlab_spec::{RunSpec, SpecError};
@@ -248,7 +249,7 @@ impl Workload for Morpho {
             let message =
                 "device steps CartPole only; the morpho env's hosts train beside their envs on a host backend: \
                            allowed here: sequential, threads, subprocess, vectorized";
-            return Err(SpecError::new("backend", message).into());
+            return Err(SpecError::of(&run_knobs::BACKEND, message).into());
         }
         if let Some(note) = self.host_note() {
             setup.notes.push(note);

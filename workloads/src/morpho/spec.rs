@@ -225,7 +225,7 @@ impl MorphoSpec {
         if text.is_empty() {
             return Ok(None);
         }
-        let bad = |m: String| KnobError::new("head_ent_coef", m);
+        let bad = |m: String| KnobError::new(Self::HEAD_ENT_COEF.name, m);
         let mut coefs = [ent_coef; 8];
         let mut named = [false; 8];
         for item in text.split(',') {
@@ -317,6 +317,19 @@ pub const HOST_STEPS_SKIPPED: Count = Count::new("host_steps_skipped");
 /// Images the hosts trained on (a minibatch of B images counts B per host): host
 /// samples/s is this over the run's wall time.
 pub const HOST_SAMPLES: Count = Count::new("host_samples");
+
+/// The knobs other code names (errors, hooks), declared once here and listed in `KNOBS`.
+impl MorphoSpec {
+    /// The knob of `--head-ent-coef`.
+    pub const HEAD_ENT_COEF: Knob = setting(
+        EnvName::Morpho,
+        "head_ent_coef",
+        "workload.morpho.head_ent_coef",
+        Text,
+        "morpho: entropy coefficients of single heads, HEAD=C,…; the rest keep --ent-coef",
+    )
+    .about("each named head's entropy weighs its own coefficient in the PPO loss, HEAD=C,… (heads: op, slot, blueprint, curve, alpha_target, alpha_speed, tempo, seed_lr; C from 0 to 10); the heads not named keep --ent-coef. Empty: --ent-coef weighs the heads' summed entropy");
+}
 
 impl Settings for MorphoSpec {
     const PRESETS: &'static [Preset<Self>] = &[
@@ -473,14 +486,7 @@ impl Settings for MorphoSpec {
     )
     .range(0.0, 10_000.0)
     .about("orderings sampled for each step's Shapley credit; 0 = exact, every ordering"),
-    setting(
-        EnvName::Morpho,
-        "head_ent_coef",
-        "workload.morpho.head_ent_coef",
-        Text,
-        "morpho: entropy coefficients of single heads, HEAD=C,…; the rest keep --ent-coef",
-    )
-    .about("each named head's entropy weighs its own coefficient in the PPO loss, HEAD=C,… (heads: op, slot, blueprint, curve, alpha_target, alpha_speed, tempo, seed_lr; C from 0 to 10); the heads not named keep --ent-coef. Empty: --ent-coef weighs the heads' summed entropy"),
+        Self::HEAD_ENT_COEF,
     setting(
         EnvName::Morpho,
         "curriculum_from",
@@ -497,8 +503,7 @@ impl Settings for MorphoSpec {
         Int,
         "morpho: episodes per env over which the curriculum reaches --host-epochs",
     )
-    .range(1.0, 1_000_000.0),
-    ];
+    .range(1.0, 1_000_000.0)];
 
     fn validate(&self) -> Result<(), KnobError> {
         self.head_entropy(0.0).map(|_| ())

@@ -27,6 +27,7 @@ use actor::ProofActor;
 use anyhow::{bail, Result};
 use host::ProofHost;
 use hotlab_core::choices::{Backend, Inference};
+use hotlab_core::run_knobs;
 use hotlab_env::{Actions, BatchEnv, FieldData, Observations, ScalarEnv};
 use hotlab_protocol::Frame;
 use hotlab_spec::{RunSpec, SpecError};
@@ -117,7 +118,7 @@ impl Workload for Proof {
     fn learner(self: Arc<Self>, setup: &mut Setup<'_>) -> Result<Box<dyn Learner>, RunError> {
         let spec = setup.spec;
         if spec.exec.backend == Backend::Device {
-            return Err(SpecError::new("backend", "device steps CartPole only; the proof env runs on the host: allowed here: sequential, threads, subprocess, vectorized").into());
+            return Err(SpecError::of(&run_knobs::BACKEND, "device steps CartPole only; the proof env runs on the host: allowed here: sequential, threads, subprocess, vectorized").into());
         }
         let env_spec = self.vector_env(1, spec.seed, 0).spec().clone();
         let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();

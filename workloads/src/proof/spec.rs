@@ -39,6 +39,29 @@ impl Default for ProofSpec {
 /// Embedding lookups (the proof policy's index embeddings), rollout and update.
 pub const EMBEDDING_LOOKUP: Phase = Phase::new("embedding_lookup");
 
+/// The knobs other code names (errors, hooks), declared once here and listed in `KNOBS`.
+impl ProofSpec {
+    /// The knob of `--kb`.
+    pub const KB: Knob = setting(
+        EnvName::Proof,
+        "kb",
+        "workload.proof.kb",
+        Text,
+        "proof: a generated world (family:people=N,seed=S) or a .pl file in the data dir",
+    )
+    .about("a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world, `family:people=N,seed=S` or `geography:places=N,seed=S`");
+
+    /// The knob of `--queries`.
+    pub const QUERIES: Knob = setting(
+        EnvName::Proof,
+        "queries",
+        "workload.proof.queries",
+        OptionalText,
+        "proof: a query file in the data dir (generated for a world when empty)",
+    )
+    .about("a query file, one ground atom per line, `% test` before the held-out ones (needed with a --kb file; generated for a world when absent)");
+}
+
 impl Settings for ProofSpec {
     // The proof env on a family world (the embedding policy learns ~10× faster at lr 0.003
     // than at 2.5e-4).
@@ -52,25 +75,17 @@ impl Settings for ProofSpec {
         },
     )];
     const KNOBS: &'static [Knob] = &[
-    setting(
-        EnvName::Proof,
-        "kb",
-        "workload.proof.kb",
-        Text,
-        "proof: a generated world (family:people=N,seed=S) or a .pl file in the data dir",
-    )
-    .about("a Prolog file (facts and Horn rules, arity 1 or 2) or a generated world, `family:people=N,seed=S` or `geography:places=N,seed=S`"),
-    setting(
-        EnvName::Proof,
-        "queries",
-        "workload.proof.queries",
-        OptionalText,
-        "proof: a query file in the data dir (generated for a world when empty)",
-    )
-    .about("a query file, one ground atom per line, `% test` before the held-out ones (needed with a --kb file; generated for a world when absent)"),
-    setting(EnvName::Proof, "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
-        .range(1.0, 64.0),
-    setting(EnvName::Proof, "embed_dim", "workload.proof.embed_dim", Int, "proof: width of the policy's index embeddings")
+        Self::KB,
+        Self::QUERIES,
+        setting(EnvName::Proof, "proof_depth", "workload.proof.depth", Int, "proof: most resolution steps per episode")
+            .range(1.0, 64.0),
+        setting(
+            EnvName::Proof,
+            "embed_dim",
+            "workload.proof.embed_dim",
+            Int,
+            "proof: width of the policy's index embeddings",
+        )
         .range(1.0, 1024.0),
     ];
     /// Resolution is symbolic: the envs step on the host.
@@ -87,8 +102,8 @@ impl Settings for ProofSpec {
     fn files(&mut self) -> Vec<(&'static str, &mut String)> {
         let kind = self.kb.split_once(':').map_or(self.kb.as_str(), |(kind, _)| kind);
         let world = matches!(kind, "family" | "geography");
-        let kb = (!world).then_some(("kb", &mut self.kb));
-        kb.into_iter().chain(self.queries.as_mut().map(|q| ("queries", q))).collect()
+        let kb = (!world).then_some((Self::KB.name, &mut self.kb));
+        kb.into_iter().chain(self.queries.as_mut().map(|q| (Self::QUERIES.name, q))).collect()
     }
 
     fn diagnosis(&self, phase: Phase, _profile: &Profile, run: &RunContext) -> Option<String> {

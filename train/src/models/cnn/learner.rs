@@ -9,6 +9,7 @@ use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
 use hotlab_core::choices::{Frames, Inference, UpdateMode};
+use hotlab_core::run_knobs;
 use hotlab_env::EnvSpec;
 use hotlab_spec::SpecError;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ pub fn ppo_learner(
     if spec.exec.update != UpdateMode::Eager {
         let message =
             format!("{}: the CNN policy's update runs libtorch's ops and autograd; allowed: eager", spec.exec.update);
-        return Err(SpecError::new("update", message).into());
+        return Err(SpecError::of(&run_knobs::UPDATE, message).into());
     }
     let kind = setup.precision.kind;
     if !matches!(kind, tch::Kind::Float | tch::Kind::BFloat16) || setup.precision.scaler.is_some() {
@@ -33,7 +34,7 @@ pub fn ppo_learner(
             "{}: the CNN policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
             setup.precision.label()
         );
-        return Err(SpecError::new("precision", message).into());
+        return Err(SpecError::of(&run_knobs::PRECISION, message).into());
     }
     setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {

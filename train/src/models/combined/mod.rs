@@ -57,10 +57,10 @@ pub struct CombinedShape {
 impl CombinedShape {
     /// The network `spec`'s observation calls for; a leaf no encoder reads is refused
     /// naming it.
-    /// A refusal names the env (`--gym-id`): its observation, not a setting, is what the
+    /// A refusal names the env (`--env`): its observation, not a setting, is what the
     /// combined policy cannot read.
     pub fn of(spec: &EnvSpec, hidden: &[usize]) -> Result<Self, SpecError> {
-        let refuse = |message: String| Err(SpecError::new("gym_id", message));
+        let refuse = |message: String| Err(SpecError::of(&hotlab_spec::knobs::ENV, message));
         if spec.fields.is_empty() {
             return refuse(format!(
                 "env '{}' observes nothing: a structured observation needs at least one leaf",

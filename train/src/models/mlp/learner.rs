@@ -12,6 +12,7 @@ use crate::ppo::{self, collect::HostCollector, Collect, PpoLearner, FUSED_NOTE};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
 use hotlab_core::choices::{Backend, Inference, UpdateMode};
+use hotlab_core::run_knobs;
 use hotlab_env::EnvSpec;
 use std::sync::Arc;
 
@@ -32,7 +33,7 @@ pub fn ppo_learner(
     let heads: Vec<usize> = env_spec.heads.iter().map(|h| h.n).collect();
     let arch = architecture(env_spec, &spec.ppo.hidden)?;
     if arch.gaussian > 0 && spec.exec.update == UpdateMode::GraphFused {
-        return Err(hotlab_spec::SpecError::new("update", super::grad::GAUSSIAN_NOT_FUSED).into());
+        return Err(hotlab_spec::SpecError::of(&run_knobs::UPDATE, super::grad::GAUSSIAN_NOT_FUSED).into());
     }
     let net = ActorCritic::new(arch.clone(), setup.device);
     let (opt, mover) = ppo::after_init(setup, &net.flat);

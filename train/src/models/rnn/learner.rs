@@ -11,6 +11,7 @@ use crate::ppo::{self, collect::HostCollector, PpoLearner};
 use crate::workload::{Learner, Setup, Workload};
 use anyhow::Result;
 use hotlab_core::choices::{Frames, Inference, RnnUpdate};
+use hotlab_core::run_knobs;
 use hotlab_env::EnvSpec;
 use hotlab_spec::SpecError;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub fn ppo_learner(
             "{}: the recurrent policy has no loss scaler for fp16's products; allowed: fp32, bf16 (or auto)",
             setup.precision.label()
         );
-        return Err(SpecError::new("precision", message).into());
+        return Err(SpecError::of(&run_knobs::PRECISION, message).into());
     }
     setup.eager_only = true;
     if spec.exec.inference == Inference::Fused {

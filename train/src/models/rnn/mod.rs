@@ -25,6 +25,7 @@ use crate::workload::{Evaluation, TrainedPolicy};
 use anyhow::{bail, Result};
 use core::{Core, State};
 use hotlab_core::choices::Rnn;
+use hotlab_core::run_knobs;
 use hotlab_env::{EnvSpec, FieldKind, FieldSpec};
 use hotlab_spec::SpecError;
 use serde::{Deserialize, Serialize};
@@ -79,7 +80,7 @@ impl RnnShape {
             }
         };
         if cell == Rnn::None {
-            return Err(SpecError::new("rnn", "none: a recurrent policy needs a cell; allowed: lstm, gru"));
+            return Err(SpecError::of(&run_knobs::RNN, "none: a recurrent policy needs a cell; allowed: lstm, gru"));
         }
         Ok(Self {
             input,

@@ -12,6 +12,7 @@ use env::DeviceCartPole;
 use graph::GraphRollout;
 use hotlab_core::choices::Inference;
 use hotlab_core::profile::Phase;
+use hotlab_core::run_knobs;
 use hotlab_spec::{RunSpec, SpecError, GRAPH_NEEDS_CUDA};
 use hotlab_train::cuda::gpu::{Gpu, Support};
 use hotlab_train::error::RunError;
@@ -57,7 +58,7 @@ impl DeviceCollector {
                 notes.push("inference graph: each rollout is one replay of a captured CUDA graph (forward, sampling, env step and storage in one kernel per step)".into());
             }
             (Inference::Graph, None) if device == Device::Cpu => {
-                return Err(SpecError::new("inference", GRAPH_NEEDS_CUDA).into());
+                return Err(SpecError::of(&run_knobs::INFERENCE, GRAPH_NEEDS_CUDA).into());
             }
             (Inference::Graph, None) => notes.push(format!(
                 "inference graph fell back to eager: {}",
