@@ -423,15 +423,10 @@ pub const LESSONS: &[Lesson] = &[
             every env in one loop over arrays and has nothing to wait for.",
         look_at: "The env_wait phase's share in the phase split, and the round trips and spin polls per step.",
         baseline: Baseline::new(|s| {
-
             s.exec.backend = Backend::Subprocess;
-
             s.exec.wait = WaitMode::Spin;
-
             s.envs = 8;
-
             s.exec.workers = 2;
-
         }),
         variants: &[|s| s.exec.backend = Backend::Threads, |s| s.exec.backend = Backend::Vectorized],
         signature: Signature {
@@ -453,13 +448,9 @@ pub const LESSONS: &[Lesson] = &[
             per step; pinned (page-locked) staging lets that copy run without blocking on a GPU.",
         look_at: "Host→device copies per step and the obs_transfer phase.",
         baseline: Baseline::new(|s| {
-
             s.exec.inference = Inference::Eager;
-
             s.exec.transfer = Transfer::PerTensor;
-
             s.envs = 16;
-
         }),
         variants: &[|s| s.exec.transfer = Transfer::Packed],
         signature: Signature {
@@ -482,13 +473,9 @@ pub const LESSONS: &[Lesson] = &[
             which effect wins on this machine.",
         look_at: "Copies per step dropping to zero, and where env time goes (env_step).",
         baseline: Baseline::new(|s| {
-
             s.exec.backend = Backend::Vectorized;
-
             s.exec.inference = Inference::Eager;
-
             s.envs = 64;
-
         }),
         variants: &[|s| s.exec.backend = Backend::Device],
         signature: Signature {
@@ -515,13 +502,9 @@ pub const LESSONS: &[Lesson] = &[
             also drains the launch queue, which is why this bottleneck grows with the device's speed.",
         look_at: "Host syncs per step and the action_readback phase.",
         baseline: Baseline::new(|s| {
-
             s.exec.inference = Inference::Eager;
-
             s.exec.action_sync = ActionSync::PerItem;
-
             s.envs = 16;
-
         }),
         variants: &[|s| s.exec.action_sync = ActionSync::Stacked],
         signature: Signature {
@@ -543,9 +526,7 @@ pub const LESSONS: &[Lesson] = &[
             arithmetic alone. A captured CUDA graph replays the launches as one on a GPU.",
         look_at: "The policy_forward phase's time per call.",
         baseline: Baseline::new(|s| {
-
             s.exec.inference = Inference::Eager;
-
         }),
         variants: &[|s| s.exec.inference = Inference::Fused],
         signature: Signature {
@@ -569,23 +550,14 @@ pub const LESSONS: &[Lesson] = &[
             whole update is one launch per iteration.",
         look_at: "The update's phases (update_forward, backward, optimizer) against update_graph, and steps/s.",
         baseline: Baseline::new(|s| {
-
             s.device = "cuda".into();
-
             s.exec.backend = Backend::Device;
-
             s.exec.inference = Inference::Graph;
-
             s.exec.update = UpdateMode::Eager;
-
             s.envs = 4096;
-
             s.steps = 16;
-
             s.ppo.minibatches = 2;
-
             s.ppo.lr = 0.0025;
-
         }),
         variants: &[|s| s.exec.update = UpdateMode::Graph],
         signature: Signature {
@@ -613,11 +585,8 @@ pub const LESSONS: &[Lesson] = &[
         // conversions cost as much as bf16 saves (an AMD EPYC with AVX512-BF16, 2026-11-26:
         // 1.04× slower at 256, 1.7× faster at 1024).
         baseline: Baseline::new(|s| {
-
             s.exec.precision = Precision::Fp32;
-
             s.ppo.hidden = vec![1024, 1024];
-
         }),
         variants: &[|s| s.exec.precision = Precision::Bf16],
         signature: Signature {
@@ -649,9 +618,7 @@ pub const LESSONS: &[Lesson] = &[
             counts move more than the clock.",
         look_at: "The telemetry phase's calls and time.",
         baseline: Baseline::new(|s| {
-
             s.telemetry.every = 1;
-
         }),
         variants: &[|s| s.telemetry.every = 10],
         signature: Signature {
@@ -678,17 +645,11 @@ pub const LESSONS: &[Lesson] = &[
             lesson shows both.",
         look_at: "Lifecycle reads per env step, and the lifecycle and reward phases' share of the wall.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<MorphoSpec>();
-
             w.lifecycle = LifecycleMode::Loop;
-
             s.exec.backend = Backend::Vectorized;
-
             s.envs = 4;
-
             s.steps = 4;
-
         })
         .over(MORPHO_SMALL),
         variants: &[|s| s.settings_mut::<MorphoSpec>().lifecycle = LifecycleMode::Batched],
@@ -717,17 +678,11 @@ pub const LESSONS: &[Lesson] = &[
             `hotlab bench host` measures batching slower: the lever depends on where the time goes.",
         look_at: "Host passes per env step, and the host_forward and host_backward phases.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<MorphoSpec>();
-
             w.host_exec = HostExec::PerEnv;
-
             s.exec.backend = Backend::Vectorized;
-
             s.envs = 8;
-
             s.steps = 2;
-
         })
         .over(MORPHO_SMALL),
         variants: &[|s| s.settings_mut::<MorphoSpec>().host_exec = HostExec::Batched],
@@ -754,15 +709,10 @@ pub const LESSONS: &[Lesson] = &[
             regression here, which the lesson shows as honestly as the fix.",
         look_at: "Topology changes per env step, and the host_forward and host_backward phases.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<MorphoSpec>();
-
             w.slots = SlotPool::Dynamic;
-
             s.envs = 4;
-
             s.steps = 4;
-
         })
         .over(MORPHO_SMALL),
         variants: &[|s| s.settings_mut::<MorphoSpec>().slots = SlotPool::Sleeper],
@@ -791,9 +741,7 @@ pub const LESSONS: &[Lesson] = &[
             falls until the device's arithmetic becomes the limit.",
         look_at: "The data / forward / backward split and the forward calls per env step.",
         baseline: Baseline::new(|s| {
-
             s.envs = 1;
-
         }),
         variants: &[|s| s.envs = 64],
         signature: Signature {
@@ -818,11 +766,8 @@ pub const LESSONS: &[Lesson] = &[
             limit: `hotlab bench batch` finds where.",
         look_at: "The [PROFILE] split, and train steps (replay samples) per env step.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<DreamerSpec>();
-
             w.batch = 2;
-
         })
         .over(DREAMER_SMALL),
         variants: &[|s| s.settings_mut::<DreamerSpec>().batch = 16],
@@ -845,13 +790,9 @@ pub const LESSONS: &[Lesson] = &[
             needs the loop. The same embeddings to rounding; T calls become one, each T times fuller.",
         look_at: "Encoder calls per env step, and the encoder's share of the forward.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<DreamerSpec>();
-
             w.encoder = EncoderMode::PerStep;
-
             w.seq_len = 16;
-
         })
         .over(DREAMER_SMALL),
         variants: &[|s| s.settings_mut::<DreamerSpec>().encoder = EncoderMode::Batched],
@@ -876,11 +817,8 @@ pub const LESSONS: &[Lesson] = &[
             what the lesson shows here.",
         look_at: "Host syncs per env step.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<DreamerSpec>();
-
             w.loss_read = LossRead::PerItem;
-
         })
         .over(DREAMER_SMALL),
         variants: &[|s| s.settings_mut::<DreamerSpec>().loss_read = LossRead::Deferred],
@@ -904,9 +842,7 @@ pub const LESSONS: &[Lesson] = &[
             length.",
         look_at: "Host→device copies per update and the obs_transfer phase.",
         baseline: Baseline::new(|s| {
-
             s.exec.rollout_copy = RolloutCopy::PerStep;
-
         }),
         variants: &[|s| s.exec.rollout_copy = RolloutCopy::Whole],
         signature: Signature {
@@ -931,11 +867,8 @@ pub const LESSONS: &[Lesson] = &[
             Atari's 28 KB frames the second crossing is PCIe time every update.",
         look_at: "Host-to-device bytes per env step, and obs_transfer's share of the wall.",
         baseline: Baseline::new(|s| {
-
             s.settings_mut::<GymSpec>();
-
             s.exec.rollout_copy = RolloutCopy::Whole;
-
         })
         .over(BREAKOUT_SMALL),
         variants: &[|s| s.exec.rollout_copy = RolloutCopy::Kept],
@@ -963,21 +896,13 @@ pub const LESSONS: &[Lesson] = &[
             CUDA GPU only.",
         look_at: "Stream waits per env step, and the host phases.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<MorphoSpec>();
-
             w.stream_wait = StreamWait::Every;
-
             w.images = 256;
-
             w.width = 8;
-
             s.device = "cuda".into();
-
             s.envs = 8;
-
             s.steps = 3;
-
         })
         .over(MORPHO_SMALL),
         variants: &[|s| s.settings_mut::<MorphoSpec>().stream_wait = StreamWait::Moved],
@@ -1002,19 +927,12 @@ pub const LESSONS: &[Lesson] = &[
             A CPU has no bus to cross, so this lesson runs on a CUDA GPU only.",
         look_at: "Host→device bytes per env step and the replay phase.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<DreamerSpec>();
-
             w.replay = ReplayAt::Host;
-
             w.batch = 16;
-
             w.seq_len = 16;
-
             w.train_ratio = 64.0;
-
             s.device = "cuda".into();
-
         })
         .over(DREAMER_SMALL),
         variants: &[|s| s.settings_mut::<DreamerSpec>().replay = ReplayAt::Device],
@@ -1044,17 +962,11 @@ pub const LESSONS: &[Lesson] = &[
         look_at: "The python_step phase: its time per env step and its share of the wall; and the round trips, \
             one per process each step: the processes that step their envs at the same time.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<GymSpec>();
-
             w.id = "Acrobot-v1".into();
-
             s.exec.backend = Backend::Vectorized;
-
             s.envs = 64;
-
             s.steps = 16;
-
         }),
         variants: &[|s| s.exec.backend = Backend::Subprocess],
         // A count, not a time, so that the check holds on a loaded machine: each process
@@ -1081,11 +993,8 @@ pub const LESSONS: &[Lesson] = &[
             does; on a GPU they are PCIe transfers, where the four times is paid in time.",
         look_at: "Host-to-device bytes per env step, and obs_transfer's share of the wall.",
         baseline: Baseline::new(|s| {
-
             s.settings_mut::<GymSpec>();
-
             s.exec.frames = Frames::Float;
-
         })
         .over(BREAKOUT_SMALL),
         variants: &[|s| s.exec.frames = Frames::Bytes],
@@ -1140,21 +1049,13 @@ pub const LESSONS: &[Lesson] = &[
             on the card and the precision, so there `auto` keeps channels first until it is measured.",
         look_at: "The backward's µs per call, then update_forward and policy_forward.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<EnvpoolSpec>();
-
             w.id = "Breakout-v5".into();
-
             s.envs = 8;
-
             s.steps = 32;
-
             s.ppo.minibatches = 2;
-
             s.ppo.epochs = 1;
-
             s.exec.conv_layout = ConvLayout::Nchw;
-
         }),
         variants: &[|s| s.exec.conv_layout = ConvLayout::Nhwc],
         // Timed: the kernels' reorders against none, on this box's oneDNN.
@@ -1185,21 +1086,13 @@ pub const LESSONS: &[Lesson] = &[
             (--set gym_id=HalfCheetah-v5), and the heavier the step the more the split pays.",
         look_at: "Round trips per env step, and python_step's and env_wait's shares of the wall.",
         baseline: Baseline::new(|s| {
-
             let w = s.settings_mut::<GymSpec>();
-
             w.id = "InvertedPendulum-v5".into();
-
             s.exec.backend = Backend::Subprocess;
-
             s.envs = 1;
-
             s.steps = 256;
-
             s.ppo.minibatches = 4;
-
             s.ppo.epochs = 4;
-
         }),
         variants: &[|s| s.envs = 8],
         // A count: with one env each env step is a round trip; with 8 over (up to) 2
@@ -1227,13 +1120,9 @@ pub const LESSONS: &[Lesson] = &[
             the next input is not known before the env steps.",
         look_at: "update_core's calls per env step and its time per call, then update_forward and backward.",
         baseline: Baseline::new(|s| {
-
             s.ppo.rnn = Rnn::Lstm;
-
             s.ppo.rnn_width = 64;
-
             s.exec.rnn_update = RnnUpdate::Stepped;
-
         }),
         variants: &[|s| s.exec.rnn_update = RnnUpdate::Sequence],
         // A count: CartPole's default 4 envs × 128 steps, 4 minibatches of one env, 4 epochs:

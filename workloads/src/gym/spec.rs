@@ -12,6 +12,7 @@ use hotlab_core::knob::{Knob, KnobError, KnobKind::*};
 use hotlab_core::preset::Preset;
 use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use hotlab_core::run::RunContext;
+use hotlab_core::run::RunPart;
 use hotlab_specs::{setting, EnvName, Settings};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -87,6 +88,22 @@ const SPLIT_AT: f64 = 0.25;
 
 /// Envs a one-env run is advised to collect its batch with (the `mujoco-fast` preset's).
 const SPREAD_ENVS: usize = 8;
+
+/// CleanRL's `ppo_atari.py` settings (the `atari` preset's, and `atari-lstm`'s under its
+/// own two): ALE's Breakout with the standard preprocessing, 8 envs in 2 worker processes,
+/// clip 0.1, no normalizers, libtorch's forward.
+fn cleanrl_atari(run: &mut RunPart, s: &mut GymSpec) {
+    s.id = "ALE/Breakout-v5".into();
+    s.wrappers = GymWrappers::Atari;
+    run.envs = 8;
+    run.total_steps = 10_000_000;
+    run.exec.backend = Backend::Subprocess;
+    run.exec.workers = 2;
+    run.exec.inference = Inference::Eager;
+    run.ppo.clip = 0.1;
+    run.ppo.obs_norm = Norm::Off;
+    run.ppo.reward_norm = Norm::Off;
+}
 
 /// The knobs other code names (errors, hooks), declared once here and listed in `KNOBS`.
 impl GymSpec {
@@ -176,18 +193,7 @@ impl Settings for GymSpec {
         Preset::new(
             "atari",
             "Breakout with CleanRL's ppo_atari.py settings: Atari's preprocessing, the Nature CNN, 8 envs × 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs gymnasium[atari]",
-            |run, s| {
-                s.id = "ALE/Breakout-v5".into();
-                s.wrappers = GymWrappers::Atari;
-                run.envs = 8;
-                run.total_steps = 10_000_000;
-                run.exec.backend = Backend::Subprocess;
-                run.exec.workers = 2;
-                run.exec.inference = Inference::Eager;
-                run.ppo.clip = 0.1;
-                run.ppo.obs_norm = Norm::Off;
-                run.ppo.reward_norm = Norm::Off;
-            },
+            cleanrl_atari,
         ),
         // The throughput preset: mujoco's update on the same 2048-step batch, collected by
         // 8 envs (SPREAD_ENVS) × 256 steps over one worker process per core (`--workers 0`),
@@ -216,18 +222,9 @@ impl Settings for GymSpec {
             "atari-lstm",
             "Breakout with CleanRL's ppo_atari_lstm.py settings: Atari's preprocessing with one frame a step, the Nature CNN then an LSTM of 128, 8 envs × 128 steps, 4 minibatches of whole envs, 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, 10M steps; needs gymnasium[atari]",
             |run, s| {
-                s.id = "ALE/Breakout-v5".into();
-                s.wrappers = GymWrappers::Atari;
+                cleanrl_atari(run, s);
                 s.frame_stack = 1;
                 run.ppo.rnn = Rnn::Lstm;
-                run.envs = 8;
-                run.total_steps = 10_000_000;
-                run.exec.backend = Backend::Subprocess;
-                run.exec.workers = 2;
-                run.exec.inference = Inference::Eager;
-                run.ppo.clip = 0.1;
-                run.ppo.obs_norm = Norm::Off;
-                run.ppo.reward_norm = Norm::Off;
             },
         ),
         // A small memory task that every Python with gymnasium has (the worker's own

@@ -15,6 +15,7 @@ use hotlab_core::knob::{Knob, KnobError, KnobKind::*};
 use hotlab_core::preset::Preset;
 use hotlab_core::profile::{Phase, PhaseInfo, PhaseKind, Profile};
 use hotlab_core::run::RunContext;
+use hotlab_core::run::RunPart;
 use hotlab_specs::{setting, EnvName, Settings, HOST_BACKENDS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -318,6 +319,14 @@ pub const HOST_STEPS_SKIPPED: Count = Count::new("host_steps_skipped");
 /// samples/s is this over the run's wall time.
 pub const HOST_SAMPLES: Count = Count::new("host_samples");
 
+/// Both presets' batch: 8 hosts stepped on 2 threads, PPO's update in 2 minibatches.
+fn eight_hosts_on_two_threads(run: &mut RunPart) {
+    run.envs = 8;
+    run.exec.backend = Backend::Threads;
+    run.exec.workers = 2;
+    run.ppo.minibatches = 2;
+}
+
 /// The knobs other code names (errors, hooks), declared once here and listed in `KNOBS`.
 impl MorphoSpec {
     /// The knob of `--head-ent-coef`.
@@ -341,12 +350,9 @@ impl Settings for MorphoSpec {
             |run, s| {
                 s.images = 256;
                 s.epochs = 6;
-                run.envs = 8;
                 run.steps = 6;
                 run.total_steps = 1344;
-                run.exec.backend = Backend::Threads;
-                run.exec.workers = 2;
-                run.ppo.minibatches = 2;
+                eight_hosts_on_two_threads(run);
             },
         ),
         // Growth on 12-epoch episodes of 512-image tasks (where it pays +16 points): the
@@ -361,12 +367,9 @@ impl Settings for MorphoSpec {
                 s.training_entry = TrainingEntry::Gate;
                 s.shaping = 0.05;
                 s.clone_grower = 384;
-                run.envs = 8;
                 run.steps = 12;
                 run.total_steps = 4608;
-                run.exec.backend = Backend::Threads;
-                run.exec.workers = 2;
-                run.ppo.minibatches = 2;
+                eight_hosts_on_two_threads(run);
             },
         ),
     ];
