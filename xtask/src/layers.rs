@@ -789,7 +789,7 @@ pub fn f() -> k::top::Up { k::top::Up }
             ),
             ("k/src/w/spec.rs", "pub struct S;\n"),
             ("k/src/w/native.rs", "pub mod more;\npub struct N(more::P);\n"),
-            ("k/src/w/more.rs", "pub struct P;\npub fn f() -> crate::w::N { todo!() }\n"),
+            ("k/src/w/more.rs", "pub struct P;\npub fn f() -> crate::w::N { crate::w::N(P) }\n"),
         ]);
         // native.rs and mod.rs high, more.rs low: more.rs's `crate::w::N` is upward, and
         // the check must find N in native.rs, not in the mod.rs that re-exports it.

@@ -89,6 +89,21 @@ const SPLIT_AT: f64 = 0.25;
 /// Envs a one-env run is advised to collect its batch with (the `mujoco-fast` preset's).
 const SPREAD_ENVS: usize = 8;
 
+/// CleanRL's `ppo_continuous_action.py` settings (the `mujoco` preset's; `mujoco-fast`
+/// collects the same batch otherwise): HalfCheetah on the CPU, one env of 2048 steps, 32
+/// minibatches, 10 epochs, lr 3e-4, no entropy bonus, 1M steps.
+fn cleanrl_mujoco(run: &mut RunPart, s: &mut GymSpec) {
+    s.id = "HalfCheetah-v5".into();
+    run.device = "cpu".into();
+    run.envs = 1;
+    run.steps = 2048;
+    run.total_steps = 1_000_000;
+    run.ppo.epochs = 10;
+    run.ppo.minibatches = 32;
+    run.ppo.lr = 0.0003;
+    run.ppo.ent_coef = 0.0;
+}
+
 /// CleanRL's `ppo_atari.py` settings (the `atari` preset's, and `atari-lstm`'s under its
 /// own two): ALE's Breakout with the standard preprocessing, 8 envs in 2 worker processes,
 /// clip 0.1, no normalizers, libtorch's forward.
@@ -173,17 +188,7 @@ impl Settings for GymSpec {
         Preset::new(
             "mujoco",
             "HalfCheetah-v5 with CleanRL's ppo_continuous_action.py settings: 1 env × 2048 steps, 32 minibatches, 10 epochs, normalizers on, 1M steps; needs gymnasium[mujoco]",
-            |run, s| {
-                s.id = "HalfCheetah-v5".into();
-                run.device = "cpu".into();
-                run.envs = 1;
-                run.steps = 2048;
-                run.total_steps = 1_000_000;
-                run.ppo.epochs = 10;
-                run.ppo.minibatches = 32;
-                run.ppo.lr = 0.0003;
-                run.ppo.ent_coef = 0.0;
-            },
+            cleanrl_mujoco,
         ),
         // CleanRL's `ppo_atari.py`: its defaults, on ALE's Breakout (v5, sticky actions) with
         // the standard preprocessing; 8 envs in 2 worker processes. ppo.py's defaults (4
@@ -203,16 +208,10 @@ impl Settings for GymSpec {
             "mujoco-fast",
             "mujoco's batch of 2048 steps from 8 envs × 256 steps, stepped by one worker process per core: the same update, the envs' Python on every core; needs gymnasium[mujoco]",
             |run, s| {
-                s.id = "HalfCheetah-v5".into();
-                run.device = "cpu".into();
-                run.envs = 8;
-                run.steps = 256;
-                run.total_steps = 1_000_000;
+                cleanrl_mujoco(run, s);
+                run.envs = SPREAD_ENVS;
+                run.steps = 2048 / SPREAD_ENVS;
                 run.exec.backend = Backend::Subprocess;
-                run.ppo.epochs = 10;
-                run.ppo.minibatches = 32;
-                run.ppo.lr = 0.0003;
-                run.ppo.ent_coef = 0.0;
             },
         ),
         // CleanRL's `ppo_atari_lstm.py`: ppo_atari.py's settings with one frame a step (its
